@@ -1,0 +1,48 @@
+# Every command runs through these targets; README and .ci/run call them too.
+PYTHON ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.DEFAULT_GOAL := help
+.PHONY: help run test lint typecheck unit migrate demo bench format clean
+
+help: ## Show the targets
+	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
+
+$(STAMP): pyproject.toml
+	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON) (Python 3.11+)"; exit 1; }
+	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
+	touch $(STAMP)
+
+run: $(STAMP) ## Install, migrate, create the demo workspace (first run) and serve on 127.0.0.1:8000
+	$(BIN)/herald migrate
+	$(BIN)/herald demo
+	$(BIN)/herald serve --host 127.0.0.1 --port 8000
+
+test: lint typecheck unit ## Lint, type check and run the whole test suite
+
+lint: $(STAMP) ## ruff check + format check
+	$(BIN)/ruff check src tests benchmarks migrations
+	$(BIN)/ruff format --check src tests benchmarks migrations
+
+typecheck: $(STAMP) ## mypy (strict)
+	$(BIN)/mypy
+
+unit: $(STAMP) ## The test suite (SQLite; PostgreSQL/Redis when HERALD_TEST_* are set)
+	$(BIN)/pytest -q
+
+migrate: $(STAMP) ## Upgrade the database to head
+	$(BIN)/herald migrate
+
+bench: $(STAMP) ## Print the benchmark tables (see benchmarks/README.md)
+	$(BIN)/python -m benchmarks.run
+
+format: $(STAMP) ## Apply ruff fixes and formatting
+	$(BIN)/ruff check --fix src tests benchmarks migrations
+	$(BIN)/ruff format src tests benchmarks migrations
+
+clean: ## Remove the virtualenv and local databases
+	rm -rf $(VENV) herald.db herald.db-wal herald.db-shm .herald

@@ -1,0 +1,116 @@
+"""Database plumbing: declarative base, portable column types, engines and sessions.
+
+One request gets one session. Sessions are opened lazily by `SessionDep` and finished by the request
+middleware, which commits *before* the response is sent and rolls back on any error, so a request
+lands whole or not at all (see `herald.http.middleware`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import JSON, DateTime, MetaData, event
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.engine import Dialect
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
+from sqlalchemy.orm import DeclarativeBase
+from sqlalchemy.types import TypeDecorator
+
+from herald.config import Settings
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """Timezone-aware UTC datetimes on every engine (SQLite keeps no zone; values are stored as UTC)."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetimes are not stored; use the clock's aware UTC values")
+        value = value.astimezone(UTC)
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+# JSONB on PostgreSQL (indexable, compact), JSON text elsewhere.
+PortableJSON = JSON().with_variant(JSONB(), "postgresql")
+
+
+@dataclass
+class Database:
+    """The engines of one deployment.
+
+    SQLite allows one writer at a time; a transaction that reads first and writes later can fail to
+    upgrade its lock. Writing requests therefore begin with `BEGIN IMMEDIATE` (they queue on the lock
+    instead of failing), while reading requests begin normally and run concurrently under WAL.
+    """
+
+    engine: AsyncEngine
+    read_engine: AsyncEngine
+    writer: async_sessionmaker[AsyncSession]
+    reader: async_sessionmaker[AsyncSession]
+
+    async def dispose(self) -> None:
+        await self.engine.dispose()
+        if self.read_engine is not self.engine:
+            await self.read_engine.dispose()
+
+
+def _sqlite_engine(url: str, *, immediate: bool) -> AsyncEngine:
+    engine = create_async_engine(url, connect_args={"timeout": 30})
+
+    @event.listens_for(engine.sync_engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        # Let SQLAlchemy's "begin" event below emit BEGIN itself.
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.execute("PRAGMA busy_timeout=30000")
+        cursor.close()
+
+    @event.listens_for(engine.sync_engine, "begin")
+    def _on_begin(connection: Any) -> None:
+        connection.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+
+    return engine
+
+
+def create_database(settings: Settings) -> Database:
+    url = settings.database_url
+    if url.startswith("sqlite"):
+        engine = _sqlite_engine(url, immediate=True)
+        read_engine = _sqlite_engine(url, immediate=False)
+    else:
+        engine = create_async_engine(
+            url, pool_size=settings.db_pool_size, max_overflow=settings.db_pool_size, pool_pre_ping=True
+        )
+        read_engine = engine
+    return Database(
+        engine=engine,
+        read_engine=read_engine,
+        writer=async_sessionmaker(engine, expire_on_commit=False),
+        reader=async_sessionmaker(read_engine, expire_on_commit=False),
+    )

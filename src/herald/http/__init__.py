@@ -1,0 +1,1 @@
+"""HTTP plumbing shared by every router: request ids, auth, rate limits, idempotency."""

@@ -1,0 +1,73 @@
+"""Authentication and scopes: Basic credentials, the app-key header, gateway-style refusals."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from dataclasses import dataclass
+
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+from starlette.requests import Request
+
+from herald.workspaces import service as workspaces_service
+from herald.workspaces.models import ApiKey, Workspace
+from herald.workspaces.scopes import Scope, expand
+
+
+class GatewayRefusal(Exception):
+    """401 ER001 / 403 ER007, answered in the gateway's own body format."""
+
+    def __init__(self, status: int, code: str, target: str, message: str) -> None:
+        super().__init__(message)
+        self.status, self.code, self.target, self.message = status, code, target, message
+
+
+def unauthenticated(message: str = "Authentication credentials are missing or invalid.") -> GatewayRefusal:
+    return GatewayRefusal(401, "ER001", "Authentication Invalid", message)
+
+
+def forbidden(scope: Scope) -> GatewayRefusal:
+    return GatewayRefusal(403, "ER007", "Authorization Failed", f"The API key lacks the scope {scope}.")
+
+
+@dataclass(frozen=True)
+class Caller:
+    workspace: Workspace
+    api_key: ApiKey
+
+    @property
+    def workspace_id(self) -> str:
+        return self.workspace.id
+
+
+def basic_credentials(header: str | None) -> tuple[str, str]:
+    if not header:
+        raise unauthenticated()
+    scheme, _, encoded = header.partition(" ")
+    if scheme.lower() != "basic" or not encoded.strip():
+        raise unauthenticated()
+    try:
+        decoded = base64.b64decode(encoded.strip(), validate=True).decode("utf-8")
+    except (binascii.Error, UnicodeDecodeError):
+        raise unauthenticated() from None
+    username, sep, password = decoded.partition(":")
+    if not sep or not username or not password:
+        raise unauthenticated()
+    return username, password
+
+
+async def authenticate(
+    request: Request, sessions: async_sessionmaker[AsyncSession], scope: Scope, app_key_header: str | None
+) -> Caller:
+    """Who is calling, checked against `scope`. `app_key_header` is required on campaign surfaces."""
+    workspace_id, secret = basic_credentials(request.headers.get("authorization"))
+    if app_key_header is not None and request.headers.get(app_key_header) != workspace_id:
+        raise unauthenticated(f"The {app_key_header} header must carry the workspace id.")
+    async with sessions() as session:
+        found = await workspaces_service.authenticate(session, workspace_id, secret)
+    if found is None:
+        raise unauthenticated()
+    workspace, key = found
+    if scope not in expand(key.scopes):
+        raise forbidden(scope)
+    return Caller(workspace=workspace, api_key=key)

@@ -1,0 +1,65 @@
+"""Per-request state shared by the middleware, dependencies and services.
+
+The middleware creates a `UnitOfWork` for each request and finishes it after the handler has produced
+its response but before a byte is sent: commit on success, roll back otherwise.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from herald.db import Database
+
+if TYPE_CHECKING:
+    from herald.http.idempotency import Claim
+    from herald.http.ratelimit import Decision
+
+Callback = Callable[[], Awaitable[None]]
+
+
+@dataclass
+class UnitOfWork:
+    database: Database
+    for_write: bool
+    _session: AsyncSession | None = None
+    # Undo steps outside the database (e.g. giving back a reserved quota slot) run when the request fails.
+    on_failure: list[Callback] = field(default_factory=list)
+    idempotency: Claim | None = None
+    rate_limit: Decision | None = None
+
+    def session(self) -> AsyncSession:
+        if self._session is None:
+            factory = self.database.writer if self.for_write else self.database.reader
+            self._session = factory()
+        return self._session
+
+    @property
+    def has_session(self) -> bool:
+        return self._session is not None
+
+    async def commit(self) -> None:
+        if self._session is not None:
+            await self._session.commit()
+
+    async def rollback(self) -> None:
+        if self._session is not None:
+            await self._session.rollback()
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    async def run_failure_callbacks(self) -> None:
+        callbacks, self.on_failure = self.on_failure, []
+        for callback in reversed(callbacks):
+            await callback()
+
+
+def request_state(scope_or_state: Any) -> dict[str, Any]:
+    state: dict[str, Any] = scope_or_state.setdefault("state", {})
+    return state

@@ -1,0 +1,55 @@
+"""OpenAPI descriptions of the error answers routes share."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel
+
+
+class ErrorDetail(BaseModel):
+    code: str
+    target: str
+    message: str
+
+
+class ErrorObject(BaseModel):
+    code: str
+    message: str
+    doc_url: str
+    target: str | None = None
+    details: list[ErrorDetail]
+    request_id: str
+
+
+class ErrorEnvelope(BaseModel):
+    response_id: str
+    error: ErrorObject
+
+
+_DESCRIPTIONS = {
+    400: "Validation failed or the request could not be read.",
+    401: "Credentials missing or invalid (gateway body ER001, text/plain).",
+    403: "Insufficient scope (gateway body ER007, text/plain).",
+    404: "Not found in this workspace.",
+    409: "Conflict (idempotency, state or duplicate).",
+    412: "If-Match does not match.",
+    413: "Body too large.",
+    422: "The change cannot be applied in this state.",
+    429: "Rate limited; see Retry-After.",
+    503: "The gateway cannot route the request (HTML body).",
+}
+
+
+def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    responses: dict[int | str, dict[str, Any]] = {}
+    for status in statuses:
+        entry: dict[str, Any] = {"description": _DESCRIPTIONS[status]}
+        if status in (401, 403):
+            entry["content"] = {"text/plain": {"schema": {"type": "string"}}}
+        elif status == 503:
+            entry["content"] = {"text/html": {"schema": {"type": "string"}}}
+        else:
+            entry["model"] = ErrorEnvelope
+        responses[status] = entry
+    return responses

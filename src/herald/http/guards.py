@@ -1,0 +1,57 @@
+"""Cheap checks on raw requests, applied before any routing or parsing."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Iterable
+
+_JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_BRACKETS = re.compile(rb"[\[\]{}]")
+
+
+def has_control_characters(headers: Iterable[tuple[bytes, bytes]]) -> bool:
+    """True when any header name or value holds an ASCII control character (HTAB aside)."""
+    for name, value in headers:
+        for part in (name, value):
+            if any((byte < 0x20 and byte != 0x09) or byte == 0x7F for byte in part):
+                return True
+    return False
+
+
+def json_depth_exceeds(body: bytes, limit: int) -> bool:
+    """True when the JSON text nests arrays/objects deeper than `limit` (strings are skipped)."""
+    if body.count(b"[") + body.count(b"{") <= limit:
+        return False
+    depth = 0
+    for match in _BRACKETS.finditer(_JSON_STRING.sub(b'""', body)):
+        if match.group() in (b"[", b"{"):
+            depth += 1
+            if depth > limit:
+                return True
+        else:
+            depth -= 1
+    return False
+
+
+def has_escaped_nul(body: bytes) -> bool:
+    """JSON strings may spell NUL as \\u0000; no stored text may hold it (PostgreSQL refuses it)."""
+    return b"\\u0000" in body
+
+
+def is_json_content_type(value: str) -> bool:
+    media_type = value.split(";", 1)[0].strip().lower()
+    return media_type == "application/json" or (
+        media_type.startswith("application/") and media_type.endswith("+json")
+    )
+
+
+def parse_uuid4(value: str) -> str | None:
+    """The canonical form of a UUID v4, or None."""
+    try:
+        parsed = uuid.UUID(value)
+    except ValueError:
+        return None
+    if parsed.version != 4 or len(value) not in (32, 36):
+        return None
+    return str(parsed)

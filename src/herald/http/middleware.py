@@ -1,0 +1,263 @@
+"""The request middleware: gateway checks, request ids, body limits, and the unit of work.
+
+For every HTTP request it
+1. refuses headers with control characters (503, HTML, nothing processed),
+2. reads or makes the request id (`X-<token>-Request-Id`) that every response carries,
+3. reads the body once, within the size limit (413), checks content type, NULs and JSON depth (400),
+4. runs the app with the response held back, then commits the request's transaction (and its
+   idempotency record) before sending, or rolls everything back when the answer is an error.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import Any
+
+from sqlalchemy.exc import DBAPIError, IntegrityError
+from starlette.datastructures import MutableHeaders
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from herald.http import idempotency
+from herald.http.context import UnitOfWork, request_state
+from herald.http.guards import (
+    has_control_characters,
+    has_escaped_nul,
+    is_json_content_type,
+    json_depth_exceeds,
+    parse_uuid4,
+)
+from herald.http.limits import headers_for
+from herald.http.responses import GATEWAY_503_HTML, error_response
+from herald.problems import Problem
+from herald.services import Services
+
+log = logging.getLogger("herald.http")
+
+BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
+class BodyTooLarge(Exception):
+    pass
+
+
+class HeraldMiddleware:
+    def __init__(self, app: ASGIApp, services: Services) -> None:
+        self.app = app
+        self.services = services
+        self.settings = services.settings
+        self.request_id_header = services.settings.request_id_header.lower().encode()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers: list[tuple[bytes, bytes]] = scope["headers"]
+        if has_control_characters(headers):
+            await _send_raw(send, 503, [(b"content-type", b"text/html; charset=utf-8")], GATEWAY_503_HTML)
+            return
+
+        given = next((value for name, value in headers if name == self.request_id_header), None)
+        request_id = parse_uuid4(given.decode("latin-1")) if given is not None else str(uuid.uuid4())
+        if request_id is None:
+            request_id = str(uuid.uuid4())
+            await self._send_error(
+                send,
+                request_id,
+                400,
+                "VALIDATION_FAILED",
+                "The request id header must be a UUID v4.",
+                target=self.settings.request_id_header,
+                details=[Problem("INVALID_TYPE", self.settings.request_id_header, "Not a UUID v4.")],
+            )
+            return
+
+        state = request_state(scope)
+        state["request_id"] = request_id
+        method: str = scope["method"]
+        body = b""
+        if method in BODY_METHODS:
+            try:
+                body = await self._read_body(headers, receive)
+            except BodyTooLarge:
+                await self._send_error(
+                    send,
+                    request_id,
+                    413,
+                    "PAYLOAD_TOO_LARGE",
+                    f"The request body exceeds {self.settings.max_body_bytes} bytes.",
+                )
+                return
+            problem = self._body_problem(headers, body)
+            if problem is not None:
+                await self._send_error(send, request_id, 400, "BAD_REQUEST", problem, raw_body=body)
+                return
+        state["body"] = body
+
+        uow = UnitOfWork(self.services.database, for_write=method not in READ_METHODS)
+        state["uow"] = uow
+        await self._run(scope, _replay(body, receive), send, uow, request_id, body)
+
+    async def _run(
+        self, scope: Scope, receive: Receive, send: Send, uow: UnitOfWork, request_id: str, body: bytes
+    ) -> None:
+        captured: list[Message] = []
+
+        async def hold(message: Message) -> None:
+            captured.append(message)
+
+        try:
+            try:
+                await self.app(scope, receive, hold)
+                status = captured[0]["status"] if captured else 500
+                if status < 400:
+                    await self._commit(uow, captured)
+                else:
+                    await self._fail(uow, captured)
+            except Exception as exc:  # the answer becomes an enveloped error, never a stack trace
+                await uow.rollback()
+                await uow.run_failure_callbacks()
+                captured = self._crash_response(exc, request_id, body)
+                if uow.idempotency is not None:
+                    # A crash is never an answer worth replaying: free the key for a retry.
+                    await self._release_claim(uow, captured, keep=False)
+        finally:
+            await uow.close()
+        await self._send(send, captured, request_id, uow)
+
+    async def _commit(self, uow: UnitOfWork, captured: list[Message]) -> None:
+        if uow.idempotency is not None:
+            status, headers, body = _parts(captured)
+            await idempotency.complete_in(uow.session(), uow.idempotency, status, headers, body)
+        await uow.commit()
+
+    async def _fail(self, uow: UnitOfWork, captured: list[Message]) -> None:
+        await uow.rollback()
+        await uow.run_failure_callbacks()
+        if uow.idempotency is not None:
+            await self._release_claim(uow, captured, keep=True)
+
+    async def _release_claim(self, uow: UnitOfWork, captured: list[Message], *, keep: bool) -> None:
+        assert uow.idempotency is not None
+        status, headers, body = _parts(captured)
+        writer = self.services.database.writer
+        try:
+            await idempotency.finish_failed(writer, uow.idempotency, status, headers, body, keep=keep)
+        except Exception:  # the lease expires on its own; the client's answer must not change
+            log.exception("could not finish idempotency record")
+
+    def _crash_response(self, exc: Exception, request_id: str, body: bytes) -> list[Message]:
+        if isinstance(exc, IntegrityError):
+            # A concurrent request won a race the handler's own checks could not see.
+            status, code, message = 409, "CONFLICT", "A concurrent request changed the same data; retry."
+        elif isinstance(exc, DBAPIError) and exc.connection_invalidated:
+            status, code, message = 503, "SERVICE_UNAVAILABLE", "The database is unavailable; retry."
+        else:
+            log.exception("unhandled error", exc_info=exc)
+            status, code, message = 500, "INTERNAL_ERROR", "Internal error. The request was not applied."
+        response = error_response(
+            request_id, self.settings.base_url, status=status, code=code, message=message, raw_body=body
+        )
+        return [
+            {"type": "http.response.start", "status": status, "headers": response.raw_headers},
+            {"type": "http.response.body", "body": response.body},
+        ]
+
+    async def _send(self, send: Send, captured: list[Message], request_id: str, uow: UnitOfWork) -> None:
+        start = captured[0]
+        headers = MutableHeaders(raw=list(start.get("headers", [])))
+        headers[self.settings.request_id_header] = request_id
+        status: int = start["status"]
+        if uow.rate_limit is not None and (200 <= status < 300 or status == 429):
+            for name, value in headers_for(uow.rate_limit).items():
+                headers[name] = value
+        await send({**start, "headers": headers.raw})
+        for message in captured[1:]:
+            await send(message)
+
+    async def _send_error(
+        self,
+        send: Send,
+        request_id: str,
+        status: int,
+        code: str,
+        message: str,
+        *,
+        target: str | None = None,
+        details: list[Problem] | None = None,
+        raw_body: bytes | None = None,
+    ) -> None:
+        response = error_response(
+            request_id,
+            self.settings.base_url,
+            status=status,
+            code=code,
+            message=message,
+            target=target,
+            details=details,
+            raw_body=raw_body,
+        )
+        raw = [*response.raw_headers, (self.request_id_header, request_id.encode())]
+        await _send_raw(send, status, raw, bytes(response.body))
+
+    async def _read_body(self, headers: list[tuple[bytes, bytes]], receive: Receive) -> bytes:
+        limit = self.settings.max_body_bytes
+        declared = next((value for name, value in headers if name == b"content-length"), None)
+        if declared is not None and declared.isdigit() and int(declared) > limit:
+            raise BodyTooLarge()
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                break
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > limit:
+                raise BodyTooLarge()
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        return b"".join(chunks)
+
+    def _body_problem(self, headers: list[tuple[bytes, bytes]], body: bytes) -> str | None:
+        if not body:
+            return None
+        content_type = next((value for name, value in headers if name == b"content-type"), b"")
+        if not is_json_content_type(content_type.decode("latin-1")):
+            return "The request body must be JSON, sent with Content-Type: application/json."
+        if has_escaped_nul(body):
+            return "Strings must not contain NUL characters."
+        if json_depth_exceeds(body, self.settings.max_json_depth):
+            return f"The JSON body nests deeper than {self.settings.max_json_depth} levels."
+        return None
+
+
+def _parts(captured: list[Message]) -> tuple[int, dict[str, str], bytes]:
+    start = captured[0]
+    headers = {name.decode("latin-1"): value.decode("latin-1") for name, value in start.get("headers", [])}
+    body = b"".join(message.get("body", b"") for message in captured[1:])
+    return int(start["status"]), headers, body
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    sent = False
+
+    async def replay() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay
+
+
+async def _send_raw(send: Send, status: int, headers: list[tuple[bytes, bytes]], body: bytes) -> None:
+    raw: list[Any] = [
+        (b"content-length", str(len(body)).encode()),
+        *[h for h in headers if h[0] != b"content-length"],
+    ]
+    await send({"type": "http.response.start", "status": status, "headers": raw})
+    await send({"type": "http.response.body", "body": body})

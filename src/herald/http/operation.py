@@ -1,0 +1,112 @@
+"""The one dependency every API route starts with: who is calling, may they, how often, which key.
+
+Order matters and is fixed here: authenticate (401/403) → rate limit (429, nothing consumed on refusal)
+→ claim the Idempotency-Key (replay / 409). Routes declare it as `Annotated[Caller, guarded(OP)]`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from fastapi import Depends
+from starlette.requests import Request
+
+from herald.errors import RateLimited, ValidationFailed
+from herald.http import idempotency
+from herald.http.auth import Caller, authenticate
+from herald.http.context import UnitOfWork
+from herald.http.guards import parse_uuid4
+from herald.http.limits import Consumer, limit_key, windows_for
+from herald.problems import Problem
+from herald.services import Services
+from herald.workspaces.scopes import Scope
+
+IdempotencyMode = Literal["required", "optional", "none"]
+IDEMPOTENCY_HEADER = "Idempotency-Key"
+
+
+@dataclass(frozen=True)
+class Operation:
+    """A route's access rules: scope, rate-limit bucket, surface and idempotency."""
+
+    name: str
+    scope: Scope
+    bucket: str
+    campaigns: bool = False  # campaign surfaces also need the app-key header
+    idempotency: IdempotencyMode = "none"
+
+
+def services_of(request: Request) -> Services:
+    services: Services = request.app.state.herald
+    return services
+
+
+def unit_of_work(request: Request) -> UnitOfWork:
+    uow: UnitOfWork = request.state.uow
+    return uow
+
+
+def _idempotency_key(request: Request, mode: IdempotencyMode) -> str | None:
+    value = request.headers.get(IDEMPOTENCY_HEADER)
+    if value is None:
+        if mode == "required":
+            raise ValidationFailed(
+                [
+                    Problem(
+                        "MISSING_IDEMPOTENCY_KEY",
+                        IDEMPOTENCY_HEADER,
+                        "The Idempotency-Key header is required.",
+                    )
+                ]
+            )
+        return None
+    key = parse_uuid4(value)
+    if key is None:
+        raise ValidationFailed(
+            [Problem("INVALID_IDEMPOTENCY_KEY", IDEMPOTENCY_HEADER, "The Idempotency-Key must be a UUID v4.")]
+        )
+    return key
+
+
+async def check_access(request: Request, operation: Operation) -> Caller:
+    services = services_of(request)
+    uow = unit_of_work(request)
+    app_key_header = services.settings.app_key_header if operation.campaigns else None
+    caller = await authenticate(request, services.database.reader, operation.scope, app_key_header)
+
+    now = services.clock.now()
+    consumer = Consumer(caller.workspace, caller.api_key.id)
+    decision = await services.limiter.acquire(
+        limit_key(operation.bucket, operation.name, consumer),
+        windows_for(caller.workspace, operation.bucket),
+        now.timestamp(),
+    )
+    uow.rate_limit = decision
+    if not decision.allowed:
+        raise RateLimited(headers={"Retry-After": str(max(1, decision.retry_after))})
+
+    if operation.idempotency != "none":
+        key = _idempotency_key(request, operation.idempotency)
+        if key is not None:
+            claim = idempotency.Claim(
+                workspace_id=caller.workspace_id,
+                api_key_id=caller.api_key.id,
+                key=key,
+                fingerprint=idempotency.fingerprint(
+                    request.method, request.url.path, getattr(request.state, "body", b"") or b""
+                ),
+            )
+            await idempotency.claim(services.database.writer, claim, now)
+            uow.idempotency = claim
+    return caller
+
+
+def guarded(operation: Operation) -> Any:
+    """`Depends(...)` marker for `Annotated[Caller, guarded(OPERATION)]`."""
+
+    async def dependency(request: Request) -> Caller:
+        return await check_access(request, operation)
+
+    dependency.__name__ = f"guard_{operation.name}"
+    return Depends(dependency)

@@ -1,0 +1,86 @@
+"""Response bodies every surface shares: success envelopes, error envelopes, gateway bodies."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from starlette.requests import Request
+from starlette.responses import Response
+
+from herald.errors import HeraldError, error_body
+from herald.problems import Problem
+
+GATEWAY_503_HTML = (
+    b"<html><head><title>503 Service Unavailable</title></head><body>"
+    b"<h1>503 Service Unavailable</h1><p>The request could not be routed. Retry with exponential "
+    b"back-off.</p></body></html>"
+)
+
+
+def request_id(request: Request) -> str:
+    return str(request.state.request_id)
+
+
+def response_id(request: Request) -> str:
+    return f"resp_{request_id(request)}"
+
+
+def json_response(body: dict[str, Any], status: int = 200, headers: dict[str, str] | None = None) -> Response:
+    return Response(orjson.dumps(body), status_code=status, headers=headers, media_type="application/json")
+
+
+def body_request_id(raw: bytes | None) -> str:
+    """The `request_id` a client put in a JSON body, for echoing in error envelopes."""
+    if not raw or b'"request_id"' not in raw:
+        return ""
+    try:
+        parsed = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return ""
+    value = parsed.get("request_id") if isinstance(parsed, dict) else None
+    return value if isinstance(value, str) else ""
+
+
+def error_response(
+    request_id_value: str,
+    doc_base: str,
+    *,
+    status: int,
+    code: str,
+    message: str,
+    target: str | None = None,
+    details: list[Problem] | None = None,
+    headers: dict[str, str] | None = None,
+    raw_body: bytes | None = None,
+) -> Response:
+    body = error_body(
+        f"resp_{request_id_value}",
+        code=code,
+        message=message,
+        doc_base=doc_base,
+        target=target,
+        details=details or [],
+        request_id=body_request_id(raw_body),
+    )
+    return json_response(body, status, headers)
+
+
+def herald_error_response(request: Request, exc: HeraldError) -> Response:
+    return error_response(
+        request_id(request),
+        request.app.state.herald.settings.base_url,
+        status=exc.status,
+        code=exc.code,
+        message=exc.message,
+        target=exc.target,
+        details=exc.details,
+        headers=exc.headers,
+        raw_body=getattr(request.state, "body", None),
+    )
+
+
+def gateway_response(status: int, code: str, target: str, message: str) -> Response:
+    """The gateway's 401/403 body: JSON text sent as text/plain (clients of the real gateway expect it)."""
+    body = orjson.dumps({"code": code, "target": target, "message": message})
+    return Response(body, status_code=status, media_type="text/plain")

@@ -1,0 +1,54 @@
+"""Identifiers: 24-hex object ids (time-ordered) and the public prefixes of the offers surface."""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+from datetime import datetime
+
+OBJECT_ID = re.compile(r"^[0-9a-f]{24}$")
+OFFER_PREFIX = "offer_"
+TAG_PREFIX = "tag_"
+
+_counter_lock = threading.Lock()
+_counter = int.from_bytes(os.urandom(3), "big")
+_process_random = os.urandom(5)
+
+
+def object_id(at: datetime) -> str:
+    """A 24-hex id: 4 bytes of seconds, 5 random bytes per process, a 3-byte counter.
+
+    Ids sort by creation second, so `ORDER BY id DESC` means newest first.
+    """
+    global _counter
+    with _counter_lock:
+        _counter = (_counter + 1) % 0xFFFFFF
+        count = _counter
+    seconds = int(at.timestamp()) & 0xFFFFFFFF
+    return (seconds.to_bytes(4, "big") + _process_random + count.to_bytes(3, "big")).hex()
+
+
+def is_object_id(value: str) -> bool:
+    return bool(OBJECT_ID.match(value))
+
+
+def offer_public_id(raw: str) -> str:
+    return OFFER_PREFIX + raw
+
+
+def parse_offer_id(public: str) -> str | None:
+    """The raw id of `offer_<24 hex>`, or None when the value is not of that form."""
+    if not public.startswith(OFFER_PREFIX):
+        return None
+    raw = public[len(OFFER_PREFIX) :]
+    return raw if is_object_id(raw) else None
+
+
+def tag_public_id(raw: str) -> str:
+    return TAG_PREFIX + raw
+
+
+def parse_tag_id(value: str) -> str:
+    """Requests may name a tag as `tag_<id>` or as the raw `<id>`."""
+    return value[len(TAG_PREFIX) :] if value.startswith(TAG_PREFIX) else value

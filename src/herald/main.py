@@ -1,0 +1,70 @@
+"""The application factory: settings → services → middleware, handlers and routers."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+from sqlalchemy import text
+from starlette.requests import Request
+from starlette.responses import Response
+
+from herald import __version__
+from herald.clock import Clock, SystemClock
+from herald.config import Settings
+from herald.db import create_database
+from herald.http import handlers
+from herald.http.middleware import HeraldMiddleware
+from herald.http.ratelimit import RateLimitStore, make_store
+from herald.http.responses import json_response
+from herald.offers.router import router as offers_router
+from herald.services import Services
+
+
+def create_app(
+    settings: Settings | None = None,
+    *,
+    clock: Clock | None = None,
+    limiter: RateLimitStore | None = None,
+) -> FastAPI:
+    settings = settings or Settings()
+    services = Services(
+        settings=settings,
+        database=create_database(settings),
+        clock=clock or SystemClock(),
+        limiter=limiter or make_store(settings.redis_url),
+    )
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        yield
+        await services.database.dispose()
+
+    app = FastAPI(
+        title="Herald — Offer Listing and Campaign Draft API",
+        version="5.0.0",
+        summary=f"Herald {__version__}",
+        lifespan=lifespan,
+    )
+    app.state.herald = services
+    app.add_middleware(HeraldMiddleware, services=services)
+    handlers.install(app)
+    app.include_router(offers_router)
+    _add_probes(app, services)
+    return app
+
+
+def _add_probes(app: FastAPI, services: Services) -> None:
+    @app.get("/healthz", include_in_schema=False)
+    async def healthz() -> Response:
+        return json_response({"status": "ok"})
+
+    @app.get("/readyz", include_in_schema=False)
+    async def readyz(request: Request) -> Response:
+        try:
+            async with services.database.reader() as session:
+                await session.execute(text("SELECT 1"))
+        except Exception:
+            return json_response({"status": "unavailable"}, status=503)
+        return json_response({"status": "ready"})

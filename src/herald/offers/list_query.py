@@ -1,0 +1,114 @@
+"""O1 query parameters, validated together so every problem is reported in one 400 (contract §4)."""
+
+from __future__ import annotations
+
+from datetime import date
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic_core import PydanticCustomError
+
+from herald.offers import cursor as offers_cursor
+from herald.offers.status import OfferStatus
+
+SUMMARY_FIELDS = ("id", "name", "status", "tags", "created_at", "created_by")
+
+
+def _csv(values: list[str]) -> list[str]:
+    return [part.strip() for value in values for part in value.split(",") if part.strip()]
+
+
+def _date(value: str | None, name: str) -> date | None:
+    if value is None:
+        return None
+    try:
+        if len(value) != 10:
+            raise ValueError(value)
+        return date.fromisoformat(value)
+    except ValueError:
+        raise PydanticCustomError("INVALID_TYPE", f"{name} must be a date in YYYY-MM-DD form.") from None
+
+
+class OffersListQuery(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    id: str | None = None
+    name_contains: Annotated[str | None, Field(max_length=100)] = None
+    status_in: str | None = Field(
+        None, description="Comma-separated: active, scheduled, expired, archived, draft."
+    )
+    tags: list[str] = Field(default_factory=list, description="Repeat the parameter; offers must have ALL.")
+    created_date_gte: str | None = Field(None, description="YYYY-MM-DD")
+    created_date_lte: str | None = Field(None, description="YYYY-MM-DD")
+    created_by: list[str] = Field(default_factory=list, description="Repeated or comma-separated e-mails.")
+    fields: str | None = Field(None, description="Comma-separated subset of the six summary fields.")
+    cursor: str | None = None
+    limit: Annotated[int, Field(ge=1, le=100)] = 20
+
+    @field_validator("status_in")
+    @classmethod
+    def _known_statuses(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        unknown = [part for part in _csv([value]) if part not in OfferStatus.__members__.values()]
+        if unknown or not _csv([value]):
+            raise PydanticCustomError(
+                "INVALID_ENUM_VALUE",
+                "status_in accepts active, scheduled, expired, archived, draft; got {unknown}.",
+                {"unknown": ", ".join(unknown) or "nothing"},
+            )
+        return value
+
+    @field_validator("created_date_gte", "created_date_lte")
+    @classmethod
+    def _dates(cls, value: str | None) -> str | None:
+        _date(value, "the date")
+        return value
+
+    @field_validator("fields")
+    @classmethod
+    def _known_fields(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        unknown = [part for part in _csv([value]) if part not in SUMMARY_FIELDS]
+        if unknown or not _csv([value]):
+            raise PydanticCustomError(
+                "INVALID_FIELDS_PARAM",
+                "fields accepts id, name, status, tags, created_at, created_by; got {unknown}.",
+                {"unknown": ", ".join(unknown) or "nothing"},
+            )
+        return value
+
+    @field_validator("cursor")
+    @classmethod
+    def _cursor(cls, value: str | None) -> str | None:
+        if value is not None and offers_cursor.decode(value) is None:
+            raise PydanticCustomError(
+                "INVALID_CURSOR", "The cursor is malformed; use pagination.next_cursor."
+            )
+        return value
+
+    @property
+    def statuses(self) -> list[OfferStatus]:
+        return [OfferStatus(part) for part in _csv([self.status_in])] if self.status_in else []
+
+    @property
+    def creators(self) -> list[str]:
+        return _csv(self.created_by)
+
+    @property
+    def selected_fields(self) -> tuple[str, ...]:
+        chosen = set(_csv([self.fields])) if self.fields else set(SUMMARY_FIELDS)
+        return tuple(name for name in SUMMARY_FIELDS if name in chosen)
+
+    @property
+    def after_id(self) -> str | None:
+        return offers_cursor.decode(self.cursor) if self.cursor else None
+
+    @property
+    def created_from(self) -> date | None:
+        return _date(self.created_date_gte, "created_date_gte")
+
+    @property
+    def created_until(self) -> date | None:
+        return _date(self.created_date_lte, "created_date_lte")

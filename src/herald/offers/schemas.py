@@ -1,0 +1,28 @@
+"""Offer response shapes (documented in the OpenAPI; bodies are built by the service)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+
+class OfferSummary(BaseModel):
+    id: str | None = Field(None, examples=["offer_65f1c0ffee0123456789abcd"])
+    name: str | None = None
+    status: str | None = Field(None, examples=["active"])
+    tags: list[str] | None = None
+    created_at: str | None = Field(None, examples=["2026-01-15T12:00:00Z"])
+    created_by: str | None = None
+
+
+class Pagination(BaseModel):
+    next_cursor: str | None
+    limit: int
+    has_more: bool
+    total_count: int
+
+
+class OfferListResponse(BaseModel):
+    response_id: str
+    type: str = "offer"
+    data: list[OfferSummary]
+    pagination: Pagination

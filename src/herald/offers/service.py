@@ -1,0 +1,48 @@
+"""Offer use cases. Services never commit; the request's unit of work does."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from herald.ids import offer_public_id, tag_public_id
+from herald.offers import cursor as offers_cursor
+from herald.offers import repository
+from herald.offers.list_query import OffersListQuery
+from herald.offers.status import effective_status
+from herald.timefmt import rfc3339
+
+
+async def list_offers(
+    session: AsyncSession, workspace_id: str, query: OffersListQuery, now: datetime
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Items (only the selected fields) and the pagination block of one O1 page."""
+    if session.bind.dialect.name == "postgresql":
+        # Page and count must see one snapshot.
+        await session.connection(execution_options={"isolation_level": "REPEATABLE READ"})
+    rows, total = await repository.list_page(session, workspace_id, query, now)
+    has_more = len(rows) > query.limit
+    rows = rows[: query.limit]
+    selected = query.selected_fields
+    items = [_summary(row, selected, now) for row in rows]
+    pagination = {
+        "next_cursor": offers_cursor.encode(rows[-1].id) if has_more else None,
+        "limit": query.limit,
+        "has_more": has_more,
+        "total_count": total,
+    }
+    return items, pagination
+
+
+def _summary(row: Any, selected: tuple[str, ...], now: datetime) -> dict[str, Any]:
+    values: dict[str, Any] = {
+        "id": offer_public_id(row.id),
+        "name": row.name,
+        "status": effective_status(row.stored_status, row.start_datetime, row.expiry_datetime, now).value,
+        "tags": [tag_public_id(tag) for tag in row.tags] if row.tags else None,
+        "created_at": rfc3339(row.created_at),
+        "created_by": row.created_by,
+    }
+    return {name: values[name] for name in selected if values[name] is not None}

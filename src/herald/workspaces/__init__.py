@@ -1,0 +1,1 @@
+"""Workspaces (tenants) and what belongs to them: API keys, feature flags, limits, tags, templates."""

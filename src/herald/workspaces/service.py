@@ -1,0 +1,210 @@
+"""Workspace administration (used by the CLI, the demo and tests) and API-key authentication."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from herald.workspaces.models import FEATURES, ApiKey, OfferTemplate, Tag, Workspace
+from herald.workspaces.scopes import Scope
+
+KEY_PREFIX = "hk"
+
+
+class AdminError(ValueError):
+    """A refused administrative action (shown to the CLI user as is)."""
+
+
+@dataclass(frozen=True)
+class IssuedKey:
+    key: ApiKey
+    secret: str  # shown once; only its hash is stored
+
+
+def _hash(secret: str) -> str:
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+def new_workspace_id() -> str:
+    # Upper-case alphanumerics, like the app ids clients already handle.
+    alphabet = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"
+    return "".join(secrets.choice(alphabet) for _ in range(16))
+
+
+async def create_workspace(
+    session: AsyncSession,
+    now: datetime,
+    name: str,
+    workspace_id: str | None = None,
+    features: dict[str, bool] | None = None,
+) -> Workspace:
+    workspace_id = workspace_id or new_workspace_id()
+    if not workspace_id.replace("_", "").replace("-", "").isalnum() or len(workspace_id) > 64:
+        raise AdminError("workspace id must be 1-64 letters, digits, '_' or '-'")
+    if ":" in workspace_id:
+        raise AdminError("workspace id must not contain ':'")
+    if await session.get(Workspace, workspace_id) is not None:
+        raise AdminError(f"workspace {workspace_id} already exists")
+    workspace = Workspace(
+        id=workspace_id, name=name, features=dict(features or {}), rate_limits={}, created_at=now
+    )
+    session.add(workspace)
+    await session.flush()
+    return workspace
+
+
+async def get_workspace(session: AsyncSession, workspace_id: str) -> Workspace:
+    workspace = await session.get(Workspace, workspace_id)
+    if workspace is None:
+        raise AdminError(f"no workspace {workspace_id}")
+    return workspace
+
+
+async def list_workspaces(session: AsyncSession) -> Sequence[Workspace]:
+    return (await session.scalars(select(Workspace).order_by(Workspace.created_at, Workspace.id))).all()
+
+
+async def create_api_key(
+    session: AsyncSession, now: datetime, workspace_id: str, scopes: Sequence[Scope], name: str = "default"
+) -> IssuedKey:
+    await get_workspace(session, workspace_id)
+    if not scopes:
+        raise AdminError("an API key needs at least one scope")
+    key_id = secrets.token_hex(6)
+    secret = secrets.token_urlsafe(24)
+    key = ApiKey(
+        workspace_id=workspace_id,
+        id=key_id,
+        name=name,
+        scopes=sorted({str(scope) for scope in scopes}),
+        secret_hash=_hash(secret),
+        created_at=now,
+    )
+    session.add(key)
+    await session.flush()
+    return IssuedKey(key=key, secret=f"{KEY_PREFIX}_{key_id}_{secret}")
+
+
+async def list_api_keys(session: AsyncSession, workspace_id: str) -> Sequence[ApiKey]:
+    query = select(ApiKey).where(ApiKey.workspace_id == workspace_id).order_by(ApiKey.created_at)
+    return (await session.scalars(query)).all()
+
+
+async def revoke_api_key(session: AsyncSession, now: datetime, workspace_id: str, key_id: str) -> ApiKey:
+    key = await session.get(ApiKey, (workspace_id, key_id))
+    if key is None:
+        raise AdminError(f"no key {key_id} in workspace {workspace_id}")
+    key.revoked_at = key.revoked_at or now
+    await session.flush()
+    return key
+
+
+async def authenticate(
+    session: AsyncSession, workspace_id: str, presented: str
+) -> tuple[Workspace, ApiKey] | None:
+    """The workspace and key for Basic credentials, or None. Constant-time on the secret."""
+    prefix, _, rest = presented.partition("_")
+    key_id, _, secret = rest.partition("_")
+    if prefix != KEY_PREFIX or not key_id or not secret:
+        return None
+    row = (
+        await session.execute(
+            select(Workspace, ApiKey)
+            .join(ApiKey, ApiKey.workspace_id == Workspace.id)
+            .where(ApiKey.workspace_id == workspace_id, ApiKey.id == key_id)
+        )
+    ).first()
+    if row is None:
+        return None
+    workspace, key = row
+    if key.revoked_at is not None or not hmac.compare_digest(key.secret_hash, _hash(secret)):
+        return None
+    return workspace, key
+
+
+async def set_feature(session: AsyncSession, workspace_id: str, flag: str, on: bool) -> Workspace:
+    if flag not in FEATURES:
+        raise AdminError(f"unknown feature {flag!r}; known: {', '.join(FEATURES)}")
+    workspace = await get_workspace(session, workspace_id)
+    workspace.features = {**(workspace.features or {}), flag: on}
+    await session.flush()
+    return workspace
+
+
+async def set_rate_limit(
+    session: AsyncSession, workspace_id: str, bucket: str, spec: str | None
+) -> Workspace:
+    """Override one bucket's windows (e.g. "1000/minute;10000/hour"); `None` restores the default."""
+    # Imported here: the HTTP layer depends on workspaces, not the other way round.
+    from herald.http.limits import BUCKETS, validate_limit_spec
+
+    if bucket not in BUCKETS:
+        raise AdminError(f"unknown bucket {bucket!r}; known: {', '.join(BUCKETS)}")
+    if spec is not None:
+        try:
+            validate_limit_spec(spec)
+        except ValueError as exc:
+            raise AdminError(str(exc)) from exc
+    workspace = await get_workspace(session, workspace_id)
+    limits = dict(workspace.rate_limits or {})
+    if spec is None:
+        limits.pop(bucket, None)
+    else:
+        limits[bucket] = spec
+    workspace.rate_limits = limits
+    await session.flush()
+    return workspace
+
+
+async def create_tag(
+    session: AsyncSession, now: datetime, workspace_id: str, name: str, tag_id: str | None = None
+) -> Tag:
+    await get_workspace(session, workspace_id)
+    tag = Tag(workspace_id=workspace_id, id=tag_id or secrets.token_hex(12), name=name, created_at=now)
+    if await session.get(Tag, (workspace_id, tag.id)) is not None:
+        raise AdminError(f"tag {tag.id} already exists")
+    session.add(tag)
+    await session.flush()
+    return tag
+
+
+async def list_tags(session: AsyncSession, workspace_id: str) -> Sequence[Tag]:
+    query = select(Tag).where(Tag.workspace_id == workspace_id).order_by(Tag.created_at, Tag.id)
+    return (await session.scalars(query)).all()
+
+
+async def create_template(
+    session: AsyncSession,
+    now: datetime,
+    workspace_id: str,
+    template_id: str,
+    label: str,
+    template_type: Sequence[str],
+    fields: Sequence[str] = (),
+) -> OfferTemplate:
+    await get_workspace(session, workspace_id)
+    if await session.get(OfferTemplate, (workspace_id, template_id)) is not None:
+        raise AdminError(f"template {template_id} already exists")
+    template = OfferTemplate(
+        workspace_id=workspace_id,
+        id=template_id,
+        label=label,
+        template_type=list(template_type),
+        fields=list(fields),
+        created_at=now,
+    )
+    session.add(template)
+    await session.flush()
+    return template
+
+
+async def list_templates(session: AsyncSession, workspace_id: str) -> Sequence[OfferTemplate]:
+    query = select(OfferTemplate).where(OfferTemplate.workspace_id == workspace_id)
+    return (await session.scalars(query.order_by(OfferTemplate.id))).all()

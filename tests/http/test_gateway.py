@@ -1,0 +1,148 @@
+"""Gateway behaviour every surface shares: auth refusals, request ids, routing errors, body limits."""
+
+from __future__ import annotations
+
+import base64
+import json
+import uuid
+
+import httpx
+from fastapi import FastAPI
+
+from herald.workspaces.scopes import Scope
+from tests.factories import Tenant, add_key
+
+OFFERS = "/v5/offers"
+
+
+def _basic(user: str, password: str) -> dict[str, str]:
+    return {"Authorization": "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()}
+
+
+class TestAuthentication:
+    async def test_missing_credentials_is_401_er001_as_text_plain(self, client: httpx.AsyncClient) -> None:
+        response = await client.get(OFFERS)
+        assert response.status_code == 401
+        assert response.headers["content-type"].startswith("text/plain")
+        body = json.loads(response.text)
+        assert body["code"] == "ER001"
+        assert set(body) == {"code", "target", "message"}
+
+    async def test_wrong_secret_is_401(self, client: httpx.AsyncClient, tenant: Tenant) -> None:
+        response = await client.get(OFFERS, headers=_basic(tenant.workspace_id, tenant.secret + "x"))
+        assert response.status_code == 401
+
+    async def test_key_of_another_workspace_is_401(
+        self, client: httpx.AsyncClient, tenant: Tenant, other_tenant: Tenant
+    ) -> None:
+        response = await client.get(OFFERS, headers=_basic(other_tenant.workspace_id, tenant.secret))
+        assert response.status_code == 401
+
+    async def test_not_basic_scheme_is_401(self, client: httpx.AsyncClient) -> None:
+        response = await client.get(OFFERS, headers={"Authorization": "Bearer abc"})
+        assert response.status_code == 401
+
+    async def test_garbage_base64_is_401(self, client: httpx.AsyncClient) -> None:
+        response = await client.get(OFFERS, headers={"Authorization": "Basic !!!"})
+        assert response.status_code == 401
+
+    async def test_missing_scope_is_403_er007_as_text_plain(
+        self, app: FastAPI, client: httpx.AsyncClient, tenant: Tenant
+    ) -> None:
+        writer_only = await add_key(app, tenant, [Scope.OFFERS_WRITE])
+        response = await client.get(OFFERS, headers=writer_only.headers())
+        assert response.status_code == 403
+        assert response.headers["content-type"].startswith("text/plain")
+        assert json.loads(response.text)["code"] == "ER007"
+
+    async def test_valid_key_with_scope_is_admitted(self, client: httpx.AsyncClient, tenant: Tenant) -> None:
+        response = await client.get(OFFERS, headers=tenant.headers())
+        assert response.status_code == 200
+
+
+class TestGatewayChecks:
+    async def test_control_characters_in_headers_are_503_html(
+        self, client: httpx.AsyncClient, tenant: Tenant
+    ) -> None:
+        headers = [*tenant.headers().items(), ("X-Note", "a\x01b")]
+        response = await client.get(OFFERS, headers=headers)
+        assert response.status_code == 503
+        assert response.headers["content-type"].startswith("text/html")
+
+    async def test_request_id_is_echoed_and_used_in_response_id(
+        self, client: httpx.AsyncClient, tenant: Tenant
+    ) -> None:
+        request_id = str(uuid.uuid4())
+        response = await client.get(OFFERS, headers={**tenant.headers(), "X-SVC-Request-Id": request_id})
+        assert response.headers["X-SVC-Request-Id"] == request_id
+        assert response.json()["response_id"] == f"resp_{request_id}"
+
+    async def test_request_id_is_generated_when_absent(
+        self, client: httpx.AsyncClient, tenant: Tenant
+    ) -> None:
+        response = await client.get(OFFERS, headers=tenant.headers())
+        generated = response.headers["X-SVC-Request-Id"]
+        assert uuid.UUID(generated).version == 4
+        assert response.json()["response_id"] == f"resp_{generated}"
+
+    async def test_request_id_that_is_not_a_uuid_is_400(
+        self, client: httpx.AsyncClient, tenant: Tenant
+    ) -> None:
+        response = await client.get(OFFERS, headers={**tenant.headers(), "X-SVC-Request-Id": "nope"})
+        assert response.status_code == 400
+        error = response.json()["error"]
+        assert error["code"] == "VALIDATION_FAILED"
+        assert error["details"][0] == {
+            "code": "INVALID_TYPE",
+            "target": "X-SVC-Request-Id",
+            "message": "Not a UUID v4.",
+        }
+
+    async def test_unknown_route_is_404_envelope(self, client: httpx.AsyncClient) -> None:
+        response = await client.get("/v5/nothing-here")
+        assert response.status_code == 404
+        body = response.json()
+        assert body["error"]["code"] == "NOT_FOUND"
+        assert body["response_id"].startswith("resp_")
+        assert body["error"]["doc_url"].endswith("/errors#NOT_FOUND")
+
+    async def test_wrong_method_is_405_envelope(self, client: httpx.AsyncClient) -> None:
+        response = await client.delete(OFFERS)
+        assert response.status_code == 405
+        assert response.json()["error"]["code"] == "METHOD_NOT_ALLOWED"
+
+
+class TestBodies:
+    async def test_oversize_body_is_413(self, client: httpx.AsyncClient, tenant: Tenant) -> None:
+        body = b'{"name": "' + b"x" * (1024 * 1024) + b'"}'
+        response = await client.post(
+            OFFERS, content=body, headers={**tenant.write_headers(), "Content-Type": "application/json"}
+        )
+        assert response.status_code == 413
+        assert response.json()["error"]["code"] == "PAYLOAD_TOO_LARGE"
+
+    async def test_wrong_content_type_is_400_bad_request(
+        self, client: httpx.AsyncClient, tenant: Tenant
+    ) -> None:
+        response = await client.post(
+            OFFERS, content=b"name=x", headers={**tenant.write_headers(), "Content-Type": "text/plain"}
+        )
+        assert response.status_code == 400
+        assert response.json()["error"]["code"] == "BAD_REQUEST"
+
+    async def test_deep_json_is_400(self, client: httpx.AsyncClient, tenant: Tenant) -> None:
+        body = b'{"a":' * 40 + b"1" + b"}" * 40
+        response = await client.post(
+            OFFERS, content=body, headers={**tenant.write_headers(), "Content-Type": "application/json"}
+        )
+        assert response.status_code == 400
+        assert response.json()["error"]["code"] == "BAD_REQUEST"
+
+    async def test_nul_in_strings_is_400(self, client: httpx.AsyncClient, tenant: Tenant) -> None:
+        response = await client.post(
+            OFFERS,
+            content=b'{"name": "a\\u0000b"}',
+            headers={**tenant.write_headers(), "Content-Type": "application/json"},
+        )
+        assert response.status_code == 400
+        assert response.json()["error"]["code"] == "BAD_REQUEST"
