@@ -7,6 +7,7 @@ lands whole or not at all (see `herald.http.middleware`).
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -17,6 +18,7 @@ from sqlalchemy.engine import Dialect
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
 from sqlalchemy.orm import DeclarativeBase
 from sqlalchemy.types import TypeDecorator
+from sqlalchemy.util import await_only
 
 from herald.config import Settings
 
@@ -79,6 +81,9 @@ class Database:
 
 def _sqlite_engine(url: str, *, immediate: bool) -> AsyncEngine:
     engine = create_async_engine(url, connect_args={"timeout": 30})
+    # SQLite has one writer at a time. Within this process, writers queue on an asyncio lock
+    # instead of in SQLite's busy loop, so waiting costs no pooled connection and no thread.
+    gate = asyncio.Lock()
 
     @event.listens_for(engine.sync_engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
@@ -93,7 +98,30 @@ def _sqlite_engine(url: str, *, immediate: bool) -> AsyncEngine:
 
     @event.listens_for(engine.sync_engine, "begin")
     def _on_begin(connection: Any) -> None:
-        connection.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+        if not immediate:
+            connection.exec_driver_sql("BEGIN")
+            return
+        await_only(gate.acquire())
+        connection.info["holds_write_gate"] = True
+        try:
+            connection.exec_driver_sql("BEGIN IMMEDIATE")
+        except BaseException:
+            _release(connection)
+            raise
+
+    def _release(connection: Any, *_args: Any) -> None:
+        if connection.info.pop("holds_write_gate", False):
+            gate.release()
+
+    def _release_on_checkin(_dbapi_connection: Any, record: Any) -> None:
+        # Backstop: a connection returned to the pool never keeps the gate.
+        if record is not None and record.info.pop("holds_write_gate", False):
+            gate.release()
+
+    if immediate:
+        event.listen(engine.sync_engine, "commit", _release)
+        event.listen(engine.sync_engine, "rollback", _release)
+        event.listen(engine.sync_engine.pool, "checkin", _release_on_checkin)
 
     return engine
 

@@ -1,0 +1,251 @@
+"""Idempotency-Key semantics (contract §7), proven on small routes mounted only in these tests.
+
+The routes write a workspace tag inside the request's unit of work, so "exactly one effect" and
+"nothing written on failure" can be checked by counting tags.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from datetime import timedelta
+from typing import Annotated
+
+import httpx
+import pytest
+from fastapi import APIRouter, FastAPI
+from sqlalchemy import func, select
+from starlette.requests import Request
+from starlette.responses import Response
+
+from herald.clock import FrozenClock
+from herald.errors import Unprocessable, ValidationFailed
+from herald.http.auth import Caller
+from herald.http.operation import Operation, guarded, services_of, unit_of_work
+from herald.http.responses import json_response, response_id
+from herald.problems import Problem
+from herald.workspaces import service as workspaces_service
+from herald.workspaces.models import Tag
+from herald.workspaces.scopes import Scope
+from tests.factories import Tenant, make_tenant
+
+WRITE = Operation("T1", Scope.CAMPAIGNS_CREATE_MANAGE, "campaign_ops", campaigns=True, idempotency="required")
+OPTIONAL = Operation("T2", Scope.CAMPAIGNS_VIEW, "campaign_ops", campaigns=True, idempotency="optional")
+PATH = "/test/tags"
+N_CONCURRENT = 50
+
+
+def _router() -> APIRouter:
+    router = APIRouter()
+
+    @router.post(PATH, status_code=201)
+    async def create_tag(request: Request, caller: Annotated[Caller, guarded(WRITE)]) -> Response:
+        payload = await request.json()
+        session = unit_of_work(request).session()
+        tag = await workspaces_service.create_tag(
+            session, services_of(request).clock.now(), caller.workspace_id, payload["name"]
+        )
+        if payload.get("then") == "422":
+            raise Unprocessable("refused after writing")
+        if payload.get("then") == "400":
+            raise ValidationFailed([Problem("INVALID_TYPE", "name", "refused after writing")])
+        if payload.get("then") == "crash":
+            raise RuntimeError("boom")
+        return json_response({"response_id": response_id(request), "data": {"id": tag.id}}, status=201)
+
+    @router.post("/test/optional")
+    async def optional(request: Request, caller: Annotated[Caller, guarded(OPTIONAL)]) -> Response:
+        return json_response({"response_id": response_id(request), "data": {"ok": True}})
+
+    return router
+
+
+@pytest.fixture
+async def app_with_routes(app: FastAPI) -> FastAPI:
+    app.include_router(_router())
+    return app
+
+
+async def _tag_count(app: FastAPI, workspace_id: str) -> int:
+    async with app.state.herald.database.reader() as session:
+        count = await session.scalar(
+            select(func.count()).select_from(Tag).where(Tag.workspace_id == workspace_id)
+        )
+    return int(count or 0)
+
+
+def _headers(tenant: Tenant, key: str | None) -> dict[str, str]:
+    return tenant.headers(campaigns=True, idempotency_key=key)
+
+
+class TestKeyHeader:
+    async def test_missing_key_is_400(
+        self, app_with_routes: FastAPI, client: httpx.AsyncClient, tenant: Tenant
+    ) -> None:
+        response = await client.post(PATH, json={"name": "a"}, headers=_headers(tenant, None))
+        assert response.status_code == 400
+        assert response.json()["error"]["details"][0]["code"] == "MISSING_IDEMPOTENCY_KEY"
+        assert response.json()["error"]["details"][0]["target"] == "Idempotency-Key"
+
+    async def test_key_that_is_not_uuid4_is_400(
+        self, app_with_routes: FastAPI, client: httpx.AsyncClient, tenant: Tenant
+    ) -> None:
+        response = await client.post(PATH, json={"name": "a"}, headers=_headers(tenant, "not-a-uuid"))
+        assert response.status_code == 400
+        assert response.json()["error"]["details"][0]["code"] == "INVALID_IDEMPOTENCY_KEY"
+
+    async def test_uuid1_is_not_accepted(
+        self, app_with_routes: FastAPI, client: httpx.AsyncClient, tenant: Tenant
+    ) -> None:
+        response = await client.post(PATH, json={"name": "a"}, headers=_headers(tenant, str(uuid.uuid1())))
+        assert response.status_code == 400
+
+    async def test_optional_key_may_be_absent(
+        self, app_with_routes: FastAPI, client: httpx.AsyncClient, tenant: Tenant
+    ) -> None:
+        response = await client.post("/test/optional", json={}, headers=_headers(tenant, None))
+        assert response.status_code == 200
+
+
+class TestCampaignAuth:
+    async def test_app_key_header_is_required(
+        self, app_with_routes: FastAPI, client: httpx.AsyncClient, tenant: Tenant
+    ) -> None:
+        headers = tenant.headers(idempotency_key=str(uuid.uuid4()))
+        response = await client.post(PATH, json={"name": "a"}, headers=headers)
+        assert response.status_code == 401
+
+    async def test_app_key_must_equal_basic_username(
+        self, app_with_routes: FastAPI, client: httpx.AsyncClient, tenant: Tenant, other_tenant: Tenant
+    ) -> None:
+        headers = {**_headers(tenant, str(uuid.uuid4())), "SVC-APPKEY": other_tenant.workspace_id}
+        response = await client.post(PATH, json={"name": "a"}, headers=headers)
+        assert response.status_code == 401
+        assert await _tag_count(app_with_routes, tenant.workspace_id) == 0
+
+
+class TestReplay:
+    async def test_same_request_is_replayed_with_one_effect(
+        self, app_with_routes: FastAPI, client: httpx.AsyncClient, tenant: Tenant
+    ) -> None:
+        key = str(uuid.uuid4())
+        first = await client.post(PATH, json={"name": "a"}, headers=_headers(tenant, key))
+        second = await client.post(PATH, json={"name": "a"}, headers=_headers(tenant, key))
+        assert first.status_code == second.status_code == 201
+        assert second.content == first.content
+        assert second.headers["Idempotent-Replayed"] == "true"
+        assert "Idempotent-Replayed" not in first.headers
+        assert await _tag_count(app_with_routes, tenant.workspace_id) == 1
+
+    async def test_different_body_is_409_conflict(
+        self, app_with_routes: FastAPI, client: httpx.AsyncClient, tenant: Tenant
+    ) -> None:
+        key = str(uuid.uuid4())
+        await client.post(PATH, json={"name": "a"}, headers=_headers(tenant, key))
+        response = await client.post(PATH, json={"name": "b"}, headers=_headers(tenant, key))
+        assert response.status_code == 409
+        assert response.json()["error"]["code"] == "IDEMPOTENCY_CONFLICT"
+        assert await _tag_count(app_with_routes, tenant.workspace_id) == 1
+
+    async def test_same_key_in_another_workspace_is_independent(
+        self, app_with_routes: FastAPI, client: httpx.AsyncClient, tenant: Tenant, other_tenant: Tenant
+    ) -> None:
+        key = str(uuid.uuid4())
+        await client.post(PATH, json={"name": "a"}, headers=_headers(tenant, key))
+        response = await client.post(PATH, json={"name": "a"}, headers=_headers(other_tenant, key))
+        assert response.status_code == 201
+        assert "Idempotent-Replayed" not in response.headers
+
+    async def test_key_expires_after_24_hours(
+        self, app_with_routes: FastAPI, client: httpx.AsyncClient, tenant: Tenant, clock: FrozenClock
+    ) -> None:
+        key = str(uuid.uuid4())
+        await client.post(PATH, json={"name": "a"}, headers=_headers(tenant, key))
+        clock.advance(hours=23, minutes=59)
+        assert (await client.post(PATH, json={"name": "a"}, headers=_headers(tenant, key))).headers.get(
+            "Idempotent-Replayed"
+        ) == "true"
+        clock.advance(minutes=1)
+        fresh = await client.post(PATH, json={"name": "a"}, headers=_headers(tenant, key))
+        assert fresh.status_code == 201
+        assert "Idempotent-Replayed" not in fresh.headers
+        assert await _tag_count(app_with_routes, tenant.workspace_id) == 2
+
+
+class TestFailures:
+    async def test_422_rolls_back_and_is_replayed(
+        self, app_with_routes: FastAPI, client: httpx.AsyncClient, tenant: Tenant
+    ) -> None:
+        key = str(uuid.uuid4())
+        first = await client.post(PATH, json={"name": "a", "then": "422"}, headers=_headers(tenant, key))
+        assert first.status_code == 422
+        assert await _tag_count(app_with_routes, tenant.workspace_id) == 0
+        again = await client.post(PATH, json={"name": "a", "then": "422"}, headers=_headers(tenant, key))
+        assert again.status_code == 422
+        assert again.headers["Idempotent-Replayed"] == "true"
+
+    async def test_400_rolls_back_and_frees_the_key(
+        self, app_with_routes: FastAPI, client: httpx.AsyncClient, tenant: Tenant
+    ) -> None:
+        key = str(uuid.uuid4())
+        first = await client.post(PATH, json={"name": "a", "then": "400"}, headers=_headers(tenant, key))
+        assert first.status_code == 400
+        assert await _tag_count(app_with_routes, tenant.workspace_id) == 0
+        # The client fixes the body and retries with the same key.
+        fixed = await client.post(PATH, json={"name": "a"}, headers=_headers(tenant, key))
+        assert fixed.status_code == 201
+        assert await _tag_count(app_with_routes, tenant.workspace_id) == 1
+
+    async def test_crash_is_500_envelope_without_effect_and_frees_the_key(
+        self, app_with_routes: FastAPI, client: httpx.AsyncClient, tenant: Tenant
+    ) -> None:
+        key = str(uuid.uuid4())
+        crashed = await client.post(PATH, json={"name": "a", "then": "crash"}, headers=_headers(tenant, key))
+        assert crashed.status_code == 500
+        body = crashed.json()
+        assert body["error"]["code"] == "INTERNAL_ERROR"
+        assert "boom" not in crashed.text
+        assert await _tag_count(app_with_routes, tenant.workspace_id) == 0
+        retried = await client.post(PATH, json={"name": "a"}, headers=_headers(tenant, key))
+        assert retried.status_code == 201
+
+
+class TestConcurrency:
+    async def test_fifty_concurrent_duplicates_have_exactly_one_effect(
+        self, app_with_routes: FastAPI, client: httpx.AsyncClient
+    ) -> None:
+        tenant = await make_tenant(app_with_routes, rate_limits={"campaign_ops": "1000/second"})
+        key = str(uuid.uuid4())
+        responses = await asyncio.gather(
+            *(
+                client.post(PATH, json={"name": "same"}, headers=_headers(tenant, key))
+                for _ in range(N_CONCURRENT)
+            )
+        )
+        statuses = sorted(response.status_code for response in responses)
+        assert set(statuses) <= {201, 409}
+        fresh = [r for r in responses if r.status_code == 201 and "Idempotent-Replayed" not in r.headers]
+        assert len(fresh) == 1
+        for response in responses:
+            if response.status_code == 409:
+                assert response.json()["error"]["code"] == "DUPLICATE_IDEMPOTENCY_KEY"
+            else:
+                assert response.json()["data"] == fresh[0].json()["data"]
+        assert await _tag_count(app_with_routes, tenant.workspace_id) == 1
+
+    async def test_abandoned_claim_is_taken_over_after_its_lease(
+        self, app_with_routes: FastAPI, client: httpx.AsyncClient, tenant: Tenant, clock: FrozenClock
+    ) -> None:
+        from herald.http import idempotency
+
+        key = str(uuid.uuid4())
+        body = b'{"name":"a"}'
+        claim = idempotency.Claim(
+            tenant.workspace_id, tenant.key_id, key, idempotency.fingerprint("POST", PATH, body)
+        )
+        # A process claimed the key and died before finishing.
+        await idempotency.claim(app_with_routes.state.herald.database.writer, claim, clock.now())
+        headers = {**_headers(tenant, key), "Content-Type": "application/json"}
+        assert (await client.post(PATH, content=body, headers=headers)).status_code == 409
+        clock.advance(idempotency.LEASE + timedelta(seconds=1))
+        assert (await client.post(PATH, content=body, headers=headers)).status_code == 201
