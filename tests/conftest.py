@@ -30,10 +30,11 @@ PG_URL = os.environ.get("HERALD_TEST_DATABASE_URL")
 REDIS_URL = os.environ.get("HERALD_TEST_REDIS_URL")
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        if inspect.iscoroutinefunction(getattr(item, "function", None)):
-            item.add_marker(pytest.mark.anyio)
+@pytest.hookimpl(tryfirst=True)
+def pytest_pycollect_makeitem(collector: pytest.Collector, name: str, obj: object) -> None:
+    """Every `async def` test runs on anyio's asyncio backend (marked before parametrization)."""
+    if name.startswith("test") and inspect.iscoroutinefunction(obj):
+        pytest.mark.anyio(obj)
 
 
 @pytest.fixture(scope="session")

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 from fastapi import FastAPI
+from fastapi.openapi.utils import get_openapi
 from sqlalchemy import text
 from starlette.requests import Request
 from starlette.responses import Response
 
 from herald import __version__
+from herald.campaigns import openapi as campaigns_openapi
+from herald.campaigns.router import router as campaigns_router
 from herald.clock import Clock, SystemClock
 from herald.config import Settings
 from herald.db import create_database
@@ -51,6 +55,8 @@ def create_app(
     app.add_middleware(HeraldMiddleware, services=services)
     handlers.install(app)
     app.include_router(offers_router)
+    app.include_router(campaigns_router)
+    _extend_openapi(app)
     _add_probes(app, services)
     return app
 
@@ -68,3 +74,18 @@ def _add_probes(app: FastAPI, services: Services) -> None:
         except Exception:
             return json_response({"status": "unavailable"}, status=503)
         return json_response({"status": "ready"})
+
+
+def _extend_openapi(app: FastAPI) -> None:
+    """Add the schemas that route-level request bodies refer to (see campaigns.openapi)."""
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            schema = get_openapi(title=app.title, version=app.version, summary=app.summary, routes=app.routes)
+            components = schema.setdefault("components", {}).setdefault("schemas", {})
+            for name, definition in campaigns_openapi.component_schemas().items():
+                components.setdefault(name, definition)
+            app.openapi_schema = schema
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]

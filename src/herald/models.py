@@ -1,8 +1,21 @@
 """Every table, imported in one place so Alembic's autogenerate sees the whole schema."""
 
+from herald.campaigns.models import Campaign, CampaignRequestId, CampaignTag
 from herald.db import Base
 from herald.http.idempotency import IdempotencyRecord
 from herald.offers.models import Offer, OfferTag
 from herald.workspaces.models import ApiKey, OfferTemplate, Tag, Workspace
 
-__all__ = ["ApiKey", "Base", "IdempotencyRecord", "Offer", "OfferTag", "OfferTemplate", "Tag", "Workspace"]
+__all__ = [
+    "ApiKey",
+    "Base",
+    "Campaign",
+    "CampaignRequestId",
+    "CampaignTag",
+    "IdempotencyRecord",
+    "Offer",
+    "OfferTag",
+    "OfferTemplate",
+    "Tag",
+    "Workspace",
+]

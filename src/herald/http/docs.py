@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, GetPydanticSchema
+from pydantic_core import core_schema
 
 
 class ErrorDetail(BaseModel):
@@ -53,3 +54,12 @@ def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
             entry["model"] = ErrorEnvelope
         responses[status] = entry
     return responses
+
+
+def documented_as(model: type[BaseModel]) -> Any:
+    """Annotate a body parameter so the OpenAPI shows `model` while FastAPI accepts any JSON: the
+    route validates the body itself, to report parse and rule problems together in one 400."""
+    return GetPydanticSchema(
+        lambda _type, _handler: core_schema.any_schema(),
+        lambda _schema, handler: handler(model.__pydantic_core_schema__),
+    )

@@ -110,3 +110,24 @@ def guarded(operation: Operation) -> Any:
 
     dependency.__name__ = f"guard_{operation.name}"
     return Depends(dependency)
+
+
+async def reserve_quota(request: Request, caller: Caller, bucket: str, operation: str) -> None:
+    """Take a slot of a success quota now; it is given back if the request ends in failure.
+
+    Reserving (rather than counting after the fact) keeps the quota exact under concurrency.
+    """
+    services = services_of(request)
+    uow = unit_of_work(request)
+    key = limit_key(bucket, operation, Consumer(caller.workspace, caller.api_key.id))
+    windows = windows_for(caller.workspace, bucket)
+    decision = await services.limiter.acquire(key, windows, services.clock.now().timestamp())
+    if not decision.allowed or decision.token is None:
+        uow.rate_limit = decision
+        raise RateLimited(headers={"Retry-After": str(max(1, decision.retry_after))})
+    token = decision.token
+
+    async def give_back() -> None:
+        await services.limiter.release(key, windows, token)
+
+    uow.on_failure.append(give_back)

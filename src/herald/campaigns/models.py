@@ -1,0 +1,93 @@
+"""Campaign tables: one row per version document, components as JSON, searchable columns indexed.
+
+`campaign_id` is stable across versions (it equals the first version's `id`); `is_latest` marks the
+version that C2/C3/C4/C5 act on.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Boolean, ForeignKeyConstraint, Index, Integer, String, text
+from sqlalchemy.orm import Mapped, mapped_column
+
+from herald.db import Base, PortableJSON, UTCDateTime
+
+
+class Campaign(Base):
+    __tablename__ = "campaigns"
+    __table_args__ = (
+        Index(
+            "uq_campaigns_workspace_id_campaign_id_version",
+            "workspace_id",
+            "campaign_id",
+            "version_number",
+            unique=True,
+        ),
+        Index(
+            "uq_campaigns_workspace_id_campaign_id_latest",
+            "workspace_id",
+            "campaign_id",
+            unique=True,
+            sqlite_where=text("is_latest"),
+            postgresql_where=text("is_latest"),
+        ),
+        Index("ix_campaigns_workspace_id_created_at_id", "workspace_id", "created_at", "id"),
+        Index("ix_campaigns_workspace_id_status_created_at", "workspace_id", "status", "created_at"),
+        Index("ix_campaigns_workspace_id_channel_created_at", "workspace_id", "channel", "created_at"),
+        Index("ix_campaigns_workspace_id_parent_id", "workspace_id", "parent_id"),
+        ForeignKeyConstraint(["workspace_id"], ["workspaces.id"]),
+    )
+
+    workspace_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    id: Mapped[str] = mapped_column(String(24), primary_key=True)
+    campaign_id: Mapped[str] = mapped_column(String(24))
+    version_number: Mapped[int] = mapped_column(Integer, default=1)
+    is_latest: Mapped[bool] = mapped_column(Boolean, default=True)
+    # Bumped on every write; the ETag is derived from it.
+    revision: Mapped[int] = mapped_column(Integer, default=1)
+    channel: Mapped[str] = mapped_column(String(16))
+    delivery_type: Mapped[str] = mapped_column(String(32))
+    status: Mapped[str] = mapped_column(String(16))
+    # The state a PAUSED campaign resumes to.
+    paused_from: Mapped[str | None] = mapped_column(String(16), nullable=True)
+    name: Mapped[str | None] = mapped_column(String(500), nullable=True)
+    tags: Mapped[list[str]] = mapped_column(PortableJSON, default=list)
+    created_by: Mapped[str] = mapped_column(String(320))
+    updated_by: Mapped[str | None] = mapped_column(String(320), nullable=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    sent_time: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    request_id: Mapped[str | None] = mapped_column(String(128), nullable=True)
+    flow_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    flow_name: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    parent_id: Mapped[str | None] = mapped_column(String(24), nullable=True)
+    sender_name: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    rejection_comment: Mapped[str | None] = mapped_column(String(2000), nullable=True)
+    # Every component as stored (basic_details, campaign_content, connector, ...).
+    components: Mapped[dict[str, Any]] = mapped_column(PortableJSON, default=dict)
+
+
+class CampaignTag(Base):
+    """Tags of each version row, so search can filter by tag in SQL on every engine."""
+
+    __tablename__ = "campaign_tags"
+    __table_args__ = (
+        ForeignKeyConstraint(["workspace_id", "campaign_row_id"], ["campaigns.workspace_id", "campaigns.id"]),
+    )
+
+    workspace_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    tag: Mapped[str] = mapped_column(String(200), primary_key=True)
+    campaign_row_id: Mapped[str] = mapped_column(String(24), primary_key=True)
+
+
+class CampaignRequestId(Base):
+    """A C1 `request_id` held after a successful create; the primary key makes reuse impossible."""
+
+    __tablename__ = "campaign_request_ids"
+
+    workspace_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    request_id: Mapped[str] = mapped_column(String(128), primary_key=True)
+    campaign_id: Mapped[str] = mapped_column(String(24))
+    expires_at: Mapped[datetime] = mapped_column(UTCDateTime)

@@ -1,0 +1,44 @@
+"""Campaign queries, always scoped to one workspace."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+
+from sqlalchemy import delete, select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from herald.campaigns.models import Campaign, CampaignRequestId, CampaignTag
+
+
+async def get_latest(session: AsyncSession, workspace_id: str, campaign_id: str) -> Campaign | None:
+    query = select(Campaign).where(
+        Campaign.workspace_id == workspace_id, Campaign.campaign_id == campaign_id, Campaign.is_latest
+    )
+    return (await session.scalars(query)).first()
+
+
+async def replace_tags(session: AsyncSession, row: Campaign, tags: Iterable[str]) -> None:
+    await session.execute(
+        delete(CampaignTag).where(
+            CampaignTag.workspace_id == row.workspace_id, CampaignTag.campaign_row_id == row.id
+        )
+    )
+    session.add_all(
+        CampaignTag(workspace_id=row.workspace_id, tag=tag, campaign_row_id=row.id)
+        for tag in dict.fromkeys(tags)
+    )
+
+
+async def held_request_id(
+    session: AsyncSession, workspace_id: str, request_id: str, now: datetime
+) -> CampaignRequestId | None:
+    """The live hold on a create `request_id`, if any; an expired hold is removed."""
+    held = await session.get(CampaignRequestId, (workspace_id, request_id))
+    if held is None:
+        return None
+    if held.expires_at <= now:
+        await session.delete(held)
+        await session.flush()
+        return None
+    return held

@@ -1,0 +1,135 @@
+"""Campaign draft routes (contract §1: C1-C4). Thin: parse, call one service function, answer."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import orjson
+from fastapi import APIRouter, Header
+from starlette.requests import Request
+from starlette.responses import Response
+
+from herald.campaigns import service
+from herald.campaigns.openapi import CREATE_BODY, UPDATE_BODY, VALIDATE_BODY
+from herald.campaigns.views import campaign_view, etag
+from herald.errors import BadRequest
+from herald.http.auth import Caller
+from herald.http.docs import error_responses
+from herald.http.operation import Operation, guarded, reserve_quota, services_of, unit_of_work
+from herald.http.responses import json_response, response_id
+from herald.workspaces.models import enabled_features
+from herald.workspaces.scopes import Scope
+
+router = APIRouter(prefix="/v5/campaigns", tags=["campaigns"])
+
+CREATE = Operation(
+    "C1", Scope.CAMPAIGNS_CREATE_MANAGE, "campaign_create", campaigns=True, idempotency="required"
+)
+GET = Operation("C2", Scope.CAMPAIGNS_VIEW, "campaign_ops", campaigns=True)
+UPDATE = Operation(
+    "C3", Scope.CAMPAIGNS_CREATE_MANAGE, "campaign_ops", campaigns=True, idempotency="required"
+)
+VALIDATE = Operation("C4", Scope.CAMPAIGNS_VIEW, "campaign_ops", campaigns=True)
+
+
+def _workspace(caller: Caller) -> service.Workspace:
+    return service.Workspace(id=caller.workspace_id, features=enabled_features(caller.workspace))
+
+
+def _json_body(request: Request) -> Any:
+    raw: bytes = getattr(request.state, "body", b"") or b""
+    if not raw.strip():
+        raise BadRequest("A JSON body is required.")
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        raise BadRequest("The request body is not valid JSON.") from None
+
+
+def _envelope(request: Request, data: dict[str, Any]) -> dict[str, Any]:
+    return {"response_id": response_id(request), "type": "campaign", "data": data}
+
+
+@router.post(
+    "",
+    summary="Create campaign draft",
+    status_code=201,
+    response_model=None,
+    openapi_extra=CREATE_BODY,
+    responses=error_responses(400, 401, 403, 409, 413, 429, 503),
+)
+async def create_campaign(request: Request, caller: Annotated[Caller, guarded(CREATE)]) -> Response:
+    async def reserve() -> None:
+        await reserve_quota(request, caller, "campaign_create_success", CREATE.name)
+
+    row = await service.create_campaign(
+        unit_of_work(request).session(),
+        _workspace(caller),
+        _json_body(request),
+        services_of(request).clock.now(),
+        reserve,
+    )
+    return json_response(_envelope(request, {"id": row.id, "status": row.status}), status=201)
+
+
+@router.get(
+    "/{campaign_id}",
+    summary="Get campaign",
+    response_model=None,
+    responses=error_responses(400, 401, 403, 404, 429, 503),
+)
+async def get_campaign(
+    request: Request, campaign_id: str, caller: Annotated[Caller, guarded(GET)]
+) -> Response:
+    row = await service.get_campaign(unit_of_work(request).session(), caller.workspace_id, campaign_id)
+    versioning = "versioning" in enabled_features(caller.workspace)
+    return json_response(
+        _envelope(request, campaign_view(row, versioning=versioning)), headers={"ETag": etag(row)}
+    )
+
+
+@router.patch(
+    "/{campaign_id}",
+    summary="Update campaign",
+    response_model=None,
+    openapi_extra=UPDATE_BODY,
+    responses=error_responses(400, 401, 403, 404, 409, 412, 413, 429, 503),
+)
+async def update_campaign(
+    request: Request,
+    campaign_id: str,
+    caller: Annotated[Caller, guarded(UPDATE)],
+    if_match: Annotated[str | None, Header(alias="If-Match")] = None,
+) -> Response:
+    row = await service.update_campaign(
+        unit_of_work(request).session(),
+        _workspace(caller),
+        campaign_id,
+        _json_body(request),
+        services_of(request).clock.now(),
+        if_match,
+        etag,
+    )
+    return json_response(_envelope(request, {"id": row.id}), headers={"ETag": etag(row)})
+
+
+@router.post(
+    "/{campaign_id}/validate",
+    summary="Validate campaign",
+    response_model=None,
+    openapi_extra=VALIDATE_BODY,
+    responses=error_responses(400, 401, 403, 404, 429, 503),
+)
+async def validate_campaign(
+    request: Request, campaign_id: str, caller: Annotated[Caller, guarded(VALIDATE)]
+) -> Response:
+    raw = request.state.body
+    if raw and raw.strip():
+        body = _json_body(request)
+        if not isinstance(body, dict) or set(body) - {"request_id"}:
+            raise BadRequest("The validate body may only carry request_id.")
+    problems = await service.validate_stored(unit_of_work(request).session(), _workspace(caller), campaign_id)
+    errors = [
+        {"field": problem.target, "issue": problem.message, "code": problem.code} for problem in problems
+    ]
+    return json_response(_envelope(request, {"valid": not errors, "errors": errors}))

@@ -1,0 +1,1 @@
+"""Pydantic models of the campaign request body, one module per component (spec "Campaign")."""

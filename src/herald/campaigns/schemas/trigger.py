@@ -1,0 +1,72 @@
+"""`trigger_condition`: what user behaviour sends a triggered campaign, and how long after."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated, Literal
+
+from pydantic import Discriminator, Tag
+
+from herald.campaigns.schemas.common import Granularity, NonEmptyText, NonNegativeInt
+from herald.campaigns.schemas.filters import FilterGroup
+from herald.schemas import APIModel
+
+
+class TriggerDelayType(StrEnum):
+    DELAY = "DELAY"
+    ASAP = "ASAP"
+    INTELLIGENT_DELAY = "INTELLIGENT_DELAY"  # Push only
+
+
+class TriggerRelation(StrEnum):
+    BEFORE = "BEFORE"
+    AFTER = "AFTER"
+
+
+class TriggerAttr(APIModel):
+    name: NonEmptyText | None = None
+
+
+def _trigger_attr_form(value: object) -> str:
+    return "label" if isinstance(value, str) else "object"
+
+
+# Contract §5: the spec's object `{name}` or a plain string label (which then is the name).
+TriggerAttrValue = Annotated[
+    Annotated[TriggerAttr, Tag("object")] | Annotated[str, Tag("label")],
+    Discriminator(_trigger_attr_form),
+]
+
+
+class IntelligentDelayOptimization(APIModel):
+    min_delay_value: NonNegativeInt
+    min_delay_granularity: Literal[Granularity.MINUTES, Granularity.HOURS]
+    max_delay_value: NonNegativeInt
+    max_delay_granularity: Literal[Granularity.HOURS, Granularity.DAYS]
+
+
+class TriggerCondition(APIModel):
+    included_filters: FilterGroup | None = None
+    secondary_included_filters: FilterGroup | None = None
+    trigger_delay_type: TriggerDelayType | None = None
+    trigger_delay_value: NonNegativeInt | None = None
+    trigger_delay_granularity: Granularity | None = None
+    trigger_relation: TriggerRelation | None = None
+    trigger_attr: TriggerAttrValue | None = None
+    intelligent_delay_optimization: IntelligentDelayOptimization | None = None
+
+    def trigger_attr_name(self) -> str | None:
+        if isinstance(self.trigger_attr, str):
+            return self.trigger_attr or None
+        return self.trigger_attr.name if self.trigger_attr is not None else None
+
+
+# The fields that make up a trigger delay; a DEVICE_TRIGGERED campaign carries none of them.
+DELAY_FIELDS: tuple[str, ...] = (
+    "trigger_delay_type",
+    "trigger_delay_value",
+    "trigger_delay_granularity",
+    "trigger_relation",
+    "trigger_attr",
+    "intelligent_delay_optimization",
+)

@@ -1,0 +1,177 @@
+"""Campaign draft use cases: create (C1), get (C2), update (C3), validate (C4).
+
+Services never commit (the request's unit of work does) and take plain values, never HTTP objects.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from herald.campaigns import repository
+from herald.campaigns.editability import not_editable
+from herald.campaigns.models import Campaign, CampaignRequestId
+from herald.campaigns.schemas.campaign import CampaignDocument, sent_components
+from herald.campaigns.schemas.common import CampaignStatus, Channel, DeliveryType
+from herald.campaigns.validation import Stage, load_document, parse_create, parse_update, validate_campaign
+from herald.errors import DuplicateRequestId, InvalidState, NotFound, PreconditionFailed, ValidationFailed
+from herald.ids import is_object_id, object_id
+from herald.problems import Problem
+
+# After a successful create, its request_id cannot be reused for this long (spec: Limits).
+REQUEST_ID_HOLD = {Channel.PUSH: timedelta(hours=1), Channel.EMAIL: timedelta(days=1)}
+
+Reserve = Callable[[], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class Workspace:
+    id: str
+    features: frozenset[str]
+
+
+def _name_and_tags(components: dict[str, Any]) -> tuple[str | None, list[str]]:
+    basic = components.get("basic_details") or {}
+    name = basic.get("name") if isinstance(basic.get("name"), str) else None
+    tags = [tag for tag in basic.get("tags") or [] if isinstance(tag, str)]
+    return name, tags
+
+
+async def create_campaign(
+    session: AsyncSession, workspace: Workspace, raw: object, now: datetime, reserve_success: Reserve
+) -> Campaign:
+    body, problems = parse_create(raw)
+    if body is None:
+        raise ValidationFailed(problems)
+    document = CampaignDocument.from_create(body)
+    problems = validate_campaign(document, Stage.DRAFT_CREATE, workspace.features, sent_components(body))
+    if problems:
+        raise ValidationFailed(problems)
+
+    campaign_id = object_id(now)
+    if body.request_id is not None:
+        held = await repository.held_request_id(session, workspace.id, body.request_id, now)
+        if held is not None:
+            raise _duplicate_request_id(held.campaign_id)
+    await reserve_success()
+
+    components = document.components_json()
+    name, tags = _name_and_tags(components)
+    row = Campaign(
+        workspace_id=workspace.id,
+        id=campaign_id,
+        campaign_id=campaign_id,
+        version_number=1,
+        is_latest=True,
+        revision=1,
+        channel=document.channel.value,
+        delivery_type=document.delivery_type.value,
+        status=CampaignStatus.DRAFT.value,
+        name=name,
+        tags=tags,
+        created_by=body.created_by,
+        created_at=now,
+        updated_at=now,
+        request_id=body.request_id,
+        components=components,
+    )
+    session.add(row)
+    if body.request_id is not None:
+        session.add(
+            CampaignRequestId(
+                workspace_id=workspace.id,
+                request_id=body.request_id,
+                campaign_id=campaign_id,
+                expires_at=now + REQUEST_ID_HOLD[document.channel],
+            )
+        )
+    try:
+        await session.flush()
+    except IntegrityError:
+        # A concurrent create with the same request_id committed first.
+        raise _duplicate_request_id(None) from None
+    await repository.replace_tags(session, row, tags)
+    return row
+
+
+def _duplicate_request_id(campaign_id: str | None) -> DuplicateRequestId:
+    owner = f" by campaign {campaign_id}" if campaign_id else ""
+    return DuplicateRequestId(
+        f"This request_id was already used{owner} in a successful create.", target="request_id"
+    )
+
+
+async def get_campaign(session: AsyncSession, workspace_id: str, campaign_id: str) -> Campaign:
+    row = (
+        await repository.get_latest(session, workspace_id, campaign_id) if is_object_id(campaign_id) else None
+    )
+    if row is None:
+        raise NotFound("No campaign with this id exists in the workspace.", target="campaign_id")
+    return row
+
+
+async def update_campaign(
+    session: AsyncSession,
+    workspace: Workspace,
+    campaign_id: str,
+    raw: object,
+    now: datetime,
+    if_match: str | None,
+    current_etag: Callable[[Campaign], str],
+) -> Campaign:
+    row = await get_campaign(session, workspace.id, campaign_id)
+    if if_match is not None and if_match.strip() not in ("*", current_etag(row)):
+        raise PreconditionFailed(target="If-Match")
+    channel, delivery_type = Channel(row.channel), DeliveryType(row.delivery_type)
+    body, problems = parse_update(raw, stored_channel=channel, stored_delivery_type=delivery_type)
+    if body is None:
+        raise ValidationFailed(problems)
+    sent = sent_components(body)
+    sent_json = {name: _component_json(body, name) for name in sent}
+
+    blocked = not_editable(CampaignStatus(row.status), row.components, sent_json)
+    if blocked:
+        raise InvalidState(_state_message(row.status), details=blocked)
+
+    stored, stored_problems = load_document(channel, delivery_type, row.components)
+    if stored is None:
+        raise ValidationFailed(stored_problems, "The stored campaign cannot be read; resend every component.")
+    merged = stored.merged(body)
+    problems = validate_campaign(merged, Stage.DRAFT_PATCH, workspace.features, sent, previous=stored)
+    if problems:
+        raise ValidationFailed(problems)
+
+    components = merged.components_json()
+    row.components = components
+    row.name, row.tags = _name_and_tags(components)
+    if body.updated_by is not None:
+        row.updated_by = body.updated_by
+    row.updated_at = now
+    row.revision += 1
+    await repository.replace_tags(session, row, row.tags)
+    await session.flush()
+    return row
+
+
+def _component_json(body: Any, name: str) -> Any:
+    value = getattr(body, name)
+    return value.model_dump(mode="json", exclude_unset=True) if value is not None else None
+
+
+def _state_message(status: str) -> str:
+    return f"The campaign is {status}; the request changes fields this state does not allow."
+
+
+async def validate_stored(session: AsyncSession, workspace: Workspace, campaign_id: str) -> list[Problem]:
+    """DRAFT_PUBLISH on the saved campaign, read-only."""
+    row = await get_campaign(session, workspace.id, campaign_id)
+    channel, delivery_type = Channel(row.channel), DeliveryType(row.delivery_type)
+    document, problems = load_document(channel, delivery_type, row.components)
+    if document is None:
+        return problems
+    return validate_campaign(document, Stage.DRAFT_PUBLISH, workspace.features)

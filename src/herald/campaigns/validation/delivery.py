@@ -1,0 +1,61 @@
+"""Rules for `delivery_controls` and `advanced`: which fields apply to which delivery type."""
+
+from __future__ import annotations
+
+from herald.campaigns.schemas.common import Feature
+from herald.campaigns.schemas.delivery_controls import PUSH_FIELD_DELIVERY_TYPES, PushDeliveryControls
+from herald.campaigns.validation.context import Context, not_applicable, out_of_range, required
+from herald.problems import Problem, join_path
+
+_BASE = "delivery_controls"
+
+
+def check_delivery_controls(ctx: Context) -> list[Problem]:
+    controls = ctx.campaign.delivery_controls
+    # Email carries only its five fields, which the Email model already enforces.
+    if not isinstance(controls, PushDeliveryControls):
+        return []
+    problems = [
+        not_applicable(
+            join_path(_BASE, name),
+            f"'{name}' does not apply to {ctx.delivery_type.value} campaigns.",
+        )
+        for name, delivery_types in PUSH_FIELD_DELIVERY_TYPES.items()
+        if getattr(controls, name) is not None and ctx.delivery_type not in delivery_types
+    ]
+    if controls.queuing_enabled and ctx.enabled(Feature.QUEUING):
+        target = join_path(_BASE, "queue_duration")
+        if controls.queue_duration is None:
+            problems.append(required(target, "'queue_duration' is required when queuing_enabled is true."))
+        elif controls.queue_duration <= 0:
+            problems.append(
+                out_of_range(target, "queue_duration must be greater than 0 hours when queuing is enabled.")
+            )
+    return problems
+
+
+def check_advanced(ctx: Context) -> list[Problem]:
+    advanced = ctx.campaign.advanced
+    if advanced is None or advanced.expiration_settings is None:
+        return []
+    settings = advanced.expiration_settings
+    base = ("advanced", "expiration_settings")
+    problems: list[Problem] = []
+    # A duration is a number and a unit; one without the other cannot be applied.
+    for value_name, type_name in (
+        ("expire_notification_after_value", "expire_notification_after_type"),
+        ("remove_from_inbox_after_value", "remove_from_inbox_after_type"),
+    ):
+        has_value, has_type = (
+            getattr(settings, value_name) is not None,
+            getattr(settings, type_name) is not None,
+        )
+        if has_value and not has_type:
+            problems.append(
+                required(join_path(*base, type_name), f"'{type_name}' is required with {value_name}.")
+            )
+        if has_type and not has_value:
+            problems.append(
+                required(join_path(*base, value_name), f"'{value_name}' is required with {type_name}.")
+            )
+    return problems

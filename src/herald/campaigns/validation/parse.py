@@ -1,0 +1,133 @@
+"""Raw JSON bodies into campaign models, with every problem as a Problem (never an exception).
+
+The body's `channel` chooses the model, so a channel-specific component is read the way its
+channel defines it: `advanced` on an EMAIL body is an unknown field at `advanced`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from herald.campaigns.schemas.campaign import (
+    AnyChannelCreate,
+    AnyChannelUpdate,
+    CampaignCreate,
+    CampaignDocument,
+    CampaignUpdate,
+    EmailCampaignCreate,
+    EmailCampaignUpdate,
+    PushCampaignCreate,
+    PushCampaignUpdate,
+)
+from herald.campaigns.schemas.common import CREATABLE_CHANNELS, Channel, DeliveryType
+from herald.campaigns.validation.context import invalid_value, required
+from herald.campaigns.validation.pydantic_errors import problems_from_validation_error
+from herald.problems import Problem
+
+M = TypeVar("M", bound=BaseModel)
+
+_CREATE: dict[str, type[PushCampaignCreate] | type[EmailCampaignCreate]] = {
+    "PUSH": PushCampaignCreate,
+    "EMAIL": EmailCampaignCreate,
+}
+_UPDATE: dict[str, type[PushCampaignUpdate] | type[EmailCampaignUpdate]] = {
+    "PUSH": PushCampaignUpdate,
+    "EMAIL": EmailCampaignUpdate,
+}
+_NOT_AN_OBJECT = Problem("INVALID_TYPE", "", "The request body must be a JSON object.")
+
+
+def _validate(model: type[M], raw: Mapping[str, object]) -> tuple[M | None, list[Problem]]:
+    try:
+        return model.model_validate(raw), []
+    except ValidationError as exc:
+        return None, problems_from_validation_error(exc, raw)
+
+
+def _channel_value_problem(value: object) -> Problem:
+    shown = value if isinstance(value, str) else repr(value)
+    return invalid_value(
+        "channel",
+        f"channel must be PUSH or EMAIL; '{shown}' campaigns cannot be created or updated through v5.",
+    )
+
+
+def parse_create(raw: object) -> tuple[CampaignCreate | None, list[Problem]]:
+    """Read a Create body (contract §5 C1). Returns the model, or None and every problem found."""
+    if not isinstance(raw, dict):
+        return None, [_NOT_AN_OBJECT]
+    channel = raw.get("channel")
+    model = _CREATE.get(channel) if isinstance(channel, str) else None
+    if model is None:
+        problem = required("channel") if "channel" not in raw else _channel_value_problem(channel)
+        _, others = _validate(AnyChannelCreate, raw)
+        return None, [problem, *others]
+    body, problems = _validate(model, raw)
+    return body, problems
+
+
+def parse_update(
+    raw: object,
+    *,
+    stored_channel: Channel | None = None,
+    stored_delivery_type: DeliveryType | None = None,
+) -> tuple[CampaignUpdate | None, list[Problem]]:
+    """Read an Update body (contract §5 C3).
+
+    `channel` may be left out of the body; the stored campaign's channel then decides how its
+    components are read. When the stored values are given, a body that sends a different
+    `channel` or `campaign_delivery_type` is rejected: neither can change.
+    """
+    if not isinstance(raw, dict):
+        return None, [_NOT_AN_OBJECT]
+    problems: list[Problem] = []
+    if stored_channel is not None and stored_channel not in CREATABLE_CHANNELS:
+        problems.append(_channel_value_problem(stored_channel.value))
+        stored_channel = None
+    channel: str | None = stored_channel.value if stored_channel else None
+    if "channel" in raw:
+        sent = raw["channel"]
+        if not isinstance(sent, str) or sent not in _UPDATE:
+            problems.append(_channel_value_problem(sent))
+        elif stored_channel is not None and sent != stored_channel.value:
+            problems.append(
+                invalid_value("channel", f"The channel of a campaign cannot change from {channel}.")
+            )
+        else:
+            channel = sent
+    model = _UPDATE.get(channel) if channel else None
+    if model is None:
+        if not problems:
+            # Without the body's channel or the stored one, components cannot be read.
+            problems.append(required("channel", "'channel' is required to read the campaign's components."))
+        _, others = _validate(AnyChannelUpdate, raw)
+        return None, [*problems, *others]
+    body, errors = _validate(model, raw)
+    problems += errors
+    if (
+        body is not None
+        and stored_delivery_type is not None
+        and body.campaign_delivery_type not in (None, stored_delivery_type)
+    ):
+        problems.append(
+            invalid_value(
+                "campaign_delivery_type",
+                f"The delivery type of a campaign cannot change from {stored_delivery_type.value}.",
+            )
+        )
+    return (body if not problems else None), problems
+
+
+def load_document(
+    channel: Channel, delivery_type: DeliveryType, components: Mapping[str, object]
+) -> tuple[CampaignDocument | None, list[Problem]]:
+    """A stored campaign (its components as JSON) as a CampaignDocument, for patch and publish."""
+    body, problems = parse_update(
+        dict(components), stored_channel=channel, stored_delivery_type=delivery_type
+    )
+    if body is None:
+        return None, problems
+    return CampaignDocument(channel=channel, delivery_type=delivery_type).merged(body), []

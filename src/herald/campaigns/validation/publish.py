@@ -1,0 +1,213 @@
+"""DRAFT_PUBLISH completeness (contract §5 C4): what a campaign needs before it can go live.
+
+Component rules still run on every component at this stage; this module adds only what a draft
+may lack: components, and the fields that the delivery type or the channel makes mandatory.
+"""
+
+from __future__ import annotations
+
+from herald.campaigns.schemas.basic_details import EmailBasicDetails, EmailContentType, PushBasicDetails
+from herald.campaigns.schemas.common import Channel, DeliveryType
+from herald.campaigns.schemas.content import DEFAULT_LOCALE, EmailCampaignContent, PushCampaignContent
+from herald.campaigns.schemas.delivery_controls import PushDeliveryControls
+from herald.campaigns.schemas.scheduling import NEEDS_TIMEZONE
+from herald.campaigns.validation.audience import MINIMUM_AUDIENCE_MESSAGE, needs_minimum_audience
+from herald.campaigns.validation.content import (
+    CONTENT_ROOT,
+    effective_template_type,
+    missing_template_fields,
+)
+from herald.campaigns.validation.context import Context, invalid_value, required
+from herald.campaigns.validation.trigger import TRIGGER_REQUIRED
+from herald.problems import Problem, join_path
+
+_DT = DeliveryType
+
+
+def check_publish(ctx: Context) -> list[Problem]:
+    problems = _check_basic_details(ctx)
+    if ctx.channel is Channel.PUSH:
+        problems += _check_push_content(ctx)
+    elif ctx.channel is Channel.EMAIL:
+        problems += _check_email_content(ctx)
+        problems += _check_connector(ctx)
+    problems += _check_locales(ctx)
+    problems += _check_trigger(ctx)
+    problems += _check_scheduling(ctx)
+    if needs_minimum_audience(ctx) and ctx.campaign.segmentation_details is None:
+        problems.append(required("segmentation_details", MINIMUM_AUDIENCE_MESSAGE))
+    problems += _check_delivery_controls(ctx)
+    return problems
+
+
+def _check_basic_details(ctx: Context) -> list[Problem]:
+    details = ctx.campaign.basic_details
+    problems: list[Problem] = []
+    if ctx.delivery_type is _DT.BUSINESS_EVENT_TRIGGERED and (details is None or not details.business_event):
+        problems.append(
+            required(
+                "basic_details.business_event",
+                "'business_event' is required for BUSINESS_EVENT_TRIGGERED campaigns.",
+            )
+        )
+    if ctx.delivery_type is _DT.LOCATION_TRIGGERED and (
+        not isinstance(details, PushBasicDetails) or details.geofences is None
+    ):
+        problems.append(
+            required("basic_details.geofences", "'geofences' is required for LOCATION_TRIGGERED campaigns.")
+        )
+    if ctx.channel is Channel.PUSH and (not isinstance(details, PushBasicDetails) or not details.platforms):
+        problems.append(
+            required("basic_details.platforms", "A Push campaign needs at least one platform in 'platforms'.")
+        )
+    return problems
+
+
+def _check_push_content(ctx: Context) -> list[Problem]:
+    content = ctx.campaign.campaign_content
+    details = ctx.campaign.basic_details
+    if not isinstance(content, PushCampaignContent):
+        return [required("campaign_content", "Push campaigns need content to publish.")]
+    platforms = details.platforms if isinstance(details, PushBasicDetails) and details.platforms else []
+    problems: list[Problem] = []
+    for entry_path, by_key in content.entries():
+        for platform in platforms:
+            key = platform.value.lower()
+            path = (*CONTENT_ROOT, *entry_path, key)
+            obj = getattr(by_key, key)
+            if obj is None:
+                problems.append(required(join_path(*path), f"Content for {platform.value} is required."))
+                continue
+            template_type = effective_template_type(obj, ctx.campaign)
+            if template_type is None:
+                problems.append(required(join_path(*path, "template_type")))
+                continue
+            problems += [
+                required(
+                    join_path(*path, *field),
+                    f"'{field[-1]}' is required by template type {template_type.value}.",
+                )
+                for field in missing_template_fields(obj, template_type)
+            ]
+    return problems
+
+
+def _check_email_content(ctx: Context) -> list[Problem]:
+    content = ctx.campaign.campaign_content
+    problems: list[Problem] = []
+    if not isinstance(content, EmailCampaignContent):
+        problems.append(required("campaign_content", "Email campaigns need content to publish."))
+    else:
+        for entry_path, email in content.entries():
+            path = (*CONTENT_ROOT, *entry_path)
+            problems += [
+                required(join_path(*path, name))
+                for name in ("from_address", "subject")
+                if not getattr(email, name)
+            ]
+            if not email.html_content and not email.custom_template_id:
+                problems.append(
+                    required(
+                        join_path(*path, "html_content"),
+                        "Either 'html_content' or 'custom_template_id' is required.",
+                    )
+                )
+    details = ctx.campaign.basic_details
+    if (
+        isinstance(details, EmailBasicDetails)
+        and details.content_type is EmailContentType.PROMOTIONAL
+        and not details.subscription_category
+    ):
+        problems.append(
+            required(
+                "basic_details.subscription_category",
+                "'subscription_category' is required for PROMOTIONAL e-mail.",
+            )
+        )
+    return problems
+
+
+def _check_connector(ctx: Context) -> list[Problem]:
+    connector = ctx.campaign.connector
+    if connector is None:
+        return [required("connector", "Email campaigns need a connector to send through.")]
+    known = ctx.configured_connectors
+    if known is not None and connector.connector_name not in known:
+        return [
+            invalid_value(
+                "connector.connector_name",
+                f"No connector named '{connector.connector_name}' is configured in this workspace.",
+            )
+        ]
+    return []
+
+
+def _check_locales(ctx: Context) -> list[Problem]:
+    # Every listed locale must have content of its own, or its users would get nothing.
+    content = ctx.campaign.campaign_content
+    if content is None or not content.locales:
+        return []
+    present = content.content if isinstance(content.content, dict) else {}
+    return [
+        required(
+            join_path(*CONTENT_ROOT, locale), f"Locale '{locale}' is listed in locales but has no content."
+        )
+        for locale in content.locales
+        if locale != DEFAULT_LOCALE and locale not in present
+    ]
+
+
+def _check_trigger(ctx: Context) -> list[Problem]:
+    trigger = ctx.campaign.trigger_condition
+    if ctx.delivery_type in TRIGGER_REQUIRED.get(ctx.channel, frozenset()) and trigger is None:
+        return [
+            required(
+                "trigger_condition",
+                f"'trigger_condition' is required for {ctx.delivery_type.value} campaigns.",
+            )
+        ]
+    has_filter = (
+        trigger is not None and trigger.included_filters is not None and trigger.included_filters.filters
+    )
+    if ctx.delivery_type is _DT.EVENT_TRIGGERED and trigger is not None and not has_filter:
+        return [
+            required(
+                "trigger_condition.included_filters",
+                "An EVENT_TRIGGERED campaign needs at least one filter in included_filters.",
+            )
+        ]
+    return []
+
+
+def _check_scheduling(ctx: Context) -> list[Problem]:
+    details = ctx.campaign.scheduling_details
+    if details is None:
+        if ctx.delivery_type in (_DT.ONE_TIME, _DT.PERIODIC):
+            return [
+                required(
+                    "scheduling_details",
+                    f"'scheduling_details' is required for {ctx.delivery_type.value} campaigns.",
+                )
+            ]
+        return []
+    if details.delivery_type in NEEDS_TIMEZONE and details.timezone is None:
+        return [
+            required(
+                "scheduling_details.timezone",
+                f"'timezone' is required when delivery_type is {details.delivery_type}.",
+            )
+        ]
+    return []
+
+
+def _check_delivery_controls(ctx: Context) -> list[Problem]:
+    if ctx.channel is not Channel.PUSH or ctx.delivery_type is not _DT.EVENT_TRIGGERED:
+        return []
+    controls = ctx.campaign.delivery_controls
+    if isinstance(controls, PushDeliveryControls) and controls.bypass_dnd is not None:
+        return []
+    return [
+        required(
+            "delivery_controls.bypass_dnd", "'bypass_dnd' is required for EVENT_TRIGGERED Push campaigns."
+        )
+    ]

@@ -1,0 +1,48 @@
+"""Rules for `utm_params` and `conversion_goal_details`."""
+
+from __future__ import annotations
+
+from herald.campaigns.schemas.utm import MAX_CUSTOM_UTM_KEYS, UTM_PREFIX
+from herald.campaigns.validation.context import Context, not_applicable, out_of_range, required
+from herald.problems import Problem, join_path
+
+_UTM = "utm_params"
+
+
+def check_utm_params(ctx: Context) -> list[Problem]:
+    utm = ctx.campaign.utm_params
+    if utm is None:
+        return []
+    custom = utm.custom_keys()
+    problems = [
+        not_applicable(
+            join_path(_UTM, key), f"Custom UTM keys must start with '{UTM_PREFIX}'; '{key}' does not."
+        )
+        for key in custom
+        if not key.startswith(UTM_PREFIX)
+    ]
+    if len(custom) > MAX_CUSTOM_UTM_KEYS:
+        problems.append(
+            out_of_range(
+                _UTM, f"At most {MAX_CUSTOM_UTM_KEYS} custom UTM keys are allowed; {len(custom)} were sent."
+            )
+        )
+    return problems
+
+
+def check_conversion_goal_details(ctx: Context) -> list[Problem]:
+    details = ctx.campaign.conversion_goal_details
+    if details is None or not details.goals:
+        return []
+    problems: list[Problem] = []
+    for index, goal in enumerate(details.goals):
+        attribute = goal.goal_event_attribute
+        # `between` compares against two bounds: value and value1.
+        if attribute is not None and attribute.condition == "between" and attribute.value1 is None:
+            problems.append(
+                required(
+                    join_path("conversion_goal_details", "goals", index, "goal_event_attribute", "value1"),
+                    "'value1' (the upper bound) is required when condition is 'between'.",
+                )
+            )
+    return problems

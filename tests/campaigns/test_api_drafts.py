@@ -1,0 +1,511 @@
+"""C1-C4 through the HTTP API: create, get, update, validate, as a client sees them."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import uuid
+from datetime import timedelta
+from typing import Any
+
+import httpx
+import pytest
+from fastapi import FastAPI
+from sqlalchemy import select, update
+
+from herald.campaigns.models import Campaign
+from herald.clock import FrozenClock
+from herald.workspaces.scopes import Scope
+from tests.campaigns.payloads import ALL_FEATURES, PAYLOADS
+from tests.factories import Tenant, add_key, make_tenant
+
+BASE = "/v5/campaigns"
+MINIMAL_PUSH = {"channel": "PUSH", "campaign_delivery_type": "ONE_TIME", "created_by": "ana@example.com"}
+MINIMAL_EMAIL = {"channel": "EMAIL", "campaign_delivery_type": "ONE_TIME", "created_by": "ana@example.com"}
+OPEN_LIMITS = {
+    "campaign_create": "1000/second",
+    "campaign_create_success": "1000/minute",
+    "campaign_ops": "1000/second",
+}
+
+
+@pytest.fixture
+async def workspace(app: FastAPI) -> Tenant:
+    """A workspace with every feature on and limits out of the way."""
+    return await make_tenant(app, features=dict.fromkeys(ALL_FEATURES, True), rate_limits=OPEN_LIMITS)
+
+
+async def _create(client: httpx.AsyncClient, tenant: Tenant, body: dict[str, Any]) -> httpx.Response:
+    return await client.post(BASE, json=body, headers=tenant.write_headers(campaigns=True))
+
+
+async def _created_id(client: httpx.AsyncClient, tenant: Tenant, body: dict[str, Any]) -> str:
+    response = await _create(client, tenant, body)
+    assert response.status_code == 201, response.text
+    return str(response.json()["data"]["id"])
+
+
+async def _set_status(app: FastAPI, campaign_id: str, status: str) -> None:
+    async with app.state.herald.database.writer() as session:
+        await session.execute(
+            update(Campaign).where(Campaign.campaign_id == campaign_id).values(status=status)
+        )
+        await session.commit()
+
+
+class TestCreate:
+    async def test_minimal_create_is_201_draft(self, client: httpx.AsyncClient, workspace: Tenant) -> None:
+        response = await _create(client, workspace, MINIMAL_PUSH)
+        assert response.status_code == 201
+        body = response.json()
+        assert body["type"] == "campaign"
+        assert body["response_id"].startswith("resp_")
+        assert body["data"]["status"] == "DRAFT"
+        assert len(body["data"]["id"]) == 24
+
+    @pytest.mark.parametrize("missing", ["channel", "campaign_delivery_type", "created_by"])
+    async def test_each_required_field_is_reported(
+        self, client: httpx.AsyncClient, workspace: Tenant, missing: str
+    ) -> None:
+        body = {key: value for key, value in MINIMAL_PUSH.items() if key != missing}
+        response = await _create(client, workspace, body)
+        assert response.status_code == 400
+        details = response.json()["error"]["details"]
+        assert {"code": "REQUIRED_FIELD_MISSING", "target": missing} in [
+            {"code": d["code"], "target": d["target"]} for d in details
+        ]
+
+    @pytest.mark.parametrize("channel", ["SMS", "WHATSAPP", "push"])
+    async def test_channels_that_v5_cannot_create_are_400(
+        self, client: httpx.AsyncClient, workspace: Tenant, channel: str
+    ) -> None:
+        response = await _create(client, workspace, {**MINIMAL_PUSH, "channel": channel})
+        assert response.status_code == 400
+        assert response.json()["error"]["details"][0]["code"] == "INVALID_ENUM_VALUE"
+        assert response.json()["error"]["details"][0]["target"] == "channel"
+
+    @pytest.mark.parametrize(
+        "delivery_type", ["DEVICE_TRIGGERED", "LOCATION_TRIGGERED", "BROADCAST_LIVE_ACTIVITY"]
+    )
+    async def test_push_only_delivery_types_are_refused_for_email(
+        self, client: httpx.AsyncClient, workspace: Tenant, delivery_type: str
+    ) -> None:
+        response = await _create(
+            client, workspace, {**MINIMAL_EMAIL, "campaign_delivery_type": delivery_type}
+        )
+        assert response.status_code == 400
+        assert "campaign_delivery_type" in [d["target"] for d in response.json()["error"]["details"]]
+
+    async def test_all_problems_are_collected(self, client: httpx.AsyncClient, workspace: Tenant) -> None:
+        body = {
+            **MINIMAL_PUSH,
+            "created_by": "not-an-email",
+            "utm_params": {"utm_source": "x"},
+            "control_group_details": {
+                "is_campaign_control_group_enabled": True,
+                "campaign_control_group_percentage": 101,
+            },
+            "surprise": 1,
+        }
+        response = await _create(client, workspace, body)
+        assert response.status_code == 400
+        targets = {detail["target"] for detail in response.json()["error"]["details"]}
+        assert {"created_by", "utm_params.utm_medium", "surprise"} <= targets
+        assert "control_group_details.campaign_control_group_percentage" in targets
+
+    async def test_audience_limit_without_the_feature_is_400_feature_not_enabled(
+        self, app: FastAPI, client: httpx.AsyncClient
+    ) -> None:
+        tenant = await make_tenant(app, rate_limits=OPEN_LIMITS)
+        body = {
+            **MINIMAL_PUSH,
+            "campaign_audience_limit": {
+                "is_campaign_audience_limit_enabled": True,
+                "metric": "SENT",
+                "frequency": "TOTAL",
+                "limit": 10,
+            },
+        }
+        response = await _create(client, tenant, body)
+        assert response.status_code == 400
+        error = response.json()["error"]
+        assert error["code"] == "VALIDATION_FAILED"
+        assert error["details"][0]["code"] == "FEATURE_NOT_ENABLED"
+        assert "not enabled" in error["details"][0]["message"]
+
+    async def test_malformed_json_is_400_bad_request(
+        self, client: httpx.AsyncClient, workspace: Tenant
+    ) -> None:
+        response = await client.post(
+            BASE,
+            content=b'{"channel": ',
+            headers={**workspace.write_headers(campaigns=True), "Content-Type": "application/json"},
+        )
+        assert response.status_code == 400
+        assert response.json()["error"]["code"] == "BAD_REQUEST"
+
+    async def test_view_scope_cannot_create(
+        self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant
+    ) -> None:
+        viewer = await add_key(app, workspace, [Scope.CAMPAIGNS_VIEW])
+        response = await _create(client, viewer, MINIMAL_PUSH)
+        assert response.status_code == 403
+
+    async def test_create_needs_the_app_key_header(
+        self, client: httpx.AsyncClient, workspace: Tenant
+    ) -> None:
+        headers = workspace.headers(idempotency_key=str(uuid.uuid4()))
+        assert (await client.post(BASE, json=MINIMAL_PUSH, headers=headers)).status_code == 401
+
+
+class TestRequestId:
+    async def test_reuse_after_success_is_409_for_an_hour_on_push(
+        self, client: httpx.AsyncClient, workspace: Tenant, clock: FrozenClock
+    ) -> None:
+        first_id = await _created_id(client, workspace, {**MINIMAL_PUSH, "request_id": "r-1"})
+        clock.advance(minutes=59, seconds=59)
+        again = await _create(client, workspace, {**MINIMAL_PUSH, "request_id": "r-1"})
+        assert again.status_code == 409
+        assert again.json()["error"]["code"] == "DUPLICATE_REQUEST_ID"
+        assert first_id in again.json()["error"]["message"]
+        assert again.json()["error"]["request_id"] == "r-1"
+        clock.advance(seconds=1)
+        assert (await _create(client, workspace, {**MINIMAL_PUSH, "request_id": "r-1"})).status_code == 201
+
+    async def test_reuse_after_success_is_409_for_a_day_on_email(
+        self, client: httpx.AsyncClient, workspace: Tenant, clock: FrozenClock
+    ) -> None:
+        await _created_id(client, workspace, {**MINIMAL_EMAIL, "request_id": "r-2"})
+        clock.advance(hours=23, minutes=59)
+        assert (await _create(client, workspace, {**MINIMAL_EMAIL, "request_id": "r-2"})).status_code == 409
+        clock.advance(minutes=1)
+        assert (await _create(client, workspace, {**MINIMAL_EMAIL, "request_id": "r-2"})).status_code == 201
+
+    async def test_a_failed_create_does_not_consume_the_request_id(
+        self, client: httpx.AsyncClient, workspace: Tenant
+    ) -> None:
+        bad = await _create(client, workspace, {**MINIMAL_PUSH, "request_id": "r-3", "created_by": "x"})
+        assert bad.status_code == 400
+        assert (await _create(client, workspace, {**MINIMAL_PUSH, "request_id": "r-3"})).status_code == 201
+
+    async def test_fifty_concurrent_creates_sharing_a_request_id_make_one_campaign(
+        self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant
+    ) -> None:
+        responses = await asyncio.gather(
+            *(_create(client, workspace, {**MINIMAL_PUSH, "request_id": "same"}) for _ in range(50))
+        )
+        assert sorted({r.status_code for r in responses}) in ([201, 409], [201])
+        assert [r.status_code for r in responses].count(201) == 1
+        async with app.state.herald.database.reader() as session:
+            rows = (
+                await session.scalars(select(Campaign).where(Campaign.workspace_id == workspace.workspace_id))
+            ).all()
+        assert len(rows) == 1
+
+
+class TestLimits:
+    async def test_request_limit_is_5_per_second(self, app: FastAPI, client: httpx.AsyncClient) -> None:
+        tenant = await make_tenant(app)
+        statuses = [
+            (await _create(client, tenant, {**MINIMAL_PUSH, "created_by": "x"})).status_code for _ in range(6)
+        ]
+        assert statuses == [400] * 5 + [429]
+
+    async def test_sixth_success_in_a_minute_is_429_but_failures_do_not_count(
+        self, app: FastAPI, client: httpx.AsyncClient, clock: FrozenClock
+    ) -> None:
+        tenant = await make_tenant(app)
+        for _ in range(5):
+            assert (await _create(client, tenant, MINIMAL_PUSH)).status_code == 201
+            assert (await _create(client, tenant, {**MINIMAL_PUSH, "created_by": "x"})).status_code == 400
+            clock.advance(seconds=1)
+        refused = await _create(client, tenant, MINIMAL_PUSH)
+        assert refused.status_code == 429
+        # The first success (5 s ago) leaves the one-minute window 55 s from now.
+        assert refused.headers["Retry-After"] == "55"
+        assert refused.headers["X-RateLimit-Remaining"] == "0"
+        clock.advance(seconds=54)
+        assert (await _create(client, tenant, MINIMAL_PUSH)).status_code == 429
+        clock.advance(seconds=1)
+        assert (await _create(client, tenant, MINIMAL_PUSH)).status_code == 201
+
+    async def test_success_quota_is_exact_under_concurrency(
+        self, app: FastAPI, client: httpx.AsyncClient
+    ) -> None:
+        tenant = await make_tenant(app, rate_limits={"campaign_create": "1000/second"})
+        responses = await asyncio.gather(*(_create(client, tenant, MINIMAL_PUSH) for _ in range(50)))
+        statuses = [response.status_code for response in responses]
+        assert statuses.count(201) == 5
+        assert statuses.count(429) == 45
+
+
+class TestGet:
+    async def test_get_returns_the_stored_campaign_with_etag(
+        self, client: httpx.AsyncClient, workspace: Tenant
+    ) -> None:
+        campaign_id = await _created_id(client, workspace, PAYLOADS["push_one_time_android_ios"])
+        response = await client.get(f"{BASE}/{campaign_id}", headers=workspace.headers(campaigns=True))
+        assert response.status_code == 200
+        data = response.json()["data"]
+        assert data["id"] == data["campaign_id"] == campaign_id
+        assert data["status"] == "DRAFT"
+        assert data["version_number"] == 1
+        assert data["created_at"] == "2026-01-15 12:00:00.000000"
+        assert response.headers["ETag"]
+
+    async def test_unknown_and_malformed_ids_are_404(
+        self, client: httpx.AsyncClient, workspace: Tenant
+    ) -> None:
+        for campaign_id in ("0" * 24, "nope"):
+            response = await client.get(f"{BASE}/{campaign_id}", headers=workspace.headers(campaigns=True))
+            assert response.status_code == 404
+            assert response.json()["error"]["code"] == "NOT_FOUND"
+
+    async def test_another_workspace_gets_404(
+        self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant
+    ) -> None:
+        campaign_id = await _created_id(client, workspace, MINIMAL_PUSH)
+        stranger = await make_tenant(app, rate_limits=OPEN_LIMITS)
+        assert (
+            await client.get(f"{BASE}/{campaign_id}", headers=stranger.headers(campaigns=True))
+        ).status_code == 404
+        patch = await client.patch(
+            f"{BASE}/{campaign_id}",
+            json={"updated_by": "e@example.com"},
+            headers=stranger.write_headers(campaigns=True),
+        )
+        assert patch.status_code == 404
+        validate = await client.post(
+            f"{BASE}/{campaign_id}/validate", headers=stranger.headers(campaigns=True)
+        )
+        assert validate.status_code == 404
+
+
+@pytest.mark.parametrize("name", sorted(PAYLOADS))
+async def test_full_payload_round_trip(client: httpx.AsyncClient, workspace: Tenant, name: str) -> None:
+    """create → get → patch → validate: nothing sent is lost or altered."""
+    payload = copy.deepcopy(PAYLOADS[name])
+    campaign_id = await _created_id(client, workspace, payload)
+    headers = workspace.headers(campaigns=True)
+    stored = (await client.get(f"{BASE}/{campaign_id}", headers=headers)).json()["data"]
+    for key, value in payload.items():
+        if key not in ("request_id",):
+            assert stored[key] == value, key
+
+    patch = {key: value for key, value in payload.items() if key not in ("created_by", "request_id")}
+    patch["updated_by"] = "editor@example.com"
+    patched = await client.patch(
+        f"{BASE}/{campaign_id}", json=patch, headers=workspace.write_headers(campaigns=True)
+    )
+    assert patched.status_code == 200, patched.text
+    again = (await client.get(f"{BASE}/{campaign_id}", headers=headers)).json()["data"]
+    assert again["updated_by"] == "editor@example.com"
+    for key, value in payload.items():
+        if key not in ("request_id", "created_by"):
+            assert again[key] == value, key
+
+    validated = await client.post(f"{BASE}/{campaign_id}/validate", headers=headers)
+    assert validated.status_code == 200
+    assert validated.json()["data"] == {"valid": True, "errors": []}
+
+
+class TestUpdate:
+    async def test_sent_component_replaces_the_stored_one_whole(
+        self, client: httpx.AsyncClient, workspace: Tenant
+    ) -> None:
+        campaign_id = await _created_id(
+            client,
+            workspace,
+            {**MINIMAL_PUSH, "utm_params": {"utm_source": "a", "utm_medium": "b", "utm_term": "t"}},
+        )
+        response = await client.patch(
+            f"{BASE}/{campaign_id}",
+            json={"utm_params": {"utm_source": "c", "utm_medium": "d"}},
+            headers=workspace.write_headers(campaigns=True),
+        )
+        assert response.status_code == 200
+        assert response.json()["data"] == {"id": campaign_id}
+        stored = (
+            await client.get(f"{BASE}/{campaign_id}", headers=workspace.headers(campaigns=True))
+        ).json()["data"]
+        assert stored["utm_params"] == {"utm_source": "c", "utm_medium": "d"}
+
+    async def test_invalid_patch_changes_nothing(self, client: httpx.AsyncClient, workspace: Tenant) -> None:
+        campaign_id = await _created_id(client, workspace, MINIMAL_PUSH)
+        headers = workspace.headers(campaigns=True)
+        before = await client.get(f"{BASE}/{campaign_id}", headers=headers)
+        response = await client.patch(
+            f"{BASE}/{campaign_id}",
+            json={
+                "utm_params": {"utm_source": "a", "utm_medium": "b"},
+                "control_group_details": {"is_campaign_control_group_enabled": True},
+            },
+            headers=workspace.write_headers(campaigns=True),
+        )
+        assert response.status_code == 400
+        after = await client.get(f"{BASE}/{campaign_id}", headers=headers)
+        assert after.json()["data"] == before.json()["data"]
+        assert after.headers["ETag"] == before.headers["ETag"]
+
+    async def test_channel_cannot_change(self, client: httpx.AsyncClient, workspace: Tenant) -> None:
+        campaign_id = await _created_id(client, workspace, MINIMAL_PUSH)
+        response = await client.patch(
+            f"{BASE}/{campaign_id}",
+            json={"channel": "EMAIL"},
+            headers=workspace.write_headers(campaigns=True),
+        )
+        assert response.status_code == 400
+        assert response.json()["error"]["details"][0]["target"] == "channel"
+
+    async def test_if_match_mismatch_is_412(self, client: httpx.AsyncClient, workspace: Tenant) -> None:
+        campaign_id = await _created_id(client, workspace, MINIMAL_PUSH)
+        url = f"{BASE}/{campaign_id}"
+        etag = (await client.get(url, headers=workspace.headers(campaigns=True))).headers["ETag"]
+        body = {"utm_params": {"utm_source": "a", "utm_medium": "b"}}
+        first = await client.patch(
+            url, json=body, headers={**workspace.write_headers(campaigns=True), "If-Match": etag}
+        )
+        assert first.status_code == 200
+        stale = await client.patch(
+            url, json=body, headers={**workspace.write_headers(campaigns=True), "If-Match": etag}
+        )
+        assert stale.status_code == 412
+
+    async def test_update_needs_create_manage_scope(
+        self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant
+    ) -> None:
+        campaign_id = await _created_id(client, workspace, MINIMAL_PUSH)
+        viewer = await add_key(app, workspace, [Scope.CAMPAIGNS_VIEW])
+        response = await client.patch(
+            f"{BASE}/{campaign_id}",
+            json={"updated_by": "a@example.com"},
+            headers=viewer.write_headers(campaigns=True),
+        )
+        assert response.status_code == 403
+
+    async def test_update_is_idempotent(self, client: httpx.AsyncClient, workspace: Tenant) -> None:
+        campaign_id = await _created_id(client, workspace, MINIMAL_PUSH)
+        headers = workspace.write_headers(campaigns=True)
+        body = {"utm_params": {"utm_source": "a", "utm_medium": "b"}}
+        first = await client.patch(f"{BASE}/{campaign_id}", json=body, headers=headers)
+        second = await client.patch(f"{BASE}/{campaign_id}", json=body, headers=headers)
+        assert second.headers["Idempotent-Replayed"] == "true"
+        assert second.content == first.content
+
+
+class TestEditabilityByState:
+    SEGMENT = {"is_all_user_campaign": True}
+
+    @pytest.mark.parametrize(
+        ("status", "body", "locked"),
+        [
+            (
+                "SCHEDULED",
+                {"scheduling_details": {"delivery_type": "ASAP"}},
+                ["scheduling_details.delivery_type"],
+            ),
+            ("ACTIVE", {"segmentation_details": SEGMENT}, ["segmentation_details"]),
+            (
+                "ACTIVE",
+                {"scheduling_details": {"delivery_type": "ASAP"}},
+                ["scheduling_details.delivery_type", "scheduling_details.start_time"],
+            ),
+            (
+                "PAUSED",
+                {"conversion_goal_details": {"attribution_window_in_hours": 5}},
+                ["conversion_goal_details"],
+            ),
+            ("STOPPED", {"utm_params": {"utm_source": "a", "utm_medium": "b"}}, ["utm_params"]),
+            ("ARCHIVED", {"utm_params": {"utm_source": "a", "utm_medium": "b"}}, ["utm_params"]),
+        ],
+    )
+    async def test_forbidden_changes_are_409_not_editable(
+        self,
+        app: FastAPI,
+        client: httpx.AsyncClient,
+        workspace: Tenant,
+        status: str,
+        body: dict[str, Any],
+        locked: list[str],
+    ) -> None:
+        created = {
+            **MINIMAL_PUSH,
+            "scheduling_details": {"delivery_type": "AT_FIXED_TIME", "start_time": "2026-02-01T10:00:00Z"},
+        }
+        campaign_id = await _created_id(client, workspace, created)
+        await _set_status(app, campaign_id, status)
+        response = await client.patch(
+            f"{BASE}/{campaign_id}", json=body, headers=workspace.write_headers(campaigns=True)
+        )
+        assert response.status_code == 409
+        error = response.json()["error"]
+        assert error["code"] == "INVALID_STATE"
+        assert [(d["code"], d["target"]) for d in error["details"]] == [("NOT_EDITABLE", t) for t in locked]
+
+    @pytest.mark.parametrize(
+        ("status", "body"),
+        [
+            ("DRAFT", {"segmentation_details": SEGMENT}),
+            ("SCHEDULED", {"segmentation_details": SEGMENT}),
+            ("ACTIVE", {"utm_params": {"utm_source": "a", "utm_medium": "b"}}),
+            ("ACTIVE", {"basic_details": {"name": "renamed", "platforms": ["ANDROID", "IOS"]}}),
+        ],
+    )
+    async def test_allowed_changes_apply(
+        self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant, status: str, body: dict[str, Any]
+    ) -> None:
+        campaign_id = await _created_id(client, workspace, MINIMAL_PUSH)
+        await _set_status(app, campaign_id, status)
+        response = await client.patch(
+            f"{BASE}/{campaign_id}", json=body, headers=workspace.write_headers(campaigns=True)
+        )
+        assert response.status_code == 200, response.text
+
+
+class TestValidate:
+    async def test_incomplete_draft_is_200_valid_false(
+        self, client: httpx.AsyncClient, workspace: Tenant
+    ) -> None:
+        campaign_id = await _created_id(client, workspace, MINIMAL_EMAIL)
+        response = await client.post(
+            f"{BASE}/{campaign_id}/validate", headers=workspace.headers(campaigns=True)
+        )
+        assert response.status_code == 200
+        data = response.json()["data"]
+        assert data["valid"] is False
+        assert data["errors"]
+        assert set(data["errors"][0]) == {"field", "issue", "code"}
+
+    async def test_validate_never_writes(
+        self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant
+    ) -> None:
+        campaign_id = await _created_id(client, workspace, PAYLOADS["email_one_time_promotional"])
+
+        async def snapshot() -> tuple[Any, ...]:
+            async with app.state.herald.database.reader() as session:
+                row = (
+                    await session.scalars(select(Campaign).where(Campaign.campaign_id == campaign_id))
+                ).one()
+                return tuple(getattr(row, column.key) for column in Campaign.__table__.columns)
+
+        before = await snapshot()
+        app.state.herald.clock.advance(timedelta(minutes=5))
+        for _ in range(2):
+            response = await client.post(
+                f"{BASE}/{campaign_id}/validate",
+                json={"request_id": "v"},
+                headers=workspace.headers(campaigns=True),
+            )
+            assert response.status_code == 200
+        assert await snapshot() == before
+
+    async def test_validate_body_rejects_other_fields(
+        self, client: httpx.AsyncClient, workspace: Tenant
+    ) -> None:
+        campaign_id = await _created_id(client, workspace, MINIMAL_PUSH)
+        response = await client.post(
+            f"{BASE}/{campaign_id}/validate",
+            json={"status": "PUBLISH"},
+            headers=workspace.headers(campaigns=True),
+        )
+        assert response.status_code == 400

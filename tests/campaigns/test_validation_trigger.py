@@ -1,0 +1,408 @@
+"""trigger_condition rules and the filter rules (operators by data type, values, portfolio)."""
+
+from __future__ import annotations
+
+import pytest
+
+from herald.campaigns.schemas.filters import OPERATORS_BY_DATA_TYPE, FilterDataType, FilterOperator
+from herald.campaigns.validation import Stage
+
+from .payloads import (
+    ALL_FEATURES,
+    EMAIL_BUSINESS_EVENT,
+    EMAIL_EVENT_TRIGGERED,
+    EMAIL_ONE_TIME_PROMOTIONAL,
+    NO_FEATURES,
+    PUSH_BROADCAST_LIVE_ACTIVITY,
+    PUSH_DEVICE_TRIGGERED,
+    PUSH_EVENT_TRIGGERED,
+    PUSH_LOCATION_TRIGGERED,
+    PUSH_ONE_TIME,
+    PUSH_PERIODIC,
+    Case,
+    check,
+    codes,
+    fails,
+    passes,
+    problems,
+    variant,
+)
+
+C = Stage.DRAFT_CREATE
+T = "trigger_condition"
+IDO = {
+    "min_delay_value": 30,
+    "min_delay_granularity": "MINUTES",
+    "max_delay_value": 4,
+    "max_delay_granularity": "HOURS",
+}
+_EVENT_FILTER = {
+    "filter_operator": "and",
+    "filters": [{"filter_type": "actions", "action_name": "App Opened"}],
+}
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        # required (at publish) for Push EVENT/DEVICE/LOCATION and Email EVENT
+        fails("push-event-without", PUSH_EVENT_TRIGGERED, ("REQUIRED_FIELD_MISSING", T), drop=(T,)),
+        fails("push-device-without", PUSH_DEVICE_TRIGGERED, ("REQUIRED_FIELD_MISSING", T), drop=(T,)),
+        fails("push-location-without", PUSH_LOCATION_TRIGGERED, ("REQUIRED_FIELD_MISSING", T), drop=(T,)),
+        fails("email-event-without", EMAIL_EVENT_TRIGGERED, ("REQUIRED_FIELD_MISSING", T), drop=(T,)),
+        passes("draft-without", PUSH_EVENT_TRIGGERED, drop=(T,), stage=C),
+        passes("live-activity-without", PUSH_BROADCAST_LIVE_ACTIVITY),
+        # not used for BUSINESS_EVENT_TRIGGERED, ONE_TIME, PERIODIC: an error if sent
+        fails(
+            "one-time-with",
+            PUSH_ONE_TIME,
+            ("UNKNOWN_FIELD", T),
+            {T: {"included_filters": _EVENT_FILTER}},
+            stage=C,
+        ),
+        fails(
+            "periodic-with", PUSH_PERIODIC, ("UNKNOWN_FIELD", T), {T: {"trigger_delay_type": "ASAP"}}, stage=C
+        ),
+        fails("business-event-with", EMAIL_BUSINESS_EVENT, ("UNKNOWN_FIELD", T), {T: {}}, stage=C),
+        fails("email-one-time-with", EMAIL_ONE_TIME_PROMOTIONAL, ("UNKNOWN_FIELD", T), {T: {}}),
+        # EVENT_TRIGGERED needs a filter to trigger on (publish)
+        fails(
+            "event-empty-filters",
+            PUSH_EVENT_TRIGGERED,
+            ("REQUIRED_FIELD_MISSING", f"{T}.included_filters"),
+            {f"{T}.included_filters.filters": []},
+        ),
+        fails(
+            "event-no-included",
+            EMAIL_EVENT_TRIGGERED,
+            ("REQUIRED_FIELD_MISSING", f"{T}.included_filters"),
+            drop=(f"{T}.included_filters",),
+        ),
+        passes(
+            "event-empty-filters-in-draft",
+            PUSH_EVENT_TRIGGERED,
+            {f"{T}.included_filters.filters": []},
+            stage=C,
+        ),
+        # DELAY needs value, granularity and relation
+        fails(
+            "delay-no-value",
+            PUSH_EVENT_TRIGGERED,
+            ("REQUIRED_FIELD_MISSING", f"{T}.trigger_delay_value"),
+            drop=(f"{T}.trigger_delay_value",),
+            stage=C,
+        ),
+        fails(
+            "delay-no-granularity",
+            PUSH_EVENT_TRIGGERED,
+            ("REQUIRED_FIELD_MISSING", f"{T}.trigger_delay_granularity"),
+            drop=(f"{T}.trigger_delay_granularity",),
+            stage=C,
+        ),
+        fails(
+            "delay-no-relation",
+            PUSH_EVENT_TRIGGERED,
+            ("REQUIRED_FIELD_MISSING", f"{T}.trigger_relation"),
+            drop=(f"{T}.trigger_relation",),
+            stage=C,
+        ),
+        fails(
+            "delay-bad-granularity",
+            PUSH_EVENT_TRIGGERED,
+            ("INVALID_ENUM_VALUE", f"{T}.trigger_delay_granularity"),
+            {f"{T}.trigger_delay_granularity": "WEEKS"},
+            stage=C,
+        ),
+        fails(
+            "delay-negative",
+            PUSH_EVENT_TRIGGERED,
+            ("OUT_OF_RANGE", f"{T}.trigger_delay_value"),
+            {f"{T}.trigger_delay_value": -1},
+            stage=C,
+        ),
+        passes(
+            "asap-without-delay-fields",
+            PUSH_EVENT_TRIGGERED,
+            {f"{T}.trigger_delay_type": "ASAP"},
+            drop=(f"{T}.trigger_delay_value", f"{T}.trigger_delay_granularity", f"{T}.trigger_relation"),
+        ),
+        # BEFORE needs trigger_attr.name
+        fails(
+            "before-without-attr",
+            PUSH_EVENT_TRIGGERED,
+            ("REQUIRED_FIELD_MISSING", f"{T}.trigger_attr.name"),
+            {f"{T}.trigger_relation": "BEFORE"},
+            stage=C,
+        ),
+        fails(
+            "before-with-empty-attr",
+            PUSH_EVENT_TRIGGERED,
+            ("REQUIRED_FIELD_MISSING", f"{T}.trigger_attr.name"),
+            {f"{T}.trigger_relation": "BEFORE", f"{T}.trigger_attr": {}},
+            stage=C,
+        ),
+        fails(
+            "before-with-empty-label",
+            PUSH_EVENT_TRIGGERED,
+            ("REQUIRED_FIELD_MISSING", f"{T}.trigger_attr.name"),
+            {f"{T}.trigger_relation": "BEFORE", f"{T}.trigger_attr": ""},
+            stage=C,
+        ),
+        passes(
+            "before-with-attr-object",
+            PUSH_EVENT_TRIGGERED,
+            {f"{T}.trigger_relation": "BEFORE", f"{T}.trigger_attr": {"name": "subscription_expiry"}},
+        ),
+        passes(
+            "before-with-attr-label",
+            PUSH_EVENT_TRIGGERED,
+            {f"{T}.trigger_relation": "BEFORE", f"{T}.trigger_attr": "subscription_expiry"},
+        ),
+        fails(
+            "attr-unknown-key",
+            PUSH_EVENT_TRIGGERED,
+            ("UNKNOWN_FIELD", f"{T}.trigger_attr.type"),
+            {f"{T}.trigger_attr": {"name": "x", "type": "datetime"}},
+            stage=C,
+        ),
+        # INTELLIGENT_DELAY: Push only, needs intelligent_delay_optimization
+        fails(
+            "email-intelligent-delay",
+            EMAIL_EVENT_TRIGGERED,
+            ("INVALID_ENUM_VALUE", f"{T}.trigger_delay_type"),
+            {f"{T}.trigger_delay_type": "INTELLIGENT_DELAY"},
+            stage=C,
+        ),
+        fails(
+            "email-optimization",
+            EMAIL_EVENT_TRIGGERED,
+            ("UNKNOWN_FIELD", f"{T}.intelligent_delay_optimization"),
+            {f"{T}.intelligent_delay_optimization": IDO},
+            stage=C,
+        ),
+        fails(
+            "intelligent-without-optimization",
+            PUSH_EVENT_TRIGGERED,
+            ("REQUIRED_FIELD_MISSING", f"{T}.intelligent_delay_optimization"),
+            {f"{T}.trigger_delay_type": "INTELLIGENT_DELAY"},
+            stage=C,
+        ),
+        passes(
+            "intelligent-with-optimization",
+            PUSH_EVENT_TRIGGERED,
+            {f"{T}.trigger_delay_type": "INTELLIGENT_DELAY", f"{T}.intelligent_delay_optimization": IDO},
+        ),
+        fails(
+            "optimization-min-above-max",
+            PUSH_EVENT_TRIGGERED,
+            ("OUT_OF_RANGE", f"{T}.intelligent_delay_optimization.max_delay_value"),
+            {
+                f"{T}.trigger_delay_type": "INTELLIGENT_DELAY",
+                f"{T}.intelligent_delay_optimization": {
+                    **IDO,
+                    "min_delay_value": 5,
+                    "min_delay_granularity": "HOURS",
+                },
+            },
+            stage=C,
+        ),
+        fails(
+            "optimization-min-in-days",
+            PUSH_EVENT_TRIGGERED,
+            ("INVALID_ENUM_VALUE", f"{T}.intelligent_delay_optimization.min_delay_granularity"),
+            {f"{T}.intelligent_delay_optimization": {**IDO, "min_delay_granularity": "DAYS"}},
+            stage=C,
+        ),
+        fails(
+            "optimization-max-in-minutes",
+            PUSH_EVENT_TRIGGERED,
+            ("INVALID_ENUM_VALUE", f"{T}.intelligent_delay_optimization.max_delay_granularity"),
+            {f"{T}.intelligent_delay_optimization": {**IDO, "max_delay_granularity": "MINUTES"}},
+            stage=C,
+        ),
+        fails(
+            "optimization-incomplete",
+            PUSH_EVENT_TRIGGERED,
+            ("REQUIRED_FIELD_MISSING", f"{T}.intelligent_delay_optimization.max_delay_value"),
+            {
+                f"{T}.intelligent_delay_optimization": {
+                    "min_delay_value": 1,
+                    "min_delay_granularity": "HOURS",
+                    "max_delay_granularity": "DAYS",
+                }
+            },
+            stage=C,
+        ),
+        # DEVICE_TRIGGERED carries no delay (publish)
+        fails(
+            "device-with-delay",
+            PUSH_DEVICE_TRIGGERED,
+            ("UNKNOWN_FIELD", f"{T}.trigger_delay_type"),
+            {f"{T}.trigger_delay_type": "ASAP"},
+        ),
+        fails(
+            "device-with-relation",
+            PUSH_DEVICE_TRIGGERED,
+            ("UNKNOWN_FIELD", f"{T}.trigger_relation"),
+            {f"{T}.trigger_relation": "AFTER"},
+        ),
+        passes(
+            "device-with-delay-in-draft", PUSH_DEVICE_TRIGGERED, {f"{T}.trigger_delay_type": "ASAP"}, stage=C
+        ),
+    ],
+)
+def test_trigger_rules(case: Case) -> None:
+    check(case)
+
+
+# ---- operators by data type (spec table), every combination --------------------------------------
+
+_COMBINATIONS = [(data_type, operator) for data_type in FilterDataType for operator in FilterOperator]
+_F = "segmentation_details.included_filters.filters.0"
+
+
+@pytest.mark.parametrize(
+    ("data_type", "operator"), _COMBINATIONS, ids=[f"{d.value}-{o.value}" for d, o in _COMBINATIONS]
+)
+def test_operator_must_fit_the_data_type(data_type: FilterDataType, operator: FilterOperator) -> None:
+    raw = variant(
+        PUSH_ONE_TIME,
+        {f"{_F}.data_type": data_type.value, f"{_F}.operator": operator.value, f"{_F}.value": "x"},
+    )
+    found = codes(problems(raw, C))
+    allowed = operator in OPERATORS_BY_DATA_TYPE[data_type]
+    assert (("INVALID_ENUM_VALUE", f"{_F}.operator") not in found) is allowed
+
+
+def test_operator_table_matches_the_spec() -> None:
+    table = {
+        data_type.value: sorted(op.value for op in ops) for data_type, ops in OPERATORS_BY_DATA_TYPE.items()
+    }
+    assert table == {
+        "bool": ["exists", "is"],
+        "double": ["between", "exists", "greaterThan", "in", "lessThan"],
+        "string": [
+            "contains",
+            "containsInTheFollowing",
+            "endsWithInTheFollowing",
+            "exists",
+            "in",
+            "is",
+            "startWithInTheFollowing",
+        ],
+        "datetime": ["after", "before", "between", "exists", "inTheLast", "inTheNext", "on", "today"],
+    }
+
+
+_NESTED = "segmentation_details.included_filters.filters.1.attributes.filters.0"
+_TRIGGER_F = "trigger_condition.included_filters.filters.0"
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        fails(
+            "nested-operator",
+            PUSH_ONE_TIME,
+            ("INVALID_ENUM_VALUE", f"{_NESTED}.operator"),
+            {f"{_NESTED}.operator": "contains"},
+            stage=C,
+        ),
+        fails(
+            "trigger-operator",
+            PUSH_LOCATION_TRIGGERED,
+            ("INVALID_ENUM_VALUE", f"{_TRIGGER_F}.operator"),
+            {f"{_TRIGGER_F}.operator": "between"},
+            stage=C,
+        ),
+        fails(
+            "excluded-operator",
+            PUSH_ONE_TIME,
+            ("INVALID_ENUM_VALUE", "segmentation_details.excluded_filters.filters.0.operator"),
+            {
+                "segmentation_details.excluded_filters.filters.0": {
+                    "filter_type": "user_attributes",
+                    "data_type": "bool",
+                    "name": "x",
+                    "operator": "in",
+                    "value": True,
+                    "project_name": "p",
+                }
+            },
+            stage=C,
+        ),
+        # `value` is needed except for presence tests
+        fails(
+            "value-missing",
+            PUSH_ONE_TIME,
+            ("REQUIRED_FIELD_MISSING", f"{_F}.value"),
+            drop=(f"{_F}.value",),
+            stage=C,
+        ),
+        passes("exists-without-value", PUSH_ONE_TIME, {f"{_F}.operator": "exists"}, drop=(f"{_F}.value",)),
+        passes(
+            "today-without-value",
+            PUSH_ONE_TIME,
+            {f"{_F}.data_type": "datetime", f"{_F}.operator": "today"},
+            drop=(f"{_F}.value",),
+        ),
+        # portfolio: project_name on every user attribute filter, nested ones too
+        fails(
+            "portfolio-top-level",
+            PUSH_ONE_TIME,
+            ("REQUIRED_FIELD_MISSING", f"{_F}.project_name"),
+            drop=(f"{_F}.project_name",),
+            stage=C,
+        ),
+        fails(
+            "portfolio-nested",
+            PUSH_ONE_TIME,
+            ("REQUIRED_FIELD_MISSING", f"{_NESTED}.project_name"),
+            drop=(f"{_NESTED}.project_name",),
+            stage=C,
+        ),
+        fails(
+            "portfolio-trigger",
+            PUSH_LOCATION_TRIGGERED,
+            ("REQUIRED_FIELD_MISSING", f"{_TRIGGER_F}.project_name"),
+            drop=(f"{_TRIGGER_F}.project_name",),
+            stage=C,
+        ),
+        fails(
+            "portfolio-trigger-nested",
+            EMAIL_EVENT_TRIGGERED,
+            ("REQUIRED_FIELD_MISSING", f"{_TRIGGER_F}.attributes.filters.0.project_name"),
+            {f"{_TRIGGER_F}.attributes.filters.0.project_name": ""},
+        ),
+        fails(
+            "portfolio-secondary",
+            PUSH_EVENT_TRIGGERED,
+            ("REQUIRED_FIELD_MISSING", "trigger_condition.secondary_included_filters.filters.0.project_name"),
+            {
+                "trigger_condition.secondary_included_filters.filters.0": {
+                    "filter_type": "user_attributes",
+                    "data_type": "bool",
+                    "name": "vip",
+                    "operator": "is",
+                    "value": True,
+                }
+            },
+            stage=C,
+        ),
+        passes(
+            "no-portfolio-no-project",
+            PUSH_ONE_TIME,
+            drop=(f"{_F}.project_name", f"{_NESTED}.project_name"),
+            features=ALL_FEATURES - {"portfolio"},
+        ),
+        passes("custom-segments-need-no-project", PUSH_ONE_TIME),
+    ],
+)
+def test_filter_rules(case: Case) -> None:
+    check(case)
+
+
+def test_portfolio_is_required_at_publish_too_and_only_with_the_feature() -> None:
+    raw = variant(PUSH_ONE_TIME, drop=(f"{_F}.project_name",))
+    assert ("REQUIRED_FIELD_MISSING", f"{_F}.project_name") in codes(problems(raw))
+    assert ("REQUIRED_FIELD_MISSING", f"{_F}.project_name") not in codes(problems(raw, features=NO_FEATURES))
