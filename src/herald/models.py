@@ -1,5 +1,6 @@
 """Every table, imported in one place so Alembic's autogenerate sees the whole schema."""
 
+from herald.audience.models import Event, Segment, SegmentMember, User
 from herald.campaigns.models import Campaign, CampaignRequestId, CampaignTag
 from herald.db import Base
 from herald.http.idempotency import IdempotencyRecord
@@ -12,10 +13,14 @@ __all__ = [
     "Campaign",
     "CampaignRequestId",
     "CampaignTag",
+    "Event",
     "IdempotencyRecord",
     "Offer",
     "OfferTag",
     "OfferTemplate",
+    "Segment",
+    "SegmentMember",
     "Tag",
+    "User",
     "Workspace",
 ]

@@ -1,0 +1,1 @@
+"""Audience data: users and events (ingestion), custom segments, segmentation and reachability."""

@@ -1,0 +1,113 @@
+"""Users, events and custom segments. Every primary key and index starts with `workspace_id`.
+
+Standard attributes have columns (they are looked up and filtered often); every other attribute a
+client sends lives in `attributes` (JSON) under its own name.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Boolean, ForeignKeyConstraint, Index, String
+from sqlalchemy.orm import Mapped, mapped_column
+
+from herald.db import Base, PortableJSON, UTCDateTime
+
+# Attribute names with a column of their own (the rest go to `attributes`).
+STANDARD_ATTRIBUTES = (
+    "email",
+    "mobile",
+    "first_name",
+    "last_name",
+    "gaid",
+    "push_id",
+    "timezone",
+    "email_opt_out",
+    "push_opt_out",
+    "sms_opt_out",
+)
+
+
+class User(Base):
+    __tablename__ = "audience_users"
+    __table_args__ = (
+        Index("ix_audience_users_workspace_id_email", "workspace_id", "email"),
+        Index("ix_audience_users_workspace_id_mobile", "workspace_id", "mobile"),
+        Index("ix_audience_users_workspace_id_gaid", "workspace_id", "gaid"),
+        Index("ix_audience_users_workspace_id_push_id", "workspace_id", "push_id"),
+        ForeignKeyConstraint(["workspace_id"], ["workspaces.id"]),
+    )
+
+    workspace_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    customer_id: Mapped[str] = mapped_column(String(200), primary_key=True)
+    email: Mapped[str | None] = mapped_column(String(320), nullable=True)
+    mobile: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    first_name: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    last_name: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    gaid: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    push_id: Mapped[str | None] = mapped_column(String(500), nullable=True)
+    timezone: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    email_opt_out: Mapped[bool] = mapped_column(Boolean, default=False)
+    push_opt_out: Mapped[bool] = mapped_column(Boolean, default=False)
+    sms_opt_out: Mapped[bool] = mapped_column(Boolean, default=False)
+    # Custom attributes: strings, numbers, booleans, ISO-8601 UTC datetimes (as strings), arrays.
+    attributes: Mapped[dict[str, Any]] = mapped_column(PortableJSON, default=dict)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+class Event(Base):
+    __tablename__ = "audience_events"
+    __table_args__ = (
+        # Segmentation counts a user's actions of one name in a time range.
+        Index(
+            "ix_audience_events_workspace_id_action_customer_id_at",
+            "workspace_id",
+            "action",
+            "customer_id",
+            "occurred_at",
+        ),
+        Index("ix_audience_events_workspace_id_customer_id_at", "workspace_id", "customer_id", "occurred_at"),
+        ForeignKeyConstraint(["workspace_id"], ["workspaces.id"]),
+    )
+
+    workspace_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    id: Mapped[str] = mapped_column(String(24), primary_key=True)
+    customer_id: Mapped[str] = mapped_column(String(200))
+    action: Mapped[str] = mapped_column(String(200))
+    attributes: Mapped[dict[str, Any]] = mapped_column(PortableJSON, default=dict)
+    platform: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    app_version: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    occurred_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    received_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+class Segment(Base):
+    """A custom segment: a FilterGroup (`kind` "filter") or a static list of customer ids ("static")."""
+
+    __tablename__ = "audience_segments"
+    __table_args__ = (
+        Index("uq_audience_segments_workspace_id_name", "workspace_id", "name", unique=True),
+        ForeignKeyConstraint(["workspace_id"], ["workspaces.id"]),
+    )
+
+    workspace_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    id: Mapped[str] = mapped_column(String(24), primary_key=True)
+    name: Mapped[str] = mapped_column(String(200))
+    kind: Mapped[str] = mapped_column(String(16))
+    filters: Mapped[dict[str, Any] | None] = mapped_column(PortableJSON, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+class SegmentMember(Base):
+    __tablename__ = "audience_segment_members"
+    __table_args__ = (
+        ForeignKeyConstraint(
+            ["workspace_id", "segment_id"], ["audience_segments.workspace_id", "audience_segments.id"]
+        ),
+    )
+
+    workspace_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    segment_id: Mapped[str] = mapped_column(String(24), primary_key=True)
+    customer_id: Mapped[str] = mapped_column(String(200), primary_key=True)
