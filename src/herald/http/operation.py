@@ -73,7 +73,12 @@ async def check_access(request: Request, operation: Operation) -> Caller:
     services = services_of(request)
     uow = unit_of_work(request)
     app_key_header = services.settings.app_key_header if operation.campaigns else None
-    caller = await authenticate(request, services.database.reader, operation.scope, app_key_header)
+    if uow.for_write:
+        # A short read of its own: the write transaction must not begin before the key is claimed.
+        async with services.database.reader() as session:
+            caller = await authenticate(request, session, operation.scope, app_key_header)
+    else:
+        caller = await authenticate(request, uow.session(), operation.scope, app_key_header)
 
     now = services.clock.now()
     consumer = Consumer(caller.workspace, caller.api_key.id)
