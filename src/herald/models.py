@@ -1,7 +1,7 @@
 """Every table, imported in one place so Alembic's autogenerate sees the whole schema."""
 
 from herald.audience.models import Event, Segment, SegmentMember, User
-from herald.campaigns.models import Campaign, CampaignRequestId, CampaignTag
+from herald.campaigns.models import Campaign, CampaignReachability, CampaignRequestId, CampaignTag
 from herald.db import Base
 from herald.http.idempotency import IdempotencyRecord
 from herald.offers.models import Offer, OfferTag
@@ -11,6 +11,7 @@ __all__ = [
     "ApiKey",
     "Base",
     "Campaign",
+    "CampaignReachability",
     "CampaignRequestId",
     "CampaignTag",
     "Event",

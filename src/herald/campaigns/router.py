@@ -81,7 +81,9 @@ async def create_campaign(request: Request, caller: Annotated[Caller, guarded(CR
 async def get_campaign(
     request: Request, campaign_id: str, caller: Annotated[Caller, guarded(GET)]
 ) -> Response:
-    row = await service.get_campaign(unit_of_work(request).session(), caller.workspace_id, campaign_id)
+    row = await service.get_campaign_or_version(
+        unit_of_work(request).session(), caller.workspace_id, campaign_id
+    )
     versioning = "versioning" in enabled_features(caller.workspace)
     return json_response(
         _envelope(request, campaign_view(row, versioning=versioning)), headers={"ETag": etag(row)}
