@@ -20,6 +20,10 @@ class Settings(BaseSettings):
     # Ordinarily the database pool is sized for a web worker; benchmarks and large deployments raise it.
     db_pool_size: int = 10
     log_level: str = "info"
+    # Run the scheduled-transitions worker inside the API process (`herald serve` turns it on for a
+    # one-process SQLite deployment; elsewhere run `herald worker`).
+    in_process_worker: bool = False
+    worker_interval_seconds: float = 15.0
 
     @cached_property
     def request_id_header(self) -> str:

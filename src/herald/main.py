@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -14,7 +15,10 @@ from starlette.responses import Response
 
 from herald import __version__
 from herald.campaigns import openapi as campaigns_openapi
+from herald.campaigns import worker as campaigns_worker
+from herald.campaigns.lifecycle_router import router as campaigns_lifecycle_router
 from herald.campaigns.router import router as campaigns_router
+from herald.campaigns.v1_router import router as campaigns_v1_router
 from herald.clock import Clock, SystemClock
 from herald.config import Settings
 from herald.db import create_database
@@ -42,7 +46,20 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        stop = asyncio.Event()
+        worker = (
+            asyncio.create_task(
+                campaigns_worker.run_forever(
+                    services.database, services.clock, settings.worker_interval_seconds, stop
+                )
+            )
+            if settings.in_process_worker
+            else None
+        )
         yield
+        if worker is not None:
+            stop.set()
+            await worker
         await services.database.dispose()
 
     app = FastAPI(
@@ -55,7 +72,9 @@ def create_app(
     app.add_middleware(HeraldMiddleware, services=services)
     handlers.install(app)
     app.include_router(offers_router)
+    app.include_router(campaigns_lifecycle_router)
     app.include_router(campaigns_router)
+    app.include_router(campaigns_v1_router)
     _extend_openapi(app)
     _add_probes(app, services)
     return app

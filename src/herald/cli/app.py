@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import os
 from typing import Annotated
 
 import typer
 
-from herald.cli import admin
+from herald.cli import admin, campaigns
 from herald.config import Settings
 
 app = typer.Typer(help="Herald: the Offer Listing and Campaign Draft API (v5).", no_args_is_help=True)
@@ -16,6 +17,8 @@ app.add_typer(admin.features, name="features")
 app.add_typer(admin.limits, name="limits")
 app.add_typer(admin.tags, name="tags")
 app.add_typer(admin.templates, name="templates")
+app.add_typer(campaigns.campaigns, name="campaigns")
+app.command()(campaigns.worker)
 
 
 @app.command()
@@ -38,6 +41,9 @@ def serve(
     import uvicorn
 
     settings = Settings()
+    if settings.is_sqlite and workers == 1:
+        # One process owns the SQLite file: it also runs the scheduled transitions.
+        os.environ.setdefault("HERALD_IN_PROCESS_WORKER", "true")
     if workers > 1 and not settings.redis_url:
         typer.secho(
             "note: without HERALD_REDIS_URL each worker keeps its own rate-limit counters",
