@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import orjson
-from fastapi import APIRouter, Header
+from fastapi import APIRouter, Header, Query
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -79,10 +79,16 @@ async def create_campaign(request: Request, caller: Annotated[Caller, guarded(CR
     responses=error_responses(400, 401, 403, 404, 429, 503),
 )
 async def get_campaign(
-    request: Request, campaign_id: str, caller: Annotated[Caller, guarded(GET)]
+    request: Request,
+    campaign_id: str,
+    caller: Annotated[Caller, guarded(GET)],
+    version_number: Annotated[
+        int | None,
+        Query(ge=1, description="A version of the campaign (its older versions are read-only snapshots)."),
+    ] = None,
 ) -> Response:
     row = await service.get_campaign_or_version(
-        unit_of_work(request).session(), caller.workspace_id, campaign_id
+        unit_of_work(request).session(), caller.workspace_id, campaign_id, version_number
     )
     versioning = "versioning" in enabled_features(caller.workspace)
     return json_response(

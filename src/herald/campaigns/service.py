@@ -141,14 +141,21 @@ async def get_campaign(session: AsyncSession, workspace_id: str, campaign_id: st
     return row
 
 
-async def get_campaign_or_version(session: AsyncSession, workspace_id: str, some_id: str) -> Campaign:
-    """C2: a `campaign_id` names the latest version; the `id` of an older version names that snapshot."""
+async def get_campaign_or_version(
+    session: AsyncSession, workspace_id: str, some_id: str, version_number: int | None = None
+) -> Campaign:
+    """C2: a `campaign_id` names the latest version, or version `version_number` when given; the
+    `id` of a later version document names that version."""
+    row: Campaign | None = None
     if is_object_id(some_id):
-        row = await repository.get_latest(session, workspace_id, some_id)
-        row = row or await repository.get_version(session, workspace_id, some_id)
-        if row is not None:
-            return row
-    raise NotFound("No campaign with this id exists in the workspace.", target="campaign_id")
+        if version_number is not None:
+            row = await repository.get_numbered_version(session, workspace_id, some_id, version_number)
+        else:
+            row = await repository.get_latest(session, workspace_id, some_id)
+            row = row or await repository.get_version(session, workspace_id, some_id)
+    if row is None:
+        raise NotFound("No campaign with this id exists in the workspace.", target="campaign_id")
+    return row
 
 
 @dataclass(frozen=True)
