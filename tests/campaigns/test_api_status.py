@@ -38,7 +38,7 @@ async def test_matrix(
     kind: DeliveryType,
     state: CampaignStatus,
 ) -> None:
-    """Every action × delivery type × state: allowed ones move the campaign, all others are 422."""
+    """Every action, delivery type and state: allowed ones move the campaign, all others are 422."""
     [campaign_id] = await h.seed(
         app, ws, h.line(channel="PUSH", campaign_delivery_type=kind.value, status=state.value)
     )
