@@ -24,6 +24,8 @@ class Settings(BaseSettings):
     # one-process SQLite deployment; elsewhere run `herald worker`).
     in_process_worker: bool = False
     worker_interval_seconds: float = 15.0
+    # Sandbox time travel and multi-process tests: read "now" from this file (epoch seconds).
+    clock_file: str | None = None
 
     @cached_property
     def request_id_header(self) -> str:

@@ -14,6 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from herald.campaigns import importer, review
 from herald.campaigns import worker as campaigns_worker
 from herald.cli.runtime import clock, run_in_session
+from herald.clock import Clock, FileClock
 from herald.config import Settings
 from herald.db import create_database
 from herald.errors import HeraldError
@@ -89,12 +90,14 @@ def worker(
 ) -> None:
     """Run the background worker: scheduled campaign transitions (SCHEDULED → ACTIVE, expiry, ...)."""
     settings = Settings()
+    # The sandbox's time travel (HERALD_CLOCK_FILE) moves the worker's time too.
+    now_from: Clock = FileClock(settings.clock_file) if settings.clock_file else clock
 
     async def main() -> None:
         database = create_database(settings)
         try:
             if once:
-                applied = await campaigns_worker.run_tick(database, clock.now())
+                applied = await campaigns_worker.run_tick(database, now_from.now())
                 typer.echo(f"applied {applied} transitions")
                 return
             stop = asyncio.Event()
@@ -102,7 +105,7 @@ def worker(
             for sig in (signal.SIGINT, signal.SIGTERM):
                 loop.add_signal_handler(sig, stop.set)
             await campaigns_worker.run_forever(
-                database, clock, interval or settings.worker_interval_seconds, stop
+                database, now_from, interval or settings.worker_interval_seconds, stop
             )
         finally:
             await database.dispose()
