@@ -11,6 +11,7 @@ from datetime import timedelta
 
 import httpx
 import pytest
+from asgi_lifespan import LifespanManager
 from fastapi import FastAPI
 
 from herald.campaigns import worker
@@ -18,6 +19,7 @@ from herald.campaigns.schemas.common import CampaignStatus
 from herald.clock import FrozenClock
 from herald.config import Settings
 from herald.db import Database, create_database
+from herald.main import create_app
 from tests.campaigns import lifecycle_helpers as h
 from tests.campaigns.payloads import PAYLOADS, variant
 from tests.factories import Tenant
@@ -262,3 +264,39 @@ async def test_the_compare_and_set_alone_refuses_a_second_application(
     finally:
         await second.dispose()
     assert sorted(results) == [False, True]
+
+
+async def test_the_api_process_runs_the_worker_when_told(
+    settings: Settings, clock: FrozenClock, client: httpx.AsyncClient, app: FastAPI
+) -> None:
+    """`herald serve` on SQLite with one process sets HERALD_IN_PROCESS_WORKER: the app's lifespan
+    then ticks at start-up and every interval until shutdown."""
+    tenant = await h.workspace(app)
+    [campaign_id] = await h.seed(
+        app,
+        tenant,
+        h.line(
+            campaign_delivery_type="PERIODIC",
+            status="SCHEDULED",
+            scheduling_details={"start_time": "2026-01-01T00:00:00Z"},
+        ),
+    )
+    serving = create_app(
+        settings.model_copy(update={"in_process_worker": True, "worker_interval_seconds": 3600}), clock=clock
+    )
+    async with LifespanManager(serving):
+        pass  # shutdown waits for the tick that started with the app
+    assert await status(client, tenant, campaign_id) == "ACTIVE"
+    idle = create_app(settings, clock=clock)
+    [other] = await h.seed(
+        app,
+        tenant,
+        h.line(
+            campaign_delivery_type="PERIODIC",
+            status="SCHEDULED",
+            scheduling_details={"start_time": "2026-01-01T00:00:00Z"},
+        ),
+    )
+    async with LifespanManager(idle):
+        pass
+    assert await status(client, tenant, other) == "SCHEDULED"

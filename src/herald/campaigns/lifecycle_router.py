@@ -9,9 +9,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from herald.campaigns import actions, meta, search
+from herald.campaigns.openapi import META_BODY, SEARCH_BODY, STATUS_BODY
 from herald.campaigns.router import json_body
 from herald.campaigns.schemas.common import Feature
-from herald.campaigns.schemas.search import MetaBody, SearchBody
 from herald.campaigns.views import campaign_view
 from herald.http.auth import Caller
 from herald.http.docs import error_responses
@@ -29,10 +29,6 @@ SEARCH = Operation("C6", Scope.CAMPAIGNS_VIEW, "campaign_ops", campaigns=True, i
 META = Operation("C7", Scope.CAMPAIGNS_VIEW, "campaign_ops", campaigns=True, idempotency="required")
 
 
-def _body_doc(schema: dict[str, Any]) -> dict[str, Any]:
-    return {"requestBody": {"required": True, "content": {"application/json": {"schema": schema}}}}
-
-
 def _envelope(request: Request, data: dict[str, Any]) -> dict[str, Any]:
     return {"response_id": response_id(request), "type": "campaign", "data": data}
 
@@ -41,7 +37,7 @@ def _envelope(request: Request, data: dict[str, Any]) -> dict[str, Any]:
     "/{campaign_id}/status",
     summary="Update campaign status",
     response_model=None,
-    openapi_extra=_body_doc(actions.StatusBody.model_json_schema()),
+    openapi_extra=STATUS_BODY,
     responses=error_responses(400, 401, 403, 404, 409, 413, 422, 429, 503),
 )
 async def update_campaign_status(
@@ -61,7 +57,7 @@ async def update_campaign_status(
     "/search",
     summary="Search campaigns",
     response_model=None,
-    openapi_extra=_body_doc(SearchBody.model_json_schema()),
+    openapi_extra=SEARCH_BODY,
     responses=error_responses(400, 401, 403, 409, 413, 429, 503),
 )
 async def search_campaigns(request: Request, caller: Annotated[Caller, guarded(SEARCH)]) -> Response:
@@ -77,7 +73,7 @@ async def search_campaigns(request: Request, caller: Annotated[Caller, guarded(S
     "/meta",
     summary="Get campaign meta",
     response_model=None,
-    openapi_extra=_body_doc(MetaBody.model_json_schema()),
+    openapi_extra=META_BODY,
     responses=error_responses(400, 401, 403, 409, 413, 429, 503),
 )
 async def campaign_meta(request: Request, caller: Annotated[Caller, guarded(META)]) -> Response:

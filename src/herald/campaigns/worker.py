@@ -86,8 +86,18 @@ async def _step(
     return getattr(result, "rowcount", 0) == 1
 
 
+async def _anything_due(database: Database, workspace_id: str, now: datetime) -> bool:
+    # A plain read first: most workspaces have nothing due, and on SQLite a write transaction
+    # would make the API's writers wait for nothing.
+    async with database.reader() as session:
+        query = select(Campaign.id).where(*_due(workspace_id, now)).limit(1)
+        return (await session.execute(query)).first() is not None
+
+
 async def _tick_workspace(database: Database, workspace_id: str, now: datetime) -> list[Applied]:
     applied: list[Applied] = []
+    if not await _anything_due(database, workspace_id, now):
+        return applied
     async with database.writer() as session:
         query = (
             select(
@@ -143,12 +153,15 @@ async def run_tick(database: Database, now: datetime, workspace_ids: Iterable[st
 async def run_forever(
     database: Database, clock: Clock, interval: float, stop: asyncio.Event | None = None
 ) -> None:
-    """Tick every `interval` seconds until `stop` is set. A failed tick is logged and retried."""
+    """Tick now and then every `interval` seconds until `stop` is set. A failed tick is logged and
+    the next one retries."""
     stop = stop or asyncio.Event()
-    while not stop.is_set():
+    while True:
         try:
             await run_tick(database, clock.now())
-        except DBAPIError:  # e.g. the database restarting, or a deadlock victim: the next tick retries
+        except DBAPIError:  # e.g. the database restarting, or a deadlock victim
             log.exception("scheduled-transitions tick failed")
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), timeout=interval)
+        if stop.is_set():
+            return

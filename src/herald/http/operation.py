@@ -153,7 +153,7 @@ def _documented_headers(operation: Operation) -> list[inspect.Parameter]:
                 "app_key_header", "SVC-APPKEY", "The workspace id (equals the Basic username).", required=True
             )
         )
-    if operation.idempotency != "none":
+    if operation.idempotency in ("required", "optional"):  # L1 de-duplicates on its body's request_id
         headers.append(
             header(
                 "idempotency_key",
