@@ -299,6 +299,13 @@ class TestRequest:
         assert response.status_code == 400
         assert (code, target) in [(d["code"], d["target"]) for d in response.json()["error"]["details"]]
 
+    async def test_needs_an_idempotency_key(self, client: httpx.AsyncClient, ws: Tenant) -> None:
+        response = await client.post(
+            f"{h.BASE}/meta", json={"limit": 1, "page": 1}, headers=ws.headers(campaigns=True)
+        )
+        assert response.status_code == 400
+        assert response.json()["error"]["details"][0]["code"] == "MISSING_IDEMPOTENCY_KEY"
+
     async def test_filters(self, app: FastAPI, client: httpx.AsyncClient, ws: Tenant) -> None:
         await h.seed(
             app,

@@ -126,6 +126,7 @@ class TestImport:
             {**PAYLOADS["push_periodic"], "utm_params": {"utm_source": "x"}, "advanced": {"nope": 1}},
             h.line(id=IDS[0]),
             h.line(version_number=2),
+            h.line(status="SENT", rejection_comment="too late"),
         ]
         path = write_lines(tmp_path / "bad.jsonl", lines)
         path.write_text(path.read_text() + "{not json\n")
@@ -139,7 +140,8 @@ class TestImport:
             "line 4: advanced.nope",
             "line 5: id",
             "line 6: campaign_id",
-            "line 8: not JSON",  # line 7 is blank
+            "line 7: rejection_comment",
+            "line 9: not JSON",  # line 8 is blank
         ):
             assert expected in output, output
         response = await client.get(f"{h.BASE}/{IDS[0]}", headers=ws.headers(campaigns=True))

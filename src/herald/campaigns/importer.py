@@ -132,6 +132,12 @@ def _rules(line: ImportedCampaign) -> list[Problem]:
         )
     if line.sender_name is not None and line.channel is not Channel.SMS:
         problems.append(Problem("UNKNOWN_FIELD", "sender_name", "sender_name belongs to SMS campaigns only."))
+    if line.rejection_comment is not None and line.status is not CampaignStatus.DRAFT:
+        problems.append(
+            Problem(
+                "UNKNOWN_FIELD", "rejection_comment", "rejection_comment belongs to DRAFT campaigns only."
+            )
+        )
     if line.paused_from is not None and (
         line.status is not CampaignStatus.PAUSED
         or line.paused_from not in (CampaignStatus.ACTIVE, CampaignStatus.SCHEDULED)
