@@ -12,7 +12,7 @@ import pytest
 from fastapi import FastAPI
 
 from herald.audience.models import User
-from herald.campaigns import reachability
+from herald.campaigns import reachability, review
 from herald.campaigns.models import Campaign
 from herald.clock import FrozenClock
 from tests.campaigns import lifecycle_helpers as h
@@ -126,8 +126,6 @@ class TestRows:
     ) -> None:
         campaign_id = await h.create(client, ws, PAYLOADS["push_device_triggered"])
         async with app.state.herald.database.writer() as session:
-            from herald.campaigns import review
-
             await review.reject(
                 session, ws.workspace_id, campaign_id, "Wrong tone", app.state.herald.clock.now()
             )

@@ -15,6 +15,7 @@ from herald.campaigns.lifecycle import Action
 from herald.campaigns.schemas.common import CampaignStatus, DeliveryType
 from herald.workspaces.scopes import Scope
 from tests.campaigns import lifecycle_helpers as h
+from tests.campaigns.payloads import PAYLOADS
 from tests.campaigns.test_lifecycle_rules import ALLOWED
 from tests.factories import Tenant, add_key
 
@@ -102,8 +103,6 @@ async def test_resume_returns_to_the_state_paused_from(
 
 
 async def test_a_published_campaign_can_be_stopped(client: httpx.AsyncClient, ws: Tenant) -> None:
-    from tests.campaigns.payloads import PAYLOADS
-
     campaign_id = await h.create(client, ws, PAYLOADS["email_one_time_promotional"])
     draft = await h.action(client, ws, campaign_id, "STOP")
     assert draft.status_code == 422
