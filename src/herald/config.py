@@ -26,6 +26,8 @@ class Settings(BaseSettings):
     secret_key: SecretStr | None = None
     # Default time limit for one delivery attempt (SMTP session or webhook call), in seconds.
     delivery_timeout_seconds: float = 10.0
+    # Sandbox time travel and multi-process tests: read "now" from this file (epoch seconds).
+    clock_file: str | None = None
 
     @cached_property
     def request_id_header(self) -> str:

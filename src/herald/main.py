@@ -15,7 +15,7 @@ from starlette.responses import Response
 from herald import __version__
 from herald.campaigns import openapi as campaigns_openapi
 from herald.campaigns.router import router as campaigns_router
-from herald.clock import Clock, SystemClock
+from herald.clock import Clock, FileClock, SystemClock
 from herald.config import Settings
 from herald.db import create_database
 from herald.delivery import router as delivery_routes
@@ -37,7 +37,7 @@ def create_app(
     services = Services(
         settings=settings,
         database=create_database(settings),
-        clock=clock or SystemClock(),
+        clock=clock or (FileClock(settings.clock_file) if settings.clock_file else SystemClock()),
         limiter=limiter or make_store(settings.redis_url),
     )
 
