@@ -111,6 +111,9 @@ async def send_smtp(
         )
     except _MESSAGE_ERRORS as exc:
         return Outcome(False, f"The SMTP server refused the message: {exc.code} {exc.message}")
+    except aiosmtplib.SMTPRecipientsRefused as exc:
+        refusals = "; ".join(f"{error.code} {error.message}" for error in exc.recipients)
+        return Outcome(False, f"The SMTP server refused the recipient: {refusals}")
     except aiosmtplib.SMTPResponseException as exc:
         return Outcome(False, f"The SMTP server answered {exc.code} {exc.message}", connector_down=True)
     except (aiosmtplib.SMTPException, ssl.SSLError, OSError) as exc:
