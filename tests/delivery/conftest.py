@@ -13,6 +13,8 @@ from herald.audience.models import Segment, SegmentMember, User
 from herald.ids import object_id
 from herald.services import Services
 from tests.delivery.servers import (
+    SMTP_PASSWORD,
+    SMTP_USER,
     Certificate,
     HttpReceiver,
     SmtpServer,
@@ -23,12 +25,16 @@ from tests.delivery.servers import (
 )
 from tests.factories import Tenant, make_tenant
 
-OPEN_LIMITS = {"campaign_create": "1000/second", "campaign_create_success": "1000/minute", "campaign_ops": "1000/second"}
+OPEN_LIMITS = {
+    "campaign_create": "1000/second",
+    "campaign_create_success": "1000/minute",
+    "campaign_ops": "1000/second",
+}
 
 
 @pytest.fixture
 def smtp_server() -> Iterator[SmtpServer]:
-    server = start_smtp()
+    server = start_smtp(credentials=(SMTP_USER, SMTP_PASSWORD))
     yield server
     server.controller.stop()
 
@@ -87,7 +93,16 @@ async def add_segment(
     segment_id = object_id(now)
     async with services.database.writer() as session:
         filters = {"filter_operator": "and", "filters": []} if kind == "filter" else None
-        session.add(Segment(workspace_id=workspace_id, id=segment_id, name=name, kind=kind, filters=filters, created_at=now))
+        session.add(
+            Segment(
+                workspace_id=workspace_id,
+                id=segment_id,
+                name=name,
+                kind=kind,
+                filters=filters,
+                created_at=now,
+            )
+        )
         await session.flush()
         session.add_all(
             SegmentMember(workspace_id=workspace_id, segment_id=segment_id, customer_id=customer_id)

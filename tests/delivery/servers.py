@@ -26,6 +26,9 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
+# The login of the shared test SMTP server (plain SMTP may carry AUTH in tests: it is loopback).
+SMTP_USER, SMTP_PASSWORD = "mailer", "smtp-password-never-shown"
+
 
 def free_port() -> int:
     with socket.socket() as probe:
@@ -102,13 +105,17 @@ def start_smtp(
     if credentials is not None:
 
         def authenticate(server: Any, session: Any, envelope: Any, mechanism: str, data: Any) -> AuthResult:
-            ok = isinstance(data, LoginPassword) and (data.login.decode(), data.password.decode()) == credentials
+            ok = (
+                isinstance(data, LoginPassword)
+                and (data.login.decode(), data.password.decode()) == credentials
+            )
             return AuthResult(success=ok, handled=False)
 
         # PLAIN only: the client then reports a refusal at once instead of trying LOGIN next.
         kwargs.update(
             authenticator=authenticate,
-            auth_required=True,
+            # Over plain SMTP the login is offered but not demanded (aiosmtpd warns otherwise).
+            auth_required=tls_context is not None,
             auth_require_tls=tls_context is not None,
             auth_exclude_mechanism=["LOGIN"],
         )
@@ -143,7 +150,9 @@ def self_signed_certificate(directory: Path) -> Certificate:
         .not_valid_before(start)
         .not_valid_after(start + dt.timedelta(days=365 * 30))
         .add_extension(
-            x509.SubjectAlternativeName([x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+            x509.SubjectAlternativeName(
+                [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
+            ),
             critical=False,
         )
         .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)

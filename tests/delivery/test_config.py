@@ -22,7 +22,9 @@ def _errors(given: ConnectorInput) -> list[str]:
 
 class TestSmtp:
     def test_defaults_are_starttls_on_587(self) -> None:
-        checked, errors = check_connector(ConnectorInput("mail", "CUSTOM_SMTP", host="smtp.example.com"), GENERATED)
+        checked, errors = check_connector(
+            ConnectorInput("mail", "CUSTOM_SMTP", host="smtp.example.com"), GENERATED
+        )
         assert errors == []
         assert checked is not None
         assert checked.channel is Channel.EMAIL
@@ -32,7 +34,9 @@ class TestSmtp:
 
     @pytest.mark.parametrize(("security", "port"), [("none", 25), ("starttls", 587), ("tls", 465)])
     def test_default_port_follows_security(self, security: str, port: int) -> None:
-        checked, _ = check_connector(ConnectorInput("m", "CUSTOM_SMTP", host="h", security=security), GENERATED)
+        checked, _ = check_connector(
+            ConnectorInput("m", "CUSTOM_SMTP", host="h", security=security), GENERATED
+        )
         assert checked is not None
         assert checked.settings["port"] == port
 
@@ -67,7 +71,9 @@ class TestSmtp:
 
 class TestWebhook:
     def test_generated_secret_is_used_when_none_given(self) -> None:
-        checked, _ = check_connector(ConnectorInput("hook", "CUSTOM_API", url="https://h.example/in"), GENERATED)
+        checked, _ = check_connector(
+            ConnectorInput("hook", "CUSTOM_API", url="https://h.example/in"), GENERATED
+        )
         assert checked is not None
         assert checked.secrets == {"hmac_secret": GENERATED}
 
@@ -77,7 +83,9 @@ class TestWebhook:
         assert checked is not None
         assert checked.channel is Channel.PUSH
 
-    @pytest.mark.parametrize("kind", ["SENDGRID", "AMAZON_SES", "SPARKPOST", "MANDRILL", "NETCORE", "sendgrid"])
+    @pytest.mark.parametrize(
+        "kind", ["SENDGRID", "AMAZON_SES", "SPARKPOST", "MANDRILL", "NETCORE", "sendgrid"]
+    )
     def test_provider_names_are_email_webhooks(self, kind: str) -> None:
         checked, _ = check_connector(ConnectorInput("p", kind, url="https://relay.example/in"), GENERATED)
         assert checked is not None

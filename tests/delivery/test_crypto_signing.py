@@ -51,7 +51,13 @@ class TestSignature:
         headers = signed_headers(self.SECRET, 1_700_000_000, self.BODY, "d1")
         assert headers["X-Herald-Signature"].startswith("sha256=")
         assert headers["X-Herald-Delivery"] == "d1"
-        assert verify(self.SECRET, self.BODY, headers["X-Herald-Timestamp"], headers["X-Herald-Signature"], 1_700_000_010)
+        assert verify(
+            self.SECRET,
+            self.BODY,
+            headers["X-Herald-Timestamp"],
+            headers["X-Herald-Signature"],
+            1_700_000_010,
+        )
 
     def test_tampered_body_fails(self) -> None:
         signed = signature(self.SECRET, 1_700_000_000, self.BODY)
@@ -70,6 +76,8 @@ class TestSignature:
         signed = signature(self.SECRET, 1_700_000_000, self.BODY)
         assert not verify(self.SECRET, self.BODY, "1700000000", signed, 1_700_000_000 + age)
 
-    @pytest.mark.parametrize(("timestamp", "signed"), [(None, "sha256=00"), ("17x", "sha256=00"), ("1", None)])
+    @pytest.mark.parametrize(
+        ("timestamp", "signed"), [(None, "sha256=00"), ("17x", "sha256=00"), ("1", None)]
+    )
     def test_missing_headers_fail(self, timestamp: str | None, signed: str | None) -> None:
         assert not verify(self.SECRET, self.BODY, timestamp, signed, 1)

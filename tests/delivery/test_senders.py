@@ -6,12 +6,13 @@ from datetime import UTC, datetime
 from typing import Any
 
 import httpx
+
 from herald.campaigns.schemas.common import Channel, Platform
 from herald.delivery.messages import Envelope, Recipient, Slot
 from herald.delivery.signing import verify
 from herald.delivery.smtp import build_email, plain_text, send_smtp
 from herald.delivery.webhook import send_webhook
-from tests.delivery.servers import Certificate, HttpReceiver, SmtpServer, start_smtp
+from tests.delivery.servers import SMTP_PASSWORD, SMTP_USER, Certificate, HttpReceiver, SmtpServer, start_smtp
 
 NOW = datetime(2026, 1, 15, 12, 0, tzinfo=UTC)
 EMAIL = {
@@ -29,12 +30,27 @@ SECRET = "w" * 32
 def _envelope(message: dict[str, Any], *, channel: Channel = Channel.EMAIL, test: bool = True) -> Envelope:
     platform = Platform.ANDROID if channel is Channel.PUSH else None
     address = "ana@example.com" if channel is Channel.EMAIL else "push-token-1"
-    recipient = Recipient("ana@example.com", address, "u1", {}, None, {"push_id": "push-token-1", "gaid": "g1"})
-    return Envelope("0123456789abcdef01234567", "W1", None, test, Slot(channel, platform, "default", "variation_1"), recipient, message, NOW)
+    recipient = Recipient(
+        "ana@example.com", address, "u1", {}, None, {"push_id": "push-token-1", "gaid": "g1"}
+    )
+    return Envelope(
+        "0123456789abcdef01234567",
+        "W1",
+        None,
+        test,
+        Slot(channel, platform, "default", "variation_1"),
+        recipient,
+        message,
+        NOW,
+    )
 
 
 def _smtp(server: SmtpServer, **extra: Any) -> dict[str, Any]:
     return {"host": server.host, "port": server.port, "security": "none", **extra}
+
+
+LOGIN = {"username": SMTP_USER}
+PASSWORD = {"password": SMTP_PASSWORD}
 
 
 class TestMimeMessage:
@@ -67,7 +83,7 @@ class TestMimeMessage:
 
 class TestSmtp:
     async def test_plain_delivery(self, smtp_server: SmtpServer) -> None:
-        outcome = await send_smtp(_smtp(smtp_server), {}, _envelope(EMAIL), 5)
+        outcome = await send_smtp(_smtp(smtp_server, **LOGIN), PASSWORD, _envelope(EMAIL), 5)
         assert outcome.sent, outcome.reason
         [mail] = smtp_server.received
         assert mail.mail_from == "news@shop.example"
@@ -78,7 +94,9 @@ class TestSmtp:
     async def test_starttls_with_auth(self, certificate: Certificate) -> None:
         server = start_smtp(tls_context=certificate.server_context(), credentials=("mailer", "s3cret-pass"))
         try:
-            settings = _smtp(server, security="starttls", username="mailer", ca_file=str(certificate.cert_file))
+            settings = _smtp(
+                server, security="starttls", username="mailer", ca_file=str(certificate.cert_file)
+            )
             outcome = await send_smtp(settings, {"password": "s3cret-pass"}, _envelope(EMAIL), 5)
             assert outcome.sent, outcome.reason
             assert len(server.received) == 1
@@ -128,7 +146,7 @@ class TestSmtp:
 
     async def test_refused_recipient_fails_that_message_only(self, smtp_server: SmtpServer) -> None:
         smtp_server.sink.refuse_rcpt = "550 No such mailbox"
-        outcome = await send_smtp(_smtp(smtp_server), {}, _envelope(EMAIL), 5)
+        outcome = await send_smtp(_smtp(smtp_server, **LOGIN), PASSWORD, _envelope(EMAIL), 5)
         assert not outcome.sent
         assert not outcome.connector_down
         assert "550" in (outcome.reason or "")
@@ -138,26 +156,51 @@ class TestWebhook:
     async def test_signed_json_arrives(self, webhook: HttpReceiver) -> None:
         push = {"template_type": "BASIC", "basic_details": {"title": "Hi", "message": "There"}}
         async with httpx.AsyncClient(follow_redirects=False) as client:
-            outcome = await send_webhook(client, {"url": webhook.url}, {"hmac_secret": SECRET}, _envelope(push, channel=Channel.PUSH), 5)
+            outcome = await send_webhook(
+                client,
+                {"url": webhook.url},
+                {"hmac_secret": SECRET},
+                _envelope(push, channel=Channel.PUSH),
+                5,
+            )
         assert outcome.sent, outcome.reason
         [request] = webhook.received
         assert request.path == "/hooks/herald"
         assert request.headers["Content-Type"] == "application/json"
         assert request.headers["X-Herald-Delivery"] == "0123456789abcdef01234567"
         assert request.headers["X-Herald-Timestamp"] == str(int(NOW.timestamp()))
-        assert verify(SECRET, request.body, request.headers["X-Herald-Timestamp"], request.headers["X-Herald-Signature"], NOW.timestamp())
-        assert not verify(SECRET, request.body + b" ", request.headers["X-Herald-Timestamp"], request.headers["X-Herald-Signature"], NOW.timestamp())
+        assert verify(
+            SECRET,
+            request.body,
+            request.headers["X-Herald-Timestamp"],
+            request.headers["X-Herald-Signature"],
+            NOW.timestamp(),
+        )
+        assert not verify(
+            SECRET,
+            request.body + b" ",
+            request.headers["X-Herald-Timestamp"],
+            request.headers["X-Herald-Signature"],
+            NOW.timestamp(),
+        )
         body = request.json()
         assert body["message"] == push
         assert body["platform"] == "ANDROID"
-        assert body["recipient"] == {"address": "push-token-1", "customer_id": "u1", "push_id": "push-token-1", "gaid": "g1"}
+        assert body["recipient"] == {
+            "address": "push-token-1",
+            "customer_id": "u1",
+            "push_id": "push-token-1",
+            "gaid": "g1",
+        }
         assert body["test"] is True
 
     async def test_redirects_are_not_followed(self, webhook: HttpReceiver) -> None:
         webhook.status = 302
         webhook.answer_headers = {"Location": webhook.url + "/elsewhere"}
         async with httpx.AsyncClient(follow_redirects=False) as client:
-            outcome = await send_webhook(client, {"url": webhook.url}, {"hmac_secret": SECRET}, _envelope(EMAIL), 5)
+            outcome = await send_webhook(
+                client, {"url": webhook.url}, {"hmac_secret": SECRET}, _envelope(EMAIL), 5
+            )
         assert not outcome.sent
         assert "302" in (outcome.reason or "")
         assert len(webhook.received) == 1
@@ -165,7 +208,9 @@ class TestWebhook:
     async def test_error_status_is_a_failure(self, webhook: HttpReceiver) -> None:
         webhook.status = 503
         async with httpx.AsyncClient() as client:
-            outcome = await send_webhook(client, {"url": webhook.url}, {"hmac_secret": SECRET}, _envelope(EMAIL), 5)
+            outcome = await send_webhook(
+                client, {"url": webhook.url}, {"hmac_secret": SECRET}, _envelope(EMAIL), 5
+            )
         assert not outcome.sent
         assert outcome.reason == "The webhook answered 503."
 

@@ -1,10 +1,15 @@
-"""The seam between sending and personalization: one message rendered for one recipient.
+"""The seam between sending and personalization: content prepared once, rendered per recipient.
 
-`render_message` is the only place test sends turn a content object into what a recipient gets.
+- `prepare_content` (in a read session): checks the content's templates and loads what they name;
+  raises ValidationFailed for what the content itself gets wrong.
+- `personalize_content` (no session held): the prepared content rendered for one recipient;
+  raises RenderError when it cannot be, for this recipient.
+Only the messages a test sends are prepared (`pruned_content`), so narrowed-away content costs nothing.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,30 +18,51 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from herald.campaigns.schemas.common import Channel
 
 
-@dataclass(frozen=True)
-class RenderInput:
-    workspace_id: str
-    channel: Channel
-    path: tuple[str, ...]  # of the message object from the body root, for error targets
-    message: dict[str, Any]
-    user: dict[str, Any] | None  # profile with overrides applied; None: not a known user
-    event: dict[str, Any]
-
-
 class RenderError(Exception):
-    """A message that cannot be rendered for this recipient; `target` is the field's dot path."""
-
-    def __init__(self, target: str, message: str) -> None:
-        super().__init__(message)
-        self.target = target
-        self.message = message
+    """The content cannot be rendered for this recipient; the message says where and why."""
 
 
-async def render_message(session: AsyncSession, item: RenderInput) -> dict[str, Any]:
-    """The message with every personalization expression resolved for `item.user`."""
-    return render_unpersonalized(item)
+@dataclass(frozen=True)
+class PreparedContent:
+    campaign_content: dict[str, Any]
 
 
-def render_unpersonalized(item: RenderInput) -> dict[str, Any]:
+Path = tuple[str, ...]
+
+
+def pruned_content(messages: Iterable[tuple[Path, dict[str, Any]]]) -> dict[str, Any]:
+    """A `campaign_content` holding only these message objects, each at its path
+    (paths start at `campaign_content`)."""
+    root: dict[str, Any] = {}
+    for path, message in messages:
+        node = root
+        for part in path[1:-1]:
+            node = node.setdefault(part, {})
+        node[path[-1]] = message
+    return root
+
+
+def message_at(campaign_content: Mapping[str, Any], path: Path) -> dict[str, Any]:
+    node: Any = campaign_content
+    for part in path[1:]:
+        node = node[part]
+    assert isinstance(node, dict)
+    return node
+
+
+async def prepare_content(
+    session: AsyncSession, workspace_id: str, channel: Channel, campaign_content: dict[str, Any]
+) -> PreparedContent:
+    return PreparedContent(campaign_content)
+
+
+async def personalize_content(
+    prepared: PreparedContent, user: Mapping[str, Any], event: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The content for one recipient. `user` is empty for an address that is not a known user."""
+    return render_unpersonalized(prepared)
+
+
+def render_unpersonalized(prepared: PreparedContent) -> dict[str, Any]:
     """Substitutes nothing: the content goes out exactly as written."""
-    return dict(item.message)
+    return prepared.campaign_content

@@ -31,9 +31,16 @@ from herald.db import Database
 from herald.delivery import recipients as recipients_lookup
 from herald.delivery.config import is_smtp
 from herald.delivery.dispatch import Dispatcher
-from herald.delivery.messages import Envelope, Outcome, Recipient, Slot
+from herald.delivery.messages import Envelope, Outcome, Recipient
 from herald.delivery.models import Connector
-from herald.delivery.rendering import RenderError, RenderInput, render_message
+from herald.delivery.rendering import (
+    PreparedContent,
+    RenderError,
+    message_at,
+    personalize_content,
+    prepare_content,
+    pruned_content,
+)
 from herald.delivery.testsend_connector import choose_connector
 from herald.delivery.testsend_plan import SlotMessage, narrow, readiness_problems, slot_messages
 from herald.delivery.testsend_request import CampaignTestRequest, channel_problems, parse_test_body
@@ -65,18 +72,12 @@ class _Source:
 
 
 @dataclass(frozen=True)
-class _Send:
-    slot: Slot
-    recipient: Recipient
-    message: dict[str, Any]  # rendered, or as written when it could not be
-    unsent_reason: str | None = None
-
-
-@dataclass(frozen=True)
 class _Plan:
     connector: Connector
     campaign_id: str | None
-    sends: list[_Send]
+    messages: list[SlotMessage]
+    recipients: list[Recipient]
+    prepared: PreparedContent
 
 
 async def test_campaign(
@@ -90,7 +91,7 @@ async def test_campaign(
         plan = await _plan(session, workspace_id, request)
     sessions = deployment.database.writer
     async with Dispatcher(deployment.settings, deployment.clock, sessions, request_id) as dispatcher:
-        return await _execute(deployment.clock, dispatcher, workspace_id, plan)
+        return await _execute(deployment.clock, dispatcher, workspace_id, request, plan)
 
 
 async def _source(session: AsyncSession, workspace_id: str, request: CampaignTestRequest) -> _Source:
@@ -194,54 +195,47 @@ async def _plan(session: AsyncSession, workspace_id: str, request: CampaignTestR
                 )
             ]
         )
-    sends = [
-        await _render(session, workspace_id, request, item, recipient)
-        for item in messages
-        for recipient in resolution.recipients
-    ]
-    return _Plan(choice.connector, source.campaign_id, sends)
-
-
-async def _render(
-    session: AsyncSession,
-    workspace_id: str,
-    request: CampaignTestRequest,
-    item: SlotMessage,
-    recipient: Recipient,
-) -> _Send:
-    written = item.message()
-    if recipient.address is None:
-        return _Send(
-            item.slot, recipient, written, recipient.unreachable_reason or "The recipient has no address."
-        )
-    # Overrides win over the profile; for an address that is no user they are all there is.
-    user = {**recipient.profile, **request.user_overrides} if recipient.profile is not None else None
-    if user is None and request.user_overrides:
-        user = dict(request.user_overrides)
-    render_input = RenderInput(
-        workspace_id, item.slot.channel, item.path, written, user, request.event_attributes
-    )
+    written = [(item.path, item.message()) for item in messages]
     try:
-        rendered = await render_message(session, render_input)
+        prepared = await prepare_content(session, workspace_id, channel, pruned_content(written))
+    except ValidationFailed as exc:
+        if not draft_mode:
+            raise
+        raise Unprocessable("The saved content cannot be personalized.", details=exc.details) from None
+    return _Plan(choice.connector, source.campaign_id, messages, resolution.recipients, prepared)
+
+
+async def _personalized(
+    request: CampaignTestRequest, prepared: PreparedContent, recipient: Recipient
+) -> tuple[dict[str, Any] | None, str | None]:
+    """The content for one recipient, or why there is none."""
+    if recipient.address is None:
+        return None, recipient.unreachable_reason or "The recipient has no address."
+    # Overrides win over the profile; for an address that is no user they are all there is.
+    user = {**(recipient.profile or {}), **request.user_overrides}
+    try:
+        return await personalize_content(prepared, user, request.event_attributes), None
     except RenderError as exc:
-        return _Send(item.slot, recipient, written, f"Personalization failed at {exc.target}: {exc.message}")
-    return _Send(item.slot, recipient, rendered)
+        return None, f"Personalization failed: {exc}"
 
 
 async def _execute(
-    clock: Clock, dispatcher: Dispatcher, workspace_id: str, plan: _Plan
+    clock: Clock, dispatcher: Dispatcher, workspace_id: str, request: CampaignTestRequest, plan: _Plan
 ) -> dict[str, dict[str, str]]:
+    rendered = [await _personalized(request, plan.prepared, recipient) for recipient in plan.recipients]
     outcomes: dict[str, list[tuple[Recipient, Outcome]]] = {}
-    for send in plan.sends:
-        now = clock.now()
-        envelope = Envelope(
-            object_id(now), workspace_id, plan.campaign_id, True, send.slot, send.recipient, send.message, now
-        )
-        if send.unsent_reason is not None:
-            outcome = await dispatcher.unsent(plan.connector, envelope, send.unsent_reason)
-        else:
-            outcome = await dispatcher.send(plan.connector, envelope)
-        outcomes.setdefault(send.slot.key, []).append((send.recipient, outcome))
+    for item in plan.messages:
+        for recipient, (content, reason) in zip(plan.recipients, rendered, strict=True):
+            now = clock.now()
+            message = message_at(content, item.path) if content is not None else item.message()
+            envelope = Envelope(
+                object_id(now), workspace_id, plan.campaign_id, True, item.slot, recipient, message, now
+            )
+            if reason is not None:
+                outcome = await dispatcher.unsent(plan.connector, envelope, reason)
+            else:
+                outcome = await dispatcher.send(plan.connector, envelope)
+            outcomes.setdefault(item.slot.key, []).append((recipient, outcome))
     return {key: _result(results) for key, results in outcomes.items()}
 
 
