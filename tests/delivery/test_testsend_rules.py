@@ -168,6 +168,26 @@ class TestSlots:
         messages = slot_messages(_push(content, locales=["fr-FR"]), details)
         assert [m.slot.key for m in messages] == ["IOS_default_variation_1", "IOS_fr-FR_variation_1"]
 
+    def test_order_does_not_depend_on_stored_key_order(self) -> None:
+        # PostgreSQL's JSONB returns object keys in its own order; the answer's order must not move.
+        variations = {f"variation_{n}": {"push": {"ios": BASIC, "android": BASIC}} for n in (10, 2, 1)}
+        content = {"it": variations, "fr": variations, "default": variations}
+        details = {
+            "distribution_type": "MANUAL",
+            "no_of_variations": 10,
+            "manual_distribution_percentage": {"variation_1": 100},
+        }
+        messages = slot_messages(_push(content, locales=["fr", "it"], variation_details=details), None)
+        assert [m.slot.key for m in messages][:7] == [
+            "ANDROID_default_variation_1",
+            "IOS_default_variation_1",
+            "ANDROID_default_variation_2",
+            "IOS_default_variation_2",
+            "ANDROID_default_variation_10",
+            "IOS_default_variation_10",
+            "ANDROID_fr_variation_1",
+        ]
+
     def test_email(self) -> None:
         content = EmailCampaignContent.model_validate({"content": {"email": {"subject": "s"}}})
         [message] = slot_messages(content, None)

@@ -7,6 +7,7 @@ others would never be delivered). Flat content is the `default` locale's `variat
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,6 +17,7 @@ from herald.campaigns.schemas.basic_details import BasicDetails, PushBasicDetail
 from herald.campaigns.schemas.common import Channel, Platform
 from herald.campaigns.schemas.content import (
     DEFAULT_LOCALE,
+    VARIATION_PREFIX,
     CampaignContent,
     EmailCampaignContent,
     EmailContent,
@@ -45,8 +47,31 @@ def _entry_slot(entry_path: tuple[str, ...]) -> tuple[str, str]:
     return (entry_path[0], entry_path[1]) if len(entry_path) == 3 else (DEFAULT_LOCALE, FIRST_VARIATION)
 
 
+def _order(content: CampaignContent) -> Callable[[SlotMessage], tuple[int, str, int, int]]:
+    """`default` first, then locales as `locales` lists them; variations by number; platforms
+    Android, iOS, Web. Not the stored key order, which PostgreSQL's JSONB does not keep."""
+    listed = {locale: rank for rank, locale in enumerate([DEFAULT_LOCALE, *(content.locales or [])])}
+    platforms = {platform: rank for rank, platform in enumerate(Platform)}
+
+    def key(item: SlotMessage) -> tuple[int, str, int, int]:
+        slot = item.slot
+        number = slot.variation.removeprefix(VARIATION_PREFIX)
+        return (
+            listed.get(slot.locale, len(listed)),
+            slot.locale,
+            int(number) if number.isdigit() else 0,
+            platforms[slot.platform] if slot.platform else 0,
+        )
+
+    return key
+
+
 def slot_messages(content: CampaignContent, basic_details: BasicDetails | None) -> list[SlotMessage]:
-    """Every message of the content, in content order."""
+    """Every message of the content, in a stable order (see `_order`)."""
+    return sorted(_slot_messages(content, basic_details), key=_order(content))
+
+
+def _slot_messages(content: CampaignContent, basic_details: BasicDetails | None) -> list[SlotMessage]:
     found: list[SlotMessage] = []
     if isinstance(content, EmailCampaignContent):
         for entry_path, email in content.entries():
