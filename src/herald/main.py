@@ -20,6 +20,7 @@ from herald.config import Settings
 from herald.db import create_database
 from herald.delivery import router as delivery_routes
 from herald.http import handlers
+from herald.http import openapi as openapi_docs
 from herald.http.middleware import HeraldMiddleware
 from herald.http.ratelimit import RateLimitStore, make_store
 from herald.http.responses import json_response
@@ -58,7 +59,7 @@ def create_app(
     app.include_router(offers_router)
     app.include_router(delivery_routes.router)  # before campaigns: /test beside /{campaign_id}
     app.include_router(campaigns_router)
-    _extend_openapi(app)
+    _extend_openapi(app, services)
     _add_probes(app, services)
     return app
 
@@ -78,7 +79,7 @@ def _add_probes(app: FastAPI, services: Services) -> None:
         return json_response({"status": "ready"})
 
 
-def _extend_openapi(app: FastAPI) -> None:
+def _extend_openapi(app: FastAPI, services: Services) -> None:
     """Add the schemas that route-level request bodies refer to (see campaigns.openapi)."""
 
     def openapi() -> dict[str, Any]:
@@ -88,7 +89,7 @@ def _extend_openapi(app: FastAPI) -> None:
             extra = {**campaigns_openapi.component_schemas(), **delivery_routes.body_schemas()}
             for name, definition in extra.items():
                 components.setdefault(name, definition)
-            app.openapi_schema = schema
+            app.openapi_schema = openapi_docs.enrich(schema, services.settings)
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
