@@ -320,3 +320,20 @@ class TestRequestRules:
         response = await send_test(client, viewer, inline_email("EMAIL", "a@example.com"))
         assert response.status_code == 403
         assert response.json()["code"] == "ER007"
+
+
+async def test_openapi_describes_the_test_operation(client: httpx.AsyncClient) -> None:
+    document = (await client.get("/openapi.json")).json()
+    operation = document["paths"][TEST_PATH]["post"]
+    assert operation["summary"] == "Test campaign"
+    schema = operation["requestBody"]["content"]["application/json"]["schema"]
+    assert schema == {"$ref": "#/components/schemas/CampaignTestBody"}
+    body = document["components"]["schemas"]["CampaignTestBody"]
+    assert body["required"] == ["test_campaign_meta"]
+    assert {"draft_id", "channel", "campaign_content", "connector", "personalization_details"} <= set(
+        body["properties"]
+    )
+    assert "CampaignTestMeta" in document["components"]["schemas"]
+    assert {"Idempotency-Key", "SVC-APPKEY"} <= {
+        p["name"] for p in operation["parameters"] if p.get("required")
+    }
