@@ -168,6 +168,21 @@ async def _plan(session: AsyncSession, workspace_id: str, request: CampaignTestR
         )
     assert choice.connector is not None
 
+    recipients = await _recipients(session, workspace_id, channel, request, len(messages))
+    written = [(item.path, item.message()) for item in messages]
+    try:
+        prepared = await prepare_content(session, workspace_id, channel, pruned_content(written))
+    except ValidationFailed as exc:
+        if not draft_mode:
+            raise
+        raise Unprocessable("The saved content cannot be personalized.", details=exc.details) from None
+    return _Plan(choice.connector, source.campaign_id, messages, recipients, prepared)
+
+
+async def _recipients(
+    session: AsyncSession, workspace_id: str, channel: Channel, request: CampaignTestRequest, messages: int
+) -> list[Recipient]:
+    """Who the test goes to: unknown values are 404, unusable ones 422 (nothing is sent then)."""
     resolution = await recipients_lookup.resolve(
         session, workspace_id, channel, request.meta.identifier, request.meta.identifier_values
     )
@@ -184,25 +199,18 @@ async def _plan(session: AsyncSession, workspace_id: str, request: CampaignTestR
         )
     if resolution.unusable:
         raise Unprocessable("Some identifier_values cannot receive a test.", details=resolution.unusable)
-    if len(messages) * len(resolution.recipients) > MAX_SENDS:
+    if messages * len(resolution.recipients) > MAX_SENDS:
         raise ValidationFailed(
             [
                 Problem(
                     "OUT_OF_RANGE",
                     "test_campaign_meta",
-                    f"This test would send {len(messages)} messages to {len(resolution.recipients)} recipients "
+                    f"This test would send {messages} messages to {len(resolution.recipients)} recipients "
                     f"(more than {MAX_SENDS}); narrow it with platform, locale_name or variation.",
                 )
             ]
         )
-    written = [(item.path, item.message()) for item in messages]
-    try:
-        prepared = await prepare_content(session, workspace_id, channel, pruned_content(written))
-    except ValidationFailed as exc:
-        if not draft_mode:
-            raise
-        raise Unprocessable("The saved content cannot be personalized.", details=exc.details) from None
-    return _Plan(choice.connector, source.campaign_id, messages, resolution.recipients, prepared)
+    return resolution.recipients
 
 
 async def _personalized(
