@@ -1,7 +1,7 @@
 """campaign lifecycle: schedule instants on campaigns, reachability cache
 
 Revision ID: 0007
-Revises: 0004
+Revises: 0006
 Create Date: 2026-11-22
 """
 
@@ -13,7 +13,7 @@ from alembic import op
 import herald.db
 
 revision: str = "0007"
-down_revision: str | None = "0004"
+down_revision: str | None = "0006"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

@@ -22,6 +22,7 @@ from herald.campaigns.v1_router import router as campaigns_v1_router
 from herald.clock import Clock, FileClock, SystemClock
 from herald.config import Settings
 from herald.db import create_database
+from herald.delivery import router as delivery_routes
 from herald.http import handlers
 from herald.http import openapi as openapi_docs
 from herald.http.middleware import HeraldMiddleware
@@ -73,6 +74,7 @@ def create_app(
     app.add_middleware(HeraldMiddleware, services=services)
     handlers.install(app)
     app.include_router(offers_router)
+    app.include_router(delivery_routes.router)  # before campaigns: /test beside /{campaign_id}
     app.include_router(campaigns_lifecycle_router)
     app.include_router(campaigns_router)
     app.include_router(campaigns_v1_router)
@@ -103,7 +105,8 @@ def _extend_openapi(app: FastAPI, services: Services) -> None:
         if app.openapi_schema is None:
             schema = get_openapi(title=app.title, version=app.version, summary=app.summary, routes=app.routes)
             components = schema.setdefault("components", {}).setdefault("schemas", {})
-            for name, definition in campaigns_openapi.component_schemas().items():
+            extra = {**campaigns_openapi.component_schemas(), **delivery_routes.body_schemas()}
+            for name, definition in extra.items():
                 components.setdefault(name, definition)
             app.openapi_schema = openapi_docs.enrich(schema, services.settings)
         return app.openapi_schema

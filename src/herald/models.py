@@ -3,6 +3,7 @@
 from herald.audience.models import Event, Segment, SegmentMember, User
 from herald.campaigns.models import Campaign, CampaignReachability, CampaignRequestId, CampaignTag
 from herald.db import Base
+from herald.delivery.models import Connector, OutboxEntry
 from herald.http.idempotency import IdempotencyRecord
 from herald.offers.models import Offer, OfferTag
 from herald.workspaces.models import ApiKey, OfferTemplate, Tag, Workspace
@@ -14,11 +15,13 @@ __all__ = [
     "CampaignReachability",
     "CampaignRequestId",
     "CampaignTag",
+    "Connector",
     "Event",
     "IdempotencyRecord",
     "Offer",
     "OfferTag",
     "OfferTemplate",
+    "OutboxEntry",
     "Segment",
     "SegmentMember",
     "Tag",

@@ -27,6 +27,7 @@ from herald.campaigns.validation import (
     parse_update,
     validate_campaign,
 )
+from herald.delivery import connectors as delivery_connectors
 from herald.errors import DuplicateRequestId, InvalidState, NotFound, PreconditionFailed, ValidationFailed
 from herald.ids import is_object_id, object_id
 from herald.problems import Problem
@@ -252,4 +253,8 @@ async def validate_stored(session: AsyncSession, workspace: Workspace, campaign_
     document, problems = load_document(channel, delivery_type, row.components)
     if document is None:
         return problems
-    return validate_campaign(document, Stage.DRAFT_PUBLISH, workspace.features)
+    # An Email campaign must name one of the workspace's configured e-mail connectors.
+    configured = await delivery_connectors.configured_names(session, workspace.id)
+    return validate_campaign(
+        document, Stage.DRAFT_PUBLISH, workspace.features, configured_connectors=configured
+    )

@@ -12,6 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from herald.cli.runtime import clock, run_in_session
 from herald.config import Settings
+from herald.delivery.demo import seed_demo_delivery
 from herald.ids import object_id
 from herald.offers.models import STORED_DRAFT, STORED_PUBLISHED, Offer, OfferTag
 from herald.workspaces import service
@@ -33,6 +34,7 @@ async def _create(session: AsyncSession) -> dict[str, str] | None:
     await service.create_template(
         session, now, DEMO_ID, "banner", "Banner", ["json"], ["headline", "image_url"]
     )
+    await seed_demo_delivery(session, now, DEMO_ID)
     samples = [
         ("Winter_Sale_20", STORED_PUBLISHED, -1, 30, [seasonal.id]),
         ("Spring_Preview", STORED_PUBLISHED, 10, 40, [seasonal.id]),
