@@ -5,6 +5,7 @@ from herald.campaigns.models import Campaign, CampaignRequestId, CampaignTag
 from herald.db import Base
 from herald.http.idempotency import IdempotencyRecord
 from herald.offers.models import Offer, OfferTag
+from herald.personalization.models import ContentApi, ContentBlock, CustomTemplate, ProductSet
 from herald.workspaces.models import ApiKey, OfferTemplate, Tag, Workspace
 
 __all__ = [
@@ -13,11 +14,15 @@ __all__ = [
     "Campaign",
     "CampaignRequestId",
     "CampaignTag",
+    "ContentApi",
+    "ContentBlock",
+    "CustomTemplate",
     "Event",
     "IdempotencyRecord",
     "Offer",
     "OfferTag",
     "OfferTemplate",
+    "ProductSet",
     "Segment",
     "SegmentMember",
     "Tag",

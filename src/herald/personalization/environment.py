@@ -1,0 +1,303 @@
+"""The sandbox templates run in, and compiling (with a cache) and checking template text.
+
+`HeraldSandbox` is Jinja's `ImmutableSandboxedEnvironment` (no Python internals, no mutation of
+lists or dicts) plus:
+- every template is instrumented when compiled: each `for` loop's iterable, each output and each
+  `~` concatenation goes through a hook of the environment, so the budget sees every step and
+  every character (see `limits`);
+- every call, attribute and item lookup and intercepted operator takes a step and is size-checked;
+- methods of built-in types are allowed from a short list (`str.upper`, `dict.get`, ...); anything
+  else of theirs is refused (`int.to_bytes(10**9)` would allocate a gigabyte);
+- no loader: `include`, `extends` and `import` are refused when a template is checked.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from types import BuiltinMethodType, MethodType
+from typing import Any
+from urllib.parse import quote
+
+from jinja2 import nodes
+from jinja2.compiler import CodeGenerator, Frame
+from jinja2.environment import Template
+from jinja2.exceptions import TemplateError, TemplateSyntaxError
+from jinja2.nodes import EvalContext
+from jinja2.runtime import Context, Undefined, markup_join, str_join
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+from jinja2.utils import pass_eval_context
+from jinja2.visitor import NodeTransformer
+
+from herald.personalization import guards, state
+from herald.personalization.filters import bounded_filters
+from herald.personalization.limits import RenderLimitExceeded
+from herald.personalization.values import RecordingUndefined
+
+# The names under which templates reach workspace resources, and how (`Reference.kind`).
+RESOURCE_NAMES = ("ContentBlock", "ProductSet", "ContentApi")
+
+_STR_METHODS = frozenset(
+    "capitalize casefold center count endswith escape find format format_map index isalnum isalpha "
+    "isascii isdecimal isdigit isidentifier islower isnumeric isprintable isspace istitle isupper join "
+    "ljust lower lstrip partition removeprefix removesuffix replace rfind rindex rjust rpartition rsplit "
+    "rstrip split splitlines startswith strip striptags swapcase title unescape upper zfill".split()
+)
+_METHODS: tuple[tuple[type | tuple[type, ...], frozenset[str]], ...] = (
+    (str, _STR_METHODS),
+    (dict, frozenset({"get", "items", "keys", "values"})),
+    ((list, tuple, range), frozenset({"count", "index"})),
+    ((int, float, complex, bytes, bytearray, set, frozenset), frozenset()),
+)
+_WIDTH_METHODS = frozenset({"center", "ljust", "rjust", "zfill"})
+_NOT_SUPPORTED = {
+    nodes.Extends: "extends",
+    nodes.Include: "include",
+    nodes.Import: "import",
+    nodes.FromImport: "import",
+}
+
+
+def _hook(name: str, *args: nodes.Expr) -> nodes.Call:
+    return nodes.Call(nodes.EnvironmentAttribute(name), list(args), [], None, None)
+
+
+class _Instrument(NodeTransformer):
+    """Routes loops, output and concatenation through the environment's accounting hooks."""
+
+    def visit_For(self, node: nodes.For) -> nodes.Node:
+        self.generic_visit(node)
+        node.iter = _hook("herald_iter", node.iter)
+        return node
+
+    def visit_Output(self, node: nodes.Output) -> nodes.Node:
+        self.generic_visit(node)
+        children: list[nodes.Expr] = []
+        literal = 0
+        for child in node.nodes:
+            if isinstance(child, nodes.TemplateData):
+                literal += len(child.data)  # literal text stays constant (and unescaped)
+                children.append(child)
+            else:
+                children.append(_hook("herald_out", child))
+        if literal:
+            children.append(_hook("herald_charge", nodes.Const(literal)))
+        node.nodes = children
+        return node
+
+    def visit_Concat(self, node: nodes.Concat) -> nodes.Node:
+        self.generic_visit(node)
+        return _hook("herald_concat", *node.nodes)
+
+
+class _InstrumentedCodeGenerator(CodeGenerator):
+    def visit_Template(self, node: nodes.Template, frame: Frame | None = None) -> None:
+        _Instrument().visit(node)
+        super().visit_Template(node, frame)
+
+
+class HeraldSandbox(ImmutableSandboxedEnvironment):
+    intercepted_binops = frozenset({"*", "**", "+", "%"})
+    code_generator_class = _InstrumentedCodeGenerator
+
+    def __init__(self, *, html: bool) -> None:
+        super().__init__(
+            autoescape=html,
+            undefined=RecordingUndefined,
+            # No constant folding: it would evaluate expressions at compile time, outside the budget.
+            optimized=False,
+            keep_trailing_newline=True,
+            cache_size=0,
+        )
+        self.globals.pop("lipsum", None)  # builds paragraphs in a Python loop the budget cannot see
+        self.globals["range"] = _bounded_range
+        self.filters = bounded_filters()
+
+    # -- the sandbox's hooks ----------------------------------------------------------------
+
+    def is_safe_attribute(self, obj: Any, attr: str, value: Any) -> bool:
+        if not super().is_safe_attribute(obj, attr, value):
+            return False
+        if callable(value):
+            for kinds, allowed in _METHODS:
+                if isinstance(obj, kinds):
+                    return attr in allowed
+        return True
+
+    def getattr(self, obj: Any, attribute: str) -> Any:
+        state.current().budget.step()
+        return super().getattr(obj, attribute)
+
+    def getitem(self, obj: Any, argument: Any) -> Any:
+        state.current().budget.step()
+        return super().getitem(obj, argument)
+
+    def call_binop(self, context: Context, operator: str, left: Any, right: Any) -> Any:
+        budget = state.current().budget
+        budget.step()
+        limits = budget.limits
+        if operator == "*":
+            guards.check_multiply(left, right, limits)
+        elif operator == "**":
+            guards.check_power(left, right, limits)
+        elif operator == "+":
+            guards.check_add(left, right, limits)
+        elif operator == "%" and isinstance(left, str):
+            guards.check_printf(left, right, limits)
+        return guards.check_result(self.binop_table[operator](left, right), limits)
+
+    def call(__self, __context: Context, __obj: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: N805
+        budget = state.current().budget
+        budget.step()
+        limits = budget.limits
+        owner = getattr(__obj, "__self__", None)
+        if owner is __self:  # the accounting hooks below
+            return __context.call(__obj, *args, **kwargs)
+        if isinstance(__obj, BuiltinMethodType | MethodType) and isinstance(owner, str):
+            name = __obj.__name__
+            if name in _WIDTH_METHODS and args:
+                guards.check_width(args[0], limits)
+            elif name == "replace" and len(args) >= 2:
+                count = args[2] if len(args) > 2 else kwargs.get("count", -1)
+                guards.check_replace(owner, args[0], args[1], count, limits)
+            elif name == "join" and len(args) == 1:
+                args = (guards.bounded_join(owner, args[0], limits),)
+        wrapped = getattr(__obj, "__wrapped__", None)  # the sandbox's wrapper of str.format
+        if isinstance(wrapped, BuiltinMethodType | MethodType) and isinstance(wrapped.__self__, str):
+            if wrapped.__name__ == "format_map" and args and isinstance(args[0], dict):
+                guards.check_str_format(wrapped.__self__, (), args[0], limits)
+            else:
+                guards.check_str_format(wrapped.__self__, args, kwargs, limits)
+        return guards.check_result(super().call(__context, __obj, *args, **kwargs), limits)
+
+    # -- accounting hooks the instrumented templates call ---------------------------------------
+
+    def herald_iter(self, iterable: Iterable[Any]) -> Iterator[Any]:
+        budget = state.current().budget
+
+        def counted() -> Iterator[Any]:
+            for item in iterable:
+                budget.step()
+                yield item
+
+        return counted()
+
+    def herald_out(self, value: Any) -> Any:
+        current = state.current()
+        if isinstance(value, str):
+            size = len(value)
+        elif isinstance(value, Undefined):
+            size = 0
+        else:
+            size = guards.deep_size(value, current.budget.limits.value_size, for_output=True)
+        current.budget.charge(size)
+        if current.quote_outputs:
+            return quote(str(value), safe="")
+        return value
+
+    def herald_charge(self, size: int) -> str:
+        state.current().budget.charge(size)
+        return ""
+
+    @pass_eval_context
+    def herald_concat(self, eval_ctx: EvalContext, *items: Any) -> str:
+        limits = state.current().budget.limits
+        total = 0
+        for item in items:
+            total += len(item) if isinstance(item, str) else guards.deep_size(item, limits.value_size, for_output=True)
+            if total > limits.value_size:
+                raise guards.too_big("a joined string", limits.value_size)
+        return markup_join(items) if eval_ctx.autoescape else str_join(items)
+
+
+def _bounded_range(*args: int) -> range:
+    limits = state.current().budget.limits
+    values = range(*args)
+    if len(values) > limits.items:
+        raise RenderLimitExceeded(f"range() may make at most {limits.items} numbers.")
+    return values
+
+
+PLAIN = HeraldSandbox(html=False)
+HTML = HeraldSandbox(html=True)
+
+
+@dataclass(frozen=True, slots=True)
+class Reference:
+    """A workspace resource a template names with a constant: `ProductSet['bestsellers']`."""
+
+    kind: str  # one of RESOURCE_NAMES
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class Compiled:
+    template: Template
+    references: frozenset[Reference]
+
+
+class TemplateInvalid(Exception):
+    """Template text that does not parse, or uses what the sandbox does not offer."""
+
+
+def _location(lineno: int | None, source: str) -> str:
+    return f" (line {lineno})" if lineno and "\n" in source else ""
+
+
+def _static_problem(tree: nodes.Template) -> str | None:
+    for node in tree.find_all((nodes.Extends, nodes.Include, nodes.Import, nodes.FromImport)):
+        return f"'{_NOT_SUPPORTED[type(node)]}' is not supported; use ContentBlock['name'] to reuse content."
+    for getattr_node in tree.find_all(nodes.Getattr):
+        if getattr_node.attr.startswith("_"):
+            return f"The attribute '{getattr_node.attr}' is not allowed."
+    for getitem in tree.find_all(nodes.Getitem):
+        if isinstance(getitem.arg, nodes.Const) and str(getitem.arg.value).startswith("__"):
+            return f"The key '{getitem.arg.value}' is not allowed."
+    return None
+
+
+def _references(tree: nodes.Template) -> frozenset[Reference]:
+    found: set[Reference] = set()
+    for node in tree.find_all((nodes.Getitem, nodes.Getattr)):
+        base = node.node
+        if not isinstance(base, nodes.Name) or base.name not in RESOURCE_NAMES:
+            continue
+        if isinstance(node, nodes.Getattr):
+            found.add(Reference(base.name, node.attr))
+        elif isinstance(node.arg, nodes.Const) and isinstance(node.arg.value, str):
+            found.add(Reference(base.name, node.arg.value))
+    return frozenset(found)
+
+
+@functools.lru_cache(maxsize=4096)
+def _compile(source: str, html: bool) -> Compiled | str:
+    environment = HTML if html else PLAIN
+    try:
+        tree = environment.parse(source)
+        problem = _static_problem(tree)
+        if problem is not None:
+            return problem
+        references = _references(tree)
+        template = environment.from_string(tree)
+    except TemplateSyntaxError as exc:
+        return f"Invalid personalization syntax{_location(exc.lineno, source)}: {exc.message}"
+    except TemplateError as exc:
+        return f"Invalid personalization: {exc.message or exc}"
+    except RecursionError:
+        return "The template nests too deeply."
+    return Compiled(template, references)
+
+
+def compile_template(source: str, *, html: bool = False) -> Compiled:
+    """The compiled template for `source` (cached); raises TemplateInvalid with the reason."""
+    result = _compile(source, html)
+    if isinstance(result, str):
+        raise TemplateInvalid(result)
+    return result
+
+
+def check_template(text: str) -> str | None:
+    """None when `text` is a valid personalization template; else what is wrong with it."""
+    result = _compile(text, False)
+    return result if isinstance(result, str) else None
