@@ -23,6 +23,7 @@ from herald.http.middleware import HeraldMiddleware
 from herald.http.ratelimit import RateLimitStore, make_store
 from herald.http.responses import json_response
 from herald.offers.router import router as offers_router
+from herald.personalization.router import router as personalization_router
 from herald.services import Services
 
 
@@ -56,6 +57,7 @@ def create_app(
     handlers.install(app)
     app.include_router(offers_router)
     app.include_router(campaigns_router)
+    app.include_router(personalization_router)
     _extend_openapi(app)
     _add_probes(app, services)
     return app

@@ -21,6 +21,7 @@ from herald.campaigns.schemas.common import CampaignStatus, Channel, DeliveryTyp
 from herald.campaigns.validation import Stage, load_document, parse_create, parse_update, validate_campaign
 from herald.errors import DuplicateRequestId, InvalidState, NotFound, PreconditionFailed, ValidationFailed
 from herald.ids import is_object_id, object_id
+from herald.personalization import check_template
 from herald.problems import Problem
 
 # After a successful create, its request_id cannot be reused for this long (spec: Limits).
@@ -174,4 +175,4 @@ async def validate_stored(session: AsyncSession, workspace: Workspace, campaign_
     document, problems = load_document(channel, delivery_type, row.components)
     if document is None:
         return problems
-    return validate_campaign(document, Stage.DRAFT_PUBLISH, workspace.features)
+    return validate_campaign(document, Stage.DRAFT_PUBLISH, workspace.features, check_template=check_template)
