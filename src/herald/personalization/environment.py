@@ -59,8 +59,10 @@ _NOT_SUPPORTED = {
 }
 
 
-def _hook(name: str, *args: nodes.Expr) -> nodes.Call:
-    return nodes.Call(nodes.EnvironmentAttribute(name), list(args), [], None, None)
+def _hook(name: str, value: nodes.Expr, *args: nodes.Expr) -> nodes.Filter:
+    # Hooks are filters: the compiled code calls them directly, and their names (with ':') cannot
+    # be written in a template.
+    return nodes.Filter(value, f"herald:{name}", list(args), [], None, None)
 
 
 class _Instrument(NodeTransformer):
@@ -68,7 +70,7 @@ class _Instrument(NodeTransformer):
 
     def visit_For(self, node: nodes.For) -> nodes.Node:
         self.generic_visit(node)
-        node.iter = _hook("herald_iter", node.iter)
+        node.iter = _hook("iter", node.iter)
         return node
 
     def visit_Output(self, node: nodes.Output) -> nodes.Node:
@@ -80,15 +82,15 @@ class _Instrument(NodeTransformer):
                 literal += len(child.data)  # literal text stays constant (and unescaped)
                 children.append(child)
             else:
-                children.append(_hook("herald_out", child))
+                children.append(_hook("out", child))
         if literal:
-            children.append(_hook("herald_charge", nodes.Const(literal)))
+            children.append(_hook("charge", nodes.Const(""), nodes.Const(literal)))
         node.nodes = children
         return node
 
     def visit_Concat(self, node: nodes.Concat) -> nodes.Node:
         self.generic_visit(node)
-        return _hook("herald_concat", *node.nodes)
+        return _hook("concat", *node.nodes)
 
 
 class _InstrumentedCodeGenerator(CodeGenerator):
@@ -112,7 +114,7 @@ class HeraldSandbox(ImmutableSandboxedEnvironment):
         )
         self.globals.pop("lipsum", None)  # builds paragraphs in a Python loop the budget cannot see
         self.globals["range"] = _bounded_range
-        self.filters = bounded_filters()
+        self.filters = {**bounded_filters(), **_HOOKS}
 
     # -- the sandbox's hooks ----------------------------------------------------------------
 
@@ -152,8 +154,6 @@ class HeraldSandbox(ImmutableSandboxedEnvironment):
         budget.step()
         limits = budget.limits
         owner = getattr(__obj, "__self__", None)
-        if owner is __self:  # the accounting hooks below
-            return __context.call(__obj, *args, **kwargs)
         if isinstance(__obj, BuiltinMethodType | MethodType) and isinstance(owner, str):
             name = __obj.__name__
             if name in _WIDTH_METHODS and args:
@@ -171,44 +171,48 @@ class HeraldSandbox(ImmutableSandboxedEnvironment):
                 guards.check_str_format(wrapped.__self__, args, kwargs, limits)
         return guards.check_result(super().call(__context, __obj, *args, **kwargs), limits)
 
-    # -- accounting hooks the instrumented templates call ---------------------------------------
 
-    def herald_iter(self, iterable: Iterable[Any]) -> Iterator[Any]:
-        budget = state.current().budget
+# -- accounting hooks the instrumented templates call -------------------------------------------
 
-        def counted() -> Iterator[Any]:
-            for item in iterable:
-                budget.step()
-                yield item
 
-        return counted()
+def _count_iterations(iterable: Iterable[Any]) -> Iterator[Any]:
+    budget = state.current().budget
+    for item in iterable:
+        budget.step()
+        yield item
 
-    def herald_out(self, value: Any) -> Any:
-        current = state.current()
-        if isinstance(value, str):
-            size = len(value)
-        elif isinstance(value, Undefined):
-            size = 0
-        else:
-            size = guards.deep_size(value, current.budget.limits.value_size, for_output=True)
-        current.budget.charge(size)
-        if current.quote_outputs:
-            return quote(str(value), safe="")
-        return value
 
-    def herald_charge(self, size: int) -> str:
-        state.current().budget.charge(size)
-        return ""
+def _output(value: Any) -> Any:
+    current = state.current()
+    if isinstance(value, str):
+        size = len(value)
+    elif isinstance(value, Undefined):
+        size = 0
+    else:
+        size = guards.deep_size(value, current.budget.limits.value_size, for_output=True)
+    current.budget.charge(size)
+    if current.quote_outputs:
+        return quote(str(value), safe="")
+    return value
 
-    @pass_eval_context
-    def herald_concat(self, eval_ctx: EvalContext, *items: Any) -> str:
-        limits = state.current().budget.limits
-        total = 0
-        for item in items:
-            total += len(item) if isinstance(item, str) else guards.deep_size(item, limits.value_size, for_output=True)
-            if total > limits.value_size:
-                raise guards.too_big("a joined string", limits.value_size)
-        return markup_join(items) if eval_ctx.autoescape else str_join(items)
+
+def _charge(_value: Any, size: int) -> str:
+    state.current().budget.charge(size)
+    return ""
+
+
+@pass_eval_context
+def _concat(eval_ctx: EvalContext, *items: Any) -> str:
+    limits = state.current().budget.limits
+    total = 0
+    for item in items:
+        total += len(item) if isinstance(item, str) else guards.deep_size(item, limits.value_size, for_output=True)
+        if total > limits.value_size:
+            raise guards.too_big("a joined string", limits.value_size)
+    return markup_join(items) if eval_ctx.autoescape else str_join(items)
+
+
+_HOOKS = {"herald:iter": _count_iterations, "herald:out": _output, "herald:charge": _charge, "herald:concat": _concat}
 
 
 def _bounded_range(*args: int) -> range:
