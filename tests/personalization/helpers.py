@@ -63,11 +63,11 @@ def by_id(value: str, kind: str = "USER_ATTRIBUTE_UNIQUE_ID") -> dict[str, str]:
     return {"type": kind, "value": value}
 
 
-def push_body(
-    platforms: dict[str, dict[str, Any]], user: str = "u1", **extra: Any
-) -> dict[str, Any]:
+def push_body(platforms: dict[str, dict[str, Any]], user: str = "u1", **extra: Any) -> dict[str, Any]:
     """A PUSH preview of flat content: `{"android": {"title": ..., "message": ...}, ...}`."""
-    content = {name: {"template_type": "BASIC", "basic_details": details} for name, details in platforms.items()}
+    content = {
+        name: {"template_type": "BASIC", "basic_details": details} for name, details in platforms.items()
+    }
     return {
         "request_id": str(uuid.uuid4()),
         "channel": "PUSH",

@@ -67,7 +67,9 @@ class TestExpressionForms:
         assert response.status_code == 200, response.text
         assert title_of(response) == "Shoe for 49"
 
-    async def test_content_block_form(self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant) -> None:
+    async def test_content_block_form(
+        self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant
+    ) -> None:
         await add_resources(app, workspace, blocks={"greeting": "Dear {{ user.first_name }}"})
         response = await render_title(client, workspace, "{{ ContentBlock['greeting'] }}, hello")
         assert title_of(response) == "Dear Ana, hello"
@@ -82,7 +84,9 @@ class TestExpressionForms:
         response = await render_title(client, workspace, template)
         assert title_of(response) == "Hat: Hat=10, Scarf=25"
 
-    async def test_text_without_expressions_is_unchanged(self, client: httpx.AsyncClient, workspace: Tenant) -> None:
+    async def test_text_without_expressions_is_unchanged(
+        self, client: httpx.AsyncClient, workspace: Tenant
+    ) -> None:
         text = "50% off {width:100%} }} %} — today\n"
         response = await render_title(client, workspace, text)
         assert title_of(response) == text
@@ -153,15 +157,22 @@ class TestEveryField:
         assert email_out["html_content"] == "<b>Tom &amp; &lt;Jerry&gt;</b>"
 
     async def test_sms_message_is_resolved(self, client: httpx.AsyncClient, workspace: Tenant) -> None:
-        response = await preview(client, workspace, sms_body("Hi {{ user.first_name }}, code {{ event.code }}",
-                                                              event_attributes={"code": "1234"}))
+        response = await preview(
+            client,
+            workspace,
+            sms_body("Hi {{ user.first_name }}, code {{ event.code }}", event_attributes={"code": "1234"}),
+        )
         assert response.status_code == 200, response.text
         data = response.json()["data"]
         assert data["personalized_content"] == {"content": {"sms": {"message": "Hi Ana, code 1234"}}}
 
-    async def test_every_locale_and_variation_is_resolved(self, client: httpx.AsyncClient, workspace: Tenant) -> None:
+    async def test_every_locale_and_variation_is_resolved(
+        self, client: httpx.AsyncClient, workspace: Tenant
+    ) -> None:
         def variation(greeting: str) -> dict[str, Any]:
-            return {"push": {"android": {"basic_details": {"title": f"{greeting} {{{{ user.first_name }}}}"}}}}
+            return {
+                "push": {"android": {"basic_details": {"title": f"{greeting} {{{{ user.first_name }}}}"}}}
+            }
 
         content = {
             "locales": ["es-ES"],
@@ -201,7 +212,9 @@ class TestMissing:
                     "title": "Hi {{ UserAttribute['nickname'] }}!",
                     "message": "{{ user.age }}|{{ event.product }}|{{ ProductSet['bestsellers'][0].title }}",
                 },
-                "ios": {"title": "{{ ContentBlock['nope'] }}{{ ContentApi['weather'].summary }}{{ unknown }}"},
+                "ios": {
+                    "title": "{{ ContentBlock['nope'] }}{{ ContentApi['weather'].summary }}{{ unknown }}"
+                },
             }
         )
         response = await preview(client, workspace, body)
@@ -222,25 +235,36 @@ class TestMissing:
             {"field": ios, "expression": "unknown"},
         ]
 
-    async def test_a_default_or_a_test_is_not_a_missing_value(self, client: httpx.AsyncClient, workspace: Tenant) -> None:
+    async def test_a_default_or_a_test_is_not_a_missing_value(
+        self, client: httpx.AsyncClient, workspace: Tenant
+    ) -> None:
         template = "{{ user.nickname | default('friend') }}{% if user.age %}{{ user.age }}{% endif %}"
         response = await render_title(client, workspace, template)
         assert title_of(response) == "friend"
         assert response.json()["data"]["missing"] == []
 
-    async def test_operations_on_a_missing_value_render_empty(self, client: httpx.AsyncClient, workspace: Tenant) -> None:
+    async def test_operations_on_a_missing_value_render_empty(
+        self, client: httpx.AsyncClient, workspace: Tenant
+    ) -> None:
         response = await render_title(client, workspace, "[{{ user.age + 1 }}][{{ user.nick.title() }}]")
         assert title_of(response) == "[][]"
-        assert [item["expression"] for item in response.json()["data"]["missing"]] == ["user.age", "user.nick"]
+        assert [item["expression"] for item in response.json()["data"]["missing"]] == [
+            "user.age",
+            "user.nick",
+        ]
 
-    async def test_the_same_hole_is_listed_once_per_field(self, client: httpx.AsyncClient, workspace: Tenant) -> None:
+    async def test_the_same_hole_is_listed_once_per_field(
+        self, client: httpx.AsyncClient, workspace: Tenant
+    ) -> None:
         response = await render_title(client, workspace, "{{ user.age }}{{ user.age }}")
         assert response.json()["data"]["missing"] == [{"field": TITLE, "expression": "user.age"}]
 
 
 class TestEventAttributes:
     async def test_values_must_be_strings(self, client: httpx.AsyncClient, workspace: Tenant) -> None:
-        response = await render_title(client, workspace, "{{ event.n }}", event_attributes={"n": 5, "ok": "x"})
+        response = await render_title(
+            client, workspace, "{{ event.n }}", event_attributes={"n": 5, "ok": "x"}
+        )
         assert response.status_code == 400
         assert detail_codes(response) == {("INVALID_TYPE", "event_attributes.n")}
 
@@ -282,7 +306,9 @@ class TestUserIdentification:
         assert error["target"] == "user_identification"
         assert error["request_id"] == body["request_id"]
 
-    async def test_unknown_identification_type_is_400(self, client: httpx.AsyncClient, workspace: Tenant) -> None:
+    async def test_unknown_identification_type_is_400(
+        self, client: httpx.AsyncClient, workspace: Tenant
+    ) -> None:
         body = push_body({"android": {"title": "x"}})
         body["user_identification"] = by_id("u1", "MOBILE")
         response = await preview(client, workspace, body)
@@ -291,7 +317,9 @@ class TestUserIdentification:
 
 
 class TestRequestValidation:
-    async def test_every_required_field_is_reported_at_once(self, client: httpx.AsyncClient, workspace: Tenant) -> None:
+    async def test_every_required_field_is_reported_at_once(
+        self, client: httpx.AsyncClient, workspace: Tenant
+    ) -> None:
         response = await preview(client, workspace, {})
         assert response.status_code == 400
         assert response.json()["error"]["code"] == "VALIDATION_FAILED"
@@ -301,13 +329,17 @@ class TestRequestValidation:
         }
 
     @pytest.mark.parametrize("channel", ["WHATSAPP", "push", 3])
-    async def test_unknown_channel_is_400(self, client: httpx.AsyncClient, workspace: Tenant, channel: object) -> None:
+    async def test_unknown_channel_is_400(
+        self, client: httpx.AsyncClient, workspace: Tenant, channel: object
+    ) -> None:
         body = push_body({"android": {"title": "x"}}, channel=channel)
         response = await preview(client, workspace, body)
         assert response.status_code == 400
         assert ("INVALID_ENUM_VALUE", "channel") in detail_codes(response)
 
-    async def test_a_draft_id_instead_of_inline_content_is_400(self, client: httpx.AsyncClient, workspace: Tenant) -> None:
+    async def test_a_draft_id_instead_of_inline_content_is_400(
+        self, client: httpx.AsyncClient, workspace: Tenant
+    ) -> None:
         body = push_body({"android": {"title": "x"}}, draft_id="0123456789abcdef01234567")
         del body["campaign_content"]
         response = await preview(client, workspace, body)
@@ -317,11 +349,15 @@ class TestRequestValidation:
             ("REQUIRED_FIELD_MISSING", "campaign_content"),
         }
 
-    async def test_campaign_content_given_as_an_id_is_400(self, client: httpx.AsyncClient, workspace: Tenant) -> None:
+    async def test_campaign_content_given_as_an_id_is_400(
+        self, client: httpx.AsyncClient, workspace: Tenant
+    ) -> None:
         body = push_body({}, campaign_content="0123456789abcdef01234567")
         response = await preview(client, workspace, body)
         assert response.status_code == 400
-        assert {code for code, target in detail_codes(response) if target == "campaign_content"} == {"INVALID_TYPE"}
+        assert {code for code, target in detail_codes(response) if target == "campaign_content"} == {
+            "INVALID_TYPE"
+        }
 
     async def test_syntax_error_is_400_invalid_template_at_the_exact_field(
         self, client: httpx.AsyncClient, workspace: Tenant
@@ -351,7 +387,9 @@ class TestRequestValidation:
         assert response.status_code == 400
         assert detail_codes(response) == {("INVALID_TEMPLATE", TITLE)}
 
-    async def test_all_problems_are_collected_in_one_400(self, client: httpx.AsyncClient, workspace: Tenant) -> None:
+    async def test_all_problems_are_collected_in_one_400(
+        self, client: httpx.AsyncClient, workspace: Tenant
+    ) -> None:
         email = {"subject": "{{ oops", "html_content": "<p>{% for %}</p>", "preview_text": 5}
         body = email_body(email)
         body["user_identification"] = {"type": "EMAIL"}
@@ -374,7 +412,9 @@ class TestRequestValidation:
     async def test_custom_template_and_html_content_are_mutually_exclusive(
         self, client: httpx.AsyncClient, workspace: Tenant
     ) -> None:
-        response = await preview(client, workspace, email_body({"custom_template_id": "t", "html_content": "x"}))
+        response = await preview(
+            client, workspace, email_body({"custom_template_id": "t", "html_content": "x"})
+        )
         assert response.status_code == 400
         assert ("MUTUALLY_EXCLUSIVE", "campaign_content.content.email.html_content") in detail_codes(response)
 
@@ -422,7 +462,9 @@ class TestCustomTemplates:
             {"field": "campaign_content.content.push.android.basic_details.message", "expression": "user.age"}
         ]
 
-    async def test_a_version_can_be_pinned(self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant) -> None:
+    async def test_a_version_can_be_pinned(
+        self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant
+    ) -> None:
         await add_resources(app, workspace, templates={"t": ("EMAIL", {"html_content": "one"})})
         await add_resources(app, workspace, templates={"t": ("EMAIL", {"html_content": "two"})})
         for version, expected in ((None, "two"), (1, "one"), ("2", "two")):
@@ -430,7 +472,10 @@ class TestCustomTemplates:
             if version is not None:
                 email["custom_template_version"] = version
             response = await preview(client, workspace, email_body(email))
-            assert response.json()["data"]["personalized_content"]["content"]["email"]["html_content"] == expected
+            assert (
+                response.json()["data"]["personalized_content"]["content"]["email"]["html_content"]
+                == expected
+            )
 
     @pytest.mark.parametrize(
         "email",
@@ -446,11 +491,16 @@ class TestCustomTemplates:
         await add_resources(
             app,
             workspace,
-            templates={"t": ("EMAIL", {"html_content": "x"}), "push_one": ("PUSH", {"basic_details": {"title": "x"}})},
+            templates={
+                "t": ("EMAIL", {"html_content": "x"}),
+                "push_one": ("PUSH", {"basic_details": {"title": "x"}}),
+            },
         )
         response = await preview(client, workspace, email_body(email))
         assert response.status_code == 400
-        assert detail_codes(response) == {("INVALID_TEMPLATE_ID", "campaign_content.content.email.custom_template_id")}
+        assert detail_codes(response) == {
+            ("INVALID_TEMPLATE_ID", "campaign_content.content.email.custom_template_id")
+        }
 
 
 class TestSurface:
@@ -484,7 +534,9 @@ class TestSurface:
         assert refused.status_code == 403
         assert refused.json()["code"] == "ER007"
 
-    async def test_an_idempotency_key_is_honoured_when_sent(self, client: httpx.AsyncClient, workspace: Tenant) -> None:
+    async def test_an_idempotency_key_is_honoured_when_sent(
+        self, client: httpx.AsyncClient, workspace: Tenant
+    ) -> None:
         body = push_body({"android": {"title": "{{ user.first_name }}"}})
         headers = workspace.headers(campaigns=True, idempotency_key=str(uuid.uuid4()))
         first = await client.post(PREVIEW, json=body, headers=headers)
@@ -493,12 +545,18 @@ class TestSurface:
         assert again.headers.get("Idempotent-Replayed") == "true"
         assert again.json() == first.json()
 
-    async def test_nothing_is_stored(self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant) -> None:
+    async def test_nothing_is_stored(
+        self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant
+    ) -> None:
         async def counts() -> tuple[int, int]:
             async with app.state.herald.database.reader() as session:
-                users = await session.scalar(select(func.count()).select_from(User).where(User.workspace_id == workspace.workspace_id))
+                users = await session.scalar(
+                    select(func.count()).select_from(User).where(User.workspace_id == workspace.workspace_id)
+                )
                 campaigns = await session.scalar(
-                    select(func.count()).select_from(Campaign).where(Campaign.workspace_id == workspace.workspace_id)
+                    select(func.count())
+                    .select_from(Campaign)
+                    .where(Campaign.workspace_id == workspace.workspace_id)
                 )
             return int(users or 0), int(campaigns or 0)
 

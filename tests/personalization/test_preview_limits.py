@@ -13,7 +13,7 @@ import pytest
 from fastapi import FastAPI
 
 from tests.factories import Tenant
-from tests.personalization.helpers import add_resources, detail_codes, push_body, preview, render_title
+from tests.personalization.helpers import add_resources, detail_codes, preview, push_body, render_title
 
 TITLE = "campaign_content.content.push.android.basic_details.title"
 INTERNALS = ("<class", "<function", "<built-in", "object at 0x", "jinja2", "Traceback", "builtins")
@@ -65,7 +65,9 @@ class TestSandbox:
         assert detail_codes(response) == {("TEMPLATE_RENDER_FAILED", TITLE)}
         _assert_no_internals(response)
 
-    @pytest.mark.parametrize("template", ["{{ range }}", "{{ cycler }}", "{{ namespace }}", "{{ self }}", "{{ [range] }}"])
+    @pytest.mark.parametrize(
+        "template", ["{{ range }}", "{{ cycler }}", "{{ namespace }}", "{{ self }}", "{{ [range] }}"]
+    )
     async def test_printing_a_function_or_object_is_refused(
         self, client: httpx.AsyncClient, workspace: Tenant, template: str
     ) -> None:
@@ -80,9 +82,12 @@ class TestSandbox:
     ) -> None:
         response = await render_title(client, workspace, template)
         assert response.status_code == 200
-        assert response.json()["data"]["personalized_content"]["content"]["push"]["android"]["basic_details"][
-            "title"
-        ] == ""
+        assert (
+            response.json()["data"]["personalized_content"]["content"]["push"]["android"]["basic_details"][
+                "title"
+            ]
+            == ""
+        )
 
     @pytest.mark.parametrize(
         "template",
@@ -99,7 +104,10 @@ class TestSandbox:
         self, client: httpx.AsyncClient, workspace: Tenant
     ) -> None:
         body = push_body(
-            {"android": {"title": "{{ 1/0 }}", "message": "{{ user.first_name }}"}, "ios": {"title": "{{ [].pop() }}"}}
+            {
+                "android": {"title": "{{ 1/0 }}", "message": "{{ user.first_name }}"},
+                "ios": {"title": "{{ [].pop() }}"},
+            }
         )
         response = await preview(client, workspace, body)
         assert response.status_code == 422
@@ -156,7 +164,9 @@ class TestRunawayTemplates:
         assert response.status_code == 422
         assert detail_codes(response) == {("RENDER_LIMIT_EXCEEDED", TITLE)}
 
-    async def test_the_budget_is_shared_by_all_fields(self, client: httpx.AsyncClient, workspace: Tenant) -> None:
+    async def test_the_budget_is_shared_by_all_fields(
+        self, client: httpx.AsyncClient, workspace: Tenant
+    ) -> None:
         # Each field alone is within the limits; together they are not.
         loop = "{% for i in range(90000) %}{% endfor %}"
         body = push_body(
@@ -170,4 +180,11 @@ class TestRunawayTemplates:
         template = "{% for i in range(1000) %}{{ i % 10 }}{% endfor %}"
         response = await render_title(client, workspace, template)
         assert response.status_code == 200
-        assert len(response.json()["data"]["personalized_content"]["content"]["push"]["android"]["basic_details"]["title"]) == 1000
+        assert (
+            len(
+                response.json()["data"]["personalized_content"]["content"]["push"]["android"][
+                    "basic_details"
+                ]["title"]
+            )
+            == 1000
+        )

@@ -12,7 +12,9 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from herald.cli.runtime import clock, run_in_session
 from herald.personalization import resources
 
-content = typer.Typer(help="Personalization resources: content blocks, product sets, content APIs, templates.")
+content = typer.Typer(
+    help="Personalization resources: content blocks, product sets, content APIs, templates."
+)
 blocks = typer.Typer(help="Content blocks: {{ ContentBlock['name'] }}.", no_args_is_help=True)
 product_sets = typer.Typer(help="Product sets: {{ ProductSet['name'][0].title }}.", no_args_is_help=True)
 apis = typer.Typer(help="Content APIs: {{ ContentApi['name'].field }}.", no_args_is_help=True)
@@ -46,7 +48,9 @@ def blocks_create(
     name: Annotated[str, typer.Argument(help="Block name.")],
     text: Annotated[str | None, typer.Option(help="The block's content.")] = None,
     file: Annotated[Path | None, typer.Option(help="Read the content from a file.")] = None,
-    html: Annotated[bool, typer.Option("--html", help="The block is HTML (not escaped in e-mail bodies).")] = False,
+    html: Annotated[
+        bool, typer.Option("--html", help="The block is HTML (not escaped in e-mail bodies).")
+    ] = False,
     replace: ReplaceOpt = False,
 ) -> None:
     if (text is None) == (file is None):
@@ -82,7 +86,9 @@ def product_sets_create(
     items = _json(_read(file), str(file))
 
     async def work(session: AsyncSession) -> str:
-        row = await resources.create_product_set(session, clock.now(), workspace, name, items, replace=replace)
+        row = await resources.create_product_set(
+            session, clock.now(), workspace, name, items, replace=replace
+        )
         return f"{row.name}\t{len(row.items)} items"
 
     typer.echo(run_in_session(work))
@@ -91,7 +97,10 @@ def product_sets_create(
 @product_sets.command("list")
 def product_sets_list(workspace: WorkspaceOpt) -> None:
     async def work(session: AsyncSession) -> list[str]:
-        return [f"{row.name}\t{len(row.items)} items" for row in await resources.list_product_sets(session, workspace)]
+        return [
+            f"{row.name}\t{len(row.items)} items"
+            for row in await resources.list_product_sets(session, workspace)
+        ]
 
     for line in run_in_session(work):
         typer.echo(line)
@@ -182,7 +191,9 @@ def templates_create(
         body.setdefault("basic_details", {}).update(details)
 
     async def work(session: AsyncSession) -> str:
-        row = await resources.create_custom_template(session, clock.now(), workspace, template_id, channel, body, name)
+        row = await resources.create_custom_template(
+            session, clock.now(), workspace, template_id, channel, body, name
+        )
         return f"{row.id}\tversion {row.version}"
 
     typer.echo(run_in_session(work))

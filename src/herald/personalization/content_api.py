@@ -77,7 +77,9 @@ async def system_resolver(host: str, port: int) -> list[str]:
     return [str(info[4][0]) for info in infos]
 
 
-async def _target(url: httpx.URL, allow_private: bool, resolver: Resolver) -> tuple[httpx.URL, dict[str, Any]]:
+async def _target(
+    url: httpx.URL, allow_private: bool, resolver: Resolver
+) -> tuple[httpx.URL, dict[str, Any]]:
     """The URL to request (pinned to a checked address) and the request extensions it needs."""
     port = url.port or (443 if url.scheme == "https" else 80)
     try:
@@ -96,7 +98,10 @@ async def _target(url: httpx.URL, allow_private: bool, resolver: Resolver) -> tu
 
 
 async def fetch(
-    api: ApiConfig, url_text: str, resolver: Resolver = system_resolver, transport: httpx.AsyncBaseTransport | None = None
+    api: ApiConfig,
+    url_text: str,
+    resolver: Resolver = system_resolver,
+    transport: httpx.AsyncBaseTransport | None = None,
 ) -> Any:
     """The JSON the API answers at `url_text` (the rendered URL); raises FetchFailed."""
     problems = url_problems(url_text)

@@ -17,7 +17,7 @@ import functools
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from types import BuiltinMethodType, MethodType
-from typing import Any
+from typing import Any, cast
 from urllib.parse import quote
 
 from jinja2 import nodes
@@ -39,10 +39,54 @@ from herald.personalization.values import RecordingUndefined
 RESOURCE_NAMES = ("ContentBlock", "ProductSet", "ContentApi")
 
 _STR_METHODS = frozenset(
-    "capitalize casefold center count endswith escape find format format_map index isalnum isalpha "
-    "isascii isdecimal isdigit isidentifier islower isnumeric isprintable isspace istitle isupper join "
-    "ljust lower lstrip partition removeprefix removesuffix replace rfind rindex rjust rpartition rsplit "
-    "rstrip split splitlines startswith strip striptags swapcase title unescape upper zfill".split()
+    [
+        "capitalize",
+        "casefold",
+        "center",
+        "count",
+        "endswith",
+        "escape",
+        "find",
+        "format",
+        "format_map",
+        "index",
+        "isalnum",
+        "isalpha",
+        "isascii",
+        "isdecimal",
+        "isdigit",
+        "isidentifier",
+        "islower",
+        "isnumeric",
+        "isprintable",
+        "isspace",
+        "istitle",
+        "isupper",
+        "join",
+        "ljust",
+        "lower",
+        "lstrip",
+        "partition",
+        "removeprefix",
+        "removesuffix",
+        "replace",
+        "rfind",
+        "rindex",
+        "rjust",
+        "rpartition",
+        "rsplit",
+        "rstrip",
+        "split",
+        "splitlines",
+        "startswith",
+        "strip",
+        "striptags",
+        "swapcase",
+        "title",
+        "unescape",
+        "upper",
+        "zfill",
+    ]
 )
 _METHODS: tuple[tuple[type | tuple[type, ...], frozenset[str]], ...] = (
     (str, _STR_METHODS),
@@ -70,7 +114,7 @@ class _Instrument(NodeTransformer):
 
     def visit_For(self, node: nodes.For) -> nodes.Node:
         self.generic_visit(node)
-        node.iter = _hook("iter", node.iter)
+        node.iter = _hook("iter", cast(nodes.Expr, node.iter))
         return node
 
     def visit_Output(self, node: nodes.Output) -> nodes.Node:
@@ -149,7 +193,7 @@ class HeraldSandbox(ImmutableSandboxedEnvironment):
             guards.check_printf(left, right, limits)
         return guards.check_result(self.binop_table[operator](left, right), limits)
 
-    def call(__self, __context: Context, __obj: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: N805
+    def call(__self, __context: Context, __obj: Any, *args: Any, **kwargs: Any) -> Any:
         budget = state.current().budget
         budget.step()
         limits = budget.limits
@@ -206,13 +250,20 @@ def _concat(eval_ctx: EvalContext, *items: Any) -> str:
     limits = state.current().budget.limits
     total = 0
     for item in items:
-        total += len(item) if isinstance(item, str) else guards.deep_size(item, limits.value_size, for_output=True)
+        total += (
+            len(item) if isinstance(item, str) else guards.deep_size(item, limits.value_size, for_output=True)
+        )
         if total > limits.value_size:
             raise guards.too_big("a joined string", limits.value_size)
     return markup_join(items) if eval_ctx.autoescape else str_join(items)
 
 
-_HOOKS = {"herald:iter": _count_iterations, "herald:out": _output, "herald:charge": _charge, "herald:concat": _concat}
+_HOOKS = {
+    "herald:iter": _count_iterations,
+    "herald:out": _output,
+    "herald:charge": _charge,
+    "herald:concat": _concat,
+}
 
 
 def _bounded_range(*args: int) -> range:
@@ -264,6 +315,7 @@ def _static_problem(tree: nodes.Template) -> str | None:
 def _references(tree: nodes.Template) -> frozenset[Reference]:
     found: set[Reference] = set()
     for node in tree.find_all((nodes.Getitem, nodes.Getattr)):
+        assert isinstance(node, nodes.Getitem | nodes.Getattr)
         base = node.node
         if not isinstance(base, nodes.Name) or base.name not in RESOURCE_NAMES:
             continue
@@ -277,6 +329,17 @@ def _references(tree: nodes.Template) -> frozenset[Reference]:
 @functools.lru_cache(maxsize=4096)
 def _compile(source: str, html: bool) -> Compiled | str:
     environment = HTML if html else PLAIN
+    # Jinja folds constant expressions while compiling by calling filters. With no render in
+    # progress every hook refuses, so nothing is evaluated (or charged) at compile time; this
+    # matters when a content block is compiled in the middle of a render.
+    token = state.activate(None)
+    try:
+        return _compile_now(environment, source)
+    finally:
+        state.restore(token)
+
+
+def _compile_now(environment: HeraldSandbox, source: str) -> Compiled | str:
     try:
         tree = environment.parse(source)
         problem = _static_problem(tree)

@@ -16,7 +16,7 @@ from jinja2.nodes import EvalContext
 from jinja2.utils import pass_eval_context
 
 from herald.personalization import guards, state
-from herald.personalization.limits import Limits, RenderFailed
+from herald.personalization.limits import Limits, RenderFailed, RenderLimitExceeded
 
 Guard = Callable[[Limits, Mapping[str, Any]], None]
 
@@ -91,7 +91,7 @@ def _count(parameter: str) -> Guard:
     def check(limits: Limits, arguments: Mapping[str, Any]) -> None:
         value = arguments.get(parameter)
         if isinstance(value, int) and value > limits.items:
-            raise guards.RenderLimitExceeded(f"'{parameter}' may be at most {limits.items}.")
+            raise RenderLimitExceeded(f"'{parameter}' may be at most {limits.items}.")
 
     return check
 

@@ -41,7 +41,7 @@ def deep_size(value: Any, limit: int, *, for_output: bool = False) -> int:
         item = stack.pop()
         if isinstance(item, str):
             total += len(item) + 4  # quotes and separator when inside a container
-        elif isinstance(item, _SCALARS) or isinstance(item, Undefined | View):
+        elif isinstance(item, (*_SCALARS, Undefined, View)):
             total += 24
         elif isinstance(item, Mapping):
             total += 2 + 2 * len(item)
@@ -83,9 +83,9 @@ def check_multiply(left: Any, right: Any, limits: Limits) -> None:
 
 
 def check_power(base: Any, exponent: Any, limits: Limits) -> None:
-    if isinstance(base, int) and isinstance(exponent, int) and exponent > 0 and abs(base) > 1:
-        if base.bit_length() * exponent > limits.int_bits:
-            raise RenderLimitExceeded(f"The template makes a number larger than {limits.int_bits} bits.")
+    growing = isinstance(base, int) and isinstance(exponent, int) and exponent > 0 and abs(base) > 1
+    if growing and base.bit_length() * exponent > limits.int_bits:
+        raise RenderLimitExceeded(f"The template makes a number larger than {limits.int_bits} bits.")
 
 
 def check_add(left: Any, right: Any, limits: Limits) -> None:

@@ -47,7 +47,9 @@ class Budget:
 
     __slots__ = ("_clock", "_deadline", "limits", "output_left", "steps_left")
 
-    def __init__(self, limits: Limits = DEFAULT_LIMITS, clock: Callable[[], float] = time.perf_counter) -> None:
+    def __init__(
+        self, limits: Limits = DEFAULT_LIMITS, clock: Callable[[], float] = time.perf_counter
+    ) -> None:
         # A render budget measures elapsed execution time, not business time: it needs a monotonic
         # clock rather than the application clock.
         self.limits = limits

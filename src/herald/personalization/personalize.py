@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -64,7 +65,9 @@ def _version(value: Any) -> int | None:
     return None
 
 
-async def _fill_templates(session: AsyncSession, workspace_id: str, channel: str, content: dict[str, Any]) -> list[Problem]:
+async def _fill_templates(
+    session: AsyncSession, workspace_id: str, channel: str, content: dict[str, Any]
+) -> list[Problem]:
     problems: list[Problem] = []
     for path, target in list(fields.template_slots(content.get("content"))):
         template_id = target["custom_template_id"]
@@ -72,7 +75,11 @@ async def _fill_templates(session: AsyncSession, workspace_id: str, channel: str
         version = _version(raw_version)
         if raw_version is not None and version is None:
             problems.append(
-                Problem("INVALID_TYPE", fields.dotted((*path, "custom_template_version")), "Expected a version number.")
+                Problem(
+                    "INVALID_TYPE",
+                    fields.dotted((*path, "custom_template_version")),
+                    "Expected a version number.",
+                )
             )
             continue
         template = await resources.load_custom_template(session, workspace_id, template_id, version)
@@ -101,7 +108,9 @@ def _references(sources: Iterable[str]) -> set[Reference]:
     return found
 
 
-async def prepare(session: AsyncSession, workspace_id: str, channel: str, campaign_content: dict[str, Any]) -> Prepared:
+async def prepare(
+    session: AsyncSession, workspace_id: str, channel: str, campaign_content: dict[str, Any]
+) -> Prepared:
     """Check and complete the content, and load the workspace resources its texts name."""
     content = copy.deepcopy(campaign_content)
     problems = syntax_problems(content)
@@ -128,12 +137,18 @@ async def prepare(session: AsyncSession, workspace_id: str, channel: str, campai
     return Prepared(content, blocks, product_sets, apis)
 
 
-def _api_calls(prepared: Prepared, user: Mapping[str, Any], event: Mapping[str, Any]) -> dict[str, tuple[ApiConfig, str]]:
+def _api_calls(
+    prepared: Prepared, user: Mapping[str, Any], event: Mapping[str, Any]
+) -> dict[str, tuple[ApiConfig, str]]:
     renderer = Renderer(RenderData(user, event, {}, {}, {}), URL_LIMITS)
     calls: dict[str, tuple[ApiConfig, str]] = {}
     for name, api in prepared.apis.items():
         try:
-            url = renderer.render(api.url, name, quote_outputs=True) if fields.has_expression(api.url) else api.url
+            url = (
+                renderer.render(api.url, name, quote_outputs=True)
+                if fields.has_expression(api.url)
+                else api.url
+            )
         except (TemplateInvalid, RenderLimitExceeded, RenderFailed):
             continue  # the API's value stays missing
         calls[name] = (api, url)
@@ -144,7 +159,9 @@ class _Stop(Exception):
     pass
 
 
-def _render_all(prepared: Prepared, data: RenderData, limits: Limits) -> tuple[dict[str, Any], list[Missing], list[Problem]]:
+def _render_all(
+    prepared: Prepared, data: RenderData, limits: Limits
+) -> tuple[dict[str, Any], list[Missing], list[Problem]]:
     renderer = Renderer(data, limits)
     problems: list[Problem] = []
 
@@ -162,10 +179,8 @@ def _render_all(prepared: Prepared, data: RenderData, limits: Limits) -> tuple[d
             return text
 
     content = dict(prepared.content)
-    try:
+    with contextlib.suppress(_Stop):
         content["content"] = fields.transform(prepared.content.get("content"), visit)
-    except _Stop:
-        pass
     return content, renderer.missing, problems
 
 
@@ -185,5 +200,7 @@ async def personalize(
     content, missing, problems = await anyio.to_thread.run_sync(_render_all, prepared, data, limits)
     if problems:
         target = problems[0].target if len(problems) == 1 else None
-        raise Unprocessable("The content cannot be personalized for this user.", target=target, details=problems)
+        raise Unprocessable(
+            "The content cannot be personalized for this user.", target=target, details=problems
+        )
     return Personalized(content, missing)

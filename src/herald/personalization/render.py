@@ -89,14 +89,18 @@ class Renderer:
         for piece in template.root_render_func(context):
             size += len(piece)
             if size > self._limits.field_chars:
-                raise RenderLimitExceeded(f"A field renders to more than {self._limits.field_chars} characters.")
+                raise RenderLimitExceeded(
+                    f"A field renders to more than {self._limits.field_chars} characters."
+                )
             parts.append(piece)
         return "".join(parts)
 
     def _render_block(self, name: str) -> str:
         current = self.state
         if current.block_depth >= self._limits.block_depth:
-            raise RenderLimitExceeded(f"Content blocks use content blocks more than {self._limits.block_depth} deep.")
+            raise RenderLimitExceeded(
+                f"Content blocks use content blocks more than {self._limits.block_depth} deep."
+            )
         block = self._blocks[name]
         # An HTML block in an HTML body escapes the values inside it and goes in as markup; anywhere
         # else a block is text, escaped (once) where it is inserted.

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from collections.abc import Collection, Iterator, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -19,6 +19,7 @@ from herald.personalization.models import ContentApi, ContentBlock, CustomTempla
 from herald.personalization.render import Block
 from herald.workspaces.service import AdminError, get_workspace
 
+R = TypeVar("R", ContentBlock, ProductSet, ContentApi)
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,199}$")
 BLOCK_KINDS = ("text", "html")
 TEMPLATE_CHANNELS = ("PUSH", "EMAIL")
@@ -27,7 +28,9 @@ MAX_PRODUCT_SET_ITEMS = 1000
 
 def _check_name(kind: str, name: str) -> None:
     if not _NAME.match(name):
-        raise AdminError(f"{kind} name must be 1-200 letters, digits, '_', '-' or '.', starting with a letter or digit")
+        raise AdminError(
+            f"{kind} name must be 1-200 letters, digits, '_', '-' or '.', starting with a letter or digit"
+        )
 
 
 def _strings(value: Any, path: str) -> Iterator[tuple[str, str]]:
@@ -48,7 +51,9 @@ def _check_templates(value: Any, what: str) -> None:
             raise AdminError(f"{what}{f' at {path}' if path else ''}: {problem}")
 
 
-async def _existing(session: AsyncSession, model: Any, workspace_id: str, name: str, replace: bool) -> Any:
+async def _existing(
+    session: AsyncSession, model: type[R], workspace_id: str, name: str, replace: bool
+) -> R | None:
     await get_workspace(session, workspace_id)
     row = await session.get(model, (workspace_id, name))
     if row is not None and not replace:
@@ -229,11 +234,15 @@ async def load_custom_template(
 async def load_blocks(session: AsyncSession, workspace_id: str, names: Collection[str]) -> dict[str, Block]:
     if not names:
         return {}
-    query = select(ContentBlock).where(ContentBlock.workspace_id == workspace_id, ContentBlock.name.in_(names))
+    query = select(ContentBlock).where(
+        ContentBlock.workspace_id == workspace_id, ContentBlock.name.in_(names)
+    )
     return {row.name: Block(row.kind, row.body) for row in await session.scalars(query)}
 
 
-async def load_product_sets(session: AsyncSession, workspace_id: str, names: Collection[str]) -> dict[str, Any]:
+async def load_product_sets(
+    session: AsyncSession, workspace_id: str, names: Collection[str]
+) -> dict[str, Any]:
     if not names:
         return {}
     query = select(ProductSet).where(ProductSet.workspace_id == workspace_id, ProductSet.name.in_(names))

@@ -53,5 +53,7 @@ async def seed_examples(session: AsyncSession, now: datetime, workspace_id: str)
         "&longitude={{ user.longitude | default(2.35) }}&current_weather=true",
         timeout_seconds=2.0,
     )
-    await resources.create_custom_template(session, now, workspace_id, "welcome_email", "EMAIL", WELCOME_EMAIL)
+    await resources.create_custom_template(
+        session, now, workspace_id, "welcome_email", "EMAIL", WELCOME_EMAIL
+    )
     await resources.create_custom_template(session, now, workspace_id, "promo_push", "PUSH", PROMO_PUSH)

@@ -7,8 +7,8 @@ render (and per thread: renders run in worker threads).
 
 from __future__ import annotations
 
-from contextvars import ContextVar, Token
 import dataclasses
+from contextvars import ContextVar, Token
 from dataclasses import dataclass
 
 from herald.personalization.limits import Budget

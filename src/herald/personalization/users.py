@@ -34,7 +34,9 @@ async def find_user(
 
 def attribute_values(user: User) -> dict[str, Any]:
     """Custom attributes, then the standard ones (which win on a name clash); absent values left out."""
-    values: dict[str, Any] = {key: value for key, value in (user.attributes or {}).items() if value is not None}
+    values: dict[str, Any] = {
+        key: value for key, value in (user.attributes or {}).items() if value is not None
+    }
     values["customer_id"] = user.customer_id
     for name in STANDARD_ATTRIBUTES:
         value = getattr(user, name)

@@ -155,22 +155,23 @@ class RecordingUndefined(ChainableUndefined):
         self._check_safe()
         return self
 
-    __call__ = _same
-    __add__ = __radd__ = __sub__ = __rsub__ = _same
-    __mul__ = __rmul__ = __truediv__ = __rtruediv__ = _same
-    __floordiv__ = __rfloordiv__ = __mod__ = __rmod__ = _same
-    __pos__ = __neg__ = __pow__ = __rpow__ = _same
+    # Jinja's Undefined types these as "always raises"; ours return themselves instead.
+    __call__ = _same  # type: ignore[assignment]
+    __add__ = __radd__ = __sub__ = __rsub__ = _same  # type: ignore[assignment]
+    __mul__ = __rmul__ = __truediv__ = __rtruediv__ = _same  # type: ignore[assignment]
+    __floordiv__ = __rfloordiv__ = __mod__ = __rmod__ = _same  # type: ignore[assignment]
+    __pos__ = __neg__ = __pow__ = __rpow__ = _same  # type: ignore[assignment]
 
     def _false(self, _other: Any) -> bool:
         self._check_safe()
         return False
 
-    __lt__ = __le__ = __gt__ = __ge__ = _false
+    __lt__ = __le__ = __gt__ = __ge__ = _false  # type: ignore[assignment]
 
-    def __int__(self) -> int:
+    def __int__(self) -> int:  # type: ignore[override]
         self._record()
         return 0
 
-    def __float__(self) -> float:
+    def __float__(self) -> float:  # type: ignore[override]
         self._record()
         return 0.0
