@@ -4,6 +4,6 @@
 is a valid template, else why not.
 """
 
-from herald.personalization.environment import check_template
+from herald.personalization.compiling import check_template
 
 __all__ = ["check_template"]

@@ -1,4 +1,4 @@
-"""The sandbox templates run in, and compiling (with a cache) and checking template text.
+"""The sandbox templates run in (compiling and checking text is `compiling`).
 
 `HeraldSandbox` is Jinja's `ImmutableSandboxedEnvironment` (no Python internals, no mutation of
 lists or dicts) plus:
@@ -13,17 +13,13 @@ lists or dicts) plus:
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 from types import BuiltinMethodType, MethodType
 from typing import Any, cast
 from urllib.parse import quote
 
 from jinja2 import nodes
 from jinja2.compiler import CodeGenerator, Frame
-from jinja2.environment import Template
-from jinja2.exceptions import TemplateError, TemplateSyntaxError
 from jinja2.nodes import EvalContext
 from jinja2.runtime import Context, Undefined, markup_join, str_join
 from jinja2.sandbox import ImmutableSandboxedEnvironment
@@ -34,9 +30,6 @@ from herald.personalization import guards, state
 from herald.personalization.filters import bounded_filters
 from herald.personalization.limits import RenderLimitExceeded
 from herald.personalization.values import RecordingUndefined
-
-# The names under which templates reach workspace resources, and how (`Reference.kind`).
-RESOURCE_NAMES = ("ContentBlock", "ProductSet", "ContentApi")
 
 _STR_METHODS = frozenset(
     [
@@ -95,12 +88,6 @@ _METHODS: tuple[tuple[type | tuple[type, ...], frozenset[str]], ...] = (
     ((int, float, complex, bytes, bytearray, set, frozenset), frozenset()),
 )
 _WIDTH_METHODS = frozenset({"center", "ljust", "rjust", "zfill"})
-_NOT_SUPPORTED = {
-    nodes.Extends: "extends",
-    nodes.Include: "include",
-    nodes.Import: "import",
-    nodes.FromImport: "import",
-}
 
 
 def _hook(name: str, value: nodes.Expr, *args: nodes.Expr) -> nodes.Filter:
@@ -276,95 +263,3 @@ def _bounded_range(*args: int) -> range:
 
 PLAIN = HeraldSandbox(html=False)
 HTML = HeraldSandbox(html=True)
-
-
-@dataclass(frozen=True, slots=True)
-class Reference:
-    """A workspace resource a template names with a constant: `ProductSet['bestsellers']`."""
-
-    kind: str  # one of RESOURCE_NAMES
-    name: str
-
-
-@dataclass(frozen=True, slots=True)
-class Compiled:
-    template: Template
-    references: frozenset[Reference]
-
-
-class TemplateInvalid(Exception):
-    """Template text that does not parse, or uses what the sandbox does not offer."""
-
-
-def _location(lineno: int | None, source: str) -> str:
-    return f" (line {lineno})" if lineno and "\n" in source else ""
-
-
-def _static_problem(tree: nodes.Template) -> str | None:
-    for node in tree.find_all((nodes.Extends, nodes.Include, nodes.Import, nodes.FromImport)):
-        return f"'{_NOT_SUPPORTED[type(node)]}' is not supported; use ContentBlock['name'] to reuse content."
-    for getattr_node in tree.find_all(nodes.Getattr):
-        if getattr_node.attr.startswith("_"):
-            return f"The attribute '{getattr_node.attr}' is not allowed."
-    for getitem in tree.find_all(nodes.Getitem):
-        if isinstance(getitem.arg, nodes.Const) and str(getitem.arg.value).startswith("__"):
-            return f"The key '{getitem.arg.value}' is not allowed."
-    return None
-
-
-def _references(tree: nodes.Template) -> frozenset[Reference]:
-    found: set[Reference] = set()
-    for node in tree.find_all((nodes.Getitem, nodes.Getattr)):
-        assert isinstance(node, nodes.Getitem | nodes.Getattr)
-        base = node.node
-        if not isinstance(base, nodes.Name) or base.name not in RESOURCE_NAMES:
-            continue
-        if isinstance(node, nodes.Getattr):
-            found.add(Reference(base.name, node.attr))
-        elif isinstance(node.arg, nodes.Const) and isinstance(node.arg.value, str):
-            found.add(Reference(base.name, node.arg.value))
-    return frozenset(found)
-
-
-@functools.lru_cache(maxsize=4096)
-def _compile(source: str, html: bool) -> Compiled | str:
-    environment = HTML if html else PLAIN
-    # Jinja folds constant expressions while compiling by calling filters. With no render in
-    # progress every hook refuses, so nothing is evaluated (or charged) at compile time; this
-    # matters when a content block is compiled in the middle of a render.
-    token = state.activate(None)
-    try:
-        return _compile_now(environment, source)
-    finally:
-        state.restore(token)
-
-
-def _compile_now(environment: HeraldSandbox, source: str) -> Compiled | str:
-    try:
-        tree = environment.parse(source)
-        problem = _static_problem(tree)
-        if problem is not None:
-            return problem
-        references = _references(tree)
-        template = environment.from_string(tree)
-    except TemplateSyntaxError as exc:
-        return f"Invalid personalization syntax{_location(exc.lineno, source)}: {exc.message}"
-    except TemplateError as exc:
-        return f"Invalid personalization: {exc.message or exc}"
-    except RecursionError:
-        return "The template nests too deeply."
-    return Compiled(template, references)
-
-
-def compile_template(source: str, *, html: bool = False) -> Compiled:
-    """The compiled template for `source` (cached); raises TemplateInvalid with the reason."""
-    result = _compile(source, html)
-    if isinstance(result, str):
-        raise TemplateInvalid(result)
-    return result
-
-
-def check_template(text: str) -> str | None:
-    """None when `text` is a valid personalization template; else what is wrong with it."""
-    result = _compile(text, False)
-    return result if isinstance(result, str) else None

@@ -20,8 +20,8 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from herald.errors import Unprocessable, ValidationFailed
 from herald.personalization import content_api, fields, resources
+from herald.personalization.compiling import Reference, TemplateInvalid, check_template, compile_template
 from herald.personalization.content_api import ApiConfig, Resolver
-from herald.personalization.environment import Reference, TemplateInvalid, check_template, compile_template
 from herald.personalization.limits import DEFAULT_LIMITS, Limits, RenderFailed, RenderLimitExceeded
 from herald.personalization.render import Block, RenderData, Renderer
 from herald.personalization.state import Missing

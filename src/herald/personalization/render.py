@@ -18,7 +18,7 @@ from typing import Any
 from markupsafe import Markup
 
 from herald.personalization import state
-from herald.personalization.environment import TemplateInvalid, compile_template
+from herald.personalization.compiling import TemplateInvalid, compile_template
 from herald.personalization.limits import DEFAULT_LIMITS, Budget, Limits, RenderFailed, RenderLimitExceeded
 from herald.personalization.state import Missing, RenderState
 from herald.personalization.values import BlockView, View

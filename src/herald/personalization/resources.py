@@ -13,8 +13,8 @@ from typing import Any, TypeVar
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from herald.personalization.compiling import check_template
 from herald.personalization.content_api import MAX_TIMEOUT_SECONDS, ApiConfig, url_problems
-from herald.personalization.environment import check_template
 from herald.personalization.models import ContentApi, ContentBlock, CustomTemplate, ProductSet
 from herald.personalization.render import Block
 from herald.workspaces.service import AdminError, get_workspace
