@@ -45,6 +45,7 @@ def render(template: str, *, html: bool = False, limits: Limits | None = None) -
         ("{{ ContentBlock['nested'] }}", "[T&C for Ana]", []),
         ("{% for t in user.tags %}{{ t }}{% endfor %}", "ab", []),
         ("{% for t in user.nothing %}x{% endfor %}", "", ["user.nothing"]),
+        ("{{ [user.nothing] }}", "[Undefined]", ["user.nothing"]),
         ("{{ user.points > 100 }} {{ user.nothing > 1 }}", "True False", []),
         ("{{ user.nothing | int }}", "0", ["user.nothing"]),
         ("{{ user.items }}{{ user.get }}", "", ["user.items", "user.get"]),
@@ -118,6 +119,7 @@ def test_the_budget_is_shared_across_renders() -> None:
 @pytest.mark.parametrize(
     "template",
     [
+        "{{ ['a'] | map(attribute='__class__') | list }}",
         "{{ 1/0 }}",
         "{{ range }}",
         "{{ ''['__cla' ~ 'ss__'] }}",

@@ -128,7 +128,7 @@ class RecordingUndefined(ChainableUndefined):
     """A missing value: renders empty, and is reported in `missing` where it is output.
 
     Being tested (`is defined`, `if`) or replaced (`| default(...)`) is not a hole in the output,
-    so only output (and iteration) records. Operations on it give itself, so that
+    so only output (also inside a printed container) and iteration record. Operations on it give itself, so that
     `user.age + 1` or `user.name.title()` render empty too instead of failing. Access to an unsafe
     attribute also arrives as an undefined: that one raises.
     """
@@ -150,6 +150,11 @@ class RecordingUndefined(ChainableUndefined):
     def __iter__(self) -> Iterator[Any]:
         self._record()
         yield from ()
+
+    def __repr__(self) -> str:
+        # Printed inside a container (`{{ [user.x] }}`): still a hole, and still refused if unsafe.
+        self._record()
+        return "Undefined"
 
     def _same(self, *_args: Any, **_kwargs: Any) -> RecordingUndefined:
         self._check_safe()
