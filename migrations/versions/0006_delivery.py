@@ -1,7 +1,7 @@
 """delivery
 
 Revision ID: 0006
-Revises: 0004
+Revises: 0005
 Create Date: 2026-11-22 05:06:27.800942
 """
 
@@ -14,7 +14,7 @@ from sqlalchemy.dialects import postgresql
 import herald.db
 
 revision: str = "0006"
-down_revision: str | None = "0004"
+down_revision: str | None = "0005"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

@@ -29,6 +29,7 @@ from herald.http.middleware import HeraldMiddleware
 from herald.http.ratelimit import RateLimitStore, make_store
 from herald.http.responses import json_response
 from herald.offers.router import router as offers_router
+from herald.personalization.router import router as personalization_router
 from herald.services import Services
 
 
@@ -78,6 +79,7 @@ def create_app(
     app.include_router(campaigns_lifecycle_router)
     app.include_router(campaigns_router)
     app.include_router(campaigns_v1_router)
+    app.include_router(personalization_router)
     _extend_openapi(app, services)
     _add_probes(app, services)
     return app

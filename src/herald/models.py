@@ -6,6 +6,7 @@ from herald.db import Base
 from herald.delivery.models import Connector, OutboxEntry
 from herald.http.idempotency import IdempotencyRecord
 from herald.offers.models import Offer, OfferTag
+from herald.personalization.models import ContentApi, ContentBlock, CustomTemplate, ProductSet
 from herald.workspaces.models import ApiKey, OfferTemplate, Tag, Workspace
 
 __all__ = [
@@ -16,12 +17,16 @@ __all__ = [
     "CampaignRequestId",
     "CampaignTag",
     "Connector",
+    "ContentApi",
+    "ContentBlock",
+    "CustomTemplate",
     "Event",
     "IdempotencyRecord",
     "Offer",
     "OfferTag",
     "OfferTemplate",
     "OutboxEntry",
+    "ProductSet",
     "Segment",
     "SegmentMember",
     "Tag",

@@ -30,6 +30,7 @@ from herald.campaigns.validation import (
 from herald.delivery import connectors as delivery_connectors
 from herald.errors import DuplicateRequestId, InvalidState, NotFound, PreconditionFailed, ValidationFailed
 from herald.ids import is_object_id, object_id
+from herald.personalization import check_template
 from herald.problems import Problem
 
 # After a successful create, its request_id cannot be reused for this long (spec: Limits).
@@ -256,5 +257,9 @@ async def validate_stored(session: AsyncSession, workspace: Workspace, campaign_
     # An Email campaign must name one of the workspace's configured e-mail connectors.
     configured = await delivery_connectors.configured_names(session, workspace.id)
     return validate_campaign(
-        document, Stage.DRAFT_PUBLISH, workspace.features, configured_connectors=configured
+        document,
+        Stage.DRAFT_PUBLISH,
+        workspace.features,
+        configured_connectors=configured,
+        check_template=check_template,
     )

@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from herald.cli import admin, campaigns, delivery
+from herald.cli.content import content
 from herald.config import Settings
 
 app = typer.Typer(help="Herald: the Offer Listing and Campaign Draft API (v5).", no_args_is_help=True)
@@ -20,6 +21,7 @@ app.add_typer(admin.templates, name="templates")
 app.add_typer(campaigns.campaigns, name="campaigns")
 app.command()(campaigns.worker)
 delivery.register(app)
+app.add_typer(content, name="content")
 
 
 @app.command()

@@ -15,6 +15,7 @@ from herald.config import Settings
 from herald.delivery.demo import seed_demo_delivery
 from herald.ids import object_id
 from herald.offers.models import STORED_DRAFT, STORED_PUBLISHED, Offer, OfferTag
+from herald.personalization.seed import seed_examples
 from herald.workspaces import service
 from herald.workspaces.models import FEATURES, Workspace
 from herald.workspaces.scopes import Scope
@@ -61,6 +62,7 @@ async def _create(session: AsyncSession) -> dict[str, str] | None:
         await session.flush()
         for tag_id in tag_ids:
             session.add(OfferTag(workspace_id=DEMO_ID, tag_id=tag_id, offer_id=offer_id))
+    await seed_examples(session, now, DEMO_ID)
     return {"workspace_id": DEMO_ID, "api_key": issued.secret}
 
 
