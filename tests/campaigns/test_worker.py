@@ -300,3 +300,22 @@ async def test_the_api_process_runs_the_worker_when_told(
     async with LifespanManager(idle):
         pass
     assert await status(client, tenant, other) == "SCHEDULED"
+
+
+async def test_a_failed_tick_does_not_stop_the_worker(
+    monkeypatch: pytest.MonkeyPatch, app: FastAPI, clock: FrozenClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    calls: list[int] = []
+    stop = asyncio.Event()
+
+    async def flaky(*_args: object) -> int:
+        calls.append(1)
+        if len(calls) == 1:
+            raise ConnectionError("database restarting")
+        stop.set()
+        return 0
+
+    monkeypatch.setattr(worker, "run_tick", flaky)
+    await worker.run_forever(app.state.herald.database, clock, 0, stop)
+    assert len(calls) == 2
+    assert "tick failed" in caplog.text

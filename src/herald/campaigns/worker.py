@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from sqlalchemy import ColumnElement, and_, or_, select, update
-from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from herald.campaigns.lifecycle import Timing, due_steps
@@ -159,7 +158,7 @@ async def run_forever(
     while True:
         try:
             await run_tick(database, clock.now())
-        except DBAPIError:  # e.g. the database restarting, or a deadlock victim
+        except Exception:  # e.g. the database restarting, or a deadlock victim: the loop must live on
             log.exception("scheduled-transitions tick failed")
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), timeout=interval)
