@@ -6,7 +6,8 @@ with standard and custom attributes and an event. Each request authenticates, ta
 reads the user and the resources, and renders every text in the sandbox.
 
     PYTHONPATH=src python benchmarks/preview.py [--requests 2000] [--concurrency 8]
-    HERALD_DATABASE_URL=postgresql+asyncpg://... python benchmarks/preview.py   # on PostgreSQL
+    HERALD_DATABASE_URL=postgresql+asyncpg://... python benchmarks/preview.py   # on PostgreSQL (a
+    throwaway database is created on that server and dropped afterwards)
 """
 
 from __future__ import annotations
@@ -39,7 +40,8 @@ PARAGRAPH = (
 HTML = (
     "<html><body><table width='100%'><tr><td>"
     "<h1>Hello {{ user.first_name | default('there') }}!</h1>"
-    + PARAGRAPH * 12
+    + PARAGRAPH
+    * 12
     + "<ul>{% for item in ProductSet['bestsellers'] %}"
     "<li><a href='{{ item.url }}?utm_source=email&uid={{ user.customer_id }}'>{{ item.title }}</a>"
     " — {{ '%.2f' | format(item.price) }} EUR</li>{% endfor %}</ul>"
@@ -89,7 +91,9 @@ def bodies() -> dict[str, dict[str, Any]]:
 async def setup(services: Services) -> dict[str, str]:
     now = services.clock.now()
     async with services.database.writer() as session:
-        workspace = await workspaces.create_workspace(session, now, "bench", f"BENCH{uuid.uuid4().hex[:8].upper()}")
+        workspace = await workspaces.create_workspace(
+            session, now, "bench", f"BENCH{uuid.uuid4().hex[:8].upper()}"
+        )
         await workspaces.set_rate_limit(session, workspace.id, "preview", "10000000/minute")
         issued = await workspaces.create_api_key(session, now, workspace.id, ["campaigns:view"])
         await seed_examples(session, now, workspace.id)
@@ -110,7 +114,9 @@ async def setup(services: Services) -> dict[str, str]:
     return {"Authorization": f"Basic {token}", "SVC-APPKEY": workspace.id}
 
 
-async def measure(client: httpx.AsyncClient, headers: dict[str, str], body: dict[str, Any], requests: int, concurrency: int) -> float:
+async def measure(
+    client: httpx.AsyncClient, headers: dict[str, str], body: dict[str, Any], requests: int, concurrency: int
+) -> float:
     async def worker(count: int) -> None:
         for _ in range(count):
             response = await client.post(
@@ -139,15 +145,53 @@ async def run(url: str, requests: int, concurrency: int) -> None:
     await services.database.dispose()
 
 
+def _postgres(url: str, statement: str) -> None:
+    import asyncpg
+    from sqlalchemy.engine import make_url
+
+    parts = make_url(url)
+
+    async def execute() -> None:
+        connection = await asyncpg.connect(
+            user=parts.username,
+            password=parts.password,
+            host=parts.host,
+            port=parts.port,
+            database=parts.database,
+        )
+        try:
+            await connection.execute(statement)
+        finally:
+            await connection.close()
+
+    asyncio.run(execute())
+
+
 def main(requests: int, concurrency: int) -> None:
+    """Runs on a throwaway database: a temporary SQLite file, or a new database on the PostgreSQL
+    server HERALD_DATABASE_URL names (created and dropped here; the named database is not touched)."""
+    server = os.environ.get("HERALD_DATABASE_URL")
     with tempfile.TemporaryDirectory() as directory:
-        url = os.environ.get("HERALD_DATABASE_URL") or f"sqlite+aiosqlite:///{Path(directory) / 'bench.db'}"
-        upgrade(url)  # Alembic runs its own event loop
-        asyncio.run(run(url, requests, concurrency))
+        if server and server.startswith("postgresql"):
+            from sqlalchemy.engine import make_url
+
+            name = f"herald_bench_{uuid.uuid4().hex[:8]}"
+            _postgres(server, f'CREATE DATABASE "{name}"')
+            url = make_url(server).set(database=name).render_as_string(hide_password=False)
+        else:
+            name, url = "", f"sqlite+aiosqlite:///{Path(directory) / 'bench.db'}"
+        try:
+            upgrade(url)  # Alembic runs its own event loop
+            asyncio.run(run(url, requests, concurrency))
+        finally:
+            if name:
+                _postgres(server or "", f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--requests", type=int, default=2000)
     parser.add_argument("--concurrency", type=int, default=8)
     arguments = parser.parse_args()
