@@ -31,6 +31,7 @@ from herald.migrate import upgrade
 from herald.personalization.seed import seed_examples
 from herald.services import Services
 from herald.workspaces import service as workspaces
+from herald.workspaces.scopes import Scope
 
 PARAGRAPH = (
     "<p style='margin:0 0 12px;font-family:Arial,sans-serif;font-size:14px;line-height:20px;color:#333'>"
@@ -95,7 +96,7 @@ async def setup(services: Services) -> dict[str, str]:
             session, now, "bench", f"BENCH{uuid.uuid4().hex[:8].upper()}"
         )
         await workspaces.set_rate_limit(session, workspace.id, "preview", "10000000/minute")
-        issued = await workspaces.create_api_key(session, now, workspace.id, ["campaigns:view"])
+        issued = await workspaces.create_api_key(session, now, workspace.id, [Scope.CAMPAIGNS_VIEW])
         await seed_examples(session, now, workspace.id)
         session.add(
             User(

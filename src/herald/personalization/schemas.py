@@ -19,8 +19,8 @@ from herald.campaigns.schemas.content import (
     PushCampaignContent,
     VariationDetails,
 )
-from herald.campaigns.validation.pydantic_errors import problems_from_validation_error
 from herald.problems import Problem
+from herald.pydantic_errors import problems_from_validation_error
 from herald.schemas import APIModel, OpenModel
 
 

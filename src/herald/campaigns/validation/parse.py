@@ -24,8 +24,8 @@ from herald.campaigns.schemas.campaign import (
 )
 from herald.campaigns.schemas.common import CREATABLE_CHANNELS, Channel, DeliveryType
 from herald.campaigns.validation.context import invalid_value, required
-from herald.campaigns.validation.pydantic_errors import problems_from_validation_error
 from herald.problems import Problem
+from herald.pydantic_errors import problems_from_validation_error
 
 M = TypeVar("M", bound=BaseModel)
 
