@@ -6,7 +6,8 @@ with standard and custom attributes and an event. Each request authenticates, ta
 reads the user and the resources, and renders every text in the sandbox.
 
     PYTHONPATH=src python benchmarks/preview.py [--requests 2000] [--concurrency 8]
-    HERALD_DATABASE_URL=postgresql+asyncpg://... python benchmarks/preview.py   # on PostgreSQL
+    HERALD_DATABASE_URL=postgresql+asyncpg://... python benchmarks/preview.py   # on PostgreSQL (a
+    throwaway database is created on that server and dropped afterwards)
 """
 
 from __future__ import annotations
@@ -145,11 +146,47 @@ async def run(url: str, requests: int, concurrency: int) -> None:
     await services.database.dispose()
 
 
+def _postgres(url: str, statement: str) -> None:
+    import asyncpg
+    from sqlalchemy.engine import make_url
+
+    parts = make_url(url)
+
+    async def execute() -> None:
+        connection = await asyncpg.connect(
+            user=parts.username,
+            password=parts.password,
+            host=parts.host,
+            port=parts.port,
+            database=parts.database,
+        )
+        try:
+            await connection.execute(statement)
+        finally:
+            await connection.close()
+
+    asyncio.run(execute())
+
+
 def main(requests: int, concurrency: int) -> None:
+    """Runs on a throwaway database: a temporary SQLite file, or a new database on the PostgreSQL
+    server HERALD_DATABASE_URL names (created and dropped here; the named database is not touched)."""
+    server = os.environ.get("HERALD_DATABASE_URL")
     with tempfile.TemporaryDirectory() as directory:
-        url = os.environ.get("HERALD_DATABASE_URL") or f"sqlite+aiosqlite:///{Path(directory) / 'bench.db'}"
-        upgrade(url)  # Alembic runs its own event loop
-        asyncio.run(run(url, requests, concurrency))
+        if server and server.startswith("postgresql"):
+            from sqlalchemy.engine import make_url
+
+            name = f"herald_bench_{uuid.uuid4().hex[:8]}"
+            _postgres(server, f'CREATE DATABASE "{name}"')
+            url = make_url(server).set(database=name).render_as_string(hide_password=False)
+        else:
+            name, url = "", f"sqlite+aiosqlite:///{Path(directory) / 'bench.db'}"
+        try:
+            upgrade(url)  # Alembic runs its own event loop
+            asyncio.run(run(url, requests, concurrency))
+        finally:
+            if name:
+                _postgres(server or "", f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 if __name__ == "__main__":

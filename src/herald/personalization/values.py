@@ -128,9 +128,9 @@ class RecordingUndefined(ChainableUndefined):
     """A missing value: renders empty, and is reported in `missing` where it is output.
 
     Being tested (`is defined`, `if`) or replaced (`| default(...)`) is not a hole in the output,
-    so only output (also inside a printed container) and iteration record. Operations on it give itself, so that
-    `user.age + 1` or `user.name.title()` render empty too instead of failing. Access to an unsafe
-    attribute also arrives as an undefined: that one raises.
+    so only output (also inside a printed container) and iteration record. Operations on it give
+    itself, so that `user.age + 1` or `user.name.title()` render empty too instead of failing.
+    Access to an unsafe attribute also arrives as an undefined: that one raises.
     """
 
     __slots__ = ()
