@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from herald.cli import admin, campaigns, delivery
+from herald.cli import admin, campaigns, delivery, offers
 from herald.cli.content import content
 from herald.config import Settings
 
@@ -18,6 +18,7 @@ app.add_typer(admin.features, name="features")
 app.add_typer(admin.limits, name="limits")
 app.add_typer(admin.tags, name="tags")
 app.add_typer(admin.templates, name="templates")
+app.add_typer(offers.offers, name="offers")
 app.add_typer(campaigns.campaigns, name="campaigns")
 app.command()(campaigns.worker)
 delivery.register(app)
