@@ -13,6 +13,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from herald import __version__
+from herald.audience.router import router as audience_router
 from herald.campaigns import openapi as campaigns_openapi
 from herald.campaigns.router import router as campaigns_router
 from herald.clock import Clock, SystemClock
@@ -56,6 +57,7 @@ def create_app(
     handlers.install(app)
     app.include_router(offers_router)
     app.include_router(campaigns_router)
+    app.include_router(audience_router)
     _extend_openapi(app)
     _add_probes(app, services)
     return app
