@@ -6,7 +6,7 @@ Pure: no database, time comes in as `now`. The same functions read the HTTP bodi
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
@@ -241,7 +241,3 @@ def parse_import_event(raw: Any, now: datetime) -> tuple[EventWrite | None, list
 def _without_nulls(attributes: dict[str, Any]) -> dict[str, Any]:
     # An event is a record of what happened: an attribute sent as null was simply not there.
     return {name: value for name, value in attributes.items() if value is not None}
-
-
-def customer_ids(elements: Sequence[Element]) -> list[str]:
-    return [element.customer_id for element in elements]

@@ -14,8 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from herald.audience import store
 from herald.audience.ingest import (
     CustomerWrite,
-    Element,
-    EventBatch,
+    EventWrite,
     parse_customer,
     parse_event,
     parse_transition,
@@ -53,37 +52,34 @@ async def ingest_transition(
     elements, problems = parse_transition(raw, now)
     if problems:
         raise ValidationFailed(problems)
+    # Outcomes are decided in element order against the users that exist, so an event that creates a
+    # user is seen by a later `update_existing_only` element. The writes then go out set-based: bare
+    # users for events, customer upserts in order (merging onto a bare user gives the same row as
+    # creating it), then every event.
+    known = await store.existing_ids(session, workspace_id, (element.customer_id for element in elements))
     counts = {"created": 0, "updated": 0, "skipped": 0}
     skipped: list[str] = []
-    accepted = users_created = 0
-    # Consecutive elements of one kind are written together; the order between kinds is kept, so an
-    # event that creates a user is seen by a later `update_existing_only` customer element.
-    for group in _consecutive(elements):
-        if isinstance(group[0], CustomerWrite):
-            writes = [element for element in group if isinstance(element, CustomerWrite)]
-            outcomes = await store.write_customers(session, workspace_id, writes, now)
-            for write, outcome in zip(writes, outcomes, strict=True):
-                counts[outcome] += 1
-                if outcome == "skipped":
-                    skipped.append(write.customer_id)
+    writes: list[CustomerWrite] = []
+    events: list[EventWrite] = []
+    made_by_events: list[str] = []
+    for element in elements:
+        if isinstance(element, CustomerWrite):
+            [outcome] = store.plan_customers([element], known)
+            counts[outcome] += 1
+            if outcome == "skipped":
+                skipped.append(element.customer_id)
+            else:
+                writes.append(element)
         else:
-            batches = [element for element in group if isinstance(element, EventBatch)]
-            created = await store.ensure_users(session, workspace_id, (b.customer_id for b in batches), now)
-            events = [event for batch in batches for event in batch.events]
-            accepted += len(await store.insert_events(session, workspace_id, events, now))
-            users_created += len(created)
+            if element.customer_id not in known:
+                known.add(element.customer_id)
+                made_by_events.append(element.customer_id)
+            events += element.events
+    await store.insert_bare_users(session, workspace_id, made_by_events, now)
+    await store.upsert_customers(session, workspace_id, writes, now)
+    await store.insert_events(session, workspace_id, events, now)
     return {
         "elements": len(elements),
         "customers": {**counts, "skipped_customer_ids": skipped},
-        "events": {"accepted": accepted, "users_created": users_created},
+        "events": {"accepted": len(events), "users_created": len(made_by_events)},
     }
-
-
-def _consecutive(elements: list[Element]) -> list[list[Element]]:
-    groups: list[list[Element]] = []
-    for element in elements:
-        if groups and type(groups[-1][0]) is type(element):
-            groups[-1].append(element)
-        else:
-            groups.append([element])
-    return groups

@@ -98,25 +98,41 @@ def _row(workspace_id: str, write: CustomerWrite, now: datetime) -> dict[str, An
     return row
 
 
+def plan_customers(writes: Sequence[CustomerWrite], known: set[str]) -> list[Outcome]:
+    """The outcome of each write in order, given the ids that exist (`known` grows as users are made)."""
+    outcomes: list[Outcome] = []
+    for write in writes:
+        if write.customer_id in known:
+            outcomes.append("updated")
+        elif write.update_existing_only:
+            outcomes.append("skipped")
+        else:
+            outcomes.append("created")
+            known.add(write.customer_id)
+    return outcomes
+
+
+async def upsert_customers(
+    session: AsyncSession, workspace_id: str, writes: Sequence[CustomerWrite], now: datetime
+) -> None:
+    """Insert or merge each write, in order (callers leave out the skipped ones)."""
+    dialect = dialect_of(session)
+    for run in _runs(writes):
+        groups: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+        for write in run:
+            groups.setdefault(tuple(sorted(write.columns)), []).append(_row(workspace_id, write, now))
+        for keys, rows in groups.items():
+            await session.execute(_upsert(dialect, keys), rows)
+
+
 async def write_customers(
     session: AsyncSession, workspace_id: str, writes: Sequence[CustomerWrite], now: datetime
 ) -> list[Outcome]:
     """Apply customer writes in order; the outcome of each, aligned with `writes`."""
-    dialect = dialect_of(session)
-    outcomes: list[Outcome] = []
-    for run in _runs(writes):
-        existing = await existing_ids(session, workspace_id, (write.customer_id for write in run))
-        groups: dict[tuple[str, ...], list[dict[str, Any]]] = {}
-        for write in run:
-            known = write.customer_id in existing
-            if write.update_existing_only and not known:
-                outcomes.append("skipped")
-                continue
-            outcomes.append("updated" if known else "created")
-            keys = tuple(sorted(write.columns))
-            groups.setdefault(keys, []).append(_row(workspace_id, write, now))
-        for keys, rows in groups.items():
-            await session.execute(_upsert(dialect, keys), rows)
+    known = await existing_ids(session, workspace_id, (write.customer_id for write in writes))
+    outcomes = plan_customers(writes, known)
+    applied = [write for write, outcome in zip(writes, outcomes, strict=True) if outcome != "skipped"]
+    await upsert_customers(session, workspace_id, applied, now)
     return outcomes
 
 
@@ -127,10 +143,17 @@ async def ensure_users(
     wanted = list(dict.fromkeys(ids))
     existing = await existing_ids(session, workspace_id, wanted)
     missing = [customer_id for customer_id in wanted if customer_id not in existing]
-    if missing:
-        rows = [_bare_user(workspace_id, customer_id, now) for customer_id in missing]
-        await session.execute(_insert_ignore(dialect_of(session)), rows)
+    await insert_bare_users(session, workspace_id, missing, now)
     return missing
+
+
+async def insert_bare_users(
+    session: AsyncSession, workspace_id: str, ids: Sequence[str], now: datetime
+) -> None:
+    """Users with only an id (ids that exist already are left alone)."""
+    if ids:
+        rows = [_bare_user(workspace_id, customer_id, now) for customer_id in ids]
+        await session.execute(_insert_ignore(dialect_of(session)), rows)
 
 
 @cache
