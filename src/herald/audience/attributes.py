@@ -82,10 +82,6 @@ def parse_datetime_text(value: str) -> datetime | None:
         return None
 
 
-def looks_like_datetime(value: str) -> bool:
-    return bool(_DATETIME_SHAPE.match(value))
-
-
 @lru_cache(maxsize=1024)
 def is_timezone(name: str) -> bool:
     try:
@@ -96,47 +92,56 @@ def is_timezone(name: str) -> bool:
 
 
 def check_name(name: str, path: Path) -> Problem | None:
-    target = join_path(*path)
+    # Paths are joined only when there is a problem: this runs for every attribute of every import line.
     if not name.strip():
-        return Problem("INVALID_TYPE", target, "Attribute names must not be empty.")
+        return Problem("INVALID_TYPE", join_path(*path), "Attribute names must not be empty.")
     if len(name) > MAX_NAME_LENGTH:
-        return Problem("OUT_OF_RANGE", target, f"Attribute names are at most {MAX_NAME_LENGTH} characters.")
+        return Problem(
+            "OUT_OF_RANGE", join_path(*path), f"Attribute names are at most {MAX_NAME_LENGTH} characters."
+        )
     if _CONTROL.search(name):
-        return Problem("INVALID_TYPE", target, "Attribute names must not contain control characters.")
+        return Problem(
+            "INVALID_TYPE", join_path(*path), "Attribute names must not contain control characters."
+        )
     if name in RESERVED_NAMES:
-        return Problem("INVALID_TYPE", target, f"'{name}' is the user's identifier, not an attribute.")
+        return Problem(
+            "INVALID_TYPE", join_path(*path), f"'{name}' is the user's identifier, not an attribute."
+        )
     return None
 
 
 def _scalar(value: Any, path: Path) -> tuple[Any, Problem | None]:
-    target = join_path(*path)
-    if isinstance(value, bool):
-        return value, None
-    if isinstance(value, int):
-        if abs(value) > _INT64:
-            return None, Problem("OUT_OF_RANGE", target, "Whole numbers must fit in 64 bits.")
-        return value, None
-    if isinstance(value, float):
-        return value, None
-    if isinstance(value, str):
+    # Exact type checks (bool is an int subclass) and lazily joined paths: this is the import's hot loop.
+    kind = type(value)
+    if kind is str:
         if len(value) > MAX_STRING_LENGTH:
             return None, Problem(
-                "OUT_OF_RANGE", target, f"Text values are at most {MAX_STRING_LENGTH} characters."
+                "OUT_OF_RANGE", join_path(*path), f"Text values are at most {MAX_STRING_LENGTH} characters."
             )
-        if looks_like_datetime(value):
+        if _DATETIME_SHAPE.match(value):
             parsed = parse_datetime_text(value)
             if parsed is None:
-                return None, Problem("INVALID_TYPE", target, f"'{value}' is not a valid ISO 8601 date-time.")
+                return None, Problem(
+                    "INVALID_TYPE", join_path(*path), f"'{value}' is not a valid ISO 8601 date-time."
+                )
             return utc_text(parsed), None
         return value, None
-    return None, Problem("INVALID_TYPE", target, "Expected a string, number, boolean or ISO 8601 date-time.")
+    if kind is bool or kind is float:
+        return value, None
+    if kind is int:
+        if abs(value) > _INT64:
+            return None, Problem("OUT_OF_RANGE", join_path(*path), "Whole numbers must fit in 64 bits.")
+        return value, None
+    return None, Problem(
+        "INVALID_TYPE", join_path(*path), "Expected a string, number, boolean or ISO 8601 date-time."
+    )
 
 
 def normalise_value(value: Any, path: Path) -> tuple[Any, list[Problem]]:
     """The stored form of one custom attribute value (None stays None: it unsets the attribute)."""
     if value is None:
         return None, []
-    if isinstance(value, list):
+    if type(value) is list:
         if len(value) > MAX_ARRAY_ITEMS:
             return None, [
                 Problem("OUT_OF_RANGE", join_path(*path), f"Arrays hold at most {MAX_ARRAY_ITEMS} items.")
@@ -162,27 +167,57 @@ def normalise_value(value: Any, path: Path) -> tuple[Any, list[Problem]]:
     return stored, [problem] if problem else []
 
 
+def _plain_name(name: str) -> bool:
+    """True for a name that passes every rule of `check_name` (checked without building problems)."""
+    return (
+        0 < len(name) <= MAX_NAME_LENGTH
+        and not name.isspace()
+        and not _CONTROL.search(name)
+        and name not in RESERVED_NAMES
+    )
+
+
+def _plain_value(value: Any) -> bool:
+    """True for a value stored as sent: the common case, checked without building problems."""
+    kind = type(value)
+    if kind is str:
+        return len(value) <= MAX_STRING_LENGTH and not _DATETIME_SHAPE.match(value)
+    return value is None or kind is bool or kind is float or (kind is int and abs(value) <= _INT64)
+
+
+def _custom(name: str, value: Any, path: Path, stored: dict[str, Any], problems: list[Problem]) -> None:
+    if not _plain_name(name):
+        problem = check_name(name, (*path, name))
+        if problem is not None:
+            problems.append(problem)
+            return
+    if _plain_value(value):
+        stored[name] = value
+        return
+    stored[name], found = normalise_value(value, (*path, name))
+    problems += found
+
+
 def normalise_attributes(attributes: dict[str, Any], path: Path) -> tuple[dict[str, Any], list[Problem]]:
     """Names checked and values normalised, for custom attributes of users and events alike."""
     if len(attributes) > MAX_ATTRIBUTES:
-        return {}, [
-            Problem(
-                "OUT_OF_RANGE", join_path(*path), f"At most {MAX_ATTRIBUTES} attributes may be sent at once."
-            )
-        ]
+        return {}, [_too_many(path)]
     stored: dict[str, Any] = {}
     problems: list[Problem] = []
     for name, value in attributes.items():
-        name_problem = check_name(name, (*path, name))
-        if name_problem is not None:
-            problems.append(name_problem)
-            continue
-        stored[name], value_problems = normalise_value(value, (*path, name))
-        problems += value_problems
+        _custom(name, value, path, stored, problems)
     return stored, problems
 
 
+def _too_many(path: Path) -> Problem:
+    return Problem(
+        "OUT_OF_RANGE", join_path(*path), f"At most {MAX_ATTRIBUTES} attributes may be sent at once."
+    )
+
+
 def _standard(name: str, value: Any, path: Path) -> tuple[Any, Problem | None]:
+    if _is_valid_standard(name, value):
+        return (False if value is None and name in FLAG_COLUMNS else value), None
     target = join_path(*path)
     if name in FLAG_COLUMNS:
         if value is None:
@@ -210,13 +245,32 @@ def _standard(name: str, value: Any, path: Path) -> tuple[Any, Problem | None]:
     return value, None
 
 
+def _is_valid_standard(name: str, value: Any) -> bool:
+    """The common case, checked without building messages."""
+    if value is None:
+        return True
+    if name in FLAG_COLUMNS:
+        return type(value) is bool
+    if type(value) is not str or len(value) > STRING_COLUMNS[name]:
+        return False
+    if name == "email":
+        return bool(_EMAIL.match(value))
+    if name == "mobile":
+        return bool(_MOBILE.match(value))
+    if name == "timezone":
+        return is_timezone(value)
+    return not _CONTROL.search(value)
+
+
 def normalise_customer_attributes(attributes: dict[str, Any], path: Path) -> tuple[Normalised, list[Problem]]:
     """Split a customer's `attributes` into standard column values and a custom-attribute patch."""
-    custom = {name: value for name, value in attributes.items() if name not in _STANDARD}
-    patch, problems = normalise_attributes(custom, path)
-    result = Normalised(patch=patch)
+    if len(attributes) > MAX_ATTRIBUTES:
+        return Normalised(), [_too_many(path)]
+    result = Normalised()
+    problems: list[Problem] = []
     for name, value in attributes.items():
         if name not in _STANDARD:
+            _custom(name, value, path, result.patch, problems)
             continue
         stored, problem = _standard(name, value, (*path, name))
         if problem is not None:

@@ -72,11 +72,10 @@ def _validate(model: type[M], raw: Mapping[str, Any], path: Path) -> tuple[M | N
 
 def parse_time(value: Any, path: Path) -> tuple[datetime | None, list[Problem]]:
     """Epoch seconds or an ISO 8601 date-time (no zone = UTC) as an aware UTC datetime."""
-    target = join_path(*path)
     if isinstance(value, int | float) and not isinstance(value, bool):
         if not 0 <= value <= _LATEST_EPOCH:
             return None, [
-                Problem("OUT_OF_RANGE", target, "Epoch seconds must be between 0 and 253402300799.")
+                Problem("OUT_OF_RANGE", join_path(*path), "Epoch seconds must be between 0 and 253402300799.")
             ]
         return datetime.fromtimestamp(value, UTC), []
     if isinstance(value, str):
@@ -86,7 +85,7 @@ def parse_time(value: Any, path: Path) -> tuple[datetime | None, list[Problem]]:
     return None, [
         Problem(
             "INVALID_TYPE",
-            target,
+            join_path(*path),
             "Expected epoch seconds or an ISO 8601 date-time such as 2026-03-01T09:30:00Z.",
         )
     ]

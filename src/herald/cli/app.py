@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from herald.cli import admin
+from herald.cli import admin, audience
 from herald.config import Settings
 
 app = typer.Typer(help="Herald: the Offer Listing and Campaign Draft API (v5).", no_args_is_help=True)
@@ -16,6 +16,8 @@ app.add_typer(admin.features, name="features")
 app.add_typer(admin.limits, name="limits")
 app.add_typer(admin.tags, name="tags")
 app.add_typer(admin.templates, name="templates")
+app.add_typer(audience.audience, name="audience")
+app.add_typer(audience.segments, name="segments")
 
 
 @app.command()
