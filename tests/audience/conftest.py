@@ -11,6 +11,9 @@ from fastapi import FastAPI
 from sqlalchemy import select
 
 from herald.audience.models import Event, User
+from herald.cli import runtime
+from herald.clock import FrozenClock
+from tests.audience.cli_helpers import Cli
 from tests.factories import Tenant, make_tenant
 
 OPEN_LIMITS = {"ingest": "100000/minute"}
@@ -71,3 +74,16 @@ async def stored_events(app: FastAPI, workspace_id: str) -> list[Event]:
 def details(response: httpx.Response) -> set[tuple[str, str]]:
     """(code, target) of every detail of an error answer."""
     return {(d["code"], d["target"]) for d in response.json()["error"]["details"]}
+
+
+@pytest.fixture
+def frozen(monkeypatch: pytest.MonkeyPatch) -> FrozenClock:
+    clock = FrozenClock()
+    monkeypatch.setattr(runtime, "clock", clock)
+    return clock
+
+
+@pytest.fixture
+def cli(database_url: str, monkeypatch: pytest.MonkeyPatch, frozen: FrozenClock) -> Cli:
+    monkeypatch.setenv("HERALD_DATABASE_URL", database_url)
+    return Cli(database_url)

@@ -160,12 +160,18 @@ class TestIdempotency:
 
 async def test_openapi_documents_the_ingestion_routes(client: httpx.AsyncClient) -> None:
     spec = (await client.get("/openapi.json")).json()
+    required = {"customer": ["type", "customer_id"], "event": ["type", "customer_id", "actions"]}
+    required["transition"] = ["type", "elements"]
     for kind, model in (("customer", "Customer"), ("event", "Event"), ("transition", "Transition")):
         operation = spec["paths"][f"/v1/{kind}/{{workspace_id}}"]["post"]
         assert operation["requestBody"]["required"] is True
         body = operation["requestBody"]["content"]["application/json"]["schema"]
-        assert body == {"$ref": f"#/components/schemas/{model}Object"}
+        assert body["properties"]["type"]["const"] == kind
+        assert body["required"] == required[kind]
+        assert body["additionalProperties"] is False
         ok = operation["responses"]["200"]["content"]["application/json"]["schema"]
         assert ok == {"$ref": f"#/components/schemas/{model}Response"}
         assert {"400", "401", "403", "429"} <= set(operation["responses"])
-    assert "skipped_customer_ids" in spec["components"]["schemas"]["CustomerCounts"]["properties"]
+    schemas = spec["components"]["schemas"]
+    assert "skipped_customer_ids" in schemas["CustomerCounts"]["properties"]
+    assert {"CustomerObject", "EventObject", "EventAction"} <= set(schemas)  # the transition's elements

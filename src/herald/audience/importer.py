@@ -7,8 +7,9 @@ set-based upserts (`store.write_customers`), events as one executemany per batch
 binary `COPY` through the driver, several times faster. After the events, one statement creates a bare
 user for every event whose customer is unknown, as the event API does.
 
-Invalid lines are reported and skipped; past `max_errors` of them the import stops (rows of earlier
-batches stay imported). `check_only` reads and validates without writing.
+Invalid lines are reported and skipped; past `max_errors` of them the import stops, with every valid
+line before the stopping one imported (users are upserts, so running the file again is safe; events
+are not de-duplicated). `check_only` reads and validates without writing.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ _EVENT_COLUMNS = (
 
 
 class ImportStopped(Exception):
-    """More invalid lines than allowed: the import stopped (earlier batches stay imported)."""
+    """More invalid lines than allowed: the import stopped (valid lines before it are imported)."""
 
 
 @dataclass(frozen=True)
@@ -113,11 +114,18 @@ async def _read(
             try:
                 raw = orjson.loads(line)
             except orjson.JSONDecodeError as exc:
-                found, problems = None, [Problem("BAD_REQUEST", "", f"Not a JSON line: {exc}.")]
+                reason = " ".join(str(exc).split())
+                found, problems = None, [Problem("BAD_REQUEST", "", f"Not a JSON line: {reason}.")]
             else:
                 found, problems = parse(raw)
             if found is None:
-                _invalid(LineError(path.name, number, problems), options, report)
+                try:
+                    _invalid(LineError(path.name, number, problems), options, report)
+                except ImportStopped:
+                    if batch:  # every valid line before the stopping one is imported
+                        yield batch
+                    options.on_progress(path.name, done)
+                    raise
                 continue
             batch.append(found)
             if len(batch) >= options.batch_size:
@@ -144,8 +152,7 @@ async def _pipeline(
 ) -> None:
     """Write each batch while the next one is read; one write in flight, batches in order.
 
-    When reading stops (too many invalid lines), the write in flight still completes: every batch
-    before the stopping line is imported.
+    When reading stops (too many invalid lines), the write in flight still completes.
     """
     pending: asyncio.Task[None] | None = None
     try:

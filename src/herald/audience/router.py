@@ -33,30 +33,27 @@ router = APIRouter(prefix="/v1", tags=["audience data"])
 # One operation for the three routes: they share one rate-limit counter per API key.
 INGEST = Operation("ingest", Scope.DATA_WRITE, "ingest", idempotency="optional")
 ERRORS = error_responses(400, 401, 403, 409, 413, 429, 503)
-BODY_REQUIRED: dict[str, Any] = {"requestBody": {"required": True}}
 
 
 def _guarded(operation: Operation) -> Any:
     """Like `guarded`, after checking that the path names the caller's own workspace.
 
     The check comes first so that a mismatch costs no rate-limit slot and claims no Idempotency-Key.
+    An absent body is refused here too: FastAPI validates the body after the dependencies, and would
+    report it as a missing field rather than as the malformed request it is.
     """
 
     async def dependency(request: Request, workspace_id: str) -> Caller:
         username, _ = basic_credentials(request.headers.get("authorization"))
         if username != workspace_id:
             raise unauthenticated("The workspace id in the path must be the one of the credentials.")
-        return await check_access(request, operation)
+        caller = await check_access(request, operation)
+        if not (getattr(request.state, "body", b"") or b"").strip():
+            raise BadRequest("A JSON body is required.")
+        return caller
 
     dependency.__name__ = f"guard_{operation.name}_workspace_path"
     return Depends(dependency)
-
-
-def _body(request: Request, parsed: Any) -> Any:
-    # FastAPI has parsed the JSON; an absent body is a malformed request, not a validation problem.
-    if not (getattr(request.state, "body", b"") or b"").strip():
-        raise BadRequest("A JSON body is required.")
-    return parsed
 
 
 def _answer(request: Request, kind: str, data: dict[str, Any]) -> Response:
@@ -67,22 +64,19 @@ def _answer(request: Request, kind: str, data: dict[str, Any]) -> Response:
     "/customer/{workspace_id}",
     summary="Create or update a user",
     response_model=None,
-    openapi_extra=BODY_REQUIRED,
     responses={200: {"model": CustomerResponse}, **ERRORS},
 )
 async def ingest_customer(
     request: Request,
     workspace_id: str,
     caller: Annotated[Caller, _guarded(INGEST)],
-    body: Annotated[Any, Body(), documented_as(CustomerObject)] = None,
+    body: Annotated[Any, Body(), documented_as(CustomerObject)],
 ) -> Response:
     """Standard attributes fill the profile's columns; other keys are custom attributes, merged key by
     key into the stored ones. With `update_existing_only`, an unknown customer is not created: the
     answer is 200 with `result: "skipped"`."""
     now = services_of(request).clock.now()
-    data = await service.ingest_customer(
-        unit_of_work(request).session(), caller.workspace_id, _body(request, body), now
-    )
+    data = await service.ingest_customer(unit_of_work(request).session(), caller.workspace_id, body, now)
     return _answer(request, "customer", data)
 
 
@@ -90,21 +84,18 @@ async def ingest_customer(
     "/event/{workspace_id}",
     summary="Record a user's events",
     response_model=None,
-    openapi_extra=BODY_REQUIRED,
     responses={200: {"model": EventResponse}, **ERRORS},
 )
 async def ingest_event(
     request: Request,
     workspace_id: str,
     caller: Annotated[Caller, _guarded(INGEST)],
-    body: Annotated[Any, Body(), documented_as(EventObject)] = None,
+    body: Annotated[Any, Body(), documented_as(EventObject)],
 ) -> Response:
     """Each action is stored as one event at `current_time` (or now). Times more than 5 minutes ahead
     are refused. An unknown customer is created."""
     now = services_of(request).clock.now()
-    data = await service.ingest_event(
-        unit_of_work(request).session(), caller.workspace_id, _body(request, body), now
-    )
+    data = await service.ingest_event(unit_of_work(request).session(), caller.workspace_id, body, now)
     return _answer(request, "event", data)
 
 
@@ -112,19 +103,16 @@ async def ingest_event(
     "/transition/{workspace_id}",
     summary="Bulk: customers and events",
     response_model=None,
-    openapi_extra=BODY_REQUIRED,
     responses={200: {"model": TransitionResponse}, **ERRORS},
 )
 async def ingest_transition(
     request: Request,
     workspace_id: str,
     caller: Annotated[Caller, _guarded(INGEST)],
-    body: Annotated[Any, Body(), documented_as(TransitionObject)] = None,
+    body: Annotated[Any, Body(), documented_as(TransitionObject)],
 ) -> Response:
     """Up to 1000 customer and event objects, applied in order. All or nothing: every problem of every
     element is reported (paths `elements.<i>...`) and nothing is written."""
     now = services_of(request).clock.now()
-    data = await service.ingest_transition(
-        unit_of_work(request).session(), caller.workspace_id, _body(request, body), now
-    )
+    data = await service.ingest_transition(unit_of_work(request).session(), caller.workspace_id, body, now)
     return _answer(request, "transition", data)

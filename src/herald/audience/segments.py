@@ -156,15 +156,12 @@ async def create_static_segment(
 
 
 async def list_segments(session: AsyncSession, workspace_id: str) -> list[SegmentSummary]:
-    counts = dict(
-        (
-            await session.execute(
-                select(SegmentMember.segment_id, func.count())
-                .where(SegmentMember.workspace_id == workspace_id)
-                .group_by(SegmentMember.segment_id)
-            )
-        ).tuples()
+    counted = await session.execute(
+        select(SegmentMember.segment_id, func.count())
+        .where(SegmentMember.workspace_id == workspace_id)
+        .group_by(SegmentMember.segment_id)
     )
+    counts: dict[str, int] = dict(counted.tuples().all())
     segments = await session.scalars(
         select(Segment).where(Segment.workspace_id == workspace_id).order_by(Segment.name)
     )

@@ -75,7 +75,7 @@ def import_(
 
     def on_error(error: importer.LineError) -> None:
         for line in error.lines():
-            err.print(line, style="red", markup=False, highlight=False)
+            err.print(line, style="red", markup=False, highlight=False, soft_wrap=True)
 
     options = importer.ImportOptions(
         workspace_id=workspace,
@@ -102,7 +102,7 @@ def import_(
         with bar:
             report = asyncio.run(main())
     except importer.ImportStopped as exc:
-        typer.secho(f"error: {exc}; rows of earlier batches stay imported", fg=typer.colors.RED, err=True)
+        typer.secho(f"error: {exc}; the valid lines before it are imported", fg=typer.colors.RED, err=True)
         raise typer.Exit(1) from None
     except AdminError as exc:
         typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)
@@ -145,7 +145,8 @@ def segments_create(
         try:
             raw = json.loads(filters.read_text(encoding="utf-8"))
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise typer.BadParameter(f"{filters} is not JSON: {exc}") from None
+            typer.secho(f"error: {filters.name} is not JSON: {exc}", fg=typer.colors.RED, err=True)
+            raise typer.Exit(1) from None
 
         async def create_filter(session: AsyncSession) -> str:
             segment = await segments_service.create_filter_segment(session, now, workspace, name, raw)

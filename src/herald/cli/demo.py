@@ -10,6 +10,7 @@ from pathlib import Path
 import typer
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from herald.audience.samples import seed_demo_audience
 from herald.cli.runtime import clock, run_in_session
 from herald.config import Settings
 from herald.ids import object_id
@@ -33,6 +34,7 @@ async def _create(session: AsyncSession) -> dict[str, str] | None:
     await service.create_template(
         session, now, DEMO_ID, "banner", "Banner", ["json"], ["headline", "image_url"]
     )
+    await seed_demo_audience(session, DEMO_ID, now)
     samples = [
         ("Winter_Sale_20", STORED_PUBLISHED, -1, 30, [seasonal.id]),
         ("Spring_Preview", STORED_PUBLISHED, 10, 40, [seasonal.id]),
