@@ -27,7 +27,14 @@ YEAR = 365 * 86400
 FIRST_NAMES = ["Ana", "Luis", "Maya", "Omar", "Lena", "Ravi", "Sofia", "Jon", "Aiko", "Chen", "Nia", "Paul"]
 LAST_NAMES = ["Garcia", "Smith", "Kumar", "Okafor", "Novak", "Rossi", "Tanaka", "Silva", "Berg", "Haddad"]
 CITIES = ["Madrid", "Lisbon", "Berlin", "Mumbai", "Lagos", "Austin", "Osaka", "Lima", "Oslo", "Cairo"]
-TIMEZONES = ["Europe/Madrid", "Europe/Lisbon", "Europe/Berlin", "Asia/Kolkata", "Africa/Lagos", "America/Chicago"]
+TIMEZONES = [
+    "Europe/Madrid",
+    "Europe/Lisbon",
+    "Europe/Berlin",
+    "Asia/Kolkata",
+    "Africa/Lagos",
+    "America/Chicago",
+]
 PLANS = ["free", "basic", "premium", "gold"]
 INTERESTS = ["shoes", "bags", "travel", "books", "music", "sports", "tech", "garden", "food", "kids"]
 PLATFORMS = ["ANDROID", "IOS", "WEB"]
@@ -110,7 +117,9 @@ def write(path: Path, count: int, make: Callable[[int], dict[str, Any]]) -> None
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("out", type=Path, help="directory to write users.jsonl and events.jsonl into")
     parser.add_argument("--users", type=int, default=100_000)
     parser.add_argument("--events", type=int, default=1_000_000)

@@ -270,3 +270,15 @@ def test_sqlite_datetime_text_is_what_sqlalchemy_stores() -> None:
         datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC),
     ):
         assert sqlite_datetime(value) == stored(value)
+
+
+def test_bulk_ids_continue_the_one_by_one_sequence() -> None:
+    from herald.ids import is_object_id, object_id, object_ids
+
+    before = object_id(NOW)
+    batch = object_ids(NOW, 1000)
+    after = object_id(NOW)
+    ids = [before, *batch, after]
+    assert all(is_object_id(value) for value in ids)
+    assert len(set(ids)) == len(ids)
+    assert {value[:8] for value in ids} == {f"{int(NOW.timestamp()):08x}"}

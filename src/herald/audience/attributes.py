@@ -167,6 +167,7 @@ def normalise_value(value: Any, path: Path) -> tuple[Any, list[Problem]]:
     return stored, [problem] if problem else []
 
 
+@lru_cache(maxsize=4096)  # the same few names come back on every line of an import
 def _plain_name(name: str) -> bool:
     """True for a name that passes every rule of `check_name` (checked without building problems)."""
     return (

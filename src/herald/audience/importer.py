@@ -26,26 +26,15 @@ import orjson
 from sqlalchemy import Table, and_, exists, false, insert, literal, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from herald.audience import store
+from herald.audience import pgcopy, store
 from herald.audience.ingest import CustomerWrite, EventWrite, parse_customer, parse_import_event
 from herald.audience.models import Event, User
 from herald.db import Database, PortableJSON
-from herald.ids import object_id
+from herald.ids import object_id, object_ids
 from herald.problems import Problem
 
 DEFAULT_BATCH = 10_000
 T = TypeVar("T")
-_EVENT_COLUMNS = (
-    "workspace_id",
-    "id",
-    "customer_id",
-    "action",
-    "attributes",
-    "platform",
-    "app_version",
-    "occurred_at",
-    "received_at",
-)
 
 
 class ImportStopped(Exception):
@@ -202,8 +191,16 @@ async def import_files(
 async def _write_users(
     database: Database, batch: list[CustomerWrite], options: ImportOptions, report: ImportReport
 ) -> None:
+    workspace_id, now = options.workspace_id, options.now
     async with database.writer() as session:
-        outcomes = await store.write_customers(session, options.workspace_id, batch, options.now)
+        if options.use_copy and store.dialect_of(session) == "postgresql":
+            known = await store.existing_ids(session, workspace_id, (write.customer_id for write in batch))
+            outcomes = store.plan_customers(batch, known)
+            applied = [write for write, outcome in zip(batch, outcomes, strict=True) if outcome != "skipped"]
+            for run in store.runs(applied):
+                await pgcopy.upsert_users(session, workspace_id, run, now)
+        else:
+            outcomes = await store.write_customers(session, workspace_id, batch, now)
         await session.commit()
     report.users_created += outcomes.count("created")
     report.users_updated += outcomes.count("updated")
@@ -217,7 +214,7 @@ async def _write_events(database: Database, batch: list[EventWrite], options: Im
     async with database.writer() as session:
         dialect = store.dialect_of(session)
         if dialect == "postgresql" and options.use_copy:
-            await _copy_events(session, workspace_id, batch, now)
+            await pgcopy.copy_events(session, _records(workspace_id, batch, now, lambda value: value))
         elif dialect == "sqlite":
             await _sqlite_events(session, workspace_id, batch, now)
         else:
@@ -229,12 +226,12 @@ async def _write_events(database: Database, batch: list[EventWrite], options: Im
 def _records(
     workspace_id: str, batch: list[EventWrite], now: datetime, at: Callable[[datetime], Any]
 ) -> list[Any]:
-    """Event rows as tuples in `_EVENT_COLUMNS` order, attributes as JSON text (made with orjson)."""
+    """Event rows as tuples in `pgcopy.EVENT_COLUMNS` order, attributes as JSON text (made with orjson)."""
     received = at(now)
     return [
         (
             workspace_id,
-            object_id(now),
+            event_id,
             event.customer_id,
             event.action,
             orjson.dumps(event.attributes).decode(),
@@ -243,20 +240,8 @@ def _records(
             at(event.occurred_at),
             received,
         )
-        for event in batch
+        for event, event_id in zip(batch, object_ids(now, len(batch)), strict=True)
     ]
-
-
-async def _copy_events(
-    session: AsyncSession, workspace_id: str, batch: list[EventWrite], now: datetime
-) -> None:
-    # Binary COPY through the driver, inside the session's transaction (the SELECT begins it).
-    connection = await session.connection()
-    await connection.exec_driver_sql("SELECT 1")
-    raw = await connection.get_raw_connection()
-    driver: Any = raw.driver_connection
-    records = _records(workspace_id, batch, now, lambda value: value)
-    await driver.copy_records_to_table(Event.__tablename__, records=records, columns=_EVENT_COLUMNS)
 
 
 async def _sqlite_events(
@@ -269,8 +254,8 @@ async def _sqlite_events(
 
 
 _SQLITE_INSERT = (
-    f"INSERT INTO {Event.__tablename__} ({', '.join(_EVENT_COLUMNS)}) "
-    f"VALUES ({', '.join('?' for _ in _EVENT_COLUMNS)})"
+    f"INSERT INTO {Event.__tablename__} ({', '.join(pgcopy.EVENT_COLUMNS)}) "
+    f"VALUES ({', '.join('?' for _ in pgcopy.EVENT_COLUMNS)})"
 )
 
 

@@ -239,4 +239,6 @@ def parse_import_event(raw: Any, now: datetime) -> tuple[EventWrite | None, list
 
 def _without_nulls(attributes: dict[str, Any]) -> dict[str, Any]:
     # An event is a record of what happened: an attribute sent as null was simply not there.
+    if None not in attributes.values():
+        return attributes
     return {name: value for name, value in attributes.items() if value is not None}

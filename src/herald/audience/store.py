@@ -53,7 +53,7 @@ def dialect_of(session: AsyncSession) -> str:
     return session.get_bind().dialect.name
 
 
-def _runs(writes: Sequence[CustomerWrite]) -> Iterator[list[CustomerWrite]]:
+def runs(writes: Sequence[CustomerWrite]) -> Iterator[list[CustomerWrite]]:
     """Consecutive writes with distinct customer ids; a repeated id starts a new run (order kept)."""
     run: list[CustomerWrite] = []
     seen: set[str] = set()
@@ -117,7 +117,7 @@ async def upsert_customers(
 ) -> None:
     """Insert or merge each write, in order (callers leave out the skipped ones)."""
     dialect = dialect_of(session)
-    for run in _runs(writes):
+    for run in runs(writes):
         groups: dict[tuple[str, ...], list[dict[str, Any]]] = {}
         for write in run:
             groups.setdefault(tuple(sorted(write.columns)), []).append(_row(workspace_id, write, now))
