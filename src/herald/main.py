@@ -14,6 +14,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from herald import __version__
+from herald.audience.router import router as audience_router
 from herald.campaigns import openapi as campaigns_openapi
 from herald.campaigns import worker as campaigns_worker
 from herald.campaigns.lifecycle_router import router as campaigns_lifecycle_router
@@ -80,6 +81,7 @@ def create_app(
     app.include_router(campaigns_router)
     app.include_router(campaigns_v1_router)
     app.include_router(personalization_router)
+    app.include_router(audience_router)
     _extend_openapi(app, services)
     _add_probes(app, services)
     return app

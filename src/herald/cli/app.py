@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from herald.cli import admin, campaigns, delivery, offers
+from herald.cli import admin, audience, campaigns, delivery, offers
 from herald.cli.content import content
 from herald.config import Settings
 
@@ -23,6 +23,8 @@ app.add_typer(campaigns.campaigns, name="campaigns")
 app.command()(campaigns.worker)
 delivery.register(app)
 app.add_typer(content, name="content")
+app.add_typer(audience.audience, name="audience")
+app.add_typer(audience.segments, name="segments")
 
 
 @app.command()

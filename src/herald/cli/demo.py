@@ -12,6 +12,7 @@ import orjson
 import typer
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from herald.audience.samples import seed_demo_audience
 from herald.cli.runtime import clock, run_in_session
 from herald.config import Settings
 from herald.delivery.demo import seed_demo_delivery
@@ -38,6 +39,7 @@ async def _create(session: AsyncSession) -> dict[str, str] | None:
         session, now, DEMO_ID, "banner", "Banner", ["json"], ["headline", "image_url"]
     )
     await seed_demo_delivery(session, now, DEMO_ID)
+    await seed_demo_audience(session, DEMO_ID, now)
     # Through the importer, so the samples are complete offerings that O3 can update.
     lines = [orjson.dumps(sample) for sample in sample_offers(now, seasonal.id)]
     result = await importer.import_lines(session, DEMO_ID, lines, now)
