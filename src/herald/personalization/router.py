@@ -13,7 +13,7 @@ from herald.http.docs import documented_as, error_responses
 from herald.http.operation import Operation, guarded, services_of
 from herald.http.responses import json_response, response_id
 from herald.personalization import preview as service
-from herald.personalization.schemas import PreviewRequest
+from herald.personalization.schemas import PreviewRequest, PreviewResponse
 from herald.workspaces.scopes import Scope
 
 router = APIRouter(prefix="/v5/personalization", tags=["personalization"])
@@ -32,7 +32,10 @@ PREVIEW = Operation("C9", Scope.CAMPAIGNS_VIEW, "preview", campaigns=True, idemp
         "UNPROCESSABLE_ENTITY (details TEMPLATE_RENDER_FAILED / RENDER_LIMIT_EXCEEDED at the field)."
     ),
     response_model=None,
-    responses=error_responses(400, 401, 403, 404, 409, 413, 422, 429, 503),
+    responses={
+        200: {"model": PreviewResponse, "description": "The content rendered for the user."},
+        **error_responses(400, 401, 403, 404, 409, 413, 422, 429, 503),
+    },
 )
 async def personalized_preview(
     request: Request,

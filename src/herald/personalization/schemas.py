@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import Discriminator, Field, RootModel, Tag, ValidationError
+from pydantic import BaseModel, Discriminator, Field, RootModel, Tag, ValidationError
 
 from herald.campaigns.schemas.campaign import RequestId
 from herald.campaigns.schemas.common import NonEmptyText, Text
@@ -99,6 +99,24 @@ PreviewBody = PushPreview | EmailPreview | SmsPreview
 
 class PreviewRequest(RootModel[Annotated[PreviewBody, Field(discriminator="channel")]]):
     """The request body as documented (the route reads it with `parse_preview`)."""
+
+
+class MissingValue(BaseModel):
+    field: str
+    expression: str
+
+
+class PreviewData(BaseModel):
+    personalized_content: dict[str, Any]
+    missing: list[MissingValue]
+
+
+class PreviewResponse(BaseModel):
+    """The 200 body (documentation only: the route writes it directly)."""
+
+    response_id: str
+    type: Literal["personalization"]
+    data: PreviewData
 
 
 _MODELS: dict[str, type[PushPreview] | type[EmailPreview] | type[SmsPreview]] = {
