@@ -133,7 +133,7 @@ def require_scope(caller: Caller, scope: Scope) -> None:
         raise forbidden(scope)
 
 
-def _documented_headers(operation: Operation) -> list[inspect.Parameter]:
+def documented_headers(operation: Operation) -> list[inspect.Parameter]:
     """Header parameters the guard reads, declared so the OpenAPI describes them (values are read
     from the request itself; the default token's names are shown, see `herald.http.openapi`)."""
 
@@ -175,7 +175,7 @@ def guarded(operation: Operation) -> Any:
         "request", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=Request
     )
     dependency.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
-        [request_parameter, *_documented_headers(operation)], return_annotation=Caller
+        [request_parameter, *documented_headers(operation)], return_annotation=Caller
     )
     dependency.__name__ = f"guard_{operation.name}"
     dependency.operation = operation  # type: ignore[attr-defined]
