@@ -14,6 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from herald.audience.segmentation.audience import count_audience
 from herald.campaigns.models import Campaign
+from herald.errors import NotFound
 
 
 async def reachability_count(
@@ -21,6 +22,8 @@ async def reachability_count(
 ) -> int:
     """Users of `workspace_id` the campaign reaches. Raises ValidationFailed (400) when its filters
     cannot be evaluated (e.g. a custom segment it names no longer exists)."""
+    if campaign.workspace_id != workspace_id:
+        raise NotFound("No campaign with this id exists in the workspace.", target="campaign_id")
     segmentation = (campaign.components or {}).get("segmentation_details")
     return await count_audience(
         session, workspace_id, campaign.channel, segmentation, now, reachable_only=True
