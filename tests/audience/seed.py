@@ -32,16 +32,19 @@ async def seed(
     users: Sequence[RefUser],
     events: Sequence[RefEvent] = (),
     segments: Sequence[RefSegment] = (),
+    *,
+    workspace_id: str | None = None,
 ) -> str:
-    """A new workspace holding these users, events and segments; returns its id."""
+    """These users, events and segments in a new workspace (or in `workspace_id`); returns its id."""
     herald = services(app)
     now = herald.clock.now()
-    workspace_id = f"seg{secrets.token_hex(6)}"
     async with herald.database.writer() as session:
-        session.add(
-            Workspace(id=workspace_id, name="segmentation", features={}, rate_limits={}, created_at=now)
-        )
-        await session.flush()
+        if workspace_id is None:
+            workspace_id = f"seg{secrets.token_hex(6)}"
+            session.add(
+                Workspace(id=workspace_id, name="segmentation", features={}, rate_limits={}, created_at=now)
+            )
+            await session.flush()
         if users:
             await session.execute(
                 insert(User),

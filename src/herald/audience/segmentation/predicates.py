@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Boolean, String, and_, case, false, func, literal, not_, null, or_, true
+from sqlalchemy import Boolean, String, and_, case, false, func, literal, not_, or_, true
 from sqlalchemy.sql.elements import ColumnElement
 
 from herald.audience.segmentation.conditions import (
@@ -124,12 +124,12 @@ class Predicates:
             return case((self.dialect.is_datetime_text(standard.column), standard.column))
         return None
 
-    def _scalar(self, source: AttributeSource, name: str, kind: FilterDataType) -> ColumnElement[Any]:
+    def _scalar(self, source: AttributeSource, name: str, kind: FilterDataType) -> ColumnElement[Any] | None:
+        """The scalar value of `name` read as `kind`; None when it can never be of that kind."""
         standard = source.columns.get(name)
         if standard is None:
             return self.dialect.json_scalar(source.document, name, kind)
-        value = self._column_value(standard, kind)
-        return null() if value is None else value
+        return self._column_value(standard, kind)
 
     def _fold(self, case_sensitive: bool) -> Callable[[ColumnElement[Any]], ColumnElement[Any]]:
         return (lambda value: value) if case_sensitive else self.dialect.lower
@@ -173,7 +173,7 @@ class Predicates:
             return self._text_test(condition.mode, parts, self._fold(condition.case_sensitive))
         if isinstance(condition, SameUserAttribute):
             other = self._scalar(user(), condition.attribute, criterion.data_type)
-            return self._relation_test(condition, criterion.data_type, other)
+            return None if other is None else self._relation_test(condition, criterion.data_type, other)
         bounds = text_bounds(resolve_period(condition, self.now))
         if bounds is None:
             return None
