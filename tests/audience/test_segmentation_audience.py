@@ -225,3 +225,26 @@ async def test_reachability_without_segmentation_counts_every_reachable_user(
         assert (
             await reachability_count(session, tenant.workspace_id, campaign, services(app).clock.now()) == 3
         )
+
+
+async def test_a_campaign_with_a_bad_filter_value_is_400_at_its_path(
+    app: FastAPI, client: httpx.AsyncClient
+) -> None:
+    tenant = await make_tenant(app)
+    body = {
+        "channel": "EMAIL",
+        "campaign_delivery_type": "ONE_TIME",
+        "created_by": "ana@example.com",
+        "segmentation_details": {
+            "included_filters": {
+                "filter_operator": "and",
+                "filters": [attr("datetime", "last_seen", "inTheLast", {"value": 7, "unit": "fortnights"})],
+            }
+        },
+    }
+    response = await client.post("/v5/campaigns", json=body, headers=tenant.write_headers(campaigns=True))
+    assert response.status_code == 400
+    details = response.json()["error"]["details"]
+    assert [(d["code"], d["target"]) for d in details] == [
+        ("INVALID_ENUM_VALUE", "segmentation_details.included_filters.filters.0.value.unit")
+    ]
