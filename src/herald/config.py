@@ -20,6 +20,8 @@ class Settings(BaseSettings):
     # Ordinarily the database pool is sized for a web worker; benchmarks and large deployments raise it.
     db_pool_size: int = 10
     log_level: str = "info"
+    # Sandbox time travel and multi-process tests: read "now" from this file (epoch seconds).
+    clock_file: str | None = None
 
     @cached_property
     def request_id_header(self) -> str:

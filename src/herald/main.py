@@ -15,10 +15,11 @@ from starlette.responses import Response
 from herald import __version__
 from herald.campaigns import openapi as campaigns_openapi
 from herald.campaigns.router import router as campaigns_router
-from herald.clock import Clock, SystemClock
+from herald.clock import Clock, FileClock, SystemClock
 from herald.config import Settings
 from herald.db import create_database
 from herald.http import handlers
+from herald.http import openapi as openapi_docs
 from herald.http.middleware import HeraldMiddleware
 from herald.http.ratelimit import RateLimitStore, make_store
 from herald.http.responses import json_response
@@ -36,7 +37,7 @@ def create_app(
     services = Services(
         settings=settings,
         database=create_database(settings),
-        clock=clock or SystemClock(),
+        clock=clock or (FileClock(settings.clock_file) if settings.clock_file else SystemClock()),
         limiter=limiter or make_store(settings.redis_url),
     )
 
@@ -56,7 +57,7 @@ def create_app(
     handlers.install(app)
     app.include_router(offers_router)
     app.include_router(campaigns_router)
-    _extend_openapi(app)
+    _extend_openapi(app, services)
     _add_probes(app, services)
     return app
 
@@ -76,7 +77,7 @@ def _add_probes(app: FastAPI, services: Services) -> None:
         return json_response({"status": "ready"})
 
 
-def _extend_openapi(app: FastAPI) -> None:
+def _extend_openapi(app: FastAPI, services: Services) -> None:
     """Add the schemas that route-level request bodies refer to (see campaigns.openapi)."""
 
     def openapi() -> dict[str, Any]:
@@ -85,7 +86,7 @@ def _extend_openapi(app: FastAPI) -> None:
             components = schema.setdefault("components", {}).setdefault("schemas", {})
             for name, definition in campaigns_openapi.component_schemas().items():
                 components.setdefault(name, definition)
-            app.openapi_schema = schema
+            app.openapi_schema = openapi_docs.enrich(schema, services.settings)
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]

@@ -6,10 +6,11 @@ Order matters and is fixed here: authenticate (401/403) → rate limit (429, not
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from fastapi import Depends
+from fastapi import Depends, Header
 from starlette.requests import Request
 
 from herald.errors import RateLimited, ValidationFailed
@@ -24,6 +25,7 @@ from herald.workspaces.scopes import Scope
 
 IdempotencyMode = Literal["required", "optional", "none"]
 IDEMPOTENCY_HEADER = "Idempotency-Key"
+REQUIRED_MARK = "Required."
 
 
 @dataclass(frozen=True)
@@ -107,13 +109,52 @@ async def check_access(request: Request, operation: Operation) -> Caller:
     return caller
 
 
+def _documented_headers(operation: Operation) -> list[inspect.Parameter]:
+    """Header parameters the guard reads, declared so the OpenAPI describes them (values are read
+    from the request itself; the default token's names are shown, see `herald.http.openapi`)."""
+
+    def header(name: str, alias: str, description: str, *, required: bool = False) -> inspect.Parameter:
+        # Never required for FastAPI itself: the guard checks credentials first (401 before 400).
+        # `herald.http.openapi` marks the ones described as REQUIRED_MARK as required in the schema.
+        text = f"{REQUIRED_MARK} {description}" if required else description
+        field = Header(alias=alias, description=text)
+        return inspect.Parameter(
+            name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=Annotated[str | None, field]
+        )
+
+    headers = [header("request_id_header", "X-SVC-Request-Id", "Optional UUID v4 trace id, echoed back.")]
+    if operation.campaigns:
+        headers.append(
+            header(
+                "app_key_header", "SVC-APPKEY", "The workspace id (equals the Basic username).", required=True
+            )
+        )
+    if operation.idempotency != "none":
+        headers.append(
+            header(
+                "idempotency_key",
+                IDEMPOTENCY_HEADER,
+                "UUID v4; a repeat with the same body replays the stored response for 24 h.",
+                required=operation.idempotency == "required",
+            )
+        )
+    return headers
+
+
 def guarded(operation: Operation) -> Any:
     """`Depends(...)` marker for `Annotated[Caller, guarded(OPERATION)]`."""
 
-    async def dependency(request: Request) -> Caller:
+    async def dependency(request: Request, **_documented: str | None) -> Caller:
         return await check_access(request, operation)
 
+    request_parameter = inspect.Parameter(
+        "request", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=Request
+    )
+    dependency.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        [request_parameter, *_documented_headers(operation)], return_annotation=Caller
+    )
     dependency.__name__ = f"guard_{operation.name}"
+    dependency.operation = operation  # type: ignore[attr-defined]
     return Depends(dependency)
 
 
