@@ -19,10 +19,11 @@ from sqlalchemy import or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import InstrumentedAttribute
 
-from herald.audience.models import STANDARD_ATTRIBUTES, Segment, SegmentMember, User
+from herald.audience.models import Segment, SegmentMember, User
 from herald.campaigns.schemas.common import Channel
 from herald.delivery.messages import Recipient
 from herald.delivery.testsend_request import MAX_RECIPIENTS, Identifier
+from herald.personalization import users
 from herald.problems import Problem
 
 _COLUMNS: dict[Identifier, InstrumentedAttribute[Any]] = {
@@ -48,11 +49,8 @@ class Resolution:
 
 
 def profile_of(user: User) -> dict[str, Any]:
-    """The attributes personalization reads: custom ones, then the standard columns over them."""
-    profile: dict[str, Any] = dict(user.attributes or {})
-    profile.update({name: getattr(user, name) for name in STANDARD_ATTRIBUTES})
-    profile["customer_id"] = user.customer_id
-    return profile
+    """The attribute values templates see for this user (exactly as the C9 preview sees them)."""
+    return users.attribute_values(user)
 
 
 def recipient_for(user: User, value: str, channel: Channel) -> Recipient:

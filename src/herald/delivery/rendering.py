@@ -1,9 +1,10 @@
 """The seam between sending and personalization: content prepared once, rendered per recipient.
 
-- `prepare_content` (in a read session): checks the content's templates and loads what they name;
-  raises ValidationFailed for what the content itself gets wrong.
-- `personalize_content` (no session held): the prepared content rendered for one recipient;
-  raises RenderError when it cannot be, for this recipient.
+- `prepare_content` (in a read session): the content's templates checked, custom templates filled
+  in, and the content blocks, product sets and content APIs they name loaded
+  (`herald.personalization.personalize.prepare`); raises ValidationFailed (INVALID_TEMPLATE, ...).
+- `personalize_content` (no session held): the prepared content rendered for one recipient, with the
+  same sandbox and limits as the C9 preview; raises RenderError when it cannot be, for this recipient.
 Only the messages a test sends are prepared (`pruned_content`), so narrowed-away content costs nothing.
 """
 
@@ -16,6 +17,8 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from herald.campaigns.schemas.common import Channel
+from herald.errors import Unprocessable
+from herald.personalization import personalize
 
 
 class RenderError(Exception):
@@ -24,7 +27,12 @@ class RenderError(Exception):
 
 @dataclass(frozen=True)
 class PreparedContent:
-    campaign_content: dict[str, Any]
+    prepared: personalize.Prepared
+
+    @property
+    def campaign_content(self) -> dict[str, Any]:
+        """As written, with custom templates filled in (what an unrenderable send shows)."""
+        return self.prepared.content
 
 
 Path = tuple[str, ...]
@@ -53,16 +61,17 @@ def message_at(campaign_content: Mapping[str, Any], path: Path) -> dict[str, Any
 async def prepare_content(
     session: AsyncSession, workspace_id: str, channel: Channel, campaign_content: dict[str, Any]
 ) -> PreparedContent:
-    return PreparedContent(campaign_content)
+    return PreparedContent(await personalize.prepare(session, workspace_id, channel.value, campaign_content))
 
 
 async def personalize_content(
     prepared: PreparedContent, user: Mapping[str, Any], event: Mapping[str, Any]
 ) -> dict[str, Any]:
-    """The content for one recipient. `user` is empty for an address that is not a known user."""
-    return render_unpersonalized(prepared)
-
-
-def render_unpersonalized(prepared: PreparedContent) -> dict[str, Any]:
-    """Substitutes nothing: the content goes out exactly as written."""
-    return prepared.campaign_content
+    """The content for one recipient. `user` is empty for an address that is not a known user:
+    every user expression then renders as missing (empty, or its `default`)."""
+    try:
+        result = await personalize.personalize(prepared.prepared, user, event)
+    except Unprocessable as exc:
+        reasons = "; ".join(f"{detail.target}: {detail.message}" for detail in exc.details)
+        raise RenderError(reasons or exc.message) from None
+    return result.content

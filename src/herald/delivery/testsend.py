@@ -235,7 +235,7 @@ async def _execute(
     for item in plan.messages:
         for recipient, (content, reason) in zip(plan.recipients, rendered, strict=True):
             now = clock.now()
-            message = message_at(content, item.path) if content is not None else item.message()
+            message = message_at(content or plan.prepared.campaign_content, item.path)
             envelope = Envelope(
                 object_id(now), workspace_id, plan.campaign_id, True, item.slot, recipient, message, now
             )
