@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
@@ -34,6 +35,35 @@ class FrozenClock:
     def advance(self, delta: timedelta | None = None, **kwargs: float) -> datetime:
         self._now = self._now + (delta or timedelta(**kwargs))
         return self._now
+
+
+class FileClock:
+    """Time read from a file holding epoch seconds: one clock shared by several server processes.
+
+    For sandboxes and multi-process tests that need to move time (scheduled campaigns, rate-limit
+    windows) without waiting. Enabled by `HERALD_CLOCK_FILE`; never used otherwise.
+    """
+
+    def __init__(self, path: str) -> None:
+        self._path = path
+        self._stamp: float | None = None
+        self._now = datetime.now(UTC)
+
+    def now(self) -> datetime:
+        stamp = os.stat(self._path).st_mtime_ns
+        if stamp != self._stamp:
+            with open(self._path, encoding="ascii") as handle:
+                self._now = datetime.fromtimestamp(float(handle.read().strip()), UTC)
+            self._stamp = stamp
+        return self._now
+
+    @staticmethod
+    def write(path: str, at: datetime) -> None:
+        """Set the time every process reading `path` sees."""
+        temporary = f"{path}.tmp"
+        with open(temporary, "w", encoding="ascii") as handle:
+            handle.write(repr(at.timestamp()))
+        os.replace(temporary, path)
 
 
 def utc(value: datetime) -> datetime:

@@ -19,8 +19,8 @@ from herald.audience.attributes import (
     parse_datetime_text,
 )
 from herald.audience.schemas import MAX_ELEMENTS, CustomerObject, EventObject, ImportEvent
-from herald.campaigns.validation.pydantic_errors import problems_from_validation_error
 from herald.problems import Problem, join_path
+from herald.pydantic_errors import problems_from_validation_error
 
 # Events may carry a time slightly ahead of ours (client clocks drift); beyond that they are refused.
 FUTURE_TOLERANCE = timedelta(minutes=5)

@@ -19,9 +19,9 @@ from herald.audience import store
 from herald.audience.models import Segment, SegmentMember
 from herald.campaigns.schemas.filters import CustomSegmentFilter, FilterGroup
 from herald.campaigns.validation.filters import check_filter_group, walk_filters
-from herald.campaigns.validation.pydantic_errors import problems_from_validation_error
 from herald.ids import object_id
 from herald.problems import Problem, join_path
+from herald.pydantic_errors import problems_from_validation_error
 from herald.workspaces.service import AdminError, get_workspace
 
 FILTER, STATIC = "filter", "static"

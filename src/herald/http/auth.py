@@ -6,7 +6,7 @@ import base64
 import binascii
 from dataclasses import dataclass
 
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+from sqlalchemy.ext.asyncio import AsyncSession
 from starlette.requests import Request
 
 from herald.workspaces import service as workspaces_service
@@ -57,14 +57,13 @@ def basic_credentials(header: str | None) -> tuple[str, str]:
 
 
 async def authenticate(
-    request: Request, sessions: async_sessionmaker[AsyncSession], scope: Scope, app_key_header: str | None
+    request: Request, session: AsyncSession, scope: Scope, app_key_header: str | None
 ) -> Caller:
     """Who is calling, checked against `scope`. `app_key_header` is required on campaign surfaces."""
     workspace_id, secret = basic_credentials(request.headers.get("authorization"))
     if app_key_header is not None and request.headers.get(app_key_header) != workspace_id:
         raise unauthenticated(f"The {app_key_header} header must carry the workspace id.")
-    async with sessions() as session:
-        found = await workspaces_service.authenticate(session, workspace_id, secret)
+    found = await workspaces_service.authenticate(session, workspace_id, secret)
     if found is None:
         raise unauthenticated()
     workspace, key = found

@@ -12,7 +12,7 @@ from herald.errors import BadRequest, HeraldError, MethodNotAllowed, NotFound, V
 from herald.http.auth import GatewayRefusal
 from herald.http.idempotency import Replay
 from herald.http.responses import gateway_response, herald_error_response
-from herald.pydantic_errors import problems_from_errors
+from herald.pydantic_errors import problems_from_request
 
 _JSON_ERRORS = frozenset({"json_invalid", "json_type"})
 
@@ -35,7 +35,7 @@ async def _request_validation(request: Request, exc: Exception) -> Response:
     errors = list(exc.errors())
     if any(error.get("type") in _JSON_ERRORS for error in errors):
         return herald_error_response(request, BadRequest("The request body is not valid JSON."))
-    return herald_error_response(request, ValidationFailed(problems_from_errors(errors)))
+    return herald_error_response(request, ValidationFailed(problems_from_request(errors, exc.body)))
 
 
 async def _http_exception(request: Request, exc: Exception) -> Response:

@@ -6,24 +6,29 @@ Order matters and is fixed here: authenticate (401/403) → rate limit (429, not
 
 from __future__ import annotations
 
+import hashlib
+import inspect
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from fastapi import Depends
+import orjson
+from fastapi import Depends, Header
 from starlette.requests import Request
 
 from herald.errors import RateLimited, ValidationFailed
 from herald.http import idempotency
-from herald.http.auth import Caller, authenticate
+from herald.http.auth import Caller, authenticate, forbidden
 from herald.http.context import UnitOfWork
 from herald.http.guards import parse_uuid4
 from herald.http.limits import Consumer, limit_key, windows_for
 from herald.problems import Problem
 from herald.services import Services
-from herald.workspaces.scopes import Scope
+from herald.workspaces.scopes import Scope, expand
 
-IdempotencyMode = Literal["required", "optional", "none"]
+# "body_request_id": the JSON body's `request_id` is the key (the earlier API's de-duplication, L1).
+IdempotencyMode = Literal["required", "optional", "none", "body_request_id"]
 IDEMPOTENCY_HEADER = "Idempotency-Key"
+REQUIRED_MARK = "Required."
 
 
 @dataclass(frozen=True)
@@ -47,7 +52,22 @@ def unit_of_work(request: Request) -> UnitOfWork:
     return uow
 
 
+def _body_request_id_key(request: Request) -> str | None:
+    """A key derived from the body's `request_id` (hashed: any string, kept apart from UUID keys)."""
+    raw: bytes = getattr(request.state, "body", b"") or b""
+    try:
+        body = orjson.loads(raw) if raw.strip() else None
+    except orjson.JSONDecodeError:
+        return None  # the route reports the body
+    value = body.get("request_id") if isinstance(body, dict) else None
+    if not isinstance(value, str) or not value:
+        return None  # the route reports the missing request_id
+    return hashlib.sha256(f"request_id\0{value}".encode()).hexdigest()
+
+
 def _idempotency_key(request: Request, mode: IdempotencyMode) -> str | None:
+    if mode == "body_request_id":
+        return _body_request_id_key(request)
     value = request.headers.get(IDEMPOTENCY_HEADER)
     if value is None:
         if mode == "required":
@@ -73,7 +93,12 @@ async def check_access(request: Request, operation: Operation) -> Caller:
     services = services_of(request)
     uow = unit_of_work(request)
     app_key_header = services.settings.app_key_header if operation.campaigns else None
-    caller = await authenticate(request, services.database.reader, operation.scope, app_key_header)
+    if uow.for_write:
+        # A short read of its own: the write transaction must not begin before the key is claimed.
+        async with services.database.reader() as session:
+            caller = await authenticate(request, session, operation.scope, app_key_header)
+    else:
+        caller = await authenticate(request, uow.session(), operation.scope, app_key_header)
 
     now = services.clock.now()
     consumer = Consumer(caller.workspace, caller.api_key.id)
@@ -102,13 +127,58 @@ async def check_access(request: Request, operation: Operation) -> Caller:
     return caller
 
 
+def require_scope(caller: Caller, scope: Scope) -> None:
+    """A stronger scope than the route's, needed by what this request asks (403 ER007 otherwise)."""
+    if scope not in expand(caller.api_key.scopes):
+        raise forbidden(scope)
+
+
+def documented_headers(operation: Operation) -> list[inspect.Parameter]:
+    """Header parameters the guard reads, declared so the OpenAPI describes them (values are read
+    from the request itself; the default token's names are shown, see `herald.http.openapi`)."""
+
+    def header(name: str, alias: str, description: str, *, required: bool = False) -> inspect.Parameter:
+        # Never required for FastAPI itself: the guard checks credentials first (401 before 400).
+        # `herald.http.openapi` marks the ones described as REQUIRED_MARK as required in the schema.
+        text = f"{REQUIRED_MARK} {description}" if required else description
+        field = Header(alias=alias, description=text)
+        return inspect.Parameter(
+            name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=Annotated[str | None, field]
+        )
+
+    headers = [header("request_id_header", "X-SVC-Request-Id", "Optional UUID v4 trace id, echoed back.")]
+    if operation.campaigns:
+        headers.append(
+            header(
+                "app_key_header", "SVC-APPKEY", "The workspace id (equals the Basic username).", required=True
+            )
+        )
+    if operation.idempotency in ("required", "optional"):  # L1 de-duplicates on its body's request_id
+        headers.append(
+            header(
+                "idempotency_key",
+                IDEMPOTENCY_HEADER,
+                "UUID v4; a repeat with the same body replays the stored response for 24 h.",
+                required=operation.idempotency == "required",
+            )
+        )
+    return headers
+
+
 def guarded(operation: Operation) -> Any:
     """`Depends(...)` marker for `Annotated[Caller, guarded(OPERATION)]`."""
 
-    async def dependency(request: Request) -> Caller:
+    async def dependency(request: Request, **_documented: str | None) -> Caller:
         return await check_access(request, operation)
 
+    request_parameter = inspect.Parameter(
+        "request", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=Request
+    )
+    dependency.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        [request_parameter, *documented_headers(operation)], return_annotation=Caller
+    )
     dependency.__name__ = f"guard_{operation.name}"
+    dependency.operation = operation  # type: ignore[attr-defined]
     return Depends(dependency)
 
 

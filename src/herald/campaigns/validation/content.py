@@ -72,13 +72,21 @@ def missing_template_fields(obj: PushPlatformContent, template_type: PushTemplat
     return missing
 
 
+Slot = tuple[str, str, str]  # (locale, variation, platform key)
+
+
 def push_objects(
     content: PushCampaignContent,
-) -> Iterator[tuple[FieldPath, str, PushPlatformContent]]:
-    """(path from the body root, content key such as `android`, object) for every platform object."""
+) -> Iterator[tuple[FieldPath, Slot, PushPlatformContent]]:
+    """(path from the body root, slot, object) for every platform object.
+
+    The slot names the object's place independently of the content form: flat content is the
+    `default` locale's `variation_1`.
+    """
     for entry_path, platforms in content.entries():
+        locale, variation = entry_path[:2] if len(entry_path) == 3 else (DEFAULT_LOCALE, variation_keys(1)[0])
         for _, key, obj in platforms.by_platform():
-            yield (*CONTENT_ROOT, *entry_path, key), key, obj
+            yield (*CONTENT_ROOT, *entry_path, key), (locale, variation, key), obj
 
 
 def check_campaign_content(ctx: Context) -> list[Problem]:
@@ -205,12 +213,12 @@ def _check_template_changes(ctx: Context, content: PushCampaignContent) -> list[
     if not isinstance(previous.campaign_content, PushCampaignContent):
         return []
     before = {
-        path: effective_template_type(obj, previous)
-        for path, _, obj in push_objects(previous.campaign_content)
+        slot: effective_template_type(obj, previous)
+        for _, slot, obj in push_objects(previous.campaign_content)
     }
     problems: list[Problem] = []
-    for path, _, obj in push_objects(content):
-        new, old = effective_template_type(obj, ctx.campaign), before.get(path)
+    for path, slot, obj in push_objects(content):
+        new, old = effective_template_type(obj, ctx.campaign), before.get(slot)
         if new is None or old is None or new is old:
             continue
         for field in missing_template_fields(obj, new):

@@ -1,0 +1,175 @@
+"""Offers list (O1): first vs deepest page, and Herald vs a bare Starlette endpoint on the same SQL.
+
+    python -m benchmarks.offers_list [--database-url URL] [--rows 1000000]
+
+Loads `--rows` offers into one workspace (once; reused on later runs), then measures side by side in
+one run: latency of the first and of the deepest page (`limit=50`), and requests/s of Herald's
+`GET /v5/offers?limit=50` against a bare Starlette route that runs the same two queries (page + count).
+Both are driven in-process through httpx's ASGI transport, so the ratio isolates Herald's own cost.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import os
+import tempfile
+from datetime import UTC, datetime, timedelta
+
+import httpx
+from sqlalchemy import func, insert, select
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from benchmarks.common import Credentials, prepare_workspace, table, throughput, time_calls
+from herald.config import Settings
+from herald.db import create_database
+from herald.ids import object_id
+from herald.main import create_app
+from herald.offers import repository
+from herald.offers.list_query import OffersListQuery
+from herald.offers.models import STORED_PUBLISHED, Offer
+
+WORKSPACE = "BENCHOFFERS"
+BATCH = 10_000
+
+
+async def load_offers(settings: Settings, rows: int) -> None:
+    database = create_database(settings)
+    try:
+        async with database.writer() as session:
+            present = await session.scalar(
+                select(func.count()).select_from(Offer).where(Offer.workspace_id == WORKSPACE)
+            )
+        first = int(present or 0)
+        start = datetime(2024, 1, 1, tzinfo=UTC)
+        for offset in range(first, rows, BATCH):
+            batch = []
+            for index in range(offset, min(rows, offset + BATCH)):
+                created = start + timedelta(seconds=index)
+                batch.append(
+                    {
+                        "workspace_id": WORKSPACE,
+                        "id": object_id(created),
+                        "name": f"Offer_{index:08d}",
+                        "stored_status": STORED_PUBLISHED,
+                        "priority": 1 + index % 100,
+                        "start_datetime": created,
+                        "expiry_datetime": created + timedelta(days=3650),
+                        "tags": [],
+                        "document": {"delivery": "scheduled"},
+                        "created_at": created,
+                        "created_by": f"owner{index % 50}@example.com",
+                        "updated_at": created,
+                    }
+                )
+            async with database.writer() as session:
+                await session.execute(insert(Offer), batch)
+                await session.commit()
+            print(f"\r  loaded {offset + len(batch):,} / {rows:,}", end="", flush=True)
+        if first < rows:
+            print()
+        if database.engine.dialect.name == "postgresql":
+            # Steady state, as autovacuum would leave it: statistics and an all-visible map for
+            # index-only scans of the count.
+            async with database.engine.connect() as connection:
+                autocommit = await connection.execution_options(isolation_level="AUTOCOMMIT")
+                await autocommit.exec_driver_sql("VACUUM ANALYZE offers")
+    finally:
+        await database.dispose()
+
+
+def bare_app(settings: Settings) -> Starlette:
+    """The same two queries as Herald's O1, with nothing around them."""
+    database = create_database(settings)
+    query = OffersListQuery(limit=50)
+
+    async def offers(_request: Request) -> JSONResponse:
+        async with database.reader() as session:
+            page, total = await repository.list_page(session, WORKSPACE, query, datetime.now(UTC))
+        items = [{"id": f"offer_{row.id}", "name": row.name} for row in page[:50]]
+        return JSONResponse({"data": items, "total_count": total})
+
+    return Starlette(routes=[Route("/offers", offers)])
+
+
+async def deepest_cursor(settings: Settings) -> str:
+    database = create_database(settings)
+    try:
+        async with database.reader() as session:
+            ids = (
+                await session.scalars(
+                    select(Offer.id).where(Offer.workspace_id == WORKSPACE).order_by(Offer.id.asc()).limit(51)
+                )
+            ).all()
+    finally:
+        await database.dispose()
+    return base64.urlsafe_b64encode(f"offers:{ids[-1]}".encode()).decode()
+
+
+async def main(database_url: str, rows: int, requests: int, seconds: float) -> None:
+    settings = Settings(database_url=database_url, redis_url=None, db_pool_size=20)
+    print(f"offers list benchmark on {database_url.split('://')[0]} with {rows:,} offers")
+    credentials: Credentials = await prepare_workspace(settings, WORKSPACE)
+    await load_offers(settings, rows)
+    token = base64.b64encode(f"{credentials.workspace_id}:{credentials.secret}".encode()).decode()
+    headers = {"Authorization": f"Basic {token}"}
+    cursor = await deepest_cursor(settings)
+
+    herald = create_app(settings)
+    bare = bare_app(settings)
+    async with (
+        httpx.AsyncClient(transport=httpx.ASGITransport(app=herald), base_url="http://h") as herald_client,
+        httpx.AsyncClient(transport=httpx.ASGITransport(app=bare), base_url="http://b") as bare_client,
+    ):
+
+        async def first() -> None:
+            response = await herald_client.get("/v5/offers?limit=50", headers=headers)
+            assert response.status_code == 200, response.text
+
+        async def deepest() -> None:
+            response = await herald_client.get(f"/v5/offers?limit=50&cursor={cursor}", headers=headers)
+            assert response.status_code == 200, response.text
+
+        async def bare_call() -> None:
+            response = await bare_client.get("/offers")
+            assert response.status_code == 200
+
+        first_page = await time_calls(first, requests)
+        deepest_page = await time_calls(deepest, requests)
+        herald_rps = await throughput(first, seconds, concurrency=4)
+        bare_rps = await throughput(bare_call, seconds, concurrency=4)
+
+    print(
+        table(
+            "O1 GET /v5/offers?limit=50",
+            [
+                ("first page p50 / p99", f"{first_page.p50_ms:.2f} ms / {first_page.p99_ms:.2f} ms"),
+                ("deepest page p50 / p99", f"{deepest_page.p50_ms:.2f} ms / {deepest_page.p99_ms:.2f} ms"),
+                ("deepest / first (p50)", f"{deepest_page.p50_ms / first_page.p50_ms:.2f}  (target <= 1.2)"),
+                ("Herald requests/s", f"{herald_rps:.1f}"),
+                ("bare Starlette requests/s", f"{bare_rps:.1f}"),
+                ("Herald / bare", f"{herald_rps / bare_rps:.2f}  (target >= 0.5)"),
+            ],
+        )
+    )
+
+
+def cli() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    default_url = f"sqlite+aiosqlite:///{os.path.join(tempfile.gettempdir(), 'herald-bench-offers.db')}"
+    parser.add_argument("--database-url", default=os.environ.get("HERALD_BENCH_DATABASE_URL", default_url))
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--requests", type=int, default=200)
+    parser.add_argument("--seconds", type=float, default=5.0)
+    args = parser.parse_args()
+    asyncio.run(main(args.database_url, args.rows, args.requests, args.seconds))
+
+
+if __name__ == "__main__":
+    cli()

@@ -1,0 +1,5 @@
+"""`python -m herald` runs the command line."""
+
+from herald.cli import app
+
+app()

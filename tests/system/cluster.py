@@ -1,0 +1,84 @@
+"""Real `herald serve` processes on loopback, sharing one PostgreSQL, one Redis and one file clock."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+import httpx
+
+from herald.clock import FileClock
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@dataclass
+class Server:
+    port: int
+    process: subprocess.Popen[bytes]
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def kill(self) -> None:
+        """SIGKILL the whole process group: no cleanup, no graceful shutdown."""
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(timeout=10)
+
+
+@dataclass
+class Cluster:
+    env: dict[str, str]
+    clock_file: str
+    now: datetime
+    servers: list[Server] = field(default_factory=list)
+
+    def start(self, workers: int = 2) -> Server:
+        port = free_port()
+        command = [sys.executable, "-m", "herald", "serve", "--port", str(port), "--workers", str(workers)]
+        process = subprocess.Popen(
+            command,
+            env=self.env,
+            start_new_session=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        server = Server(port, process)
+        self.servers.append(server)
+        _wait_until_ready(server)
+        return server
+
+    def advance(self, delta: timedelta) -> None:
+        self.now += delta
+        FileClock.write(self.clock_file, self.now)
+
+    def stop(self) -> None:
+        for server in self.servers:
+            server.kill()
+
+
+def _wait_until_ready(server: Server, timeout: float = 60.0) -> None:
+    """Poll /readyz until the server answers (start-up, not a test assertion)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if server.process.poll() is not None:
+            raise RuntimeError(f"herald serve exited with {server.process.returncode}")
+        try:
+            if httpx.get(f"{server.url}/readyz", timeout=1.0).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.2)
+    raise TimeoutError(f"herald serve on {server.port} did not become ready")
