@@ -130,13 +130,19 @@ class TestImport:
         assert stored["u1049"].attributes == {"n": 1049}
 
     def test_reimport_merges_and_honours_update_existing_only(
-        self, cli: Cli, tmp_path: Path, frozen: FrozenClock
+        self, cli: Cli, tmp_path: Path, frozen: FrozenClock, copy_flag: str
     ) -> None:
         workspace = cli.workspace()
         first = jsonl(
-            tmp_path / "first.jsonl", [customer("u1", plan="free", city="Madrid", email="a@example.com")]
+            tmp_path / "first.jsonl",
+            [
+                customer("u1", plan="free", city="Madrid", email="a@example.com"),
+                customer("u2", plan="free", gone=None),  # a null sent for a new user is not stored
+            ],
         )
-        assert cli("audience", "import", str(first), "-w", workspace, "--no-progress").exit_code == 0
+        imported = cli("audience", "import", str(first), "-w", workspace, "--no-progress", copy_flag)
+        assert imported.exit_code == 0, imported.output
+        assert users_of(cli, workspace)["u2"].attributes == {"plan": "free"}
         frozen.advance(hours=1)
         second = jsonl(
             tmp_path / "second.jsonl",
@@ -149,16 +155,24 @@ class TestImport:
                     "update_existing_only": True,
                 },
                 customer("u1", vip=True),  # the same user twice in one batch: applied in order
+                {
+                    "type": "customer",
+                    "customer_id": "u2",
+                    "attributes": {"plan": None, "tier": "b", "first_name": "Bo"},
+                    "update_existing_only": True,
+                },
             ],
         )
-        result = cli("audience", "import", str(second), "-w", workspace, "--no-progress")
+        result = cli("audience", "import", str(second), "-w", workspace, "--no-progress", copy_flag)
         assert result.exit_code == 0, result.output
-        assert "(0 created, 2 updated, 1 skipped)" in result.output
+        assert "(0 created, 3 updated, 1 skipped)" in result.output
         stored = users_of(cli, workspace)
-        assert set(stored) == {"u1"}
+        assert set(stored) == {"u1", "u2"}
         assert stored["u1"].attributes == {"plan": "gold", "vip": True}
         assert stored["u1"].email == "a@example.com"
         assert stored["u1"].updated_at == frozen.now()
+        assert stored["u2"].attributes == {"tier": "b"}
+        assert stored["u2"].first_name == "Bo"
 
     def test_check_writes_nothing(self, cli: Cli, tmp_path: Path) -> None:
         workspace = cli.workspace()
