@@ -16,7 +16,9 @@ from pathlib import Path
 
 import httpx
 import pytest
+from cryptography.fernet import Fernet
 from fastapi import FastAPI
+from pydantic import SecretStr
 from sqlalchemy.engine import make_url
 
 from herald.clock import FrozenClock
@@ -92,9 +94,18 @@ def database_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield url
 
 
+# Connector secrets are sealed with a real key in tests too (there is no default key).
+TEST_SECRET_KEY = Fernet.generate_key().decode()
+
+
 @pytest.fixture
 def settings(database_url: str) -> Settings:
-    return Settings(database_url=database_url, redis_url=None, base_url="http://testserver")
+    return Settings(
+        database_url=database_url,
+        redis_url=None,
+        base_url="http://testserver",
+        secret_key=SecretStr(TEST_SECRET_KEY),
+    )
 
 
 @pytest.fixture

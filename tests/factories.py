@@ -10,6 +10,9 @@ from dataclasses import dataclass
 
 from fastapi import FastAPI
 
+from herald.delivery import connectors as delivery_connectors
+from herald.delivery.config import ConnectorInput
+from herald.delivery.connectors import AddedConnector
 from herald.services import Services
 from herald.workspaces import service as workspaces_service
 from herald.workspaces.scopes import Scope
@@ -53,6 +56,17 @@ async def make_tenant(
         issued = await workspaces_service.create_api_key(session, now, workspace.id, list(scopes))
         await session.commit()
     return Tenant(workspace_id=workspace.id, secret=issued.secret, key_id=issued.key.id)
+
+
+async def add_connector(app: FastAPI, tenant: Tenant, given: ConnectorInput) -> AddedConnector:
+    """A delivery connector of the workspace, added the way `herald connectors add` does."""
+    services: Services = app.state.herald
+    async with services.database.writer() as session:
+        added = await delivery_connectors.add_connector(
+            session, services.clock.now(), tenant.workspace_id, given, services.settings.secret_key
+        )
+        await session.commit()
+    return added
 
 
 async def add_key(app: FastAPI, tenant: Tenant, scopes: Iterable[Scope]) -> Tenant:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from functools import cached_property
 
+from pydantic import SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -20,6 +21,15 @@ class Settings(BaseSettings):
     # Ordinarily the database pool is sized for a web worker; benchmarks and large deployments raise it.
     db_pool_size: int = 10
     log_level: str = "info"
+    # Run the scheduled-transitions worker inside the API process (`herald serve` turns it on for a
+    # one-process SQLite deployment; elsewhere run `herald worker`).
+    in_process_worker: bool = False
+    worker_interval_seconds: float = 15.0
+    # Fernet key(s) that encrypt connector secrets at rest: comma-separated, the first encrypts and
+    # every one decrypts (rotation). Without it, connectors that carry secrets cannot be stored.
+    secret_key: SecretStr | None = None
+    # Default time limit for one delivery attempt (SMTP session or webhook call), in seconds.
+    delivery_timeout_seconds: float = 10.0
     # Sandbox time travel and multi-process tests: read "now" from this file (epoch seconds).
     clock_file: str | None = None
 

@@ -75,7 +75,7 @@ class Database:
 
     async def dispose(self) -> None:
         await self.engine.dispose()
-        if self.read_engine is not self.engine:
+        if self.read_engine.sync_engine.pool is not self.engine.sync_engine.pool:
             await self.read_engine.dispose()
 
 
@@ -146,7 +146,8 @@ def create_database(settings: Settings) -> Database:
         engine = create_async_engine(
             url, pool_size=settings.db_pool_size, max_overflow=settings.db_pool_size, pool_pre_ping=True
         )
-        read_engine = engine
+        # Reading requests see one snapshot across their statements (a page and its total count).
+        read_engine = engine.execution_options(isolation_level="REPEATABLE READ")
     return Database(
         engine=engine,
         read_engine=read_engine,

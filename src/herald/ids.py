@@ -29,6 +29,16 @@ def object_id(at: datetime) -> str:
     return (seconds.to_bytes(4, "big") + _process_random + count.to_bytes(3, "big")).hex()
 
 
+def object_ids(at: datetime, count: int) -> list[str]:
+    """`count` ids for one instant, as `object_id` makes them one by one (for bulk loads)."""
+    global _counter
+    with _counter_lock:
+        start = _counter
+        _counter = (_counter + count) % 0xFFFFFF
+    prefix = ((int(at.timestamp()) & 0xFFFFFFFF).to_bytes(4, "big") + _process_random).hex()
+    return [f"{prefix}{(start + offset) % 0xFFFFFF:06x}" for offset in range(1, count + 1)]
+
+
 def is_object_id(value: str) -> bool:
     return bool(OBJECT_ID.match(value))
 

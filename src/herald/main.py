@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -13,17 +14,23 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from herald import __version__
+from herald.audience.router import router as audience_router
 from herald.campaigns import openapi as campaigns_openapi
+from herald.campaigns import worker as campaigns_worker
+from herald.campaigns.lifecycle_router import router as campaigns_lifecycle_router
 from herald.campaigns.router import router as campaigns_router
+from herald.campaigns.v1_router import router as campaigns_v1_router
 from herald.clock import Clock, FileClock, SystemClock
 from herald.config import Settings
 from herald.db import create_database
+from herald.delivery import router as delivery_routes
 from herald.http import handlers
 from herald.http import openapi as openapi_docs
 from herald.http.middleware import HeraldMiddleware
 from herald.http.ratelimit import RateLimitStore, make_store
 from herald.http.responses import json_response
 from herald.offers.router import router as offers_router
+from herald.personalization.router import router as personalization_router
 from herald.services import Services
 
 
@@ -43,7 +50,20 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        stop = asyncio.Event()
+        worker = (
+            asyncio.create_task(
+                campaigns_worker.run_forever(
+                    services.database, services.clock, settings.worker_interval_seconds, stop
+                )
+            )
+            if settings.in_process_worker
+            else None
+        )
         yield
+        if worker is not None:
+            stop.set()
+            await worker
         await services.database.dispose()
 
     app = FastAPI(
@@ -56,7 +76,12 @@ def create_app(
     app.add_middleware(HeraldMiddleware, services=services)
     handlers.install(app)
     app.include_router(offers_router)
+    app.include_router(delivery_routes.router)  # before campaigns: /test beside /{campaign_id}
+    app.include_router(campaigns_lifecycle_router)
     app.include_router(campaigns_router)
+    app.include_router(campaigns_v1_router)
+    app.include_router(personalization_router)
+    app.include_router(audience_router)
     _extend_openapi(app, services)
     _add_probes(app, services)
     return app
@@ -84,7 +109,8 @@ def _extend_openapi(app: FastAPI, services: Services) -> None:
         if app.openapi_schema is None:
             schema = get_openapi(title=app.title, version=app.version, summary=app.summary, routes=app.routes)
             components = schema.setdefault("components", {}).setdefault("schemas", {})
-            for name, definition in campaigns_openapi.component_schemas().items():
+            extra = {**campaigns_openapi.component_schemas(), **delivery_routes.body_schemas()}
+            for name, definition in extra.items():
                 components.setdefault(name, definition)
             app.openapi_schema = openapi_docs.enrich(schema, services.settings)
         return app.openapi_schema

@@ -1,23 +1,32 @@
 """Every table, imported in one place so Alembic's autogenerate sees the whole schema."""
 
 from herald.audience.models import Event, Segment, SegmentMember, User
-from herald.campaigns.models import Campaign, CampaignRequestId, CampaignTag
+from herald.campaigns.models import Campaign, CampaignReachability, CampaignRequestId, CampaignTag
 from herald.db import Base
+from herald.delivery.models import Connector, OutboxEntry
 from herald.http.idempotency import IdempotencyRecord
 from herald.offers.models import Offer, OfferTag
+from herald.personalization.models import ContentApi, ContentBlock, CustomTemplate, ProductSet
 from herald.workspaces.models import ApiKey, OfferTemplate, Tag, Workspace
 
 __all__ = [
     "ApiKey",
     "Base",
     "Campaign",
+    "CampaignReachability",
     "CampaignRequestId",
     "CampaignTag",
+    "Connector",
+    "ContentApi",
+    "ContentBlock",
+    "CustomTemplate",
     "Event",
     "IdempotencyRecord",
     "Offer",
     "OfferTag",
     "OfferTemplate",
+    "OutboxEntry",
+    "ProductSet",
     "Segment",
     "SegmentMember",
     "Tag",

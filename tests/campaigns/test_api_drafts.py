@@ -15,9 +15,10 @@ from sqlalchemy import select, update
 
 from herald.campaigns.models import Campaign
 from herald.clock import FrozenClock
+from herald.delivery.config import ConnectorInput
 from herald.workspaces.scopes import Scope
 from tests.campaigns.payloads import ALL_FEATURES, PAYLOADS
-from tests.factories import Tenant, add_key, make_tenant
+from tests.factories import Tenant, add_connector, add_key, make_tenant
 
 BASE = "/v5/campaigns"
 MINIMAL_PUSH = {"channel": "PUSH", "campaign_delivery_type": "ONE_TIME", "created_by": "ana@example.com"}
@@ -31,8 +32,13 @@ OPEN_LIMITS = {
 
 @pytest.fixture
 async def workspace(app: FastAPI) -> Tenant:
-    """A workspace with every feature on and limits out of the way."""
-    return await make_tenant(app, features=dict.fromkeys(ALL_FEATURES, True), rate_limits=OPEN_LIMITS)
+    """A workspace with every feature on, limits out of the way, and the payloads' connectors."""
+    tenant = await make_tenant(app, features=dict.fromkeys(ALL_FEATURES, True), rate_limits=OPEN_LIMITS)
+    await add_connector(app, tenant, ConnectorInput("transactional-smtp", "CUSTOM_SMTP", host="127.0.0.1"))
+    await add_connector(
+        app, tenant, ConnectorInput("marketing-api", "CUSTOM_API", url="https://hooks.example.com/in")
+    )
+    return tenant
 
 
 async def _create(client: httpx.AsyncClient, tenant: Tenant, body: dict[str, Any]) -> httpx.Response:

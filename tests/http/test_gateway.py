@@ -146,3 +146,23 @@ class TestBodies:
         )
         assert response.status_code == 400
         assert response.json()["error"]["code"] == "BAD_REQUEST"
+
+
+class TestNonFiniteNumbers:
+    async def test_nan_and_infinity_are_400_on_every_surface(
+        self, client: httpx.AsyncClient, tenant: Tenant
+    ) -> None:
+        for path, token in (("/v5/offers", b"NaN"), ("/v5/campaigns", b"-Infinity")):
+            response = await client.post(
+                path,
+                content=b'{"priority": ' + token + b', "name": "NaN Infinity"}',
+                headers={**tenant.write_headers(campaigns=True), "Content-Type": "application/json"},
+            )
+            assert response.status_code == 400
+            assert response.json()["error"]["code"] == "BAD_REQUEST"
+
+    async def test_the_words_inside_strings_are_fine(self) -> None:
+        from herald.http.guards import has_non_finite_number
+
+        assert not has_non_finite_number(b'{"name": "NaN Infinity"}')
+        assert has_non_finite_number(b'{"a": [1, NaN]}')

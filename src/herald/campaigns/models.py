@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Boolean, ForeignKeyConstraint, Index, Integer, String, text
+from sqlalchemy import BigInteger, Boolean, ForeignKeyConstraint, Index, Integer, String, text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from herald.db import Base, PortableJSON, UTCDateTime
@@ -37,6 +37,9 @@ class Campaign(Base):
         Index("ix_campaigns_workspace_id_status_created_at", "workspace_id", "status", "created_at"),
         Index("ix_campaigns_workspace_id_channel_created_at", "workspace_id", "channel", "created_at"),
         Index("ix_campaigns_workspace_id_parent_id", "workspace_id", "parent_id"),
+        # The scheduled-transitions worker looks campaigns up by status and due time.
+        Index("ix_campaigns_workspace_id_status_start_at", "workspace_id", "status", "start_at"),
+        Index("ix_campaigns_workspace_id_status_expiry_at", "workspace_id", "status", "expiry_at"),
         ForeignKeyConstraint(["workspace_id"], ["workspaces.id"]),
     )
 
@@ -67,6 +70,10 @@ class Campaign(Base):
     rejection_comment: Mapped[str | None] = mapped_column(String(2000), nullable=True)
     # Every component as stored (basic_details, campaign_content, connector, ...).
     components: Mapped[dict[str, Any]] = mapped_column(PortableJSON, default=dict)
+    # `scheduling_details.start_time` / `expiry_time` as instants, kept in step with `components`
+    # on every write so that time-driven transitions and meta can use them in SQL.
+    start_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    expiry_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
 
 
 class CampaignTag(Base):
@@ -91,3 +98,15 @@ class CampaignRequestId(Base):
     request_id: Mapped[str] = mapped_column(String(128), primary_key=True)
     campaign_id: Mapped[str] = mapped_column(String(24))
     expires_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+class CampaignReachability(Base):
+    """The daily reachability estimate of a campaign (meta), shared by all its versions."""
+
+    __tablename__ = "campaign_reachability"
+    __table_args__ = (ForeignKeyConstraint(["workspace_id"], ["workspaces.id"]),)
+
+    workspace_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    campaign_id: Mapped[str] = mapped_column(String(24), primary_key=True)
+    count: Mapped[int] = mapped_column(BigInteger)
+    computed_at: Mapped[datetime] = mapped_column(UTCDateTime)

@@ -10,7 +10,10 @@ from typing import Any
 
 from pydantic import RootModel, TypeAdapter
 
+from herald.campaigns.actions import StatusBody
+from herald.campaigns.publish import EmailCampaignV1Update, PushCampaignV1Update
 from herald.campaigns.schemas.campaign import CampaignCreateBody, CampaignUpdateBody
+from herald.campaigns.schemas.search import MetaBody, SearchBody
 
 _REF = "#/components/schemas/{model}"
 
@@ -33,10 +36,22 @@ class _UpdateBody(RootModel[CampaignUpdateBody]):
     pass
 
 
+class _V1UpdateBody(RootModel[PushCampaignV1Update | EmailCampaignV1Update]):
+    pass
+
+
 _CREATE: TypeAdapter[Any] = TypeAdapter(_CreateBody)
 _UPDATE: TypeAdapter[Any] = TypeAdapter(_UpdateBody)
+_V1_UPDATE: TypeAdapter[Any] = TypeAdapter(_V1UpdateBody)
 CREATE_BODY = _body(_schema(_CREATE))
 UPDATE_BODY = _body(_schema(_UPDATE))
+V1_UPDATE_BODY = _body(_schema(_V1_UPDATE))
+_STATUS: TypeAdapter[Any] = TypeAdapter(StatusBody)
+_SEARCH: TypeAdapter[Any] = TypeAdapter(SearchBody)
+_META: TypeAdapter[Any] = TypeAdapter(MetaBody)
+STATUS_BODY = _body(_schema(_STATUS))
+SEARCH_BODY = _body(_schema(_SEARCH))
+META_BODY = _body(_schema(_META))
 VALIDATE_BODY: dict[str, Any] = {
     "requestBody": {
         "required": False,
@@ -56,6 +71,6 @@ VALIDATE_BODY: dict[str, Any] = {
 def component_schemas() -> dict[str, Any]:
     """The `$defs` the bodies refer to, to merge into the document's components."""
     defs: dict[str, Any] = {}
-    for adapter in (_CREATE, _UPDATE):
+    for adapter in (_CREATE, _UPDATE, _V1_UPDATE, _STATUS, _SEARCH, _META):
         defs |= adapter.json_schema(ref_template=_REF).get("$defs", {})
     return defs

@@ -18,6 +18,23 @@ async def get_latest(session: AsyncSession, workspace_id: str, campaign_id: str)
     return (await session.scalars(query)).first()
 
 
+async def get_version(session: AsyncSession, workspace_id: str, row_id: str) -> Campaign | None:
+    """One version document by its own `id`."""
+    query = select(Campaign).where(Campaign.workspace_id == workspace_id, Campaign.id == row_id)
+    return (await session.scalars(query)).first()
+
+
+async def get_numbered_version(
+    session: AsyncSession, workspace_id: str, campaign_id: str, version_number: int
+) -> Campaign | None:
+    query = select(Campaign).where(
+        Campaign.workspace_id == workspace_id,
+        Campaign.campaign_id == campaign_id,
+        Campaign.version_number == version_number,
+    )
+    return (await session.scalars(query)).first()
+
+
 async def replace_tags(session: AsyncSession, row: Campaign, tags: Iterable[str]) -> None:
     await session.execute(
         delete(CampaignTag).where(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import orjson
-from fastapi import APIRouter, Header
+from fastapi import APIRouter, Header, Query
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -32,11 +32,11 @@ UPDATE = Operation(
 VALIDATE = Operation("C4", Scope.CAMPAIGNS_VIEW, "campaign_ops", campaigns=True)
 
 
-def _workspace(caller: Caller) -> service.Workspace:
+def workspace_of(caller: Caller) -> service.Workspace:
     return service.Workspace(id=caller.workspace_id, features=enabled_features(caller.workspace))
 
 
-def _json_body(request: Request) -> Any:
+def json_body(request: Request) -> Any:
     raw: bytes = getattr(request.state, "body", b"") or b""
     if not raw.strip():
         raise BadRequest("A JSON body is required.")
@@ -64,8 +64,8 @@ async def create_campaign(request: Request, caller: Annotated[Caller, guarded(CR
 
     row = await service.create_campaign(
         unit_of_work(request).session(),
-        _workspace(caller),
-        _json_body(request),
+        workspace_of(caller),
+        json_body(request),
         services_of(request).clock.now(),
         reserve,
     )
@@ -79,9 +79,17 @@ async def create_campaign(request: Request, caller: Annotated[Caller, guarded(CR
     responses=error_responses(400, 401, 403, 404, 429, 503),
 )
 async def get_campaign(
-    request: Request, campaign_id: str, caller: Annotated[Caller, guarded(GET)]
+    request: Request,
+    campaign_id: str,
+    caller: Annotated[Caller, guarded(GET)],
+    version_number: Annotated[
+        int | None,
+        Query(ge=1, description="A version of the campaign (its older versions are read-only snapshots)."),
+    ] = None,
 ) -> Response:
-    row = await service.get_campaign(unit_of_work(request).session(), caller.workspace_id, campaign_id)
+    row = await service.get_campaign_or_version(
+        unit_of_work(request).session(), caller.workspace_id, campaign_id, version_number
+    )
     versioning = "versioning" in enabled_features(caller.workspace)
     return json_response(
         _envelope(request, campaign_view(row, versioning=versioning)), headers={"ETag": etag(row)}
@@ -103,9 +111,9 @@ async def update_campaign(
 ) -> Response:
     row = await service.update_campaign(
         unit_of_work(request).session(),
-        _workspace(caller),
+        workspace_of(caller),
         campaign_id,
-        _json_body(request),
+        json_body(request),
         services_of(request).clock.now(),
         if_match,
         etag,
@@ -125,10 +133,12 @@ async def validate_campaign(
 ) -> Response:
     raw = request.state.body
     if raw and raw.strip():
-        body = _json_body(request)
+        body = json_body(request)
         if not isinstance(body, dict) or set(body) - {"request_id"}:
             raise BadRequest("The validate body may only carry request_id.")
-    problems = await service.validate_stored(unit_of_work(request).session(), _workspace(caller), campaign_id)
+    problems = await service.validate_stored(
+        unit_of_work(request).session(), workspace_of(caller), campaign_id
+    )
     errors = [
         {"field": problem.target, "issue": problem.message, "code": problem.code} for problem in problems
     ]

@@ -15,12 +15,22 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from herald.campaigns import repository
 from herald.campaigns.editability import not_editable
+from herald.campaigns.lifecycle import schedule_instants
 from herald.campaigns.models import Campaign, CampaignRequestId
-from herald.campaigns.schemas.campaign import CampaignDocument, sent_components
+from herald.campaigns.schemas.campaign import CampaignDocument, CampaignUpdate, sent_components
 from herald.campaigns.schemas.common import CampaignStatus, Channel, DeliveryType
-from herald.campaigns.validation import Stage, load_document, parse_create, parse_update, validate_campaign
+from herald.campaigns.validation import (
+    Stage,
+    UpdateModels,
+    load_document,
+    parse_create,
+    parse_update,
+    validate_campaign,
+)
+from herald.delivery import connectors as delivery_connectors
 from herald.errors import DuplicateRequestId, InvalidState, NotFound, PreconditionFailed, ValidationFailed
 from herald.ids import is_object_id, object_id
+from herald.personalization import check_template
 from herald.problems import Problem
 
 # After a successful create, its request_id cannot be reused for this long (spec: Limits).
@@ -42,6 +52,13 @@ def _name_and_tags(components: dict[str, Any]) -> tuple[str | None, list[str]]:
     return name, tags
 
 
+def derived_columns(components: dict[str, Any]) -> dict[str, Any]:
+    """The searchable columns a row keeps in step with its components."""
+    name, tags = _name_and_tags(components)
+    start_at, expiry_at = schedule_instants(components)
+    return {"name": name, "tags": tags, "start_at": start_at, "expiry_at": expiry_at}
+
+
 async def create_campaign(
     session: AsyncSession, workspace: Workspace, raw: object, now: datetime, reserve_success: Reserve
 ) -> Campaign:
@@ -61,7 +78,7 @@ async def create_campaign(
     await reserve_success()
 
     components = document.components_json()
-    name, tags = _name_and_tags(components)
+    derived = derived_columns(components)
     row = Campaign(
         workspace_id=workspace.id,
         id=campaign_id,
@@ -72,13 +89,12 @@ async def create_campaign(
         channel=document.channel.value,
         delivery_type=document.delivery_type.value,
         status=CampaignStatus.DRAFT.value,
-        name=name,
-        tags=tags,
         created_by=body.created_by,
         created_at=now,
         updated_at=now,
         request_id=body.request_id,
         components=components,
+        **derived,
     )
     session.add(row)
     if body.request_id is not None:
@@ -95,7 +111,7 @@ async def create_campaign(
     except IntegrityError:
         # A concurrent create with the same request_id committed first.
         raise _duplicate_request_id(None) from None
-    await repository.replace_tags(session, row, tags)
+    await repository.replace_tags(session, row, row.tags)
     return row
 
 
@@ -107,28 +123,71 @@ def _duplicate_request_id(campaign_id: str | None) -> DuplicateRequestId:
 
 
 async def get_campaign(session: AsyncSession, workspace_id: str, campaign_id: str) -> Campaign:
+    """The latest version of a campaign, by `campaign_id` (what C3, C4, C5 and L1 act on)."""
     row = (
         await repository.get_latest(session, workspace_id, campaign_id) if is_object_id(campaign_id) else None
     )
+    if row is None:
+        snapshot = (
+            await repository.get_version(session, workspace_id, campaign_id)
+            if is_object_id(campaign_id)
+            else None
+        )
+        if snapshot is not None:
+            raise InvalidState(
+                f"{campaign_id} is version {snapshot.version_number} of campaign {snapshot.campaign_id}, "
+                "an immutable snapshot; address the campaign by its campaign_id.",
+                target="campaign_id",
+            )
+        raise NotFound("No campaign with this id exists in the workspace.", target="campaign_id")
+    return row
+
+
+async def get_campaign_or_version(
+    session: AsyncSession, workspace_id: str, some_id: str, version_number: int | None = None
+) -> Campaign:
+    """C2: a `campaign_id` names the latest version, or version `version_number` when given; the
+    `id` of a later version document names that version."""
+    row: Campaign | None = None
+    if is_object_id(some_id):
+        if version_number is not None:
+            row = await repository.get_numbered_version(session, workspace_id, some_id, version_number)
+        else:
+            row = await repository.get_latest(session, workspace_id, some_id)
+            row = row or await repository.get_version(session, workspace_id, some_id)
     if row is None:
         raise NotFound("No campaign with this id exists in the workspace.", target="campaign_id")
     return row
 
 
-async def update_campaign(
-    session: AsyncSession,
-    workspace: Workspace,
-    campaign_id: str,
-    raw: object,
-    now: datetime,
-    if_match: str | None,
-    current_etag: Callable[[Campaign], str],
-) -> Campaign:
-    row = await get_campaign(session, workspace.id, campaign_id)
-    if if_match is not None and if_match.strip() not in ("*", current_etag(row)):
-        raise PreconditionFailed(target="If-Match")
+@dataclass(frozen=True)
+class PreparedUpdate:
+    """An update that passed every check, not yet written: the stored row and the merged campaign."""
+
+    row: Campaign
+    body: CampaignUpdate
+    merged: CampaignDocument
+
+    @property
+    def components(self) -> dict[str, Any]:
+        return self.merged.components_json()
+
+    @property
+    def changes_components(self) -> bool:
+        return self.components != self.row.components
+
+
+def prepare_update(
+    workspace: Workspace, row: Campaign, raw: object, models: UpdateModels | None = None
+) -> PreparedUpdate:
+    """Parse and check an update of `row` (contract §5 C3) without writing; raises on any problem.
+
+    `models` picks the body models per channel (L1 reads its own body with the same components).
+    """
     channel, delivery_type = Channel(row.channel), DeliveryType(row.delivery_type)
-    body, problems = parse_update(raw, stored_channel=channel, stored_delivery_type=delivery_type)
+    body, problems = parse_update(
+        raw, stored_channel=channel, stored_delivery_type=delivery_type, models=models
+    )
     if body is None:
         raise ValidationFailed(problems)
     sent = sent_components(body)
@@ -145,17 +204,38 @@ async def update_campaign(
     problems = validate_campaign(merged, Stage.DRAFT_PATCH, workspace.features, sent, previous=stored)
     if problems:
         raise ValidationFailed(problems)
+    return PreparedUpdate(row=row, body=body, merged=merged)
 
-    components = merged.components_json()
+
+async def apply_update(session: AsyncSession, prepared: PreparedUpdate, now: datetime) -> Campaign:
+    """Write a prepared update onto its row, in place."""
+    row = prepared.row
+    components = prepared.components
     row.components = components
-    row.name, row.tags = _name_and_tags(components)
-    if body.updated_by is not None:
-        row.updated_by = body.updated_by
+    for name, value in derived_columns(components).items():
+        setattr(row, name, value)
+    if prepared.body.updated_by is not None:
+        row.updated_by = prepared.body.updated_by
     row.updated_at = now
     row.revision += 1
     await repository.replace_tags(session, row, row.tags)
     await session.flush()
     return row
+
+
+async def update_campaign(
+    session: AsyncSession,
+    workspace: Workspace,
+    campaign_id: str,
+    raw: object,
+    now: datetime,
+    if_match: str | None,
+    current_etag: Callable[[Campaign], str],
+) -> Campaign:
+    row = await get_campaign(session, workspace.id, campaign_id)
+    if if_match is not None and if_match.strip() not in ("*", current_etag(row)):
+        raise PreconditionFailed(target="If-Match")
+    return await apply_update(session, prepare_update(workspace, row, raw), now)
 
 
 def _component_json(body: Any, name: str) -> Any:
@@ -174,4 +254,12 @@ async def validate_stored(session: AsyncSession, workspace: Workspace, campaign_
     document, problems = load_document(channel, delivery_type, row.components)
     if document is None:
         return problems
-    return validate_campaign(document, Stage.DRAFT_PUBLISH, workspace.features)
+    # An Email campaign must name one of the workspace's configured e-mail connectors.
+    configured = await delivery_connectors.configured_names(session, workspace.id)
+    return validate_campaign(
+        document,
+        Stage.DRAFT_PUBLISH,
+        workspace.features,
+        configured_connectors=configured,
+        check_template=check_template,
+    )

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import os
 from typing import Annotated
 
 import typer
 
-from herald.cli import admin
+from herald.cli import admin, audience, campaigns, delivery, offers
+from herald.cli.content import content
 from herald.config import Settings
 
 app = typer.Typer(help="Herald: the Offer Listing and Campaign Draft API (v5).", no_args_is_help=True)
@@ -16,6 +18,13 @@ app.add_typer(admin.features, name="features")
 app.add_typer(admin.limits, name="limits")
 app.add_typer(admin.tags, name="tags")
 app.add_typer(admin.templates, name="templates")
+app.add_typer(offers.offers, name="offers")
+app.add_typer(campaigns.campaigns, name="campaigns")
+app.command()(campaigns.worker)
+delivery.register(app)
+app.add_typer(content, name="content")
+app.add_typer(audience.audience, name="audience")
+app.add_typer(audience.segments, name="segments")
 
 
 @app.command()
@@ -38,6 +47,9 @@ def serve(
     import uvicorn
 
     settings = Settings()
+    if settings.is_sqlite and workers == 1:
+        # One process owns the SQLite file: it also runs the scheduled transitions.
+        os.environ.setdefault("HERALD_IN_PROCESS_WORKER", "true")
     if workers > 1 and not settings.redis_url:
         typer.secho(
             "note: without HERALD_REDIS_URL each worker keeps its own rate-limit counters",

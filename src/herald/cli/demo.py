@@ -4,16 +4,21 @@ from __future__ import annotations
 
 import base64
 import json
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
 
+import orjson
 import typer
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from herald.audience.samples import seed_demo_audience
 from herald.cli.runtime import clock, run_in_session
 from herald.config import Settings
-from herald.ids import object_id
-from herald.offers.models import STORED_DRAFT, STORED_PUBLISHED, Offer, OfferTag
+from herald.delivery.demo import seed_demo_delivery
+from herald.offers import importer
+from herald.offers.rules.scheduling import zulu
+from herald.personalization.seed import seed_examples
 from herald.workspaces import service
 from herald.workspaces.models import FEATURES, Workspace
 from herald.workspaces.scopes import Scope
@@ -33,33 +38,48 @@ async def _create(session: AsyncSession) -> dict[str, str] | None:
     await service.create_template(
         session, now, DEMO_ID, "banner", "Banner", ["json"], ["headline", "image_url"]
     )
-    samples = [
-        ("Winter_Sale_20", STORED_PUBLISHED, -1, 30, [seasonal.id]),
-        ("Spring_Preview", STORED_PUBLISHED, 10, 40, [seasonal.id]),
-        ("Loyalty_Bonus_Points", STORED_DRAFT, None, None, []),
-    ]
-    for name, stored, start_days, expiry_days, tag_ids in samples:
-        offer_id = object_id(now)
-        session.add(
-            Offer(
-                workspace_id=DEMO_ID,
-                id=offer_id,
-                name=name,
-                stored_status=stored,
-                priority=10,
-                start_datetime=now + timedelta(days=start_days) if start_days is not None else None,
-                expiry_datetime=now + timedelta(days=expiry_days) if expiry_days is not None else None,
-                tags=tag_ids,
-                document={"delivery": "scheduled"},
-                created_at=now,
-                created_by="demo@example.com",
-                updated_at=now,
-            )
-        )
-        await session.flush()
-        for tag_id in tag_ids:
-            session.add(OfferTag(workspace_id=DEMO_ID, tag_id=tag_id, offer_id=offer_id))
+    await seed_demo_delivery(session, now, DEMO_ID)
+    await seed_demo_audience(session, DEMO_ID, now)
+    # Through the importer, so the samples are complete offerings that O3 can update.
+    lines = [orjson.dumps(sample) for sample in sample_offers(now, seasonal.id)]
+    result = await importer.import_lines(session, DEMO_ID, lines, now)
+    if not result.ok:  # the samples are ours: a failure here is a bug, not bad input
+        raise RuntimeError(f"demo offers failed validation: {[e.describe() for e in result.errors]}")
+    await seed_examples(session, now, DEMO_ID)
     return {"workspace_id": DEMO_ID, "api_key": issued.secret}
+
+
+def sample_offers(now: datetime, tag_id: str) -> list[dict[str, Any]]:
+    """Import lines: an active and a scheduled offering (tag `tag_id`, template `banner`) and a draft."""
+
+    def offer(name: str, start_days: int, expiry_days: int) -> dict[str, Any]:
+        return {
+            "name": name,
+            "priority": 10,
+            "delivery": "scheduled",
+            "created_by": "demo@example.com",
+            "tags": [f"tag_{tag_id}"],
+            "scheduling": {
+                "start_datetime": zulu(now + timedelta(days=start_days)),
+                "expiry_datetime": zulu(now + timedelta(days=expiry_days)),
+                "timezone": "Europe/Berlin",
+            },
+            "segment_info": {"filters": {}},
+            "offer_content": {
+                "content_1": {
+                    "type": "template",
+                    "value": {"headline": name.replace("_", " "), "image_url": "https://example.com/a.png"},
+                    "meta": {"templateId": "banner"},
+                }
+            },
+            "variation_meta": {"type": "DMV", "control_group": {"is_enabled": True, "percentage": 5}},
+        }
+
+    return [
+        offer("Winter_Sale_20", -1, 30),
+        offer("Spring_Preview", 10, 40),
+        {"name": "Loyalty_Bonus_Points", "created_by": "demo@example.com", "status": "draft"},
+    ]
 
 
 def ensure_demo(settings: Settings | None = None) -> None:

@@ -34,6 +34,17 @@ def json_depth_exceeds(body: bytes, limit: int) -> bool:
     return False
 
 
+_NON_FINITE = re.compile(rb"(?<![A-Za-z0-9_])-?(?:NaN|Infinity)(?![A-Za-z0-9_])")
+
+
+def has_non_finite_number(body: bytes) -> bool:
+    """True when the JSON text uses NaN or Infinity outside strings (Python reads them; JSON has no
+    such numbers, and no database column takes them)."""
+    if b"NaN" not in body and b"Infinity" not in body:
+        return False
+    return bool(_NON_FINITE.search(_JSON_STRING.sub(b'""', body)))
+
+
 def has_escaped_nul(body: bytes) -> bool:
     """JSON strings may spell NUL as \\u0000; no stored text may hold it (PostgreSQL refuses it)."""
     return b"\\u0000" in body

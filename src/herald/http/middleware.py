@@ -23,6 +23,7 @@ from herald.http.context import UnitOfWork, request_state
 from herald.http.guards import (
     has_control_characters,
     has_escaped_nul,
+    has_non_finite_number,
     is_json_content_type,
     json_depth_exceeds,
     parse_uuid4,
@@ -229,6 +230,8 @@ class HeraldMiddleware:
             return "The request body must be JSON, sent with Content-Type: application/json."
         if has_escaped_nul(body):
             return "Strings must not contain NUL characters."
+        if has_non_finite_number(body):
+            return "NaN and Infinity are not JSON numbers."
         if json_depth_exceeds(body, self.settings.max_json_depth):
             return f"The JSON body nests deeper than {self.settings.max_json_depth} levels."
         return None

@@ -6,24 +6,27 @@ Order matters and is fixed here: authenticate (401/403) → rate limit (429, not
 
 from __future__ import annotations
 
+import hashlib
 import inspect
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
+import orjson
 from fastapi import Depends, Header
 from starlette.requests import Request
 
 from herald.errors import RateLimited, ValidationFailed
 from herald.http import idempotency
-from herald.http.auth import Caller, authenticate
+from herald.http.auth import Caller, authenticate, forbidden
 from herald.http.context import UnitOfWork
 from herald.http.guards import parse_uuid4
 from herald.http.limits import Consumer, limit_key, windows_for
 from herald.problems import Problem
 from herald.services import Services
-from herald.workspaces.scopes import Scope
+from herald.workspaces.scopes import Scope, expand
 
-IdempotencyMode = Literal["required", "optional", "none"]
+# "body_request_id": the JSON body's `request_id` is the key (the earlier API's de-duplication, L1).
+IdempotencyMode = Literal["required", "optional", "none", "body_request_id"]
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 REQUIRED_MARK = "Required."
 
@@ -49,7 +52,22 @@ def unit_of_work(request: Request) -> UnitOfWork:
     return uow
 
 
+def _body_request_id_key(request: Request) -> str | None:
+    """A key derived from the body's `request_id` (hashed: any string, kept apart from UUID keys)."""
+    raw: bytes = getattr(request.state, "body", b"") or b""
+    try:
+        body = orjson.loads(raw) if raw.strip() else None
+    except orjson.JSONDecodeError:
+        return None  # the route reports the body
+    value = body.get("request_id") if isinstance(body, dict) else None
+    if not isinstance(value, str) or not value:
+        return None  # the route reports the missing request_id
+    return hashlib.sha256(f"request_id\0{value}".encode()).hexdigest()
+
+
 def _idempotency_key(request: Request, mode: IdempotencyMode) -> str | None:
+    if mode == "body_request_id":
+        return _body_request_id_key(request)
     value = request.headers.get(IDEMPOTENCY_HEADER)
     if value is None:
         if mode == "required":
@@ -109,7 +127,13 @@ async def check_access(request: Request, operation: Operation) -> Caller:
     return caller
 
 
-def _documented_headers(operation: Operation) -> list[inspect.Parameter]:
+def require_scope(caller: Caller, scope: Scope) -> None:
+    """A stronger scope than the route's, needed by what this request asks (403 ER007 otherwise)."""
+    if scope not in expand(caller.api_key.scopes):
+        raise forbidden(scope)
+
+
+def documented_headers(operation: Operation) -> list[inspect.Parameter]:
     """Header parameters the guard reads, declared so the OpenAPI describes them (values are read
     from the request itself; the default token's names are shown, see `herald.http.openapi`)."""
 
@@ -129,7 +153,7 @@ def _documented_headers(operation: Operation) -> list[inspect.Parameter]:
                 "app_key_header", "SVC-APPKEY", "The workspace id (equals the Basic username).", required=True
             )
         )
-    if operation.idempotency != "none":
+    if operation.idempotency in ("required", "optional"):  # L1 de-duplicates on its body's request_id
         headers.append(
             header(
                 "idempotency_key",
@@ -151,7 +175,7 @@ def guarded(operation: Operation) -> Any:
         "request", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=Request
     )
     dependency.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
-        [request_parameter, *_documented_headers(operation)], return_annotation=Caller
+        [request_parameter, *documented_headers(operation)], return_annotation=Caller
     )
     dependency.__name__ = f"guard_{operation.name}"
     dependency.operation = operation  # type: ignore[attr-defined]

@@ -2,24 +2,53 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Body, Path, Query
 from starlette.requests import Request
 from starlette.responses import Response
 
 from herald.http.auth import Caller
-from herald.http.docs import error_responses
+from herald.http.docs import ErrorEnvelope, documented_as, error_responses
 from herald.http.operation import Operation, guarded, services_of, unit_of_work
 from herald.http.responses import json_response, response_id
-from herald.offers import service
+from herald.offers import service, templates, writes
 from herald.offers.list_query import OffersListQuery
-from herald.offers.schemas import OfferListResponse
+from herald.offers.requests import OfferArchive, OfferCreate, OfferUpdate
+from herald.offers.schemas import (
+    OfferChangedResponse,
+    OfferCreatedResponse,
+    OfferListResponse,
+    TemplateListResponse,
+)
+from herald.offers.templates import TemplatesQuery
 from herald.workspaces.scopes import Scope
 
 router = APIRouter(prefix="/v5/offers", tags=["offers"])
 
 LIST_OFFERS = Operation("O1", Scope.OFFERS_READ, "offers_read")
+CREATE_OFFER = Operation("O2", Scope.OFFERS_WRITE, "offers_write", idempotency="required")
+UPDATE_OFFER = Operation("O3", Scope.OFFERS_WRITE, "offers_write", idempotency="required")
+LIST_TEMPLATES = Operation("O4", Scope.OFFERS_READ, "offers_read")
+ARCHIVE_OFFER = Operation("O5", Scope.OFFERS_WRITE, "offers_write", idempotency="required")
+
+# The body is read as a plain JSON object and validated by the service, so that parse errors and
+# rule violations come back together; the OpenAPI still shows the real shape. An absent body counts
+# as `{}` (each required field is then reported), but the documents call it required.
+_REQUIRED_BODY: dict[str, Any] = {"requestBody": {"required": True}}
+OfferId = Annotated[str, Path(description="`offer_` followed by 24 hex digits.")]
+_WRITE_ERRORS = error_responses(400, 401, 403, 404, 409, 413, 429, 503)
+# O3/O5 answer 403 in two forms: the gateway's (scope) and the envelope (expired/archived offering).
+_WRITE_ERRORS[403] = {
+    **_WRITE_ERRORS[403],
+    "description": "Insufficient scope (gateway body ER007, text/plain), or the offering is expired "
+    "(EXPIRED_OFFERING) or archived (ARCHIVED_OFFERING) (error envelope).",
+    "model": ErrorEnvelope,
+}
+
+
+def _answer(request: Request, data: Any, status: int = 200, kind: str = "offer") -> Response:
+    return json_response({"response_id": response_id(request), "type": kind, "data": data}, status)
 
 
 @router.get(
@@ -40,3 +69,83 @@ async def list_offers(
     return json_response(
         {"response_id": response_id(request), "type": "offer", "data": items, "pagination": pagination}
     )
+
+
+@router.post(
+    "",
+    summary="Create an offering",
+    description="Creates a published offering; its status follows its schedule. Needs an Idempotency-Key.",
+    status_code=201,
+    response_model=OfferCreatedResponse,
+    responses=error_responses(400, 401, 403, 409, 413, 429, 503),
+    openapi_extra=_REQUIRED_BODY,
+)
+async def create_offer(
+    request: Request,
+    caller: Annotated[Caller, guarded(CREATE_OFFER)],
+    body: Annotated[Any, documented_as(OfferCreate), Body()] = None,
+) -> Response:
+    now = services_of(request).clock.now()
+    data = await writes.create_offer(unit_of_work(request).session(), caller.workspace_id, body, now)
+    return _answer(request, data, 201)
+
+
+@router.get(
+    "/templates",
+    summary="List offer templates",
+    response_model=None,
+    responses={200: {"model": TemplateListResponse}, **error_responses(400, 401, 403, 429, 503)},
+)
+async def list_templates(
+    request: Request,
+    caller: Annotated[Caller, guarded(LIST_TEMPLATES)],
+    query: Annotated[TemplatesQuery, Query()],
+) -> Response:
+    items, pagination = await templates.list_templates(
+        unit_of_work(request).session(), caller.workspace_id, query
+    )
+    return json_response(
+        {"response_id": response_id(request), "type": "template", "data": items, "pagination": pagination}
+    )
+
+
+@router.patch(
+    "/{offer_id}",
+    summary="Update an offering",
+    description=(
+        "`updated_by` plus the fields to change; what may change depends on the status. "
+        "Expired and archived offerings answer 403. Needs an Idempotency-Key."
+    ),
+    response_model=OfferChangedResponse,
+    responses=_WRITE_ERRORS,
+    openapi_extra=_REQUIRED_BODY,
+)
+async def update_offer(
+    request: Request,
+    caller: Annotated[Caller, guarded(UPDATE_OFFER)],
+    offer_id: OfferId,
+    body: Annotated[Any, documented_as(OfferUpdate), Body()] = None,
+) -> Response:
+    now = services_of(request).clock.now()
+    session = unit_of_work(request).session()
+    return _answer(
+        request, await writes.update_offer(session, caller.workspace_id, offer_id, body or {}, now)
+    )
+
+
+@router.post(
+    "/{offer_id}/archive",
+    summary="Archive an offering (Herald extension)",
+    description="Moves any offering that is not archived to `archived`, for good. Needs an Idempotency-Key.",
+    response_model=OfferChangedResponse,
+    responses=_WRITE_ERRORS,
+)
+async def archive_offer(
+    request: Request,
+    caller: Annotated[Caller, guarded(ARCHIVE_OFFER)],
+    offer_id: OfferId,
+    body: Annotated[Any, documented_as(OfferArchive), Body()] = None,
+) -> Response:
+    now = services_of(request).clock.now()
+    session = unit_of_work(request).session()
+    return _answer(request, await writes.archive_offer(session, caller.workspace_id, offer_id, body, now))

@@ -26,3 +26,41 @@ class OfferListResponse(BaseModel):
     type: str = "offer"
     data: list[OfferSummary]
     pagination: Pagination
+
+
+class OfferCreated(BaseModel):
+    id: str = Field(examples=["offer_65f1c0ffee0123456789abcd"])
+    status: str = Field(examples=["scheduled"])
+    created_at: str = Field(examples=["2026-01-15T12:00:00Z"])
+
+
+class OfferChanged(BaseModel):
+    id: str = Field(examples=["offer_65f1c0ffee0123456789abcd"])
+    status: str = Field(examples=["active"])
+    updated_at: str = Field(examples=["2026-01-15T12:00:00Z"])
+
+
+class OfferCreatedResponse(BaseModel):
+    response_id: str
+    type: str = "offer"
+    data: OfferCreated
+
+
+class OfferChangedResponse(BaseModel):
+    response_id: str
+    type: str = "offer"
+    data: OfferChanged
+
+
+class TemplateItem(BaseModel):
+    id: str
+    value: str = Field(description="Equals id.")
+    label: str
+    template_type: list[str]
+
+
+class TemplateListResponse(BaseModel):
+    response_id: str
+    type: str = "template"
+    data: list[TemplateItem]
+    pagination: Pagination

@@ -19,9 +19,6 @@ async def list_offers(
     session: AsyncSession, workspace_id: str, query: OffersListQuery, now: datetime
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Items (only the selected fields) and the pagination block of one O1 page."""
-    if session.bind.dialect.name == "postgresql":
-        # Page and count must see one snapshot.
-        await session.connection(execution_options={"isolation_level": "REPEATABLE READ"})
     rows, total = await repository.list_page(session, workspace_id, query, now)
     has_more = len(rows) > query.limit
     rows = rows[: query.limit]

@@ -12,6 +12,8 @@ class Scope(StrEnum):
     CAMPAIGNS_VIEW = "campaigns:view"
     CAMPAIGNS_CREATE_MANAGE = "campaigns:create_manage"
     CAMPAIGNS_CREATE_MANAGE_PUBLISH = "campaigns:create_manage_publish"
+    # Herald extension (contract §2 has no ingestion scope): users and events through /v1/*.
+    DATA_WRITE = "data:write"
 
 
 _IMPLIES: dict[Scope, frozenset[Scope]] = {

@@ -25,13 +25,14 @@ from herald.campaigns.validation import (
     trigger,
 )
 from herald.campaigns.validation.context import Context, Stage, TemplateCheck
-from herald.campaigns.validation.parse import load_document, parse_create, parse_update
+from herald.campaigns.validation.parse import UpdateModels, load_document, parse_create, parse_update
 from herald.campaigns.validation.templates import balanced_delimiters
 from herald.problems import Problem
 
 __all__ = [
     "Stage",
     "TemplateCheck",
+    "UpdateModels",
     "balanced_delimiters",
     "load_document",
     "parse_create",

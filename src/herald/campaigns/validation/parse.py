@@ -33,7 +33,9 @@ _CREATE: dict[str, type[PushCampaignCreate] | type[EmailCampaignCreate]] = {
     "PUSH": PushCampaignCreate,
     "EMAIL": EmailCampaignCreate,
 }
-_UPDATE: dict[str, type[PushCampaignUpdate] | type[EmailCampaignUpdate]] = {
+# The update body model of each creatable channel (L1 passes subclasses with its own fields).
+UpdateModels = Mapping[str, type[PushCampaignUpdate] | type[EmailCampaignUpdate]]
+_UPDATE: UpdateModels = {
     "PUSH": PushCampaignUpdate,
     "EMAIL": EmailCampaignUpdate,
 }
@@ -74,6 +76,7 @@ def parse_update(
     *,
     stored_channel: Channel | None = None,
     stored_delivery_type: DeliveryType | None = None,
+    models: UpdateModels | None = None,
 ) -> tuple[CampaignUpdate | None, list[Problem]]:
     """Read an Update body (contract §5 C3).
 
@@ -83,6 +86,7 @@ def parse_update(
     """
     if not isinstance(raw, dict):
         return None, [_NOT_AN_OBJECT]
+    models = models or _UPDATE
     problems: list[Problem] = []
     if stored_channel is not None and stored_channel not in CREATABLE_CHANNELS:
         problems.append(_channel_value_problem(stored_channel.value))
@@ -90,7 +94,7 @@ def parse_update(
     channel: str | None = stored_channel.value if stored_channel else None
     if "channel" in raw:
         sent = raw["channel"]
-        if not isinstance(sent, str) or sent not in _UPDATE:
+        if not isinstance(sent, str) or sent not in models:
             problems.append(_channel_value_problem(sent))
         elif stored_channel is not None and sent != stored_channel.value:
             problems.append(
@@ -98,7 +102,7 @@ def parse_update(
             )
         else:
             channel = sent
-    model = _UPDATE.get(channel) if channel else None
+    model = models.get(channel) if channel else None
     if model is None:
         if not problems:
             # Without the body's channel or the stored one, components cannot be read.

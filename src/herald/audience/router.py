@@ -1,0 +1,125 @@
+"""Ingestion routes, in the production Data API's shapes. Thin: parse, call one service function, answer.
+
+Herald extension (contract §2 names no scope for ingestion): the key needs `data:write`. The workspace
+id in the path must be the Basic username; any mismatch is answered like bad credentials (401 ER001).
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, Depends
+from starlette.requests import Request
+from starlette.responses import Response
+
+from herald.audience import service
+from herald.audience.schemas import (
+    CustomerObject,
+    CustomerResponse,
+    EventObject,
+    EventResponse,
+    TransitionObject,
+    TransitionResponse,
+)
+from herald.errors import BadRequest
+from herald.http.auth import Caller, basic_credentials, unauthenticated
+from herald.http.docs import documented_as, error_responses
+from herald.http.operation import Operation, check_access, documented_headers, services_of, unit_of_work
+from herald.http.responses import json_response, response_id
+from herald.workspaces.scopes import Scope
+
+router = APIRouter(prefix="/v1", tags=["audience data"])
+
+# One operation for the three routes: they share one rate-limit counter per API key.
+INGEST = Operation("ingest", Scope.DATA_WRITE, "ingest", idempotency="optional")
+ERRORS = error_responses(400, 401, 403, 409, 413, 429, 503)
+
+
+def _guarded(operation: Operation) -> Any:
+    """Like `guarded`, after checking that the path names the caller's own workspace.
+
+    The check comes first so that a mismatch costs no rate-limit slot and claims no Idempotency-Key.
+    An absent body is refused here too: FastAPI validates the body after the dependencies, and would
+    report it as a missing field rather than as the malformed request it is.
+    """
+
+    async def dependency(request: Request, workspace_id: str, **_documented: str | None) -> Caller:
+        username, _ = basic_credentials(request.headers.get("authorization"))
+        if username != workspace_id:
+            raise unauthenticated("The workspace id in the path must be the one of the credentials.")
+        caller = await check_access(request, operation)
+        if not (getattr(request.state, "body", b"") or b"").strip():
+            raise BadRequest("A JSON body is required.")
+        return caller
+
+    parameters = [
+        inspect.Parameter("request", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=Request),
+        inspect.Parameter("workspace_id", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=str),
+        *documented_headers(operation),
+    ]
+    dependency.__signature__ = inspect.Signature(parameters, return_annotation=Caller)  # type: ignore[attr-defined]
+    dependency.__name__ = f"guard_{operation.name}_workspace_path"
+    return Depends(dependency)
+
+
+def _answer(request: Request, kind: str, data: dict[str, Any]) -> Response:
+    return json_response({"response_id": response_id(request), "type": kind, "data": data})
+
+
+@router.post(
+    "/customer/{workspace_id}",
+    summary="Create or update a user",
+    response_model=None,
+    responses={200: {"model": CustomerResponse}, **ERRORS},
+)
+async def ingest_customer(
+    request: Request,
+    workspace_id: str,
+    caller: Annotated[Caller, _guarded(INGEST)],
+    body: Annotated[Any, Body(), documented_as(CustomerObject)],
+) -> Response:
+    """Standard attributes fill the profile's columns; other keys are custom attributes, merged key by
+    key into the stored ones. With `update_existing_only`, an unknown customer is not created: the
+    answer is 200 with `result: "skipped"`."""
+    now = services_of(request).clock.now()
+    data = await service.ingest_customer(unit_of_work(request).session(), caller.workspace_id, body, now)
+    return _answer(request, "customer", data)
+
+
+@router.post(
+    "/event/{workspace_id}",
+    summary="Record a user's events",
+    response_model=None,
+    responses={200: {"model": EventResponse}, **ERRORS},
+)
+async def ingest_event(
+    request: Request,
+    workspace_id: str,
+    caller: Annotated[Caller, _guarded(INGEST)],
+    body: Annotated[Any, Body(), documented_as(EventObject)],
+) -> Response:
+    """Each action is stored as one event at `current_time` (or now). Times more than 5 minutes ahead
+    are refused. An unknown customer is created."""
+    now = services_of(request).clock.now()
+    data = await service.ingest_event(unit_of_work(request).session(), caller.workspace_id, body, now)
+    return _answer(request, "event", data)
+
+
+@router.post(
+    "/transition/{workspace_id}",
+    summary="Bulk: customers and events",
+    response_model=None,
+    responses={200: {"model": TransitionResponse}, **ERRORS},
+)
+async def ingest_transition(
+    request: Request,
+    workspace_id: str,
+    caller: Annotated[Caller, _guarded(INGEST)],
+    body: Annotated[Any, Body(), documented_as(TransitionObject)],
+) -> Response:
+    """Up to 1000 customer and event objects, applied in order. All or nothing: every problem of every
+    element is reported (paths `elements.<i>...`) and nothing is written."""
+    now = services_of(request).clock.now()
+    data = await service.ingest_transition(unit_of_work(request).session(), caller.workspace_id, body, now)
+    return _answer(request, "transition", data)

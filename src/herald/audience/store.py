@@ -1,0 +1,200 @@
+"""Set-based writes of users and events, shared by the ingestion API and the bulk importer.
+
+Customer upserts are one `INSERT ... ON CONFLICT DO UPDATE` per group of rows that send the same
+standard attributes, executed as one executemany. The custom-attribute merge happens in the database
+(PostgreSQL `jsonb_strip_nulls(old || patch)`, SQLite `json_patch(old, patch)`; both remove keys whose
+patch value is null), so concurrent upserts of one user never lose each other's keys.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from datetime import datetime
+from functools import cache
+from typing import Any, Literal, TypeVar, cast
+
+from sqlalchemy import Insert, Table, bindparam, func, insert, select
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.sql.elements import ColumnElement
+
+from herald.audience.attributes import FLAG_COLUMNS
+from herald.audience.ingest import CustomerWrite, EventWrite
+from herald.audience.models import Event, User
+from herald.db import PortableJSON
+from herald.ids import object_id
+
+Outcome = Literal["created", "updated", "skipped"]
+# Bound parameters per statement stay well below both engines' limits (SQLite 32766, asyncpg 32767).
+ID_CHUNK = 5000
+
+_users = cast(Table, User.__table__)
+_events = cast(Table, Event.__table__)
+
+
+T = TypeVar("T")
+
+
+def chunks(items: Sequence[T], size: int) -> Iterator[Sequence[T]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+async def existing_ids(session: AsyncSession, workspace_id: str, ids: Iterable[str]) -> set[str]:
+    wanted = list(dict.fromkeys(ids))
+    found: set[str] = set()
+    for chunk in chunks(wanted, ID_CHUNK):
+        query = select(User.customer_id).where(User.workspace_id == workspace_id, User.customer_id.in_(chunk))
+        found.update((await session.scalars(query)).all())
+    return found
+
+
+def dialect_of(session: AsyncSession) -> str:
+    return session.get_bind().dialect.name
+
+
+def runs(writes: Sequence[CustomerWrite]) -> Iterator[list[CustomerWrite]]:
+    """Consecutive writes with distinct customer ids; a repeated id starts a new run (order kept)."""
+    run: list[CustomerWrite] = []
+    seen: set[str] = set()
+    for write in writes:
+        if write.customer_id in seen:
+            yield run
+            run, seen = [], set()
+        run.append(write)
+        seen.add(write.customer_id)
+    if run:
+        yield run
+
+
+@cache
+def _upsert(dialect: str, keys: tuple[str, ...]) -> Insert:
+    patch = bindparam("patch", type_=PortableJSON)
+    merged: ColumnElement[Any]
+    statement: postgresql.Insert | sqlite.Insert
+    if dialect == "postgresql":
+        statement = postgresql.insert(_users)
+        merged = func.jsonb_strip_nulls(_users.c.attributes.op("||")(patch))
+    else:
+        statement = sqlite.insert(_users)
+        merged = func.json_patch(_users.c.attributes, patch)
+    excluded = statement.excluded
+    updates: dict[str, Any] = {key: excluded[key] for key in keys}
+    updates |= {"attributes": merged, "updated_at": excluded.updated_at}
+    return statement.on_conflict_do_update(index_elements=["workspace_id", "customer_id"], set_=updates)
+
+
+def _row(workspace_id: str, write: CustomerWrite, now: datetime) -> dict[str, Any]:
+    row: dict[str, Any] = dict.fromkeys(FLAG_COLUMNS, False)
+    row.update(write.columns)
+    row.update(
+        workspace_id=workspace_id,
+        customer_id=write.customer_id,
+        attributes={name: value for name, value in write.patch.items() if value is not None},
+        patch=write.patch,
+        created_at=now,
+        updated_at=now,
+    )
+    return row
+
+
+def plan_customers(writes: Sequence[CustomerWrite], known: set[str]) -> list[Outcome]:
+    """The outcome of each write in order, given the ids that exist (`known` grows as users are made)."""
+    outcomes: list[Outcome] = []
+    for write in writes:
+        if write.customer_id in known:
+            outcomes.append("updated")
+        elif write.update_existing_only:
+            outcomes.append("skipped")
+        else:
+            outcomes.append("created")
+            known.add(write.customer_id)
+    return outcomes
+
+
+async def upsert_customers(
+    session: AsyncSession, workspace_id: str, writes: Sequence[CustomerWrite], now: datetime
+) -> None:
+    """Insert or merge each write, in order (callers leave out the skipped ones)."""
+    dialect = dialect_of(session)
+    for run in runs(writes):
+        groups: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+        for write in run:
+            groups.setdefault(tuple(sorted(write.columns)), []).append(_row(workspace_id, write, now))
+        for keys, rows in groups.items():
+            await session.execute(_upsert(dialect, keys), rows)
+
+
+async def write_customers(
+    session: AsyncSession, workspace_id: str, writes: Sequence[CustomerWrite], now: datetime
+) -> list[Outcome]:
+    """Apply customer writes in order; the outcome of each, aligned with `writes`."""
+    known = await existing_ids(session, workspace_id, (write.customer_id for write in writes))
+    outcomes = plan_customers(writes, known)
+    applied = [write for write, outcome in zip(writes, outcomes, strict=True) if outcome != "skipped"]
+    await upsert_customers(session, workspace_id, applied, now)
+    return outcomes
+
+
+async def ensure_users(
+    session: AsyncSession, workspace_id: str, ids: Iterable[str], now: datetime
+) -> list[str]:
+    """Create bare users for the ids not known yet (events of unknown customers); the ids created."""
+    wanted = list(dict.fromkeys(ids))
+    existing = await existing_ids(session, workspace_id, wanted)
+    missing = [customer_id for customer_id in wanted if customer_id not in existing]
+    await insert_bare_users(session, workspace_id, missing, now)
+    return missing
+
+
+async def insert_bare_users(
+    session: AsyncSession, workspace_id: str, ids: Sequence[str], now: datetime
+) -> None:
+    """Users with only an id (ids that exist already are left alone)."""
+    if ids:
+        rows = [_bare_user(workspace_id, customer_id, now) for customer_id in ids]
+        await session.execute(_insert_ignore(dialect_of(session)), rows)
+
+
+@cache
+def _insert_ignore(dialect: str) -> Insert:
+    statement = postgresql.insert(_users) if dialect == "postgresql" else sqlite.insert(_users)
+    return statement.on_conflict_do_nothing(index_elements=["workspace_id", "customer_id"])
+
+
+def _bare_user(workspace_id: str, customer_id: str, now: datetime) -> dict[str, Any]:
+    return {
+        "workspace_id": workspace_id,
+        "customer_id": customer_id,
+        **dict.fromkeys(FLAG_COLUMNS, False),
+        "attributes": {},
+        "created_at": now,
+        "updated_at": now,
+    }
+
+
+def event_row(workspace_id: str, event: EventWrite, event_id: str, now: datetime) -> dict[str, Any]:
+    return {
+        "workspace_id": workspace_id,
+        "id": event_id,
+        "customer_id": event.customer_id,
+        "action": event.action,
+        "attributes": event.attributes,
+        "platform": event.platform,
+        "app_version": event.app_version,
+        "occurred_at": event.occurred_at,
+        "received_at": now,
+    }
+
+
+async def insert_events(
+    session: AsyncSession, workspace_id: str, events: Sequence[EventWrite], now: datetime
+) -> list[str]:
+    """Store events (their users must exist or be ensured by the caller); their ids, in order."""
+    ids = [object_id(now) for _ in events]
+    if events:
+        rows = [
+            event_row(workspace_id, event, event_id, now) for event, event_id in zip(events, ids, strict=True)
+        ]
+        await session.execute(insert(_events), rows)
+    return ids

@@ -1,0 +1,87 @@
+"""Routes of live campaigns (contract §1: C5 status, C6 search, C7 meta). Thin: parse, call, answer."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter
+from starlette.requests import Request
+from starlette.responses import Response
+
+from herald.campaigns import actions, meta, search
+from herald.campaigns.openapi import META_BODY, SEARCH_BODY, STATUS_BODY
+from herald.campaigns.router import json_body
+from herald.campaigns.schemas.common import Feature
+from herald.campaigns.views import campaign_view
+from herald.http.auth import Caller
+from herald.http.docs import error_responses
+from herald.http.operation import Operation, guarded, services_of, unit_of_work
+from herald.http.responses import json_response, response_id
+from herald.workspaces.models import enabled_features
+from herald.workspaces.scopes import Scope
+
+router = APIRouter(prefix="/v5/campaigns", tags=["campaigns"])
+
+STATUS = Operation(
+    "C5", Scope.CAMPAIGNS_CREATE_MANAGE, "campaign_ops", campaigns=True, idempotency="required"
+)
+SEARCH = Operation("C6", Scope.CAMPAIGNS_VIEW, "campaign_ops", campaigns=True, idempotency="required")
+META = Operation("C7", Scope.CAMPAIGNS_VIEW, "campaign_ops", campaigns=True, idempotency="required")
+
+
+def _envelope(request: Request, data: dict[str, Any]) -> dict[str, Any]:
+    return {"response_id": response_id(request), "type": "campaign", "data": data}
+
+
+@router.patch(
+    "/{campaign_id}/status",
+    summary="Update campaign status",
+    response_model=None,
+    openapi_extra=STATUS_BODY,
+    responses=error_responses(400, 401, 403, 404, 409, 413, 422, 429, 503),
+)
+async def update_campaign_status(
+    request: Request, campaign_id: str, caller: Annotated[Caller, guarded(STATUS)]
+) -> Response:
+    row, action = await actions.change_status(
+        unit_of_work(request).session(),
+        caller.workspace_id,
+        campaign_id,
+        json_body(request),
+        services_of(request).clock.now(),
+    )
+    return json_response(_envelope(request, {"id": row.id, "action": action.value}))
+
+
+@router.post(
+    "/search",
+    summary="Search campaigns",
+    response_model=None,
+    openapi_extra=SEARCH_BODY,
+    responses=error_responses(400, 401, 403, 409, 413, 429, 503),
+)
+async def search_campaigns(request: Request, caller: Annotated[Caller, guarded(SEARCH)]) -> Response:
+    versioning = Feature.VERSIONING.value in enabled_features(caller.workspace)
+    rows = await search.search(
+        unit_of_work(request).session(), caller.workspace_id, json_body(request), versioning=versioning
+    )
+    campaigns = [campaign_view(row, versioning=versioning) for row in rows]
+    return json_response(_envelope(request, {"campaigns": campaigns}))
+
+
+@router.post(
+    "/meta",
+    summary="Get campaign meta",
+    response_model=None,
+    openapi_extra=META_BODY,
+    responses=error_responses(400, 401, 403, 409, 413, 429, 503),
+)
+async def campaign_meta(request: Request, caller: Annotated[Caller, guarded(META)]) -> Response:
+    rows = await meta.campaign_meta(
+        unit_of_work(request).session(),
+        caller.workspace_id,
+        enabled_features(caller.workspace),
+        json_body(request),
+        services_of(request).clock.now(),
+    )
+    return json_response(_envelope(request, {"campaigns": rows}))

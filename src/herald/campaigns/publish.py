@@ -1,0 +1,156 @@
+"""L1, the earlier API's update-and-publish (contract §5 L1), and versioning of live campaigns.
+
+The body is C3's (same components, same rules) plus `request_id` and `updated_by`, both required,
+and an optional `status: "PUBLISH"`:
+
+- without `status`, the components are applied in place, exactly as C3 does;
+- a DRAFT that passes DRAFT_PUBLISH (else 422 with every failure) becomes SCHEDULED or ACTIVE
+  (`lifecycle.publish_status`) and loses its rejection comment;
+- publishing changes to a live campaign (SCHEDULED, ACTIVE, PAUSED, SENDING) checks DRAFT_PUBLISH
+  too; with the workspace's `versioning` flag it inserts a new version document (`version_number`
+  + 1, same `campaign_id`, new `id`, same status) and the old one stays as an immutable snapshot;
+  without the flag, or when nothing changes, the campaign is changed in place.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+
+from sqlalchemy import update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from herald.campaigns import lifecycle, repository, service
+from herald.campaigns.models import Campaign
+from herald.campaigns.schemas.campaign import EmailCampaignUpdate, PushCampaignUpdate, RequestId
+from herald.campaigns.schemas.common import CampaignStatus, DeliveryType, EmailAddress, Feature
+from herald.campaigns.validation import Stage, UpdateModels, validate_campaign
+from herald.errors import InvalidState, Unprocessable
+from herald.ids import object_id
+from herald.problems import Problem
+
+PUBLISH = "PUBLISH"
+
+
+class V1Status(StrEnum):
+    PUBLISH = PUBLISH
+
+
+class PushCampaignV1Update(PushCampaignUpdate):
+    request_id: RequestId
+    updated_by: EmailAddress
+    status: V1Status | None = None
+
+
+class EmailCampaignV1Update(EmailCampaignUpdate):
+    request_id: RequestId
+    updated_by: EmailAddress
+    status: V1Status | None = None
+
+
+V1_MODELS: UpdateModels = {"PUSH": PushCampaignV1Update, "EMAIL": EmailCampaignV1Update}
+
+
+def asks_to_publish(raw: object) -> bool:
+    return isinstance(raw, dict) and raw.get("status") == PUBLISH
+
+
+async def update_and_publish(
+    session: AsyncSession, workspace: service.Workspace, campaign_id: str, raw: object, now: datetime
+) -> Campaign:
+    """Apply an L1 body to the campaign; returns the row that is now the latest version."""
+    row = await service.get_campaign(session, workspace.id, campaign_id)
+    publishing = asks_to_publish(raw)
+    status = CampaignStatus(row.status)
+    if publishing and status is not CampaignStatus.DRAFT and status not in lifecycle.LIVE:
+        raise Unprocessable(f"A {status.value} campaign cannot be published.", target="status")
+    prepared = service.prepare_update(workspace, row, raw, V1_MODELS)
+    if not publishing:
+        return await service.apply_update(session, prepared, now)
+
+    problems = validate_campaign(prepared.merged, Stage.DRAFT_PUBLISH, workspace.features)
+    if problems:
+        raise Unprocessable(_publish_message(problems), details=problems)
+    if status is CampaignStatus.DRAFT:
+        return await _publish_draft(session, prepared, now)
+    if Feature.VERSIONING.value in workspace.features and prepared.changes_components:
+        return await _new_version(session, prepared, now)
+    return await service.apply_update(session, prepared, now)
+
+
+def _publish_message(problems: list[Problem]) -> str:
+    count = len(problems)
+    return f"The campaign cannot be published: {count} problem{'s' if count != 1 else ''} found."
+
+
+def _stale() -> InvalidState:
+    return InvalidState("The campaign was changed by a concurrent request; read it again and retry.")
+
+
+async def _publish_draft(session: AsyncSession, prepared: service.PreparedUpdate, now: datetime) -> Campaign:
+    row = await service.apply_update(session, prepared, now)
+    target = lifecycle.publish_status(
+        DeliveryType(row.delivery_type), lifecycle.scheduling_type(row.components), row.start_at, now
+    )
+    # Compare-and-set: of two publishes racing on one draft, the second finds it no longer DRAFT.
+    result = await session.execute(
+        update(Campaign)
+        .where(
+            Campaign.workspace_id == row.workspace_id,
+            Campaign.id == row.id,
+            Campaign.status == CampaignStatus.DRAFT.value,
+        )
+        .values(status=target.value, rejection_comment=None)
+        .execution_options(synchronize_session="fetch")
+    )
+    if getattr(result, "rowcount", 0) != 1:
+        raise _stale()
+    return row
+
+
+async def _new_version(session: AsyncSession, prepared: service.PreparedUpdate, now: datetime) -> Campaign:
+    old = prepared.row
+    # Compare-and-set on the revision read: a concurrent change to the live version wins, not both.
+    result = await session.execute(
+        update(Campaign)
+        .where(
+            Campaign.workspace_id == old.workspace_id,
+            Campaign.id == old.id,
+            Campaign.is_latest,
+            Campaign.revision == old.revision,
+        )
+        .values(is_latest=False)
+        .execution_options(synchronize_session="fetch")
+    )
+    if getattr(result, "rowcount", 0) != 1:
+        raise _stale()
+    components = prepared.components
+    row = Campaign(
+        workspace_id=old.workspace_id,
+        id=object_id(now),
+        campaign_id=old.campaign_id,
+        version_number=old.version_number + 1,
+        is_latest=True,
+        revision=1,
+        channel=old.channel,
+        delivery_type=old.delivery_type,
+        status=old.status,
+        paused_from=old.paused_from,
+        # The campaign was created then, by them; this version is an update of it.
+        created_by=old.created_by,
+        created_at=old.created_at,
+        updated_by=prepared.body.updated_by or old.updated_by,
+        updated_at=now,
+        sent_time=old.sent_time,
+        flow_id=old.flow_id,
+        flow_name=old.flow_name,
+        parent_id=old.parent_id,
+        sender_name=old.sender_name,
+        components=components,
+        **service.derived_columns(components),
+    )
+    session.add(row)
+    await session.flush()
+    await repository.replace_tags(session, row, row.tags)
+    await session.flush()
+    return row

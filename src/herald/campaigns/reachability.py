@@ -1,0 +1,120 @@
+"""Reachability for campaign meta (C7): how many users a scheduled campaign would reach.
+
+Only SCHEDULED ONE_TIME, BUSINESS_EVENT_TRIGGERED and EVENT_TRIGGERED campaigns have it. The count
+comes from the audience data through one seam, `audience_count`, and is cached per campaign (all
+its versions share it) for 24 hours; successive computations are at least 24 h apart, so a campaign
+is counted at most once per calendar day.
+
+Two concurrent meta requests never both compute: the one that claims the stale (or missing) cache
+row with an upsert computes; the other waits on that row and then reads the fresh value.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from types import ModuleType
+from typing import Any
+
+from sqlalchemy import func, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from herald.audience.models import User
+from herald.campaigns.models import Campaign, CampaignReachability
+from herald.campaigns.schemas.common import CampaignStatus, DeliveryType
+
+CACHE_FOR = timedelta(hours=24)
+ELIGIBLE_TYPES = frozenset(
+    {
+        DeliveryType.ONE_TIME.value,
+        DeliveryType.BUSINESS_EVENT_TRIGGERED.value,
+        DeliveryType.EVENT_TRIGGERED.value,
+    }
+)
+_OPT_OUT_COLUMN = {"PUSH": User.push_opt_out, "EMAIL": User.email_opt_out, "SMS": User.sms_opt_out}
+
+
+@dataclass(frozen=True)
+class Reach:
+    count: int
+    computed_at: datetime
+
+
+def eligible(row: Campaign) -> bool:
+    return row.status == CampaignStatus.SCHEDULED.value and row.delivery_type in ELIGIBLE_TYPES
+
+
+def _segmentation_engine() -> ModuleType | None:
+    try:
+        return importlib.import_module("herald.audience.reachability")
+    except ModuleNotFoundError:
+        return None
+
+
+async def audience_count(session: AsyncSession, workspace_id: str, row: Campaign, now: datetime) -> int:
+    """The seam: the number of users `row` would reach at `now`, from the segmentation engine.
+
+    Until the engine is installed, the estimate is the workspace's users who have not opted out
+    of the campaign's channel (all users when the campaign also targets opted-out users).
+    """
+    engine = _segmentation_engine()
+    if engine is not None:
+        return int(await engine.reachability_count(session, workspace_id, row, now))
+    query = select(func.count()).select_from(User).where(User.workspace_id == workspace_id)
+    segmentation: Any = row.components.get("segmentation_details") or {}
+    opt_out = _OPT_OUT_COLUMN.get(row.channel)
+    if opt_out is not None and not segmentation.get("send_campaign_to_opt_out_users"):
+        query = query.where(opt_out.is_(False))
+    return int((await session.execute(query)).scalar_one())
+
+
+async def _cached(session: AsyncSession, workspace_id: str, campaign_id: str) -> CampaignReachability | None:
+    query = (
+        select(CampaignReachability)
+        .where(
+            CampaignReachability.workspace_id == workspace_id, CampaignReachability.campaign_id == campaign_id
+        )
+        .execution_options(populate_existing=True)
+    )
+    return (await session.scalars(query)).first()
+
+
+async def _claim(session: AsyncSession, workspace_id: str, campaign_id: str, now: datetime) -> bool:
+    """Take the right to compute: insert the cache row, or take it over when it is stale."""
+    dialect = session.get_bind().dialect.name
+    insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
+    statement = (
+        insert(CampaignReachability)
+        .values(workspace_id=workspace_id, campaign_id=campaign_id, count=0, computed_at=now)
+        .on_conflict_do_update(
+            index_elements=[CampaignReachability.workspace_id, CampaignReachability.campaign_id],
+            set_={"computed_at": now},
+            where=CampaignReachability.computed_at <= now - CACHE_FOR,
+        )
+        .returning(CampaignReachability.campaign_id)
+    )
+    return (await session.execute(statement)).first() is not None
+
+
+async def reach_of(session: AsyncSession, row: Campaign, now: datetime) -> Reach:
+    """The cached reachability of `row`'s campaign, computed first when missing or 24 h old."""
+    cached = await _cached(session, row.workspace_id, row.campaign_id)
+    if cached is not None and now - cached.computed_at < CACHE_FOR:
+        return Reach(cached.count, cached.computed_at)
+    if not await _claim(session, row.workspace_id, row.campaign_id, now):
+        fresh = await _cached(session, row.workspace_id, row.campaign_id)
+        assert fresh is not None  # a concurrent request computed it and committed
+        return Reach(fresh.count, fresh.computed_at)
+    count = await audience_count(session, row.workspace_id, row, now)
+    await session.execute(
+        update(CampaignReachability)
+        .where(
+            CampaignReachability.workspace_id == row.workspace_id,
+            CampaignReachability.campaign_id == row.campaign_id,
+        )
+        .values(count=count, computed_at=now)
+        .execution_options(synchronize_session=False)
+    )
+    return Reach(count, now)

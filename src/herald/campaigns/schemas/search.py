@@ -1,0 +1,115 @@
+"""Bodies of Search campaigns (C6) and Get campaign meta (C7), contract §5.
+
+Both page with `limit` (1-15) and `page` (from 1), both required. There is no `sender_name` filter:
+like any unknown field it is refused (UNKNOWN_FIELD).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime, timedelta
+from typing import Annotated
+
+from pydantic import AfterValidator, Field, Strict, model_validator
+from pydantic_core import PydanticCustomError
+
+from herald.campaigns.schemas.common import (
+    CampaignStatus,
+    Channel,
+    DeliveryType,
+    Flag,
+    NonEmptyText,
+    PositiveInt,
+    parse_iso_datetime,
+)
+from herald.schemas import APIModel
+
+MAX_PAGE_SIZE = 15  # spec, Limits: at most 15 campaigns per page
+
+_DATE_ONLY = 10  # len("YYYY-MM-DD")
+
+
+def _date_bound(value: str) -> str:
+    if len(value) == _DATE_ONLY:
+        try:
+            date.fromisoformat(value)
+            return value
+        except ValueError:
+            pass
+    elif parse_iso_datetime(value) is not None:
+        return value
+    raise PydanticCustomError(
+        "INVALID_TYPE", "Expected a date (YYYY-MM-DD) or an ISO 8601 date-time such as 2026-03-01T09:30:00Z."
+    )
+
+
+DateBound = Annotated[str, Strict(), AfterValidator(_date_bound)]
+
+
+def bound_instant(value: str, *, end: bool) -> datetime:
+    """A date bound as an instant: a whole date starts at 00:00 UTC; as an end it includes its day
+    (the instant returned is then exclusive); a date-time without zone is UTC."""
+    if len(value) == _DATE_ONLY:
+        day = datetime.combine(date.fromisoformat(value), datetime.min.time(), tzinfo=UTC)
+        return day + timedelta(days=1) if end else day
+    parsed = parse_iso_datetime(value)
+    assert parsed is not None  # checked by DateBound
+    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
+
+
+class CreatedDate(APIModel):
+    from_date: DateBound | None = None
+    to_date: DateBound | None = None
+
+    @model_validator(mode="after")
+    def _ordered(self) -> CreatedDate:
+        if self.from_date and self.to_date:
+            start = bound_instant(self.from_date, end=False)
+            if bound_instant(self.to_date, end=True) <= start:
+                raise PydanticCustomError("OUT_OF_RANGE", "to_date must not be before from_date.")
+        return self
+
+
+Name = Annotated[str, Strict(), Field(min_length=1, max_length=500)]
+
+
+class _CommonFields(APIModel):
+    name: Name | None = None  # case-insensitive substring
+    channels: list[Channel] | None = None
+    status: list[CampaignStatus] | None = None
+    created_by: list[NonEmptyText] | None = None
+    tags: list[NonEmptyText] | None = None  # any of them
+    created_date: CreatedDate | None = None
+
+
+class SearchFields(_CommonFields):
+    ids: list[NonEmptyText] | None = None  # a campaign_id (every version) or a version's id
+    campaign_delivery_type: list[DeliveryType] | None = None
+    version_number: PositiveInt | None = None
+
+
+class MetaFields(_CommonFields):
+    id: NonEmptyText | None = None
+    delivery_type: DeliveryType | None = None
+    campaign_delivery_type: list[DeliveryType] | None = None  # accepted too; any of both
+
+
+PageSize = Annotated[int, Strict(), Field(ge=1, le=MAX_PAGE_SIZE)]
+PageNumber = Annotated[int, Strict(), Field(ge=1)]
+
+
+class _PageBody(APIModel):
+    limit: PageSize
+    page: PageNumber
+    request_id: Annotated[str, Strict(), Field(min_length=1, max_length=128)] | None = None
+    # Rows with a parent (periodic children) or a flow (flow nodes) only when true.
+    include_child_campaigns: Flag = False
+    # ARCHIVED rows only when true, whatever `status` lists.
+    include_archive_campaigns: Flag = False
+
+
+class SearchBody(_PageBody):
+    campaign_fields: SearchFields | None = None
+
+
+class MetaBody(_PageBody):
+    campaign_fields: MetaFields | None = None

@@ -1,0 +1,49 @@
+"""The earlier API's campaign route (contract §1 L1): update and publish. Thin: parse, call, answer."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter
+from starlette.requests import Request
+from starlette.responses import Response
+
+from herald.campaigns import publish
+from herald.campaigns.openapi import V1_UPDATE_BODY
+from herald.campaigns.router import json_body, workspace_of
+from herald.http.auth import Caller
+from herald.http.docs import error_responses
+from herald.http.operation import Operation, guarded, require_scope, services_of, unit_of_work
+from herald.workspaces.scopes import Scope
+
+router = APIRouter(prefix="/core-services/v1/campaigns", tags=["campaigns (earlier API)"])
+
+# Component updates need create_manage; publishing needs create_manage_publish (checked once the
+# body says so). The body's request_id de-duplicates repeats.
+UPDATE_V1 = Operation(
+    "L1", Scope.CAMPAIGNS_CREATE_MANAGE, "campaign_ops", campaigns=True, idempotency="body_request_id"
+)
+
+
+@router.patch(
+    "/{campaign_id}",
+    summary="Update and publish campaign (earlier API)",
+    status_code=204,
+    response_model=None,
+    openapi_extra=V1_UPDATE_BODY,
+    responses=error_responses(400, 401, 403, 404, 409, 413, 422, 429, 503),
+)
+async def update_campaign_v1(
+    request: Request, campaign_id: str, caller: Annotated[Caller, guarded(UPDATE_V1)]
+) -> Response:
+    raw = json_body(request)
+    if publish.asks_to_publish(raw):
+        require_scope(caller, Scope.CAMPAIGNS_CREATE_MANAGE_PUBLISH)
+    await publish.update_and_publish(
+        unit_of_work(request).session(),
+        workspace_of(caller),
+        campaign_id,
+        raw,
+        services_of(request).clock.now(),
+    )
+    return Response(status_code=204)

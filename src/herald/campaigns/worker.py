@@ -1,0 +1,166 @@
+"""Scheduled transitions: the background work that moves campaigns as time passes.
+
+One tick looks, workspace by workspace, for latest versions whose time has come (the rules are
+`lifecycle.due_steps`) and applies each step with a compare-and-set,
+`UPDATE ... WHERE status = <expected>`. On PostgreSQL the due rows are also read with
+`FOR UPDATE SKIP LOCKED`, so several workers split the work instead of queueing on it; the
+compare-and-set makes sure that no transition is ever applied twice, whatever the interleaving.
+
+`run_tick(database, now)` is one tick; `run_forever` repeats it (the `herald worker` command, and
+`herald serve` in-process on a one-process SQLite deployment).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import ColumnElement, and_, or_, select, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from herald.campaigns.lifecycle import Timing, due_steps
+from herald.campaigns.models import Campaign
+from herald.campaigns.schemas.common import CampaignStatus, DeliveryType
+from herald.clock import Clock
+from herald.db import Database
+from herald.workspaces.models import Workspace
+
+log = logging.getLogger("herald.worker")
+
+_S = CampaignStatus
+BATCH = 500  # due rows taken per workspace and tick; the rest wait for the next tick
+
+
+@dataclass(frozen=True)
+class Applied:
+    """One transition a tick made."""
+
+    workspace_id: str
+    row_id: str
+    before: CampaignStatus
+    after: CampaignStatus
+
+
+def _due(workspace_id: str, now: datetime) -> list[ColumnElement[bool]]:
+    return [
+        Campaign.workspace_id == workspace_id,
+        Campaign.is_latest.expression,
+        or_(
+            and_(Campaign.status == _S.SCHEDULED.value, Campaign.start_at <= now),
+            and_(Campaign.status.in_([_S.ACTIVE.value, _S.PAUSED.value]), Campaign.expiry_at <= now),
+            and_(Campaign.status == _S.ACTIVE.value, Campaign.delivery_type == DeliveryType.ONE_TIME.value),
+            Campaign.status == _S.SENDING.value,
+        ),
+    ]
+
+
+async def _step(
+    session: AsyncSession,
+    workspace_id: str,
+    row_id: str,
+    before: CampaignStatus,
+    after: CampaignStatus,
+    now: datetime,
+) -> bool:
+    values: dict[str, object] = {"status": after.value, "updated_at": now, "revision": Campaign.revision + 1}
+    if after is _S.SENDING:
+        values["sent_time"] = now
+    if before is _S.PAUSED:
+        values["paused_from"] = None
+    result = await session.execute(
+        update(Campaign)
+        .where(
+            Campaign.workspace_id == workspace_id,
+            Campaign.id == row_id,
+            Campaign.is_latest,
+            Campaign.status == before.value,
+        )
+        .values(**values)
+        .execution_options(synchronize_session=False)
+    )
+    return getattr(result, "rowcount", 0) == 1
+
+
+async def _anything_due(database: Database, workspace_id: str, now: datetime) -> bool:
+    # A plain read first: most workspaces have nothing due, and on SQLite a write transaction
+    # would make the API's writers wait for nothing.
+    async with database.reader() as session:
+        query = select(Campaign.id).where(*_due(workspace_id, now)).limit(1)
+        return (await session.execute(query)).first() is not None
+
+
+async def _tick_workspace(database: Database, workspace_id: str, now: datetime) -> list[Applied]:
+    applied: list[Applied] = []
+    if not await _anything_due(database, workspace_id, now):
+        return applied
+    async with database.writer() as session:
+        query = (
+            select(
+                Campaign.id,
+                Campaign.status,
+                Campaign.delivery_type,
+                Campaign.start_at,
+                Campaign.expiry_at,
+                Campaign.sent_time,
+            )
+            .where(*_due(workspace_id, now))
+            .order_by(Campaign.id)
+            .limit(BATCH)
+            .with_for_update(skip_locked=True)
+        )
+        for row_id, status, delivery_type, start_at, expiry_at, sent_time in (
+            await session.execute(query)
+        ).all():
+            before = CampaignStatus(status)
+            timing = Timing(delivery_type, before, start_at, expiry_at, sent_time)
+            for after in due_steps(timing, now):
+                if not await _step(session, workspace_id, row_id, before, after, now):
+                    break  # someone else moved it first; their transition stands
+                applied.append(Applied(workspace_id, row_id, before, after))
+                before = after
+        await session.commit()
+    return applied
+
+
+async def _workspace_ids(database: Database) -> list[str]:
+    async with database.reader() as session:
+        return list((await session.scalars(select(Workspace.id).order_by(Workspace.id))).all())
+
+
+async def tick(
+    database: Database, now: datetime, workspace_ids: Iterable[str] | None = None
+) -> list[Applied]:
+    """Apply every transition due at `now` (in the given workspaces, else in all); what was applied."""
+    ids = list(workspace_ids) if workspace_ids is not None else await _workspace_ids(database)
+    applied: list[Applied] = []
+    for workspace_id in ids:
+        applied += await _tick_workspace(database, workspace_id, now)
+    for change in applied:
+        log.info("campaign %s/%s: %s -> %s", change.workspace_id, change.row_id, change.before, change.after)
+    return applied
+
+
+async def run_tick(database: Database, now: datetime, workspace_ids: Iterable[str] | None = None) -> int:
+    """One tick; the number of transitions it applied."""
+    return len(await tick(database, now, workspace_ids))
+
+
+async def run_forever(
+    database: Database, clock: Clock, interval: float, stop: asyncio.Event | None = None
+) -> None:
+    """Tick now and then every `interval` seconds until `stop` is set. A failed tick is logged and
+    the next one retries."""
+    stop = stop or asyncio.Event()
+    while True:
+        try:
+            await run_tick(database, clock.now())
+        except Exception:  # e.g. the database restarting, or a deadlock victim: the loop must live on
+            log.exception("scheduled-transitions tick failed")
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), timeout=interval)
+        if stop.is_set():
+            return

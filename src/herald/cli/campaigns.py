@@ -1,0 +1,113 @@
+"""Campaign administration commands (`herald campaigns ...`) and the background worker (`herald worker`)."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from herald.campaigns import importer, review
+from herald.campaigns import worker as campaigns_worker
+from herald.cli.runtime import clock, run_in_session
+from herald.clock import Clock, FileClock
+from herald.config import Settings
+from herald.db import create_database
+from herald.errors import HeraldError
+
+campaigns = typer.Typer(help="Import and review campaigns.", no_args_is_help=True)
+
+WorkspaceOpt = Annotated[str, typer.Option("--workspace", "-w", help="Workspace id.")]
+
+
+def _fail(lines: list[str]) -> None:
+    for line in lines:
+        typer.secho(f"error: {line}", fg=typer.colors.RED, err=True)
+    raise typer.Exit(1)
+
+
+@campaigns.command("import")
+def import_campaigns(
+    file: Annotated[Path, typer.Argument(help="JSON Lines: one campaign (version document) per line.")],
+    workspace: WorkspaceOpt,
+) -> None:
+    """Import campaigns of any channel and status; nothing is written unless every line is valid."""
+    if not file.is_file():
+        _fail([f"{file} is not a readable file"])
+    with file.open(encoding="utf-8") as lines:
+        parsed = importer.parse_lines(lines, workspace, clock.now())
+    if parsed.problems:
+        _fail(parsed.problems)
+
+    async def work(session: AsyncSession) -> list[str]:
+        problems = await importer.existing_problems(session, workspace, parsed)
+        if problems:
+            return problems
+        with Progress(
+            TextColumn("importing"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), transient=True
+        ) as progress:
+            task = progress.add_task("campaigns", total=len(parsed.rows))
+            await importer.insert_rows(session, parsed, lambda done: progress.advance(task, done))
+        return []
+
+    problems = run_in_session(work)
+    if problems:
+        _fail(problems)
+    campaigns_count = len({row["campaign_id"] for row in parsed.rows})
+    typer.echo(
+        f"imported {len(parsed.rows)} version documents of {campaigns_count} campaigns into {workspace}"
+    )
+
+
+@campaigns.command("reject")
+def reject_campaign(
+    campaign_id: Annotated[str, typer.Argument(help="The campaign_id of a DRAFT campaign.")],
+    workspace: WorkspaceOpt,
+    comment: Annotated[str, typer.Option(help="Why the review rejected it (shown by campaign meta).")],
+) -> None:
+    """Record a rejected review: the campaign stays in DRAFT and meta shows the comment."""
+
+    async def work(session: AsyncSession) -> str | None:
+        try:
+            await review.reject(session, workspace, campaign_id, comment, clock.now())
+        except HeraldError as exc:
+            return exc.message + "".join(f" {p.message}" for p in exc.details)
+        return None
+
+    problem = run_in_session(work)
+    if problem:
+        _fail([problem])
+    typer.echo(f"rejected {campaign_id}")
+
+
+def worker(
+    once: Annotated[bool, typer.Option(help="Run one tick and exit.")] = False,
+    interval: Annotated[float | None, typer.Option(help="Seconds between ticks.")] = None,
+) -> None:
+    """Run the background worker: scheduled campaign transitions (SCHEDULED → ACTIVE, expiry, ...)."""
+    settings = Settings()
+    # The sandbox's time travel (HERALD_CLOCK_FILE) moves the worker's time too.
+    now_from: Clock = FileClock(settings.clock_file) if settings.clock_file else clock
+
+    async def main() -> None:
+        database = create_database(settings)
+        try:
+            if once:
+                applied = await campaigns_worker.run_tick(database, now_from.now())
+                typer.echo(f"applied {applied} transitions")
+                return
+            stop = asyncio.Event()
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.add_signal_handler(sig, stop.set)
+            await campaigns_worker.run_forever(
+                database, now_from, interval or settings.worker_interval_seconds, stop
+            )
+        finally:
+            await database.dispose()
+
+    asyncio.run(main())

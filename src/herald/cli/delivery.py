@@ -1,0 +1,163 @@
+"""`herald connectors ...` and `herald outbox ...`: the workspace's ways out, and what went out.
+
+Secrets are given once (options or environment variables, so they stay out of shell history when
+set in the environment) and never printed again: listings show only whether a secret is sealed.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import orjson
+import typer
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from herald.cli.runtime import clock, run_in_session
+from herald.config import Settings
+from herald.delivery import connectors as service
+from herald.delivery import outbox
+from herald.delivery.config import ConnectorInput
+from herald.delivery.crypto import new_key
+from herald.workspaces.service import get_workspace
+
+connectors = typer.Typer(help="Delivery connectors: SMTP servers and signed webhooks.", no_args_is_help=True)
+outbox_app = typer.Typer(help="The outbox: every message sent, test or real.", no_args_is_help=True)
+
+WorkspaceOpt = Annotated[str, typer.Option("--workspace", "-w", help="Workspace id.")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="One JSON object per line.")]
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(connectors, name="connectors")
+    app.add_typer(outbox_app, name="outbox")
+
+
+@connectors.command("add")
+def connectors_add(
+    workspace: WorkspaceOpt,
+    name: Annotated[str, typer.Option(help="Name campaigns use in connector.connector_name.")],
+    connector_type: Annotated[
+        str,
+        typer.Option(
+            "--type",
+            help="CUSTOM_SMTP, CUSTOM_API, or SENDGRID|AMAZON_SES|SPARKPOST|MANDRILL|NETCORE (webhooks).",
+        ),
+    ],
+    channel: Annotated[
+        str | None, typer.Option(help="email (default) or push; push needs CUSTOM_API.")
+    ] = None,
+    host: Annotated[str | None, typer.Option(help="SMTP server host.")] = None,
+    port: Annotated[int | None, typer.Option(help="SMTP port (default 25 / 587 / 465 by security).")] = None,
+    security: Annotated[str | None, typer.Option(help="none, starttls (default) or tls.")] = None,
+    username: Annotated[str | None, typer.Option(help="SMTP user.")] = None,
+    password: Annotated[
+        str | None, typer.Option(envvar="HERALD_CONNECTOR_PASSWORD", help="SMTP password (sealed).")
+    ] = None,
+    sender: Annotated[
+        list[str] | None, typer.Option(help="Verified sender address or @domain; repeat. None: any.")
+    ] = None,
+    ca_file: Annotated[str | None, typer.Option(help="PEM CA bundle to verify the SMTP server.")] = None,
+    url: Annotated[str | None, typer.Option(help="Webhook URL (https; http only for loopback).")] = None,
+    secret: Annotated[
+        str | None,
+        typer.Option(
+            envvar="HERALD_CONNECTOR_SECRET", help="Webhook HMAC secret (default: generated, shown once)."
+        ),
+    ] = None,
+    timeout: Annotated[float | None, typer.Option(help="Seconds per delivery attempt.")] = None,
+) -> None:
+    """Add a connector to a workspace."""
+    given = ConnectorInput(
+        name=name,
+        type=connector_type,
+        channel=channel,
+        host=host,
+        port=port,
+        security=security,
+        username=username,
+        password=password,
+        senders=tuple(sender or ()),
+        ca_file=ca_file,
+        url=url,
+        secret=secret,
+        timeout=timeout,
+    )
+    settings = Settings()
+
+    async def work(session: AsyncSession) -> tuple[str, str | None]:
+        added = await service.add_connector(session, clock.now(), workspace, given, settings.secret_key)
+        return added.connector.id, added.generated_secret
+
+    connector_id, generated = run_in_session(work, settings)
+    typer.echo(f"connector {name} added: {connector_id}")
+    if generated is not None:
+        typer.echo(f"webhook signing secret (shown once, give it to the receiver now): {generated}")
+
+
+@connectors.command("list")
+def connectors_list(workspace: WorkspaceOpt, as_json: JsonOpt = False) -> None:
+    """List a workspace's connectors (never their secrets)."""
+
+    async def work(session: AsyncSession) -> list[dict[str, Any]]:
+        await get_workspace(session, workspace)
+        return [service.connector_view(row) for row in await service.list_connectors(session, workspace)]
+
+    for view in run_in_session(work):
+        if as_json:
+            typer.echo(orjson.dumps(view).decode())
+            continue
+        senders = ",".join(view.get("senders", [])) or "-"
+        typer.echo(
+            f"{view['name']}\t{view['type']}\t{view['channel']}\t{view['target']}\t"
+            f"senders={senders}\tsecret={view['secret']}"
+        )
+
+
+@connectors.command("remove")
+def connectors_remove(
+    workspace: WorkspaceOpt, name: Annotated[str, typer.Argument(help="Connector name.")]
+) -> None:
+    """Remove a connector (its past sends stay in the outbox)."""
+
+    async def work(session: AsyncSession) -> None:
+        await service.remove_connector(session, workspace, name)
+
+    run_in_session(work)
+    typer.echo(f"removed {name}")
+
+
+@connectors.command("keygen")
+def connectors_keygen() -> None:
+    """Print a new key for HERALD_SECRET_KEY (prepend it to the list to rotate)."""
+    typer.echo(new_key())
+
+
+@outbox_app.command("list")
+def outbox_list(
+    workspace: WorkspaceOpt,
+    limit: Annotated[int, typer.Option(min=1, max=outbox.MAX_LIST_LIMIT, help="Rows, newest first.")] = 20,
+    as_json: JsonOpt = False,
+) -> None:
+    """The newest sends of a workspace, with status and failure reason."""
+
+    async def work(session: AsyncSession) -> list[dict[str, Any]]:
+        await get_workspace(session, workspace)
+        return [outbox.entry_view(row) for row in await outbox.list_entries(session, workspace, limit)]
+
+    for view in run_in_session(work):
+        if as_json:
+            typer.echo(orjson.dumps(view).decode())
+            continue
+        where = "_".join(
+            str(part) for part in (view["platform"] or view["channel"], view["locale"], view["variation"])
+        )
+        line = (
+            f"{view['created_at']}\t{view['id']}\t{view['status']}\t{'test' if view['test'] else 'live'}\t"
+            f"{where}\t{view['connector']}\t{view['recipient']}"
+        )
+        shown = view["summary"].get("subject") or view["summary"].get("title")
+        if shown:
+            line += f"\t{shown!r}"
+        if view["failure_reason"]:
+            line += f"\t{view['failure_reason']}"
+        typer.echo(line)

@@ -1,0 +1,226 @@
+"""What a connector is made of, and the pure rules a new one must pass (contract §9).
+
+Kinds: `CUSTOM_SMTP` speaks SMTP; every other type is a signed HTTPS webhook. `CUSTOM_API` carries
+e-mail or push (its `channel`); `SENDGRID`, `AMAZON_SES`, `SPARKPOST`, `MANDRILL` and `NETCORE` are
+accepted as the names of e-mail webhooks (a relay in front of that provider), so campaigns written
+for them find a configured connector.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import re
+from dataclasses import dataclass, field
+from enum import StrEnum
+from urllib.parse import urlsplit
+
+from email_validator import EmailNotValidError, validate_email
+
+from herald.campaigns.schemas.common import Channel
+from herald.campaigns.schemas.connector import ConnectorType
+
+
+class Security(StrEnum):
+    NONE = "none"  # plain SMTP (a local relay); never upgraded behind the user's back
+    STARTTLS = "starttls"  # plain connection upgraded with STARTTLS, which is required
+    TLS = "tls"  # TLS from the first byte (SMTPS)
+
+
+DEFAULT_PORTS = {Security.NONE: 25, Security.STARTTLS: 587, Security.TLS: 465}
+CONNECTOR_CHANNELS = (Channel.EMAIL, Channel.PUSH)
+EMAIL_WEBHOOK_TYPES = frozenset(
+    {
+        ConnectorType.SENDGRID,
+        ConnectorType.AMAZON_SES,
+        ConnectorType.SPARKPOST,
+        ConnectorType.MANDRILL,
+        ConnectorType.NETCORE,
+    }
+)
+MAX_TIMEOUT_SECONDS = 120.0
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 _.\-]{0,99}$")
+_HOST = re.compile(r"^[A-Za-z0-9.\-:\[\]]+$")
+
+
+def is_smtp(connector_type: str) -> bool:
+    return connector_type == ConnectorType.CUSTOM_SMTP
+
+
+@dataclass(frozen=True)
+class ConnectorInput:
+    """A connector as the administrator describes it (CLI); secrets are plain here, only here."""
+
+    name: str
+    type: str
+    channel: str | None = None
+    # SMTP
+    host: str | None = None
+    port: int | None = None
+    security: str | None = None
+    username: str | None = None
+    password: str | None = None
+    senders: tuple[str, ...] = ()
+    ca_file: str | None = None
+    # webhook
+    url: str | None = None
+    secret: str | None = None
+    timeout: float | None = None
+
+
+@dataclass(frozen=True)
+class CheckedConnector:
+    """A connector that passed the rules: what may be shown, and what must be sealed."""
+
+    name: str
+    type: ConnectorType
+    channel: Channel
+    settings: dict[str, object] = field(default_factory=dict)
+    secrets: dict[str, str] = field(default_factory=dict)
+
+
+def _is_loopback(host: str) -> bool:
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def check_webhook_url(url: str) -> str | None:
+    """None when `url` may receive webhooks; else why not. HTTPS, or HTTP to loopback only."""
+    try:
+        parts = urlsplit(url)
+        _ = parts.port  # raises for a port that is not a number in range
+    except ValueError:
+        return "the URL cannot be read"
+    host = parts.hostname or ""
+    if parts.scheme not in ("https", "http") or not host:
+        return "the URL must be https://host/path"
+    if parts.scheme == "http" and not _is_loopback(host):
+        return "plain http is allowed only for loopback hosts (localhost, 127.0.0.1, ::1); use https"
+    if parts.username is not None or parts.password is not None:
+        return "credentials in the URL would be shown in listings; authenticate with the HMAC secret"
+    if parts.fragment:
+        return "the URL must not have a #fragment"
+    return None
+
+
+def shown_url(url: str) -> str:
+    """The URL as listings and failure reasons show it: the query string may hold a token."""
+    parts = urlsplit(url)
+    shown = f"{parts.scheme}://{parts.netloc}{parts.path}"
+    return shown + ("?…" if parts.query else "")
+
+
+def _check_sender(value: str) -> str | None:
+    if value.startswith("@"):
+        domain = value[1:]
+        return None if domain and "." in domain and "@" not in domain else f"'{value}' is not '@domain'"
+    try:
+        validate_email(value, check_deliverability=False)
+    except EmailNotValidError as exc:
+        return f"'{value}' is not an e-mail address ({exc})"
+    return None
+
+
+def sender_allowed(address: str, senders: list[str]) -> bool:
+    """Whether `address` is a verified sender: listed, or at a listed `@domain`. None listed: any."""
+    if not senders:
+        return True
+    lowered = address.strip().lower()
+    for sender in senders:
+        wanted = sender.lower()
+        if lowered == wanted or (wanted.startswith("@") and lowered.endswith(wanted)):
+            return True
+    return False
+
+
+def _check_timeout(timeout: float | None, errors: list[str]) -> None:
+    if timeout is not None and not 0 < timeout <= MAX_TIMEOUT_SECONDS:
+        errors.append(f"--timeout must be more than 0 and at most {MAX_TIMEOUT_SECONDS:g} seconds")
+
+
+def _channel(given: ConnectorInput, kind: ConnectorType, errors: list[str]) -> Channel:
+    wanted = (given.channel or "EMAIL").upper()
+    if wanted not in {c.value for c in CONNECTOR_CHANNELS}:
+        errors.append("--channel must be email or push")
+        return Channel.EMAIL
+    channel = Channel(wanted)
+    if channel is Channel.PUSH and kind is not ConnectorType.CUSTOM_API:
+        errors.append(f"{kind.value} connectors carry e-mail; push goes through a CUSTOM_API webhook")
+    return channel
+
+
+def _check_smtp(given: ConnectorInput, errors: list[str]) -> tuple[dict[str, object], dict[str, str]]:
+    if given.url or given.secret:
+        errors.append("--url and --secret belong to webhook connectors, not CUSTOM_SMTP")
+    host = (given.host or "").strip()
+    if not host or not _HOST.match(host):
+        errors.append("--host is required: the SMTP server's name or address, without a scheme")
+    try:
+        security = Security((given.security or Security.STARTTLS.value).lower())
+    except ValueError:
+        errors.append("--security must be none, starttls or tls")
+        security = Security.STARTTLS
+    port = given.port if given.port is not None else DEFAULT_PORTS[security]
+    if not 1 <= port <= 65535:
+        errors.append("--port must be 1-65535")
+    if bool(given.username) != bool(given.password):
+        errors.append("--username and --password go together")
+    errors.extend(problem for sender in given.senders if (problem := _check_sender(sender)))
+    if given.ca_file and not os.path.isfile(given.ca_file):
+        errors.append(f"--ca-file {given.ca_file} is not a readable file")
+    settings: dict[str, object] = {
+        "host": host,
+        "port": port,
+        "security": security.value,
+        "username": given.username or None,
+        "senders": list(given.senders),
+        "ca_file": given.ca_file or None,
+        "timeout": given.timeout,
+    }
+    return settings, ({"password": given.password} if given.password else {})
+
+
+def _check_webhook(
+    given: ConnectorInput, errors: list[str], generate_secret: str
+) -> tuple[dict[str, object], dict[str, str]]:
+    smtp_only = (given.host, given.port, given.security, given.username, given.password, given.ca_file)
+    if any(value is not None for value in smtp_only) or given.senders:
+        errors.append(
+            "--host, --port, --security, --username, --password, --sender, --ca-file belong to CUSTOM_SMTP"
+        )
+    if not given.url:
+        errors.append("--url is required for webhook connectors")
+    elif problem := check_webhook_url(given.url):
+        errors.append(f"--url: {problem}")
+    secret = given.secret if given.secret is not None else generate_secret
+    if len(secret) < 16:
+        errors.append("--secret must be at least 16 characters (or leave it out to have one generated)")
+    return {"url": given.url, "timeout": given.timeout}, {"hmac_secret": secret}
+
+
+def check_connector(given: ConnectorInput, generate_secret: str) -> tuple[CheckedConnector | None, list[str]]:
+    """Every problem with `given`, or the connector to store. `generate_secret` is used as the
+    webhook's HMAC secret when none was given."""
+    errors: list[str] = []
+    if not _NAME.match(given.name):
+        errors.append(
+            "--name must be 1-100 letters, digits, spaces, '_', '.' or '-', starting with a letter or digit"
+        )
+    try:
+        kind = ConnectorType(given.type.upper())
+    except ValueError:
+        errors.append(f"--type must be one of {', '.join(t.value for t in ConnectorType)}")
+        return None, errors
+    channel = _channel(given, kind, errors)
+    _check_timeout(given.timeout, errors)
+    if is_smtp(kind):
+        settings, secrets = _check_smtp(given, errors)
+    else:
+        settings, secrets = _check_webhook(given, errors, generate_secret)
+    if errors:
+        return None, errors
+    return CheckedConnector(given.name, kind, channel, settings, secrets), []

@@ -1,0 +1,126 @@
+"""Connector administration (CLI, demo, tests) and the lookups sends and validation need.
+
+Listings go through `connector_view`, which has no access to secrets: they are sealed in the row
+and opened only by `open_secrets`, at send time.
+"""
+
+from __future__ import annotations
+
+import secrets as random_secrets
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from pydantic import SecretStr
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from herald.campaigns.schemas.common import Channel
+from herald.delivery.config import ConnectorInput, check_connector, is_smtp, shown_url
+from herald.delivery.crypto import SecretKeyError, secret_box
+from herald.delivery.models import Connector
+from herald.ids import object_id
+from herald.workspaces.service import AdminError, get_workspace
+
+
+@dataclass(frozen=True)
+class AddedConnector:
+    connector: Connector
+    # A webhook secret Herald generated: shown once (the receiver needs it), never again.
+    generated_secret: str | None
+
+
+async def add_connector(
+    session: AsyncSession,
+    now: datetime,
+    workspace_id: str,
+    given: ConnectorInput,
+    secret_key: SecretStr | None,
+) -> AddedConnector:
+    await get_workspace(session, workspace_id)
+    generated = random_secrets.token_urlsafe(32)
+    checked, errors = check_connector(given, generated)
+    if checked is None:
+        raise AdminError("; ".join(errors))
+    if await get_connector(session, workspace_id, checked.name) is not None:
+        raise AdminError(f"a connector named '{checked.name}' already exists in {workspace_id}")
+    sealed = None
+    if checked.secrets:
+        try:
+            sealed = secret_box(secret_key).seal(checked.secrets, now)
+        except SecretKeyError as exc:
+            raise AdminError(str(exc)) from None
+    row = Connector(
+        workspace_id=workspace_id,
+        id=object_id(now),
+        name=checked.name,
+        type=checked.type.value,
+        channel=checked.channel.value,
+        settings={key: value for key, value in checked.settings.items() if value not in (None, [])},
+        sealed_secrets=sealed,
+        created_at=now,
+    )
+    session.add(row)
+    await session.flush()
+    shown = generated if not is_smtp(checked.type) and given.secret is None else None
+    return AddedConnector(row, shown)
+
+
+async def list_connectors(
+    session: AsyncSession, workspace_id: str, channel: Channel | None = None
+) -> Sequence[Connector]:
+    query = select(Connector).where(Connector.workspace_id == workspace_id)
+    if channel is not None:
+        query = query.where(Connector.channel == channel.value)
+    return (await session.scalars(query.order_by(Connector.name))).all()
+
+
+async def get_connector(session: AsyncSession, workspace_id: str, name: str) -> Connector | None:
+    query = select(Connector).where(Connector.workspace_id == workspace_id, Connector.name == name)
+    return (await session.scalars(query)).first()
+
+
+async def remove_connector(session: AsyncSession, workspace_id: str, name: str) -> None:
+    await get_workspace(session, workspace_id)
+    row = await get_connector(session, workspace_id, name)
+    if row is None:
+        raise AdminError(f"no connector named '{name}' in {workspace_id}")
+    # The outbox keeps the connector's name and id: past sends stay readable after removal.
+    await session.delete(row)
+    await session.flush()
+
+
+async def configured_names(session: AsyncSession, workspace_id: str) -> frozenset[str]:
+    """Names of the workspace's e-mail connectors: what an Email campaign's `connector` may name."""
+    return frozenset(row.name for row in await list_connectors(session, workspace_id, Channel.EMAIL))
+
+
+def connector_view(row: Connector) -> dict[str, Any]:
+    """What may be shown about a connector: everything but its secrets (only whether it has one)."""
+    settings = row.settings or {}
+    if is_smtp(row.type):
+        target = f"smtp://{settings.get('host')}:{settings.get('port')} ({settings.get('security')})"
+    else:
+        target = shown_url(str(settings.get("url", "")))
+    view: dict[str, Any] = {
+        "id": row.id,
+        "name": row.name,
+        "type": row.type,
+        "channel": row.channel,
+        "target": target,
+        "secret": "sealed" if row.sealed_secrets else "none",
+        "created_at": row.created_at.isoformat(),
+    }
+    if settings.get("username"):
+        view["username"] = settings["username"]
+    if settings.get("senders"):
+        view["senders"] = list(settings["senders"])
+    return view
+
+
+def open_secrets(row: Connector, secret_key: SecretStr | None) -> dict[str, str]:
+    """The connector's secrets in clear, for one send. Raises SecretKeyError."""
+    if not row.sealed_secrets:
+        return {}
+    return secret_box(secret_key).open(row.sealed_secrets)

@@ -1,0 +1,85 @@
+"""The values a send is made of: where in the campaign (slot), to whom, what, and how it went."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from herald.campaigns.schemas.common import Channel, Platform
+
+
+@dataclass(frozen=True, slots=True)
+class Slot:
+    """One message of a campaign: a platform (Push), a locale and a variation."""
+
+    channel: Channel
+    platform: Platform | None
+    locale: str
+    variation: str
+
+    @property
+    def key(self) -> str:
+        """The C8 answer's key, e.g. `ANDROID_default_variation_1` or `EMAIL_es-ES_variation_2`."""
+        head = self.platform.value if self.platform is not None else self.channel.value
+        return f"{head}_{self.locale}_{self.variation}"
+
+
+@dataclass(frozen=True, slots=True)
+class Recipient:
+    """Who a test goes to. `profile` is None for an address that is not a known user."""
+
+    identifier_value: str
+    address: str | None  # e-mail address (Email) or push token (Push); None: cannot be reached
+    customer_id: str | None = None
+    profile: dict[str, Any] | None = None
+    unreachable_reason: str | None = None
+    contact: dict[str, str | None] = field(default_factory=dict)  # ids a push gateway may need
+
+
+@dataclass(frozen=True, slots=True)
+class Envelope:
+    """One rendered message to one recipient, ready for a connector."""
+
+    delivery_id: str  # the outbox entry's id; unique per message
+    workspace_id: str
+    campaign_id: str | None
+    is_test: bool
+    slot: Slot
+    recipient: Recipient
+    message: dict[str, Any]  # the rendered Push platform object or Email object
+    now: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    sent: bool
+    reason: str | None = None
+    # The connector itself failed (unreachable, refused our credentials): later messages of the
+    # same request through it are not attempted, so a dead server costs one timeout, not ten.
+    connector_down: bool = False
+
+
+def summary_of(envelope: Envelope) -> dict[str, Any]:
+    """What the outbox keeps of a message: enough to recognise it, never whole bodies."""
+    message = envelope.message
+    if envelope.slot.channel is Channel.EMAIL:
+        html = message.get("html_content")
+        return {
+            "subject": _short(message.get("subject")),
+            "from": message.get("from_address"),
+            "html_bytes": len(html.encode()) if isinstance(html, str) else 0,
+        }
+    found = message.get("basic_details")
+    visible: dict[str, Any] = found if isinstance(found, dict) else {}
+    return {
+        "title": _short(visible.get("title")),
+        "message": _short(visible.get("message")),
+        "template_type": message.get("template_type"),
+    }
+
+
+def _short(value: object, limit: int = 200) -> str | None:
+    if not isinstance(value, str):
+        return None
+    return value if len(value) <= limit else value[: limit - 1] + "…"

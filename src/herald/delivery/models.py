@@ -1,0 +1,75 @@
+"""Tables of the delivery domain: configured connectors and the outbox of every send.
+
+Every primary key and index starts with `workspace_id`.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Boolean, ForeignKeyConstraint, Index, String, Text
+from sqlalchemy.orm import Mapped, mapped_column
+
+from herald.db import Base, PortableJSON, UTCDateTime
+
+
+class Connector(Base):
+    """A way out of Herald: an SMTP server or a webhook, named per workspace.
+
+    `settings` holds what may be shown (host, port, security, username, senders, URL, timeout);
+    `sealed_secrets` holds the password or HMAC secret, encrypted (see `delivery.crypto`), and is
+    never returned by any API or listing.
+    """
+
+    __tablename__ = "delivery_connectors"
+    __table_args__ = (
+        Index("uq_delivery_connectors_workspace_id_name", "workspace_id", "name", unique=True),
+        ForeignKeyConstraint(["workspace_id"], ["workspaces.id"]),
+    )
+
+    workspace_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    id: Mapped[str] = mapped_column(String(24), primary_key=True)
+    name: Mapped[str] = mapped_column(String(100))
+    type: Mapped[str] = mapped_column(String(32))
+    # Which messages it carries: EMAIL or PUSH.
+    channel: Mapped[str] = mapped_column(String(16))
+    settings: Mapped[dict[str, Any]] = mapped_column(PortableJSON, default=dict)
+    sealed_secrets: Mapped[str | None] = mapped_column(Text, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+class OutboxEntry(Base):
+    """One message to one recipient through one connector, test or real, and how it went.
+
+    Written PENDING in its own transaction before the attempt and finished SENT or FAILED in
+    another right after, so a process that dies mid-send leaves an honest PENDING row behind.
+    """
+
+    __tablename__ = "delivery_outbox"
+    __table_args__ = (
+        Index("ix_delivery_outbox_workspace_id_created_at", "workspace_id", "created_at"),
+        ForeignKeyConstraint(["workspace_id"], ["workspaces.id"]),
+    )
+
+    workspace_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    id: Mapped[str] = mapped_column(String(24), primary_key=True)
+    status: Mapped[str] = mapped_column(String(16))
+    failure_reason: Mapped[str | None] = mapped_column(Text, nullable=True)
+    is_test: Mapped[bool] = mapped_column(Boolean, default=False)
+    channel: Mapped[str] = mapped_column(String(16))
+    # The message's slot: platform (Push), locale and variation.
+    platform: Mapped[str | None] = mapped_column(String(16), nullable=True)
+    locale: Mapped[str] = mapped_column(String(64))
+    variation: Mapped[str] = mapped_column(String(64))
+    connector_id: Mapped[str | None] = mapped_column(String(24), nullable=True)
+    connector_name: Mapped[str | None] = mapped_column(String(100), nullable=True)
+    # Where it went: an e-mail address or a push token; and whose, when the user is known.
+    recipient: Mapped[str] = mapped_column(String(500))
+    customer_id: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    campaign_id: Mapped[str | None] = mapped_column(String(24), nullable=True)
+    request_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    # What was sent, in short: subject or title, sender, sizes (never whole bodies or secrets).
+    summary: Mapped[dict[str, Any]] = mapped_column(PortableJSON, default=dict)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime)

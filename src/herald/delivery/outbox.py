@@ -1,0 +1,136 @@
+"""The workspace outbox: one row per message, test or real, each written in its own transaction.
+
+Why its own transaction: a send cannot be rolled back, so its record must not depend on the fate
+of the request that caused it. The row is committed PENDING before the attempt (if that fails,
+nothing is sent) and committed SENT or FAILED right after. A row left PENDING means the process
+stopped between the two: the outcome is unknown, and the row says so instead of lying.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from sqlalchemy import select, update
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from herald.delivery.messages import Envelope, Outcome, summary_of
+from herald.delivery.models import Connector, OutboxEntry
+from herald.timefmt import rfc3339
+
+log = logging.getLogger("herald.delivery")
+
+MAX_LIST_LIMIT = 1000
+
+
+class OutboxStatus(StrEnum):
+    PENDING = "PENDING"
+    SENT = "SENT"
+    FAILED = "FAILED"
+
+
+def _row(
+    envelope: Envelope, connector: Connector | None, request_id: str | None, status: OutboxStatus
+) -> OutboxEntry:
+    slot, recipient = envelope.slot, envelope.recipient
+    return OutboxEntry(
+        workspace_id=envelope.workspace_id,
+        id=envelope.delivery_id,
+        status=status.value,
+        failure_reason=None,
+        is_test=envelope.is_test,
+        channel=slot.channel.value,
+        platform=slot.platform.value if slot.platform else None,
+        locale=slot.locale,
+        variation=slot.variation,
+        connector_id=connector.id if connector else None,
+        connector_name=connector.name if connector else None,
+        recipient=(recipient.address or recipient.identifier_value)[:500],
+        customer_id=recipient.customer_id,
+        campaign_id=envelope.campaign_id,
+        request_id=request_id,
+        summary=summary_of(envelope),
+        created_at=envelope.now,
+        updated_at=envelope.now,
+    )
+
+
+async def record_pending(
+    sessions: async_sessionmaker[AsyncSession],
+    envelope: Envelope,
+    connector: Connector | None,
+    request_id: str | None,
+) -> None:
+    """Commit the PENDING row. Raises if it cannot be written: then nothing may be sent."""
+    async with sessions() as session:
+        session.add(_row(envelope, connector, request_id, OutboxStatus.PENDING))
+        await session.commit()
+
+
+async def record_outcome(
+    sessions: async_sessionmaker[AsyncSession], envelope: Envelope, outcome: Outcome, now: datetime
+) -> None:
+    """Commit SENT/FAILED on the row. The message is gone either way, so a failure to record is
+    logged (the row stays PENDING: outcome unknown) rather than turned into a failed request."""
+    status = OutboxStatus.SENT if outcome.sent else OutboxStatus.FAILED
+    try:
+        async with sessions() as session:
+            await session.execute(
+                update(OutboxEntry)
+                .where(
+                    OutboxEntry.workspace_id == envelope.workspace_id, OutboxEntry.id == envelope.delivery_id
+                )
+                .values(status=status.value, failure_reason=outcome.reason, updated_at=now)
+            )
+            await session.commit()
+    except SQLAlchemyError:
+        log.exception("could not record the outcome of delivery %s", envelope.delivery_id)
+
+
+async def record_unsent(
+    sessions: async_sessionmaker[AsyncSession],
+    envelope: Envelope,
+    connector: Connector | None,
+    request_id: str | None,
+    reason: str,
+) -> None:
+    """A message that was never attempted (e.g. the recipient has no address), recorded FAILED."""
+    row = _row(envelope, connector, request_id, OutboxStatus.FAILED)
+    row.failure_reason = reason
+    async with sessions() as session:
+        session.add(row)
+        await session.commit()
+
+
+async def list_entries(session: AsyncSession, workspace_id: str, limit: int = 20) -> Sequence[OutboxEntry]:
+    """Newest first."""
+    query = (
+        select(OutboxEntry)
+        .where(OutboxEntry.workspace_id == workspace_id)
+        .order_by(OutboxEntry.created_at.desc(), OutboxEntry.id.desc())
+        .limit(max(1, min(limit, MAX_LIST_LIMIT)))
+    )
+    return (await session.scalars(query)).all()
+
+
+def entry_view(row: OutboxEntry) -> dict[str, Any]:
+    return {
+        "id": row.id,
+        "created_at": rfc3339(row.created_at),
+        "status": row.status,
+        "failure_reason": row.failure_reason,
+        "test": row.is_test,
+        "channel": row.channel,
+        "platform": row.platform,
+        "locale": row.locale,
+        "variation": row.variation,
+        "connector": row.connector_name,
+        "recipient": row.recipient,
+        "customer_id": row.customer_id,
+        "campaign_id": row.campaign_id,
+        "summary": row.summary,
+    }

@@ -1,0 +1,171 @@
+"""Who a test goes to: `identifier_values` resolved against the workspace's users (one query).
+
+- A value that names no user is an error (404, nothing sent), except an `EMAIL` address: it is
+  sent to as given, with unpersonalized content.
+- When several users share an e-mail, mobile or advertising id, the one with the lowest
+  customer id is used (deterministic).
+- `CUSTOM_SEGMENT` values name static segments (by id or name); their members, in customer id
+  order, up to 10 recipients in all. Filter-based segments are not test targets.
+- Recipients are de-duplicated (two values naming one user give one recipient).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import or_, select
+from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import InstrumentedAttribute
+
+from herald.audience.models import STANDARD_ATTRIBUTES, Segment, SegmentMember, User
+from herald.campaigns.schemas.common import Channel
+from herald.delivery.messages import Recipient
+from herald.delivery.testsend_request import MAX_RECIPIENTS, Identifier
+from herald.problems import Problem
+
+_COLUMNS: dict[Identifier, InstrumentedAttribute[Any]] = {
+    Identifier.USER_ATTRIBUTE_UNIQUE_ID: User.customer_id,
+    Identifier.ID: User.customer_id,
+    Identifier.USER_ATTRIBUTE_USER_EMAIL: User.email,
+    Identifier.EMAIL: User.email,
+    Identifier.USER_ATTRIBUTE_USER_MOBILE: User.mobile,
+    Identifier.MOBILE_NUMBER: User.mobile,
+    # Herald keeps one advertising id per user (GAID on Android, IDFA on iOS) in `gaid`.
+    Identifier.SVC_GAID: User.gaid,
+    Identifier.ADVERTISING_IDENTIFIER: User.gaid,
+    Identifier.PUSH_ID: User.push_id,
+}
+VALUES_PATH = "test_campaign_meta.identifier_values"
+
+
+@dataclass
+class Resolution:
+    recipients: list[Recipient] = field(default_factory=list)
+    not_found: list[Problem] = field(default_factory=list)  # → 404
+    unusable: list[Problem] = field(default_factory=list)  # → 422
+
+
+def profile_of(user: User) -> dict[str, Any]:
+    """The attributes personalization reads: custom ones, then the standard columns over them."""
+    profile: dict[str, Any] = dict(user.attributes or {})
+    profile.update({name: getattr(user, name) for name in STANDARD_ATTRIBUTES})
+    profile["customer_id"] = user.customer_id
+    return profile
+
+
+def recipient_for(user: User, value: str, channel: Channel) -> Recipient:
+    contact = {"push_id": user.push_id, "gaid": user.gaid} if channel is Channel.PUSH else {}
+    address = user.email if channel is Channel.EMAIL else user.push_id
+    reason = None
+    if not address:
+        what = "e-mail address" if channel is Channel.EMAIL else "push token (push_id)"
+        reason = f"User '{user.customer_id}' has no {what}."
+    return Recipient(value, address, user.customer_id, profile_of(user), reason, contact)
+
+
+async def resolve(
+    session: AsyncSession, workspace_id: str, channel: Channel, identifier: Identifier, values: Sequence[str]
+) -> Resolution:
+    if identifier is Identifier.CUSTOM_SEGMENT:
+        resolution = await _resolve_segments(session, workspace_id, channel, values)
+    else:
+        resolution = await _resolve_users(session, workspace_id, channel, identifier, values)
+    resolution.recipients = _unique(resolution.recipients)[:MAX_RECIPIENTS]
+    return resolution
+
+
+async def _resolve_users(
+    session: AsyncSession, workspace_id: str, channel: Channel, identifier: Identifier, values: Sequence[str]
+) -> Resolution:
+    column = _COLUMNS[identifier]
+    query = (
+        select(User)
+        .where(User.workspace_id == workspace_id, column.in_(set(values)))
+        .order_by(User.customer_id)
+    )
+    by_value: dict[str, User] = {}
+    for user in (await session.scalars(query)).all():
+        by_value.setdefault(str(getattr(user, column.key)), user)
+    resolution = Resolution()
+    for index, value in enumerate(values):
+        found = by_value.get(value)
+        if found is not None:
+            resolution.recipients.append(recipient_for(found, value, channel))
+        elif identifier is Identifier.EMAIL:
+            resolution.recipients.append(Recipient(value, value))  # not a user: unpersonalized
+        else:
+            resolution.not_found.append(
+                Problem("NOT_FOUND", f"{VALUES_PATH}.{index}", f"No user with {identifier.value} '{value}'.")
+            )
+    return resolution
+
+
+async def _resolve_segments(
+    session: AsyncSession, workspace_id: str, channel: Channel, values: Sequence[str]
+) -> Resolution:
+    query = select(Segment).where(
+        Segment.workspace_id == workspace_id, or_(Segment.id.in_(set(values)), Segment.name.in_(set(values)))
+    )
+    segments = (await session.scalars(query)).all()
+    resolution = Resolution()
+    for index, value in enumerate(values):
+        segment = next((s for s in segments if s.id == value), None) or next(
+            (s for s in segments if s.name == value), None
+        )
+        target = f"{VALUES_PATH}.{index}"
+        if segment is None:
+            resolution.not_found.append(Problem("NOT_FOUND", target, f"No custom segment '{value}'."))
+        elif segment.kind != "static":
+            resolution.unusable.append(
+                Problem(
+                    "INVALID_ENUM_VALUE",
+                    target,
+                    f"Segment '{segment.name}' is filter-based; test sends go to a static segment's members.",
+                )
+            )
+        else:
+            members = await _members(session, workspace_id, segment.id, channel)
+            if not members:
+                resolution.unusable.append(
+                    Problem("OUT_OF_RANGE", target, f"Segment '{segment.name}' has no members.")
+                )
+            resolution.recipients += members
+    return resolution
+
+
+async def _members(
+    session: AsyncSession, workspace_id: str, segment_id: str, channel: Channel
+) -> list[Recipient]:
+    # A member is known to the tester by customer id, so that is how results name it.
+    query = (
+        select(SegmentMember.customer_id, User)
+        .outerjoin(
+            User,
+            (User.workspace_id == SegmentMember.workspace_id)
+            & (User.customer_id == SegmentMember.customer_id),
+        )
+        .where(SegmentMember.workspace_id == workspace_id, SegmentMember.segment_id == segment_id)
+        .order_by(SegmentMember.customer_id)
+        .limit(MAX_RECIPIENTS)
+    )
+    found: list[Recipient] = []
+    for customer_id, user in (await session.execute(query)).all():
+        if user is None:
+            reason = f"Segment member '{customer_id}' is not a known user."
+            found.append(Recipient(customer_id, None, customer_id, None, reason))
+        else:
+            found.append(recipient_for(user, customer_id, channel))
+    return found
+
+
+def _unique(recipients: list[Recipient]) -> list[Recipient]:
+    seen: set[str] = set()
+    unique: list[Recipient] = []
+    for recipient in recipients:
+        key = recipient.customer_id or f"address:{recipient.address}"
+        if key not in seen:
+            seen.add(key)
+            unique.append(recipient)
+    return unique

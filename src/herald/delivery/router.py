@@ -1,0 +1,78 @@
+"""C8 `POST /v5/campaigns/test` (contract §5). Thin: parse, call the service, answer.
+
+Included before the campaigns router: `/v5/campaigns/test` is a fixed path next to
+`/v5/campaigns/{campaign_id}` routes.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import orjson
+from fastapi import APIRouter
+from pydantic import TypeAdapter
+from starlette.requests import Request
+from starlette.responses import Response
+
+from herald.delivery import testsend
+from herald.delivery.testsend_request import CampaignTestDoc
+from herald.errors import BadRequest
+from herald.http.auth import Caller
+from herald.http.docs import error_responses
+from herald.http.operation import Operation, guarded, services_of
+from herald.http.responses import json_response, request_id, response_id
+from herald.workspaces.scopes import Scope
+
+router = APIRouter(prefix="/v5/campaigns", tags=["campaigns"])
+
+TEST = Operation("C8", Scope.CAMPAIGNS_CREATE_MANAGE, "campaign_ops", campaigns=True, idempotency="required")
+
+_REF = "#/components/schemas/{model}"
+_DOC: TypeAdapter[Any] = TypeAdapter(CampaignTestDoc)
+
+
+def body_schemas() -> dict[str, Any]:
+    """The request body's schema and the definitions it refers to (merged into components)."""
+    schema = _DOC.json_schema(ref_template=_REF)
+    defs = schema.pop("$defs", {})
+    return {"CampaignTestBody": schema, **defs}
+
+
+_BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {"application/json": {"schema": {"$ref": _REF.format(model="CampaignTestBody")}}},
+    }
+}
+
+
+def _json_body(request: Request) -> Any:
+    raw: bytes = getattr(request.state, "body", b"") or b""
+    if not raw.strip():
+        raise BadRequest("A JSON body is required.")
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        raise BadRequest("The request body is not valid JSON.") from None
+
+
+@router.post(
+    "/test",
+    summary="Test campaign",
+    description=(
+        "Sends the content of a saved campaign (`draft_id`) or of inline content to up to 10 "
+        "recipients through the workspace's connectors, one message per platform x locale x "
+        "variation unless narrowed by `test_campaign_meta`. Every send is recorded in the outbox."
+    ),
+    response_model=None,
+    openapi_extra=_BODY,
+    responses=error_responses(400, 401, 403, 404, 409, 413, 422, 429, 503),
+)
+async def test_campaign(request: Request, caller: Annotated[Caller, guarded(TEST)]) -> Response:
+    services = services_of(request)
+    deployment = testsend.Deployment(services.settings, services.clock, services.database)
+    results = await testsend.test_campaign(
+        deployment, caller.workspace_id, _json_body(request), request_id(request)
+    )
+    data = {"data": results, "message": testsend.PROCESSED_MESSAGE}
+    return json_response({"response_id": response_id(request), "type": "campaign", "data": data})

@@ -1,0 +1,261 @@
+"""C8: send a campaign's content as a test to up to 10 recipients, through the workspace's connectors.
+
+Order of work, and why it leaves nothing half-written:
+1. The body is read; what the body alone gets wrong is one 400.
+2. In one short read-only transaction: the draft (404), the connector, the narrowing (400), the
+   content's completeness (400 inline, 422 for a saved draft), the recipients (404/422), and every
+   message rendered. Nothing has been sent or written yet, so any refusal leaves no trace.
+3. That transaction is closed (no database lock is held across network I/O), then each message is
+   sent; its outbox row is committed PENDING before and SENT/FAILED after, in transactions of its
+   own (`delivery.outbox`), so the record of a send never depends on the request's fate.
+The request's own unit of work writes nothing but its idempotency record: a replay of the same
+Idempotency-Key returns the stored answer and sends nothing again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from herald.campaigns import repository as campaigns_repository
+from herald.campaigns.schemas.basic_details import BasicDetails
+from herald.campaigns.schemas.common import CREATABLE_CHANNELS, Channel, DeliveryType
+from herald.campaigns.schemas.connector import Connector as ConnectorRef
+from herald.campaigns.schemas.content import CampaignContent
+from herald.campaigns.validation import load_document
+from herald.clock import Clock
+from herald.config import Settings
+from herald.db import Database
+from herald.delivery import recipients as recipients_lookup
+from herald.delivery.config import is_smtp
+from herald.delivery.dispatch import Dispatcher
+from herald.delivery.messages import Envelope, Outcome, Recipient
+from herald.delivery.models import Connector
+from herald.delivery.rendering import (
+    PreparedContent,
+    RenderError,
+    message_at,
+    personalize_content,
+    prepare_content,
+    pruned_content,
+)
+from herald.delivery.testsend_connector import choose_connector
+from herald.delivery.testsend_plan import SlotMessage, narrow, readiness_problems, slot_messages
+from herald.delivery.testsend_request import CampaignTestRequest, channel_problems, parse_test_body
+from herald.errors import NotFound, Unprocessable, ValidationFailed
+from herald.ids import is_object_id, object_id
+from herald.problems import Problem
+
+# Sends of one request (messages x recipients): beyond it, narrow by platform, locale or variation.
+MAX_SENDS = 100
+PROCESSED_MESSAGE = "Test campaign processed"
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """What a test send needs from the running app."""
+
+    settings: Settings
+    clock: Clock
+    database: Database
+
+
+@dataclass(frozen=True)
+class _Source:
+    channel: Channel
+    content: CampaignContent | None
+    basic_details: BasicDetails | None
+    connector: ConnectorRef | None
+    campaign_id: str | None
+
+
+@dataclass(frozen=True)
+class _Plan:
+    connector: Connector
+    campaign_id: str | None
+    messages: list[SlotMessage]
+    recipients: list[Recipient]
+    prepared: PreparedContent
+
+
+async def test_campaign(
+    deployment: Deployment, workspace_id: str, raw: object, request_id: str | None
+) -> dict[str, dict[str, str]]:
+    """The C8 answer's inner `data`: per message key, SENT or FAILED with a reason."""
+    request, problems = parse_test_body(raw)
+    if request is None:
+        raise ValidationFailed(problems)
+    async with deployment.database.reader() as session:
+        plan = await _plan(session, workspace_id, request)
+    sessions = deployment.database.writer
+    async with Dispatcher(deployment.settings, deployment.clock, sessions, request_id) as dispatcher:
+        return await _execute(deployment.clock, dispatcher, workspace_id, request, plan)
+
+
+async def _source(session: AsyncSession, workspace_id: str, request: CampaignTestRequest) -> _Source:
+    if request.draft_id is None:
+        assert request.channel is not None
+        return _Source(request.channel, request.content, request.basic_details, request.connector, None)
+    draft_id = request.draft_id
+    row = (
+        await campaigns_repository.get_latest(session, workspace_id, draft_id)
+        if is_object_id(draft_id)
+        else None
+    )
+    if row is None:
+        raise NotFound("No campaign with this id exists in the workspace.", target="draft_id")
+    channel = Channel(row.channel)
+    if channel not in CREATABLE_CHANNELS:
+        raise ValidationFailed(
+            [
+                Problem(
+                    "INVALID_ENUM_VALUE",
+                    "draft_id",
+                    f"{channel.value} campaigns cannot be test-sent; only PUSH and EMAIL.",
+                )
+            ]
+        )
+    document, problems = load_document(channel, DeliveryType(row.delivery_type), row.components)
+    if document is None:
+        raise Unprocessable("The saved campaign cannot be read; update it before testing.", details=problems)
+    if document.campaign_content is None:
+        raise Unprocessable(
+            "The saved campaign has no content to test.",
+            details=[
+                Problem("REQUIRED_FIELD_MISSING", "campaign_content", "The draft has no campaign_content.")
+            ],
+        )
+    return _Source(
+        channel, document.campaign_content, document.basic_details, document.connector, row.campaign_id
+    )
+
+
+async def _plan(session: AsyncSession, workspace_id: str, request: CampaignTestRequest) -> _Plan:
+    source = await _source(session, workspace_id, request)
+    channel, draft_mode = source.channel, request.draft_id is not None
+    problems = channel_problems(request, channel)
+    if request.channel is not None and request.channel is not channel:
+        problems.append(
+            Problem(
+                "INVALID_ENUM_VALUE",
+                "channel",
+                f"The draft is a {channel.value} campaign, not {request.channel.value}.",
+            )
+        )
+    choice = await choose_connector(session, workspace_id, channel, request.connector, source.connector)
+    problems += choice.bad_request
+    assert source.content is not None
+    messages, narrowing = narrow(
+        slot_messages(source.content, source.basic_details),
+        request.meta.platform,
+        request.meta.locale_name,
+        request.variation_key,
+    )
+    problems += narrowing
+    senders = None
+    if choice.connector is not None and is_smtp(choice.connector.type):
+        senders = list((choice.connector.settings or {}).get("senders") or [])
+    incomplete = readiness_problems(messages, source.basic_details, senders)
+    if not draft_mode:
+        problems += incomplete
+    if problems:
+        raise ValidationFailed(problems)
+    if choice.unprocessable or incomplete:
+        raise Unprocessable(
+            "The campaign cannot be test-sent as saved.", details=[*choice.unprocessable, *incomplete]
+        )
+    assert choice.connector is not None
+
+    recipients = await _recipients(session, workspace_id, channel, request, len(messages))
+    written = [(item.path, item.message()) for item in messages]
+    try:
+        prepared = await prepare_content(session, workspace_id, channel, pruned_content(written))
+    except ValidationFailed as exc:
+        if not draft_mode:
+            raise
+        raise Unprocessable("The saved content cannot be personalized.", details=exc.details) from None
+    return _Plan(choice.connector, source.campaign_id, messages, recipients, prepared)
+
+
+async def _recipients(
+    session: AsyncSession, workspace_id: str, channel: Channel, request: CampaignTestRequest, messages: int
+) -> list[Recipient]:
+    """Who the test goes to: unknown values are 404, unusable ones 422 (nothing is sent then)."""
+    resolution = await recipients_lookup.resolve(
+        session, workspace_id, channel, request.meta.identifier, request.meta.identifier_values
+    )
+    if resolution.not_found:
+        target = (
+            resolution.not_found[0].target
+            if len(resolution.not_found) == 1
+            else "test_campaign_meta.identifier_values"
+        )
+        raise NotFound(
+            "Some identifier_values name no user or segment of this workspace.",
+            target=target,
+            details=resolution.not_found,
+        )
+    if resolution.unusable:
+        raise Unprocessable("Some identifier_values cannot receive a test.", details=resolution.unusable)
+    if messages * len(resolution.recipients) > MAX_SENDS:
+        raise ValidationFailed(
+            [
+                Problem(
+                    "OUT_OF_RANGE",
+                    "test_campaign_meta",
+                    f"This test would send {messages} messages to {len(resolution.recipients)} recipients "
+                    f"(more than {MAX_SENDS}); narrow it with platform, locale_name or variation.",
+                )
+            ]
+        )
+    return resolution.recipients
+
+
+async def _personalized(
+    request: CampaignTestRequest, prepared: PreparedContent, recipient: Recipient
+) -> tuple[dict[str, Any] | None, str | None]:
+    """The content for one recipient, or why there is none."""
+    if recipient.address is None:
+        return None, recipient.unreachable_reason or "The recipient has no address."
+    # Overrides win over the profile; for an address that is no user they are all there is.
+    user = {**(recipient.profile or {}), **request.user_overrides}
+    try:
+        return await personalize_content(prepared, user, request.event_attributes), None
+    except RenderError as exc:
+        return None, f"Personalization failed: {exc}"
+
+
+async def _execute(
+    clock: Clock, dispatcher: Dispatcher, workspace_id: str, request: CampaignTestRequest, plan: _Plan
+) -> dict[str, dict[str, str]]:
+    rendered = [await _personalized(request, plan.prepared, recipient) for recipient in plan.recipients]
+    outcomes: dict[str, list[tuple[Recipient, Outcome]]] = {}
+    for item in plan.messages:
+        for recipient, (content, reason) in zip(plan.recipients, rendered, strict=True):
+            now = clock.now()
+            message = message_at(content, item.path) if content is not None else item.message()
+            envelope = Envelope(
+                object_id(now), workspace_id, plan.campaign_id, True, item.slot, recipient, message, now
+            )
+            if reason is not None:
+                outcome = await dispatcher.unsent(plan.connector, envelope, reason)
+            else:
+                outcome = await dispatcher.send(plan.connector, envelope)
+            outcomes.setdefault(item.slot.key, []).append((recipient, outcome))
+    return {key: _result(results) for key, results in outcomes.items()}
+
+
+def _result(results: list[tuple[Recipient, Outcome]]) -> dict[str, str]:
+    """SENT when every recipient got the message; else FAILED, saying who did not and why."""
+    failed = [(recipient, outcome) for recipient, outcome in results if not outcome.sent]
+    if not failed:
+        return {"status": "SENT"}
+    if len(results) == 1:
+        return {"status": "FAILED", "failure_reason": failed[0][1].reason or "The send failed."}
+    reasons = "; ".join(f"{recipient.identifier_value}: {outcome.reason}" for recipient, outcome in failed)
+    return {
+        "status": "FAILED",
+        "failure_reason": f"{len(failed)} of {len(results)} recipients failed: {reasons}",
+    }

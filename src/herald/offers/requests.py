@@ -1,0 +1,228 @@
+"""Offer request bodies (contract §4): JSON shapes, types and ranges only.
+
+These models say what is well-formed. Everything with a contract-specific code (INVALID_OFFER_NAME,
+INVALID_SCHEDULING, SPLIT_KEY_MISMATCH, ...) is a rule in `herald.offers.rules`, run over the parsed
+values, so that problems of different fields are all reported together. Scalars are strict (`"5"` is
+not an integer) so that a parsed body dumps back to exactly the JSON that was sent, which is what
+we store.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from functools import lru_cache
+from typing import Annotated, Literal
+
+from email_validator import EmailNotValidError, validate_email
+from pydantic import AfterValidator, ConfigDict, Field, JsonValue, Strict
+from pydantic_core import PydanticCustomError
+
+from herald.campaigns.schemas.filters import FilterGroup
+from herald.schemas import APIModel
+
+Text = Annotated[str, Strict()]
+NonEmptyText = Annotated[str, Strict(), Field(min_length=1)]
+Flag = Annotated[bool, Strict()]
+JsonObject = dict[str, JsonValue]
+
+
+@lru_cache(maxsize=4096)
+def _email_problem(value: str) -> str | None:
+    # Cached: the check is slow next to everything else here, and bulk imports repeat a few
+    # creators over and over.
+    try:
+        validate_email(value, check_deliverability=False)
+    except EmailNotValidError as exc:
+        return str(exc)
+    return None
+
+
+def _email(value: str) -> str:
+    reason = _email_problem(value)
+    if reason is not None:
+        raise PydanticCustomError("INVALID_TYPE", "Expected an e-mail address: {reason}", {"reason": reason})
+    return value  # kept as sent: stored and compared verbatim
+
+
+EmailAddress = Annotated[str, Strict(), AfterValidator(_email)]
+VariantName = Annotated[str, Strict(), Field(min_length=1, max_length=64)]
+LocaleName = Annotated[str, Strict(), Field(min_length=1, max_length=35)]
+
+
+class Delivery(StrEnum):
+    SCHEDULED = "scheduled"
+
+
+class Scheduling(APIModel):
+    """Date-times stay text here; `rules.scheduling` reads them (ISO 8601 with `Z` only)."""
+
+    start_datetime: Text | None = None
+    expiry_datetime: Text | None = None
+    timezone: Text | None = None
+
+
+class SchedulingCreate(Scheduling):
+    start_datetime: Text
+    expiry_datetime: Text
+
+
+class SegmentFilters(APIModel):
+    included_filters: FilterGroup | None = None
+    excluded_filters: FilterGroup | None = None
+
+
+class SegmentInfo(APIModel):
+    """`{"filters": {}}` targets all users."""
+
+    filters: SegmentFilters
+
+
+class BlockType(StrEnum):
+    JSON = "json"
+    CONTENT_BLOCK = "content_block"
+    TEMPLATE = "template"
+
+
+class ContentBlock(APIModel):
+    """`json`: value is a JSON text; `content_block`: a block reference; `template`: an object filling
+    the fields of the template named by `meta.templateId`. Checked per type in `rules.content`."""
+
+    type: BlockType
+    value: JsonValue
+    meta: JsonObject | None = None
+
+
+# content slot name -> block, e.g. {"content_1": {...}}
+Slots = dict[str, ContentBlock]
+
+
+class LocaleContent(APIModel):
+    variations: dict[VariantName, Slots]
+
+
+class OfferContent(APIModel):
+    """Either flat slots (`{"content_1": Block}`) or `{"locales": {...}}`, never both.
+
+    Flat slots are the model's extra keys; their names are checked in `rules.content`.
+    """
+
+    model_config = ConfigDict(extra="allow")
+    __pydantic_extra__: dict[str, ContentBlock]
+
+    locales: dict[LocaleName, LocaleContent] | None = None
+
+
+class VariationType(StrEnum):
+    SMV = "SMV"
+    DMV = "DMV"
+
+
+SplitPercentage = Annotated[int, Strict(), Field(ge=1, le=100)]
+
+
+class SmvDistribution(APIModel):
+    split: dict[VariantName, SplitPercentage]
+
+
+class ControlGroup(APIModel):
+    is_enabled: Flag
+    # 1-99 when enabled, 0 allowed when disabled (`rules.variations`).
+    percentage: Annotated[int, Strict(), Field(ge=0, le=99)] | None = None
+
+
+class VariationMeta(APIModel):
+    type: VariationType
+    # The variant names every locale carries, e.g. ["A", "B"].
+    variantsPerLocale: list[VariantName] | None = None
+    smv_distribution: SmvDistribution | None = None
+    control_group: ControlGroup | None = None
+
+
+class CapSchedule(StrEnum):
+    DAILY = "DAILY"
+    WEEKLY = "WEEKLY"
+    MONTHLY = "MONTHLY"
+
+
+class Cap(APIModel):
+    enabled: Flag
+    limit_value: Annotated[int, Strict(), Field(ge=1)] | None = None
+    limit_schedule: CapSchedule | None = None
+
+
+class CappingRules(APIModel):
+    overall: Cap | None = None
+    user_level: Cap | None = None
+
+
+Amount = Annotated[int, Strict(), Field(ge=0)] | Annotated[float, Strict(), Field(ge=0, allow_inf_nan=False)]
+
+
+class Goal(APIModel):
+    goal_name: Annotated[str, Strict(), Field(min_length=1, max_length=100)]
+    action: NonEmptyText
+    attributes: JsonObject | None = None
+    is_revenue_tracking: Flag | None = None
+    revenue_amount: Amount | None = None
+    revenue_currency: Text | None = None
+
+
+class Conversion(APIModel):
+    primary: Goal | None = None
+    secondary: list[Goal] | None = None
+
+
+class OfferFields(APIModel):
+    """Every offer field, none required: the shape of stored documents and of O3 changes."""
+
+    name: Text | None = None
+    description: Annotated[str, Strict(), Field(max_length=500)] | None = None
+    priority: Annotated[int, Strict(), Field(ge=1, le=100)] | None = None
+    delivery: Delivery | None = None
+    created_by: EmailAddress | None = None
+    tags: Annotated[list[NonEmptyText], Field(max_length=10)] | None = None
+    scheduling: Scheduling | None = None
+    segment_info: SegmentInfo | None = None
+    offer_content: OfferContent | None = None
+    variation_meta: VariationMeta | None = None
+    capping_rules: CappingRules | None = None
+    is_global_control_enabled: Flag | None = None
+    imp_track_hours: Annotated[int, Strict(), Field(ge=1, le=240)] | None = None
+    offering_attribute_configuration: Annotated[list[JsonObject], Field(max_length=5)] | None = None
+    conversion: Conversion | None = None
+
+
+class OfferCreate(OfferFields):
+    """O2 body. Tags are `tag_<id>` or the raw `<id>` of a workspace tag."""
+
+    name: Text
+    priority: Annotated[int, Strict(), Field(ge=1, le=100)]
+    delivery: Delivery
+    created_by: EmailAddress
+    scheduling: SchedulingCreate
+    segment_info: SegmentInfo
+    offer_content: OfferContent
+    variation_meta: VariationMeta
+
+
+class OfferUpdate(OfferFields):
+    """O3 body: `updated_by` plus the fields to change. `scheduling` sub-fields change one by one;
+    every other field sent replaces the stored value whole (`tags` included)."""
+
+    updated_by: EmailAddress
+
+
+class OfferArchive(APIModel):
+    """O5 body (optional)."""
+
+    updated_by: EmailAddress | None = None
+
+
+# Fields that O2 requires and O3 may therefore not clear with null.
+REQUIRED_ON_CREATE: tuple[str, ...] = tuple(
+    name for name, info in OfferCreate.model_fields.items() if info.is_required()
+)
+# The O2 fields a draft (from `herald offers import`) must have; the rest may come later.
+REQUIRED_ON_DRAFT: tuple[str, ...] = ("name", "created_by")
+
+ImportStatus = Literal["draft", "archived", "published"]

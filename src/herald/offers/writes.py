@@ -1,0 +1,182 @@
+"""O2 create, O3 update, O5 archive. Services never commit; the request's unit of work does.
+
+Each use case collects every problem — parse errors, status gates, rules — into one 400 before
+writing anything. The live-name index is the last word on uniqueness: a concurrent create or
+rename that slips between our check and our write is reported as DUPLICATE_OFFER_NAME too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from herald.errors import ArchivedOffering, OfferNotFound, ValidationFailed
+from herald.ids import object_id, offer_public_id, parse_offer_id, parse_tag_id
+from herald.offers import documents, gates, parsing, repository, rules
+from herald.offers.models import STORED_ARCHIVED, STORED_DRAFT, STORED_PUBLISHED, Offer
+from herald.offers.requests import OfferArchive, OfferCreate, OfferFields, OfferUpdate
+from herald.offers.rules.content import template_ids
+from herald.offers.rules.scheduling import EXPIRY, START
+from herald.offers.status import effective_status
+from herald.problems import Problem
+from herald.timefmt import rfc3339
+
+
+def everything(document: dict[str, Any]) -> frozenset[str]:
+    """On create (and import) every field sent counts as changed."""
+    extra = {START, EXPIRY} if document.get("scheduling") else set()
+    return frozenset(document) | extra
+
+
+async def load_lookups(
+    session: AsyncSession,
+    workspace_id: str,
+    values: OfferFields,
+    changed: frozenset[str],
+    now: datetime,
+    *,
+    except_id: str | None = None,
+    draft: bool = False,
+) -> rules.Lookups:
+    """Fetch only what the changed fields refer to."""
+    tags: frozenset[str] = frozenset()
+    if "tags" in changed and values.tags:
+        tags = await repository.existing_tags(session, workspace_id, [parse_tag_id(t) for t in values.tags])
+    templates: dict[str, list[str]] = {}
+    if "offer_content" in changed and values.offer_content is not None:
+        templates = await repository.template_fields(
+            session, workspace_id, sorted(template_ids(values.offer_content))
+        )
+    taken = False
+    if "name" in changed and values.name is not None and rules.OFFER_NAME.match(values.name):
+        taken = bool(await repository.live_names(session, workspace_id, [values.name], except_id))
+    return rules.Lookups(now=now, existing_tags=tags, templates=templates, name_taken=taken, draft=draft)
+
+
+def distinct(problems: Iterable[Problem]) -> list[Problem]:
+    seen: set[tuple[str, str]] = set()
+    kept = []
+    for problem in problems:
+        if (problem.code, problem.target) not in seen:
+            seen.add((problem.code, problem.target))
+            kept.append(problem)
+    return kept
+
+
+def _duplicate_name(name: str) -> ValidationFailed:
+    return ValidationFailed(
+        [Problem("DUPLICATE_OFFER_NAME", "name", f"An offer named '{name}' already exists.")]
+    )
+
+
+async def create_offer(session: AsyncSession, workspace_id: str, body: Any, now: datetime) -> dict[str, Any]:
+    """O2. Offers created through the API are published; drafts come from `herald offers import`."""
+    parsed = parsing.parse(parsing.as_object(body), OfferCreate)
+    changed = everything(parsed.valid)
+    lookups = await load_lookups(session, workspace_id, parsed.values, changed, now)
+    problems = distinct([*parsed.problems, *rules.check(parsed.values, changed, lookups, parsed.failed)])
+    if problems:
+        raise ValidationFailed(problems)
+    row = documents.row_values(parsed.valid)
+    offer = Offer(
+        workspace_id=workspace_id,
+        id=object_id(now),
+        name=row.name,
+        stored_status=STORED_PUBLISHED,
+        priority=row.priority,
+        start_datetime=row.start_datetime,
+        expiry_datetime=row.expiry_datetime,
+        tags=row.tags,
+        document=row.document,
+        created_at=now,
+        created_by=row.created_by,
+        updated_at=now,
+    )
+    session.add(offer)
+    try:
+        await session.flush()
+    except IntegrityError as exc:
+        if repository.is_duplicate_name(exc):
+            raise _duplicate_name(row.name) from None
+        raise
+    await repository.replace_tags(session, workspace_id, offer.id, row.tags)
+    status = effective_status(offer.stored_status, offer.start_datetime, offer.expiry_datetime, now)
+    return {"id": offer_public_id(offer.id), "status": status.value, "created_at": rfc3339(now)}
+
+
+async def _load(session: AsyncSession, workspace_id: str, public_id: str) -> Offer:
+    raw_id = parse_offer_id(public_id)
+    offer = await repository.get_for_update(session, workspace_id, raw_id) if raw_id else None
+    if offer is None:
+        raise OfferNotFound(target="offer_id")
+    return offer
+
+
+async def update_offer(
+    session: AsyncSession, workspace_id: str, public_id: str, body: Any, now: datetime
+) -> dict[str, Any]:
+    """O3: merge the sent fields into the stored offer, check gates and rules, write."""
+    offer = await _load(session, workspace_id, public_id)
+    status = effective_status(offer.stored_status, offer.start_datetime, offer.expiry_datetime, now)
+    refused = gates.refusal(status)
+    if refused is not None:
+        raise refused
+    raw = parsing.as_object(body)
+    parsed = parsing.parse(raw, OfferUpdate)
+    current = documents.current_document(offer)
+    merged = documents.merge(current, parsed.valid)
+    changed = gates.changed_fields(current, merged)
+    values = OfferFields.model_validate(merged)
+    lookups = await load_lookups(
+        session,
+        workspace_id,
+        values,
+        changed,
+        now,
+        except_id=offer.id,
+        draft=offer.stored_status == STORED_DRAFT,
+    )
+    problems = distinct(
+        [
+            *parsed.problems,
+            *gates.gate_problems(status, current, merged, changed),
+            *rules.check(values, changed, lookups, parsed.failed),
+        ]
+    )
+    if problems:
+        raise ValidationFailed(problems)
+    row = documents.row_values(merged)
+    offer.name, offer.priority, offer.tags = row.name, row.priority, row.tags
+    offer.start_datetime, offer.expiry_datetime = row.start_datetime, row.expiry_datetime
+    offer.document = row.document
+    offer.updated_at, offer.updated_by = now, raw["updated_by"]
+    try:
+        await session.flush()
+    except IntegrityError as exc:
+        if repository.is_duplicate_name(exc):
+            raise _duplicate_name(row.name) from None
+        raise
+    if "tags" in changed:
+        await repository.replace_tags(session, workspace_id, offer.id, row.tags)
+    status = effective_status(offer.stored_status, offer.start_datetime, offer.expiry_datetime, now)
+    return {"id": public_id, "status": status.value, "updated_at": rfc3339(now)}
+
+
+async def archive_offer(
+    session: AsyncSession, workspace_id: str, public_id: str, body: Any, now: datetime
+) -> dict[str, Any]:
+    """O5: any offering that is not archived yet becomes archived, for good."""
+    offer = await _load(session, workspace_id, public_id)
+    if offer.stored_status == STORED_ARCHIVED:
+        raise ArchivedOffering()
+    body, problems = parsing.parse_model(parsing.as_object(body), OfferArchive)
+    if body is None:
+        raise ValidationFailed(problems)
+    offer.stored_status = STORED_ARCHIVED
+    offer.updated_at, offer.updated_by = now, body.updated_by
+    await session.flush()
+    return {"id": public_id, "status": STORED_ARCHIVED, "updated_at": rfc3339(now)}

@@ -1,0 +1,206 @@
+"""Personalizing campaign content for one user: the use case preview (and test sends) build on.
+
+1. `prepare` (in a read session): syntax of every text, custom templates filled in, and the content
+   blocks, product sets and content APIs the texts name loaded — 400 for what the request got wrong.
+2. `personalize` (no session held): content APIs called, then every text rendered in a worker thread
+   with one budget — 422 when a template fails or exceeds a limit for this user.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import anyio.to_thread
+import httpx
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from herald.errors import Unprocessable, ValidationFailed
+from herald.personalization import content_api, fields, resources
+from herald.personalization.compiling import Reference, TemplateInvalid, check_template, compile_template
+from herald.personalization.content_api import ApiConfig, Resolver
+from herald.personalization.limits import DEFAULT_LIMITS, Limits, RenderFailed, RenderLimitExceeded
+from herald.personalization.render import Block, RenderData, Renderer
+from herald.personalization.state import Missing
+from herald.problems import Problem
+
+# Content API URLs are small templates written by the workspace's admins.
+URL_LIMITS = Limits(steps=10_000, seconds=0.25, output_chars=8_000, field_chars=4_000, value_size=4_000)
+
+
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    content: dict[str, Any]  # campaign_content, custom templates filled in
+    blocks: Mapping[str, Block]
+    product_sets: Mapping[str, Any]
+    apis: Mapping[str, ApiConfig]
+
+
+@dataclass(frozen=True, slots=True)
+class Personalized:
+    content: dict[str, Any]
+    missing: list[Missing]
+
+
+def syntax_problems(content: Any) -> list[Problem]:
+    """INVALID_TEMPLATE for every text of `campaign_content` (raw JSON) that does not parse."""
+    inner = content.get("content") if isinstance(content, dict) else None
+    problems: list[Problem] = []
+    for path, text in fields.texts(inner):
+        if fields.has_expression(text):
+            message = check_template(text)
+            if message is not None:
+                problems.append(Problem("INVALID_TEMPLATE", fields.dotted(path), message))
+    return problems
+
+
+def _version(value: Any) -> int | None:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.isdigit():
+        return int(value)
+    return None
+
+
+async def _fill_templates(
+    session: AsyncSession, workspace_id: str, channel: str, content: dict[str, Any]
+) -> list[Problem]:
+    problems: list[Problem] = []
+    for path, target in list(fields.template_slots(content.get("content"))):
+        template_id = target["custom_template_id"]
+        raw_version = target.get("custom_template_version")
+        version = _version(raw_version)
+        if raw_version is not None and version is None:
+            problems.append(
+                Problem(
+                    "INVALID_TYPE",
+                    fields.dotted((*path, "custom_template_version")),
+                    "Expected a version number.",
+                )
+            )
+            continue
+        template = await resources.load_custom_template(session, workspace_id, template_id, version)
+        if template is None or template.channel != channel:
+            which = f"version {version} of " if version is not None else ""
+            problems.append(
+                Problem(
+                    "INVALID_TEMPLATE_ID",
+                    fields.dotted((*path, "custom_template_id")),
+                    f"There is no {which}{channel} custom template '{template_id}' in this workspace.",
+                )
+            )
+            continue
+        fields.fill_from(target, template.body)
+    return problems
+
+
+def _references(sources: Iterable[str]) -> set[Reference]:
+    found: set[Reference] = set()
+    for source in sources:
+        if fields.has_expression(source):
+            try:
+                found |= compile_template(source).references
+            except TemplateInvalid:
+                continue  # reported when it is rendered
+    return found
+
+
+async def prepare(
+    session: AsyncSession, workspace_id: str, channel: str, campaign_content: dict[str, Any]
+) -> Prepared:
+    """Check and complete the content, and load the workspace resources its texts name."""
+    content = copy.deepcopy(campaign_content)
+    problems = syntax_problems(content)
+    problems += await _fill_templates(session, workspace_id, channel, content)
+    if problems:
+        raise ValidationFailed(problems)
+    references = _references(text for _, text in fields.texts(content.get("content")))
+    # Blocks may name blocks (and anything else); follow them as deep as they may nest.
+    blocks: dict[str, Block] = {}
+    for _ in range(DEFAULT_LIMITS.block_depth + 1):
+        wanted = {ref.name for ref in references if ref.kind == "ContentBlock"} - set(blocks)
+        if not wanted:
+            break
+        found = await resources.load_blocks(session, workspace_id, wanted)
+        blocks |= found
+        references |= _references(block.body for block in found.values())
+    apis = await resources.load_content_apis(
+        session, workspace_id, {ref.name for ref in references if ref.kind == "ContentApi"}
+    )
+    references |= _references(api.url for api in apis.values())
+    product_sets = await resources.load_product_sets(
+        session, workspace_id, {ref.name for ref in references if ref.kind == "ProductSet"}
+    )
+    return Prepared(content, blocks, product_sets, apis)
+
+
+def _api_calls(
+    prepared: Prepared, user: Mapping[str, Any], event: Mapping[str, Any]
+) -> dict[str, tuple[ApiConfig, str]]:
+    renderer = Renderer(RenderData(user, event, {}, {}, {}), URL_LIMITS)
+    calls: dict[str, tuple[ApiConfig, str]] = {}
+    for name, api in prepared.apis.items():
+        try:
+            url = (
+                renderer.render(api.url, name, quote_outputs=True)
+                if fields.has_expression(api.url)
+                else api.url
+            )
+        except (TemplateInvalid, RenderLimitExceeded, RenderFailed):
+            continue  # the API's value stays missing
+        calls[name] = (api, url)
+    return calls
+
+
+class _Stop(Exception):
+    pass
+
+
+def _render_all(
+    prepared: Prepared, data: RenderData, limits: Limits
+) -> tuple[dict[str, Any], list[Missing], list[Problem]]:
+    renderer = Renderer(data, limits)
+    problems: list[Problem] = []
+
+    def visit(path: fields.Path, text: str) -> str:
+        if not fields.has_expression(text):
+            return text
+        field = fields.dotted(path)
+        try:
+            return renderer.render(text, field, html=fields.is_html(path))
+        except RenderLimitExceeded as exc:
+            problems.append(Problem("RENDER_LIMIT_EXCEEDED", field, str(exc)))
+            raise _Stop from None  # the budget is shared: nothing more can be rendered
+        except (RenderFailed, TemplateInvalid) as exc:
+            problems.append(Problem("TEMPLATE_RENDER_FAILED", field, str(exc)))
+            return text
+
+    content = dict(prepared.content)
+    with contextlib.suppress(_Stop):
+        content["content"] = fields.transform(prepared.content.get("content"), visit)
+    return content, renderer.missing, problems
+
+
+async def personalize(
+    prepared: Prepared,
+    user: Mapping[str, Any],
+    event: Mapping[str, Any],
+    *,
+    limits: Limits = DEFAULT_LIMITS,
+    resolver: Resolver = content_api.system_resolver,
+    transport: httpx.AsyncBaseTransport | None = None,
+) -> Personalized:
+    """Every text of the prepared content rendered for `user` and `event`."""
+    answers = await content_api.fetch_all(_api_calls(prepared, user, event), resolver, transport)
+    data = RenderData(user, event, prepared.blocks, prepared.product_sets, answers)
+    # Rendering is CPU work bounded by the budget; a worker thread keeps the event loop serving.
+    content, missing, problems = await anyio.to_thread.run_sync(_render_all, prepared, data, limits)
+    if problems:
+        target = problems[0].target if len(problems) == 1 else None
+        raise Unprocessable(
+            "The content cannot be personalized for this user.", target=target, details=problems
+        )
+    return Personalized(content, missing)

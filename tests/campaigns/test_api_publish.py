@@ -1,0 +1,375 @@
+"""L1 (earlier-API update and publish) and versioning, through the HTTP API."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+from typing import Any
+
+import httpx
+import pytest
+from fastapi import FastAPI
+
+from herald.campaigns import review
+from herald.workspaces.scopes import Scope
+from tests.campaigns import lifecycle_helpers as h
+from tests.campaigns.payloads import PAYLOADS, variant
+from tests.factories import Tenant, add_key
+
+MINIMAL_PUSH = {"channel": "PUSH", "campaign_delivery_type": "ONE_TIME", "created_by": "ana@example.com"}
+ANDROID_TITLE = "campaign_content.content.push.android.basic_details.title"
+
+# What each realistic payload becomes when published on 2026-01-15 (the frozen clock).
+PUBLISHED_AS = {
+    "push_one_time_android_ios": "SCHEDULED",  # AT_FIXED_TIME in 2030
+    "push_periodic": "SCHEDULED",  # before its first run
+    "push_event_triggered_delay": "SCHEDULED",  # starts listening in 2030
+    "push_device_triggered": "ACTIVE",
+    "push_location_triggered": "ACTIVE",
+    "push_web": "SCHEDULED",
+    "push_multi_locale_ab": "ACTIVE",  # ASAP
+    "email_one_time_promotional": "SCHEDULED",
+    "email_event_triggered": "ACTIVE",
+    "email_business_event": "SCHEDULED",
+    "email_periodic": "SCHEDULED",
+    "push_broadcast_live_activity": "ACTIVE",
+}
+
+
+@pytest.fixture
+async def ws(app: FastAPI) -> Tenant:
+    return await h.workspace(app)
+
+
+@pytest.fixture
+async def flat(app: FastAPI) -> Tenant:
+    """A workspace without versioning."""
+    return await h.workspace(app, versioning=False)
+
+
+class TestPublish:
+    @pytest.mark.parametrize("name", sorted(PAYLOADS))
+    async def test_a_valid_draft_goes_live(self, client: httpx.AsyncClient, ws: Tenant, name: str) -> None:
+        campaign_id = await h.create(client, ws, PAYLOADS[name])
+        response = await h.v1_patch(client, ws, campaign_id)
+        assert response.status_code == 204, response.text
+        assert response.content == b""
+        stored = await h.get(client, ws, campaign_id)
+        assert stored["status"] == PUBLISHED_AS[name]
+        assert stored["updated_by"] == h.PUBLISHER
+        assert stored["version_number"] == 1
+
+    async def test_an_incomplete_draft_is_422_with_every_failure_and_stays_a_draft(
+        self, client: httpx.AsyncClient, ws: Tenant
+    ) -> None:
+        campaign_id = await h.create(client, ws, MINIMAL_PUSH)
+        before = await h.get(client, ws, campaign_id)
+        response = await h.v1_patch(
+            client, ws, campaign_id, {"utm_params": {"utm_source": "a", "utm_medium": "b"}}
+        )
+        assert response.status_code == 422
+        error = response.json()["error"]
+        assert error["code"] == "UNPROCESSABLE_ENTITY"
+        targets = {detail["target"] for detail in error["details"]}
+        assert {
+            "basic_details.platforms",
+            "campaign_content",
+            "scheduling_details",
+            "segmentation_details",
+        } <= targets
+        assert await h.get(client, ws, campaign_id) == before  # the components sent were not kept either
+
+    async def test_publish_clears_the_rejection_comment(
+        self, app: FastAPI, client: httpx.AsyncClient, ws: Tenant
+    ) -> None:
+        campaign_id = await h.create(client, ws, PAYLOADS["push_device_triggered"])
+        async with app.state.herald.database.writer() as session:
+            await review.reject(
+                session, ws.workspace_id, campaign_id, "Fix the copy", app.state.herald.clock.now()
+            )
+            await session.commit()
+        assert [row.rejection_comment for row in await h.stored(app, ws, campaign_id)] == ["Fix the copy"]
+        await h.publish(client, ws, campaign_id)
+        assert [row.rejection_comment for row in await h.stored(app, ws, campaign_id)] == [None]
+
+    @pytest.mark.parametrize("state", ["STOPPED", "SENT", "ARCHIVED"])
+    async def test_a_finished_campaign_cannot_be_published(
+        self, app: FastAPI, client: httpx.AsyncClient, ws: Tenant, state: str
+    ) -> None:
+        [row_id] = await h.seed(app, ws, h.line(channel="PUSH", status=state))
+        response = await h.v1_patch(client, ws, row_id)
+        assert response.status_code == 422
+        assert state in response.json()["error"]["message"]
+
+    async def test_v5_update_cannot_publish(self, client: httpx.AsyncClient, ws: Tenant) -> None:
+        campaign_id = await h.create(client, ws, PAYLOADS["push_device_triggered"])
+        response = await client.patch(
+            f"{h.BASE}/{campaign_id}", json={"status": "PUBLISH"}, headers=ws.write_headers(campaigns=True)
+        )
+        assert response.status_code == 400
+        assert response.json()["error"]["details"][0] == {
+            "code": "UNKNOWN_FIELD",
+            "target": "status",
+            "message": "'status' is not a recognised field here.",
+        }
+        assert (await h.get(client, ws, campaign_id))["status"] == "DRAFT"
+
+
+class TestBodyAndAccess:
+    async def test_component_update_without_publish_applies_like_c3(
+        self, client: httpx.AsyncClient, ws: Tenant
+    ) -> None:
+        campaign_id = await h.create(client, ws, MINIMAL_PUSH)
+        utm = {"utm_source": "a", "utm_medium": "b"}
+        response = await h.v1_patch(client, ws, campaign_id, {"utm_params": utm}, publish=False)
+        assert response.status_code == 204
+        stored = await h.get(client, ws, campaign_id)
+        assert stored["utm_params"] == utm
+        assert stored["status"] == "DRAFT"
+
+    async def test_components_follow_c3_rules(self, client: httpx.AsyncClient, ws: Tenant) -> None:
+        campaign_id = await h.create(client, ws, MINIMAL_PUSH)
+        response = await h.v1_patch(
+            client, ws, campaign_id, {"utm_params": {"utm_source": "a"}}, publish=False
+        )
+        assert response.status_code == 400
+        assert response.json()["error"]["details"][0]["target"] == "utm_params.utm_medium"
+
+    async def test_request_id_and_updated_by_are_required_and_status_is_publish_only(
+        self, client: httpx.AsyncClient, ws: Tenant
+    ) -> None:
+        campaign_id = await h.create(client, ws, MINIMAL_PUSH)
+        response = await client.patch(
+            f"{h.V1}/{campaign_id}", json={"status": "ACTIVE"}, headers=ws.headers(campaigns=True)
+        )
+        assert response.status_code == 400
+        details = {(d["code"], d["target"]) for d in response.json()["error"]["details"]}
+        assert details == {
+            ("REQUIRED_FIELD_MISSING", "request_id"),
+            ("REQUIRED_FIELD_MISSING", "updated_by"),
+            ("INVALID_ENUM_VALUE", "status"),
+        }
+
+    async def test_publishing_needs_the_publish_scope(
+        self, app: FastAPI, client: httpx.AsyncClient, ws: Tenant
+    ) -> None:
+        campaign_id = await h.create(client, ws, PAYLOADS["push_device_triggered"])
+        manager = await add_key(app, ws, [Scope.CAMPAIGNS_CREATE_MANAGE])
+        refused = await h.v1_patch(client, manager, campaign_id)
+        assert refused.status_code == 403
+        assert refused.headers["content-type"].startswith("text/plain")
+        assert json.loads(refused.text)["code"] == "ER007"
+        assert (await h.get(client, ws, campaign_id))["status"] == "DRAFT"
+        allowed = await h.v1_patch(
+            client,
+            manager,
+            campaign_id,
+            {"utm_params": {"utm_source": "a", "utm_medium": "b"}},
+            publish=False,
+        )
+        assert allowed.status_code == 204
+        viewer = await add_key(app, ws, [Scope.CAMPAIGNS_VIEW])
+        assert (await h.v1_patch(client, viewer, campaign_id, publish=False)).status_code == 403
+
+    async def test_app_key_header_is_required(self, client: httpx.AsyncClient, ws: Tenant) -> None:
+        campaign_id = await h.create(client, ws, MINIMAL_PUSH)
+        response = await client.patch(
+            f"{h.V1}/{campaign_id}", json={"request_id": "r", "updated_by": h.PUBLISHER}, headers=ws.headers()
+        )
+        assert response.status_code == 401
+
+    async def test_another_workspace_and_unknown_ids_get_404(
+        self, app: FastAPI, client: httpx.AsyncClient, ws: Tenant
+    ) -> None:
+        campaign_id = await h.create(client, ws, PAYLOADS["push_device_triggered"])
+        stranger = await h.workspace(app)
+        for tenant, some_id in ((stranger, campaign_id), (ws, "0" * 24), (ws, "nope")):
+            response = await h.v1_patch(client, tenant, some_id)
+            assert response.status_code == 404
+            assert response.json()["error"]["code"] == "NOT_FOUND"
+        assert (await h.get(client, ws, campaign_id))["status"] == "DRAFT"
+
+    async def test_a_repeated_request_id_is_applied_once(self, client: httpx.AsyncClient, ws: Tenant) -> None:
+        campaign_id = await h.create(client, ws, PAYLOADS["push_device_triggered"])
+        first = await h.v1_patch(client, ws, campaign_id, request_id="publish-1")
+        after_first = await client.get(f"{h.BASE}/{campaign_id}", headers=ws.headers(campaigns=True))
+        again = await h.v1_patch(client, ws, campaign_id, request_id="publish-1")
+        assert (first.status_code, again.status_code) == (204, 204)
+        assert again.headers["Idempotent-Replayed"] == "true"
+        after_again = await client.get(f"{h.BASE}/{campaign_id}", headers=ws.headers(campaigns=True))
+        assert after_again.headers["ETag"] == after_first.headers["ETag"]  # not written twice
+        other = await h.v1_patch(
+            client,
+            ws,
+            campaign_id,
+            {"utm_params": {"utm_source": "a", "utm_medium": "b"}},
+            request_id="publish-1",
+        )
+        assert other.status_code == 409
+        assert other.json()["error"]["code"] == "IDEMPOTENCY_CONFLICT"
+
+
+class TestVersioning:
+    async def _live(
+        self, client: httpx.AsyncClient, tenant: Tenant, name: str = "push_one_time_android_ios"
+    ) -> str:
+        campaign_id = await h.create(client, tenant, PAYLOADS[name])
+        await h.publish(client, tenant, campaign_id)
+        return campaign_id
+
+    async def test_publishing_changes_to_a_live_campaign_makes_a_new_version(
+        self, app: FastAPI, client: httpx.AsyncClient, ws: Tenant
+    ) -> None:
+        campaign_id = await self._live(client, ws)
+        v1 = await h.get(client, ws, campaign_id)
+        content = variant(
+            PAYLOADS["push_one_time_android_ios"]["campaign_content"],
+            {"content.push.android.basic_details.title": "New title"},
+        )
+        await h.publish(client, ws, campaign_id, {"campaign_content": content})
+
+        latest = await h.get(client, ws, campaign_id)
+        assert latest["campaign_id"] == campaign_id
+        assert latest["id"] != campaign_id
+        assert latest["version_number"] == 2
+        assert latest["status"] == "SCHEDULED"
+        assert latest["campaign_content"] == content
+        assert latest["created_at"] == v1["created_at"]
+        # The first version is an immutable snapshot, still readable; the new one has an id of its own.
+        assert await h.get(client, ws, f"{campaign_id}?version_number=1") == v1
+        assert await h.get(client, ws, latest["id"]) == latest
+        assert await h.get(client, ws, f"{campaign_id}?version_number=2") == latest
+        missing = await client.get(
+            f"{h.BASE}/{campaign_id}?version_number=3", headers=ws.headers(campaigns=True)
+        )
+        assert missing.status_code == 404
+        bad = await client.get(f"{h.BASE}/{campaign_id}?version_number=0", headers=ws.headers(campaigns=True))
+        assert bad.status_code == 400
+        assert bad.json()["error"]["details"][0]["target"] == "version_number"
+        patch = await client.patch(
+            f"{h.BASE}/{latest['id']}",
+            json={"utm_params": {"utm_source": "a", "utm_medium": "b"}},
+            headers=ws.write_headers(campaigns=True),
+        )
+        assert patch.status_code == 409
+        rows = await h.stored(app, ws, campaign_id)
+        assert [(row.version_number, row.is_latest) for row in rows] == [(1, False), (2, True)]
+
+    async def test_old_versions_cannot_be_changed(self, client: httpx.AsyncClient, ws: Tenant) -> None:
+        campaign_id = await self._live(client, ws)
+        content = variant(
+            PAYLOADS["push_one_time_android_ios"]["campaign_content"],
+            {"content.push.android.basic_details.title": "v2"},
+        )
+        await h.publish(client, ws, campaign_id, {"campaign_content": content})
+        latest = await h.get(client, ws, campaign_id)
+        # campaign_id names the campaign (its latest version); the second version's own id is not a campaign id.
+        for write in (
+            h.v1_patch(client, ws, latest["id"]),
+            h.action(client, ws, latest["id"], "STOP"),
+        ):
+            response = await write
+            assert response.status_code == 409, response.text
+            assert "immutable snapshot" in response.json()["error"]["message"]
+        snapshot = (await h.found(client, ws, campaign_fields={"ids": [campaign_id], "version_number": 1}))[0]
+        assert snapshot["campaign_content"] == PAYLOADS["push_one_time_android_ios"]["campaign_content"]
+
+    async def test_search_returns_each_version_and_filters_by_version_number(
+        self, client: httpx.AsyncClient, ws: Tenant
+    ) -> None:
+        campaign_id = await self._live(client, ws)
+        for title in ("v2", "v3"):
+            content = variant(
+                PAYLOADS["push_one_time_android_ios"]["campaign_content"],
+                {"content.push.android.basic_details.title": title},
+            )
+            await h.publish(client, ws, campaign_id, {"campaign_content": content})
+        rows = await h.found(client, ws, campaign_fields={"ids": [campaign_id]})
+        assert [row["version_number"] for row in rows] == [3, 2, 1]
+        assert {row["campaign_id"] for row in rows} == {campaign_id}
+        assert len({row["id"] for row in rows}) == 3
+        only = await h.found(client, ws, campaign_fields={"version_number": 2})
+        assert [(row["campaign_id"], row["version_number"]) for row in only] == [(campaign_id, 2)]
+
+    async def test_status_actions_act_on_the_latest_version(
+        self, client: httpx.AsyncClient, ws: Tenant
+    ) -> None:
+        campaign_id = await self._live(client, ws)
+        content = variant(
+            PAYLOADS["push_one_time_android_ios"]["campaign_content"],
+            {"content.push.android.basic_details.title": "v2"},
+        )
+        await h.publish(client, ws, campaign_id, {"campaign_content": content})
+        response = await h.action(client, ws, campaign_id, "STOP")
+        assert response.status_code == 200
+        latest = await h.get(client, ws, campaign_id)
+        assert response.json()["data"] == {"id": latest["id"], "action": "STOP"}
+        assert latest["status"] == "STOPPED"
+        [first] = await h.found(client, ws, campaign_fields={"ids": [campaign_id], "version_number": 1})
+        assert first["status"] == "SCHEDULED"  # the snapshot keeps the state it had
+
+    async def test_publishing_without_changes_makes_no_version(
+        self, app: FastAPI, client: httpx.AsyncClient, ws: Tenant
+    ) -> None:
+        campaign_id = await self._live(client, ws)
+        await h.publish(client, ws, campaign_id)
+        assert [row.version_number for row in await h.stored(app, ws, campaign_id)] == [1]
+
+    async def test_without_versioning_a_live_campaign_changes_in_place(
+        self, app: FastAPI, client: httpx.AsyncClient, flat: Tenant
+    ) -> None:
+        campaign_id = await self._live(client, flat)
+        content = variant(
+            PAYLOADS["push_one_time_android_ios"]["campaign_content"],
+            {"content.push.android.basic_details.title": "v2"},
+        )
+        await h.publish(client, flat, campaign_id, {"campaign_content": content})
+        stored = await h.get(client, flat, campaign_id)
+        assert stored["id"] == campaign_id
+        assert "version_number" not in stored
+        assert stored["campaign_content"] == content
+        assert len(await h.stored(app, flat, campaign_id)) == 1
+
+    async def test_a_live_change_that_breaks_publish_rules_is_422_and_changes_nothing(
+        self, app: FastAPI, client: httpx.AsyncClient, ws: Tenant
+    ) -> None:
+        campaign_id = await self._live(client, ws, "push_device_triggered")
+        before = await h.get(client, ws, campaign_id)
+        content = variant(
+            PAYLOADS["push_device_triggered"]["campaign_content"],
+            drop=("content.push.android.basic_details.title",),
+        )
+        response = await h.v1_patch(client, ws, campaign_id, {"campaign_content": content})
+        assert response.status_code == 422
+        assert ANDROID_TITLE in {d["target"] for d in response.json()["error"]["details"]}
+        assert await h.get(client, ws, campaign_id) == before
+        assert len(await h.stored(app, ws, campaign_id)) == 1
+
+    async def test_live_editability_rules_apply(self, client: httpx.AsyncClient, ws: Tenant) -> None:
+        campaign_id = await self._live(client, ws, "push_device_triggered")
+        response = await h.v1_patch(
+            client, ws, campaign_id, {"segmentation_details": {"is_all_user_campaign": True}}
+        )
+        assert response.status_code == 409
+        assert response.json()["error"]["details"][0]["code"] == "NOT_EDITABLE"
+
+    async def test_concurrent_publishes_of_changes_leave_one_version_line(
+        self, app: FastAPI, client: httpx.AsyncClient, ws: Tenant
+    ) -> None:
+        campaign_id = await self._live(client, ws)
+
+        def change(title: str) -> dict[str, Any]:
+            content = copy.deepcopy(PAYLOADS["push_one_time_android_ios"]["campaign_content"])
+            content["content"]["push"]["android"]["basic_details"]["title"] = title
+            return {"campaign_content": content}
+
+        responses = await asyncio.gather(
+            *(h.v1_patch(client, ws, campaign_id, change(f"t{i}")) for i in range(6))
+        )
+        statuses = [response.status_code for response in responses]
+        assert set(statuses) <= {204, 409}
+        assert 204 in statuses
+        rows = await h.stored(app, ws, campaign_id)
+        assert [row.version_number for row in rows] == list(range(1, statuses.count(204) + 2))
+        assert [row.is_latest for row in rows] == [False] * (len(rows) - 1) + [True]

@@ -1,0 +1,321 @@
+"""Scheduled transitions: advance the frozen clock, run one worker tick, look through the API.
+
+The ticks here are scoped to the test's own workspaces (other tests' campaigns live in the same
+database); `run_tick` without workspaces walks every workspace, as the `herald worker` command does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+
+import httpx
+import pytest
+from asgi_lifespan import LifespanManager
+from fastapi import FastAPI
+
+from herald.campaigns import worker
+from herald.campaigns.schemas.common import CampaignStatus
+from herald.clock import FrozenClock
+from herald.config import Settings
+from herald.db import Database, create_database
+from herald.main import create_app
+from tests.campaigns import lifecycle_helpers as h
+from tests.campaigns.payloads import PAYLOADS, variant
+from tests.factories import Tenant
+
+
+@pytest.fixture
+async def ws(app: FastAPI) -> Tenant:
+    return await h.workspace(app)
+
+
+async def tick(app: FastAPI, tenant: Tenant) -> int:
+    services = app.state.herald
+    return await worker.run_tick(services.database, services.clock.now(), [tenant.workspace_id])
+
+
+async def status(client: httpx.AsyncClient, tenant: Tenant, campaign_id: str) -> str:
+    return str((await h.get(client, tenant, campaign_id))["status"])
+
+
+def starting(payload: dict[str, object], start: str, expiry: str | None = None) -> dict[str, object]:
+    changes: dict[str, object] = {"scheduling_details.start_time": start}
+    if expiry is not None:
+        changes["scheduling_details.expiry_time"] = expiry
+    return variant(payload, changes)
+
+
+class TestTransitions:
+    async def test_periodic_goes_active_at_its_start_time(
+        self, app: FastAPI, client: httpx.AsyncClient, ws: Tenant, clock: FrozenClock
+    ) -> None:
+        payload = starting(PAYLOADS["push_periodic"], "2026-01-15T18:00:00+05:30")  # 12:30 UTC
+        campaign_id = await h.create(client, ws, payload)
+        await h.publish(client, ws, campaign_id)
+        assert await status(client, ws, campaign_id) == "SCHEDULED"
+        clock.advance(minutes=29, seconds=59)
+        assert await tick(app, ws) == 0
+        assert await status(client, ws, campaign_id) == "SCHEDULED"
+        clock.advance(seconds=1)
+        assert await tick(app, ws) == 1
+        assert await status(client, ws, campaign_id) == "ACTIVE"
+        assert await tick(app, ws) == 0
+
+    async def test_triggered_campaign_runs_from_start_to_expiry(
+        self, app: FastAPI, client: httpx.AsyncClient, ws: Tenant, clock: FrozenClock
+    ) -> None:
+        payload = starting(
+            PAYLOADS["push_event_triggered_delay"], "2026-01-16T00:00:00Z", "2026-01-20T00:00:00Z"
+        )
+        campaign_id = await h.create(client, ws, payload)
+        await h.publish(client, ws, campaign_id)
+        assert await status(client, ws, campaign_id) == "SCHEDULED"
+        clock.set(clock.now().replace(day=16, hour=0))
+        assert await tick(app, ws) == 1
+        assert await status(client, ws, campaign_id) == "ACTIVE"
+        clock.set(clock.now().replace(day=19, hour=23, minute=59))
+        assert await tick(app, ws) == 0
+        clock.advance(minutes=1)
+        assert await tick(app, ws) == 1
+        assert await status(client, ws, campaign_id) == "SENT"
+
+    async def test_one_time_campaign_sends_at_its_start_and_is_sent_at_the_next_tick(
+        self, app: FastAPI, client: httpx.AsyncClient, ws: Tenant, clock: FrozenClock
+    ) -> None:
+        payload = starting(PAYLOADS["email_one_time_promotional"], "2026-01-15T13:00:00Z")
+        campaign_id = await h.create(client, ws, payload)
+        await h.publish(client, ws, campaign_id)
+        clock.advance(hours=1)
+        assert await tick(app, ws) == 1
+        stored = await h.get(client, ws, campaign_id)
+        assert (stored["status"], stored["sent_time"]) == ("SENDING", "2026-01-15 13:00:00.000000")
+        assert await tick(app, ws) == 0  # the send began at this instant
+        clock.advance(seconds=15)
+        assert await tick(app, ws) == 1
+        assert await status(client, ws, campaign_id) == "SENT"
+
+    async def test_asap_one_time_campaign_sends_at_the_next_ticks(
+        self, app: FastAPI, client: httpx.AsyncClient, ws: Tenant, clock: FrozenClock
+    ) -> None:
+        campaign_id = await h.create(client, ws, PAYLOADS["push_multi_locale_ab"])
+        await h.publish(client, ws, campaign_id)
+        assert await status(client, ws, campaign_id) == "ACTIVE"
+        assert await tick(app, ws) == 1
+        assert await status(client, ws, campaign_id) == "SENDING"
+        clock.advance(seconds=15)
+        assert await tick(app, ws) == 1
+        assert await status(client, ws, campaign_id) == "SENT"
+
+    async def test_paused_stopped_and_draft_campaigns_wait(
+        self, app: FastAPI, client: httpx.AsyncClient, ws: Tenant, clock: FrozenClock
+    ) -> None:
+        past = {"start_time": "2026-01-01T00:00:00Z"}
+        paused, stopped, draft = await h.seed(
+            app,
+            ws,
+            h.line(
+                campaign_delivery_type="PERIODIC",
+                status="PAUSED",
+                paused_from="SCHEDULED",
+                scheduling_details=past,
+            ),
+            h.line(status="STOPPED", scheduling_details=past),
+            h.line(status="DRAFT", scheduling_details=past),
+        )
+        assert await tick(app, ws) == 0
+        # Expiry ends a paused campaign too.
+        [expiring] = await h.seed(
+            app,
+            ws,
+            h.line(
+                campaign_delivery_type="PERIODIC",
+                status="PAUSED",
+                scheduling_details={"expiry_time": "2026-01-15T11:00:00Z"},
+            ),
+        )
+        assert await tick(app, ws) == 1
+        assert [await status(client, ws, i) for i in (paused, stopped, draft, expiring)] == [
+            "PAUSED",
+            "STOPPED",
+            "DRAFT",
+            "SENT",
+        ]
+
+    async def test_a_resumed_campaign_past_its_start_goes_active(
+        self, app: FastAPI, client: httpx.AsyncClient, ws: Tenant, clock: FrozenClock
+    ) -> None:
+        payload = starting(PAYLOADS["push_periodic"], "2026-01-15T13:00:00Z")
+        campaign_id = await h.create(client, ws, payload)
+        await h.publish(client, ws, campaign_id)
+        assert (await h.action(client, ws, campaign_id, "PAUSE")).status_code == 200
+        clock.advance(hours=2)
+        assert await tick(app, ws) == 0
+        assert (await h.action(client, ws, campaign_id, "RESUME")).status_code == 200
+        assert await status(client, ws, campaign_id) == "SCHEDULED"
+        assert await tick(app, ws) == 1
+        assert await status(client, ws, campaign_id) == "ACTIVE"
+
+    async def test_only_the_latest_version_moves(
+        self, app: FastAPI, client: httpx.AsyncClient, ws: Tenant, clock: FrozenClock
+    ) -> None:
+        ids = [f"{n:024x}" for n in (7, 8)]
+        past = {"start_time": "2026-01-01T00:00:00Z"}
+        await h.seed(
+            app,
+            ws,
+            h.line(id=ids[0], campaign_delivery_type="PERIODIC", status="SCHEDULED", scheduling_details=past),
+            h.line(
+                id=ids[1],
+                campaign_id=ids[0],
+                version_number=2,
+                campaign_delivery_type="PERIODIC",
+                status="SCHEDULED",
+                scheduling_details=past,
+            ),
+        )
+        assert await tick(app, ws) == 1
+        rows = await h.stored(app, ws, ids[0])
+        assert [(r.version_number, r.status) for r in rows] == [(1, "SCHEDULED"), (2, "ACTIVE")]
+
+    async def test_ticks_stay_in_their_workspaces(
+        self, app: FastAPI, client: httpx.AsyncClient, ws: Tenant
+    ) -> None:
+        other = await h.workspace(app)
+        past = {"start_time": "2026-01-01T00:00:00Z"}
+        [mine] = await h.seed(
+            app, ws, h.line(campaign_delivery_type="PERIODIC", status="SCHEDULED", scheduling_details=past)
+        )
+        [theirs] = await h.seed(
+            app, other, h.line(campaign_delivery_type="PERIODIC", status="SCHEDULED", scheduling_details=past)
+        )
+        assert await tick(app, ws) == 1
+        assert await status(client, other, theirs) == "SCHEDULED"
+        assert await status(client, ws, mine) == "ACTIVE"
+
+
+async def test_two_workers_never_apply_a_transition_twice(
+    app: FastAPI, client: httpx.AsyncClient, settings: Settings, clock: FrozenClock
+) -> None:
+    """Two worker processes (two engines, two connection pools) tick at the same moment over the
+    same due campaigns: every transition is applied exactly once. On SQLite the two serialize on
+    the database's single writer; on PostgreSQL they truly overlap (SKIP LOCKED plus the
+    compare-and-set)."""
+    tenants = [await h.workspace(app) for _ in range(3)]
+    past = {"start_time": "2026-01-01T00:00:00Z"}
+    expired = {"start_time": "2026-01-01T00:00:00Z", "expiry_time": "2026-01-10T00:00:00Z"}
+    for tenant in tenants:
+        await h.seed(
+            app,
+            tenant,
+            *(
+                h.line(campaign_delivery_type="PERIODIC", status="SCHEDULED", scheduling_details=past)
+                for _ in range(15)
+            ),
+            *(
+                h.line(campaign_delivery_type="EVENT_TRIGGERED", status="ACTIVE", scheduling_details=expired)
+                for _ in range(10)
+            ),
+        )
+    workspace_ids = [tenant.workspace_id for tenant in tenants]
+    first, second = app.state.herald.database, create_database(settings)
+    try:
+        results = await asyncio.gather(
+            worker.tick(first, clock.now(), workspace_ids), worker.tick(second, clock.now(), workspace_ids)
+        )
+    finally:
+        await second.dispose()
+    applied = [change for result in results for change in result]
+    assert len(applied) == 3 * 25
+    assert len({(c.row_id, c.before, c.after) for c in applied}) == len(applied)
+    for tenant in tenants:
+        rows = await h.found(client, tenant, limit=15, page=1, campaign_fields={"status": ["ACTIVE"]})
+        assert len(rows) == 15
+        assert (
+            len(await h.found(client, tenant, limit=15, page=1, campaign_fields={"status": ["SENT"]})) == 10
+        )
+    assert await worker.run_tick(first, clock.now() + timedelta(seconds=1), workspace_ids) == 0
+
+
+async def test_the_compare_and_set_alone_refuses_a_second_application(
+    app: FastAPI, settings: Settings, clock: FrozenClock
+) -> None:
+    """Without the row lock of the due query, two transactions that both decided SCHEDULED -> ACTIVE
+    for one campaign: only the first UPDATE ... WHERE status = 'SCHEDULED' changes it."""
+    tenant = await h.workspace(app)
+    [row_id] = await h.seed(app, tenant, h.line(campaign_delivery_type="PERIODIC", status="SCHEDULED"))
+    first, second = app.state.herald.database, create_database(settings)
+    scheduled, active = CampaignStatus.SCHEDULED, CampaignStatus.ACTIVE
+
+    async def attempt(database: Database, hold: asyncio.Event | None, go: asyncio.Event | None) -> bool:
+        async with database.writer() as session:
+            if go is not None:
+                await go.wait()
+            changed = await worker._step(session, tenant.workspace_id, row_id, scheduled, active, clock.now())
+            if hold is not None:
+                hold.set()
+                await asyncio.sleep(0)  # let the other transaction run into the row while this one holds it
+            await session.commit()
+            return changed
+
+    try:
+        started = asyncio.Event()
+        results = await asyncio.gather(attempt(first, started, None), attempt(second, None, started))
+    finally:
+        await second.dispose()
+    assert sorted(results) == [False, True]
+
+
+async def test_the_api_process_runs_the_worker_when_told(
+    settings: Settings, clock: FrozenClock, client: httpx.AsyncClient, app: FastAPI
+) -> None:
+    """`herald serve` on SQLite with one process sets HERALD_IN_PROCESS_WORKER: the app's lifespan
+    then ticks at start-up and every interval until shutdown."""
+    tenant = await h.workspace(app)
+    [campaign_id] = await h.seed(
+        app,
+        tenant,
+        h.line(
+            campaign_delivery_type="PERIODIC",
+            status="SCHEDULED",
+            scheduling_details={"start_time": "2026-01-01T00:00:00Z"},
+        ),
+    )
+    serving = create_app(
+        settings.model_copy(update={"in_process_worker": True, "worker_interval_seconds": 3600}), clock=clock
+    )
+    async with LifespanManager(serving):
+        pass  # shutdown waits for the tick that started with the app
+    assert await status(client, tenant, campaign_id) == "ACTIVE"
+    idle = create_app(settings, clock=clock)
+    [other] = await h.seed(
+        app,
+        tenant,
+        h.line(
+            campaign_delivery_type="PERIODIC",
+            status="SCHEDULED",
+            scheduling_details={"start_time": "2026-01-01T00:00:00Z"},
+        ),
+    )
+    async with LifespanManager(idle):
+        pass
+    assert await status(client, tenant, other) == "SCHEDULED"
+
+
+async def test_a_failed_tick_does_not_stop_the_worker(
+    monkeypatch: pytest.MonkeyPatch, app: FastAPI, clock: FrozenClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    calls: list[int] = []
+    stop = asyncio.Event()
+
+    async def flaky(*_args: object) -> int:
+        calls.append(1)
+        if len(calls) == 1:
+            raise ConnectionError("database restarting")
+        stop.set()
+        return 0
+
+    monkeypatch.setattr(worker, "run_tick", flaky)
+    await worker.run_forever(app.state.herald.database, clock, 0, stop)
+    assert len(calls) == 2
+    assert "tick failed" in caplog.text

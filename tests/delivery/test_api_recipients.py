@@ -1,0 +1,186 @@
+"""C8 identifier types: who each one reaches, unknown values, custom segments."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+from fastapi import FastAPI
+
+from tests.delivery.builders import (
+    detail_targets,
+    inline_email,
+    inline_push,
+    outbox_rows,
+    push_connector,
+    results,
+    send_test,
+    smtp_connector,
+)
+from tests.delivery.conftest import add_segment, add_users
+from tests.delivery.servers import HttpReceiver, SmtpServer
+from tests.factories import Tenant
+
+ANA = {
+    "customer_id": "u-ana",
+    "email": "ana@example.com",
+    "mobile": "+34600000001",
+    "gaid": "gaid-ana",
+    "push_id": "tok-ana",
+    "first_name": "Ana",
+}
+BEN = {
+    "customer_id": "u-ben",
+    "email": "ben@example.com",
+    "mobile": "+34600000002",
+    "gaid": "gaid-ben",
+    "push_id": "tok-ben",
+}
+
+
+@pytest.fixture
+async def people(app: FastAPI, workspace: Tenant) -> Tenant:
+    await add_users(app, workspace.workspace_id, ANA, BEN)
+    return workspace
+
+
+class TestEmailIdentifiers:
+    @pytest.mark.parametrize(
+        ("identifier", "value"),
+        [("EMAIL", "ana@example.com"), ("ID", "u-ana"), ("MOBILE_NUMBER", "+34600000001")],
+    )
+    async def test_each_identifier_reaches_the_users_address(
+        self,
+        app: FastAPI,
+        client: httpx.AsyncClient,
+        people: Tenant,
+        smtp_server: SmtpServer,
+        identifier: str,
+        value: str,
+    ) -> None:
+        await smtp_connector(app, people, smtp_server)
+        results(await send_test(client, people, inline_email(identifier, value)))
+        assert smtp_server.received[0].rcpt_tos == ["ana@example.com"]
+        [row] = await outbox_rows(app, people)
+        assert row.customer_id == "u-ana"
+
+    async def test_unknown_ids_are_404_and_nothing_is_sent(
+        self, app: FastAPI, client: httpx.AsyncClient, people: Tenant, smtp_server: SmtpServer
+    ) -> None:
+        await smtp_connector(app, people, smtp_server)
+        response = await send_test(client, people, inline_email("ID", "u-ana", "ghost", "u-ben", "nobody"))
+        assert response.status_code == 404
+        assert detail_targets(response) == {
+            ("NOT_FOUND", "test_campaign_meta.identifier_values.1"),
+            ("NOT_FOUND", "test_campaign_meta.identifier_values.3"),
+        }
+        assert smtp_server.received == []
+        assert await outbox_rows(app, people) == []
+
+    async def test_two_values_for_one_user_send_once(
+        self, app: FastAPI, client: httpx.AsyncClient, people: Tenant, smtp_server: SmtpServer
+    ) -> None:
+        await smtp_connector(app, people, smtp_server)
+        results(await send_test(client, people, inline_email("ID", "u-ana", "u-ana")))
+        assert len(smtp_server.received) == 1
+
+
+class TestPushIdentifiers:
+    @pytest.mark.parametrize(
+        ("identifier", "value"),
+        [
+            ("USER_ATTRIBUTE_UNIQUE_ID", "u-ben"),
+            ("USER_ATTRIBUTE_USER_EMAIL", "ben@example.com"),
+            ("USER_ATTRIBUTE_USER_MOBILE", "+34600000002"),
+            ("SVC_GAID", "gaid-ben"),
+            ("ADVERTISING_IDENTIFIER", "gaid-ben"),
+            ("PUSH_ID", "tok-ben"),
+        ],
+    )
+    async def test_each_identifier_reaches_the_users_push_token(
+        self,
+        app: FastAPI,
+        client: httpx.AsyncClient,
+        people: Tenant,
+        webhook: HttpReceiver,
+        identifier: str,
+        value: str,
+    ) -> None:
+        await push_connector(app, people, webhook)
+        body = inline_push(identifier, value)
+        del body["campaign_content"]["content"]["push"]["ios"]
+        assert results(await send_test(client, people, body)) == {
+            "ANDROID_default_variation_1": {"status": "SENT"}
+        }
+        [request] = webhook.received
+        assert request.json()["recipient"]["address"] == "tok-ben"
+        assert request.json()["recipient"]["customer_id"] == "u-ben"
+
+    async def test_an_unknown_push_id_is_404(
+        self, app: FastAPI, client: httpx.AsyncClient, people: Tenant, webhook: HttpReceiver
+    ) -> None:
+        await push_connector(app, people, webhook)
+        response = await send_test(client, people, inline_push("PUSH_ID", "tok-unknown"))
+        assert response.status_code == 404
+        assert response.json()["error"]["target"] == "test_campaign_meta.identifier_values.0"
+        assert webhook.received == []
+
+
+class TestCustomSegments:
+    async def test_static_segment_members_capped_at_ten(
+        self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant, smtp_server: SmtpServer
+    ) -> None:
+        await smtp_connector(app, workspace, smtp_server)
+        members = [f"m{n:02d}" for n in range(12)]
+        await add_users(
+            app, workspace.workspace_id, *({"customer_id": m, "email": f"{m}@example.com"} for m in members)
+        )
+        await add_segment(app, workspace.workspace_id, "beta testers", members)
+        results(await send_test(client, workspace, inline_email("CUSTOM_SEGMENT", "beta testers")))
+        received = sorted(address for mail in smtp_server.received for address in mail.rcpt_tos)
+        assert received == [f"{m}@example.com" for m in members[:10]]
+
+    async def test_segment_by_id_and_members_that_are_not_users(
+        self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant, smtp_server: SmtpServer
+    ) -> None:
+        await smtp_connector(app, workspace, smtp_server)
+        await add_users(app, workspace.workspace_id, {"customer_id": "known", "email": "known@example.com"})
+        segment_id = await add_segment(app, workspace.workspace_id, "mixed", ["known", "unknown"])
+        data = results(await send_test(client, workspace, inline_email("CUSTOM_SEGMENT", segment_id)))
+        assert data["EMAIL_default_variation_1"] == {
+            "status": "FAILED",
+            "failure_reason": "1 of 2 recipients failed: unknown: Segment member 'unknown' is not a known user.",
+        }
+        assert [mail.rcpt_tos for mail in smtp_server.received] == [["known@example.com"]]
+
+    async def test_unknown_filter_based_and_empty_segments(
+        self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant, smtp_server: SmtpServer
+    ) -> None:
+        await smtp_connector(app, workspace, smtp_server)
+        await add_segment(app, workspace.workspace_id, "by filter", [], kind="filter")
+        await add_segment(app, workspace.workspace_id, "empty", [])
+        unknown = await send_test(client, workspace, inline_email("CUSTOM_SEGMENT", "no such segment"))
+        assert unknown.status_code == 404
+        unusable = await send_test(client, workspace, inline_email("CUSTOM_SEGMENT", "by filter", "empty"))
+        assert unusable.status_code == 422
+        assert detail_targets(unusable) == {
+            ("INVALID_ENUM_VALUE", "test_campaign_meta.identifier_values.0"),
+            ("OUT_OF_RANGE", "test_campaign_meta.identifier_values.1"),
+        }
+        assert smtp_server.received == []
+
+    async def test_another_workspaces_segment_is_unknown(
+        self,
+        app: FastAPI,
+        client: httpx.AsyncClient,
+        workspace: Tenant,
+        other_tenant: Tenant,
+        smtp_server: SmtpServer,
+    ) -> None:
+        await smtp_connector(app, workspace, smtp_server)
+        await add_users(app, other_tenant.workspace_id, {"customer_id": "x", "email": "x@example.com"})
+        segment_id = await add_segment(app, other_tenant.workspace_id, "theirs", ["x"])
+        for value in (segment_id, "theirs"):
+            assert (
+                await send_test(client, workspace, inline_email("CUSTOM_SEGMENT", value))
+            ).status_code == 404
+        assert smtp_server.received == []

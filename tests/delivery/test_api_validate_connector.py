@@ -1,0 +1,65 @@
+"""C4 DRAFT_PUBLISH: an Email campaign must name a connector configured in its workspace."""
+
+from __future__ import annotations
+
+import httpx
+from fastapi import FastAPI
+
+from herald.delivery.config import ConnectorInput
+from tests.delivery.builders import CAMPAIGNS, EMAIL_CONTENT, create_campaign
+from tests.factories import Tenant, add_connector
+
+DRAFT = {
+    "channel": "EMAIL",
+    "campaign_delivery_type": "ONE_TIME",
+    "created_by": "ana@example.com",
+    "basic_details": {"name": "Receipts", "content_type": "TRANSACTIONAL"},
+    "campaign_content": {"content": {"email": EMAIL_CONTENT}},
+    "connector": {"connector_type": "CUSTOM_SMTP", "connector_name": "receipts-smtp"},
+    "segmentation_details": {"is_all_user_campaign": True},
+    "scheduling_details": {"delivery_type": "ASAP"},
+}
+
+
+async def _validate(client: httpx.AsyncClient, tenant: Tenant, campaign_id: str) -> dict[str, object]:
+    response = await client.post(
+        f"{CAMPAIGNS}/{campaign_id}/validate", headers=tenant.headers(campaigns=True)
+    )
+    assert response.status_code == 200
+    data: dict[str, object] = response.json()["data"]
+    return data
+
+
+async def test_unconfigured_connector_is_invalid_until_it_is_added(
+    app: FastAPI, client: httpx.AsyncClient, workspace: Tenant, other_tenant: Tenant
+) -> None:
+    campaign_id = await create_campaign(client, workspace, DRAFT)
+    assert await _validate(client, workspace, campaign_id) == {
+        "valid": False,
+        "errors": [
+            {
+                "field": "connector.connector_name",
+                "issue": "No connector named 'receipts-smtp' is configured in this workspace.",
+                "code": "INVALID_ENUM_VALUE",
+            }
+        ],
+    }
+    # Another workspace's connector of that name does not count.
+    await add_connector(
+        app, other_tenant, ConnectorInput("receipts-smtp", "CUSTOM_SMTP", host="smtp.example.com")
+    )
+    assert (await _validate(client, workspace, campaign_id))["valid"] is False
+    # Nor does a push connector of that name.
+    push = ConnectorInput("receipts-smtp", "CUSTOM_API", channel="push", url="https://push.example.com/in")
+    await add_connector(app, workspace, push)
+    assert (await _validate(client, workspace, campaign_id))["valid"] is False
+
+
+async def test_configured_connector_is_valid(
+    app: FastAPI, client: httpx.AsyncClient, workspace: Tenant
+) -> None:
+    await add_connector(
+        app, workspace, ConnectorInput("receipts-smtp", "CUSTOM_SMTP", host="smtp.example.com")
+    )
+    campaign_id = await create_campaign(client, workspace, DRAFT)
+    assert await _validate(client, workspace, campaign_id) == {"valid": True, "errors": []}

@@ -1,0 +1,254 @@
+"""`herald connectors` and `herald outbox`: secrets given once, sealed, never listed."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+
+import pytest
+from cryptography.fernet import Fernet
+from sqlalchemy import select
+from typer.testing import CliRunner
+
+from herald.cli import app
+from herald.clock import FrozenClock
+from herald.config import Settings
+from herald.db import create_database
+from herald.delivery.models import Connector, OutboxEntry
+from herald.delivery.outbox import OutboxStatus
+from herald.ids import object_id
+
+runner = CliRunner()
+KEY = Fernet.generate_key().decode()
+PASSWORD = "cli-smtp-password-123"
+SECRET = "cli-hook-secret-0123456789abcdef"
+
+
+@pytest.fixture(autouse=True)
+def _environment(monkeypatch: pytest.MonkeyPatch, database_url: str) -> None:
+    monkeypatch.setenv("HERALD_DATABASE_URL", database_url)
+    monkeypatch.setenv("HERALD_SECRET_KEY", KEY)
+    monkeypatch.delenv("HERALD_REDIS_URL", raising=False)
+    monkeypatch.delenv("HERALD_CONNECTOR_PASSWORD", raising=False)
+    monkeypatch.delenv("HERALD_CONNECTOR_SECRET", raising=False)
+
+
+def _run(*args: str) -> str:
+    result = runner.invoke(app, list(args))
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def _fails(*args: str) -> str:
+    result = runner.invoke(app, list(args))
+    assert result.exit_code != 0
+    return result.output
+
+
+def _workspace() -> str:
+    return _run("workspaces", "create", "Acme").strip()
+
+
+def _stored(workspace_id: str) -> list[Connector]:
+    async def load() -> list[Connector]:
+        database = create_database(Settings())
+        try:
+            async with database.reader() as session:
+                query = (
+                    select(Connector).where(Connector.workspace_id == workspace_id).order_by(Connector.name)
+                )
+                return list((await session.scalars(query)).all())
+        finally:
+            await database.dispose()
+
+    return asyncio.run(load())
+
+
+def _add_smtp(workspace_id: str, *extra: str) -> str:
+    return _run(
+        "connectors", "add", "-w", workspace_id, "--name", "mail", "--type", "CUSTOM_SMTP",
+        "--host", "smtp.example.com", "--username", "mailer", "--password", PASSWORD,
+        "--sender", "news@example.com", "--sender", "@brand.example", *extra,
+    )  # fmt: skip
+
+
+def test_add_list_remove_never_shows_secrets() -> None:
+    workspace_id = _workspace()
+    assert "connector mail added" in _add_smtp(workspace_id)
+    added = _run(
+        "connectors", "add", "-w", workspace_id, "--name", "push-gw", "--type", "CUSTOM_API",
+        "--channel", "push", "--url", "https://push.example.com/in?token=q", "--secret", SECRET,
+    )  # fmt: skip
+    assert SECRET not in added  # a secret the admin chose is not echoed
+    listing = _run("connectors", "list", "-w", workspace_id)
+    assert listing.splitlines() == [
+        "mail\tCUSTOM_SMTP\tEMAIL\tsmtp://smtp.example.com:587 (starttls)\tsenders=news@example.com,@brand.example\tsecret=sealed",
+        "push-gw\tCUSTOM_API\tPUSH\thttps://push.example.com/in?…\tsenders=-\tsecret=sealed",
+    ]
+    as_json = [
+        json.loads(line) for line in _run("connectors", "list", "-w", workspace_id, "--json").splitlines()
+    ]
+    assert {view["name"] for view in as_json} == {"mail", "push-gw"}
+    for text in (listing, json.dumps(as_json)):
+        assert PASSWORD not in text
+        assert SECRET not in text
+        assert "token=q" not in text
+    stored = _stored(workspace_id)
+    assert all(PASSWORD not in f"{row.settings}{row.sealed_secrets}" for row in stored)
+    assert _run("connectors", "remove", "-w", workspace_id, "mail") == "removed mail\n"
+    assert [row.name for row in _stored(workspace_id)] == ["push-gw"]
+    assert "no connector named 'mail'" in _fails("connectors", "remove", "-w", workspace_id, "mail")
+
+
+def test_generated_webhook_secret_is_shown_once() -> None:
+    workspace_id = _workspace()
+    output = _run(
+        "connectors",
+        "add",
+        "-w",
+        workspace_id,
+        "--name",
+        "hook",
+        "--type",
+        "CUSTOM_API",
+        "--url",
+        "https://h.example/in",
+    )
+    match = re.search(r"shown once, give it to the receiver now\): (\S+)", output)
+    assert match is not None
+    assert match.group(1) not in _run("connectors", "list", "-w", workspace_id, "--json")
+
+
+def test_secrets_are_refused_without_a_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    workspace_id = _workspace()
+    monkeypatch.delenv("HERALD_SECRET_KEY")
+    assert "HERALD_SECRET_KEY is not set" in _fails(*_smtp_args(workspace_id))
+    assert _stored(workspace_id) == []
+    # A connector without secrets needs no key.
+    _run(
+        "connectors",
+        "add",
+        "-w",
+        workspace_id,
+        "--name",
+        "relay",
+        "--type",
+        "CUSTOM_SMTP",
+        "--host",
+        "localhost",
+        "--security",
+        "none",
+    )
+    assert [row.sealed_secrets for row in _stored(workspace_id)] == [None]
+
+
+def _smtp_args(workspace_id: str) -> list[str]:
+    return [
+        "connectors",
+        "add",
+        "-w",
+        workspace_id,
+        "--name",
+        "mail",
+        "--type",
+        "CUSTOM_SMTP",
+        "--host",
+        "h",
+        "--username",
+        "u",
+        "--password",
+        PASSWORD,
+    ]
+
+
+def test_password_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    workspace_id = _workspace()
+    monkeypatch.setenv("HERALD_CONNECTOR_PASSWORD", PASSWORD)
+    _run(
+        "connectors",
+        "add",
+        "-w",
+        workspace_id,
+        "--name",
+        "m",
+        "--type",
+        "CUSTOM_SMTP",
+        "--host",
+        "h",
+        "--username",
+        "u",
+    )
+    assert _stored(workspace_id)[0].sealed_secrets
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--type", "CUSTOM_API", "--url", "http://hooks.example.com/in"], "loopback"),
+        (["--type", "CUSTOM_SMTP"], "--host is required"),
+        (["--type", "FAX"], "--type must be one of"),
+    ],
+)
+def test_bad_connectors_are_refused_with_the_reason(args: list[str], message: str) -> None:
+    workspace_id = _workspace()
+    assert message in _fails("connectors", "add", "-w", workspace_id, "--name", "x", *args)
+
+
+def test_duplicate_name_and_unknown_workspace() -> None:
+    workspace_id = _workspace()
+    _add_smtp(workspace_id)
+    assert "already exists" in _fails(*_smtp_args(workspace_id))
+    assert "no workspace" in _fails("connectors", "list", "-w", "NOPE")
+    assert "no workspace" in _fails("outbox", "list", "-w", "NOPE")
+
+
+def test_keygen_prints_a_usable_key() -> None:
+    key = _run("connectors", "keygen").strip()
+    Fernet(key.encode())
+
+
+def test_outbox_list_newest_first_with_reasons() -> None:
+    workspace_id = _workspace()
+    clock = FrozenClock()
+
+    async def seed() -> None:
+        database = create_database(Settings())
+        try:
+            async with database.writer() as session:
+                for minute, status, reason in (
+                    (0, OutboxStatus.SENT, None),
+                    (1, OutboxStatus.FAILED, "SMTP down"),
+                ):
+                    now = clock.advance(minutes=minute)
+                    session.add(
+                        OutboxEntry(
+                            workspace_id=workspace_id, id=object_id(now), status=status.value, failure_reason=reason,
+                            is_test=True, channel="EMAIL", platform=None, locale="default", variation="variation_1",
+                            connector_id=None, connector_name="mail", recipient="a@example.com", customer_id=None,
+                            campaign_id=None, request_id=None, summary={"subject": "Hi"}, created_at=now, updated_at=now,
+                        )
+                    )  # fmt: skip
+                await session.commit()
+        finally:
+            await database.dispose()
+
+    asyncio.run(seed())
+    lines = _run("outbox", "list", "-w", workspace_id).splitlines()
+    assert len(lines) == 2
+    assert lines[0].split("\t")[2:] == [
+        "FAILED",
+        "test",
+        "EMAIL_default_variation_1",
+        "mail",
+        "a@example.com",
+        "'Hi'",
+        "SMTP down",
+    ]
+    assert lines[1].split("\t")[2] == "SENT"
+    assert len(_run("outbox", "list", "-w", workspace_id, "--limit", "1").splitlines()) == 1
+    [row] = [
+        json.loads(line)
+        for line in _run("outbox", "list", "-w", workspace_id, "--limit", "1", "--json").splitlines()
+    ]
+    assert row["failure_reason"] == "SMTP down"

@@ -1,0 +1,223 @@
+"""The senders against real servers: SMTP (plain, STARTTLS, TLS, auth) and signed webhooks."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import httpx
+
+from herald.campaigns.schemas.common import Channel, Platform
+from herald.delivery.messages import Envelope, Recipient, Slot
+from herald.delivery.signing import verify
+from herald.delivery.smtp import build_email, plain_text, send_smtp
+from herald.delivery.webhook import send_webhook
+from tests.delivery.servers import SMTP_PASSWORD, SMTP_USER, Certificate, HttpReceiver, SmtpServer, start_smtp
+
+NOW = datetime(2026, 1, 15, 12, 0, tzinfo=UTC)
+EMAIL = {
+    "subject": "Your order",
+    "sender_name": "Shop",
+    "from_address": "news@shop.example",
+    "reply_to_address": "help@shop.example",
+    "cc_ids": ["cc@shop.example"],
+    "bcc_ids": ["bcc@shop.example"],
+    "html_content": "<html><body><h1>Hello</h1><p>Thanks&nbsp;for <b>buying</b>.</p></body></html>",
+}
+SECRET = "w" * 32
+
+
+def _envelope(message: dict[str, Any], *, channel: Channel = Channel.EMAIL, test: bool = True) -> Envelope:
+    platform = Platform.ANDROID if channel is Channel.PUSH else None
+    address = "ana@example.com" if channel is Channel.EMAIL else "push-token-1"
+    recipient = Recipient(
+        "ana@example.com", address, "u1", {}, None, {"push_id": "push-token-1", "gaid": "g1"}
+    )
+    return Envelope(
+        "0123456789abcdef01234567",
+        "W1",
+        None,
+        test,
+        Slot(channel, platform, "default", "variation_1"),
+        recipient,
+        message,
+        NOW,
+    )
+
+
+def _smtp(server: SmtpServer, **extra: Any) -> dict[str, Any]:
+    return {"host": server.host, "port": server.port, "security": "none", **extra}
+
+
+LOGIN = {"username": SMTP_USER}
+PASSWORD = {"password": SMTP_PASSWORD}
+
+
+class TestMimeMessage:
+    def test_headers_and_both_bodies(self) -> None:
+        message = build_email(_envelope(EMAIL))
+        assert message["From"] == "Shop <news@shop.example>"
+        assert message["To"] == "ana@example.com"
+        assert message["Reply-To"] == "help@shop.example"
+        assert message["Subject"] == "Your order"
+        assert message["Message-ID"] == "<0123456789abcdef01234567@shop.example>"
+        assert message["X-Herald-Test"] == "true"
+        assert message["Cc"] is None  # a test goes to the test recipient only
+        assert message.get_body(("html",)) is not None
+        assert message.get_body(("plain",)) is not None
+
+    def test_live_sends_keep_cc(self) -> None:
+        message = build_email(_envelope(EMAIL, test=False))
+        assert message["Cc"] == "cc@shop.example"
+        assert message["X-Herald-Test"] is None
+
+    def test_a_line_break_in_the_subject_cannot_add_headers(self) -> None:
+        message = build_email(_envelope({**EMAIL, "subject": "Hi\r\nBcc: victim@example.com"}))
+        assert message["Subject"] == "Hi Bcc: victim@example.com"
+        assert message["Bcc"] is None
+
+    def test_plain_text_alternative(self) -> None:
+        assert plain_text(EMAIL["html_content"]) == "Hello\nThanks for buying.\n"
+        assert plain_text("<style>p{color:red}</style><p>Hi</p>") == "Hi\n"
+
+
+class TestSmtp:
+    async def test_plain_delivery(self, smtp_server: SmtpServer) -> None:
+        outcome = await send_smtp(_smtp(smtp_server, **LOGIN), PASSWORD, _envelope(EMAIL), 5)
+        assert outcome.sent, outcome.reason
+        [mail] = smtp_server.received
+        assert mail.mail_from == "news@shop.example"
+        assert mail.rcpt_tos == ["ana@example.com"]  # no cc/bcc on a test
+        assert mail.message["Subject"] == "Your order"
+        assert "<b>buying</b>" in mail.html
+
+    async def test_starttls_with_auth(self, certificate: Certificate) -> None:
+        server = start_smtp(tls_context=certificate.server_context(), credentials=("mailer", "s3cret-pass"))
+        try:
+            settings = _smtp(
+                server, security="starttls", username="mailer", ca_file=str(certificate.cert_file)
+            )
+            outcome = await send_smtp(settings, {"password": "s3cret-pass"}, _envelope(EMAIL), 5)
+            assert outcome.sent, outcome.reason
+            assert len(server.received) == 1
+            wrong = await send_smtp(settings, {"password": "nope"}, _envelope(EMAIL), 5)
+            assert not wrong.sent
+            assert wrong.connector_down
+            assert "535" in (wrong.reason or "")
+        finally:
+            server.controller.stop()
+
+    async def test_starttls_refuses_an_untrusted_certificate(self, certificate: Certificate) -> None:
+        server = start_smtp(tls_context=certificate.server_context())
+        try:
+            outcome = await send_smtp(_smtp(server, security="starttls"), {}, _envelope(EMAIL), 5)
+            assert not outcome.sent
+            assert outcome.connector_down
+            assert server.received == []
+        finally:
+            server.controller.stop()
+
+    async def test_security_none_never_upgrades(self, certificate: Certificate) -> None:
+        # The server requires STARTTLS; a connector configured for plain SMTP must not do it silently.
+        server = start_smtp(tls_context=certificate.server_context())
+        try:
+            outcome = await send_smtp(_smtp(server), {}, _envelope(EMAIL), 5)
+            assert not outcome.sent
+            assert server.received == []
+        finally:
+            server.controller.stop()
+
+    async def test_implicit_tls(self, certificate: Certificate) -> None:
+        server = start_smtp(tls_context=certificate.server_context(), implicit_tls=True)
+        try:
+            settings = _smtp(server, security="tls", ca_file=str(certificate.cert_file))
+            outcome = await send_smtp(settings, {}, _envelope(EMAIL), 5)
+            assert outcome.sent, outcome.reason
+            assert server.received[0].rcpt_tos == ["ana@example.com"]
+        finally:
+            server.controller.stop()
+
+    async def test_server_down_is_a_connector_failure(self, closed_port: int) -> None:
+        settings = {"host": "127.0.0.1", "port": closed_port, "security": "none"}
+        outcome = await send_smtp(settings, {}, _envelope(EMAIL), 5)
+        assert not outcome.sent
+        assert outcome.connector_down
+        assert f"127.0.0.1:{closed_port}" in (outcome.reason or "")
+
+    async def test_refused_recipient_fails_that_message_only(self, smtp_server: SmtpServer) -> None:
+        smtp_server.sink.refuse_rcpt = "550 No such mailbox"
+        outcome = await send_smtp(_smtp(smtp_server, **LOGIN), PASSWORD, _envelope(EMAIL), 5)
+        assert not outcome.sent
+        assert not outcome.connector_down
+        assert "550" in (outcome.reason or "")
+
+
+class TestWebhook:
+    async def test_signed_json_arrives(self, webhook: HttpReceiver) -> None:
+        push = {"template_type": "BASIC", "basic_details": {"title": "Hi", "message": "There"}}
+        async with httpx.AsyncClient(follow_redirects=False) as client:
+            outcome = await send_webhook(
+                client,
+                {"url": webhook.url},
+                {"hmac_secret": SECRET},
+                _envelope(push, channel=Channel.PUSH),
+                5,
+            )
+        assert outcome.sent, outcome.reason
+        [request] = webhook.received
+        assert request.path == "/hooks/herald"
+        assert request.headers["Content-Type"] == "application/json"
+        assert request.headers["X-Herald-Delivery"] == "0123456789abcdef01234567"
+        assert request.headers["X-Herald-Timestamp"] == str(int(NOW.timestamp()))
+        assert verify(
+            SECRET,
+            request.body,
+            request.headers["X-Herald-Timestamp"],
+            request.headers["X-Herald-Signature"],
+            NOW.timestamp(),
+        )
+        assert not verify(
+            SECRET,
+            request.body + b" ",
+            request.headers["X-Herald-Timestamp"],
+            request.headers["X-Herald-Signature"],
+            NOW.timestamp(),
+        )
+        body = request.json()
+        assert body["message"] == push
+        assert body["platform"] == "ANDROID"
+        assert body["recipient"] == {
+            "address": "push-token-1",
+            "customer_id": "u1",
+            "push_id": "push-token-1",
+            "gaid": "g1",
+        }
+        assert body["test"] is True
+
+    async def test_redirects_are_not_followed(self, webhook: HttpReceiver) -> None:
+        webhook.status = 302
+        webhook.answer_headers = {"Location": webhook.url + "/elsewhere"}
+        async with httpx.AsyncClient(follow_redirects=False) as client:
+            outcome = await send_webhook(
+                client, {"url": webhook.url}, {"hmac_secret": SECRET}, _envelope(EMAIL), 5
+            )
+        assert not outcome.sent
+        assert "302" in (outcome.reason or "")
+        assert len(webhook.received) == 1
+
+    async def test_error_status_is_a_failure(self, webhook: HttpReceiver) -> None:
+        webhook.status = 503
+        async with httpx.AsyncClient() as client:
+            outcome = await send_webhook(
+                client, {"url": webhook.url}, {"hmac_secret": SECRET}, _envelope(EMAIL), 5
+            )
+        assert not outcome.sent
+        assert outcome.reason == "The webhook answered 503."
+
+    async def test_unreachable_is_a_connector_failure(self, closed_port: int) -> None:
+        url = f"http://127.0.0.1:{closed_port}/in?token=hidden"
+        async with httpx.AsyncClient() as client:
+            outcome = await send_webhook(client, {"url": url}, {"hmac_secret": SECRET}, _envelope(EMAIL), 5)
+        assert not outcome.sent
+        assert outcome.connector_down
+        assert "hidden" not in (outcome.reason or "")
