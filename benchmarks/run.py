@@ -15,6 +15,7 @@ from pathlib import Path
 SCALE = float(os.environ.get("HERALD_BENCH_SCALE", "1.0"))
 BENCHMARKS: list[tuple[str, list[str]]] = [
     ("benchmarks.offers_list", ["--rows", str(int(1_000_000 * SCALE))]),
+    ("benchmarks.reachability", ["--users", str(int(1_000_000 * SCALE))]),
 ]
 
 

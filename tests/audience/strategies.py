@@ -35,8 +35,12 @@ _INSTANTS = sorted(
 )
 _DATES = ["2025-12-15", "2026-01-08", "2026-01-14", "2026-01-15", "2026-01-16", "2026-02-14"]
 
-texts = st.text(alphabet="aAé", max_size=2)
-needles = st.text(alphabet="aAé", min_size=1, max_size=2)
+# Letters in both cases (with an accent), and characters that mean something in LIKE, regular
+# expressions, JSON strings or SQL/JSON paths.
+_LETTERS = st.sampled_from("aAaAéÉ")
+_CHARACTERS = st.one_of(_LETTERS, _LETTERS, _LETTERS, st.sampled_from(".*$^\\\"'%_( "))
+texts = st.text(alphabet=_CHARACTERS, max_size=2)
+needles = st.text(alphabet=_CHARACTERS, min_size=1, max_size=2)
 numbers = st.sampled_from([-1, 0, 0.5, 1, 2, 250])
 stored_times = st.sampled_from(_INSTANTS).map(stored_text)
 scalars = st.one_of(

@@ -8,14 +8,28 @@ case folding, substring tests and the date-time shape test. The compiler itself 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from sqlalchemy.sql.elements import ColumnElement
 
+from herald.audience.segmentation.conditions import BoolEquals, NumberIn, NumberRange, Present, TextMatch
 from herald.campaigns.schemas.filters import FilterDataType
 
 # A test of one typed value (the attribute, or one element of an array attribute).
 ValueTest = Callable[[ColumnElement[Any]], ColumnElement[bool]]
+
+
+@dataclass(frozen=True, slots=True)
+class TextRange:
+    """Stored date-time text within `low <= text < high` (None: unbounded)."""
+
+    low: str | None
+    high: str | None
+
+
+# What a `ValueTest` tests, as data, for engines that compile it into their own JSON query language.
+ValueSpec = Present | BoolEquals | NumberIn | NumberRange | TextMatch | TextRange
 
 # Stored custom date-times are UTC text of exactly this shape (so text order is time order).
 DATETIME_REGEX = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z$"
@@ -25,10 +39,16 @@ class SqlDialect(Protocol):
     name: str
 
     def json_match(
-        self, document: ColumnElement[Any], key: str, kind: FilterDataType, test: ValueTest
+        self,
+        document: ColumnElement[Any],
+        key: str,
+        kind: FilterDataType,
+        test: ValueTest,
+        spec: ValueSpec | None,
     ) -> ColumnElement[bool]:
         """`test` holds for the value at `key` when it is a scalar of `kind`, or for at least one
-        element of `kind` when it is an array. Never NULL."""
+        element of `kind` when it is an array. `spec` is the same test as data (None when it reads
+        other columns). Never NULL."""
         ...
 
     def json_scalar(self, document: ColumnElement[Any], key: str, kind: FilterDataType) -> ColumnElement[Any]:

@@ -28,7 +28,7 @@ from herald.audience.segmentation.conditions import (
     TextMatch,
     TextMode,
 )
-from herald.audience.segmentation.dialect import SqlDialect, ValueTest
+from herald.audience.segmentation.dialect import SqlDialect, TextRange, ValueSpec, ValueTest
 from herald.audience.segmentation.periods import Period, resolve_period
 from herald.campaigns.schemas.filters import FilterDataType
 
@@ -100,20 +100,25 @@ class Predicates:
     def criterion(
         self, criterion: Criterion, subject: AttributeSource, user: Callable[[], AttributeSource]
     ) -> ColumnElement[bool]:
-        test = self._test(criterion, user)
+        test, spec = self._test(criterion, user)
         positive = (
-            false() if test is None else self._match(subject, criterion.name, criterion.data_type, test)
+            false() if test is None else self._match(subject, criterion.name, criterion.data_type, test, spec)
         )
         if criterion.negate:
             return not_(func.coalesce(positive, false(), type_=Boolean))
         return positive
 
     def _match(
-        self, source: AttributeSource, name: str, kind: FilterDataType, test: ValueTest
+        self,
+        source: AttributeSource,
+        name: str,
+        kind: FilterDataType,
+        test: ValueTest,
+        spec: ValueSpec | None,
     ) -> ColumnElement[bool]:
         standard = source.columns.get(name)
         if standard is None:
-            return self.dialect.json_match(source.document, name, kind, test)
+            return self.dialect.json_match(source.document, name, kind, test, spec)
         value = self._column_value(standard, kind)
         return false() if value is None else test(value)
 
@@ -156,27 +161,31 @@ class Predicates:
 
         return test
 
-    def _test(self, criterion: Criterion, user: Callable[[], AttributeSource]) -> ValueTest | None:
-        """The test of one typed value; None when nothing can match."""
+    def _test(
+        self, criterion: Criterion, user: Callable[[], AttributeSource]
+    ) -> tuple[ValueTest | None, ValueSpec | None]:
+        """The test of one typed value (None when nothing can match), and the same test as data."""
         condition = criterion.condition
         if isinstance(condition, Present):
-            return lambda value: value.is_not(None)
+            return (lambda value: value.is_not(None)), condition
         if isinstance(condition, BoolEquals):
-            return lambda value: value == literal(condition.value, Boolean)
+            return (lambda value: value == literal(condition.value, Boolean)), condition
         if isinstance(condition, NumberIn):
             numbers = [self.dialect.number(number) for number in condition.values]
-            return lambda value: value == numbers[0] if len(numbers) == 1 else value.in_(numbers)
+            return (lambda value: value == numbers[0] if len(numbers) == 1 else value.in_(numbers)), condition
         if isinstance(condition, NumberRange):
-            return self._range_test(condition)
+            return self._range_test(condition), condition
         if isinstance(condition, TextMatch):
             parts = [literal(text, String) for text in condition.values]
-            return self._text_test(condition.mode, parts, self._fold(condition.case_sensitive))
+            return self._text_test(condition.mode, parts, self._fold(condition.case_sensitive)), condition
         if isinstance(condition, SameUserAttribute):
             other = self._scalar(user(), condition.attribute, criterion.data_type)
-            return None if other is None else self._relation_test(condition, criterion.data_type, other)
+            if other is None:
+                return None, None
+            return self._relation_test(condition, criterion.data_type, other), None
         bounds = text_bounds(resolve_period(condition, self.now))
         if bounds is None:
-            return None
+            return None, None
         low, high = bounds
 
         def within(value: ColumnElement[Any]) -> ColumnElement[bool]:
@@ -187,7 +196,7 @@ class Predicates:
                 limits.append(value < literal(high, String))
             return and_(*limits) if limits else value.is_not(None)
 
-        return within
+        return within, TextRange(low, high)
 
     def _range_test(self, condition: NumberRange) -> ValueTest:
         number = self.dialect.number

@@ -12,7 +12,7 @@ from typing import Any
 from sqlalchemy import String, case, exists, false, func, literal, or_, select
 from sqlalchemy.sql.elements import ColumnElement
 
-from herald.audience.segmentation.dialect import ValueTest
+from herald.audience.segmentation.dialect import ValueSpec, ValueTest
 from herald.campaigns.schemas.filters import FilterDataType
 
 # `json_type()` names of the JSON values each data type reads.
@@ -47,7 +47,12 @@ class SQLiteDialect:
         )
 
     def json_match(
-        self, document: ColumnElement[Any], key: str, kind: FilterDataType, test: ValueTest
+        self,
+        document: ColumnElement[Any],
+        key: str,
+        kind: FilterDataType,
+        test: ValueTest,
+        spec: ValueSpec | None = None,
     ) -> ColumnElement[bool]:
         if '"' in key:
             return self._match_by_scan(document, key, kind, test)
