@@ -15,8 +15,8 @@ from herald.campaigns import repository
 from herald.errors import NotFound, ValidationFailed
 from tests.factories import make_tenant
 
+from .audience_fixtures import EVENTS, SEGMENTS, USERS, action, attr, segment
 from .seed import audience_count, seed, services
-from .test_segmentation_operators import EVENTS, SEGMENTS, USERS, action, attr, segment
 
 # Opt-outs in USERS: bo (push), cy (sms), di (email). Addresses: email ana bo di ed; push_id ana bo;
 # mobile ana cy.

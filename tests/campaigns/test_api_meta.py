@@ -237,12 +237,15 @@ class TestReachability:
     ) -> None:
         now = app.state.herald.clock.now()
         async with app.state.herald.database.writer() as session:
-            for n, opted_out in enumerate((False, False, True)):
+            # reachable by SMS: a mobile number and no opt-out (u2 opted out, u3 has no number)
+            for n, (opted_out, mobile) in enumerate(
+                ((False, "+911"), (False, "+912"), (True, "+913"), (False, None))
+            ):
                 session.add(
                     User(
                         workspace_id=ws.workspace_id,
                         customer_id=f"u{n}",
-                        mobile=f"+3361234567{n}",
+                        mobile=mobile,
                         sms_opt_out=opted_out,
                         attributes={},
                         created_at=now,
