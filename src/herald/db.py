@@ -79,6 +79,16 @@ class Database:
             await self.read_engine.dispose()
 
 
+def _lower(value: object) -> object:
+    return value.lower() if isinstance(value, str) else value
+
+
+def register_sqlite_functions(dbapi_connection: Any) -> None:
+    """SQL functions SQLite lacks. `herald_lower`: Unicode lower-casing (SQLite's `lower()` folds
+    ASCII letters only), so case-insensitive filters mean the same on SQLite as on PostgreSQL."""
+    dbapi_connection.create_function("herald_lower", 1, _lower, deterministic=True)
+
+
 def _sqlite_engine(url: str, *, immediate: bool) -> AsyncEngine:
     engine = create_async_engine(url, connect_args={"timeout": 30})
     # SQLite has one writer at a time. Within this process, writers queue on an asyncio lock
@@ -95,6 +105,7 @@ def _sqlite_engine(url: str, *, immediate: bool) -> AsyncEngine:
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.execute("PRAGMA busy_timeout=30000")
         cursor.close()
+        register_sqlite_functions(dbapi_connection)
 
     @event.listens_for(engine.sync_engine, "begin")
     def _on_begin(connection: Any) -> None:

@@ -242,6 +242,7 @@ class TestReachability:
                     User(
                         workspace_id=ws.workspace_id,
                         customer_id=f"u{n}",
+                        mobile=f"+3361234567{n}",
                         sms_opt_out=opted_out,
                         attributes={},
                         created_at=now,

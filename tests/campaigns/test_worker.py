@@ -284,7 +284,8 @@ async def test_the_api_process_runs_the_worker_when_told(
     serving = create_app(
         settings.model_copy(update={"in_process_worker": True, "worker_interval_seconds": 3600}), clock=clock
     )
-    async with LifespanManager(serving):
+    # The app's own tick scans every workspace of the shared test database: allow it time.
+    async with LifespanManager(serving, startup_timeout=120, shutdown_timeout=120):
         pass  # shutdown waits for the tick that started with the app
     assert await status(client, tenant, campaign_id) == "ACTIVE"
     idle = create_app(settings, clock=clock)
@@ -297,7 +298,7 @@ async def test_the_api_process_runs_the_worker_when_told(
             scheduling_details={"start_time": "2026-01-01T00:00:00Z"},
         ),
     )
-    async with LifespanManager(idle):
+    async with LifespanManager(idle, startup_timeout=120, shutdown_timeout=120):
         pass
     assert await status(client, tenant, other) == "SCHEDULED"
 

@@ -11,17 +11,14 @@ row with an upsert computes; the other waits on that row and then reads the fres
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from types import ModuleType
-from typing import Any
 
-from sqlalchemy import func, select, update
+from sqlalchemy import select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from herald.audience.models import User
+from herald.audience import reachability as audience_reachability
 from herald.campaigns.models import Campaign, CampaignReachability
 from herald.campaigns.schemas.common import CampaignStatus, DeliveryType
 
@@ -33,7 +30,6 @@ ELIGIBLE_TYPES = frozenset(
         DeliveryType.EVENT_TRIGGERED.value,
     }
 )
-_OPT_OUT_COLUMN = {"PUSH": User.push_opt_out, "EMAIL": User.email_opt_out, "SMS": User.sms_opt_out}
 
 
 @dataclass(frozen=True)
@@ -46,28 +42,9 @@ def eligible(row: Campaign) -> bool:
     return row.status == CampaignStatus.SCHEDULED.value and row.delivery_type in ELIGIBLE_TYPES
 
 
-def _segmentation_engine() -> ModuleType | None:
-    try:
-        return importlib.import_module("herald.audience.reachability")
-    except ModuleNotFoundError:
-        return None
-
-
 async def audience_count(session: AsyncSession, workspace_id: str, row: Campaign, now: datetime) -> int:
-    """The seam: the number of users `row` would reach at `now`, from the segmentation engine.
-
-    Until the engine is installed, the estimate is the workspace's users who have not opted out
-    of the campaign's channel (all users when the campaign also targets opted-out users).
-    """
-    engine = _segmentation_engine()
-    if engine is not None:
-        return int(await engine.reachability_count(session, workspace_id, row, now))
-    query = select(func.count()).select_from(User).where(User.workspace_id == workspace_id)
-    segmentation: Any = row.components.get("segmentation_details") or {}
-    opt_out = _OPT_OUT_COLUMN.get(row.channel)
-    if opt_out is not None and not segmentation.get("send_campaign_to_opt_out_users"):
-        query = query.where(opt_out.is_(False))
-    return int((await session.execute(query)).scalar_one())
+    """The seam: the number of users `row` would reach at `now`, from the segmentation engine."""
+    return await audience_reachability.reachability_count(session, workspace_id, row, now)
 
 
 async def _cached(session: AsyncSession, workspace_id: str, campaign_id: str) -> CampaignReachability | None:

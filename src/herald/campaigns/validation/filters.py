@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from herald.audience.segmentation import conditions as segmentation_conditions
 from herald.campaigns.schemas.filters import (
     OPERATORS_BY_DATA_TYPE,
     VALUELESS_OPERATORS,
@@ -57,6 +58,9 @@ def check_user_attribute_filter(item: UserAttributeFilter, path: FilterPath) -> 
         problems.append(
             required(join_path(*path, "value"), f"'value' is required with operator '{item.operator.value}'.")
         )
+    elif not item.is_dynamic_value:
+        # the value's shape for its operator (a dynamic value is an expression resolved at send time)
+        problems += segmentation_conditions.check_value(item, path)
     return problems
 
 

@@ -1,0 +1,260 @@
+"""FilterGroup -> one SQL SELECT of customer ids, run in the database.
+
+The query reads `audience_users` once. Each distinct action filter (action name + attribute filters)
+becomes a LEFT JOIN to the per-user count of matching events, so counts of zero are seen (they are
+the users without a joined row) and `atmost`/`exactly`/`executed: false` need no anti-join. Custom
+segments are inlined: a filter segment's own FilterGroup is compiled into the same WHERE clause, a
+static one is an EXISTS on its member list. `and`/`or` nest as the groups do; a group without
+filters is true for `and` and false for `or`.
+
+Problems (operator not allowed for the data type, bad value shape, unknown or cyclic segment, a
+filter type that does not apply to event attributes) are collected with dot paths; a group with
+problems compiles to no query.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from sqlalchemy import Select, and_, exists, false, func, literal, or_, select, true
+from sqlalchemy.sql.elements import ColumnElement
+from sqlalchemy.sql.selectable import FromClause, Subquery
+
+from herald.audience.models import STANDARD_ATTRIBUTES, Event, SegmentMember, User
+from herald.audience.segmentation.catalog import MAX_SEGMENT_DEPTH, STATIC, SegmentCatalog
+from herald.audience.segmentation.conditions import read_criterion
+from herald.audience.segmentation.dialect import SqlDialect, dialect_for
+from herald.audience.segmentation.predicates import AttributeSource, Predicates, StandardColumn
+from herald.campaigns.schemas.filters import (
+    ActionFilter,
+    CustomSegmentFilter,
+    ExecutionType,
+    Filter,
+    FilterDataType,
+    FilterGroup,
+    FilterJoin,
+    UserAttributeFilter,
+)
+from herald.problems import Problem, join_path
+
+Path = tuple[str | int, ...]
+_FLAGS = frozenset({"email_opt_out", "push_opt_out", "sms_opt_out"})
+
+
+def user_source(users: FromClause) -> AttributeSource:
+    """A user row's attributes: the standard columns (and `customer_id`), then its JSON."""
+    columns = {
+        name: StandardColumn(users.c[name], FilterDataType.BOOL if name in _FLAGS else FilterDataType.STRING)
+        for name in (*STANDARD_ATTRIBUTES, "customer_id")
+    }
+    return AttributeSource(users.c.attributes, columns)
+
+
+@dataclass(frozen=True)
+class _Scope:
+    """What a filter's names refer to: the subject row, and the user a dynamic value reads."""
+
+    subject: AttributeSource
+    user: Callable[[], AttributeSource]
+    on_events: bool
+
+
+class Compiler:
+    """Compiles FilterGroups over one `audience_users` alias; the joins it needs accumulate."""
+
+    def __init__(
+        self,
+        dialect: SqlDialect,
+        workspace_id: str,
+        now: datetime,
+        segments: SegmentCatalog | None = None,
+    ) -> None:
+        self.dialect = dialect
+        self.workspace_id = workspace_id
+        self.predicates = Predicates(dialect, now.astimezone(UTC))
+        self.segments = segments or {}
+        self.users = User.__table__.alias("u")
+        self.problems: list[Problem] = []
+        self._counts: dict[str, Subquery] = {}
+        self._segment_chain: list[str] = []
+        source = user_source(self.users)
+        self._user_scope = _Scope(source, lambda: source, on_events=False)
+
+    # ---- public ---------------------------------------------------------------------------------
+
+    def where(self, group: FilterGroup, path: Path) -> ColumnElement[bool]:
+        """The predicate of `group` over the user row (problems are added to `self.problems`)."""
+        return self._group(group, path, self._user_scope)
+
+    def from_clause(self) -> FromClause:
+        joined: FromClause = self.users
+        for counts in self._counts.values():
+            joined = joined.outerjoin(counts, counts.c.customer_id == self.users.c.customer_id)
+        return joined
+
+    def in_workspace(self) -> ColumnElement[bool]:
+        return self.users.c.workspace_id == self.workspace_id
+
+    # ---- groups and filters ---------------------------------------------------------------------
+
+    def _group(self, group: FilterGroup, path: Path, scope: _Scope) -> ColumnElement[bool]:
+        parts = [
+            self._filter(item, (*path, "filters", index), scope) for index, item in enumerate(group.filters)
+        ]
+        if group.filter_operator is FilterJoin.AND:
+            return and_(*parts) if parts else true()
+        return or_(*parts) if parts else false()
+
+    def _filter(self, item: Filter, path: Path, scope: _Scope) -> ColumnElement[bool]:
+        if isinstance(item, UserAttributeFilter):
+            criterion, problems = read_criterion(item, path)
+            self.problems += problems
+            if criterion is None:
+                return false()
+            return self.predicates.criterion(criterion, scope.subject, scope.user)
+        if scope.on_events:
+            self.problems.append(
+                Problem(
+                    "INVALID_ENUM_VALUE",
+                    join_path(*path, "filter_type"),
+                    "Only 'user_attributes' filters apply to the attributes of an action.",
+                )
+            )
+            return false()
+        if isinstance(item, ActionFilter):
+            return self._action(item, path)
+        return self._segment(item, path)
+
+    # ---- actions --------------------------------------------------------------------------------
+
+    def _action(self, item: ActionFilter, path: Path) -> ColumnElement[bool]:
+        counts = self._event_counts(item, path)
+        if item.executed is False:
+            return counts.c.customer_id.is_(None)
+        execution = item.execution
+        if execution is None:
+            return counts.c.customer_id.is_not(None)
+        wanted = execution.count
+        if execution.type is ExecutionType.ATLEAST:
+            return true() if wanted == 0 else counts.c.n >= wanted
+        if execution.type is ExecutionType.ATMOST:
+            return func.coalesce(counts.c.n, 0) <= wanted
+        return counts.c.customer_id.is_(None) if wanted == 0 else counts.c.n == wanted
+
+    def _event_counts(self, item: ActionFilter, path: Path) -> Subquery:
+        """Per user, the number of their events of this action whose attributes match."""
+        attributes = None if item.attributes is None else item.attributes.model_dump(mode="json")
+        key = json.dumps([item.action_name, attributes], sort_keys=True)
+        known = self._counts.get(key)
+        if known is not None:
+            return known
+        number = len(self._counts)
+        events = Event.__table__.alias(f"e{number}")
+        owner: list[FromClause] = []
+
+        def user() -> AttributeSource:
+            # a dynamic value compares with the event's own user, joined only when asked for
+            if not owner:
+                owner.append(User.__table__.alias(f"eu{number}"))
+            return user_source(owner[0])
+
+        conditions = [events.c.workspace_id == self.workspace_id, events.c.action == item.action_name]
+        if item.attributes is not None:
+            scope = _Scope(AttributeSource(events.c.attributes, {}), user, on_events=True)
+            conditions.append(self._group(item.attributes, (*path, "attributes"), scope))
+        source: FromClause = events
+        if owner:
+            source = events.join(
+                owner[0],
+                and_(
+                    owner[0].c.workspace_id == events.c.workspace_id,
+                    owner[0].c.customer_id == events.c.customer_id,
+                ),
+            )
+        counts = (
+            select(events.c.customer_id, func.count().label("n"))
+            .select_from(source)
+            .where(*conditions)
+            .group_by(events.c.customer_id)
+            .subquery(f"a{number}")
+        )
+        self._counts[key] = counts
+        return counts
+
+    # ---- custom segments ------------------------------------------------------------------------
+
+    def _segment(self, item: CustomSegmentFilter, path: Path) -> ColumnElement[bool]:
+        target = join_path(*path, "id")
+        definition = self.segments.get(item.id)
+        if definition is None:
+            self.problems.append(
+                Problem(
+                    "INVALID_ENUM_VALUE",
+                    target,
+                    f"No custom segment with id '{item.id}' exists in this workspace.",
+                )
+            )
+            return false()
+        if definition.kind == STATIC:
+            members = SegmentMember.__table__
+            return exists(
+                select(literal(1)).where(
+                    members.c.workspace_id == self.workspace_id,
+                    members.c.segment_id == definition.id,
+                    members.c.customer_id == self.users.c.customer_id,
+                )
+            )
+        if item.id in self._segment_chain or len(self._segment_chain) >= MAX_SEGMENT_DEPTH:
+            chain = " -> ".join([*self._segment_chain, item.id])
+            self.problems.append(
+                Problem(
+                    "OUT_OF_RANGE",
+                    target,
+                    f"Custom segments refer to each other too deeply or in a cycle: {chain}.",
+                )
+            )
+            return false()
+        outer, self.problems = self.problems, []
+        self._segment_chain.append(item.id)
+        try:
+            predicate = false() if definition.filters is None else self.where(definition.filters, ())
+        finally:
+            self._segment_chain.pop()
+            inner, self.problems = [*definition.problems, *self.problems], outer
+        for problem in inner:
+            message = (
+                f"Custom segment '{definition.name}' cannot be evaluated: {problem.target}: {problem.message}"
+            )
+            self.problems.append(Problem(problem.code, target, message))
+        return predicate
+
+
+def compile_filter_group(
+    group: FilterGroup,
+    *,
+    workspace_id: str,
+    now: datetime,
+    dialect: str | SqlDialect,
+    segments: SegmentCatalog | None = None,
+    path: Path = (),
+) -> tuple[Select[tuple[str]] | None, list[Problem]]:
+    """One SELECT of the customer ids of `workspace_id` that `group` matches, or its problems.
+
+    `path` prefixes every problem target (e.g. `("segmentation_details", "included_filters")`).
+    `segments` must hold every segment the group refers to (see `catalog.load_segments`).
+    """
+    compiler = Compiler(
+        dialect_for(dialect) if isinstance(dialect, str) else dialect, workspace_id, now, segments
+    )
+    where = compiler.where(group, path)
+    if compiler.problems:
+        return None, compiler.problems
+    query = (
+        select(compiler.users.c.customer_id)
+        .select_from(compiler.from_clause())
+        .where(compiler.in_workspace(), where)
+    )
+    return query, []
