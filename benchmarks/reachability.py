@@ -1,6 +1,6 @@
 """Reachability counts: Herald's compiled query vs the same count written by hand in SQL.
 
-    python -m benchmarks.reachability --users 100000                       # SQLite file
+    python -m benchmarks.reachability --users 100000                       # SQLite (temp dir)
     python -m benchmarks.reachability --users 100000 --database-url postgresql+asyncpg://...
 
 Builds (or reuses) a workspace of N users and 10 x N events, then for five representative
@@ -15,9 +15,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import statistics
+import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import text
@@ -220,7 +222,8 @@ def cli() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--database-url", default="sqlite+aiosqlite:///./bench-reachability.db")
+    default_url = f"sqlite+aiosqlite:///{Path(tempfile.gettempdir()) / 'herald-bench.db'}"
+    parser.add_argument("--database-url", default=default_url)
     parser.add_argument("--users", type=int, default=1_000_000)
     parser.add_argument("--repeat", type=int, default=7)
     args = parser.parse_args()

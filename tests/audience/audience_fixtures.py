@@ -23,6 +23,7 @@ USERS = [
             "scores": [3, 10],
             "pref_pay": "UPI",
             "alias": "ANA",
+            'say "hi".now': "Hello",  # a name no JSON path can spell without quoting
         },
     ),
     RefUser(

@@ -106,6 +106,17 @@ CASES = [
     case("string-not-exists", attr("string", "email", "exists", negate=True), {"cy"}),
     case("string-customer-id", attr("string", "customer_id", "in", ["ana", "zed"]), {"ana"}),
     case("string-on-a-number", attr("string", "ltv", "exists"), {"ed"}),
+    case("string-name-with-quotes-and-dots", attr("string", 'say "hi".now', "is", "hello"), {"ana"}),
+    case(
+        "dynamic-name-with-quotes",
+        attr("string", 'say "hi".now', "is", """{{UserAttribute['say "hi".now']}}""", is_dynamic_value=True),
+        {"ana"},
+    ),
+    case(
+        "string-name-with-quotes-negated",
+        attr("string", 'say "hi".now', "contains", "ell", case_sensitive=True, negate=True),
+        EVERYONE - {"ana"},
+    ),
     # ---- datetime (now = 2026-01-15T12:00:00Z) ----------------------------------------------------
     case(
         "datetime-in-the-last-day",

@@ -129,6 +129,7 @@ def resolve_period(condition: Period | RelativeWindow | Today, now: datetime) ->
     """The absolute period a datetime condition selects at `now`."""
     if isinstance(condition, Period):
         return condition
+    now = now.astimezone(UTC)
     if isinstance(condition, Today):
         return Period(_midnight(now.date()), _next_day(now.date()))
     if condition.future:
