@@ -16,6 +16,10 @@ SCALE = float(os.environ.get("HERALD_BENCH_SCALE", "1.0"))
 BENCHMARKS: list[tuple[str, list[str]]] = [
     ("benchmarks.offers_list", ["--rows", str(int(1_000_000 * SCALE))]),
     ("benchmarks.reachability", ["--users", str(int(1_000_000 * SCALE))]),
+    (
+        "benchmarks.import_audience",
+        ["--users", str(int(100_000 * SCALE)), "--events", str(int(1_000_000 * SCALE))],
+    ),
 ]
 
 

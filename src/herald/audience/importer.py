@@ -4,8 +4,9 @@ Each users line is a customer object (the `/v1/customer` body); each events line
 `{customer_id, action, attributes?, occurred_at, platform?, app_version?}`. Lines are read with the
 same rules as the API. Rows go to the database in batches, one transaction per batch: users as
 set-based upserts (`store.write_customers`), events as one executemany per batch — or, on PostgreSQL,
-binary `COPY` through the driver, several times faster. After the events, one statement creates a bare
-user for every event whose customer is unknown, as the event API does.
+binary `COPY` through the driver (`pgcopy`; measured: a third less CPU, 40 % less time). After the
+events, one statement creates a bare user for every event whose customer is unknown, as the event API
+does.
 
 Invalid lines are reported and skipped; past `max_errors` of them the import stops, with every valid
 line before the stopping one imported (users are upserts, so running the file again is safe; events
