@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
-from herald.http.ratelimit import Decision, RateLimitStore, Window, parse_windows
+from herald.http.ratelimit import Decision, Window, parse_windows
 from herald.workspaces.models import Workspace
 
 # Bucket -> default windows. "Per consumer" means per API key.
@@ -23,16 +24,18 @@ _parsed_defaults: dict[str, tuple[Window, ...]] = {
 }
 
 
+# Overrides are parsed on every request of their workspace: parse each distinct spec once.
+_parse_override = lru_cache(maxsize=1024)(parse_windows)
+
+
 def validate_limit_spec(spec: str) -> tuple[Window, ...]:
-    windows = parse_windows(spec)
-    if not windows:
-        raise ValueError("a limit needs at least one window, e.g. 100/minute")
-    return windows
+    """The windows of `spec`; ValueError (never an empty tuple) when it is not a valid limit."""
+    return parse_windows(spec)
 
 
 def windows_for(workspace: Workspace, bucket: str) -> tuple[Window, ...]:
     override = (workspace.rate_limits or {}).get(bucket)
-    return parse_windows(override) if override else _parsed_defaults[bucket]
+    return _parse_override(override) if override else _parsed_defaults[bucket]
 
 
 @dataclass(frozen=True)
@@ -43,11 +46,6 @@ class Consumer:
 
 def limit_key(bucket: str, operation: str, consumer: Consumer) -> str:
     return f"{bucket}:{operation}:{consumer.workspace.id}:{consumer.key_id}"
-
-
-async def release(store: RateLimitStore, bucket: str, operation: str, consumer: Consumer, token: str) -> None:
-    windows = windows_for(consumer.workspace, bucket)
-    await store.release(limit_key(bucket, operation, consumer), windows, token)
 
 
 def headers_for(decision: Decision) -> dict[str, str]:
