@@ -21,6 +21,7 @@ from herald.http.auth import Caller, authenticate, forbidden
 from herald.http.context import UnitOfWork
 from herald.http.guards import parse_uuid4
 from herald.http.limits import Consumer, limit_key, windows_for
+from herald.http.ratelimit import Decision, Window
 from herald.problems import Problem
 from herald.services import Services
 from herald.workspaces.scopes import Scope, expand
@@ -101,15 +102,7 @@ async def check_access(request: Request, operation: Operation) -> Caller:
         caller = await authenticate(request, uow.session(), operation.scope, app_key_header)
 
     now = services.clock.now()
-    consumer = Consumer(caller.workspace, caller.api_key.id)
-    decision = await services.limiter.acquire(
-        limit_key(operation.bucket, operation.name, consumer),
-        windows_for(caller.workspace, operation.bucket),
-        now.timestamp(),
-    )
-    uow.rate_limit = decision
-    if not decision.allowed:
-        raise RateLimited(headers={"Retry-After": str(max(1, decision.retry_after))})
+    uow.rate_limit, _, _ = await _take_slot(request, caller, operation.bucket, operation.name)
 
     if operation.idempotency != "none":
         key = _idempotency_key(request, operation.idempotency)
@@ -188,16 +181,26 @@ async def reserve_quota(request: Request, caller: Caller, bucket: str, operation
     Reserving (rather than counting after the fact) keeps the quota exact under concurrency.
     """
     services = services_of(request)
-    uow = unit_of_work(request)
-    key = limit_key(bucket, operation, Consumer(caller.workspace, caller.api_key.id))
-    windows = windows_for(caller.workspace, bucket)
-    decision = await services.limiter.acquire(key, windows, services.clock.now().timestamp())
-    if not decision.allowed or decision.token is None:
-        uow.rate_limit = decision
-        raise RateLimited(headers={"Retry-After": str(max(1, decision.retry_after))})
+    decision, key, windows = await _take_slot(request, caller, bucket, operation)
     token = decision.token
+    assert token is not None  # every admitted entry has one
 
     async def give_back() -> None:
         await services.limiter.release(key, windows, token)
 
-    uow.on_failure.append(give_back)
+    unit_of_work(request).on_failure.append(give_back)
+
+
+async def _take_slot(
+    request: Request, caller: Caller, bucket: str, operation: str
+) -> tuple[Decision, str, tuple[Window, ...]]:
+    """One slot in every window of `bucket` for this caller, or 429 (the refusal's figures become the
+    response's X-RateLimit headers) having taken none."""
+    services = services_of(request)
+    key = limit_key(bucket, operation, Consumer(caller.workspace, caller.api_key.id))
+    windows = windows_for(caller.workspace, bucket)
+    decision = await services.limiter.acquire(key, windows, services.clock.now().timestamp())
+    if not decision.allowed:
+        unit_of_work(request).rate_limit = decision
+        raise RateLimited(headers={"Retry-After": str(max(1, decision.retry_after))})
+    return decision, key, windows
