@@ -1,11 +1,13 @@
-"""Shared benchmark plumbing: a migrated database, a workspace with open limits, timing helpers."""
+"""Shared benchmark plumbing: a migrated database, a workspace with open limits, timing helpers,
+and the one-line summary (`BENCH {json}`) each benchmark ends with for `benchmarks/run.py`."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import statistics
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from herald.clock import SystemClock
@@ -97,3 +99,92 @@ def table(title: str, rows: list[tuple[str, str]]) -> str:
     lines = [title, "-" * len(title)]
     lines += [f"{name.ljust(width)}  {value}" for name, value in rows]
     return "\n".join(lines)
+
+
+async def timed_turns(
+    sides: Sequence[Callable[[], Awaitable[object]]],
+    requests: int,
+    concurrency: int,
+    turn: int = 20,
+    warmup: int = 10,
+) -> list[Timing]:
+    """Latency of `requests` calls of each side, with `concurrency` callers, the sides taking turns
+    of `turn` calls (the first side alternating), so a busy machine slows every side alike."""
+    for call in sides:
+        for _ in range(warmup):
+            await call()
+    samples: list[list[float]] = [[] for _ in sides]
+    order = list(range(len(sides)))
+    for done in range(0, requests, turn):
+        count = min(turn, requests - done)
+        for index in order:
+            samples[index] += await _concurrent_latencies(sides[index], count, concurrency)
+        order.reverse()
+    return [Timing(side) for side in samples]
+
+
+async def _concurrent_latencies(
+    call: Callable[[], Awaitable[object]], count: int, concurrency: int
+) -> list[float]:
+    remaining = count
+    latencies: list[float] = []
+
+    async def worker() -> None:
+        nonlocal remaining
+        while remaining > 0:
+            remaining -= 1
+            started = time.perf_counter()
+            await call()
+            latencies.append(time.perf_counter() - started)
+
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return latencies
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One figure of a benchmark's summary, with its target when it has one."""
+
+    name: str
+    value: float
+    unit: str = ""
+    at_most: float | None = None
+    at_least: float | None = None
+
+    @property
+    def target(self) -> str | None:
+        if self.at_most is not None:
+            return f"<= {self.at_most:g}"
+        if self.at_least is not None:
+            return f">= {self.at_least:g}"
+        return None
+
+    @property
+    def passed(self) -> bool | None:
+        if self.at_most is not None:
+            return self.value <= self.at_most
+        if self.at_least is not None:
+            return self.value >= self.at_least
+        return None
+
+
+SUMMARY_PREFIX = "BENCH "
+
+
+def summary(benchmark: str, engine: str, figures: Sequence[Figure]) -> None:
+    """Print the machine-readable summary line that `benchmarks/run.py` collects into its table."""
+    line = {
+        "benchmark": benchmark,
+        "engine": engine,
+        "figures": [
+            {
+                "name": figure.name,
+                "value": figure.value,
+                "unit": figure.unit,
+                "target": figure.target,
+                "pass": figure.passed,
+            }
+            for figure in figures
+        ],
+    }
+    print(SUMMARY_PREFIX + json.dumps(line), flush=True)

@@ -27,6 +27,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
 from benchmarks import gen_audience
+from benchmarks.common import Figure, summary
 from herald.audience import importer
 from herald.clock import SystemClock
 from herald.config import Settings
@@ -97,6 +98,16 @@ async def _import(database_url: str, data: Path, batch_size: int, use_copy: bool
     )
     print(f"total : {wall:.1f} s wall, {cpu:.1f} s CPU in this process", end="")
     print(f", {server:.1f} s CPU in the database server" if server is not None else "")
+    postgres = not database_url.startswith("sqlite")
+    method = "" if not postgres or use_copy else " (executemany)"
+    summary(
+        "import_audience",
+        "postgresql" if postgres else "sqlite",
+        [
+            Figure(f"users/s{method}", users / max(report.users_seconds, 1e-9), "/s"),
+            Figure(f"events/s{method}", report.events / max(report.events_seconds, 1e-9), "/s"),
+        ],
+    )
 
 
 def _generate(directory: Path, users: int, events: int) -> None:

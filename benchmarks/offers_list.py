@@ -24,7 +24,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from benchmarks.common import Credentials, prepare_workspace, table, throughput, time_calls
+from benchmarks.common import Credentials, Figure, prepare_workspace, summary, table, throughput, time_calls
 from herald.config import Settings
 from herald.db import create_database
 from herald.ids import object_id
@@ -155,6 +155,14 @@ async def main(database_url: str, rows: int, requests: int, seconds: float) -> N
                 ("Herald / bare", f"{herald_rps / bare_rps:.2f}  (target >= 0.5)"),
             ],
         )
+    )
+    summary(
+        "offers_list",
+        "sqlite" if database_url.startswith("sqlite") else "postgresql",
+        [
+            Figure("deepest / first page p50", deepest_page.p50_ms / first_page.p50_ms, at_most=1.2),
+            Figure("Herald / bare req/s", herald_rps / bare_rps, at_least=0.5),
+        ],
     )
 
 

@@ -5,9 +5,9 @@ Representative content: a Push for Android and iOS (title, message, summary, a b
 with standard and custom attributes and an event. Each request authenticates, takes a rate-limit slot,
 reads the user and the resources, and renders every text in the sandbox.
 
-    PYTHONPATH=src python benchmarks/preview.py [--requests 2000] [--concurrency 8]
-    HERALD_DATABASE_URL=postgresql+asyncpg://... python benchmarks/preview.py   # on PostgreSQL (a
-    throwaway database is created on that server and dropped afterwards)
+    python -m benchmarks.preview [--requests 2000] [--concurrency 8]
+    python -m benchmarks.preview --database-url postgresql+asyncpg://...   # on PostgreSQL (a throwaway
+    database is created on that server and dropped afterwards; HERALD_DATABASE_URL is the default)
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from typing import Any
 
 import httpx
 
+from benchmarks.common import Figure, summary
 from herald.audience.models import User
 from herald.config import Settings
 from herald.main import create_app
@@ -139,11 +140,14 @@ async def run(url: str, requests: int, concurrency: int) -> None:
     async with httpx.AsyncClient(transport=transport, base_url="http://bench") as client:
         engine = url.split("+", 1)[0].split(":", 1)[0]
         print(f"engine: {engine}; {requests} requests per content, {concurrency} concurrent clients")
+        figures = []
         for name, body in bodies().items():
             await measure(client, headers, body, 50, 1)  # warm-up: compile caches, connections
             rate = await measure(client, headers, body, requests, concurrency)
             print(f"  {name:6s} {rate:8.0f} previews/s")
+            figures.append(Figure(f"{name} previews/s", rate, "/s"))
     await services.database.dispose()
+    summary("preview", engine, figures)
 
 
 def _postgres(url: str, statement: str) -> None:
@@ -168,10 +172,9 @@ def _postgres(url: str, statement: str) -> None:
     asyncio.run(execute())
 
 
-def main(requests: int, concurrency: int) -> None:
+def main(requests: int, concurrency: int, server: str | None) -> None:
     """Runs on a throwaway database: a temporary SQLite file, or a new database on the PostgreSQL
-    server HERALD_DATABASE_URL names (created and dropped here; the named database is not touched)."""
-    server = os.environ.get("HERALD_DATABASE_URL")
+    server `server` names (created and dropped here; the named database is not touched)."""
     with tempfile.TemporaryDirectory() as directory:
         if server and server.startswith("postgresql"):
             from sqlalchemy.engine import make_url
@@ -195,5 +198,10 @@ if __name__ == "__main__":
     )
     parser.add_argument("--requests", type=int, default=2000)
     parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument(
+        "--database-url",
+        default=os.environ.get("HERALD_DATABASE_URL"),
+        help="a PostgreSQL server to make the throwaway database on (else a temporary SQLite file)",
+    )
     arguments = parser.parse_args()
-    main(arguments.requests, arguments.concurrency)
+    main(arguments.requests, arguments.concurrency, arguments.database_url)

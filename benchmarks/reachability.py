@@ -25,6 +25,7 @@ from typing import Any
 from sqlalchemy import text
 
 from benchmarks.audience_data import BETA_SEGMENT, NOW, ensure_audience
+from benchmarks.common import Figure, summary
 from herald.audience.segmentation import count_audience
 from herald.config import Settings
 from herald.db import create_database
@@ -194,6 +195,7 @@ async def main(database_url: str, users: int, repeat: int) -> None:
         header = f"{'FilterGroup':<68} {'count':>8} {'Herald ms':>16} {'hand SQL ms':>16} {'ratio':>6}"
         print(header)
         print("-" * len(header))
+        ratios: list[float] = []
         for scenario in SCENARIOS:
             hand_sql = text(scenario.sqlite if engine_name == "sqlite" else scenario.postgresql)
             async with database.reader() as session:
@@ -214,6 +216,8 @@ async def main(database_url: str, users: int, repeat: int) -> None:
                 f" {hand_best * 1000:>7.1f} ({statistics.median(hand_times) * 1000:>6.1f})"
                 f" {our_best / hand_best:>6.2f}{same}"
             )
+            ratios.append(our_best / hand_best)
+        summary("reachability", engine_name, [Figure("worst Herald / hand SQL", max(ratios), at_most=2)])
     finally:
         await database.dispose()
 
