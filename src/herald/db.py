@@ -58,6 +58,10 @@ class UTCDateTime(TypeDecorator[datetime]):
 # JSONB on PostgreSQL (indexable, compact), JSON text elsewhere.
 PortableJSON = JSON().with_variant(JSONB(), "postgresql")
 
+# The largest value an INTEGER column holds on every engine (32 bits on PostgreSQL). The driver fails
+# on a larger number compared with such a column, so inputs that are compared are bounded by it.
+INTEGER_MAX = 2**31 - 1
+
 
 @dataclass
 class Database:

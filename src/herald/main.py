@@ -15,6 +15,7 @@ from starlette.responses import Response
 
 from herald import __version__
 from herald.audience.router import router as audience_router
+from herald.campaigns import links as campaign_links
 from herald.campaigns import openapi as campaigns_openapi
 from herald.campaigns import worker as campaigns_worker
 from herald.campaigns.lifecycle_router import router as campaigns_lifecycle_router
@@ -112,6 +113,7 @@ def _extend_openapi(app: FastAPI, services: Services) -> None:
             extra = {**campaigns_openapi.component_schemas(), **delivery_routes.body_schemas()}
             for name, definition in extra.items():
                 components.setdefault(name, definition)
+            campaign_links.add_links(schema)
             app.openapi_schema = openapi_docs.enrich(schema, services.settings)
         return app.openapi_schema
 

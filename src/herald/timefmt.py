@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 
 
@@ -22,3 +23,31 @@ def campaign_timestamp(value: datetime) -> str:
 def meta_timestamp(value: datetime) -> str:
     """Campaign meta times: `YYYY-MM-DDTHH:MM:SS`, UTC, no zone."""
     return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S")
+
+
+# Request date-times (contract §3: ISO 8601; no zone = the component's timezone, else UTC), spelled
+# as one regular expression that the API checks and the OpenAPI description states, so the two
+# cannot disagree: a calendar date (month lengths and leap years included), `T` or a space, hours and
+# minutes, optional seconds with up to six decimals, and an optional `Z` or `±HH:MM`. Plain ASCII
+# classes, no look-arounds: the same text is a valid Python and ECMA-262 (JSON Schema) pattern.
+_YEAR = "(?:[1-9][0-9]{3}|0[1-9][0-9]{2}|00[1-9][0-9]|000[1-9])"
+_MONTH_DAY = (
+    "(?:(?:0[13578]|1[02])-(?:0[1-9]|[12][0-9]|3[01])"
+    "|(?:0[469]|11)-(?:0[1-9]|[12][0-9]|30)"
+    "|02-(?:0[1-9]|1[0-9]|2[0-8]))"
+)
+_LEAP_DAY = "(?:[0-9]{2}(?:0[48]|[2468][048]|[13579][26])|(?:0[48]|[2468][048]|[13579][26])00)-02-29"
+_DATE = f"(?:{_YEAR}-{_MONTH_DAY}|{_LEAP_DAY})"
+_TIME = "(?:[01][0-9]|2[0-3]):[0-5][0-9](?::[0-5][0-9](?:\\.[0-9]{1,6})?)?"
+_OFFSET = "(?:Z|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])"
+
+DATE_TIME_PATTERN = f"^{_DATE}[T ]{_TIME}{_OFFSET}?$"
+DATE_OR_DATE_TIME_PATTERN = f"^{_DATE}(?:[T ]{_TIME}{_OFFSET}?)?$"
+_DATE_TIME = re.compile(DATE_TIME_PATTERN)
+
+
+def parse_iso_datetime(value: str) -> datetime | None:
+    """A request date-time (`DATE_TIME_PATTERN`), or None when the text is not one."""
+    if not _DATE_TIME.fullmatch(value):
+        return None
+    return datetime.fromisoformat(value)

@@ -267,6 +267,20 @@ class TestGet:
             assert response.status_code == 404
             assert response.json()["error"]["code"] == "NOT_FOUND"
 
+    async def test_an_unknown_query_parameter_is_400_unknown_field(
+        self, client: httpx.AsyncClient, workspace: Tenant
+    ) -> None:
+        campaign_id = await _created_id(client, workspace, MINIMAL_PUSH)
+        response = await client.get(
+            f"{BASE}/{campaign_id}?versoin_number=1", headers=workspace.headers(campaigns=True)
+        )
+        assert response.status_code == 400
+        assert response.json()["error"]["details"][0] == {
+            "code": "UNKNOWN_FIELD",
+            "target": "versoin_number",
+            "message": "'versoin_number' is not a recognised field here.",
+        }
+
     async def test_another_workspace_gets_404(
         self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant
     ) -> None:

@@ -66,6 +66,20 @@ class TestPaging:
                 "campaign_fields.created_date.from_date",
             ),
             (
+                {"limit": 5, "page": 1, "campaign_fields": {"created_date": {"from_date": "2025-02-29"}}},
+                "INVALID_TYPE",
+                "campaign_fields.created_date.from_date",
+            ),
+            (
+                {
+                    "limit": 5,
+                    "page": 1,
+                    "campaign_fields": {"created_date": {"to_date": "2025-12-01T10:00+0530"}},
+                },
+                "INVALID_TYPE",
+                "campaign_fields.created_date.to_date",
+            ),
+            (
                 {
                     "limit": 5,
                     "page": 1,
@@ -226,6 +240,9 @@ class TestFilters:
             ({"created_date": {"from_date": "2025-12-02"}}, [3, 2, 1]),
             ({"created_date": {"to_date": "2025-12-03"}}, [2, 1, 0]),
             ({"created_date": {"from_date": "2025-12-02", "to_date": "2025-12-03T12:00:00Z"}}, [1]),
+            ({"created_date": {"from_date": "2025-12-02 00:00+05:00", "to_date": "9999-12-31"}}, [3, 2, 1]),
+            ({"created_date": {"from_date": "0001-01-01T00:00+05:00", "to_date": "2025-12-01"}}, [0]),
+            ({"created_date": {"from_date": "9999-12-31T23:00-05:00"}}, []),
             ({"version_number": 1}, [3, 2, 1, 0]),
             ({"version_number": 2}, []),
             ({"name": "flash", "channels": ["PUSH"], "tags": ["digest"]}, [1]),

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from herald.campaigns.schemas.filters import OPERATORS_BY_DATA_TYPE, FilterDataType, FilterOperator
+from herald.campaigns.schemas.filters import (
+    MAX_FILTERS,
+    OPERATORS_BY_DATA_TYPE,
+    FilterDataType,
+    FilterOperator,
+)
 from herald.campaigns.validation import Stage
 
 from .payloads import (
@@ -66,6 +71,7 @@ def test_operator_table_matches_the_spec() -> None:
 
 _NESTED = "segmentation_details.included_filters.filters.1.attributes.filters.0"
 _TRIGGER_F = "trigger_condition.included_filters.filters.0"
+_SEGMENT = {"filter_type": "custom_segments", "name": "VIP", "id": "vip"}
 
 
 @pytest.mark.parametrize(
@@ -166,6 +172,31 @@ _TRIGGER_F = "trigger_condition.included_filters.filters.0"
             features=ALL_FEATURES - {"portfolio"},
         ),
         passes("custom-segments-need-no-project", PUSH_ONE_TIME),
+        # Herald's limit: a group holds at most MAX_FILTERS filters (SQLite nests ~1,000 terms at most)
+        passes(
+            "filters-at-the-limit",
+            PUSH_ONE_TIME,
+            {"segmentation_details.included_filters.filters": [_SEGMENT] * MAX_FILTERS},
+        ),
+        fails(
+            "filters-over-the-limit",
+            PUSH_ONE_TIME,
+            ("OUT_OF_RANGE", "segmentation_details.included_filters.filters"),
+            {"segmentation_details.included_filters.filters": [_SEGMENT] * (MAX_FILTERS + 1)},
+            stage=C,
+        ),
+        fails(
+            "nested-filters-over-the-limit",
+            PUSH_ONE_TIME,
+            ("OUT_OF_RANGE", "segmentation_details.included_filters.filters.1.attributes.filters"),
+            {
+                "segmentation_details.included_filters.filters.1.attributes.filters": [
+                    {"filter_type": "user_attributes", "data_type": "bool", "name": "x", "operator": "exists"}
+                ]
+                * (MAX_FILTERS + 1)
+            },
+            stage=C,
+        ),
     ],
 )
 def test_filter_rules(case: Case) -> None:

@@ -7,8 +7,10 @@ import json
 import uuid
 
 import httpx
+import pytest
 from fastapi import FastAPI
 
+from herald.http.guards import has_lone_surrogate
 from herald.workspaces.scopes import Scope
 from tests.factories import Tenant, add_key
 
@@ -98,6 +100,36 @@ class TestGatewayChecks:
             "message": "Not a UUID v4.",
         }
 
+    async def test_credentials_are_judged_before_the_request_id(self, client: httpx.AsyncClient) -> None:
+        response = await client.get(OFFERS, headers={"X-SVC-Request-Id": "nope"})
+        assert response.status_code == 401
+
+    async def test_unsupported_method_is_405_whatever_the_headers_and_body(
+        self, client: httpx.AsyncClient, tenant: Tenant
+    ) -> None:
+        headers = {**tenant.headers(), "X-SVC-Request-Id": "", "Content-Type": "text/plain"}
+        for method in ("TRACE", "DELETE", "PUT"):
+            response = await client.request(method, OFFERS, headers=headers, content=b"{not json")
+            assert response.status_code == 405, (method, response.text)
+            assert response.json()["error"]["code"] == "METHOD_NOT_ALLOWED"
+            assert response.headers["allow"] == "GET, POST"
+
+    async def test_405_names_the_methods_of_every_route_on_the_path(
+        self, client: httpx.AsyncClient, tenant: Tenant
+    ) -> None:
+        response = await client.delete("/v5/campaigns/abc", headers=tenant.headers())
+        assert response.status_code == 405
+        assert response.headers["allow"] == "GET, PATCH"
+
+    async def test_405_on_a_literal_path_names_only_its_own_methods(
+        self, client: httpx.AsyncClient, tenant: Tenant
+    ) -> None:
+        # `/v5/campaigns/meta` also matches `/v5/campaigns/{campaign_id}`; the resource is the literal one.
+        for path in ("/v5/campaigns/meta", "/v5/campaigns/search", "/v5/campaigns/test"):
+            response = await client.options(path, headers=tenant.headers(campaigns=True))
+            assert response.status_code == 405, path
+            assert response.headers["allow"] == "POST", path
+
     async def test_unknown_route_is_404_envelope(self, client: httpx.AsyncClient) -> None:
         response = await client.get("/v5/nothing-here")
         assert response.status_code == 404
@@ -146,6 +178,46 @@ class TestBodies:
         )
         assert response.status_code == 400
         assert response.json()["error"]["code"] == "BAD_REQUEST"
+
+    async def test_body_that_is_not_utf8_is_400(self, client: httpx.AsyncClient, tenant: Tenant) -> None:
+        # ED A0 80 is a surrogate encoded as UTF-8: Python's JSON reader would let it through.
+        for text in (b"\xff", b"\xed\xa0\x80"):
+            response = await client.post(
+                f"/v1/customer/{tenant.workspace_id}",
+                content=b'{"type": "customer", "customer_id": "c1", "attributes": {"a": "' + text + b'"}}',
+                headers={**tenant.headers(), "Content-Type": "application/json"},
+            )
+            assert response.status_code == 400
+            assert response.json()["error"]["code"] == "BAD_REQUEST"
+
+    async def test_lone_surrogate_escape_is_400(self, client: httpx.AsyncClient, tenant: Tenant) -> None:
+        response = await client.post(
+            f"/v1/customer/{tenant.workspace_id}",
+            content=b'{"type": "customer", "customer_id": "c1", "attributes": {"first_name": "A\\ud800"}}',
+            headers={**tenant.headers(), "Content-Type": "application/json"},
+        )
+        assert response.status_code == 400
+        assert response.json()["error"]["code"] == "BAD_REQUEST"
+
+
+@pytest.mark.parametrize(
+    ("body", "lone"),
+    [
+        (rb'"\ud800"', True),
+        (rb'"\udc00"', True),
+        (rb'"\ude00\ud83d"', True),
+        (rb'"\ud83d\ude00\ud83d"', True),
+        (rb'"\ud800\n\udc00"', True),
+        (rb'"\ud800x\udc00"', True),
+        (rb'"\\\ud800"', True),
+        (rb'"\ud83d\ude00"', False),
+        (rb'"\uD83D\uDE00"', False),
+        (rb'"\\ud800"', False),
+        (rb'"\u00e9"', False),
+    ],
+)
+def test_lone_surrogate_escapes_are_found(body: bytes, lone: bool) -> None:
+    assert has_lone_surrogate(body) is lone
 
 
 class TestNonFiniteNumbers:

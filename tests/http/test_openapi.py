@@ -61,3 +61,43 @@ def test_header_names_follow_the_configured_token(settings: Settings, token: str
     assert f"X-{token}-Request-Id" in text
     assert f"{token}-APPKEY" in text
     assert "X-SVC-Request-Id" not in text
+
+
+# Pydantic's own spellings, which are not JSON Schema keywords: a schema carrying them states no bound.
+NOT_JSON_SCHEMA = {"ge", "gt", "le", "lt", "min_length", "max_length", "multiple_of"}
+
+
+def _keywords(node: Any, inside_properties: bool = False) -> set[str]:
+    found: set[str] = set()
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if not inside_properties:
+                found.add(key)
+            found |= _keywords(value, inside_properties=key == "properties" and not inside_properties)
+    elif isinstance(node, list):
+        for item in node:
+            found |= _keywords(item)
+    return found
+
+
+async def test_schemas_state_bounds_in_json_schema_keywords(client: httpx.AsyncClient) -> None:
+    document = (await client.get("/openapi.json")).json()
+    assert _keywords(document) & NOT_JSON_SCHEMA == set()
+
+
+async def test_uuid_headers_declare_their_format(client: httpx.AsyncClient) -> None:
+    document = (await client.get("/openapi.json")).json()
+    for _method, _path, operation in _guarded(document):
+        for parameter in operation["parameters"]:
+            if parameter["name"] in ("X-SVC-Request-Id", "Idempotency-Key"):
+                assert parameter["schema"]["format"] == "uuid"
+                assert parameter["schema"]["pattern"].startswith("^")
+
+
+async def test_the_two_content_forms_are_described_as_disjoint(client: httpx.AsyncClient) -> None:
+    schemas = (await client.get("/openapi.json")).json()["components"]["schemas"]
+    for name in ("PushCampaignContent", "EmailCampaignContent"):
+        flat, keyed = schemas[name]["properties"]["content"]["anyOf"]
+        assert flat["$ref"].endswith("ChannelContent")
+        # What the API reads as the flat form (a `push` or `email` key) is never the keyed form.
+        assert keyed["propertyNames"] == {"not": {"enum": ["email", "push"]}}

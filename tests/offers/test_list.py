@@ -332,3 +332,24 @@ class TestTenancy:
             body = await _list(client, other_tenant, params)
             assert body["data"] == []
             assert body["pagination"]["total_count"] == 0
+
+
+class TestUnknownParameters:
+    async def test_an_unknown_query_parameter_is_400_unknown_field(
+        self, client: httpx.AsyncClient, tenant: Tenant
+    ) -> None:
+        for path in (f"{OFFERS}?limit=3&lmit=4", f"{OFFERS}/templates?limit=3&lmit=4"):
+            response = await client.get(path, headers=tenant.headers())
+            assert response.status_code == 400, path
+            assert response.json()["error"]["details"] == [
+                {
+                    "code": "UNKNOWN_FIELD",
+                    "target": "lmit",
+                    "message": "'lmit' is not a recognised field here.",
+                }
+            ]
+
+    async def test_a_nameless_query_parameter_is_400(self, client: httpx.AsyncClient, tenant: Tenant) -> None:
+        response = await client.get(f"{OFFERS}/templates?limit=4&=null", headers=tenant.headers())
+        assert response.status_code == 400
+        assert response.json()["error"]["details"][0]["code"] == "UNKNOWN_FIELD"

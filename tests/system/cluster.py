@@ -57,7 +57,7 @@ class Cluster:
         )
         server = Server(port, process)
         self.servers.append(server)
-        _wait_until_ready(server)
+        wait_until_ready(server)
         return server
 
     def advance(self, delta: timedelta) -> None:
@@ -69,7 +69,7 @@ class Cluster:
             server.kill()
 
 
-def _wait_until_ready(server: Server, timeout: float = 60.0) -> None:
+def wait_until_ready(server: Server, timeout: float = 60.0) -> None:
     """Poll /readyz until the server answers (start-up, not a test assertion)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

@@ -11,6 +11,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, Strict, WithJsonSchema
 
+from herald.audience.attributes import MAX_ATTRIBUTES, MAX_NAME_LENGTH, RESERVED_NAMES
+from herald.json_numbers import IntegralFloat
 from herald.schemas import APIModel, ResponseModel
 
 MAX_ELEMENTS = 1000  # per transition
@@ -21,7 +23,7 @@ Flag = Annotated[bool, Strict()]
 ActionName = Annotated[str, Strict(), Field(min_length=1, max_length=200)]
 Platform = Annotated[str, Strict(), Field(min_length=1, max_length=32)]
 AppVersion = Annotated[str, Strict(), Field(min_length=1, max_length=64)]
-TimezoneOffset = Annotated[int, Strict(), Field(ge=-14 * 3600, le=14 * 3600)]
+TimezoneOffset = Annotated[int, Strict(), Field(ge=-14 * 3600, le=14 * 3600), IntegralFloat]
 
 _ATTRIBUTE_VALUE = {
     "anyOf": [
@@ -32,6 +34,14 @@ _ATTRIBUTE_VALUE = {
         {"type": "null"},
     ]
 }
+# What `attributes.check_name` accepts: not blank, no control characters, not the identifier's name.
+_ATTRIBUTE_NAME = {
+    "type": "string",
+    "minLength": 1,
+    "maxLength": MAX_NAME_LENGTH,
+    "allOf": [{"pattern": "\\S"}, {"pattern": "^[^\\u0000-\\u001f\\u007f]*$"}],
+    "not": {"enum": sorted(RESERVED_NAMES)},
+}
 # Values are typed `Any` (they come from parsed JSON): `attributes.normalise_value` checks them with
 # clearer messages, and faster than a recursive JSON type would.
 Attributes = Annotated[
@@ -40,6 +50,8 @@ Attributes = Annotated[
         {
             "type": "object",
             "additionalProperties": _ATTRIBUTE_VALUE,
+            "propertyNames": _ATTRIBUTE_NAME,
+            "maxProperties": MAX_ATTRIBUTES,
             "description": "Attribute name (1-128 characters) to value: string, number, boolean, ISO 8601 "
             "date-time (stored as UTC `YYYY-MM-DDTHH:MM:SSZ`), or an array of those; null unsets it.",
         }

@@ -33,14 +33,15 @@ from herald.campaigns.schemas.common import (
     Channel,
     DeliveryType,
     EmailAddress,
-    parse_iso_datetime,
 )
 from herald.campaigns.service import derived_columns
 from herald.campaigns.validation import parse_update
 from herald.ids import OBJECT_ID, object_id
+from herald.json_numbers import IntegralFloat
 from herald.problems import Problem
 from herald.pydantic_errors import problems_from_validation_error
 from herald.schemas import APIModel
+from herald.timefmt import parse_iso_datetime
 from herald.workspaces.models import Workspace
 
 BATCH = 1000
@@ -71,7 +72,7 @@ ShortText = Annotated[str, Strict(), Field(min_length=1, max_length=200)]
 class ImportedCampaign(APIModel):
     id: ObjectId | None = None
     campaign_id: ObjectId | None = None
-    version_number: Annotated[int, Strict(), Field(ge=1)] = 1
+    version_number: Annotated[int, Strict(), Field(ge=1), IntegralFloat] = 1
     channel: Channel
     campaign_delivery_type: DeliveryType
     status: CampaignStatus = CampaignStatus.DRAFT

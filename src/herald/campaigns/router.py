@@ -6,12 +6,14 @@ from typing import Annotated, Any
 
 import orjson
 from fastapi import APIRouter, Header, Query
+from pydantic import BaseModel, ConfigDict, Field
 from starlette.requests import Request
 from starlette.responses import Response
 
 from herald.campaigns import service
 from herald.campaigns.openapi import CREATE_BODY, UPDATE_BODY, VALIDATE_BODY
 from herald.campaigns.views import campaign_view, etag
+from herald.db import INTEGER_MAX
 from herald.errors import BadRequest
 from herald.http.auth import Caller
 from herald.http.docs import error_responses
@@ -30,6 +32,21 @@ UPDATE = Operation(
     "C3", Scope.CAMPAIGNS_CREATE_MANAGE, "campaign_ops", campaigns=True, idempotency="required"
 )
 VALIDATE = Operation("C4", Scope.CAMPAIGNS_VIEW, "campaign_ops", campaigns=True)
+
+
+class GetQuery(BaseModel):
+    """C2's query: unknown parameters are refused like unknown body fields (UNKNOWN_FIELD)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    version_number: Annotated[
+        int | None,
+        Field(
+            ge=1,
+            le=INTEGER_MAX,
+            description="A version of the campaign (its older versions are read-only snapshots).",
+        ),
+    ] = None
 
 
 def workspace_of(caller: Caller) -> service.Workspace:
@@ -82,13 +99,10 @@ async def get_campaign(
     request: Request,
     campaign_id: str,
     caller: Annotated[Caller, guarded(GET)],
-    version_number: Annotated[
-        int | None,
-        Query(ge=1, description="A version of the campaign (its older versions are read-only snapshots)."),
-    ] = None,
+    query: Annotated[GetQuery, Query()],
 ) -> Response:
     row = await service.get_campaign_or_version(
-        unit_of_work(request).session(), caller.workspace_id, campaign_id, version_number
+        unit_of_work(request).session(), caller.workspace_id, campaign_id, query.version_number
     )
     versioning = "versioning" in enabled_features(caller.workspace)
     return json_response(

@@ -24,6 +24,7 @@ from herald.campaigns.schemas.content import (
     EmailCampaignContent,
     PushCampaignContent,
 )
+from herald.json_numbers import IntegralFloat
 from herald.problems import Problem
 from herald.pydantic_errors import problems_from_validation_error
 from herald.schemas import APIModel
@@ -62,7 +63,7 @@ IDENTIFIERS_BY_CHANNEL: dict[Channel, tuple[Identifier, ...]] = {
 }
 
 IdentifierValue = Annotated[str, Strict(), Field(min_length=1, max_length=500)]
-Variation = Annotated[str, Strict()] | Annotated[int, Strict()]
+Variation = Annotated[str, Strict()] | Annotated[int, Strict(), IntegralFloat]
 RequestId = Annotated[str, Strict(), Field(min_length=1, max_length=128)]
 
 

@@ -45,9 +45,44 @@ def has_non_finite_number(body: bytes) -> bool:
     return bool(_NON_FINITE.search(_JSON_STRING.sub(b'""', body)))
 
 
+def is_utf8(body: bytes) -> bool:
+    """JSON text is UTF-8 (RFC 8259). Python's JSON reader decodes with `surrogatepass`, so without
+    this check surrogates encoded as UTF-8 bytes would become text that cannot be stored."""
+    try:
+        body.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
 def has_escaped_nul(body: bytes) -> bool:
     """JSON strings may spell NUL as \\u0000; no stored text may hold it (PostgreSQL refuses it)."""
     return b"\\u0000" in body
+
+
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+_ESCAPE = re.compile(rb"\\(?:u([0-9a-fA-F]{4})|.)", re.DOTALL)
+
+
+def has_lone_surrogate(body: bytes) -> bool:
+    """JSON strings may spell UTF-16 surrogates as \\uD800-\\uDFFF; only a high one directly followed
+    by a low one names a character. Python's JSON reader keeps a lone one as text that cannot be
+    encoded (no database stores it, no response can carry it)."""
+    if not _SURROGATE_ESCAPE.search(body):
+        return False
+    high_ends_at: int | None = None  # just past an unpaired high surrogate
+    for escape in _ESCAPE.finditer(body):  # left to right: an escaped backslash is consumed whole
+        unit = int(escape.group(1), 16) if escape.group(1) else None
+        is_low = unit is not None and 0xDC00 <= unit <= 0xDFFF
+        if high_ends_at is not None:
+            if not (is_low and escape.start() == high_ends_at):
+                return True
+            high_ends_at = None
+        elif is_low:
+            return True
+        elif unit is not None and 0xD800 <= unit <= 0xDBFF:
+            high_ends_at = escape.end()
+    return high_ends_at is not None
 
 
 def is_json_content_type(value: str) -> bool:

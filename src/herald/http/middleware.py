@@ -2,7 +2,8 @@
 
 For every HTTP request it
 1. refuses headers with control characters (503, HTML, nothing processed),
-2. reads or makes the request id (`X-<token>-Request-Id`) that every response carries,
+2. reads or makes the request id (`X-<token>-Request-Id`) that every response carries (a malformed
+   one is refused by the route's guard, after authentication), and lets the router answer 405 first,
 3. reads the body once, within the size limit (413), checks content type, NULs and JSON depth (400),
 4. runs the app with the response held back, then commits the request's transaction (and its
    idempotency record) before sending, or rolls everything back when the answer is an error.
@@ -11,9 +12,11 @@ For every HTTP request it
 from __future__ import annotations
 
 import logging
+import re
 import uuid
 from typing import Any
 
+from fastapi.routing import iter_route_contexts
 from sqlalchemy.exc import DBAPIError, IntegrityError
 from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -23,8 +26,10 @@ from herald.http.context import UnitOfWork, request_state
 from herald.http.guards import (
     has_control_characters,
     has_escaped_nul,
+    has_lone_surrogate,
     has_non_finite_number,
     is_json_content_type,
+    is_utf8,
     json_depth_exceeds,
     parse_uuid4,
 )
@@ -60,22 +65,27 @@ class HeraldMiddleware:
             return
 
         given = next((value for name, value in headers if name == self.request_id_header), None)
-        request_id = parse_uuid4(given.decode("latin-1")) if given is not None else str(uuid.uuid4())
-        if request_id is None:
-            request_id = str(uuid.uuid4())
+        request_id = parse_uuid4(given.decode("latin-1")) if given is not None else None
+        state = request_state(scope)
+        # A malformed request id is refused by the route's guard, after authentication (a caller
+        # without credentials learns 401 first); the answer still carries a fresh id of ours.
+        state["request_id_invalid"] = given is not None and request_id is None
+        request_id = request_id or str(uuid.uuid4())
+        state["request_id"] = request_id
+        allowed = _methods_of_path_only(scope)
+        if allowed:
+            # The path exists but not with this method: 405 before anything about the request is
+            # judged, naming every method of every route on the path (the router names one route's).
             await self._send_error(
                 send,
                 request_id,
-                400,
-                "VALIDATION_FAILED",
-                "The request id header must be a UUID v4.",
-                target=self.settings.request_id_header,
-                details=[Problem("INVALID_TYPE", self.settings.request_id_header, "Not a UUID v4.")],
+                405,
+                "METHOD_NOT_ALLOWED",
+                "The method is not allowed on this resource.",
+                headers=[(b"allow", ", ".join(sorted(allowed)).encode())],
             )
             return
 
-        state = request_state(scope)
-        state["request_id"] = request_id
         method: str = scope["method"]
         body = b""
         if method in BODY_METHODS:
@@ -188,6 +198,7 @@ class HeraldMiddleware:
         target: str | None = None,
         details: list[Problem] | None = None,
         raw_body: bytes | None = None,
+        headers: list[tuple[bytes, bytes]] | None = None,
     ) -> None:
         response = error_response(
             request_id,
@@ -199,7 +210,7 @@ class HeraldMiddleware:
             details=details,
             raw_body=raw_body,
         )
-        raw = [*response.raw_headers, (self.request_id_header, request_id.encode())]
+        raw = [*response.raw_headers, *(headers or []), (self.request_id_header, request_id.encode())]
         await _send_raw(send, status, raw, bytes(response.body))
 
     async def _read_body(self, headers: list[tuple[bytes, bytes]], receive: Receive) -> bytes:
@@ -228,13 +239,57 @@ class HeraldMiddleware:
         content_type = next((value for name, value in headers if name == b"content-type"), b"")
         if not is_json_content_type(content_type.decode("latin-1")):
             return "The request body must be JSON, sent with Content-Type: application/json."
+        if not is_utf8(body):
+            return "The request body must be UTF-8."
         if has_escaped_nul(body):
             return "Strings must not contain NUL characters."
+        if has_lone_surrogate(body):
+            return "Strings must not contain unpaired UTF-16 surrogate escapes (\\uD800-\\uDFFF)."
         if has_non_finite_number(body):
             return "NaN and Infinity are not JSON numbers."
         if json_depth_exceeds(body, self.settings.max_json_depth):
             return f"The JSON body nests deeper than {self.settings.max_json_depth} levels."
         return None
+
+
+PathTable = list[tuple[re.Pattern[str], int, frozenset[str]]]
+
+
+def _path_table(scope: Scope) -> PathTable:
+    """Each route's path pattern, its number of path parameters and its methods (built once per app)."""
+    app = scope["app"]
+    table: PathTable | None = getattr(app.state, "path_table", None)
+    if table is None:
+        table = [
+            (route.path_regex, len(route.param_convertors), frozenset(route.methods))
+            for route in iter_route_contexts(app.router.routes)
+            if route.methods and getattr(route, "path_regex", None) is not None
+        ]
+        app.state.path_table = table
+    return table
+
+
+def _methods_of_path_only(scope: Scope) -> set[str]:
+    """The methods accepted on this path when this request's method is not among them (else empty).
+
+    A path matched by a literal route and by a template (`/v5/campaigns/meta` and
+    `/v5/campaigns/{campaign_id}`) is the literal route's resource: only the most specific routes count.
+    """
+    if "app" not in scope:
+        return set()
+    matches = [
+        (params, accepted) for pattern, params, accepted in _path_table(scope) if pattern.match(scope["path"])
+    ]
+    if not matches:
+        return set()
+    fewest = min(params for params, _ in matches)
+    methods: set[str] = set()
+    for params, accepted in matches:
+        if scope["method"] in accepted:
+            return set()
+        if params == fewest:
+            methods |= accepted
+    return methods
 
 
 def _parts(captured: list[Message]) -> tuple[int, dict[str, str], bytes]:

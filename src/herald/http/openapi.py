@@ -13,7 +13,13 @@ from herald.http.docs import error_responses
 from herald.http.operation import REQUIRED_MARK
 
 _INT = {"type": "integer"}
-_STRING = {"type": "string"}
+# What `herald.http.guards.parse_uuid4` accepts, in its canonical (hyphenated) spelling.
+UUID4 = {
+    "type": "string",
+    "format": "uuid",
+    "pattern": "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-4[0-9a-fA-F]{3}-[89abAB][0-9a-fA-F]{3}-[0-9a-fA-F]{12}$",
+}
+UUID4_HEADERS = frozenset({"X-SVC-Request-Id", "Idempotency-Key"})
 RATE_LIMIT_HEADERS = {
     "X-RateLimit-Limit": {
         "description": "Requests allowed in the window nearest exhaustion.",
@@ -47,10 +53,12 @@ def _is_guarded(operation: dict[str, Any]) -> bool:
 
 def _complete_operation(method: str, operation: dict[str, Any]) -> None:
     for parameter in operation.get("parameters", []):
-        if parameter.get("in") == "header" and str(parameter.get("description", "")).startswith(
-            REQUIRED_MARK
-        ):
+        if parameter.get("in") != "header":
+            continue
+        if str(parameter.get("description", "")).startswith(REQUIRED_MARK):
             parameter["required"] = True
+        if parameter.get("name") in UUID4_HEADERS:
+            parameter["schema"] = dict(UUID4)
     operation["security"] = [{"basicAuth": []}]
     responses: dict[str, Any] = operation.setdefault("responses", {})
     # FastAPI's default 422 describes its own validation errors; Herald answers those with 400.
@@ -70,7 +78,7 @@ def _complete_operation(method: str, operation: dict[str, Any]) -> None:
             responses[str(status)] = entry
     for status, response in responses.items():
         headers = response.setdefault("headers", {})
-        headers["X-SVC-Request-Id"] = {"description": "The request's trace id.", "schema": _STRING}
+        headers["X-SVC-Request-Id"] = {"description": "The request's trace id.", "schema": dict(UUID4)}
         if status.startswith("2") or status == "429":
             headers.update(RATE_LIMIT_HEADERS)
         if status == "429":

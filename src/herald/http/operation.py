@@ -1,7 +1,7 @@
 """The one dependency every API route starts with: who is calling, may they, how often, which key.
 
-Order matters and is fixed here: authenticate (401/403) → rate limit (429, nothing consumed on refusal)
-→ claim the Idempotency-Key (replay / 409). Routes declare it as `Annotated[Caller, guarded(OP)]`.
+Order matters and is fixed here: authenticate (401/403) → a malformed request id (400) → rate limit
+(429, nothing consumed on refusal) → claim the Idempotency-Key (replay / 409). Routes declare it as `Annotated[Caller, guarded(OP)]`.
 """
 
 from __future__ import annotations
@@ -100,6 +100,10 @@ async def check_access(request: Request, operation: Operation) -> Caller:
             caller = await authenticate(request, session, operation.scope, app_key_header)
     else:
         caller = await authenticate(request, uow.session(), operation.scope, app_key_header)
+
+    if request.state.request_id_invalid:
+        header = services.settings.request_id_header
+        raise ValidationFailed([Problem("INVALID_TYPE", header, "Not a UUID v4.")])
 
     now = services.clock.now()
     uow.rate_limit, _, _ = await _take_slot(request, caller, operation.bucket, operation.name)

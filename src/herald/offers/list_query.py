@@ -30,7 +30,7 @@ def _date(value: str | None, name: str) -> date | None:
 
 
 class OffersListQuery(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="forbid")
 
     id: str | None = None
     name_contains: Annotated[str | None, Field(max_length=100)] = None

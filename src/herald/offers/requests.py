@@ -18,6 +18,7 @@ from pydantic import AfterValidator, ConfigDict, Field, JsonValue, Strict
 from pydantic_core import PydanticCustomError
 
 from herald.campaigns.schemas.filters import FilterGroup
+from herald.json_numbers import IntegralFloat
 from herald.schemas import APIModel
 
 Text = Annotated[str, Strict()]
@@ -117,7 +118,7 @@ class VariationType(StrEnum):
     DMV = "DMV"
 
 
-SplitPercentage = Annotated[int, Strict(), Field(ge=1, le=100)]
+SplitPercentage = Annotated[int, Strict(), Field(ge=1, le=100), IntegralFloat]
 
 
 class SmvDistribution(APIModel):
@@ -127,7 +128,7 @@ class SmvDistribution(APIModel):
 class ControlGroup(APIModel):
     is_enabled: Flag
     # 1-99 when enabled, 0 allowed when disabled (`rules.variations`).
-    percentage: Annotated[int, Strict(), Field(ge=0, le=99)] | None = None
+    percentage: Annotated[int, Strict(), Field(ge=0, le=99), IntegralFloat] | None = None
 
 
 class VariationMeta(APIModel):
@@ -146,7 +147,7 @@ class CapSchedule(StrEnum):
 
 class Cap(APIModel):
     enabled: Flag
-    limit_value: Annotated[int, Strict(), Field(ge=1)] | None = None
+    limit_value: Annotated[int, Strict(), Field(ge=1), IntegralFloat] | None = None
     limit_schedule: CapSchedule | None = None
 
 
@@ -177,7 +178,7 @@ class OfferFields(APIModel):
 
     name: Text | None = None
     description: Annotated[str, Strict(), Field(max_length=500)] | None = None
-    priority: Annotated[int, Strict(), Field(ge=1, le=100)] | None = None
+    priority: Annotated[int, Strict(), Field(ge=1, le=100), IntegralFloat] | None = None
     delivery: Delivery | None = None
     created_by: EmailAddress | None = None
     tags: Annotated[list[NonEmptyText], Field(max_length=10)] | None = None
@@ -187,7 +188,7 @@ class OfferFields(APIModel):
     variation_meta: VariationMeta | None = None
     capping_rules: CappingRules | None = None
     is_global_control_enabled: Flag | None = None
-    imp_track_hours: Annotated[int, Strict(), Field(ge=1, le=240)] | None = None
+    imp_track_hours: Annotated[int, Strict(), Field(ge=1, le=240), IntegralFloat] | None = None
     offering_attribute_configuration: Annotated[list[JsonObject], Field(max_length=5)] | None = None
     conversion: Conversion | None = None
 
@@ -196,7 +197,7 @@ class OfferCreate(OfferFields):
     """O2 body. Tags are `tag_<id>` or the raw `<id>` of a workspace tag."""
 
     name: Text
-    priority: Annotated[int, Strict(), Field(ge=1, le=100)]
+    priority: Annotated[int, Strict(), Field(ge=1, le=100), IntegralFloat]
     delivery: Delivery
     created_by: EmailAddress
     scheduling: SchedulingCreate

@@ -14,7 +14,7 @@ from herald.workspaces.models import OfferTemplate
 
 
 class TemplatesQuery(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="forbid")
 
     cursor: str | None = Field(None, description="Value of pagination.next_cursor; omit on the first page.")
     limit: Annotated[int, Field(ge=1, le=100)] = 20

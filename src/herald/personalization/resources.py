@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from herald.db import INTEGER_MAX
 from herald.personalization.compiling import check_template
 from herald.personalization.content_api import MAX_TIMEOUT_SECONDS, ApiConfig, url_problems
 from herald.personalization.models import ContentApi, ContentBlock, CustomTemplate, ProductSet
@@ -219,6 +220,8 @@ async def load_custom_template(
     session: AsyncSession, workspace_id: str, template_id: str, version: int | None = None
 ) -> CustomTemplate | None:
     """A template's given version, or its latest."""
+    if version is not None and not 1 <= version <= INTEGER_MAX:
+        return None  # no stored version has this number (and the driver cannot compare it)
     query = select(CustomTemplate).where(
         CustomTemplate.workspace_id == workspace_id, CustomTemplate.id == template_id
     )

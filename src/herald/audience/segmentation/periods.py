@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 
-from herald.campaigns.schemas.common import parse_iso_datetime
+from herald.timefmt import parse_iso_datetime
 
 UNITS = ("minutes", "hours", "days", "weeks", "months")
 EARLIEST = datetime.min.replace(tzinfo=UTC)

@@ -8,11 +8,12 @@ from typing import Annotated
 from pydantic import Field, Strict
 
 from herald.campaigns.schemas.common import Flag
+from herald.json_numbers import IntegralFloat
 from herald.schemas import APIModel
 
 AUDIENCE_LIMIT_MAX = 9_999_999_999
 
-AudienceLimitValue = Annotated[int, Strict(), Field(ge=1, le=AUDIENCE_LIMIT_MAX)]
+AudienceLimitValue = Annotated[int, Strict(), Field(ge=1, le=AUDIENCE_LIMIT_MAX), IntegralFloat]
 
 
 class AudienceLimitMetric(StrEnum):

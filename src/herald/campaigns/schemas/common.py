@@ -17,6 +17,9 @@ from email_validator import EmailNotValidError, validate_email
 from pydantic import AfterValidator, Field, JsonValue, Strict
 from pydantic_core import PydanticCustomError
 
+from herald.json_numbers import IntegralFloat
+from herald.timefmt import DATE_TIME_PATTERN, parse_iso_datetime
+
 
 class Channel(StrEnum):
     """Every channel a stored campaign can have; only PUSH and EMAIL can be created in v5."""
@@ -105,10 +108,10 @@ class Feature(StrEnum):
 Text = Annotated[str, Strict()]
 NonEmptyText = Annotated[str, Strict(), Field(min_length=1)]
 Flag = Annotated[bool, Strict()]
-Integer = Annotated[int, Strict()]
-NonNegativeInt = Annotated[int, Strict(), Field(ge=0)]
-PositiveInt = Annotated[int, Strict(), Field(ge=1)]
-Percentage = Annotated[int, Strict(), Field(ge=0, le=100)]
+Integer = Annotated[int, Strict(), IntegralFloat]
+NonNegativeInt = Annotated[int, Strict(), Field(ge=0), IntegralFloat]
+PositiveInt = Annotated[int, Strict(), Field(ge=1), IntegralFloat]
+Percentage = Annotated[int, Strict(), Field(ge=0, le=100), IntegralFloat]
 Number = Annotated[int, Strict()] | Annotated[float, Strict()]
 JsonObject = dict[str, JsonValue]
 
@@ -160,18 +163,6 @@ def _timezone(value: str) -> str:
 
 TimezoneName = Annotated[str, Strict(), AfterValidator(_timezone)]
 
-_DATE_TIME_PREFIX = re.compile(r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}")
-
-
-def parse_iso_datetime(value: str) -> datetime | None:
-    """An ISO 8601 date-time (a time of day is required), or None when the text is not one."""
-    if not _DATE_TIME_PREFIX.match(value):
-        return None
-    try:
-        return datetime.fromisoformat(value)
-    except ValueError:
-        return None
-
 
 def _iso_datetime(value: str) -> str:
     if parse_iso_datetime(value) is None:
@@ -181,7 +172,9 @@ def _iso_datetime(value: str) -> str:
     return value
 
 
-IsoDateTime = Annotated[str, Strict(), AfterValidator(_iso_datetime)]
+IsoDateTime = Annotated[
+    str, Strict(), AfterValidator(_iso_datetime), Field(json_schema_extra={"pattern": DATE_TIME_PATTERN})
+]
 
 
 def resolve_datetime(value: str, timezone: str | None = None) -> datetime:

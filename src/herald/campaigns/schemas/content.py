@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from enum import StrEnum
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Discriminator, JsonValue, Tag, ValidationInfo, field_validator
+from pydantic import Discriminator, Field, JsonValue, Tag, ValidationInfo, field_validator
 from pydantic_core import PydanticCustomError
 
 from herald.campaigns.schemas.common import (
@@ -155,25 +155,39 @@ class VariationDetails(APIModel):
     sherpa_distribution_metric: SherpaMetric | None = None
 
 
+CHANNEL_KEYS = frozenset({"push", "email"})
+
+
 def _content_form(value: object) -> str:
     # A flat body names its channel at the top; anything else is read as locale -> variation.
     # (Also called with the parsed value when serializing.)
     if isinstance(value, PushChannelContent | EmailChannelContent):
         return "flat_form"
-    if isinstance(value, dict) and ("push" in value or "email" in value):
+    if isinstance(value, dict) and not CHANNEL_KEYS.isdisjoint(value):
         return "flat_form"
     return "keyed_form"
+
+
+def _disjoint_forms(schema: dict[str, Any]) -> None:
+    """The JSON Schema of the two forms, stated as `_content_form` tells them apart: a keyed body has
+    no `push` or `email` key, so the forms are disjoint and `anyOf` says what `oneOf` would (and
+    schema tools can reason about `anyOf`: negating a `oneOf` of objects defeats some generators)."""
+    flat, keyed = schema.pop("oneOf")
+    keyed["propertyNames"] = {"not": {"enum": sorted(CHANNEL_KEYS)}}
+    schema["anyOf"] = [flat, keyed]
 
 
 PushContentForm = Annotated[
     Annotated[PushChannelContent, Tag("flat_form")]
     | Annotated[dict[str, dict[str, PushChannelContent]], Tag("keyed_form")],
     Discriminator(_content_form),
+    Field(json_schema_extra=_disjoint_forms),
 ]
 EmailContentForm = Annotated[
     Annotated[EmailChannelContent, Tag("flat_form")]
     | Annotated[dict[str, dict[str, EmailChannelContent]], Tag("keyed_form")],
     Discriminator(_content_form),
+    Field(json_schema_extra=_disjoint_forms),
 ]
 
 ContentPath = tuple[str, ...]

@@ -10,6 +10,10 @@ from pydantic import Field, JsonValue
 from herald.campaigns.schemas.common import Flag, NonEmptyText, NonNegativeInt, Text
 from herald.schemas import APIModel
 
+# Herald's limit (the spec names none): each filter is a term of one SQL condition, and SQLite
+# refuses conditions nested about 1,000 deep (PostgreSQL takes seconds to plan a few thousand).
+MAX_FILTERS = 100
+
 
 class FilterJoin(StrEnum):
     AND = "and"
@@ -115,7 +119,7 @@ Filter = Annotated[
 
 class FilterGroup(APIModel):
     filter_operator: FilterJoin
-    filters: list[Filter]
+    filters: Annotated[list[Filter], Field(max_length=MAX_FILTERS)]
 
 
 ActionFilter.model_rebuild()

@@ -15,9 +15,10 @@ from herald.campaigns.schemas.common import (
     PositiveInt,
     Text,
     TimezoneName,
-    parse_iso_datetime,
 )
+from herald.json_numbers import IntegralFloat
 from herald.schemas import APIModel
+from herald.timefmt import parse_iso_datetime
 
 
 class SchedulingDeliveryType(StrEnum):
@@ -65,7 +66,7 @@ class WeekGranularity(StrEnum):
     LAST = "LAST"
 
 
-DayOfMonth = Annotated[int, Strict(), Field(ge=1, le=31)]
+DayOfMonth = Annotated[int, Strict(), Field(ge=1, le=31), IntegralFloat]
 
 
 class DaysOfWeekForMonth(APIModel):

@@ -6,6 +6,7 @@ like any unknown field it is refused (UNKNOWN_FIELD).
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, date, datetime, timedelta
 from typing import Annotated
 
@@ -18,42 +19,58 @@ from herald.campaigns.schemas.common import (
     DeliveryType,
     Flag,
     NonEmptyText,
-    PositiveInt,
-    parse_iso_datetime,
 )
+from herald.db import INTEGER_MAX
+from herald.json_numbers import IntegralFloat
 from herald.schemas import APIModel
+from herald.timefmt import DATE_OR_DATE_TIME_PATTERN, parse_iso_datetime
 
 MAX_PAGE_SIZE = 15  # spec, Limits: at most 15 campaigns per page
 
 _DATE_ONLY = 10  # len("YYYY-MM-DD")
 
 
+_DATE_BOUND = re.compile(DATE_OR_DATE_TIME_PATTERN)
+
+
 def _date_bound(value: str) -> str:
-    if len(value) == _DATE_ONLY:
-        try:
-            date.fromisoformat(value)
-            return value
-        except ValueError:
-            pass
-    elif parse_iso_datetime(value) is not None:
-        return value
-    raise PydanticCustomError(
-        "INVALID_TYPE", "Expected a date (YYYY-MM-DD) or an ISO 8601 date-time such as 2026-03-01T09:30:00Z."
-    )
+    if not _DATE_BOUND.fullmatch(value):
+        raise PydanticCustomError(
+            "INVALID_TYPE",
+            "Expected a date (YYYY-MM-DD) or an ISO 8601 date-time such as 2026-03-01T09:30:00Z.",
+        )
+    return value
 
 
-DateBound = Annotated[str, Strict(), AfterValidator(_date_bound)]
+DateBound = Annotated[
+    str,
+    Strict(),
+    AfterValidator(_date_bound),
+    Field(json_schema_extra={"pattern": DATE_OR_DATE_TIME_PATTERN}),
+]
 
 
 def bound_instant(value: str, *, end: bool) -> datetime:
-    """A date bound as an instant: a whole date starts at 00:00 UTC; as an end it includes its day
-    (the instant returned is then exclusive); a date-time without zone is UTC."""
+    """A date bound as a UTC instant: a whole date starts at 00:00 UTC; as an end it includes its day
+    (the instant returned is then exclusive); a date-time without zone is UTC. Bounds beyond what a
+    date-time holds (the day after 9999-12-31, a year-1 time east of UTC) are the nearest one that is."""
     if len(value) == _DATE_ONLY:
         day = datetime.combine(date.fromisoformat(value), datetime.min.time(), tzinfo=UTC)
-        return day + timedelta(days=1) if end else day
+        if not end:
+            return day
+        return day + timedelta(days=1) if day.date() < date.max else _LATEST
     parsed = parse_iso_datetime(value)
     assert parsed is not None  # checked by DateBound
-    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
+    if parsed.tzinfo is None:
+        return parsed.replace(tzinfo=UTC)
+    try:
+        return parsed.astimezone(UTC)
+    except OverflowError:
+        return _EARLIEST if parsed.year == 1 else _LATEST
+
+
+_EARLIEST = datetime.min.replace(tzinfo=UTC)
+_LATEST = datetime.max.replace(tzinfo=UTC)
 
 
 class CreatedDate(APIModel):
@@ -70,6 +87,7 @@ class CreatedDate(APIModel):
 
 
 Name = Annotated[str, Strict(), Field(min_length=1, max_length=500)]
+VersionNumber = Annotated[int, Strict(), Field(ge=1, le=INTEGER_MAX), IntegralFloat]
 
 
 class _CommonFields(APIModel):
@@ -84,7 +102,7 @@ class _CommonFields(APIModel):
 class SearchFields(_CommonFields):
     ids: list[NonEmptyText] | None = None  # a campaign_id (every version) or a version's id
     campaign_delivery_type: list[DeliveryType] | None = None
-    version_number: PositiveInt | None = None
+    version_number: VersionNumber | None = None
 
 
 class MetaFields(_CommonFields):
@@ -93,8 +111,9 @@ class MetaFields(_CommonFields):
     campaign_delivery_type: list[DeliveryType] | None = None  # accepted too; any of both
 
 
-PageSize = Annotated[int, Strict(), Field(ge=1, le=MAX_PAGE_SIZE)]
-PageNumber = Annotated[int, Strict(), Field(ge=1)]
+PageSize = Annotated[int, Strict(), Field(ge=1, le=MAX_PAGE_SIZE), IntegralFloat]
+# Bounded so that the page's OFFSET stays a 64-bit integer; no workspace has that many pages.
+PageNumber = Annotated[int, Strict(), Field(ge=1, le=INTEGER_MAX), IntegralFloat]
 
 
 class _PageBody(APIModel):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from herald.campaigns.schemas.common import DeliveryType, parse_iso_datetime, resolve_datetime
+from herald.campaigns.schemas.common import DeliveryType, resolve_datetime
 from herald.campaigns.schemas.scheduling import (
     NEEDS_START_TIME,
     REPEAT_FIELDS_BY_FREQUENCY,
@@ -14,6 +14,7 @@ from herald.campaigns.schemas.scheduling import (
 )
 from herald.campaigns.validation.context import Context, invalid_value, not_applicable, out_of_range, required
 from herald.problems import Problem, join_path
+from herald.timefmt import parse_iso_datetime
 
 _BASE = "scheduling_details"
 _SCHEDULED = frozenset({DeliveryType.ONE_TIME, DeliveryType.PERIODIC})

@@ -1,0 +1,57 @@
+"""The request date-time pattern: what it admits parses, and it is the same rule the API states."""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from herald.timefmt import DATE_OR_DATE_TIME_PATTERN, DATE_TIME_PATTERN, parse_iso_datetime
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.from_regex(DATE_TIME_PATTERN, fullmatch=True))
+def test_every_text_the_pattern_admits_is_a_date_time(text: str) -> None:
+    assert parse_iso_datetime(text) is not None
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.datetimes())
+def test_common_spellings_of_any_date_time_are_admitted(value: datetime) -> None:
+    for text in (
+        value.isoformat(),
+        value.isoformat(sep=" ", timespec="minutes"),
+        value.isoformat(timespec="seconds") + "Z",
+        value.isoformat(timespec="milliseconds") + "+05:30",
+    ):
+        assert parse_iso_datetime(text) == datetime.fromisoformat(text), text
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "2025-02-29T00:00",  # not a leap year
+        "2026-04-31T00:00",
+        "0000-01-01T00:00",
+        "2026-01-01T24:00",
+        "2026-01-01T09:30:00.1234567",
+        "2026-01-01T09:30+0530",
+        "2026-01-01",  # a date-time needs a time of day
+        "2026-01-01T09:30\n",
+        "\uff12\uff10\uff12\uff16-01-01T09:30",  # digits are ASCII (these are full-width)
+    ],
+)
+def test_what_the_pattern_refuses(text: str) -> None:
+    assert parse_iso_datetime(text) is None
+
+
+def test_leap_days_follow_the_gregorian_rule() -> None:
+    admitted = re.compile(DATE_OR_DATE_TIME_PATTERN)
+    assert [year for year in (1900, 2000, 2024, 2100, 2400) if admitted.fullmatch(f"{year}-02-29")] == [
+        2000,
+        2024,
+        2400,
+    ]
