@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from sqlalchemy import Select, and_, exists, false, func, literal, or_, select, true
+from sqlalchemy import Select, and_, case, exists, false, func, literal, or_, select, true
 from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.sql.selectable import FromClause, Subquery
 
@@ -161,10 +161,16 @@ class Compiler:
                 owner.append(User.__table__.alias(f"eu{number}"))
             return user_source(owner[0])
 
-        conditions = [events.c.workspace_id == self.workspace_id, events.c.action == item.action_name]
+        of_action = events.c.action == item.action_name
+        conditions = [events.c.workspace_id == self.workspace_id, of_action]
         if item.attributes is not None:
             scope = _Scope(AttributeSource(events.c.attributes, {}), user, on_events=True)
-            conditions.append(self._group(item.attributes, (*path, "attributes"), scope))
+            # Only events of the action pay for their attribute tests: PostgreSQL orders a WHERE
+            # clause's tests by estimated cost, rates a JSON path no dearer than an equality and
+            # ran it on every event of the workspace first (twice the hand-written count's time at
+            # 10M events). A CASE fixes the order.
+            matched = self._group(item.attributes, (*path, "attributes"), scope)
+            conditions.append(case((of_action, matched), else_=false()))
         source: FromClause = events
         if owner:
             source = events.join(
