@@ -13,7 +13,7 @@ import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 import pytest
@@ -24,9 +24,11 @@ from herald.clock import FileClock
 from herald.config import Settings
 from herald.db import create_database
 from herald.http.idempotency import COMPLETED, LEASE, IdempotencyRecord
+from herald.offers.models import Offer
 from herald.workspaces import service as workspaces_service
 from herald.workspaces.scopes import Scope
 from tests.factories import Tenant
+from tests.offers.builders import offer_body
 from tests.system.cluster import Cluster, Server
 
 PG_URL = os.environ.get("HERALD_TEST_DATABASE_URL")
@@ -82,30 +84,34 @@ def _tenant(database_url: str, limits: dict[str, str] | None = None) -> Tenant:
     return asyncio.run(make())
 
 
-def _campaigns(database_url: str, workspace_id: str) -> list[Campaign]:
-    async def load() -> list[Campaign]:
+Row = TypeVar("Row", Campaign, Offer, IdempotencyRecord)
+
+
+def _rows(database_url: str, model: type[Row], workspace_id: str) -> list[Row]:
+    """Every row of `model` in the workspace, read straight from the database."""
+
+    async def load() -> list[Row]:
         database = create_database(Settings(database_url=database_url))
         try:
             async with database.reader() as session:
-                query = select(Campaign).where(Campaign.workspace_id == workspace_id)
+                query = select(model).where(model.workspace_id == workspace_id)
                 return list((await session.scalars(query)).all())
         finally:
             await database.dispose()
 
     return asyncio.run(load())
+
+
+def _campaigns(database_url: str, workspace_id: str) -> list[Campaign]:
+    return _rows(database_url, Campaign, workspace_id)
+
+
+def _offers(database_url: str, workspace_id: str) -> list[Offer]:
+    return _rows(database_url, Offer, workspace_id)
 
 
 def _records(database_url: str, workspace_id: str) -> list[IdempotencyRecord]:
-    async def load() -> list[IdempotencyRecord]:
-        database = create_database(Settings(database_url=database_url))
-        try:
-            async with database.reader() as session:
-                query = select(IdempotencyRecord).where(IdempotencyRecord.workspace_id == workspace_id)
-                return list((await session.scalars(query)).all())
-        finally:
-            await database.dispose()
-
-    return asyncio.run(load())
+    return _rows(database_url, IdempotencyRecord, workspace_id)
 
 
 def _burst(servers: list[Server], calls: list[tuple[str, str, dict[str, str], Any]]) -> list[httpx.Response]:
@@ -175,40 +181,48 @@ def test_request_id_reuse_is_blocked_across_processes(cluster: Cluster, database
     assert len(_campaigns(database_url, tenant.workspace_id)) == 1
 
 
-def test_kill_9_mid_burst_leaves_only_whole_rows(cluster: Cluster, database_url: str) -> None:
-    tenant = _tenant(database_url, OPEN)
-    victim = cluster.start(workers=1)
-    keys = [str(uuid.uuid4()) for _ in range(120)]
+def _kill_mid_burst(
+    victim: Server, path: str, tenant: Tenant, bodies: dict[str, dict[str, Any]], kill_after: int
+) -> dict[str, str]:
+    """POST every body (keyed by its Idempotency-Key) to `victim`, 12 at a time, and SIGKILL it once
+    `kill_after` creates were acknowledged. Returns key -> id of every acknowledged create."""
     acknowledged: dict[str, str] = {}
 
     async def burst() -> None:
         async with httpx.AsyncClient(timeout=30.0) as http:
-
-            async def create(key: str) -> None:
-                try:
-                    response = await http.post(
-                        f"{victim.url}/v5/campaigns",
-                        json={**BODY, "basic_details": {"name": key, "tags": ["t1", "t2"]}},
-                        headers=tenant.headers(campaigns=True, idempotency_key=key),
-                    )
-                except httpx.TransportError:
-                    return
-                if response.status_code == 201:
-                    acknowledged[key] = response.json()["data"]["id"]
-                    if len(acknowledged) == 30:
-                        victim.kill()
-
             semaphore = asyncio.Semaphore(12)
 
-            async def limited(key: str) -> None:
+            async def create(key: str) -> None:
                 async with semaphore:
-                    await create(key)
+                    try:
+                        response = await http.post(
+                            victim.url + path,
+                            json=bodies[key],
+                            headers=tenant.headers(
+                                campaigns=path.startswith("/v5/campaigns"), idempotency_key=key
+                            ),
+                        )
+                    except httpx.TransportError:
+                        return
+                if response.status_code == 201:
+                    acknowledged[key] = response.json()["data"]["id"]
+                    if len(acknowledged) == kill_after:
+                        victim.kill()
 
-            await asyncio.gather(*(limited(key) for key in keys))
+            await asyncio.gather(*(create(key) for key in bodies))
 
     asyncio.run(burst())
     victim.kill()
-    assert len(acknowledged) >= 30
+    assert len(acknowledged) >= kill_after
+    return acknowledged
+
+
+def test_kill_9_mid_burst_leaves_only_whole_rows(cluster: Cluster, database_url: str) -> None:
+    tenant = _tenant(database_url, OPEN)
+    victim = cluster.start(workers=1)
+    keys = [str(uuid.uuid4()) for _ in range(120)]
+    bodies = {key: {**BODY, "basic_details": {"name": key, "tags": ["t1", "t2"]}} for key in keys}
+    acknowledged = _kill_mid_burst(victim, "/v5/campaigns", tenant, bodies, kill_after=30)
 
     rows = _campaigns(database_url, tenant.workspace_id)
     stored = {row.id: row for row in rows}
@@ -226,12 +240,7 @@ def test_kill_9_mid_burst_leaves_only_whole_rows(cluster: Cluster, database_url:
     # After the lease, every interrupted key can be retried and lands exactly once.
     cluster.advance(LEASE + timedelta(seconds=1))
     calls = [
-        (
-            "POST",
-            "/v5/campaigns",
-            tenant.headers(campaigns=True, idempotency_key=key),
-            {**BODY, "basic_details": {"name": key, "tags": ["t1", "t2"]}},
-        )
+        ("POST", "/v5/campaigns", tenant.headers(campaigns=True, idempotency_key=key), bodies[key])
         for key in keys
     ]
     retried = _burst(cluster.servers[:2], calls)
@@ -239,3 +248,35 @@ def test_kill_9_mid_burst_leaves_only_whole_rows(cluster: Cluster, database_url:
     final = _campaigns(database_url, tenant.workspace_id)
     assert len(final) == len(keys)
     assert sorted(row.name or "" for row in final) == sorted(keys)
+
+
+def test_kill_9_mid_burst_of_offer_creates_leaves_only_whole_offers(
+    cluster: Cluster, database_url: str
+) -> None:
+    tenant = _tenant(database_url, {"offers_write": "100000/second"})
+    victim = cluster.start(workers=1)
+    keys = [str(uuid.uuid4()) for _ in range(120)]
+    names = {key: f"Kill_{index:04d}" for index, key in enumerate(keys)}
+    bodies = {key: offer_body(cluster.now, names[key]) for key in keys}
+    acknowledged = _kill_mid_burst(victim, "/v5/offers", tenant, bodies, kill_after=30)
+
+    offers = {row.id: row for row in _offers(database_url, tenant.workspace_id)}
+    assert {public_id.removeprefix("offer_") for public_id in acknowledged.values()} <= set(offers)
+    by_name = {names[key]: key for key in keys}
+    for row in offers.values():  # every stored offer is whole: columns and document as sent
+        sent = bodies[by_name[row.name]]
+        assert {
+            **row.document,
+            "name": row.name,
+            "priority": row.priority,
+            "created_by": row.created_by,
+        } == sent
+    records = _records(database_url, tenant.workspace_id)
+    completed = {r.key: json.loads(r.body or b"{}")["data"]["id"] for r in records if r.state == COMPLETED}
+    assert {public_id.removeprefix("offer_") for public_id in completed.values()} == set(offers)
+
+    cluster.advance(LEASE + timedelta(seconds=1))
+    calls = [("POST", "/v5/offers", tenant.headers(idempotency_key=key), bodies[key]) for key in keys]
+    retried = _burst(cluster.servers[:2], calls)
+    assert {response.status_code for response in retried} == {201}
+    assert sorted(row.name for row in _offers(database_url, tenant.workspace_id)) == sorted(names.values())
