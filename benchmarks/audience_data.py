@@ -14,10 +14,10 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import orjson
 from sqlalchemy import delete, func, insert, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from benchmarks.common import sqlite_value
 from herald.audience.models import Event, Segment, SegmentMember, User
 from herald.workspaces.models import Workspace
 
@@ -140,15 +140,6 @@ async def _copy(engine: AsyncEngine, table: str, rows: Iterator[dict[str, Any]],
     print()
 
 
-def _sqlite_value(value: Any) -> Any:
-    """A value as SQLAlchemy stores it on SQLite (JSON text; naive UTC `YYYY-MM-DD HH:MM:SS.ffffff`)."""
-    if isinstance(value, dict | list):
-        return orjson.dumps(value).decode()
-    if isinstance(value, datetime):
-        return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
-    return value
-
-
 async def _insert(engine: AsyncEngine, table: str, rows: Iterator[dict[str, Any]], progress: str) -> None:
     """SQLite: the driver's executemany with values already in their stored form, in one transaction
     (SQLAlchemy's per-row parameter processing would cost more than the inserts themselves)."""
@@ -162,7 +153,7 @@ async def _insert(engine: AsyncEngine, table: str, rows: Iterator[dict[str, Any]
             columns = list(batch[0])
             statement = f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
             await driver.executemany(
-                statement, [tuple(_sqlite_value(v) for v in row.values()) for row in batch]
+                statement, [tuple(sqlite_value(v) for v in row.values()) for row in batch]
             )
             loaded += len(batch)
             print(f"\r  {progress}: {loaded:,}", end="", flush=True)

@@ -17,10 +17,10 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import orjson
 from sqlalchemy import delete, func, select, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from benchmarks.common import sqlite_value
 from herald.campaigns.models import Campaign, CampaignTag
 
 START = datetime(2025, 1, 1, tzinfo=UTC)
@@ -193,15 +193,6 @@ def _rows(workspace_id: str, count: int) -> Iterator[tuple[list[dict[str, Any]],
         yield campaigns, tags
 
 
-def _sqlite_value(value: Any) -> Any:
-    """A value as SQLAlchemy stores it on SQLite (JSON text; naive UTC `YYYY-MM-DD HH:MM:SS.ffffff`)."""
-    if isinstance(value, dict | list):
-        return orjson.dumps(value).decode()
-    if isinstance(value, datetime):
-        return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
-    return value
-
-
 async def _present(engine: AsyncEngine, workspace_id: str) -> int:
     async with engine.connect() as connection:
         found = await connection.scalar(
@@ -235,7 +226,7 @@ async def _load(engine: AsyncEngine, workspace_id: str, count: int) -> None:
                         f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
                     )
                     await driver.executemany(
-                        statement, [tuple(_sqlite_value(v) for v in row.values()) for row in rows]
+                        statement, [tuple(sqlite_value(v) for v in row.values()) for row in rows]
                     )
             loaded += len(campaigns)
             print(f"\r  campaigns: {loaded:,} / {count:,}", end="", flush=True)

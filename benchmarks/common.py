@@ -9,6 +9,10 @@ import statistics
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import orjson
 
 from herald.clock import SystemClock
 from herald.config import Settings
@@ -188,3 +192,12 @@ def summary(benchmark: str, engine: str, figures: Sequence[Figure]) -> None:
         ],
     }
     print(SUMMARY_PREFIX + json.dumps(line), flush=True)
+
+
+def sqlite_value(value: Any) -> Any:
+    """A value as SQLAlchemy stores it on SQLite (JSON text; naive UTC `YYYY-MM-DD HH:MM:SS.ffffff`)."""
+    if isinstance(value, dict | list):
+        return orjson.dumps(value).decode()
+    if isinstance(value, datetime):
+        return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
+    return value
