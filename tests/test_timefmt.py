@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 import re
-from datetime import datetime
+from datetime import UTC, datetime
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from herald.timefmt import DATE_OR_DATE_TIME_PATTERN, DATE_TIME_PATTERN, parse_iso_datetime
+from herald.timefmt import (
+    DATE_OR_DATE_TIME_PATTERN,
+    DATE_TIME_PATTERN,
+    EARLIEST,
+    LATEST,
+    as_utc,
+    parse_iso_datetime,
+)
 
 
 @settings(max_examples=500, deadline=None)
@@ -55,3 +62,11 @@ def test_leap_days_follow_the_gregorian_rule() -> None:
         2024,
         2400,
     ]
+
+
+def test_as_utc_keeps_an_instant_and_clamps_one_beyond_the_calendar() -> None:
+    assert as_utc(datetime.fromisoformat("2026-03-01T09:30:00+05:30")) == datetime(
+        2026, 3, 1, 4, 0, tzinfo=UTC
+    )
+    assert as_utc(datetime.fromisoformat("9999-12-31T23:59:00-05:00")) == LATEST
+    assert as_utc(datetime.fromisoformat("0001-01-01T00:00:00+05:00")) == EARLIEST

@@ -51,3 +51,16 @@ def parse_iso_datetime(value: str) -> datetime | None:
     if not _DATE_TIME.fullmatch(value):
         return None
     return datetime.fromisoformat(value)
+
+
+EARLIEST = datetime.min.replace(tzinfo=UTC)
+LATEST = datetime.max.replace(tzinfo=UTC)
+
+
+def as_utc(value: datetime) -> datetime:
+    """An aware date-time in UTC; one whose UTC instant falls outside the years 1-9999 (a year-1 time
+    east of UTC, a 9999-12-31 time west of it) becomes the nearest instant a date-time holds."""
+    try:
+        return value.astimezone(UTC)
+    except OverflowError:
+        return EARLIEST if value.year == 1 else LATEST

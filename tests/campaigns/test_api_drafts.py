@@ -69,6 +69,27 @@ class TestCreate:
         assert body["data"]["status"] == "DRAFT"
         assert len(body["data"]["id"]) == 24
 
+    @pytest.mark.parametrize(
+        ("start_time", "timezone"),
+        [
+            ("9999-12-31T23:59:00-05:00", None),  # after the last instant a date-time holds, in UTC
+            ("0001-01-01T00:00:00+05:00", None),  # before the first
+            ("0001-01-01T00:00:00", "Pacific/Kiritimati"),  # read in a zone east of UTC
+        ],
+    )
+    async def test_a_start_beyond_the_calendar_in_utc_is_stored_and_read_back(
+        self, client: httpx.AsyncClient, workspace: Tenant, start_time: str, timezone: str | None
+    ) -> None:
+        scheduling = {"delivery_type": "AT_FIXED_TIME", "start_time": start_time}
+        if timezone:
+            scheduling["timezone"] = timezone
+        response = await _create(client, workspace, {**MINIMAL_PUSH, "scheduling_details": scheduling})
+        assert response.status_code == 201, response.text
+        stored = await client.get(
+            f"{BASE}/{response.json()['data']['id']}", headers=workspace.headers(campaigns=True)
+        )
+        assert stored.json()["data"]["scheduling_details"]["start_time"] == start_time
+
     @pytest.mark.parametrize("missing", ["channel", "campaign_delivery_type", "created_by"])
     async def test_each_required_field_is_reported(
         self, client: httpx.AsyncClient, workspace: Tenant, missing: str

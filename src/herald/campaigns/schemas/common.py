@@ -18,7 +18,7 @@ from pydantic import AfterValidator, Field, JsonValue, Strict
 from pydantic_core import PydanticCustomError
 
 from herald.json_numbers import IntegralFloat
-from herald.timefmt import DATE_TIME_PATTERN, parse_iso_datetime
+from herald.timefmt import DATE_TIME_PATTERN, as_utc, parse_iso_datetime
 
 
 class Channel(StrEnum):
@@ -181,11 +181,12 @@ def resolve_datetime(value: str, timezone: str | None = None) -> datetime:
     """The instant a request date-time names (contract §3).
 
     A value with an offset is taken as is; one without is read in the component's `timezone`
-    when it has one, else in UTC. Raises ValueError for text that is not a date-time.
+    when it has one, else in UTC. The instant is returned in UTC (`timefmt.as_utc`). Raises
+    ValueError for text that is not a date-time.
     """
     parsed = parse_iso_datetime(value)
     if parsed is None:
         raise ValueError(f"not an ISO 8601 date-time: {value!r}")
-    if parsed.tzinfo is not None:
-        return parsed
-    return parsed.replace(tzinfo=ZoneInfo(timezone) if timezone else UTC)
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=ZoneInfo(timezone) if timezone else UTC)
+    return as_utc(parsed)

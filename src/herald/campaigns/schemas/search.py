@@ -23,7 +23,7 @@ from herald.campaigns.schemas.common import (
 from herald.db import INTEGER_MAX
 from herald.json_numbers import IntegralFloat
 from herald.schemas import APIModel
-from herald.timefmt import DATE_OR_DATE_TIME_PATTERN, parse_iso_datetime
+from herald.timefmt import DATE_OR_DATE_TIME_PATTERN, LATEST, as_utc, parse_iso_datetime
 
 MAX_PAGE_SIZE = 15  # spec, Limits: at most 15 campaigns per page
 
@@ -58,19 +58,10 @@ def bound_instant(value: str, *, end: bool) -> datetime:
         day = datetime.combine(date.fromisoformat(value), datetime.min.time(), tzinfo=UTC)
         if not end:
             return day
-        return day + timedelta(days=1) if day.date() < date.max else _LATEST
+        return day + timedelta(days=1) if day.date() < date.max else LATEST
     parsed = parse_iso_datetime(value)
     assert parsed is not None  # checked by DateBound
-    if parsed.tzinfo is None:
-        return parsed.replace(tzinfo=UTC)
-    try:
-        return parsed.astimezone(UTC)
-    except OverflowError:
-        return _EARLIEST if parsed.year == 1 else _LATEST
-
-
-_EARLIEST = datetime.min.replace(tzinfo=UTC)
-_LATEST = datetime.max.replace(tzinfo=UTC)
+    return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else as_utc(parsed)
 
 
 class CreatedDate(APIModel):
