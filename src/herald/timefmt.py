@@ -6,23 +6,25 @@ import re
 from datetime import UTC, datetime
 
 
+def _utc_wall(value: datetime) -> datetime:
+    # `isoformat`, not `strftime`: strftime writes years before 1000 without their leading zeros.
+    return value.astimezone(UTC).replace(tzinfo=None)
+
+
 def rfc3339(value: datetime) -> str:
     """Offers: RFC 3339 UTC with `Z` (milliseconds kept when present)."""
-    value = value.astimezone(UTC)
-    text = value.strftime("%Y-%m-%dT%H:%M:%S")
-    if value.microsecond:
-        text += f".{value.microsecond // 1000:03d}"
-    return text + "Z"
+    value = _utc_wall(value)
+    return value.isoformat(timespec="milliseconds" if value.microsecond else "seconds") + "Z"
 
 
 def campaign_timestamp(value: datetime) -> str:
     """Campaign `created_at`/`updated_at`/`sent_time`: `YYYY-MM-DD HH:MM:SS.ffffff`, UTC, no zone."""
-    return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
+    return _utc_wall(value).isoformat(sep=" ", timespec="microseconds")
 
 
 def meta_timestamp(value: datetime) -> str:
     """Campaign meta times: `YYYY-MM-DDTHH:MM:SS`, UTC, no zone."""
-    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S")
+    return _utc_wall(value).isoformat(timespec="seconds")
 
 
 # Request date-times (contract §3: ISO 8601; no zone = the component's timezone, else UTC), spelled
