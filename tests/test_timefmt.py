@@ -15,7 +15,10 @@ from herald.timefmt import (
     EARLIEST,
     LATEST,
     as_utc,
+    campaign_timestamp,
+    meta_timestamp,
     parse_iso_datetime,
+    rfc3339,
 )
 
 
@@ -70,3 +73,30 @@ def test_as_utc_keeps_an_instant_and_clamps_one_beyond_the_calendar() -> None:
     )
     assert as_utc(datetime.fromisoformat("9999-12-31T23:59:00-05:00")) == LATEST
     assert as_utc(datetime.fromisoformat("0001-01-01T00:00:00+05:00")) == EARLIEST
+
+
+@pytest.mark.parametrize(
+    ("value", "offers", "campaign", "meta"),
+    [
+        (
+            datetime(2026, 3, 1, 9, 30, 0, 123456, tzinfo=UTC),
+            "2026-03-01T09:30:00.123Z",
+            "2026-03-01 09:30:00.123456",
+            "2026-03-01T09:30:00",
+        ),
+        (
+            datetime(2026, 3, 1, 9, 30, tzinfo=UTC),
+            "2026-03-01T09:30:00Z",
+            "2026-03-01 09:30:00.000000",
+            "2026-03-01T09:30:00",
+        ),
+        (
+            datetime(1, 1, 1, tzinfo=UTC),
+            "0001-01-01T00:00:00Z",
+            "0001-01-01 00:00:00.000000",
+            "0001-01-01T00:00:00",
+        ),
+    ],
+)
+def test_wire_formats_write_four_digit_years(value: datetime, offers: str, campaign: str, meta: str) -> None:
+    assert (rfc3339(value), campaign_timestamp(value), meta_timestamp(value)) == (offers, campaign, meta)

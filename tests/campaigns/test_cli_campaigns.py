@@ -157,6 +157,16 @@ class TestImport:
         assert "already exists" in result.output
         assert await h.stored(app, ws, IDS[1]) == []
 
+    async def test_a_creation_time_beyond_the_calendar_in_utc_is_imported(
+        self, herald: Any, client: httpx.AsyncClient, ws: Tenant, tmp_path: Path
+    ) -> None:
+        path = write_lines(
+            tmp_path / "edge.jsonl", [h.line(id=IDS[0], created_at="0001-01-01T00:00:00+05:00")]
+        )
+        result = await herald("campaigns", "import", str(path), "--workspace", ws.workspace_id)
+        assert result.exit_code == 0, result.output
+        assert (await h.get(client, ws, IDS[0]))["created_at"] == "0001-01-01 00:00:00.000000"
+
     async def test_unknown_workspace(self, herald: Any, tmp_path: Path) -> None:
         path = write_lines(tmp_path / "c.jsonl", [h.line()])
         result = await herald("campaigns", "import", str(path), "--workspace", "NOPE")

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Annotated, Any
 
 from pydantic import AfterValidator, Field, Strict, ValidationError
@@ -33,6 +33,7 @@ from herald.campaigns.schemas.common import (
     Channel,
     DeliveryType,
     EmailAddress,
+    resolve_datetime,
 )
 from herald.campaigns.service import derived_columns
 from herald.campaigns.validation import parse_update
@@ -115,9 +116,7 @@ class Parsed:
 def _instant(value: str | None, default: datetime) -> datetime:
     if value is None:
         return default
-    parsed = parse_iso_datetime(value)
-    assert parsed is not None  # checked by Timestamp
-    return parsed.astimezone(UTC) if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+    return resolve_datetime(value)  # checked by Timestamp
 
 
 def _rules(line: ImportedCampaign) -> list[Problem]:

@@ -19,11 +19,12 @@ from herald.campaigns.schemas.common import (
     DeliveryType,
     Flag,
     NonEmptyText,
+    resolve_datetime,
 )
 from herald.db import INTEGER_MAX
 from herald.json_numbers import IntegralFloat
 from herald.schemas import APIModel
-from herald.timefmt import DATE_OR_DATE_TIME_PATTERN, LATEST, as_utc, parse_iso_datetime
+from herald.timefmt import DATE_OR_DATE_TIME_PATTERN, LATEST
 
 MAX_PAGE_SIZE = 15  # spec, Limits: at most 15 campaigns per page
 
@@ -59,9 +60,7 @@ def bound_instant(value: str, *, end: bool) -> datetime:
         if not end:
             return day
         return day + timedelta(days=1) if day.date() < date.max else LATEST
-    parsed = parse_iso_datetime(value)
-    assert parsed is not None  # checked by DateBound
-    return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else as_utc(parsed)
+    return resolve_datetime(value)  # checked by DateBound
 
 
 class CreatedDate(APIModel):
