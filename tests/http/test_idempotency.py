@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Annotated
 
@@ -30,9 +31,25 @@ from herald.workspaces.scopes import Scope
 from tests.factories import Tenant, make_tenant
 
 WRITE = Operation("T1", Scope.CAMPAIGNS_CREATE_MANAGE, "campaign_ops", campaigns=True, idempotency="required")
+# Like the test sends: the handler commits its own work, the key is claimed in a transaction of its own.
+OWN_SESSIONS = Operation(
+    "T3",
+    Scope.CAMPAIGNS_CREATE_MANAGE,
+    "campaign_ops",
+    campaigns=True,
+    idempotency="required",
+    request_transaction=False,
+)
 OPTIONAL = Operation("T2", Scope.CAMPAIGNS_VIEW, "campaign_ops", campaigns=True, idempotency="optional")
 PATH = "/test/tags"
+OWN_PATH = "/test/tags-own-sessions"
 N_CONCURRENT = 50
+
+
+@dataclass
+class InFlight:
+    entered: asyncio.Event = field(default_factory=asyncio.Event)
+    release: asyncio.Event = field(default_factory=asyncio.Event)
 
 
 def _router() -> APIRouter:
@@ -51,6 +68,23 @@ def _router() -> APIRouter:
             raise ValidationFailed([Problem("INVALID_TYPE", "name", "refused after writing")])
         if payload.get("then") == "crash":
             raise RuntimeError("boom")
+        if payload.get("then") == "wait":  # stay in flight until the test lets go
+            held: InFlight = request.app.state.in_flight
+            held.entered.set()
+            await held.release.wait()
+        return json_response({"response_id": response_id(request), "data": {"id": tag.id}}, status=201)
+
+    @router.post(OWN_PATH, status_code=201)
+    async def create_tag_in_own_session(
+        request: Request, caller: Annotated[Caller, guarded(OWN_SESSIONS)]
+    ) -> Response:
+        payload = await request.json()
+        services = services_of(request)
+        async with services.database.writer() as session:
+            tag = await workspaces_service.create_tag(
+                session, services.clock.now(), caller.workspace_id, payload["name"]
+            )
+            await session.commit()
         return json_response({"response_id": response_id(request), "data": {"id": tag.id}}, status=201)
 
     @router.post("/test/optional")
@@ -233,6 +267,31 @@ class TestConcurrency:
                 assert response.json()["data"] == fresh[0].json()["data"]
         assert await _tag_count(app_with_routes, tenant.workspace_id) == 1
 
+    async def test_a_duplicate_of_a_request_in_flight_never_runs_it_twice(
+        self, app_with_routes: FastAPI, client: httpx.AsyncClient, tenant: Tenant
+    ) -> None:
+        held = app_with_routes.state.in_flight = InFlight()
+        key = str(uuid.uuid4())
+        body = {"name": "a", "then": "wait"}
+        first = asyncio.create_task(client.post(PATH, json=body, headers=_headers(tenant, key)))
+        await held.entered.wait()  # the first has written its tag and holds the key
+        second = asyncio.create_task(client.post(PATH, json=body, headers=_headers(tenant, key)))
+        if app_with_routes.state.herald.database.engine.dialect.name == "postgresql":
+            # Its transaction holds the key's lock: the duplicate is told so at once (contract §7).
+            busy = await second
+            assert busy.status_code == 409
+            assert busy.json()["error"]["code"] == "DUPLICATE_IDEMPOTENCY_KEY"
+            held.release.set()
+            assert (await first).status_code == 201
+        else:
+            # SQLite has one writer: the duplicate waits for the first to finish, then replays it.
+            held.release.set()
+            original, replayed = await first, await second
+            assert original.status_code == replayed.status_code == 201
+            assert replayed.headers["Idempotent-Replayed"] == "true"
+            assert replayed.content == original.content
+        assert await _tag_count(app_with_routes, tenant.workspace_id) == 1
+
     async def test_abandoned_claim_is_taken_over_after_its_lease(
         self, app_with_routes: FastAPI, client: httpx.AsyncClient, tenant: Tenant, clock: FrozenClock
     ) -> None:
@@ -241,11 +300,16 @@ class TestConcurrency:
         key = str(uuid.uuid4())
         body = b'{"name":"a"}'
         claim = idempotency.Claim(
-            tenant.workspace_id, tenant.key_id, key, idempotency.fingerprint("POST", PATH, body)
+            tenant.workspace_id, tenant.key_id, key, idempotency.fingerprint("POST", OWN_PATH, body)
         )
         # A process claimed the key and died before finishing.
         await idempotency.claim(app_with_routes.state.herald.database.writer, claim, clock.now())
         headers = {**_headers(tenant, key), "Content-Type": "application/json"}
-        assert (await client.post(PATH, content=body, headers=headers)).status_code == 409
+        assert (await client.post(OWN_PATH, content=body, headers=headers)).status_code == 409
         clock.advance(idempotency.LEASE + timedelta(seconds=1))
-        assert (await client.post(PATH, content=body, headers=headers)).status_code == 201
+        taken_over = await client.post(OWN_PATH, content=body, headers=headers)
+        assert taken_over.status_code == 201
+        replayed = await client.post(OWN_PATH, content=body, headers=headers)
+        assert replayed.headers["Idempotent-Replayed"] == "true"
+        assert replayed.content == taken_over.content
+        assert await _tag_count(app_with_routes, tenant.workspace_id) == 1

@@ -25,7 +25,14 @@ from herald.workspaces.scopes import Scope
 
 router = APIRouter(prefix="/v5/campaigns", tags=["campaigns"])
 
-TEST = Operation("C8", Scope.CAMPAIGNS_CREATE_MANAGE, "campaign_ops", campaigns=True, idempotency="required")
+TEST = Operation(
+    "C8",
+    Scope.CAMPAIGNS_CREATE_MANAGE,
+    "campaign_ops",
+    campaigns=True,
+    idempotency="required",
+    request_transaction=False,  # each send is recorded in the outbox as it goes
+)
 
 _REF = "#/components/schemas/{model}"
 _DOC: TypeAdapter[Any] = TypeAdapter(CampaignTestDoc)

@@ -1,10 +1,18 @@
 """Idempotency-Key handling (contract §7).
 
-A key is claimed by inserting a row in its own short transaction; the unique primary key, not a
-check-then-insert, decides which of several concurrent duplicates proceeds. The winner's response is
-written into that row *in the same transaction as its effect*, so a crash can never leave an effect
-without its record or a record without its effect. A claim whose process died is taken over once its
-lease runs out.
+A key is claimed in one of two ways; either way the response is recorded *in the same transaction as
+the request's effect*, so a crash can never leave an effect without its record or a record without
+its effect.
+
+- Inside the request's transaction (`claim_in`, the usual way): the request that holds the key is the
+  one whose transaction holds its lock — PostgreSQL: a transaction-scoped advisory lock, tried without
+  waiting; SQLite: the database's single write lock, which every writing request holds. The record is
+  inserted with the answer. Nothing is written before, so a process that dies leaves nothing to
+  recover: its transaction, and with it the lock, is gone.
+- In a short transaction of its own (`claim`), for operations whose work runs in sessions of their own
+  (test sends, previews): the unique primary key, not a check-then-insert, decides which of several
+  concurrent duplicates proceeds; the row is completed with the answer. A claim whose process died is
+  taken over once its lease runs out.
 """
 
 from __future__ import annotations
@@ -12,9 +20,22 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import Index, Integer, LargeBinary, String, delete, select, update
+from sqlalchemy import (
+    Index,
+    Integer,
+    LargeBinary,
+    String,
+    Table,
+    bindparam,
+    delete,
+    func,
+    insert,
+    select,
+    update,
+)
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from sqlalchemy.orm import Mapped, mapped_column
@@ -51,6 +72,7 @@ class Claim:
     api_key_id: str
     key: str
     fingerprint: str
+    in_request_transaction: bool = False  # claimed by `claim_in` rather than `claim`
 
 
 class Replay(HeraldError):
@@ -137,8 +159,115 @@ async def _resolve_existing(session: AsyncSession, claim: Claim, now: datetime) 
     return True
 
 
+_RECORDS = cast(Table, IdempotencyRecord.__table__)  # Core statements: no ORM work per call
+_KEY_IS = (
+    (_RECORDS.c.workspace_id == bindparam("workspace_id"))
+    & (_RECORDS.c.api_key_id == bindparam("api_key_id"))
+    & (_RECORDS.c.key == bindparam("key"))
+)
+# Built once: these run on every idempotent request.
+_LOOKUP = select(
+    _RECORDS.c.fingerprint,
+    _RECORDS.c.state,
+    _RECORDS.c.locked_until,
+    _RECORDS.c.expires_at,
+    _RECORDS.c.status_code,
+    _RECORDS.c.headers,
+    _RECORDS.c.body,
+).where(_KEY_IS)
+_FORGET = delete(_RECORDS).where(_KEY_IS)
+_RECORD = insert(_RECORDS)
+
+
+def _key_of(claim: Claim) -> dict[str, str]:
+    return {"workspace_id": claim.workspace_id, "api_key_id": claim.api_key_id, "key": claim.key}
+
+
+def _lock_id(claim: Claim) -> int:
+    """The claim's PostgreSQL advisory lock: 64 bits of a hash of its scope and key (a collision
+    could only make one of two simultaneous requests wait for a retry with 409)."""
+    digest = hashlib.sha256("\0".join(("idempotency", *_key_of(claim).values())).encode()).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
+
+
+async def _holds_key_lock(session: AsyncSession, claim: Claim) -> bool:
+    """Take the key's lock for the rest of this transaction, without waiting. SQLite needs none: a
+    writing transaction there already holds the only write lock."""
+    if session.get_bind().dialect.name != "postgresql":
+        return True
+    return bool(await session.scalar(select(func.pg_try_advisory_xact_lock(_lock_id(claim)))))
+
+
+async def claim_in(session: AsyncSession, claim: Claim, now: datetime) -> None:
+    """Claim the key inside the request's transaction, or raise Replay / 409 as contract §7 says.
+
+    On SQLite a duplicate cannot be in flight: it waits for the write lock and then finds the
+    first one's record, which it replays."""
+    if not await _holds_key_lock(session, claim):
+        raise DuplicateIdempotencyKey(target="Idempotency-Key")
+    record = (await session.execute(_LOOKUP, _key_of(claim))).first()
+    if record is None:
+        return
+    abandoned = record.state == IN_FLIGHT and record.locked_until <= now
+    if record.expires_at <= now or abandoned:
+        await session.execute(_FORGET, _key_of(claim))  # it is replaced by this request's record
+        return
+    if record.fingerprint != claim.fingerprint:
+        raise IdempotencyConflict(target="Idempotency-Key")
+    if record.state == COMPLETED and record.status_code is not None:
+        raise Replay(record.status_code, dict(record.headers or {}), record.body or b"")
+    raise DuplicateIdempotencyKey(target="Idempotency-Key")  # claimed by `claim`, still leased
+
+
+def _record_values(
+    claim: Claim, status: int, headers: dict[str, str], body: bytes, now: datetime
+) -> dict[str, Any]:
+    return {
+        **_key_of(claim),
+        "fingerprint": claim.fingerprint,
+        "state": COMPLETED,
+        "locked_until": now,
+        "expires_at": now + RETENTION,
+        "created_at": now,
+        "status_code": status,
+        "headers": _stored(headers),
+        "body": body,
+    }
+
+
+async def record_in(
+    session: AsyncSession, claim: Claim, status: int, headers: dict[str, str], body: bytes, now: datetime
+) -> None:
+    """Record the answer of a `claim_in` claim in the request's transaction (committed with its effect)."""
+    await session.execute(_RECORD, _record_values(claim, status, headers, body, now))
+
+
+async def record_refusal(
+    sessions: async_sessionmaker[AsyncSession],
+    claim: Claim,
+    status: int,
+    headers: dict[str, str],
+    body: bytes,
+    now: datetime,
+) -> None:
+    """After a `claim_in` request's transaction rolled back: keep its 409/422 answer (contract §7),
+    unless another request with the key holds it by now (that one records its own answer)."""
+    if not is_stored_status(status):
+        return
+    async with sessions() as session:
+        if not await _holds_key_lock(session, claim):
+            return
+        dialect = postgresql if session.get_bind().dialect.name == "postgresql" else sqlite
+        values = _record_values(claim, status, headers, body, now)
+        await session.execute(dialect.insert(IdempotencyRecord).values(values).on_conflict_do_nothing())
+        await session.commit()
+
+
+def _stored(headers: dict[str, str]) -> dict[str, str]:
+    return {name: value for name, value in headers.items() if name.lower() in STORED_HEADERS}
+
+
 def _completion(claim: Claim, status: int, headers: dict[str, str], body: bytes) -> Any:
-    stored = {name: value for name, value in headers.items() if name.lower() in STORED_HEADERS}
     return (
         update(IdempotencyRecord)
         .where(
@@ -147,14 +276,14 @@ def _completion(claim: Claim, status: int, headers: dict[str, str], body: bytes)
             IdempotencyRecord.key == claim.key,
             IdempotencyRecord.fingerprint == claim.fingerprint,
         )
-        .values(state=COMPLETED, status_code=status, headers=stored, body=body)
+        .values(state=COMPLETED, status_code=status, headers=_stored(headers), body=body)
     )
 
 
 async def complete_in(
     session: AsyncSession, claim: Claim, status: int, headers: dict[str, str], body: bytes
 ) -> None:
-    """Record the response inside the request's own transaction (committed with its effect)."""
+    """Complete a `claim` claim inside the request's transaction (committed with its effect)."""
     await session.execute(_completion(claim, status, headers, body))
 
 
@@ -167,7 +296,7 @@ async def finish_failed(
     *,
     keep: bool = True,
 ) -> None:
-    """After a rolled-back request: keep 409/422 answers, free the key for every other failure."""
+    """After a `claim` request rolled back: keep 409/422 answers, free the key for every other failure."""
     async with sessions() as session:
         if keep and is_stored_status(status):
             await session.execute(_completion(claim, status, headers, body))

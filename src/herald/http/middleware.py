@@ -138,9 +138,14 @@ class HeraldMiddleware:
         await self._send(send, captured, request_id, uow)
 
     async def _commit(self, uow: UnitOfWork, captured: list[Message]) -> None:
-        if uow.idempotency is not None:
+        claim = uow.idempotency
+        if claim is not None:
             status, headers, body = _parts(captured)
-            await idempotency.complete_in(uow.session(), uow.idempotency, status, headers, body)
+            if claim.in_request_transaction:
+                now = self.services.clock.now()
+                await idempotency.record_in(uow.session(), claim, status, headers, body, now)
+            else:
+                await idempotency.complete_in(uow.session(), claim, status, headers, body)
         await uow.commit()
 
     async def _fail(self, uow: UnitOfWork, captured: list[Message]) -> None:
@@ -150,11 +155,17 @@ class HeraldMiddleware:
             await self._release_claim(uow, captured, keep=True)
 
     async def _release_claim(self, uow: UnitOfWork, captured: list[Message], *, keep: bool) -> None:
-        assert uow.idempotency is not None
+        """After the request's transaction rolled back: keep a 409/422 answer (`keep`), else free the key."""
+        claim = uow.idempotency
+        assert claim is not None
         status, headers, body = _parts(captured)
         writer = self.services.database.writer
         try:
-            await idempotency.finish_failed(writer, uow.idempotency, status, headers, body, keep=keep)
+            if not claim.in_request_transaction:
+                await idempotency.finish_failed(writer, claim, status, headers, body, keep=keep)
+            elif keep:  # a claim in the rolled-back transaction is already free
+                now = self.services.clock.now()
+                await idempotency.record_refusal(writer, claim, status, headers, body, now)
         except Exception:  # the lease expires on its own; the client's answer must not change
             log.exception("could not finish idempotency record")
 

@@ -2,6 +2,9 @@
 
 Order matters and is fixed here: authenticate (401/403) → a malformed request id (400) → rate limit
 (429, nothing consumed on refusal) → claim the Idempotency-Key (replay / 409). Routes declare it as `Annotated[Caller, guarded(OP)]`.
+
+A writing request does all of this in its own transaction, the one that then holds its effect and its
+idempotency record: one transaction per request, and a claim that cannot outlive its request.
 """
 
 from __future__ import annotations
@@ -41,6 +44,11 @@ class Operation:
     bucket: str
     campaigns: bool = False  # campaign surfaces also need the app-key header
     idempotency: IdempotencyMode = "none"
+    # False when the handler works through sessions of its own (test sends commit each send as it
+    # goes; previews read while rendering): the request's transaction then holds nothing but the
+    # idempotency record and is opened only to write it. Opened earlier, it would hold SQLite's one
+    # write lock through every send and render (and the sends' own writes would wait for it forever).
+    request_transaction: bool = True
 
 
 def services_of(request: Request) -> Services:
@@ -94,12 +102,12 @@ async def check_access(request: Request, operation: Operation) -> Caller:
     services = services_of(request)
     uow = unit_of_work(request)
     app_key_header = services.settings.app_key_header if operation.campaigns else None
-    if uow.for_write:
-        # A short read of its own: the write transaction must not begin before the key is claimed.
+    in_request_transaction = operation.request_transaction or not uow.for_write
+    if in_request_transaction:
+        caller = await authenticate(request, uow.session(), operation.scope, app_key_header)
+    else:
         async with services.database.reader() as session:
             caller = await authenticate(request, session, operation.scope, app_key_header)
-    else:
-        caller = await authenticate(request, uow.session(), operation.scope, app_key_header)
 
     if request.state.request_id_invalid:
         header = services.settings.request_id_header
@@ -118,8 +126,12 @@ async def check_access(request: Request, operation: Operation) -> Caller:
                 fingerprint=idempotency.fingerprint(
                     request.method, request.url.path, getattr(request.state, "body", b"") or b""
                 ),
+                in_request_transaction=in_request_transaction,
             )
-            await idempotency.claim(services.database.writer, claim, now)
+            if in_request_transaction:
+                await idempotency.claim_in(uow.session(), claim, now)
+            else:
+                await idempotency.claim(services.database.writer, claim, now)
             uow.idempotency = claim
     return caller
 

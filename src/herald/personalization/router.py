@@ -18,7 +18,14 @@ from herald.workspaces.scopes import Scope
 
 router = APIRouter(prefix="/v5/personalization", tags=["personalization"])
 
-PREVIEW = Operation("C9", Scope.CAMPAIGNS_VIEW, "preview", campaigns=True, idempotency="optional")
+PREVIEW = Operation(
+    "C9",
+    Scope.CAMPAIGNS_VIEW,
+    "preview",
+    campaigns=True,
+    idempotency="optional",
+    request_transaction=False,  # renders on read sessions of its own; writes nothing but the record
+)
 
 
 @router.post(

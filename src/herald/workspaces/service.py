@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from herald.workspaces.models import FEATURES, ApiKey, OfferTemplate, Tag, Workspace
@@ -106,6 +106,14 @@ async def revoke_api_key(session: AsyncSession, now: datetime, workspace_id: str
     return key
 
 
+# Built once: every API request runs it.
+_CREDENTIALS = (
+    select(Workspace, ApiKey)
+    .join(ApiKey, ApiKey.workspace_id == Workspace.id)
+    .where(ApiKey.workspace_id == bindparam("workspace_id"), ApiKey.id == bindparam("key_id"))
+)
+
+
 async def authenticate(
     session: AsyncSession, workspace_id: str, presented: str
 ) -> tuple[Workspace, ApiKey] | None:
@@ -114,13 +122,7 @@ async def authenticate(
     key_id, _, secret = rest.partition("_")
     if prefix != KEY_PREFIX or not key_id or not secret:
         return None
-    row = (
-        await session.execute(
-            select(Workspace, ApiKey)
-            .join(ApiKey, ApiKey.workspace_id == Workspace.id)
-            .where(ApiKey.workspace_id == workspace_id, ApiKey.id == key_id)
-        )
-    ).first()
+    row = (await session.execute(_CREDENTIALS, {"workspace_id": workspace_id, "key_id": key_id})).first()
     if row is None:
         return None
     workspace, key = row
