@@ -10,7 +10,7 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
-from herald.http.guards import has_lone_surrogate
+from herald.http.guards import has_control_characters, has_lone_surrogate
 from herald.workspaces.scopes import Scope
 from tests.factories import Tenant, add_key
 
@@ -218,6 +218,13 @@ class TestBodies:
 )
 def test_lone_surrogate_escapes_are_found(body: bytes, lone: bool) -> None:
     assert has_lone_surrogate(body) is lone
+
+
+@pytest.mark.parametrize("byte", range(256))
+def test_control_characters_are_every_ascii_control_but_tab(byte: int) -> None:
+    control = (byte < 0x20 and byte != 0x09) or byte == 0x7F
+    assert has_control_characters([(b"x-name", b"a" + bytes([byte]) + b"b")]) is control
+    assert has_control_characters([(b"x-" + bytes([byte]), b"value")]) is control
 
 
 class TestNonFiniteNumbers:

@@ -10,13 +10,12 @@ _JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
 _BRACKETS = re.compile(rb"[\[\]{}]")
 
 
+_CONTROL_CHARACTER = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")
+
+
 def has_control_characters(headers: Iterable[tuple[bytes, bytes]]) -> bool:
     """True when any header name or value holds an ASCII control character (HTAB aside)."""
-    for name, value in headers:
-        for part in (name, value):
-            if any((byte < 0x20 and byte != 0x09) or byte == 0x7F for byte in part):
-                return True
-    return False
+    return any(_CONTROL_CHARACTER.search(name) or _CONTROL_CHARACTER.search(value) for name, value in headers)
 
 
 def json_depth_exceeds(body: bytes, limit: int) -> bool:
