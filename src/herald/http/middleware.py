@@ -166,7 +166,7 @@ class HeraldMiddleware:
             elif keep:  # a claim in the rolled-back transaction is already free
                 now = self.services.clock.now()
                 await idempotency.record_refusal(writer, claim, status, headers, body, now)
-        except Exception:  # the lease expires on its own; the client's answer must not change
+        except Exception:  # a lease expires on its own, an unrecorded refusal is answered afresh
             log.exception("could not finish idempotency record")
 
     def _crash_response(self, exc: Exception, request_id: str, body: bytes) -> list[Message]:
