@@ -220,11 +220,11 @@ def test_lone_surrogate_escapes_are_found(body: bytes, lone: bool) -> None:
     assert has_lone_surrogate(body) is lone
 
 
-@pytest.mark.parametrize("byte", range(256))
-def test_control_characters_are_every_ascii_control_but_tab(byte: int) -> None:
-    control = (byte < 0x20 and byte != 0x09) or byte == 0x7F
-    assert has_control_characters([(b"x-name", b"a" + bytes([byte]) + b"b")]) is control
-    assert has_control_characters([(b"x-" + bytes([byte]), b"value")]) is control
+def test_control_characters_are_every_ascii_control_but_tab() -> None:
+    for byte in range(256):
+        control = (byte < 0x20 and byte != 0x09) or byte == 0x7F
+        assert has_control_characters([(b"x-name", b"a" + bytes([byte]) + b"b")]) is control, byte
+        assert has_control_characters([(b"x-" + bytes([byte]), b"value")]) is control, byte
 
 
 class TestNonFiniteNumbers:
