@@ -98,6 +98,30 @@ def is_stored_status(status: int) -> bool:
     return 200 <= status < 300 or status in (409, 422)
 
 
+_RECORDS = cast(Table, IdempotencyRecord.__table__)  # Core statements: no ORM work per call
+_KEY_IS = (
+    (_RECORDS.c.workspace_id == bindparam("workspace_id"))
+    & (_RECORDS.c.api_key_id == bindparam("api_key_id"))
+    & (_RECORDS.c.key == bindparam("key"))
+)
+# Built once: these run on every idempotent request.
+_LOOKUP = select(
+    _RECORDS.c.fingerprint,
+    _RECORDS.c.state,
+    _RECORDS.c.locked_until,
+    _RECORDS.c.expires_at,
+    _RECORDS.c.status_code,
+    _RECORDS.c.headers,
+    _RECORDS.c.body,
+).where(_KEY_IS)
+_FORGET = delete(_RECORDS).where(_KEY_IS)
+_RECORD = insert(_RECORDS)
+
+
+def _key_of(claim: Claim) -> dict[str, str]:
+    return {"workspace_id": claim.workspace_id, "api_key_id": claim.api_key_id, "key": claim.key}
+
+
 async def claim(sessions: async_sessionmaker[AsyncSession], claim: Claim, now: datetime) -> None:
     """Claim the key for this request, or raise Replay / 409 as contract §7 says."""
     for _ in range(3):
@@ -124,6 +148,14 @@ async def claim(sessions: async_sessionmaker[AsyncSession], claim: Claim, now: d
     raise DuplicateIdempotencyKey()
 
 
+def _answer_recorded(record: Any, claim: Claim) -> None:
+    """A live record answers for its key: another request's → 409 conflict, a completed one → replay."""
+    if record.fingerprint != claim.fingerprint:
+        raise IdempotencyConflict(target="Idempotency-Key")
+    if record.state == COMPLETED and record.status_code is not None:
+        raise Replay(record.status_code, dict(record.headers or {}), record.body or b"")
+
+
 async def _resolve_existing(session: AsyncSession, claim: Claim, now: datetime) -> bool:
     """Decide about an existing record. True when this request now holds the claim."""
     pk = (
@@ -131,17 +163,14 @@ async def _resolve_existing(session: AsyncSession, claim: Claim, now: datetime) 
         & (IdempotencyRecord.api_key_id == claim.api_key_id)
         & (IdempotencyRecord.key == claim.key)
     )
-    record = (await session.scalars(select(IdempotencyRecord).where(pk))).first()
+    record = (await session.execute(_LOOKUP, _key_of(claim))).first()
     if record is None:
         return False  # it expired and was removed meanwhile; insert again
     if record.expires_at <= now:
         await session.execute(delete(IdempotencyRecord).where(pk, IdempotencyRecord.expires_at <= now))
         await session.commit()
         return False
-    if record.fingerprint != claim.fingerprint:
-        raise IdempotencyConflict(target="Idempotency-Key")
-    if record.state == COMPLETED and record.status_code is not None:
-        raise Replay(record.status_code, dict(record.headers or {}), record.body or b"")
+    _answer_recorded(record, claim)
     if record.locked_until > now:
         raise DuplicateIdempotencyKey(target="Idempotency-Key")
     # The first holder died mid-request (its effect, if any, was rolled back with it): take over,
@@ -157,30 +186,6 @@ async def _resolve_existing(session: AsyncSession, claim: Claim, now: datetime) 
     if getattr(taken, "rowcount", 0) != 1:
         raise DuplicateIdempotencyKey(target="Idempotency-Key")
     return True
-
-
-_RECORDS = cast(Table, IdempotencyRecord.__table__)  # Core statements: no ORM work per call
-_KEY_IS = (
-    (_RECORDS.c.workspace_id == bindparam("workspace_id"))
-    & (_RECORDS.c.api_key_id == bindparam("api_key_id"))
-    & (_RECORDS.c.key == bindparam("key"))
-)
-# Built once: these run on every idempotent request.
-_LOOKUP = select(
-    _RECORDS.c.fingerprint,
-    _RECORDS.c.state,
-    _RECORDS.c.locked_until,
-    _RECORDS.c.expires_at,
-    _RECORDS.c.status_code,
-    _RECORDS.c.headers,
-    _RECORDS.c.body,
-).where(_KEY_IS)
-_FORGET = delete(_RECORDS).where(_KEY_IS)
-_RECORD = insert(_RECORDS)
-
-
-def _key_of(claim: Claim) -> dict[str, str]:
-    return {"workspace_id": claim.workspace_id, "api_key_id": claim.api_key_id, "key": claim.key}
 
 
 def _lock_id(claim: Claim) -> int:
@@ -212,10 +217,7 @@ async def claim_in(session: AsyncSession, claim: Claim, now: datetime) -> None:
     if record.expires_at <= now or abandoned:
         await session.execute(_FORGET, _key_of(claim))  # it is replaced by this request's record
         return
-    if record.fingerprint != claim.fingerprint:
-        raise IdempotencyConflict(target="Idempotency-Key")
-    if record.state == COMPLETED and record.status_code is not None:
-        raise Replay(record.status_code, dict(record.headers or {}), record.body or b"")
+    _answer_recorded(record, claim)
     raise DuplicateIdempotencyKey(target="Idempotency-Key")  # claimed by `claim`, still leased
 
 

@@ -4,7 +4,8 @@ For every HTTP request it
 1. refuses headers with control characters (503, HTML, nothing processed),
 2. reads or makes the request id (`X-<token>-Request-Id`) that every response carries (a malformed
    one is refused by the route's guard, after authentication), and lets the router answer 405 first,
-3. reads the body once, within the size limit (413), checks content type, NULs and JSON depth (400),
+3. reads the body once, within the size limit (413), checks content type, UTF-8, NULs, lone
+   surrogates, NaN/Infinity and JSON depth (400),
 4. runs the app with the response held back, then commits the request's transaction (and its
    idempotency record) before sending, or rolls everything back when the answer is an error.
 """

@@ -12,11 +12,9 @@ import re
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 
-from herald.timefmt import parse_iso_datetime
+from herald.timefmt import EARLIEST, LATEST, parse_iso_datetime
 
 UNITS = ("minutes", "hours", "days", "weeks", "months")
-EARLIEST = datetime.min.replace(tzinfo=UTC)
-LATEST = datetime.max.replace(tzinfo=UTC)
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 _DAY = timedelta(days=1)
 
