@@ -18,11 +18,8 @@ turns, and the ratio of the p50 latencies is printed (target <= 1.2).
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import base64
-import os
-import tempfile
 import uuid
 from datetime import UTC, datetime
 from typing import Any
@@ -35,7 +32,15 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from benchmarks.common import Credentials, Figure, prepare_workspace, summary, table, timed_turns
+from benchmarks.common import (
+    Credentials,
+    Figure,
+    argument_parser,
+    prepare_workspace,
+    summary,
+    table,
+    timed_turns,
+)
 from herald.campaigns import service
 from herald.campaigns.models import Campaign, CampaignRequestId, CampaignTag
 from herald.config import Settings
@@ -232,11 +237,7 @@ async def main(database_url: str, requests: int, concurrency: int) -> None:
 
 
 def cli() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    default_url = f"sqlite+aiosqlite:///{os.path.join(tempfile.gettempdir(), 'herald-bench-create.db')}"
-    parser.add_argument("--database-url", default=os.environ.get("HERALD_BENCH_DATABASE_URL", default_url))
+    parser = argument_parser(__doc__, "herald-bench-create.db")
     parser.add_argument("--requests", type=int, default=1000, help="creates per side")
     parser.add_argument("--concurrency", type=int, default=4)
     args = parser.parse_args()

@@ -3,13 +3,17 @@ and the one-line summary (`BENCH {json}`) each benchmark ends with for `benchmar
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
+import os
 import statistics
+import tempfile
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -30,6 +34,17 @@ OPEN_LIMITS = {
     "campaign_ops": "1000000/second",
     "preview": "1000000/minute",
 }
+
+
+def argument_parser(description: str | None, database_file: str) -> argparse.ArgumentParser:
+    """A benchmark's command line: its docstring as help, and `--database-url` (default:
+    HERALD_BENCH_DATABASE_URL, else `database_file` in the temporary directory, on SQLite)."""
+    parser = argparse.ArgumentParser(
+        description=description, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    default_url = f"sqlite+aiosqlite:///{Path(tempfile.gettempdir()) / database_file}"
+    parser.add_argument("--database-url", default=os.environ.get("HERALD_BENCH_DATABASE_URL", default_url))
+    return parser
 
 
 @dataclass(frozen=True)

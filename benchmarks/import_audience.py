@@ -13,7 +13,6 @@ the server processes' — because on a shared machine wall time also measures th
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import os
 import random
@@ -27,7 +26,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
 from benchmarks import gen_audience
-from benchmarks.common import Figure, summary
+from benchmarks.common import Figure, argument_parser, summary
 from herald.audience import importer
 from herald.clock import SystemClock
 from herald.config import Settings
@@ -138,11 +137,7 @@ def run(database_url: str, data: Path, batch_size: int, use_copy: bool) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    default_url = f"sqlite+aiosqlite:///{Path(tempfile.gettempdir()) / 'herald-bench.db'}"
-    parser.add_argument("--database-url", default=os.environ.get("HERALD_BENCH_DATABASE_URL", default_url))
+    parser = argument_parser(__doc__, "herald-bench.db")
     parser.add_argument("--users", type=int, default=100_000)
     parser.add_argument("--events", type=int, default=1_000_000)
     parser.add_argument(

@@ -10,11 +10,8 @@ Both are driven in-process through httpx's ASGI transport, so the ratio isolates
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import base64
-import os
-import tempfile
 from datetime import UTC, datetime, timedelta
 
 import httpx
@@ -24,7 +21,16 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from benchmarks.common import Credentials, Figure, prepare_workspace, summary, table, throughput, time_calls
+from benchmarks.common import (
+    Credentials,
+    Figure,
+    argument_parser,
+    prepare_workspace,
+    summary,
+    table,
+    throughput,
+    time_calls,
+)
 from herald.config import Settings
 from herald.db import create_database
 from herald.ids import object_id
@@ -167,11 +173,7 @@ async def main(database_url: str, rows: int, requests: int, seconds: float) -> N
 
 
 def cli() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    default_url = f"sqlite+aiosqlite:///{os.path.join(tempfile.gettempdir(), 'herald-bench-offers.db')}"
-    parser.add_argument("--database-url", default=os.environ.get("HERALD_BENCH_DATABASE_URL", default_url))
+    parser = argument_parser(__doc__, "herald-bench-offers.db")
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--requests", type=int, default=200)
     parser.add_argument("--seconds", type=float, default=5.0)

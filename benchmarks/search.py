@@ -17,11 +17,8 @@ turns. Search pages by number, so the deep page is the last one: its OFFSET walk
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import base64
-import os
-import tempfile
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -35,7 +32,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from benchmarks.campaign_data import ensure_campaigns, workspace_id_for
-from benchmarks.common import Figure, Timing, prepare_workspace, summary, timed_turns
+from benchmarks.common import Figure, Timing, argument_parser, prepare_workspace, summary, timed_turns
 from herald.campaigns import search
 from herald.campaigns.models import Campaign
 from herald.campaigns.schemas.search import MAX_PAGE_SIZE
@@ -162,11 +159,7 @@ async def main(database_url: str, campaigns: int, requests: int, concurrency: in
 
 
 def cli() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    default_url = f"sqlite+aiosqlite:///{os.path.join(tempfile.gettempdir(), 'herald-bench-search.db')}"
-    parser.add_argument("--database-url", default=os.environ.get("HERALD_BENCH_DATABASE_URL", default_url))
+    parser = argument_parser(__doc__, "herald-bench-search.db")
     parser.add_argument("--campaigns", type=int, default=100_000)
     parser.add_argument("--requests", type=int, default=200, help="searches per side and scenario")
     parser.add_argument("--concurrency", type=int, default=4)
