@@ -19,7 +19,6 @@ turns, and the ratio of the p50 latencies is printed (target <= 1.2).
 from __future__ import annotations
 
 import asyncio
-import base64
 import uuid
 from datetime import UTC, datetime
 from typing import Any
@@ -187,8 +186,7 @@ async def main(database_url: str, requests: int, concurrency: int) -> None:
         features = enabled_features(workspace)
     bare = bare_app(database, features)
 
-    token = base64.b64encode(f"{credentials.workspace_id}:{credentials.secret}".encode()).decode()
-    headers = {"Authorization": f"Basic {token}", f"{settings.header_token}-APPKEY": WORKSPACE}
+    headers = credentials.headers(settings, campaigns=True)
     try:
         async with (
             httpx.AsyncClient(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import json
 import os
 import statistics
@@ -51,6 +52,14 @@ def argument_parser(description: str | None, database_file: str) -> argparse.Arg
 class Credentials:
     workspace_id: str
     secret: str
+
+    def headers(self, settings: Settings, *, campaigns: bool = False) -> dict[str, str]:
+        """Basic credentials, and on campaign surfaces the app-key header naming the workspace."""
+        token = base64.b64encode(f"{self.workspace_id}:{self.secret}".encode()).decode()
+        headers = {"Authorization": f"Basic {token}"}
+        if campaigns:
+            headers[settings.app_key_header] = self.workspace_id
+        return headers
 
 
 async def prepare_workspace(settings: Settings, workspace_id: str) -> Credentials:

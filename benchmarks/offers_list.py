@@ -121,8 +121,7 @@ async def main(database_url: str, rows: int, requests: int, seconds: float) -> N
     print(f"offers list benchmark on {database_url.split('://')[0]} with {rows:,} offers")
     credentials: Credentials = await prepare_workspace(settings, WORKSPACE)
     await load_offers(settings, rows)
-    token = base64.b64encode(f"{credentials.workspace_id}:{credentials.secret}".encode()).decode()
-    headers = {"Authorization": f"Basic {token}"}
+    headers = credentials.headers(settings)
     cursor = await deepest_cursor(settings)
 
     herald = create_app(settings)

@@ -18,7 +18,6 @@ turns. Search pages by number, so the deep page is the last one: its OFFSET walk
 from __future__ import annotations
 
 import asyncio
-import base64
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -98,8 +97,7 @@ async def main(database_url: str, campaigns: int, requests: int, concurrency: in
     services: Services = herald.state.herald
     database = services.database
     bare = bare_app(database, workspace_id)
-    token = base64.b64encode(f"{credentials.workspace_id}:{credentials.secret}".encode()).decode()
-    headers = {"Authorization": f"Basic {token}", f"{settings.header_token}-APPKEY": workspace_id}
+    headers = credentials.headers(settings, campaigns=True)
 
     results: list[tuple[Scenario, int, Timing, Timing]] = []
     try:
