@@ -13,20 +13,17 @@ import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 import httpx
 import pytest
 from fastapi import FastAPI
-from sqlalchemy import select
 
-from herald.audience.models import User
-from herald.campaigns.models import Campaign
 from herald.offers.models import Offer
 from tests.delivery.builders import meta as send_meta
 from tests.factories import Tenant, make_tenant
 from tests.offers.builders import flat_body
 from tests.personalization.helpers import add_user, push_body
+from tests.snapshots import workspace_rows
 
 OPEN = {
     "campaign_create": "1000/second",
@@ -265,19 +262,10 @@ async def world(app: FastAPI, client: httpx.AsyncClient) -> World:
     return World(a, b, created.json()["data"]["id"], offer_id, key, "ana-1", now)
 
 
-async def _snapshot(app: FastAPI, workspace_id: str) -> list[Any]:
-    rows: list[Any] = []
-    async with app.state.herald.database.reader() as session:
-        for model in (Campaign, Offer, User):
-            found = (await session.scalars(select(model).where(model.workspace_id == workspace_id))).all()
-            rows += [tuple(getattr(row, c.key) for c in model.__table__.columns) for row in found]
-    return sorted(rows, key=repr)
-
-
 async def test_workspace_b_never_sees_or_changes_workspace_a(
     app: FastAPI, client: httpx.AsyncClient, world: World
 ) -> None:
-    before = await _snapshot(app, world.a.workspace_id)
+    before = await workspace_rows(app, world.a.workspace_id)
     for route in sorted(_routes(app)):
         await PROBES[route](client, world)
-    assert await _snapshot(app, world.a.workspace_id) == before
+    assert await workspace_rows(app, world.a.workspace_id) == before

@@ -43,6 +43,7 @@ from tests.delivery.builders import inline_push, meta
 from tests.factories import Tenant, make_tenant
 from tests.offers.builders import flat_body
 from tests.personalization.helpers import add_resources, add_user, email_body
+from tests.snapshots import workspace_rows
 
 MIB = 1024 * 1024
 REQUEST_ID_HEADER = "X-SVC-Request-Id"
@@ -190,14 +191,9 @@ class Snapshot:
 async def snapshot(world: World) -> Snapshot:
     tables = Base.metadata.sorted_tables
     counts = union_all(*(select(literal(table.name), func.count()).select_from(table) for table in tables))
-    rows: dict[str, list[tuple[Any, ...]]] = {}
     async with world.app.state.herald.database.reader() as session:
         counted = dict((await session.execute(counts)).tuples().all())
-        for table in tables:
-            owner = table.c.workspace_id if "workspace_id" in table.c else table.c.id
-            found = await session.execute(select(table).where(owner == world.tenant.workspace_id))
-            rows[table.name] = sorted((tuple(row) for row in found.all()), key=repr)
-    return Snapshot(counted, rows)
+    return Snapshot(counted, await workspace_rows(world.app, world.tenant.workspace_id))
 
 
 async def assert_nothing_written(world: World, before: Snapshot, idempotency_key: str) -> None:
