@@ -24,7 +24,7 @@ from herald.http.limits import BUCKETS
 from herald.main import create_app
 from tests.conftest import REDIS_URL, TEST_SECRET_KEY
 from tests.factories import Tenant, make_tenant
-from tests.system.cluster import Server, free_port, wait_until_ready
+from tests.system.cluster import Server, serve
 
 HERE = Path(__file__).parent
 EXAMPLES = int(os.environ.get("HERALD_ST_EXAMPLES", "200"))
@@ -60,14 +60,8 @@ async def _workspace(database_url: str) -> Tenant:
 def served(database_url: str) -> Iterator[tuple[Server, Tenant, dict[str, str]]]:
     tenant = asyncio.run(_workspace(database_url))
     env = _server_env(database_url)
-    port = free_port()
-    command = [sys.executable, "-m", "herald", "serve", "--port", str(port), "--workers", "1"]
-    process = subprocess.Popen(
-        command, env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
-    server = Server(port, process)
+    server = serve(env, workers=1)
     try:
-        wait_until_ready(server)
         yield server, tenant, env
     finally:
         server.kill()

@@ -38,6 +38,22 @@ class Server:
             self.process.wait(timeout=10)
 
 
+def serve(env: dict[str, str], workers: int) -> Server:
+    """A `herald serve` process on a free loopback port, in its own process group, once it is ready."""
+    port = free_port()
+    command = [sys.executable, "-m", "herald", "serve", "--port", str(port), "--workers", str(workers)]
+    process = subprocess.Popen(
+        command, env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    server = Server(port, process)
+    try:
+        wait_until_ready(server)
+    except BaseException:
+        server.kill()
+        raise
+    return server
+
+
 @dataclass
 class Cluster:
     env: dict[str, str]
@@ -46,18 +62,8 @@ class Cluster:
     servers: list[Server] = field(default_factory=list)
 
     def start(self, workers: int = 2) -> Server:
-        port = free_port()
-        command = [sys.executable, "-m", "herald", "serve", "--port", str(port), "--workers", str(workers)]
-        process = subprocess.Popen(
-            command,
-            env=self.env,
-            start_new_session=True,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        server = Server(port, process)
+        server = serve(self.env, workers)
         self.servers.append(server)
-        wait_until_ready(server)
         return server
 
     def advance(self, delta: timedelta) -> None:
