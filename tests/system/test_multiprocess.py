@@ -19,6 +19,7 @@ import httpx
 import pytest
 from sqlalchemy import select
 
+from herald.audience.models import User
 from herald.campaigns.models import Campaign
 from herald.clock import FileClock
 from herald.config import Settings
@@ -64,14 +65,16 @@ def cluster(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iter
     nodes.stop()
 
 
-def _tenant(database_url: str, limits: dict[str, str] | None = None) -> Tenant:
+def _tenant(
+    database_url: str, limits: dict[str, str] | None = None, features: dict[str, bool] | None = None
+) -> Tenant:
     async def make() -> Tenant:
         database = create_database(Settings(database_url=database_url))
         try:
             async with database.writer() as session:
                 now = datetime.now(UTC)
                 workspace = await workspaces_service.create_workspace(
-                    session, now, "mp", f"MP{uuid.uuid4().hex[:10].upper()}"
+                    session, now, "mp", f"MP{uuid.uuid4().hex[:10].upper()}", features
                 )
                 for bucket, spec in (limits or {}).items():
                     await workspaces_service.set_rate_limit(session, workspace.id, bucket, spec)
@@ -84,7 +87,7 @@ def _tenant(database_url: str, limits: dict[str, str] | None = None) -> Tenant:
     return asyncio.run(make())
 
 
-Row = TypeVar("Row", Campaign, Offer, IdempotencyRecord)
+Row = TypeVar("Row", Campaign, Offer, IdempotencyRecord, User)
 
 
 def _rows(database_url: str, model: type[Row], workspace_id: str) -> list[Row]:

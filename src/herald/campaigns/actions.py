@@ -3,7 +3,8 @@
 The rule is decided on the stored state (`lifecycle.apply_action`) and written with
 `UPDATE ... WHERE status = <the state it was decided on>`. When a concurrent request (or the
 worker) changed the status first, nothing is written and the action is decided again on the new
-state, so every success moves the campaign from the state its rule saw.
+state, so every success moves the campaign from the state its rule saw. The row is also read
+locked, like every campaign write, so concurrent writers of other kinds queue behind it.
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ async def change_status(
     session: AsyncSession, workspace_id: str, campaign_id: str, raw: object, now: datetime
 ) -> tuple[Campaign, Action]:
     body = parse_status_body(raw)
-    row = await service.get_campaign(session, workspace_id, campaign_id)
+    row = await service.get_campaign(session, workspace_id, campaign_id, for_update=True)
     for _ in range(_ATTEMPTS):
         current = CampaignStatus(row.status)
         paused_from = CampaignStatus(row.paused_from) if row.paused_from else None

@@ -50,6 +50,10 @@ class Campaign(Base):
     is_latest: Mapped[bool] = mapped_column(Boolean, default=True)
     # Bumped on every write; the ETag is derived from it.
     revision: Mapped[int] = mapped_column(Integer, default=1)
+    # Every write bumps `revision` (even one that changes nothing else: each acknowledged write gets
+    # an ETag of its own), and the ORM writes a row with `UPDATE ... WHERE revision = <as read>`, so
+    # a write based on a stale read fails (StaleDataError) instead of silently undoing another.
+    __mapper_args__ = {"version_id_col": revision, "version_id_generator": False}
     channel: Mapped[str] = mapped_column(String(16))
     delivery_type: Mapped[str] = mapped_column(String(32))
     status: Mapped[str] = mapped_column(String(16))

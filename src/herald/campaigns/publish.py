@@ -25,7 +25,7 @@ from herald.campaigns.models import Campaign
 from herald.campaigns.schemas.campaign import EmailCampaignUpdate, PushCampaignUpdate, RequestId
 from herald.campaigns.schemas.common import CampaignStatus, DeliveryType, EmailAddress, Feature
 from herald.campaigns.validation import Stage, UpdateModels, validate_campaign
-from herald.errors import InvalidState, Unprocessable
+from herald.errors import Unprocessable
 from herald.ids import object_id
 from herald.problems import Problem
 
@@ -59,7 +59,7 @@ async def update_and_publish(
     session: AsyncSession, workspace: service.Workspace, campaign_id: str, raw: object, now: datetime
 ) -> Campaign:
     """Apply an L1 body to the campaign; returns the row that is now the latest version."""
-    row = await service.get_campaign(session, workspace.id, campaign_id)
+    row = await service.get_campaign(session, workspace.id, campaign_id, for_update=True)
     publishing = asks_to_publish(raw)
     status = CampaignStatus(row.status)
     if publishing and status is not CampaignStatus.DRAFT and status not in lifecycle.LIVE:
@@ -83,10 +83,6 @@ def _publish_message(problems: list[Problem]) -> str:
     return f"The campaign cannot be published: {count} problem{'s' if count != 1 else ''} found."
 
 
-def _stale() -> InvalidState:
-    return InvalidState("The campaign was changed by a concurrent request; read it again and retry.")
-
-
 async def _publish_draft(session: AsyncSession, prepared: service.PreparedUpdate, now: datetime) -> Campaign:
     row = await service.apply_update(session, prepared, now)
     target = lifecycle.publish_status(
@@ -104,7 +100,7 @@ async def _publish_draft(session: AsyncSession, prepared: service.PreparedUpdate
         .execution_options(synchronize_session="fetch")
     )
     if getattr(result, "rowcount", 0) != 1:
-        raise _stale()
+        raise service.stale()
     return row
 
 
@@ -123,7 +119,7 @@ async def _new_version(session: AsyncSession, prepared: service.PreparedUpdate, 
         .execution_options(synchronize_session="fetch")
     )
     if getattr(result, "rowcount", 0) != 1:
-        raise _stale()
+        raise service.stale()
     components = prepared.components
     row = Campaign(
         workspace_id=old.workspace_id,

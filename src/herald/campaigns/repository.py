@@ -11,10 +11,20 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from herald.campaigns.models import Campaign, CampaignRequestId, CampaignTag
 
 
-async def get_latest(session: AsyncSession, workspace_id: str, campaign_id: str) -> Campaign | None:
+async def get_latest(
+    session: AsyncSession, workspace_id: str, campaign_id: str, *, for_update: bool = False
+) -> Campaign | None:
+    """The latest version; `for_update` locks it until the transaction ends.
+
+    Every read-modify-write of a campaign loads its row this way, so concurrent writers queue on the
+    row and each reads what the one before it wrote (PostgreSQL: `SELECT ... FOR UPDATE`; SQLite
+    writers begin with `BEGIN IMMEDIATE` and so already hold the database when they read).
+    """
     query = select(Campaign).where(
         Campaign.workspace_id == workspace_id, Campaign.campaign_id == campaign_id, Campaign.is_latest
     )
+    if for_update:
+        query = query.with_for_update().execution_options(populate_existing=True)
     return (await session.scalars(query)).first()
 
 

@@ -27,11 +27,11 @@ async def reject(
         raise ValidationFailed(
             [Problem("OUT_OF_RANGE", "comment", f"The comment must have 1 to {MAX_COMMENT} characters.")]
         )
-    row = await service.get_campaign(session, workspace_id, campaign_id)
+    row = await service.get_campaign(session, workspace_id, campaign_id, for_update=True)
     if row.status != CampaignStatus.DRAFT.value:
         raise InvalidState(f"Only a DRAFT campaign can be rejected; {campaign_id} is {row.status}.")
     row.rejection_comment = text
     row.updated_at = now
     row.revision += 1
-    await session.flush()
+    await service.flush(session)
     return row

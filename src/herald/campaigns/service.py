@@ -12,6 +12,7 @@ from typing import Any
 
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm.exc import StaleDataError
 
 from herald.campaigns import repository
 from herald.campaigns.editability import not_editable
@@ -122,11 +123,21 @@ def _duplicate_request_id(campaign_id: str | None) -> DuplicateRequestId:
     )
 
 
-async def get_campaign(session: AsyncSession, workspace_id: str, campaign_id: str) -> Campaign:
-    """The latest version of a campaign, by `campaign_id` (what C3, C4, C5 and L1 act on)."""
-    row = (
-        await repository.get_latest(session, workspace_id, campaign_id) if is_object_id(campaign_id) else None
-    )
+async def get_campaign(
+    session: AsyncSession, workspace_id: str, campaign_id: str, *, for_update: bool = False
+) -> Campaign:
+    """The latest version of a campaign, by `campaign_id` (what C3, C4, C5 and L1 act on).
+
+    A writer passes `for_update`: the row stays locked until its transaction ends (see
+    `repository.get_latest`), so what it decides on is what it writes over.
+    """
+    row: Campaign | None = None
+    if is_object_id(campaign_id):
+        row = await repository.get_latest(session, workspace_id, campaign_id, for_update=for_update)
+        if row is None and for_update:
+            # The version waited for stopped being the latest while we queued (a publish made a new
+            # version): a new statement sees, and locks, the one that replaced it.
+            row = await repository.get_latest(session, workspace_id, campaign_id, for_update=True)
     if row is None:
         snapshot = (
             await repository.get_version(session, workspace_id, campaign_id)
@@ -218,9 +229,26 @@ async def apply_update(session: AsyncSession, prepared: PreparedUpdate, now: dat
         row.updated_by = prepared.body.updated_by
     row.updated_at = now
     row.revision += 1
+    await flush(session)
     await repository.replace_tags(session, row, row.tags)
     await session.flush()
     return row
+
+
+def stale() -> InvalidState:
+    return InvalidState("The campaign was changed by a concurrent request; read it again and retry.")
+
+
+async def flush(session: AsyncSession) -> None:
+    """Write the pending changes of loaded campaign rows, each with a compare-and-set on `revision`.
+
+    Rows are loaded locked before they are changed, so a stale row is not expected; should one
+    slip through, the compare-and-set on `revision` refuses it instead of losing the other write.
+    """
+    try:
+        await session.flush()
+    except StaleDataError:
+        raise stale() from None
 
 
 async def update_campaign(
@@ -232,7 +260,7 @@ async def update_campaign(
     if_match: str | None,
     current_etag: Callable[[Campaign], str],
 ) -> Campaign:
-    row = await get_campaign(session, workspace.id, campaign_id)
+    row = await get_campaign(session, workspace.id, campaign_id, for_update=True)
     if if_match is not None and if_match.strip() not in ("*", current_etag(row)):
         raise PreconditionFailed(target="If-Match")
     return await apply_update(session, prepare_update(workspace, row, raw), now)

@@ -60,8 +60,12 @@ async def create_workspace(
     return workspace
 
 
-async def get_workspace(session: AsyncSession, workspace_id: str) -> Workspace:
-    workspace = await session.get(Workspace, workspace_id)
+async def get_workspace(session: AsyncSession, workspace_id: str, *, for_update: bool = False) -> Workspace:
+    """The workspace; `for_update` locks its row until the transaction ends, for a read-modify-write
+    of its settings (two concurrent `features set` of different flags must both land)."""
+    workspace = await session.get(
+        Workspace, workspace_id, with_for_update=for_update, populate_existing=for_update
+    )
     if workspace is None:
         raise AdminError(f"no workspace {workspace_id}")
     return workspace
@@ -134,7 +138,7 @@ async def authenticate(
 async def set_feature(session: AsyncSession, workspace_id: str, flag: str, on: bool) -> Workspace:
     if flag not in FEATURES:
         raise AdminError(f"unknown feature {flag!r}; known: {', '.join(FEATURES)}")
-    workspace = await get_workspace(session, workspace_id)
+    workspace = await get_workspace(session, workspace_id, for_update=True)
     workspace.features = {**(workspace.features or {}), flag: on}
     await session.flush()
     return workspace
@@ -154,7 +158,7 @@ async def set_rate_limit(
             validate_limit_spec(spec)
         except ValueError as exc:
             raise AdminError(str(exc)) from exc
-    workspace = await get_workspace(session, workspace_id)
+    workspace = await get_workspace(session, workspace_id, for_update=True)
     limits = dict(workspace.rate_limits or {})
     if spec is None:
         limits.pop(bucket, None)
