@@ -336,10 +336,8 @@ class TestVersioning:
     ) -> None:
         campaign_id = await self._live(client, ws, "push_device_triggered")
         before = await h.get(client, ws, campaign_id)
-        content = variant(
-            PAYLOADS["push_device_triggered"]["campaign_content"],
-            drop=("content.push.android.basic_details.title",),
-        )
+        # L1 merges what is sent: a null removes the field.
+        content = {"content": {"push": {"android": {"basic_details": {"title": None}}}}}
         response = await h.v1_patch(client, ws, campaign_id, {"campaign_content": content})
         assert response.status_code == 422
         assert ANDROID_TITLE in {d["target"] for d in response.json()["error"]["details"]}

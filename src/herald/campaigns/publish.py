@@ -1,9 +1,10 @@
 """L1, the earlier API's update-and-publish (contract §5 L1), and versioning of live campaigns.
 
 The body is C3's (same components, same rules) plus `request_id` and `updated_by`, both required,
-and an optional `status: "PUBLISH"`:
+and an optional `status: "PUBLISH"`. Unlike C3, a component carries only the fields that change: it
+is merged into the stored one first (`v1_merge`), then the merged campaign meets C3's rules.
 
-- without `status`, the components are applied in place, exactly as C3 does;
+- without `status`, the components are applied in place, as C3 does;
 - a DRAFT that passes DRAFT_PUBLISH (else 422 with every failure) becomes SCHEDULED or ACTIVE
   (`lifecycle.publish_status`) and loses its rejection comment;
 - publishing changes to a live campaign (SCHEDULED, ACTIVE, PAUSED, SENDING) checks DRAFT_PUBLISH
@@ -20,7 +21,7 @@ from enum import StrEnum
 from sqlalchemy import update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from herald.campaigns import lifecycle, repository, service
+from herald.campaigns import lifecycle, repository, service, v1_merge
 from herald.campaigns.models import Campaign
 from herald.campaigns.schemas.campaign import EmailCampaignUpdate, PushCampaignUpdate, RequestId
 from herald.campaigns.schemas.common import CampaignStatus, DeliveryType, EmailAddress, Feature
@@ -64,7 +65,7 @@ async def update_and_publish(
     status = CampaignStatus(row.status)
     if publishing and status is not CampaignStatus.DRAFT and status not in lifecycle.LIVE:
         raise Unprocessable(f"A {status.value} campaign cannot be published.", target="status")
-    prepared = service.prepare_update(workspace, row, raw, V1_MODELS)
+    prepared = service.prepare_update(workspace, row, v1_merge.merged_body(row.components, raw), V1_MODELS)
     if not publishing:
         return await service.apply_update(session, prepared, now)
 
