@@ -6,6 +6,7 @@ from typing import Any
 
 from fastapi import FastAPI
 from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
 
 import herald.models  # noqa: F401  (every table in the metadata)
 from herald.db import Base
@@ -13,10 +14,15 @@ from herald.db import Base
 
 async def workspace_rows(app: FastAPI, workspace_id: str) -> dict[str, list[tuple[Any, ...]]]:
     """Table name -> the workspace's rows in it, in a stable order (the workspace's own row too)."""
-    rows: dict[str, list[tuple[Any, ...]]] = {}
     async with app.state.herald.database.reader() as session:
-        for table in Base.metadata.sorted_tables:
-            owner = table.c.workspace_id if "workspace_id" in table.c else table.c.id
-            found = await session.execute(select(table).where(owner == workspace_id))
-            rows[table.name] = sorted((tuple(row) for row in found.all()), key=repr)
+        return await rows_in(session, workspace_id)
+
+
+async def rows_in(session: AsyncSession, workspace_id: str) -> dict[str, list[tuple[Any, ...]]]:
+    """`workspace_rows` through a session of one's own (CLI tests have no app)."""
+    rows: dict[str, list[tuple[Any, ...]]] = {}
+    for table in Base.metadata.sorted_tables:
+        owner = table.c.workspace_id if "workspace_id" in table.c else table.c.id
+        found = await session.execute(select(table).where(owner == workspace_id))
+        rows[table.name] = sorted((tuple(row) for row in found.all()), key=repr)
     return rows

@@ -182,7 +182,9 @@ class TestImport:
             "audience", "import", str(users), str(events), "-w", workspace, "--check", "--no-progress"
         )
         assert result.exit_code == 0, result.output
-        assert result.output.startswith("checked:")
+        assert result.output.startswith(
+            "checked (nothing written): users 1 (1 created, 0 updated, 0 skipped)"
+        )
         assert users_of(cli, workspace) == {}
         assert events_of(cli, workspace) == []
 

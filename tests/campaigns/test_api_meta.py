@@ -4,16 +4,19 @@ reachability and its daily cache, the feature flag, filters and tenancy."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from datetime import datetime
 from typing import Any
 
 import httpx
 import pytest
 from fastapi import FastAPI
+from sqlalchemy import delete, select
 
-from herald.audience.models import User
+from herald.audience import segments
+from herald.audience.models import Segment, SegmentMember, User
 from herald.campaigns import reachability, review
-from herald.campaigns.models import Campaign
+from herald.campaigns.models import Campaign, CampaignReachability
 from herald.clock import FrozenClock
 from tests.campaigns import lifecycle_helpers as h
 from tests.campaigns.payloads import PAYLOADS
@@ -264,6 +267,77 @@ class TestReachability:
         )
         [row] = await h.meta_rows(client, ws)
         assert row["reachability_details"]["count"] == 2
+
+    async def test_a_row_whose_audience_cannot_be_evaluated_has_none_and_the_page_is_200(
+        self, app: FastAPI, client: httpx.AsyncClient, ws: Tenant, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        services = app.state.herald
+        now = services.clock.now()
+        async with services.database.writer() as session:
+            session.add(_user(ws, "u1", now))
+            segment, _ = await segments.create_static_segment(session, now, ws.workspace_id, "Gone", ["u1"])
+            await session.commit()
+        gone = {
+            "included_filters": {
+                "filter_operator": "and",
+                "filters": [{"filter_type": "custom_segments", "name": "Gone", "id": segment.id}],
+            }
+        }
+        everyone = {"is_all_user_campaign": True}
+        good, bad, other = await h.seed(
+            app,
+            ws,
+            *(
+                h.line(
+                    id=IDS[n], status="SCHEDULED", scheduling_details=FUTURE, segmentation_details=audience
+                )
+                for n, audience in enumerate((everyone, gone, everyone))
+            ),
+        )
+        # The segment is deleted after the campaign that names it was saved.
+        async with services.database.writer() as session:
+            await session.execute(delete(SegmentMember).where(SegmentMember.segment_id == segment.id))
+            await session.execute(delete(Segment).where(Segment.id == segment.id))
+            await session.commit()
+
+        with caplog.at_level(logging.WARNING, logger="herald.campaigns"):
+            rows = await h.meta_rows(client, ws)
+        details = {row["campaign_id"]: row["reachability_details"] for row in rows}
+        assert details == {
+            good: {"count": 1, "last_updated_time": "2026-01-15T12:00:00"},
+            bad: None,
+            other: {"count": 1, "last_updated_time": "2026-01-15T12:00:00"},
+        }
+        [record] = [r for r in caplog.records if r.name == "herald.campaigns"]
+        assert record.levelno == logging.WARNING
+        message = record.getMessage()
+        assert bad in message
+        assert ws.workspace_id in message
+        assert segment.id in message  # the reason names what is missing
+        # Nothing was cached for the bad row: it is tried again (and logged again) next time.
+        async with services.database.reader() as session:
+            cached = await session.scalars(
+                select(CampaignReachability.campaign_id).where(
+                    CampaignReachability.workspace_id == ws.workspace_id
+                )
+            )
+            assert sorted(cached.all()) == sorted([good, other])
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="herald.campaigns"):
+            again = await h.meta_rows(client, ws)
+        assert {row["campaign_id"]: row["reachability_details"] for row in again} == details
+        assert len([r for r in caplog.records if r.name == "herald.campaigns"]) == 1
+
+
+def _user(ws: Tenant, customer_id: str, now: datetime) -> User:
+    return User(
+        workspace_id=ws.workspace_id,
+        customer_id=customer_id,
+        mobile="+911",
+        attributes={},
+        created_at=now,
+        updated_at=now,
+    )
 
 
 class TestRequest:

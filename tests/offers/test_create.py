@@ -107,7 +107,7 @@ class TestValidation:
                     "goal_name": "g",
                     "action": "buy",
                     "is_revenue_tracking": True,
-                    "revenue_amount": 3,
+                    "revenue_amount": "order_value",
                 },
                 "secondary": [{"goal_name": "g", "action": "buy", "revenue_currency": "EURO"}],
             },

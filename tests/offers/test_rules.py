@@ -279,7 +279,7 @@ CASES: list[tuple[str, Callable[[Body], None], tuple[str, str]]] = [
                 "primary": {
                     **GOOD_GOAL,
                     "is_revenue_tracking": True,
-                    "revenue_amount": 5,
+                    "revenue_amount": "order_value",
                     "revenue_currency": "usd",
                 }
             },
@@ -290,14 +290,24 @@ CASES: list[tuple[str, Callable[[Body], None], tuple[str, str]]] = [
         "revenue tracking without currency",
         setting(
             "conversion",
-            {"secondary": [GOOD_GOAL, {**GOOD_GOAL, "is_revenue_tracking": True, "revenue_amount": 5}]},
+            {
+                "secondary": [
+                    GOOD_GOAL,
+                    {**GOOD_GOAL, "is_revenue_tracking": True, "revenue_amount": "order_value"},
+                ]
+            },
         ),
         ("REVENUE_FIELDS_INCOMPLETE", "conversion.secondary.1.revenue_currency"),
     ),
     (
         "revenue amount without tracking",
-        setting("conversion", {"primary": {**GOOD_GOAL, "revenue_amount": 5}}),
+        setting("conversion", {"primary": {**GOOD_GOAL, "revenue_amount": "order_value"}}),
         ("REVENUE_FIELDS_INCOMPLETE", "conversion.primary.is_revenue_tracking"),
+    ),
+    (
+        "revenue attribute name empty",
+        setting("conversion", {"primary": {**GOOD_GOAL, "is_revenue_tracking": True, "revenue_amount": ""}}),
+        ("OUT_OF_RANGE", "conversion.primary.revenue_amount"),
     ),
     (
         "goal without action",
@@ -327,7 +337,12 @@ class TestCreateRules:
         assert problems_of(offer_body(NOW, starts_in=timedelta(seconds=-30))) == set()
 
     def test_full_revenue_goal_is_valid(self) -> None:
-        goal = {**GOOD_GOAL, "is_revenue_tracking": True, "revenue_amount": 9.5, "revenue_currency": "EUR"}
+        goal = {
+            **GOOD_GOAL,
+            "is_revenue_tracking": True,
+            "revenue_amount": "order_value",
+            "revenue_currency": "EUR",
+        }
         assert problems_of(offer_body(NOW, conversion={"primary": goal, "secondary": [goal]})) == set()
 
     def test_control_group_may_be_zero_when_disabled(self) -> None:

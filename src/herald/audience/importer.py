@@ -10,7 +10,8 @@ does.
 
 Invalid lines are reported and skipped; past `max_errors` of them the import stops, with every valid
 line before the stopping one imported (users are upserts, so running the file again is safe; events
-are not de-duplicated). `check_only` reads and validates without writing.
+are not de-duplicated). `check_only` reads and validates without writing, and reports the outcomes
+the import would have (`dryrun`).
 """
 
 from __future__ import annotations
@@ -24,10 +25,10 @@ from pathlib import Path
 from typing import Any, TypeVar, cast
 
 import orjson
-from sqlalchemy import Table, and_, exists, false, insert, literal, select
+from sqlalchemy import Table, false, insert, literal, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from herald.audience import pgcopy, store
+from herald.audience import dryrun, pgcopy, store
 from herald.audience.ingest import CustomerWrite, EventWrite, parse_customer, parse_import_event
 from herald.audience.models import Event, User
 from herald.db import Database, PortableJSON
@@ -62,10 +63,15 @@ class ImportReport:
     events: int = 0
     users_created_for_events: int = 0
     invalid_lines: int = 0
+    users_invalid: int = 0  # of invalid_lines, those of the users file (the rest are events lines)
     errors: list[LineError] = field(default_factory=list)
     # Durations of the two phases (a monotonic timer: for rates shown to the operator, not for data).
     users_seconds: float = 0.0
     events_seconds: float = 0.0
+
+    @property
+    def events_invalid(self) -> int:
+        return self.invalid_lines - self.users_invalid
 
 
 @dataclass(frozen=True)
@@ -159,15 +165,20 @@ async def import_files(
     database: Database, users: Path, events: Path | None, options: ImportOptions
 ) -> ImportReport:
     report = ImportReport()
+    check = dryrun.DryRun(database, options.workspace_id) if options.check_only else None
 
     async def write_users(batch: list[CustomerWrite]) -> None:
-        if not options.check_only:
+        if check is not None:
+            _count_users(report, await check.users(batch))
+        else:
             await _write_users(database, batch, options, report)
 
     async def write_events(batch: list[EventWrite]) -> None:
-        if not options.check_only:
+        if check is not None:
+            check.events(batch)
+        else:
             await _write_events(database, batch, options)
-            report.events += len(batch)
+        report.events += len(batch)
 
     def parse_event(raw: Any) -> tuple[EventWrite | None, list[Problem]]:
         return parse_import_event(raw, options.now)
@@ -175,11 +186,14 @@ async def import_files(
     started = time.perf_counter()
     await _pipeline(_read(users, parse_customer, options, report), write_users)
     report.users_seconds = time.perf_counter() - started
+    report.users_invalid = report.invalid_lines
     if events is None:
         return report
     started = time.perf_counter()
     await _pipeline(_read(events, parse_event, options, report), write_events)
-    if not options.check_only:
+    if check is not None:
+        report.users_created_for_events = await check.users_created_for_events()
+    else:
         async with database.writer() as session:
             report.users_created_for_events = await create_missing_users(
                 session, options.workspace_id, options.now
@@ -201,6 +215,10 @@ async def _write_users(
         else:
             outcomes = await store.write_customers(session, workspace_id, batch, now)
         await session.commit()
+    _count_users(report, outcomes)
+
+
+def _count_users(report: ImportReport, outcomes: list[store.Outcome]) -> None:
     report.users_created += outcomes.count("created")
     report.users_updated += outcomes.count("updated")
     report.users_skipped += outcomes.count("skipped")
@@ -287,14 +305,7 @@ async def create_missing_users(session: AsyncSession, workspace_id: str, now: da
             literal(now, users.c.created_at.type),
             literal(now, users.c.updated_at.type),
         )
-        .where(
-            events.c.workspace_id == workspace_id,
-            ~exists().where(
-                and_(
-                    users.c.workspace_id == events.c.workspace_id, users.c.customer_id == events.c.customer_id
-                )
-            ),
-        )
+        .where(store.orphan_events(workspace_id))
         .group_by(events.c.workspace_id, events.c.customer_id)
     )
     columns = [

@@ -13,7 +13,7 @@ from datetime import datetime
 from functools import cache
 from typing import Any, Literal, TypeVar, cast
 
-from sqlalchemy import Insert, String, Table, bindparam, func, insert, select
+from sqlalchemy import Insert, String, Table, and_, bindparam, exists, func, insert, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.sql.elements import ColumnElement
@@ -56,6 +56,18 @@ async def existing_ids(session: AsyncSession, workspace_id: str, ids: Iterable[s
             query = query.where(User.customer_id.in_(chunk))
         found.update((await session.scalars(query)).all())
     return found
+
+
+def orphan_events(workspace_id: str) -> ColumnElement[bool]:
+    """The workspace's events whose customer has no user (the importer makes users for them)."""
+    return and_(
+        _events.c.workspace_id == workspace_id,
+        ~exists().where(
+            and_(
+                _users.c.workspace_id == _events.c.workspace_id, _users.c.customer_id == _events.c.customer_id
+            )
+        ),
+    )
 
 
 def dialect_of(session: AsyncSession) -> str:

@@ -7,20 +7,30 @@ is counted at most once per calendar day.
 
 Two concurrent meta requests never both compute: the one that claims the stale (or missing) cache
 row with an upsert computes; the other waits on that row and then reads the fresh value.
+
+A campaign whose stored audience can no longer be evaluated (it names a custom segment that was
+deleted, say) has no reachability: one such row must not fail the whole meta page. Its claim and
+computation run in a savepoint that is rolled back, so nothing is cached and the next request tries
+again (the figure appears as soon as the audience can be evaluated).
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from sqlalchemy import select, update
 from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from herald.audience import reachability as audience_reachability
 from herald.campaigns.models import Campaign, CampaignReachability
 from herald.campaigns.schemas.common import CampaignStatus, DeliveryType
+from herald.errors import HeraldError
+
+log = logging.getLogger("herald.campaigns")
 
 CACHE_FOR = timedelta(hours=24)
 ELIGIBLE_TYPES = frozenset(
@@ -75,11 +85,26 @@ async def _claim(session: AsyncSession, workspace_id: str, campaign_id: str, now
     return (await session.execute(statement)).first() is not None
 
 
-async def reach_of(session: AsyncSession, row: Campaign, now: datetime) -> Reach:
-    """The cached reachability of `row`'s campaign, computed first when missing or 24 h old."""
+async def reach_of(session: AsyncSession, row: Campaign, now: datetime) -> Reach | None:
+    """The cached reachability of `row`'s campaign, computed first when missing or 24 h old;
+    None when its audience cannot be evaluated (logged with the reason)."""
     cached = await _cached(session, row.workspace_id, row.campaign_id)
     if cached is not None and now - cached.computed_at < CACHE_FOR:
         return Reach(cached.count, cached.computed_at)
+    try:
+        async with session.begin_nested():
+            return await _compute(session, row, now)
+    except (HeraldError, DBAPIError) as exc:
+        log.warning(
+            "reachability of campaign %s in workspace %s cannot be computed: %s",
+            row.campaign_id,
+            row.workspace_id,
+            _reason(exc),
+        )
+        return None
+
+
+async def _compute(session: AsyncSession, row: Campaign, now: datetime) -> Reach:
     if not await _claim(session, row.workspace_id, row.campaign_id, now):
         fresh = await _cached(session, row.workspace_id, row.campaign_id)
         assert fresh is not None  # a concurrent request computed it and committed
@@ -95,3 +120,10 @@ async def reach_of(session: AsyncSession, row: Campaign, now: datetime) -> Reach
         .execution_options(synchronize_session=False)
     )
     return Reach(count, now)
+
+
+def _reason(exc: HeraldError | DBAPIError) -> str:
+    if isinstance(exc, DBAPIError):
+        return f"the database refused the audience query: {type(exc.orig).__name__}: {exc.orig}"
+    problems = "; ".join(f"{p.target or '(audience)'}: {p.code}: {p.message}" for p in exc.details)
+    return f"{exc.code}: {problems or exc.message}"

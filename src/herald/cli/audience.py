@@ -102,17 +102,20 @@ def import_(
         with bar:
             report = asyncio.run(main())
     except importer.ImportStopped as exc:
-        typer.secho(f"error: {exc}; the valid lines before it are imported", fg=typer.colors.RED, err=True)
+        done = "nothing was written" if check else "the valid lines before it are imported"
+        typer.secho(f"error: {exc}; {done}", fg=typer.colors.RED, err=True)
         raise typer.Exit(1) from None
     except AdminError as exc:
         typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)
         raise typer.Exit(1) from None
     users_written = report.users_created + report.users_updated
-    verb = "checked" if check else "imported"
+    # A check reports what the import would do, in the same words, so the two lines compare.
+    verb = "checked (nothing written)" if check else "imported"
     typer.echo(
         f"{verb}: users {users_written} ({report.users_created} created, {report.users_updated} updated, "
         f"{report.users_skipped} skipped), events {report.events} "
-        f"({report.users_created_for_events} users created for them), invalid lines {report.invalid_lines}"
+        f"({report.users_created_for_events} users created for them), invalid lines {report.invalid_lines} "
+        f"(users {report.users_invalid}, events {report.events_invalid})"
     )
     typer.echo(
         f"time: {time.perf_counter() - started:.1f} s (users {_rate(users_written, report.users_seconds)}, "

@@ -32,6 +32,8 @@ class RowValues:
 def current_document(row: Offer) -> dict[str, Any]:
     """The stored offer in request form."""
     document = dict(row.document or {})
+    if isinstance(document.get("conversion"), dict):
+        document["conversion"] = _revenue_names(document["conversion"])
     document["name"] = row.name
     document["created_by"] = row.created_by
     if row.priority is not None:
@@ -39,6 +41,27 @@ def current_document(row: Offer) -> dict[str, Any]:
     if row.tags:
         document["tags"] = [tag_public_id(tag) for tag in row.tags]
     return document
+
+
+def _revenue_names(conversion: dict[str, Any]) -> dict[str, Any]:
+    """Offers stored before `revenue_amount` became an attribute name may hold a number there.
+
+    It reads back as that number's text, which is a valid attribute name, so such an offer can still
+    be updated (an update validates the whole merged offer) without a data migration.
+    """
+
+    def goal(value: Any) -> Any:
+        amount = value.get("revenue_amount") if isinstance(value, dict) else None
+        if isinstance(amount, int | float) and not isinstance(amount, bool):
+            return {**value, "revenue_amount": str(amount)}
+        return value
+
+    converted = dict(conversion)
+    if "primary" in converted:
+        converted["primary"] = goal(converted["primary"])
+    if isinstance(converted.get("secondary"), list):
+        converted["secondary"] = [goal(item) for item in converted["secondary"]]
+    return converted
 
 
 def merge(current: dict[str, Any], change: dict[str, Any]) -> dict[str, Any]:

@@ -156,7 +156,17 @@ class CappingRules(APIModel):
     user_level: Cap | None = None
 
 
-Amount = Annotated[int, Strict(), Field(ge=0)] | Annotated[float, Strict(), Field(ge=0, allow_inf_nan=False)]
+REVENUE_ATTRIBUTE_MAX = 100
+
+# The name of the (numeric) event attribute that carries a conversion's value, e.g. "order_value".
+# Its length is a rule (`rules.check_goal`), not a parse constraint, so that a bad length is
+# reported together with the goal's other problems (currency, missing fields); the bounds are
+# still published in the schema.
+RevenueAttribute = Annotated[
+    str,
+    Strict(),
+    Field(json_schema_extra={"minLength": 1, "maxLength": REVENUE_ATTRIBUTE_MAX}),
+]
 
 
 class Goal(APIModel):
@@ -164,7 +174,10 @@ class Goal(APIModel):
     action: NonEmptyText
     attributes: JsonObject | None = None
     is_revenue_tracking: Flag | None = None
-    revenue_amount: Amount | None = None
+    revenue_amount: RevenueAttribute | None = Field(
+        default=None,
+        description="Name of the numeric event attribute that holds the conversion's value, e.g. order_value.",
+    )
     revenue_currency: Text | None = None
 
 

@@ -20,6 +20,7 @@ from herald.offers.currencies import is_currency_code
 from herald.offers.requests import (
     REQUIRED_ON_CREATE,
     REQUIRED_ON_DRAFT,
+    REVENUE_ATTRIBUTE_MAX,
     CappingRules,
     Conversion,
     Goal,
@@ -155,8 +156,18 @@ def check_conversion(conversion: Conversion) -> list[Problem]:
 
 
 def check_goal(goal: Goal, path: tuple[str | int, ...]) -> list[Problem]:
-    """Revenue tracking needs an amount and a currency; revenue fields need tracking switched on."""
+    """Revenue tracking needs the amount's attribute name and a currency; revenue fields need
+    tracking switched on."""
     problems: list[Problem] = []
+    amount = goal.revenue_amount
+    if amount is not None and not 1 <= len(amount) <= REVENUE_ATTRIBUTE_MAX:
+        problems.append(
+            Problem(
+                "OUT_OF_RANGE",
+                join_path(*path, "revenue_amount"),
+                f"revenue_amount names an event attribute: 1-{REVENUE_ATTRIBUTE_MAX} characters.",
+            )
+        )
     if goal.revenue_currency is not None and not is_currency_code(goal.revenue_currency):
         problems.append(
             Problem(
