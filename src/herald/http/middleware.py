@@ -49,6 +49,10 @@ class BodyTooLarge(Exception):
     pass
 
 
+class ClientGone(Exception):
+    """The client disconnected (or the server gave up on it) before its body was complete."""
+
+
 class HeraldMiddleware:
     def __init__(self, app: ASGIApp, services: Services) -> None:
         self.app = app
@@ -92,6 +96,8 @@ class HeraldMiddleware:
         if method in BODY_METHODS:
             try:
                 body = await self._read_body(headers, receive)
+            except ClientGone:
+                return  # a partial body is never processed, and no one is left to answer
             except BodyTooLarge:
                 await self._send_error(
                     send,
@@ -235,7 +241,7 @@ class HeraldMiddleware:
         while True:
             message = await receive()
             if message["type"] != "http.request":
-                break
+                raise ClientGone()
             chunk = message.get("body", b"")
             size += len(chunk)
             if size > limit:
