@@ -96,6 +96,7 @@ class HeraldHttpProtocol(HttpToolsProtocol):
         self.head_timer: TimerHandle | None = None
         self.body_timer: TimerHandle | None = None
         self.linger_timer: TimerHandle | None = None
+        self.body_pending = False  # the current request's head is in, its body not all of it
         self.refused = False
 
     # ---- connection ----------------------------------------------------------------------------
@@ -155,9 +156,14 @@ class HeraldHttpProtocol(HttpToolsProtocol):
             raise _Refused  # stops the parser: nothing of this request reaches the app
         super().on_headers_complete()
         if has_body:
+            self.body_pending = True
             self.body_timer = self.loop.call_later(self.limits.body_timeout, self._body_timed_out)
+            # The app may answer before the body is in (413): uvicorn then closes at once, and the
+            # client, still sending, gets a reset instead of the answer. Close it lingering instead.
+            self.cycle.transport = _AnswerFirstTransport(self)
 
     def on_message_complete(self) -> None:
+        self.body_pending = False
         if self.body_timer is not None:
             self.body_timer.cancel()
             self.body_timer = None
@@ -179,9 +185,11 @@ class HeraldHttpProtocol(HttpToolsProtocol):
         self.body_timer = None
         if self.refused or self.transport.is_closing() or self.cycle is None:
             return
-        if self.cycle.response_started and not self.cycle.response_complete:
-            return  # the app is answering already; its response ends the exchange
-        self._refuse_json(RequestTimeout("The request body was not received in time."))
+        if self.cycle.response_complete:
+            self.refused = True  # answered already: the rest of the body is not waited for
+            self._close(linger=True)
+        elif not self.cycle.response_started:
+            self._refuse_json(RequestTimeout("The request body was not received in time."))
 
     def _refuse_malformed(self) -> None:
         if header_section_has_control_character(bytes(self.head)):
@@ -235,6 +243,31 @@ class HeraldHttpProtocol(HttpToolsProtocol):
             if timer is not None:
                 timer.cancel()
         self.head_timer = self.body_timer = self.linger_timer = None
+
+
+class _AnswerFirstTransport(asyncio.Transport):
+    """The transport a request with a body answers through: closing it while the body is still
+    coming drops the rest of the body and closes lingering (see `HeraldHttpProtocol._close`)."""
+
+    def __init__(self, protocol: HeraldHttpProtocol) -> None:
+        super().__init__()
+        self.protocol = protocol
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        self.protocol.transport.write(data)
+
+    def is_closing(self) -> bool:
+        return self.protocol.transport.is_closing()
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return self.protocol.transport.get_extra_info(name, default)
+
+    def close(self) -> None:
+        if self.protocol.body_pending and not self.protocol.refused:
+            self.protocol.refused = True
+            self.protocol._close(linger=True)
+        else:
+            self.protocol.transport.close()
 
 
 class _Refused(Exception):
