@@ -5,7 +5,8 @@ For every HTTP request it
 2. reads or makes the request id (`X-<token>-Request-Id`) that every response carries (a malformed
    one is refused by the route's guard, after authentication), and lets the router answer 405 first,
 3. reads the body once, within the size limit (413), checks content type, UTF-8, NULs, lone
-   surrogates, NaN/Infinity and JSON depth (400),
+   surrogates, NaN/Infinity and JSON depth (400); a client gone before its body is complete (or given
+   up on by `herald.http.server`) gets nothing processed,
 4. runs the app with the response held back, then commits the request's transaction (and its
    idempotency record) before sending, or rolls everything back when the answer is an error.
 """
