@@ -415,3 +415,14 @@ def test_kept_alive_connection_answers_each_request(server: Server, tenant: Tena
         received, closed = _read_all(sock)
     assert closed
     assert received.count(b"HTTP/1.1 200 OK") == 2
+
+
+def test_a_late_head_on_a_kept_alive_connection_is_408(server: Server, tenant: Tenant) -> None:
+    first = request("GET", "/v5/offers", credentials(tenant), close=False)
+    with socket.create_connection(("127.0.0.1", server.port), timeout=WAIT) as sock:
+        sock.sendall(first + b"GET /v5/offers HTTP/1.1\r\nHost: x\r\n")  # the second head never ends
+        received, closed = _read_all(sock)
+    assert closed
+    assert received.startswith(b"HTTP/1.1 200 OK")
+    second = received[received.index(b"HTTP/1.1", 1) :]
+    assert_envelope(_parse(second, closed), 408, "REQUEST_TIMEOUT")

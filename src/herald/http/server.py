@@ -114,8 +114,6 @@ class HeraldHttpProtocol(HttpToolsProtocol):
             return  # answered: what the client still sends is read and dropped until it closes
         if self.in_head:
             self.head += data
-            if self.head_timer is None:  # the first byte of a request on a kept-alive connection
-                self.head_timer = self.loop.call_later(self.limits.header_timeout, self._head_timed_out)
         self._unset_keepalive_if_required()
         try:
             self.parser.feed_data(data)
@@ -138,6 +136,8 @@ class HeraldHttpProtocol(HttpToolsProtocol):
     def on_message_begin(self) -> None:
         super().on_message_begin()
         self.in_head = True
+        if self.head_timer is None:  # a later request on a kept-alive (or pipelining) connection
+            self.head_timer = self.loop.call_later(self.limits.header_timeout, self._head_timed_out)
 
     def on_headers_complete(self) -> None:
         self.in_head = False
