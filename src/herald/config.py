@@ -18,6 +18,11 @@ class Settings(BaseSettings):
     base_url: str = "http://127.0.0.1:8000"
     max_body_bytes: int = 1024 * 1024
     max_json_depth: int = 32
+    # Bounds `herald serve` puts on a request at the socket (herald.http.server): the size of its
+    # request line and header fields (431 past it), the time to receive its head and its body (408).
+    max_header_bytes: int = 64 * 1024
+    header_timeout_seconds: float = 10.0
+    body_timeout_seconds: float = 60.0
     # Ordinarily the database pool is sized for a web worker; benchmarks and large deployments raise it.
     db_pool_size: int = 10
     log_level: str = "info"

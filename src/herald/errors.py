@@ -93,6 +93,19 @@ class PayloadTooLarge(HeraldError):
     status, code, message = 413, "PAYLOAD_TOO_LARGE", "The request body is too large."
 
 
+class RequestTimeout(HeraldError):
+    """Answered at the socket by `herald serve` (herald.http.server), never by a route."""
+
+    status, code, message = 408, "REQUEST_TIMEOUT", "The request was not received in time."
+
+
+class HeadersTooLarge(HeraldError):
+    """Answered at the socket by `herald serve` (herald.http.server), never by a route."""
+
+    status, code = 431, "REQUEST_HEADERS_TOO_LARGE"
+    message = "The request line and header fields are too large."
+
+
 class UnsupportedMediaType(BadRequest):
     message = "The request body must be JSON (Content-Type: application/json)."
 

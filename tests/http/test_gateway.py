@@ -10,7 +10,8 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
-from herald.http.guards import has_control_characters, has_lone_surrogate
+from herald.http.guards import has_control_characters, has_lone_surrogate, query_problems
+from herald.http.server import header_section_has_control_character
 from herald.workspaces.scopes import Scope
 from tests.factories import Tenant, add_key
 
@@ -245,3 +246,38 @@ class TestNonFiniteNumbers:
 
         assert not has_non_finite_number(b'{"name": "NaN Infinity"}')
         assert has_non_finite_number(b'{"a": [1, NaN]}')
+
+
+@pytest.mark.parametrize(
+    ("query", "refused"),
+    [
+        (b"name_contains=a%00b", ["name_contains"]),
+        (b"tags=a&tags=b%01", ["tags"]),
+        (b"a%00b=1", ["a\x00b"]),
+        (b"id=%ff&limit=2", ["id"]),
+        (b"id=caf%C3", ["id"]),
+        (b"q=a%09b", ["q"]),
+        (b"q=a+b&r=%E2%98%83&&s=", []),
+        (b"q=%zz", []),  # not an escape: read as the text it is
+    ],
+)
+def test_query_problems_name_each_bad_parameter(query: bytes, refused: list[str]) -> None:
+    assert [problem.target for problem in query_problems(query)] == refused
+
+
+@pytest.mark.parametrize(
+    ("head", "control"),
+    [
+        (b"GET / HTTP/1.1\r\nX-A: a\x01b\r\n\r\n", True),
+        (b"GET / HTTP/1.1\r\nX-A: a\nb\r\n\r\n", True),
+        (b"GET / HTTP/1.1\r\nX-A: a\rb\r\n\r\n", True),
+        (b"GET / HTTP/1.1\r\nX-\x7f: ab\r\n\r\n", True),
+        (b"GET / HTTP/1.1\r\nX-A: a\tb\r\n\r\n", False),
+        (b"GET / HTTP/1.1\r\nX-A: ab\r", False),  # half a line end, the rest not yet received
+        (b"GET /\x01 HTTP/1.1\r\nX-A: ab\r\n\r\n", False),  # a malformed request line
+        (b"GET / HTTP/1.1\nX-A: a\x01b\n\n", False),  # no CRLF: it is all one malformed line
+        (b"GET / HTTP/1.1\r\nX-A: ab\r\n\r\n\x01body", False),  # after the head
+    ],
+)
+def test_header_section_control_characters(head: bytes, control: bool) -> None:
+    assert header_section_has_control_character(head) is control

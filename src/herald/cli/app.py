@@ -46,6 +46,8 @@ def serve(
     """Serve the API with uvicorn."""
     import uvicorn
 
+    from herald.http.server import HeraldHttpProtocol
+
     settings = Settings()
     if settings.is_sqlite and workers == 1:
         # One process owns the SQLite file: it also runs the scheduled transitions.
@@ -64,6 +66,9 @@ def serve(
         workers=workers,
         log_level=settings.log_level,
         proxy_headers=False,
+        # The gateway's answers at the socket (503 for control characters, 431, 408, 400); a class,
+        # not a name, is pickled by reference into every worker process.
+        http=HeraldHttpProtocol,
     )
 
 

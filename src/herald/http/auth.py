@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import base64
-import binascii
 from dataclasses import dataclass
 
 from sqlalchemy.ext.asyncio import AsyncSession
 from starlette.requests import Request
 
+from herald.http.guards import has_control_character
 from herald.workspaces import service as workspaces_service
 from herald.workspaces.models import ApiKey, Workspace
 from herald.workspaces.scopes import Scope, expand
@@ -47,11 +47,14 @@ def basic_credentials(header: str | None) -> tuple[str, str]:
     if scheme.lower() != "basic" or not encoded.strip():
         raise unauthenticated()
     try:
+        # A str with bytes past ASCII (headers are read as latin-1) raises a plain ValueError, bad
+        # base64 binascii.Error and bad UTF-8 UnicodeDecodeError: all are ValueErrors, all are 401.
         decoded = base64.b64decode(encoded.strip(), validate=True).decode("utf-8")
-    except (binascii.Error, UnicodeDecodeError):
+    except ValueError:
         raise unauthenticated() from None
     username, sep, password = decoded.partition(":")
-    if not sep or not username or not password:
+    if not sep or not username or not password or has_control_character(decoded):
+        # No workspace id or key holds a control character; PostgreSQL refuses NUL in a query.
         raise unauthenticated()
     return username, password
 

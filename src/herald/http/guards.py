@@ -5,6 +5,9 @@ from __future__ import annotations
 import re
 import uuid
 from collections.abc import Iterable
+from urllib.parse import unquote_to_bytes
+
+from herald.problems import Problem
 
 _JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
 _BRACKETS = re.compile(rb"[\[\]{}]")
@@ -16,6 +19,40 @@ _CONTROL_CHARACTER = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")
 def has_control_characters(headers: Iterable[tuple[bytes, bytes]]) -> bool:
     """True when any header name or value holds an ASCII control character (HTAB aside)."""
     return any(_CONTROL_CHARACTER.search(name) or _CONTROL_CHARACTER.search(value) for name, value in headers)
+
+
+_CONTROL_CHARACTER_TEXT = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def has_control_character(text: str) -> bool:
+    """True when decoded text (a credential, a query parameter) holds an ASCII control character.
+    No identifier, name, date or cursor Herald reads holds one, and PostgreSQL refuses NUL."""
+    return _CONTROL_CHARACTER_TEXT.search(text) is not None
+
+
+def query_problems(query_string: bytes) -> list[Problem]:
+    """One INVALID_TYPE problem per query parameter whose name or value, percent-decoded, is not UTF-8
+    or holds a control character (every route's query string is checked here, before any handler
+    reads it). Split as Starlette splits it (`&`, then the first `=`, `+` for space), so the target
+    names the parameter the route would have read."""
+    problems: list[Problem] = []
+    for field in query_string.split(b"&"):
+        if not field:
+            continue
+        raw_name, _, raw_value = field.partition(b"=")
+        name_bytes = unquote_to_bytes(raw_name.replace(b"+", b" "))
+        value_bytes = unquote_to_bytes(raw_value.replace(b"+", b" "))
+        name = name_bytes.decode("utf-8", "replace")
+        try:
+            text = name_bytes.decode("utf-8") + value_bytes.decode("utf-8")
+        except UnicodeDecodeError:
+            problems.append(
+                Problem("INVALID_TYPE", name, "Must be UTF-8 text (percent-escapes of UTF-8 bytes).")
+            )
+            continue
+        if has_control_character(text):
+            problems.append(Problem("INVALID_TYPE", name, "Must not contain control characters."))
+    return problems
 
 
 def json_depth_exceeds(body: bytes, limit: int) -> bool:

@@ -5,7 +5,8 @@ For every HTTP request it
 2. reads or makes the request id (`X-<token>-Request-Id`) that every response carries (a malformed
    one is refused by the route's guard, after authentication), and lets the router answer 405 first,
 3. reads the body once, within the size limit (413), checks content type, UTF-8, NULs, lone
-   surrogates, NaN/Infinity and JSON depth (400),
+   surrogates, NaN/Infinity and JSON depth (400); a client gone before its body is complete (or given
+   up on by `herald.http.server`) gets nothing processed,
 4. runs the app with the response held back, then commits the request's transaction (and its
    idempotency record) before sending, or rolls everything back when the answer is an error.
 """
@@ -47,6 +48,10 @@ READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 class BodyTooLarge(Exception):
     pass
+
+
+class ClientGone(Exception):
+    """The client disconnected (or the server gave up on it) before its body was complete."""
 
 
 class HeraldMiddleware:
@@ -92,6 +97,8 @@ class HeraldMiddleware:
         if method in BODY_METHODS:
             try:
                 body = await self._read_body(headers, receive)
+            except ClientGone:
+                return  # a partial body is never processed, and no one is left to answer
             except BodyTooLarge:
                 await self._send_error(
                     send,
@@ -235,7 +242,7 @@ class HeraldMiddleware:
         while True:
             message = await receive()
             if message["type"] != "http.request":
-                break
+                raise ClientGone()
             chunk = message.get("body", b"")
             size += len(chunk)
             if size > limit:

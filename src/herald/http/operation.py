@@ -1,6 +1,6 @@
 """The one dependency every API route starts with: who is calling, may they, how often, which key.
 
-Order matters and is fixed here: authenticate (401/403) → a malformed request id (400) → rate limit
+Order matters and is fixed here: authenticate (401/403) → a malformed request id or query string (400) → rate limit
 (429, nothing consumed on refusal) → claim the Idempotency-Key (replay / 409). Routes declare it as `Annotated[Caller, guarded(OP)]`.
 
 A writing request does all of this in its own transaction, the one that then holds its effect and its
@@ -22,7 +22,7 @@ from herald.errors import RateLimited, ValidationFailed
 from herald.http import idempotency
 from herald.http.auth import Caller, authenticate, forbidden
 from herald.http.context import UnitOfWork
-from herald.http.guards import parse_uuid4
+from herald.http.guards import parse_uuid4, query_problems
 from herald.http.limits import Consumer, limit_key, windows_for
 from herald.http.ratelimit import Decision, Window
 from herald.problems import Problem
@@ -112,6 +112,11 @@ async def check_access(request: Request, operation: Operation) -> Caller:
     if request.state.request_id_invalid:
         header = services.settings.request_id_header
         raise ValidationFailed([Problem("INVALID_TYPE", header, "Not a UUID v4.")])
+    # Every route's query string, before any handler or query model reads it: a NUL would reach
+    # the database (PostgreSQL refuses it), a non-UTF-8 escape would be read as U+FFFD.
+    bad_query = query_problems(request.scope.get("query_string", b""))
+    if bad_query:
+        raise ValidationFailed(bad_query)
 
     now = services.clock.now()
     uow.rate_limit, _, _ = await _take_slot(request, caller, operation.bucket, operation.name)

@@ -1,0 +1,274 @@
+"""The HTTP/1.1 protocol `herald serve` runs: uvicorn's httptools protocol, with the gateway's rules
+applied at the socket, before the app sees a byte.
+
+uvicorn answers every parse error itself (`400 Invalid HTTP request received.`, text/plain), reads
+request heads of any size and waits for them forever. This protocol gives a client the documented
+answers instead, and closes the connection after each of them:
+
+- a control character (ASCII 0x00-0x1F but HTAB, or 0x7F; a bare CR or LF too) in a header name or
+  value → 503 with the gateway's HTML body (contract §2; llhttp refuses these bytes, nothing is
+  processed);
+- any other malformed head (request line, method, URL, version, header syntax) → 400 `BAD_REQUEST`;
+- a request line and header fields larger than `HERALD_MAX_HEADER_BYTES` → 431
+  `REQUEST_HEADERS_TOO_LARGE`;
+- a head not complete within `HERALD_HEADER_TIMEOUT_SECONDS` of the connection (or, on a kept-alive
+  connection, of the request's first byte) → 408 `REQUEST_TIMEOUT` (a connection that never sent a
+  byte is closed without an answer);
+- a body not complete within `HERALD_BODY_TIMEOUT_SECONDS` of its head → 408, the app sees the
+  client disconnect and processes nothing.
+
+The JSON answers are the error envelope of every other error. The in-process middleware keeps the
+503 rule for servers other than this one (and for in-process tests).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import uuid
+from asyncio import TimerHandle
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+import httptools
+import orjson
+from uvicorn.config import Config
+from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
+from uvicorn.server import ServerState
+
+from herald.config import Settings
+from herald.errors import BadRequest, HeadersTooLarge, HeraldError, RequestTimeout, error_body
+from herald.http.responses import GATEWAY_503_HTML
+
+# In the header section (after the request line's CRLF): the controls of `guards.has_control_characters`,
+# with CR and LF counted only when they are not a CRLF line end. A CR at the very end of what arrived
+# may be half of one.
+_HEADER_CONTROL = re.compile(rb"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]|\r(?!\n|\Z)|(?<!\r)\n")
+_HEADERS_END = b"\r\n\r\n"
+
+
+def header_section_has_control_character(head: bytes) -> bool:
+    """True when the raw header lines of a request head hold a control character (see `_HEADER_CONTROL`)."""
+    _, separator, section = head.partition(b"\r\n")
+    if not separator:
+        return False  # still (or only) the request line: its faults are malformed requests
+    end = section.find(_HEADERS_END)
+    return _HEADER_CONTROL.search(section[: end + 2] if end >= 0 else section) is not None
+
+
+@dataclass(frozen=True)
+class GatewayLimits:
+    max_header_bytes: int
+    header_timeout: float
+    body_timeout: float
+    request_id_header: bytes
+    doc_base: str
+
+
+@cache
+def gateway_limits() -> GatewayLimits:
+    """Read once per process (every worker reads the same environment)."""
+    settings = Settings()
+    return GatewayLimits(
+        max_header_bytes=settings.max_header_bytes,
+        header_timeout=settings.header_timeout_seconds,
+        body_timeout=settings.body_timeout_seconds,
+        request_id_header=settings.request_id_header.encode(),
+        doc_base=settings.base_url,
+    )
+
+
+class HeraldHttpProtocol(HttpToolsProtocol):
+    """`uvicorn.run(..., http=HeraldHttpProtocol)`; see the module docstring for what it adds."""
+
+    def __init__(
+        self,
+        config: Config,
+        server_state: ServerState,
+        app_state: dict[str, Any],
+        _loop: asyncio.AbstractEventLoop | None = None,
+    ) -> None:
+        super().__init__(config, server_state, app_state, _loop)
+        self.limits = gateway_limits()
+        self.head = bytearray()  # the current request's head as received so far
+        self.in_head = True
+        self.head_timer: TimerHandle | None = None
+        self.body_timer: TimerHandle | None = None
+        self.linger_timer: TimerHandle | None = None
+        self.body_pending = False  # the current request's head is in, its body not all of it
+        self.refused = False
+
+    # ---- connection ----------------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self.head_timer = self.loop.call_later(self.limits.header_timeout, self._head_timed_out)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._cancel_timers()
+        super().connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        if self.refused:
+            return  # answered: what the client still sends is read and dropped until it closes
+        if self.in_head:
+            self.head += data
+        self._unset_keepalive_if_required()
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserUpgrade:
+            if self._should_upgrade():
+                self.handle_websocket_upgrade()
+            else:
+                self._unsupported_upgrade_warning()
+            return
+        except httptools.HttpParserError:
+            if not self.refused:  # a refusal from a callback below already answered
+                self._refuse_malformed()
+            return
+        if self.in_head and len(self.head) > self.limits.max_header_bytes:
+            # Bounds what an unfinished head may hold in memory (a finished one is measured below).
+            self._refuse_json(HeadersTooLarge())
+
+    # ---- parser callbacks ------------------------------------------------------------------------
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        self.in_head = True
+        if self.head_timer is None:  # a later request on a kept-alive (or pipelining) connection
+            self.head_timer = self.loop.call_later(self.limits.header_timeout, self._head_timed_out)
+
+    def on_headers_complete(self) -> None:
+        self.in_head = False
+        self.head = bytearray()
+        if self.head_timer is not None:
+            self.head_timer.cancel()
+            self.head_timer = None
+        size, has_body = len(self.url), False
+        for name, value in self.headers:
+            size += len(name) + len(value) + 4
+            has_body = (
+                has_body or name == b"transfer-encoding" or (name == b"content-length" and value != b"0")
+            )
+        if size > self.limits.max_header_bytes:
+            self._refuse_json(HeadersTooLarge())
+            raise _Refused  # stops the parser: nothing of this request reaches the app
+        super().on_headers_complete()
+        if has_body:
+            self.body_pending = True
+            self.body_timer = self.loop.call_later(self.limits.body_timeout, self._body_timed_out)
+            # The app may answer before the body is in (413): uvicorn then closes at once, and the
+            # client, still sending, gets a reset instead of the answer. Close it lingering instead.
+            self.cycle.transport = _AnswerFirstTransport(self)
+
+    def on_message_complete(self) -> None:
+        self.body_pending = False
+        if self.body_timer is not None:
+            self.body_timer.cancel()
+            self.body_timer = None
+        super().on_message_complete()
+        self.in_head = True
+
+    # ---- refusals --------------------------------------------------------------------------------
+
+    def _head_timed_out(self) -> None:
+        self.head_timer = None
+        if self.refused or self.transport.is_closing():
+            return
+        if not self.head and self.cycle is None:
+            self._close()  # never sent a byte: nothing to answer
+        else:
+            self._refuse_json(RequestTimeout("The request head was not received in time."))
+
+    def _body_timed_out(self) -> None:
+        self.body_timer = None
+        if self.refused or self.transport.is_closing() or self.cycle is None:
+            return
+        if self.cycle.response_complete:
+            self.refused = True  # answered already: the rest of the body is not waited for
+            self._close(linger=True)
+        elif not self.cycle.response_started:
+            self._refuse_json(RequestTimeout("The request body was not received in time."))
+
+    def _refuse_malformed(self) -> None:
+        if header_section_has_control_character(bytes(self.head)):
+            self._refuse(503, b"text/html; charset=utf-8", GATEWAY_503_HTML, [])
+        else:
+            self._refuse_json(BadRequest("The request is not valid HTTP/1.1."))
+
+    def _refuse_json(self, error: HeraldError) -> None:
+        request_id = str(uuid.uuid4())
+        body = error_body(
+            f"resp_{request_id}", code=error.code, message=error.message, doc_base=self.limits.doc_base
+        )
+        extra = [(self.limits.request_id_header, request_id.encode())]
+        self._refuse(error.status, b"application/json", orjson.dumps(body), extra)
+
+    def _refuse(
+        self, status: int, content_type: bytes, body: bytes, extra: list[tuple[bytes, bytes]]
+    ) -> None:
+        """Answer and close; a request the app is waiting on sees the client gone."""
+        if self.refused or self.transport.is_closing():
+            return
+        self.refused = True
+        lines = [STATUS_LINE[status]]
+        headers = [
+            *self.server_state.default_headers,
+            (b"content-type", content_type),
+            (b"content-length", str(len(body)).encode()),
+            (b"connection", b"close"),
+            *extra,
+        ]
+        lines.extend(name + b": " + value + b"\r\n" for name, value in headers)
+        self.transport.write(b"".join([*lines, b"\r\n", body]))
+        self._close(linger=True)
+
+    def _close(self, *, linger: bool = False) -> None:
+        """Close; after an answer, half-close first (lingering close): a client still sending its
+        head or body when refused would otherwise get a reset that can destroy the answer unread.
+        The rest of what it sends is dropped; its own close (or the linger timer) ends the connection."""
+        self._cancel_timers()
+        if self.cycle is not None and not self.cycle.response_complete:
+            self.cycle.disconnected = True
+            self.cycle.message_event.set()
+        if linger and self.transport.can_write_eof():
+            self.transport.write_eof()
+            self.linger_timer = self.loop.call_later(self.limits.header_timeout, self.transport.close)
+        else:
+            self.transport.close()
+
+    def _cancel_timers(self) -> None:
+        for timer in (self.head_timer, self.body_timer, self.linger_timer):
+            if timer is not None:
+                timer.cancel()
+        self.head_timer = self.body_timer = self.linger_timer = None
+
+
+class _AnswerFirstTransport(asyncio.Transport):
+    """The transport a request with a body answers through: closing it while the body is still
+    coming drops the rest of the body and closes lingering (see `HeraldHttpProtocol._close`)."""
+
+    def __init__(self, protocol: HeraldHttpProtocol) -> None:
+        super().__init__()
+        self.protocol = protocol
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        self.protocol.transport.write(data)
+
+    def is_closing(self) -> bool:
+        return self.protocol.transport.is_closing()
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return self.protocol.transport.get_extra_info(name, default)
+
+    def close(self) -> None:
+        if self.protocol.body_pending and not self.protocol.refused:
+            self.protocol.refused = True
+            self.protocol._close(linger=True)
+        else:
+            self.protocol.transport.close()
+
+
+class _Refused(Exception):
+    """Raised from a parser callback after answering, to stop parsing the rest of the data."""

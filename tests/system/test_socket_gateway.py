@@ -1,0 +1,428 @@
+"""What a client meets at the socket of a served `herald serve` process (contract §2, spec Errors).
+
+The bytes here are ones httpx refuses to send (control characters, raw non-ASCII, broken request
+lines), so each test writes a raw HTTP/1.1 exchange on a TCP socket and reads until the server
+closes it. The served process runs with 1-second head and body timeouts (settings, through its
+environment); a slow-client test waits for the socket to be closed, within a generous bound.
+Runs on both engines (the served process uses the session's database).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import json
+import os
+import select
+import socket
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+from pydantic import SecretStr
+
+from herald.config import Settings
+from herald.http.limits import BUCKETS
+from herald.main import create_app
+from tests.conftest import REDIS_URL, TEST_SECRET_KEY
+from tests.factories import Tenant, make_tenant
+from tests.system.cluster import Server, serve
+
+# An upper bound on any answer, slow-client ones included (they come after about one second).
+WAIT = 30.0
+MAX_HEADER_BYTES = 64 * 1024  # the default of HERALD_MAX_HEADER_BYTES
+CAMPAIGN = b'{"channel": "PUSH", "campaign_delivery_type": "ONE_TIME", "created_by": "a@example.com"}'
+
+
+@dataclass(frozen=True)
+class Answer:
+    status: int
+    headers: dict[str, str]
+    body: bytes
+    closed: bool  # the server closed the connection after this answer
+
+    @property
+    def json(self) -> dict[str, object]:
+        parsed: dict[str, object] = json.loads(self.body)
+        return parsed
+
+    def error_code(self) -> object:
+        error = self.json["error"]
+        assert isinstance(error, dict)
+        return error["code"]
+
+
+def _parse(raw: bytes, closed: bool) -> Answer:
+    head, separator, rest = raw.partition(b"\r\n\r\n")
+    assert separator, f"no complete answer: {raw[:200]!r}"
+    status_line, *lines = head.decode("latin-1").split("\r\n")
+    headers = {}
+    for line in lines:
+        name, _, value = line.partition(":")
+        headers[name.strip().lower()] = value.strip()
+    length = int(headers.get("content-length", len(rest)))
+    return Answer(int(status_line.split()[1]), headers, rest[:length], closed)
+
+
+def _read_all(sock: socket.socket) -> tuple[bytes, bool]:
+    """Everything the server sends until it closes (True) or `WAIT` passes (False)."""
+    received = b""
+    deadline = time.monotonic() + WAIT
+    while time.monotonic() < deadline:
+        sock.settimeout(max(0.01, deadline - time.monotonic()))
+        try:
+            chunk = sock.recv(65536)
+        except TimeoutError:
+            break
+        if not chunk:
+            return received, True
+        received += chunk
+    return received, False
+
+
+def exchange(server: Server, raw: bytes) -> Answer:
+    """Send `raw` whole, then read the first answer and whether the connection was closed."""
+    with socket.create_connection(("127.0.0.1", server.port), timeout=WAIT) as sock:
+        with contextlib.suppress(OSError):  # refused while sending: the answer is still there to read
+            sock.sendall(raw)
+        received, closed = _read_all(sock)
+    return _parse(received, closed)
+
+
+def request(
+    method: str,
+    path: str,
+    headers: list[tuple[bytes, bytes]],
+    body: bytes = b"",
+    *,
+    close: bool = True,
+) -> bytes:
+    lines = [f"{method} {path} HTTP/1.1".encode(), b"Host: 127.0.0.1"]
+    lines += [name + b": " + value for name, value in headers]
+    if body:
+        lines.append(b"Content-Length: " + str(len(body)).encode())
+    if close:
+        lines.append(b"Connection: close")
+    return b"\r\n".join(lines) + b"\r\n\r\n" + body
+
+
+def credentials(tenant: Tenant, *, campaigns: bool = False) -> list[tuple[bytes, bytes]]:
+    return [(name.encode(), value.encode()) for name, value in tenant.headers(campaigns=campaigns).items()]
+
+
+def create_headers(tenant: Tenant, key: str) -> list[tuple[bytes, bytes]]:
+    return [
+        *credentials(tenant, campaigns=True),
+        (b"Idempotency-Key", key.encode()),
+        (b"Content-Type", b"application/json"),
+    ]
+
+
+def assert_not_processed(server: Server, tenant: Tenant, key: str) -> None:
+    """The refused create with `key` left nothing: the same create now is new, not a replay."""
+    answer = exchange(server, request("POST", "/v5/campaigns", create_headers(tenant, key), CAMPAIGN))
+    assert answer.status == 201, answer.body
+    assert "idempotent-replayed" not in answer.headers
+    again = exchange(server, request("POST", "/v5/campaigns", create_headers(tenant, key), CAMPAIGN))
+    assert again.headers.get("idempotent-replayed") == "true"  # so the check above can fail
+
+
+def assert_gateway_503(answer: Answer) -> None:
+    assert answer.status == 503, answer.body
+    assert answer.headers["content-type"].startswith("text/html")
+    assert answer.body.startswith(b"<html>")
+    assert answer.closed
+
+
+def assert_envelope(answer: Answer, status: int, code: str) -> None:
+    assert answer.status == status, answer.body
+    assert answer.headers["content-type"] == "application/json"
+    assert answer.error_code() == code
+    assert answer.json["response_id"] == f"resp_{answer.headers['x-svc-request-id']}"
+
+
+# ---- the served process --------------------------------------------------------------------------
+
+
+async def _tenant(database_url: str) -> Tenant:
+    settings = Settings(database_url=database_url, redis_url=None, secret_key=SecretStr(TEST_SECRET_KEY))
+    app = create_app(settings)
+    try:
+        limits = dict.fromkeys(BUCKETS, "1000000/second")
+        return await make_tenant(app, rate_limits=limits)
+    finally:
+        await app.state.herald.database.dispose()
+
+
+def _env(database_url: str) -> dict[str, str]:
+    env = {
+        **os.environ,
+        "HERALD_DATABASE_URL": database_url,
+        "HERALD_SECRET_KEY": TEST_SECRET_KEY,
+        "HERALD_LOG_LEVEL": "warning",
+        "HERALD_HEADER_TIMEOUT_SECONDS": "1",
+        "HERALD_BODY_TIMEOUT_SECONDS": "1",
+    }
+    if REDIS_URL:
+        env["HERALD_REDIS_URL"] = REDIS_URL
+    return env
+
+
+@pytest.fixture(scope="module")
+def tenant(database_url: str) -> Tenant:
+    return asyncio.run(_tenant(database_url))
+
+
+@pytest.fixture(scope="module")
+def server(database_url: str, tenant: Tenant) -> Iterator[Server]:
+    served = serve(_env(database_url), workers=1)
+    yield served
+    served.kill()
+
+
+# ---- control characters in headers: 503 HTML, nothing processed ----------------------------------
+
+CONTROL_HEADERS = {
+    "soh-in-value": b"X-Note: a\x01b",
+    "nul-in-value": b"X-Note: a\x00b",
+    "del-in-value": b"X-Note: a\x7fb",
+    "escape-in-idempotency-key": b"Idempotency-Key: " + str(uuid.uuid4()).encode() + b"\x1b",
+    "bare-lf-in-value": b"X-Note: a\nb",
+    "bare-cr-in-value": b"X-Note: a\rb",
+    "soh-in-name": b"X-No\x01te: ab",
+}
+
+
+@pytest.mark.parametrize("case", list(CONTROL_HEADERS))
+def test_control_characters_in_a_header_are_503_html_and_nothing_is_processed(
+    server: Server, tenant: Tenant, case: str
+) -> None:
+    key = str(uuid.uuid4())
+    raw = request("POST", "/v5/campaigns", create_headers(tenant, key), CAMPAIGN)
+    head, _, body = raw.partition(b"\r\n\r\n")
+    answer = exchange(server, head + b"\r\n" + CONTROL_HEADERS[case] + b"\r\n\r\n" + body)
+    assert_gateway_503(answer)
+    assert_not_processed(server, tenant, key)
+
+
+def test_every_worker_answers_control_characters_with_503_html(database_url: str, tenant: Tenant) -> None:
+    # `--workers 2` runs the protocol in spawned processes: each connection may land on either.
+    served = serve(_env(database_url), workers=2)
+    try:
+        for _ in range(6):
+            raw = request("GET", "/v5/offers", [*credentials(tenant), (b"X-Note", b"a\x01b")])
+            assert_gateway_503(exchange(served, raw))
+    finally:
+        served.kill()
+
+
+# ---- non-ASCII header bytes: each header's documented answer --------------------------------------
+
+
+def test_non_ascii_basic_credentials_are_401_er001(server: Server) -> None:
+    for path, extra in (("/v5/offers", []), ("/v5/campaigns/search", [(b"SVC-APPKEY", b"W1")])):
+        method = "GET" if path == "/v5/offers" else "POST"
+        raw = request(method, path, [(b"Authorization", b"Basic \xff\xfe"), *extra])
+        answer = exchange(server, raw)
+        assert answer.status == 401, answer.body
+        assert answer.headers["content-type"].startswith("text/plain")
+        assert answer.json["code"] == "ER001"
+
+
+def test_basic_credentials_holding_a_nul_are_401(server: Server) -> None:
+    token = base64.b64encode(b"W\x00X:secret")
+    answer = exchange(server, request("GET", "/v5/offers", [(b"Authorization", b"Basic " + token)]))
+    assert answer.status == 401, answer.body
+    assert answer.json["code"] == "ER001"
+
+
+def test_non_ascii_app_key_is_401(server: Server, tenant: Tenant) -> None:
+    raw = request("POST", "/v5/campaigns/search", [*credentials(tenant), (b"SVC-APPKEY", b"\xff\xfe")])
+    answer = exchange(server, raw)
+    assert answer.status == 401, answer.body
+    assert answer.json["code"] == "ER001"
+
+
+def test_non_ascii_request_id_is_400_invalid_type(server: Server, tenant: Tenant) -> None:
+    raw = request("GET", "/v5/offers", [*credentials(tenant), (b"X-SVC-Request-Id", b"\xff\xfe")])
+    answer = exchange(server, raw)
+    assert_envelope(answer, 400, "VALIDATION_FAILED")
+    assert answer.json["error"]["details"][0]["target"] == "X-SVC-Request-Id"  # type: ignore[index]
+
+
+def test_non_ascii_idempotency_key_is_400(server: Server, tenant: Tenant) -> None:
+    headers = [*credentials(tenant, campaigns=True), (b"Content-Type", b"application/json")]
+    answer = exchange(
+        server, request("POST", "/v5/campaigns", [*headers, (b"Idempotency-Key", b"\xff")], CAMPAIGN)
+    )
+    assert_envelope(answer, 400, "VALIDATION_FAILED")
+
+
+def test_non_ascii_content_type_is_400_bad_request(server: Server, tenant: Tenant) -> None:
+    headers = [*credentials(tenant, campaigns=True), (b"Idempotency-Key", str(uuid.uuid4()).encode())]
+    raw = request("POST", "/v5/campaigns", [*headers, (b"Content-Type", b"application/\xffjson")], CAMPAIGN)
+    assert_envelope(exchange(server, raw), 400, "BAD_REQUEST")
+
+
+def test_non_ascii_if_match_is_412(server: Server, tenant: Tenant) -> None:
+    created = exchange(
+        server, request("POST", "/v5/campaigns", create_headers(tenant, str(uuid.uuid4())), CAMPAIGN)
+    )
+    campaign_id = created.json["data"]["id"]  # type: ignore[index]
+    headers = [*create_headers(tenant, str(uuid.uuid4())), (b"If-Match", b'"\xff\xfe"')]
+    raw = request("PATCH", f"/v5/campaigns/{campaign_id}", headers, b'{"updated_by": "a@example.com"}')
+    assert_envelope(exchange(server, raw), 412, "PRECONDITION_FAILED")
+
+
+def test_non_ascii_header_name_is_400_bad_request(server: Server, tenant: Tenant) -> None:
+    answer = exchange(server, request("GET", "/v5/offers", [*credentials(tenant), (b"X-N\xe9te", b"a")]))
+    assert_envelope(answer, 400, "BAD_REQUEST")
+    assert answer.closed
+
+
+# ---- malformed request lines: a clean 400 -----------------------------------------------------------
+
+MALFORMED = {
+    "not-http": b"GARBAGE\r\n\r\n",
+    "unknown-version": b"GET /v5/offers HTTP/9.9\r\nHost: x\r\n\r\n",
+    "space-in-target": b"GET /v5/off ers HTTP/1.1\r\nHost: x\r\n\r\n",
+    "control-in-target": b"GET /v5/off\x01ers HTTP/1.1\r\nHost: x\r\n\r\n",
+    "non-ascii-target": b"GET /v5/offers\xff HTTP/1.1\r\nHost: x\r\n\r\n",
+    "bare-lf-line-ends": b"GET /v5/offers HTTP/1.1\nHost: x\n\n",
+    "folded-header": b"GET /v5/offers HTTP/1.1\r\nHost: x\r\nX-Note: a\r\n b\r\n\r\n",
+    "no-colon": b"GET /v5/offers HTTP/1.1\r\nHost x\r\n\r\n",
+    # HTAB is header whitespace, not one of the refused controls (as in the in-process guard); in a
+    # name it only makes the header malformed.
+    "tab-in-name": b"GET /v5/offers HTTP/1.1\r\nHost: x\r\nX-No\tte: ab\r\n\r\n",
+}
+
+
+@pytest.mark.parametrize("case", list(MALFORMED))
+def test_malformed_request_is_400_bad_request_and_closed(server: Server, case: str) -> None:
+    answer = exchange(server, MALFORMED[case])
+    assert_envelope(answer, 400, "BAD_REQUEST")
+    assert answer.closed
+
+
+# ---- header size ----------------------------------------------------------------------------------
+
+
+def test_one_header_past_the_bound_is_431(server: Server, tenant: Tenant) -> None:
+    raw = request("GET", "/v5/offers", [*credentials(tenant), (b"X-Note", b"a" * MAX_HEADER_BYTES)])
+    answer = exchange(server, raw)
+    assert_envelope(answer, 431, "REQUEST_HEADERS_TOO_LARGE")
+    assert answer.closed
+
+
+def test_many_headers_past_the_bound_are_431(server: Server, tenant: Tenant) -> None:
+    many = [(f"X-Note-{i}".encode(), b"a" * 1000) for i in range(70)]
+    answer = exchange(server, request("GET", "/v5/offers", [*credentials(tenant), *many]))
+    assert_envelope(answer, 431, "REQUEST_HEADERS_TOO_LARGE")
+
+
+def test_an_8_mb_header_is_431_without_reading_it_all(server: Server, tenant: Tenant) -> None:
+    raw = request("GET", "/v5/offers", [*credentials(tenant), (b"X-Note", b"a" * 8 * 1024 * 1024)])
+    answer = exchange(server, raw)
+    assert_envelope(answer, 431, "REQUEST_HEADERS_TOO_LARGE")
+    assert answer.closed
+
+
+def test_headers_within_the_bound_reach_the_api(server: Server, tenant: Tenant) -> None:
+    raw = request("GET", "/v5/offers", [*credentials(tenant), (b"X-Note", b"a" * (MAX_HEADER_BYTES - 1024))])
+    answer = exchange(server, raw)
+    assert answer.status == 200, answer.body
+
+
+# ---- slow clients -----------------------------------------------------------------------------------
+
+
+def test_a_head_sent_a_byte_at_a_time_is_closed_with_408(server: Server, tenant: Tenant) -> None:
+    raw = request("GET", "/v5/offers", [*credentials(tenant), (b"X-Note", b"a" * 10_000)])
+    with socket.create_connection(("127.0.0.1", server.port), timeout=WAIT) as sock:
+        deadline = time.monotonic() + WAIT
+        for byte in raw:
+            assert time.monotonic() < deadline, "the server kept a trickling head open"
+            try:
+                sock.sendall(bytes([byte]))
+            except OSError:
+                break
+            # Each byte waits on the socket: an answer (or a close) ends the trickle.
+            readable, _, _ = select.select([sock], [], [], 0.1)
+            if readable:
+                break
+        else:
+            pytest.fail("the whole head was sent before the server answered")
+        received, closed = _read_all(sock)
+    answer = _parse(received, closed)
+    assert_envelope(answer, 408, "REQUEST_TIMEOUT")
+    assert answer.closed
+
+
+def test_a_connection_that_sends_nothing_is_closed(server: Server) -> None:
+    with socket.create_connection(("127.0.0.1", server.port), timeout=WAIT) as sock:
+        received, closed = _read_all(sock)
+    assert closed
+    assert received == b""
+
+
+def test_a_slow_body_is_408_and_nothing_is_processed(server: Server, tenant: Tenant) -> None:
+    key = str(uuid.uuid4())
+    head, _, _ = request("POST", "/v5/campaigns", create_headers(tenant, key), CAMPAIGN).partition(
+        b"\r\n\r\n"
+    )
+    with socket.create_connection(("127.0.0.1", server.port), timeout=WAIT) as sock:
+        sock.sendall(head + b"\r\n\r\n" + CAMPAIGN[:10])  # Content-Length promises the whole body
+        received, closed = _read_all(sock)
+    answer = _parse(received, closed)
+    assert_envelope(answer, 408, "REQUEST_TIMEOUT")
+    assert answer.closed
+    assert_not_processed(server, tenant, key)
+
+
+# ---- body limits ------------------------------------------------------------------------------------
+
+
+def test_declared_oversize_body_is_413(server: Server, tenant: Tenant) -> None:
+    key = str(uuid.uuid4())
+    headers = [*create_headers(tenant, key), (b"Content-Length", str(2 * 1024 * 1024).encode())]
+    answer = exchange(server, request("POST", "/v5/campaigns", headers) + b"{")
+    assert_envelope(answer, 413, "PAYLOAD_TOO_LARGE")
+
+
+def test_chunked_oversize_body_without_length_is_413_and_nothing_is_processed(
+    server: Server, tenant: Tenant
+) -> None:
+    key = str(uuid.uuid4())
+    headers = [*create_headers(tenant, key), (b"Transfer-Encoding", b"chunked")]
+    chunk = b"a" * 64 * 1024
+    chunks = b"".join(b"%x\r\n" % len(chunk) + chunk + b"\r\n" for _ in range(20))  # 1.25 MiB
+    answer = exchange(server, request("POST", "/v5/campaigns", headers) + chunks + b"0\r\n\r\n")
+    assert_envelope(answer, 413, "PAYLOAD_TOO_LARGE")
+    assert_not_processed(server, tenant, key)
+
+
+# ---- what still works ---------------------------------------------------------------------------------
+
+
+def test_kept_alive_connection_answers_each_request(server: Server, tenant: Tenant) -> None:
+    first = request("GET", "/v5/offers", credentials(tenant), close=False)
+    second = request("GET", "/v5/offers", credentials(tenant))
+    with socket.create_connection(("127.0.0.1", server.port), timeout=WAIT) as sock:
+        sock.sendall(first + second)
+        received, closed = _read_all(sock)
+    assert closed
+    assert received.count(b"HTTP/1.1 200 OK") == 2
+
+
+def test_a_late_head_on_a_kept_alive_connection_is_408(server: Server, tenant: Tenant) -> None:
+    first = request("GET", "/v5/offers", credentials(tenant), close=False)
+    with socket.create_connection(("127.0.0.1", server.port), timeout=WAIT) as sock:
+        sock.sendall(first + b"GET /v5/offers HTTP/1.1\r\nHost: x\r\n")  # the second head never ends
+        received, closed = _read_all(sock)
+    assert closed
+    assert received.startswith(b"HTTP/1.1 200 OK")
+    second = received[received.index(b"HTTP/1.1", 1) :]
+    assert_envelope(_parse(second, closed), 408, "REQUEST_TIMEOUT")
