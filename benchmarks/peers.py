@@ -22,6 +22,7 @@ import argparse
 import asyncio
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -90,7 +91,7 @@ _OFFER_BODY = {
 _PREVIEW_BODY = {
     "request_id": "@UUID@",
     "channel": "PUSH",
-    "user_identification": {"identifier": "customer_id", "value": "u1"},
+    "user_identification": {"type": "USER_ATTRIBUTE_UNIQUE_ID", "value": "u1"},
     "campaign_content": {
         "content": {
             "push": {
@@ -137,7 +138,15 @@ SCENARIOS = [
         targets=OTHER,
     ),
     Scenario("C4", "POST", "/v5/campaigns/{campaign}/validate", campaigns=True, targets=OTHER),
-    Scenario("C6", "POST", "/v5/campaigns/search", {}, campaigns=True, idempotency=True, targets=OTHER),
+    Scenario(
+        "C6",
+        "POST",
+        "/v5/campaigns/search",
+        {"limit": 10, "page": 1},
+        campaigns=True,
+        idempotency=True,
+        targets=OTHER,
+    ),
     Scenario(
         "C7",
         "POST",
@@ -288,6 +297,8 @@ def main() -> int:
         print(f"Prism is not installed: (cd {PEERS_DIR} && npm ci)", file=sys.stderr)
         return 2
     chosen = [s for s in SCENARIOS if not args.only or s.name in args.only.split(",")]
+    # Stopped from outside, still stop the peers (the `finally` of each `started`).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
     work = Path(tempfile.mkdtemp(prefix="herald-peers-"))
     sqlite_file = work / "herald.db"
