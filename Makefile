@@ -37,7 +37,13 @@ unit: $(STAMP) ## The test suite (SQLite; PostgreSQL/Redis when HERALD_TEST_* ar
 migrate: $(STAMP) ## Upgrade the database to head
 	$(BIN)/herald migrate
 
-bench: $(STAMP) ## Print the benchmark tables (see benchmarks/README.md)
+PRISM := benchmarks/peers/node_modules/.bin/prism
+
+$(PRISM): benchmarks/peers/package-lock.json
+	cd benchmarks/peers && npm ci --no-audit --no-fund
+	touch $(PRISM)
+
+bench: $(STAMP) $(PRISM) ## Print the benchmark tables (see benchmarks/README.md; needs wrk)
 	$(BIN)/python -m benchmarks.run
 
 format: $(STAMP) ## Apply ruff fixes and formatting

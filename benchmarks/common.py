@@ -34,6 +34,7 @@ OPEN_LIMITS = {
     "campaign_create_success": "1000000/minute",
     "campaign_ops": "1000000/second",
     "preview": "1000000/minute",
+    "ingest": "1000000/minute",
 }
 
 
@@ -62,8 +63,10 @@ class Credentials:
         return headers
 
 
-async def prepare_workspace(settings: Settings, workspace_id: str) -> Credentials:
-    """Migrate, then (re)create the benchmark workspace with every scope and open limits."""
+async def prepare_workspace(
+    settings: Settings, workspace_id: str, features: dict[str, bool] | None = None
+) -> Credentials:
+    """Migrate, then (re)create the benchmark workspace with every scope, open limits and `features`."""
     await asyncio.to_thread(upgrade, settings.database_url)
     database = create_database(settings)
     now = SystemClock().now()
@@ -74,6 +77,8 @@ async def prepare_workspace(settings: Settings, workspace_id: str) -> Credential
                 await workspaces_service.create_workspace(session, now, "benchmark", workspace_id)
             for bucket, spec in OPEN_LIMITS.items():
                 await workspaces_service.set_rate_limit(session, workspace_id, bucket, spec)
+            for flag, on in (features or {}).items():
+                await workspaces_service.set_feature(session, workspace_id, flag, on)
             issued = await workspaces_service.create_api_key(session, now, workspace_id, list(Scope), "bench")
             await session.commit()
     finally:

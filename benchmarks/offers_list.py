@@ -43,12 +43,12 @@ WORKSPACE = "BENCHOFFERS"
 BATCH = 10_000
 
 
-async def load_offers(settings: Settings, rows: int) -> None:
+async def load_offers(settings: Settings, rows: int, workspace: str = WORKSPACE) -> None:
     database = create_database(settings)
     try:
         async with database.writer() as session:
             present = await session.scalar(
-                select(func.count()).select_from(Offer).where(Offer.workspace_id == WORKSPACE)
+                select(func.count()).select_from(Offer).where(Offer.workspace_id == workspace)
             )
         first = int(present or 0)
         start = datetime(2024, 1, 1, tzinfo=UTC)
@@ -58,7 +58,7 @@ async def load_offers(settings: Settings, rows: int) -> None:
                 created = start + timedelta(seconds=index)
                 batch.append(
                     {
-                        "workspace_id": WORKSPACE,
+                        "workspace_id": workspace,
                         "id": object_id(created),
                         "name": f"Offer_{index:08d}",
                         "stored_status": STORED_PUBLISHED,

@@ -84,31 +84,46 @@ def summary_table(rows: list[tuple[str, str, str, str, str, str]]) -> str:
     return "\n".join([line(header), "  ".join("-" * width for width in widths), *map(line, rows)])
 
 
+def _collect(
+    rows: list[tuple[str, str, str, str, str, str]],
+    name: str,
+    engine: str,
+    code: int,
+    summaries: list[dict[str, Any]],
+) -> None:
+    if code != 0 or not summaries:
+        problem = f"exit code {code}" + ("" if summaries else ", no summary")
+        rows.append((name, engine, f"({problem})", "", "", "FAILED"))
+    for found in summaries:
+        for figure in found["figures"]:
+            rows.append(
+                (
+                    found["benchmark"],
+                    found["engine"],
+                    figure["name"],
+                    _value(figure["value"], figure["unit"]),
+                    figure["target"] or "",
+                    _result(figure["pass"]),
+                )
+            )
+
+
 def main() -> int:
     failed = 0
     rows: list[tuple[str, str, str, str, str, str]] = []
+    # The served peers (Herald on both engines, the bare route, the mock) are started once by the
+    # benchmark itself, so it runs once, not per engine.
+    print("\n== benchmarks.peers ==", flush=True)
+    code, summaries = run_benchmark([sys.executable, "-m", "benchmarks.peers"])
+    failed += code != 0
+    _collect(rows, "peers", "served", code, summaries)
     for url in urls():
         for module, args in BENCHMARKS:
             print(f"\n== {module} :: {url.split('://')[0]} ==", flush=True)
             code, summaries = run_benchmark([sys.executable, "-m", module, "--database-url", url, *args])
             failed += code != 0
-            name = module.rsplit(".", 1)[-1]
-            if code != 0 or not summaries:
-                engine = "sqlite" if url.startswith("sqlite") else "postgresql"
-                problem = f"exit code {code}" + ("" if summaries else ", no summary")
-                rows.append((name, engine, f"({problem})", "", "", "FAILED"))
-            for found in summaries:
-                for figure in found["figures"]:
-                    rows.append(
-                        (
-                            found["benchmark"],
-                            found["engine"],
-                            figure["name"],
-                            _value(figure["value"], figure["unit"]),
-                            figure["target"] or "",
-                            _result(figure["pass"]),
-                        )
-                    )
+            engine = "sqlite" if url.startswith("sqlite") else "postgresql"
+            _collect(rows, module.rsplit(".", 1)[-1], engine, code, summaries)
     print(f"\n== summary (HERALD_BENCH_SCALE={SCALE:g}) ==")
     print(summary_table(rows))
     missed = sum(row[5] == "MISS" for row in rows)

@@ -75,8 +75,11 @@ async def list_page(
     if query.after_id is not None:
         page = page.where(Offer.id < query.after_id)
     page = page.order_by(Offer.id.desc()).limit(query.limit + 1)
-    rows = (await session.execute(page)).all()
-    total = rows[0].total_count if rows else await session.scalar(count)
+    # Through the Core connection: plain rows of the selected columns, without the ORM's result
+    # machinery (a quarter of an O1 request's CPU when run through `session.execute`).
+    connection = await session.connection()
+    rows = (await connection.execute(page)).all()
+    total = rows[0].total_count if rows else (await connection.execute(count)).scalar()
     return rows, int(total or 0)
 
 

@@ -1,0 +1,449 @@
+"""Herald against its peers over real sockets: the speed targets of the request path.
+
+    python -m benchmarks.peers [--seconds 8] [--connections 32] [--only O1,C1] [--no-postgres]
+
+Starts, side by side in one run, each on a free loopback port:
+
+- `herald-sqlite`: `herald serve` on a fresh SQLite file, one process (the embedded default);
+- `herald-pg`: `herald serve --workers 2` on PostgreSQL + Redis (the recommended deployment for a
+  2-core machine; HERALD_BENCH_POSTGRES_URL, default the local server, and HERALD_BENCH_REDIS_URL);
+- `bare`: `benchmarks/peers/bare_offers.py` on the SQLite file of `herald-sqlite` (the limit: stdlib
+  sqlite3, orjson, one Starlette route, the same page + count + Basic check), plus a bare `/healthz`;
+- `mock`: Prism 5.14.2 (`benchmarks/peers/package.json`; `npm ci` there once) mocking Herald's own
+  `/openapi.json` with `-v silent`.
+
+Then drives every scenario on every peer with wrk (`-t2 -c32`, `--seconds` each, the peers in turns),
+and prints each ratio with its target and pass / MISS (the `BENCH` summary line as every benchmark).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+
+from benchmarks import wrk
+from benchmarks.campaign_create import create_body
+from benchmarks.common import Credentials, Figure, prepare_workspace, summary
+from benchmarks.offers_list import load_offers
+from herald.config import Settings
+
+WORKSPACE = "BENCHPEERS"
+PEERS_DIR = Path(__file__).parent / "peers"
+PRISM = PEERS_DIR / "node_modules" / ".bin" / "prism"
+OFFERS = 1000
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    method: str
+    path: str  # `{offer}`, `{campaign}`, `{workspace}` are filled once the data exists
+    body: Any = None
+    campaigns: bool = False  # the app-key header
+    idempotency: bool = False  # a fresh Idempotency-Key per request
+    targets: dict[str, float] = field(default_factory=dict)  # figure -> at least
+
+
+_OFFER_BODY = {
+    "name": "Bench_@N@",
+    "description": "Twenty percent off.",
+    "priority": 10,
+    "delivery": "scheduled",
+    "created_by": "owner@example.com",
+    "scheduling": {"start_datetime": "2031-01-01T00:00:00Z", "expiry_datetime": "2031-02-01T00:00:00Z"},
+    "segment_info": {
+        "filters": {
+            "included_filters": {
+                "filter_operator": "and",
+                "filters": [
+                    {
+                        "filter_type": "user_attributes",
+                        "data_type": "string",
+                        "name": "city",
+                        "operator": "is",
+                        "value": "Berlin",
+                    }
+                ],
+            }
+        }
+    },
+    "offer_content": {
+        "locales": {"en": {"variations": {"A": {"content_1": {"type": "json", "value": '{"discount": 20}'}}}}}
+    },
+    "variation_meta": {"type": "SMV", "variantsPerLocale": ["A"], "smv_distribution": {"split": {"A": 100}}},
+}
+_PREVIEW_BODY = {
+    "request_id": "@UUID@",
+    "channel": "PUSH",
+    "user_identification": {"type": "USER_ATTRIBUTE_UNIQUE_ID", "value": "u1"},
+    "campaign_content": {
+        "content": {
+            "push": {
+                "android": {"template_type": "BASIC", "basic_details": {"title": "Hi", "message": "Sale"}}
+            }
+        }
+    },
+}
+OTHER = {"mock_recommended": 0.25, "mock_embedded": 0.25}
+SCENARIOS = [
+    Scenario("O1", "GET", "/v5/offers?limit=50", targets={"bare": 0.5, "mock_recommended": 1.0}),
+    Scenario(
+        "C1",
+        "POST",
+        "/v5/campaigns",
+        create_body("@UUID@"),
+        campaigns=True,
+        idempotency=True,
+        targets={"mock_recommended": 0.5, "mock_embedded": 0.25},
+    ),
+    Scenario("healthz", "GET", "/healthz", targets={"bare_route": 0.7}),
+    Scenario("404", "GET", "/nowhere", targets={"bare_route": 0.7}),
+    Scenario("O2", "POST", "/v5/offers", _OFFER_BODY, idempotency=True, targets=OTHER),
+    Scenario(
+        "O3",
+        "PATCH",
+        "/v5/offers/{offer}",
+        {"updated_by": "e@example.com", "description": "@N@"},
+        idempotency=True,
+        targets=OTHER,
+    ),
+    Scenario("O4", "GET", "/v5/offers/templates", targets=OTHER),
+    Scenario("C2", "GET", "/v5/campaigns/{campaign}", campaigns=True, targets=OTHER),
+    Scenario(
+        "C3",
+        "PATCH",
+        "/v5/campaigns/{campaign}",
+        {
+            "updated_by": "e@example.com",
+            "basic_details": {"name": "Renamed @N@", "platforms": ["ANDROID", "IOS"]},
+        },
+        campaigns=True,
+        idempotency=True,
+        targets=OTHER,
+    ),
+    Scenario("C4", "POST", "/v5/campaigns/{campaign}/validate", campaigns=True, targets=OTHER),
+    Scenario(
+        "C6",
+        "POST",
+        "/v5/campaigns/search",
+        {"limit": 10, "page": 1},
+        campaigns=True,
+        idempotency=True,
+        targets=OTHER,
+    ),
+    Scenario(
+        "C7",
+        "POST",
+        "/v5/campaigns/meta",
+        {"limit": 10, "page": 1},
+        campaigns=True,
+        idempotency=True,
+        targets=OTHER,
+    ),
+    Scenario("C9", "POST", "/v5/personalization/preview", _PREVIEW_BODY, campaigns=True, targets=OTHER),
+    Scenario(
+        "ingest",
+        "POST",
+        "/v1/customer/{workspace}",
+        {"type": "customer", "customer_id": "c@N@", "attributes": {"city": "Pune", "ltv": 12}},
+        targets=OTHER,
+    ),
+]
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+@dataclass
+class Peer:
+    name: str
+    url: str
+    process: subprocess.Popen[bytes]
+
+
+@contextmanager
+def started(name: str, command: list[str], env: dict[str, str], port: int, probe: str) -> Iterator[Peer]:
+    process = subprocess.Popen(
+        command, env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    peer = Peer(name, f"http://127.0.0.1:{port}", process)
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            if process.poll() is not None:
+                raise RuntimeError(f"{name} exited with {process.returncode}: {' '.join(command)}")
+            try:
+                httpx.get(peer.url + probe, timeout=2.0)
+                break
+            except httpx.TransportError:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"{name} did not start") from None
+                time.sleep(0.3)
+        yield peer
+    finally:
+        os.killpg(process.pid, 15)
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, 9)
+
+
+def herald_env(database_url: str, redis_url: str | None = None) -> dict[str, str]:
+    env = {**os.environ, "HERALD_DATABASE_URL": database_url, "HERALD_LOG_LEVEL": "warning"}
+    env.pop("HERALD_REDIS_URL", None)
+    if redis_url:
+        env["HERALD_REDIS_URL"] = redis_url
+    return env
+
+
+def herald_command(port: int, workers: int = 1) -> list[str]:
+    return [sys.executable, "-m", "herald", "serve", "--port", str(port), "--workers", str(workers)]
+
+
+async def prepare(database_url: str) -> Credentials:
+    settings = Settings(database_url=database_url, redis_url=None)
+    credentials = await prepare_workspace(settings, WORKSPACE, features={"campaign_meta": True})
+    await load_offers(settings, OFFERS, WORKSPACE)
+    return credentials
+
+
+async def recreate_postgres(url: str) -> None:
+    import asyncpg  # only the PostgreSQL side needs it
+
+    base, name = url.rsplit("/", 1)
+    admin = await asyncpg.connect(base.replace("postgresql+asyncpg", "postgresql") + "/postgres")
+    try:
+        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        await admin.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await admin.close()
+
+
+def fixtures(peer: Peer, settings: Settings, credentials: Credentials) -> dict[str, str]:
+    """A scheduled offer (O3) and a draft campaign (C2-C4) made through the API of `peer`."""
+    import uuid
+
+    headers = credentials.headers(settings)
+    offer = httpx.post(
+        peer.url + "/v5/offers",
+        content=orjson.dumps({**_OFFER_BODY, "name": "Bench_fixture"}),
+        headers={**headers, "Idempotency-Key": str(uuid.uuid4()), "Content-Type": "application/json"},
+    )
+    assert offer.status_code == 201, offer.text
+    campaign = httpx.post(
+        peer.url + "/v5/campaigns",
+        content=orjson.dumps(create_body(str(uuid.uuid4()))),
+        headers={
+            **credentials.headers(settings, campaigns=True),
+            "Idempotency-Key": str(uuid.uuid4()),
+            "Content-Type": "application/json",
+        },
+    )
+    assert campaign.status_code == 201, campaign.text
+    return {
+        "offer": offer.json()["data"]["id"],
+        "campaign": campaign.json()["data"]["id"],
+        "workspace": credentials.workspace_id,
+    }
+
+
+def lua_for(scenario: Scenario, settings: Settings, credentials: Credentials, ids: dict[str, str]) -> Path:
+    headers = credentials.headers(settings, campaigns=scenario.campaigns)
+    if scenario.idempotency:
+        headers["Idempotency-Key"] = "@UUID@"
+    body = None
+    if scenario.body is not None:
+        headers["Content-Type"] = "application/json"
+        body = orjson.dumps(scenario.body).decode()
+    return wrk.script(scenario.method, scenario.path.format(**ids), headers, body)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--seconds", type=float, default=8.0)
+    parser.add_argument("--connections", type=int, default=32)
+    parser.add_argument("--only", default="", help="comma-separated scenario names (default: all)")
+    parser.add_argument("--no-postgres", action="store_true", help="skip the recommended deployment")
+    parser.add_argument(
+        "--keep", action="store_true", help="after the run, print the peers' URLs and wait (for profiling)"
+    )
+    args = parser.parse_args()
+    if shutil.which("wrk") is None:
+        print("wrk is not installed (apt-get install -y wrk); see benchmarks/README.md", file=sys.stderr)
+        return 2
+    if not PRISM.exists():
+        print(f"Prism is not installed: (cd {PEERS_DIR} && npm ci)", file=sys.stderr)
+        return 2
+    chosen = [s for s in SCENARIOS if not args.only or s.name in args.only.split(",")]
+    # Stopped from outside, still stop the peers (the `finally` of each `started`).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+
+    work = Path(tempfile.mkdtemp(prefix="herald-peers-"))
+    sqlite_file = work / "herald.db"
+    sqlite_url = f"sqlite+aiosqlite:///{sqlite_file}"
+    postgres_url = os.environ.get(
+        "HERALD_BENCH_POSTGRES_URL", "postgresql+asyncpg://postgres@127.0.0.1:5432/herald_bench_peers"
+    )
+    redis_url = os.environ.get("HERALD_BENCH_REDIS_URL", "redis://127.0.0.1:6379/0")
+    settings = Settings(database_url=sqlite_url)
+    sqlite_credentials = asyncio.run(prepare(sqlite_url))
+    pg_credentials = None
+    if not args.no_postgres:
+        asyncio.run(recreate_postgres(postgres_url))
+        pg_credentials = asyncio.run(prepare(postgres_url))
+
+    with ExitStack() as stack:
+        port = free_port()
+        sqlite_peer = stack.enter_context(
+            started("herald-sqlite", herald_command(port), herald_env(sqlite_url), port, "/healthz")
+        )
+        peers: dict[str, tuple[Peer, Credentials, dict[str, str]]] = {
+            "herald-sqlite": (
+                sqlite_peer,
+                sqlite_credentials,
+                fixtures(sqlite_peer, settings, sqlite_credentials),
+            )
+        }
+        if pg_credentials is not None:
+            port = free_port()
+            pg_peer = stack.enter_context(
+                started(
+                    "herald-pg",
+                    herald_command(port, 2),
+                    herald_env(postgres_url, redis_url),
+                    port,
+                    "/healthz",
+                )
+            )
+            peers["herald-pg"] = (pg_peer, pg_credentials, fixtures(pg_peer, settings, pg_credentials))
+        spec = work / "openapi.json"
+        spec.write_bytes(httpx.get(sqlite_peer.url + "/openapi.json").content)
+        port = free_port()
+        bare_command = [sys.executable, "-m", "uvicorn", "bare_offers:app", "--app-dir", str(PEERS_DIR)]
+        bare_command += ["--port", str(port), "--no-access-log", "--log-level", "warning"]
+        bare = stack.enter_context(
+            started("bare", bare_command, {**os.environ, "HERALD_DB": str(sqlite_file)}, port, "/healthz")
+        )
+        peers["bare"] = (bare, sqlite_credentials, peers["herald-sqlite"][2])
+        port = free_port()
+        mock_command = [str(PRISM), "mock", "-h", "127.0.0.1", "-p", str(port), "-v", "silent", str(spec)]
+        mock = stack.enter_context(started("mock", mock_command, dict(os.environ), port, "/v5/offers"))
+        peers["mock"] = (mock, sqlite_credentials, peers["herald-sqlite"][2])
+        if args.keep:
+            for name, (peer, credentials, ids) in peers.items():
+                print(name, peer.url, peer.process.pid, credentials.headers(settings, campaigns=True), ids)
+            input("press enter to stop the peers")
+        figures = measure(chosen, peers, settings, args.seconds, args.connections)
+    summary("peers", "sqlite + postgresql" if pg_credentials else "sqlite", figures)
+    return 0
+
+
+def _sides(scenario: Scenario, peers: dict[str, Any]) -> list[str]:
+    if scenario.name == "O1":
+        return [name for name in ("herald-sqlite", "bare", "herald-pg", "mock") if name in peers]
+    if scenario.name in ("healthz", "404"):
+        return [name for name in ("herald-sqlite", "bare", "herald-pg") if name in peers]
+    return [name for name in ("herald-sqlite", "herald-pg", "mock") if name in peers]
+
+
+def measure(
+    scenarios: list[Scenario],
+    peers: dict[str, tuple[Peer, Credentials, dict[str, str]]],
+    settings: Settings,
+    seconds: float,
+    connections: int,
+) -> list[Figure]:
+    figures: list[Figure] = []
+    print(
+        f"{'scenario':<8} {'peer':<14} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'non-2xx':>8} {'errors':>6}"
+    )
+    for scenario in scenarios:
+        results: dict[str, wrk.Result] = {}
+        for name in _sides(scenario, peers):
+            peer, credentials, ids = peers[name]
+            path = "/healthz" if name == "bare" and scenario.name == "404" else scenario.path
+            lua = lua_for(
+                Scenario(
+                    scenario.name,
+                    scenario.method,
+                    path,
+                    scenario.body,
+                    scenario.campaigns,
+                    scenario.idempotency,
+                ),
+                settings,
+                credentials,
+                ids,
+            )
+            result = wrk.run(peer.url, lua, seconds=seconds, connections=connections)
+            lua.unlink()
+            results[name] = result
+            print(
+                f"{scenario.name:<8} {name:<14} {result.requests_per_second:>9,.0f} {result.p50_ms:>8.1f}"
+                f" {result.p99_ms:>8.1f} {result.non_2xx:>8} {result.errors:>6}",
+                flush=True,
+            )
+        figures += ratios(scenario, results)
+    return figures
+
+
+def ratios(scenario: Scenario, results: dict[str, wrk.Result]) -> list[Figure]:
+    found: list[Figure] = []
+
+    def rps(name: str) -> float | None:
+        return results[name].requests_per_second if name in results else None
+
+    sqlite, pg, bare, mock = rps("herald-sqlite"), rps("herald-pg"), rps("bare"), rps("mock")
+    targets = scenario.targets
+    if "bare" in targets and sqlite and bare:
+        found.append(Figure(f"{scenario.name} sqlite / bare req/s", sqlite / bare, at_least=targets["bare"]))
+        p99 = results["herald-sqlite"].p99_ms / results["bare"].p99_ms
+        found.append(Figure(f"{scenario.name} sqlite / bare p99", p99, at_most=3.0))
+    if "bare_route" in targets and bare:
+        for name, value in (("sqlite", sqlite), ("pg", pg)):
+            if value:
+                found.append(
+                    Figure(
+                        f"{scenario.name} {name} / bare route req/s",
+                        value / bare,
+                        at_least=targets["bare_route"],
+                    )
+                )
+    if mock:
+        if pg:
+            goal = targets.get("mock_recommended")
+            found.append(Figure(f"{scenario.name} pg x2 / mock req/s", pg / mock, at_least=goal))
+        if sqlite:
+            goal = targets.get("mock_embedded")
+            found.append(Figure(f"{scenario.name} sqlite / mock req/s", sqlite / mock, at_least=goal))
+    if scenario.name == "C1":
+        for name in ("herald-sqlite", "herald-pg"):
+            if name in results:
+                found.append(Figure(f"C1 {name} p99 ms", results[name].p99_ms, "ms", at_most=100.0))
+    return found
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,115 @@
+"""Driving a served process with wrk: one Lua script per scenario, and the figures wrk prints.
+
+Every request a script sends is fresh where the contract needs it: `@UUID@` in a path, header or
+body becomes a new UUID v4 for each request, `@N@` a number unique in the run (thread id, counter
+and a run tag), so creates never collide on a name, a request_id or an Idempotency-Key.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+_LUA = r"""
+local method, path, body, headers = [==[%(method)s]==], [==[%(path)s]==], %(body)s, {%(headers)s}
+local run, counter, threads = [==[%(run)s]==], 0, 0
+function setup(thread) threads = threads + 1; thread:set("tid", threads) end
+function init(args) math.randomseed(os.time() * 1000 + (tid or 0) * 7919 + os.clock() * 1e6) end
+local function uuid()
+  return (string.gsub("xxxxxxxx-xxxx-4xxx-yxxx-xxxxxxxxxxxx", "[xy]", function(c)
+    return string.format("%%x", c == "x" and math.random(0, 15) or math.random(8, 11))
+  end))
+end
+local function fill(text)
+  counter = counter + 1
+  local n = run .. "t" .. tostring(tid or 0) .. "n" .. tostring(counter)
+  return (string.gsub(string.gsub(text, "@N@", n), "@UUID@", uuid))
+end
+function request()
+  local h = {}
+  for name, value in pairs(headers) do h[name] = fill(value) end
+  return wrk.format(method, fill(path), h, body and fill(body) or nil)
+end
+"""
+
+
+def _lua_string(value: str) -> str:
+    return f"[==[{value}]==]"
+
+
+def script(method: str, path: str, headers: dict[str, str], body: str | None) -> Path:
+    """A wrk script sending `method path` with `headers` and `body` (placeholders filled per request)."""
+    lua = _LUA % {
+        "method": method,
+        "path": path,
+        "body": _lua_string(body) if body is not None else "nil",
+        "headers": ", ".join(f"[ {_lua_string(k)} ] = {_lua_string(v)}" for k, v in headers.items()),
+        "run": secrets.token_hex(3),
+    }
+    with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as handle:
+        handle.write(lua)
+    return Path(handle.name)
+
+
+@dataclass(frozen=True)
+class Result:
+    requests_per_second: float
+    p50_ms: float
+    p99_ms: float
+    requests: int
+    non_2xx: int
+    errors: int  # socket errors and timeouts
+
+
+_UNITS = {"us": 0.001, "ms": 1.0, "s": 1000.0, "m": 60_000.0}
+
+
+def _ms(text: str) -> float:
+    match = re.fullmatch(r"([0-9.]+)(us|ms|s|m)", text)
+    assert match is not None, text
+    return float(match.group(1)) * _UNITS[match.group(2)]
+
+
+def parse(output: str) -> Result:
+    def find(pattern: str, default: str = "0") -> str:
+        match = re.search(pattern, output)
+        return match.group(1) if match else default
+
+    socket_errors = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", output)
+    return Result(
+        requests_per_second=float(find(r"Requests/sec:\s+([0-9.]+)")),
+        p50_ms=_ms(find(r"\s50%\s+([0-9.]+\w+)", "0ms")),
+        p99_ms=_ms(find(r"\s99%\s+([0-9.]+\w+)", "0ms")),
+        requests=int(find(r"(\d+) requests in")),
+        non_2xx=int(find(r"Non-2xx or 3xx responses: (\d+)")),
+        errors=sum(int(n) for n in socket_errors.groups()) if socket_errors else 0,
+    )
+
+
+def run(
+    url: str,
+    lua: Path,
+    *,
+    seconds: float,
+    connections: int,
+    threads: int = 2,
+) -> Result:
+    """wrk `-t threads -c connections -d seconds --latency` against `url` with the script."""
+    command = [
+        "wrk",
+        f"-t{threads}",
+        f"-c{connections}",
+        f"-d{max(1, round(seconds))}s",
+        "--timeout",
+        "10s",
+        "--latency",
+        "-s",
+        str(lua),
+        url,
+    ]
+    output = subprocess.run(command, capture_output=True, text=True, check=True).stdout
+    return parse(output)
