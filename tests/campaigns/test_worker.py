@@ -7,6 +7,7 @@ database); `run_tick` without workspaces walks every workspace, as the `herald w
 from __future__ import annotations
 
 import asyncio
+import logging
 from datetime import timedelta
 
 import httpx
@@ -266,6 +267,18 @@ async def test_the_compare_and_set_alone_refuses_a_second_application(
     assert sorted(results) == [False, True]
 
 
+class _Watch(logging.Handler):
+    """Sets `seen` when the worker logs a transition of `row_id`."""
+
+    def __init__(self, row_id: str, seen: asyncio.Event) -> None:
+        super().__init__(logging.INFO)
+        self.row_id, self.seen = row_id, seen
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if self.row_id in record.getMessage():
+            self.seen.set()
+
+
 async def test_the_api_process_runs_the_worker_when_told(
     settings: Settings, clock: FrozenClock, client: httpx.AsyncClient, app: FastAPI
 ) -> None:
@@ -285,11 +298,20 @@ async def test_the_api_process_runs_the_worker_when_told(
         settings.model_copy(update={"in_process_worker": True, "worker_interval_seconds": 3600}), clock=clock
     )
     # The app's own tick scans every workspace of the shared test database: allow it time. A
-    # shutdown stops the worker after the batch in hand, so the test waits for the transition while
-    # the app serves.
-    async with LifespanManager(serving, startup_timeout=120, shutdown_timeout=120), asyncio.timeout(120):
-        while await status(client, tenant, campaign_id) != "ACTIVE":
-            await asyncio.sleep(0.05)
+    # shutdown stops the worker after the batch in hand, so the test waits, while the app serves,
+    # for the worker to log the transition.
+    applied = asyncio.Event()
+    watch = _Watch(campaign_id, applied)
+    worker_log = logging.getLogger("herald.worker")
+    level = worker_log.level
+    worker_log.addHandler(watch)
+    worker_log.setLevel(logging.INFO)
+    try:
+        async with LifespanManager(serving, startup_timeout=120, shutdown_timeout=120):
+            await asyncio.wait_for(applied.wait(), timeout=120)
+    finally:
+        worker_log.removeHandler(watch)
+        worker_log.setLevel(level)
     assert await status(client, tenant, campaign_id) == "ACTIVE"
     idle = create_app(settings, clock=clock)
     [other] = await h.seed(

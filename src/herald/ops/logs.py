@@ -23,8 +23,9 @@ request_state: ContextVar[dict[str, Any] | None] = ContextVar("herald_request_st
 
 # Record attributes the access line sets through `extra=`; written in this order.
 ACCESS_FIELDS = ("method", "route", "status", "duration_ms")
-# The attributes of any LogRecord: everything else on a record came from `extra=`.
-_STANDARD = frozenset(logging.makeLogRecord({}).__dict__) | {"message", "asctime"}
+# The attributes of any LogRecord: everything else on a record came from `extra=` (uvicorn adds a
+# copy of its message with terminal colours, left out).
+_STANDARD = frozenset(logging.makeLogRecord({}).__dict__) | {"message", "asctime", "color_message"}
 
 
 class RequestContext(logging.Filter):
@@ -76,10 +77,13 @@ def _text_value(value: Any) -> str:
 
 
 class TextFormatter(logging.Formatter):
-    """`<time> <LEVEL> <logger> <message> key=value ...` (values with spaces are JSON-quoted)."""
+    """`<time> <LEVEL> <logger> <message> key=value ...` (values with spaces are JSON-quoted; fields
+    without a value, such as the request id outside a request, are left out)."""
 
     def format(self, record: logging.LogRecord) -> str:
-        pairs = " ".join(f"{key}={_text_value(value)}" for key, value in _fields(record).items())
+        pairs = " ".join(
+            f"{key}={_text_value(value)}" for key, value in _fields(record).items() if value is not None
+        )
         line = f"{_timestamp(record)} {record.levelname} {record.name} {record.getMessage()} {pairs}"
         if record.exc_info:
             line += "\n" + self.formatException(record.exc_info)
@@ -107,5 +111,7 @@ def logging_config(level: str, log_format: str) -> dict[str, Any]:
             "uvicorn": {"handlers": [], "level": level.upper(), "propagate": True},
             "uvicorn.error": {"handlers": [], "level": level.upper(), "propagate": True},
             "uvicorn.access": {"handlers": [], "level": "WARNING", "propagate": False},
+            # Reading the migration scripts' head at start-up logs each plugin it sets up.
+            "alembic": {"level": "WARNING"},
         },
     }

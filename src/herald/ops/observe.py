@@ -41,18 +41,25 @@ class ObserveMiddleware:
         started = perf_counter()
         status = 500
         replayed = False
+        recorded = False
 
         async def observe(message: Message) -> None:
-            nonlocal status, replayed
+            nonlocal status, replayed, recorded
             if message["type"] == "http.response.start":
                 status = message["status"]
                 replayed = any(name == _REPLAYED for name, _ in message.get("headers", ()))
+            elif message["type"] == "http.response.body" and not message.get("more_body", False):
+                # Recorded before the last bytes go out: once a client has its answer, the line
+                # and the counts are there.
+                recorded = True
+                self._record(scope, state, status, perf_counter() - started, replayed)
             await send(message)
 
         try:
             await self.app(scope, receive, observe)
         finally:
-            self._record(scope, state, status, perf_counter() - started, replayed)
+            if not recorded:  # no complete answer (the client left, or the app failed)
+                self._record(scope, state, status, perf_counter() - started, replayed)
             request_state.reset(token)
 
     def _record(
