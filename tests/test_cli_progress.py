@@ -92,3 +92,4 @@ def test_on_a_terminal_a_bar_is_drawn(
     assert status == 0, drawn
     assert "imported" in out
     assert BAR in drawn
+    assert source.name in drawn or command == "offers"  # the audience bar names each file
