@@ -12,6 +12,7 @@ middleware writes one line per request instead, with the route template and the 
 from __future__ import annotations
 
 import logging
+import re
 from contextvars import ContextVar
 from datetime import UTC, datetime
 from typing import Any
@@ -21,6 +22,10 @@ import orjson
 # The per-request state dict (`scope["state"]`) of the request being served, if any.
 request_state: ContextVar[dict[str, Any] | None] = ContextVar("herald_request_state", default=None)
 
+# No line shows the process id, and reading it is a system call per record.
+logging.logProcesses = False
+
+_NEEDS_QUOTES = re.compile(r'[\s"=]')
 # Record attributes the access line sets through `extra=`; written in this order.
 ACCESS_FIELDS = ("method", "route", "status", "duration_ms")
 # The attributes of any LogRecord: everything else on a record came from `extra=` (uvicorn adds a
@@ -70,8 +75,8 @@ class JsonFormatter(logging.Formatter):
 
 
 def _text_value(value: Any) -> str:
-    text = "-" if value is None else str(value)
-    if not text or any(c in text for c in ' "=\n'):
+    text = str(value)
+    if not text or _NEEDS_QUOTES.search(text):
         return orjson.dumps(text).decode()
     return text
 
