@@ -26,6 +26,12 @@ class Settings(BaseSettings):
     # Ordinarily the database pool is sized for a web worker; benchmarks and large deployments raise it.
     db_pool_size: int = 10
     log_level: str = "info"
+    # "json": one JSON object per log line; anything else: readable `key=value` lines.
+    log_format: str = "text"
+    # GET /metrics (Prometheus text); "off" removes the route (404).
+    metrics: bool = True
+    # On SIGTERM, in-flight requests get this long to finish before connections are closed.
+    shutdown_timeout_seconds: int = 30
     # Run the scheduled-transitions worker inside the API process (`herald serve` turns it on for a
     # one-process SQLite deployment; elsewhere run `herald worker`).
     in_process_worker: bool = False

@@ -9,9 +9,6 @@ from typing import Any
 
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
-from sqlalchemy import text
-from starlette.requests import Request
-from starlette.responses import Response
 
 from herald import __version__
 from herald.audience.router import router as audience_router
@@ -29,8 +26,9 @@ from herald.http import handlers
 from herald.http import openapi as openapi_docs
 from herald.http.middleware import HeraldMiddleware
 from herald.http.ratelimit import RateLimitStore, make_store
-from herald.http.responses import json_response
 from herald.offers.router import router as offers_router
+from herald.ops import metrics, probes
+from herald.ops.observe import ObserveMiddleware
 from herald.personalization.router import router as personalization_router
 from herald.services import Services
 
@@ -62,9 +60,13 @@ def create_app(
             else None
         )
         yield
+        # Uvicorn has drained the in-flight requests by now (SIGTERM, bounded by
+        # HERALD_SHUTDOWN_TIMEOUT_SECONDS); the worker finishes the batch in hand and stops.
         if worker is not None:
             stop.set()
             await worker
+        unwatch_pools()
+        await readiness.aclose()
         await services.database.dispose()
 
     app = FastAPI(
@@ -75,6 +77,8 @@ def create_app(
     )
     app.state.herald = services
     app.add_middleware(HeraldMiddleware, services=services)
+    app.add_middleware(ObserveMiddleware, count=settings.metrics)  # outermost: sees every answer
+    unwatch_pools = metrics.watch_pools(services.database) if settings.metrics else (lambda: None)
     handlers.install(app)
     app.include_router(offers_router)
     app.include_router(delivery_routes.router)  # before campaigns: /test beside /{campaign_id}
@@ -84,23 +88,8 @@ def create_app(
     app.include_router(personalization_router)
     app.include_router(audience_router)
     _extend_openapi(app, services)
-    _add_probes(app, services)
+    readiness = probes.install(app, services)
     return app
-
-
-def _add_probes(app: FastAPI, services: Services) -> None:
-    @app.get("/healthz", include_in_schema=False)
-    async def healthz() -> Response:
-        return json_response({"status": "ok"})
-
-    @app.get("/readyz", include_in_schema=False)
-    async def readyz(request: Request) -> Response:
-        try:
-            async with services.database.reader() as session:
-                await session.execute(text("SELECT 1"))
-        except Exception:
-            return json_response({"status": "unavailable"}, status=503)
-        return json_response({"status": "ready"})
 
 
 def _extend_openapi(app: FastAPI, services: Services) -> None:

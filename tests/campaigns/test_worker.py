@@ -7,6 +7,7 @@ database); `run_tick` without workspaces walks every workspace, as the `herald w
 from __future__ import annotations
 
 import asyncio
+import logging
 from datetime import timedelta
 
 import httpx
@@ -266,6 +267,18 @@ async def test_the_compare_and_set_alone_refuses_a_second_application(
     assert sorted(results) == [False, True]
 
 
+class _Watch(logging.Handler):
+    """Sets `seen` when the worker logs a transition of `row_id`."""
+
+    def __init__(self, row_id: str, seen: asyncio.Event) -> None:
+        super().__init__(logging.INFO)
+        self.row_id, self.seen = row_id, seen
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if self.row_id in record.getMessage():
+            self.seen.set()
+
+
 async def test_the_api_process_runs_the_worker_when_told(
     settings: Settings, clock: FrozenClock, client: httpx.AsyncClient, app: FastAPI
 ) -> None:
@@ -284,9 +297,21 @@ async def test_the_api_process_runs_the_worker_when_told(
     serving = create_app(
         settings.model_copy(update={"in_process_worker": True, "worker_interval_seconds": 3600}), clock=clock
     )
-    # The app's own tick scans every workspace of the shared test database: allow it time.
-    async with LifespanManager(serving, startup_timeout=120, shutdown_timeout=120):
-        pass  # shutdown waits for the tick that started with the app
+    # The app's own tick scans every workspace of the shared test database: allow it time. A
+    # shutdown stops the worker after the batch in hand, so the test waits, while the app serves,
+    # for the worker to log the transition.
+    applied = asyncio.Event()
+    watch = _Watch(campaign_id, applied)
+    worker_log = logging.getLogger("herald.worker")
+    level = worker_log.level
+    worker_log.addHandler(watch)
+    worker_log.setLevel(logging.INFO)
+    try:
+        async with LifespanManager(serving, startup_timeout=120, shutdown_timeout=120):
+            await asyncio.wait_for(applied.wait(), timeout=120)
+    finally:
+        worker_log.removeHandler(watch)
+        worker_log.setLevel(level)
     assert await status(client, tenant, campaign_id) == "ACTIVE"
     idle = create_app(settings, clock=clock)
     [other] = await h.seed(
@@ -309,7 +334,7 @@ async def test_a_failed_tick_does_not_stop_the_worker(
     calls: list[int] = []
     stop = asyncio.Event()
 
-    async def flaky(*_args: object) -> int:
+    async def flaky(*_args: object, **_kwargs: object) -> int:
         calls.append(1)
         if len(calls) == 1:
             raise ConnectionError("database restarting")
@@ -320,3 +345,34 @@ async def test_a_failed_tick_does_not_stop_the_worker(
     await worker.run_forever(app.state.herald.database, clock, 0, stop)
     assert len(calls) == 2
     assert "tick failed" in caplog.text
+
+
+class _SetOnceLooked(asyncio.Event):
+    """A stop signal that arrives while the first batch is being applied (it reads as set from the
+    second look on)."""
+
+    looks = 0
+
+    def is_set(self) -> bool:
+        self.looks += 1
+        return self.looks > 1
+
+
+async def test_a_stopping_worker_finishes_the_batch_in_hand_and_takes_no_other(
+    app: FastAPI, client: httpx.AsyncClient
+) -> None:
+    first, second = await h.workspace(app), await h.workspace(app)
+    due = h.line(
+        campaign_delivery_type="PERIODIC",
+        status="SCHEDULED",
+        scheduling_details={"start_time": "2026-01-01T00:00:00Z"},
+    )
+    batch = await h.seed(app, first, due, due, due)
+    [waiting] = await h.seed(app, second, due)
+    services = app.state.herald
+    applied = await worker.run_tick(
+        services.database, services.clock.now(), [first.workspace_id, second.workspace_id], _SetOnceLooked()
+    )
+    assert applied == 3
+    assert [await status(client, first, campaign_id) for campaign_id in batch] == ["ACTIVE"] * 3
+    assert await status(client, second, waiting) == "SCHEDULED"

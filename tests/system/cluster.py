@@ -10,6 +10,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import IO
 
 import httpx
 
@@ -38,16 +39,24 @@ class Server:
             self.process.wait(timeout=10)
 
 
-def serve(env: dict[str, str], workers: int) -> Server:
-    """A `herald serve` process on a free loopback port, in its own process group, once it is ready."""
+def serve(
+    env: dict[str, str], workers: int, *, stderr: IO[bytes] | None = None, probe: str = "/readyz"
+) -> Server:
+    """A `herald serve` process on a free loopback port, in its own process group, once `probe`
+    answers 200 (`/healthz` for a server that is up but not meant to be ready). Its log goes to
+    `stderr` when given."""
     port = free_port()
     command = [sys.executable, "-m", "herald", "serve", "--port", str(port), "--workers", str(workers)]
     process = subprocess.Popen(
-        command, env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        command,
+        env=env,
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=stderr if stderr is not None else subprocess.DEVNULL,
     )
     server = Server(port, process)
     try:
-        wait_until_ready(server)
+        wait_until_ready(server, probe=probe)
     except BaseException:
         server.kill()
         raise
@@ -75,14 +84,14 @@ class Cluster:
             server.kill()
 
 
-def wait_until_ready(server: Server, timeout: float = 60.0) -> None:
-    """Poll /readyz until the server answers (start-up, not a test assertion)."""
+def wait_until_ready(server: Server, timeout: float = 60.0, probe: str = "/readyz") -> None:
+    """Poll `probe` until the server answers (start-up, not a test assertion)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if server.process.poll() is not None:
             raise RuntimeError(f"herald serve exited with {server.process.returncode}")
         try:
-            if httpx.get(f"{server.url}/readyz", timeout=1.0).status_code == 200:
+            if httpx.get(f"{server.url}{probe}", timeout=1.0).status_code == 200:
                 return
         except httpx.TransportError:
             pass

@@ -57,6 +57,8 @@ def cluster(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iter
         "HERALD_REDIS_URL": str(REDIS_URL),
         "HERALD_CLOCK_FILE": clock_file,
         "HERALD_LOG_LEVEL": "warning",
+        # The servers are killed, not stopped: their metrics directories stay in the test's tmp.
+        "TMPDIR": str(tmp_path_factory.mktemp("tmp")),
     }
     nodes = Cluster(env=env, clock_file=clock_file, now=start)
     nodes.start()

@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import ColumnElement, and_, or_, select, update
+from sqlalchemy import ColumnElement, and_, func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from herald.campaigns.lifecycle import Timing, due_steps
@@ -27,6 +27,7 @@ from herald.campaigns.models import Campaign
 from herald.campaigns.schemas.common import CampaignStatus, DeliveryType
 from herald.clock import Clock
 from herald.db import Database
+from herald.ops import metrics
 from herald.workspaces.models import Workspace
 
 log = logging.getLogger("herald.worker")
@@ -45,9 +46,10 @@ class Applied:
     after: CampaignStatus
 
 
-def _due(workspace_id: str, now: datetime) -> list[ColumnElement[bool]]:
+def _due(workspace_id: str | None, now: datetime) -> list[ColumnElement[bool]]:
+    """What is due at `now`, in one workspace (or in all: the queue depth)."""
     return [
-        Campaign.workspace_id == workspace_id,
+        *([Campaign.workspace_id == workspace_id] if workspace_id is not None else []),
         Campaign.is_latest.expression,
         or_(
             and_(Campaign.status == _S.SCHEDULED.value, Campaign.start_at <= now),
@@ -131,33 +133,54 @@ async def _workspace_ids(database: Database) -> list[str]:
         return list((await session.scalars(select(Workspace.id).order_by(Workspace.id))).all())
 
 
+async def due_count(database: Database, now: datetime) -> int:
+    """Latest versions with a transition due at `now`, in every workspace (the queue's depth)."""
+    async with database.reader() as session:
+        return int(
+            await session.scalar(select(func.count()).select_from(Campaign).where(*_due(None, now))) or 0
+        )
+
+
 async def tick(
-    database: Database, now: datetime, workspace_ids: Iterable[str] | None = None
+    database: Database,
+    now: datetime,
+    workspace_ids: Iterable[str] | None = None,
+    stop: asyncio.Event | None = None,
 ) -> list[Applied]:
-    """Apply every transition due at `now` (in the given workspaces, else in all); what was applied."""
+    """Apply every transition due at `now` (in the given workspaces, else in all); what was applied.
+    Once `stop` is set, the tick ends after the batch in hand (one workspace's, one transaction)."""
     ids = list(workspace_ids) if workspace_ids is not None else await _workspace_ids(database)
     applied: list[Applied] = []
     for workspace_id in ids:
+        if stop is not None and stop.is_set():
+            break
         applied += await _tick_workspace(database, workspace_id, now)
     for change in applied:
         log.info("campaign %s/%s: %s -> %s", change.workspace_id, change.row_id, change.before, change.after)
+    metrics.TRANSITIONS.inc(len(applied))
     return applied
 
 
-async def run_tick(database: Database, now: datetime, workspace_ids: Iterable[str] | None = None) -> int:
+async def run_tick(
+    database: Database,
+    now: datetime,
+    workspace_ids: Iterable[str] | None = None,
+    stop: asyncio.Event | None = None,
+) -> int:
     """One tick; the number of transitions it applied."""
-    return len(await tick(database, now, workspace_ids))
+    return len(await tick(database, now, workspace_ids, stop))
 
 
 async def run_forever(
     database: Database, clock: Clock, interval: float, stop: asyncio.Event | None = None
 ) -> None:
     """Tick now and then every `interval` seconds until `stop` is set. A failed tick is logged and
-    the next one retries."""
+    the next one retries. Setting `stop` (SIGTERM) ends the loop after the batch in hand: a batch is
+    one transaction, never cut short."""
     stop = stop or asyncio.Event()
-    while True:
+    while not stop.is_set():
         try:
-            await run_tick(database, clock.now())
+            await run_tick(database, clock.now(), stop=stop)
         except Exception:  # e.g. the database restarting, or a deadlock victim: the loop must live on
             log.exception("scheduled-transitions tick failed")
         with contextlib.suppress(TimeoutError):

@@ -1,36 +1,111 @@
-"""The Typer application: top-level commands and the admin groups."""
+"""The Typer application: top-level commands and the admin groups.
+
+Every command group lives in a module that imports what its commands need (SQLAlchemy, the domain
+services, sometimes the whole web app). The groups are therefore registered by name and loaded on
+first use (`LazyGroup`): `herald --help` imports only Typer, and `herald keys list` imports only the
+settings, the database layer and the workspaces service. The one-line help shown in listings is kept
+here, so that listing a command never imports it (tests/test_cli_startup.py checks that it matches
+the command's own help).
+"""
 
 from __future__ import annotations
 
-import os
-from typing import Annotated
+import importlib
+from dataclasses import dataclass
+from typing import Annotated, Any
 
 import typer
+from typer.core import TyperGroup
 
-from herald.cli import admin, audience, campaigns, delivery, offers
-from herald.cli.content import content
-from herald.config import Settings
 
-app = typer.Typer(help="Herald: the Offer Listing and Campaign Draft API (v5).", no_args_is_help=True)
-app.add_typer(admin.workspaces, name="workspaces")
-app.add_typer(admin.keys, name="keys")
-app.add_typer(admin.features, name="features")
-app.add_typer(admin.limits, name="limits")
-app.add_typer(admin.tags, name="tags")
-app.add_typer(admin.templates, name="templates")
-app.add_typer(offers.offers, name="offers")
-app.add_typer(campaigns.campaigns, name="campaigns")
-app.command()(campaigns.worker)
-delivery.register(app)
-app.add_typer(content, name="content")
-app.add_typer(audience.audience, name="audience")
-app.add_typer(audience.segments, name="segments")
+@dataclass(frozen=True)
+class Lazy:
+    """A command loaded on first use: `module:attribute` is a Typer (a group) or a function."""
+
+    target: str
+    help: str
+
+    def load(self, name: str) -> Any:
+        module, _, attribute = self.target.partition(":")
+        found = getattr(importlib.import_module(module), attribute)
+        command: Any
+        if isinstance(found, typer.Typer):
+            command = typer.main.get_group(found)
+        else:
+            single = typer.Typer()
+            single.command(name)(found)
+            command = typer.main.get_group(single).commands[name]
+        command.name = name
+        return command
+
+
+# In the order `herald --help` lists them, after the top-level commands below.
+LAZY: dict[str, Lazy] = {
+    "workspaces": Lazy("herald.cli.admin:workspaces", "Create and list workspaces (tenants)."),
+    "keys": Lazy("herald.cli.admin:keys", "Issue, list and revoke API keys."),
+    "features": Lazy("herald.cli.admin:features", "Per-workspace feature flags."),
+    "limits": Lazy("herald.cli.admin:limits", "Per-workspace rate-limit overrides."),
+    "tags": Lazy("herald.cli.admin:tags", "Offer tags."),
+    "templates": Lazy("herald.cli.admin:templates", "Offer templates."),
+    "offers": Lazy("herald.cli.offers:offers", "Offerings."),
+    "campaigns": Lazy("herald.cli.campaigns:campaigns", "Import and review campaigns."),
+    "worker": Lazy(
+        "herald.cli.campaigns:worker",
+        "Run the background worker: scheduled campaign transitions (SCHEDULED → ACTIVE, expiry, ...).",
+    ),
+    "connectors": Lazy(
+        "herald.cli.delivery:connectors", "Delivery connectors: SMTP servers and signed webhooks."
+    ),
+    "outbox": Lazy("herald.cli.delivery:outbox_app", "The outbox: every message sent, test or real."),
+    "content": Lazy(
+        "herald.cli.content:content",
+        "Personalization resources: content blocks, product sets, content APIs, templates.",
+    ),
+    "audience": Lazy("herald.cli.audience:audience", "Users and events: bulk import."),
+    "segments": Lazy("herald.cli.audience:segments", "Custom segments (filter-based or static lists)."),
+}
+
+
+class LazyGroup(TyperGroup):
+    """A group whose `LAZY` commands are imported when resolved, and only described when listed."""
+
+    _listing = False
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        return [*self.commands, *(name for name in LAZY if name not in self.commands)]
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        if cmd_name in self.commands or cmd_name not in LAZY:
+            return self.commands.get(cmd_name)
+        if self._listing:
+            # Listing needs a name and a help line, not the command's imports.
+            return typer.core.TyperCommand(cmd_name, help=LAZY[cmd_name].help)
+        command = LAZY[cmd_name].load(cmd_name)
+        self.commands[cmd_name] = command
+        return command
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        self._listing = True
+        try:
+            super().format_help(ctx, formatter)
+        finally:
+            self._listing = False
+
+
+app = typer.Typer(
+    cls=LazyGroup,
+    help="Herald: the Offer Listing and Campaign Draft API (v5).",
+    no_args_is_help=True,
+    # Plain help for the top-level listing: rich's help renderer costs more to import than the rest.
+    rich_markup_mode=None,
+)
 
 
 @app.command()
 def migrate() -> None:
     """Upgrade the database to the latest schema."""
     from herald import migrate as migrations
+    from herald.config import Settings
 
     settings = Settings()
     migrations.upgrade(settings.database_url)
@@ -44,32 +119,9 @@ def serve(
     workers: Annotated[int, typer.Option(help="Worker processes.")] = 1,
 ) -> None:
     """Serve the API with uvicorn."""
-    import uvicorn
+    from herald.cli.serve import serve as run
 
-    from herald.http.server import HeraldHttpProtocol
-
-    settings = Settings()
-    if settings.is_sqlite and workers == 1:
-        # One process owns the SQLite file: it also runs the scheduled transitions.
-        os.environ.setdefault("HERALD_IN_PROCESS_WORKER", "true")
-    if workers > 1 and not settings.redis_url:
-        typer.secho(
-            "note: without HERALD_REDIS_URL each worker keeps its own rate-limit counters",
-            fg=typer.colors.YELLOW,
-            err=True,
-        )
-    uvicorn.run(
-        "herald.main:create_app",
-        factory=True,
-        host=host,
-        port=port,
-        workers=workers,
-        log_level=settings.log_level,
-        proxy_headers=False,
-        # The gateway's answers at the socket (503 for control characters, 431, 408, 400); a class,
-        # not a name, is pickled by reference into every worker process.
-        http=HeraldHttpProtocol,
-    )
+    run(host, port, workers)
 
 
 @app.command()

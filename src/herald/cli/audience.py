@@ -13,7 +13,6 @@ from rich.console import Console
 from rich.progress import (
     BarColumn,
     DownloadColumn,
-    Progress,
     TaskID,
     TextColumn,
     TimeElapsedColumn,
@@ -24,6 +23,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from herald.audience import importer
 from herald.audience import segments as segments_service
 from herald.cli import runtime
+from herald.cli.progress import bar as progress_bar
 from herald.config import Settings
 from herald.db import create_database
 from herald.problems import Problem
@@ -59,15 +59,14 @@ def import_(
     """Load users (upserted, as POST /v1/customer) and events (as POST /v1/event) from JSON Lines."""
     err = Console(stderr=True)
     files = [users, *([events] if events else [])]
-    bar = Progress(
+    bar = progress_bar(
         TextColumn("{task.description}"),
         BarColumn(),
         DownloadColumn(),
         TimeElapsedColumn(),
         TimeRemainingColumn(),
+        enabled=progress,
         console=err,
-        disable=not progress,
-        transient=False,
     )
     tasks: dict[str, TaskID] = {
         path.name: bar.add_task(path.name, total=path.stat().st_size) for path in files

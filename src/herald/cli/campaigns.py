@@ -8,11 +8,12 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from herald.campaigns import importer, review
 from herald.campaigns import worker as campaigns_worker
+from herald.cli.progress import bar as progress_bar
 from herald.cli.runtime import clock, run_in_session
 from herald.clock import Clock, FileClock
 from herald.config import Settings
@@ -47,8 +48,8 @@ def import_campaigns(
         problems = await importer.existing_problems(session, workspace, parsed)
         if problems:
             return problems
-        with Progress(
-            TextColumn("importing"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), transient=True
+        with progress_bar(
+            TextColumn("importing"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()
         ) as progress:
             task = progress.add_task("campaigns", total=len(parsed.rows))
             await importer.insert_rows(session, parsed, lambda done: progress.advance(task, done))

@@ -7,9 +7,10 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.progress import BarColumn, DownloadColumn, TextColumn, TimeRemainingColumn
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from herald.cli.progress import bar as progress_bar
 from herald.cli.runtime import clock, run_in_session
 from herald.offers import importer
 from herald.workspaces.service import AdminError
@@ -44,13 +45,8 @@ def import_offers(
     (offer_<24 hex>) and `created_at` (ISO 8601 UTC with Z).
     """
     started = time.perf_counter()
-    bar = Progress(
-        TextColumn("importing"),
-        BarColumn(),
-        DownloadColumn(),
-        TimeRemainingColumn(),
-        disable=quiet,
-        transient=True,
+    bar = progress_bar(
+        TextColumn("importing"), BarColumn(), DownloadColumn(), TimeRemainingColumn(), enabled=not quiet
     )
 
     async def work(session: AsyncSession) -> importer.ImportResult:

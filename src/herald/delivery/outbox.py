@@ -14,12 +14,13 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import func, select, update
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from herald.delivery.messages import Envelope, Outcome, summary_of
 from herald.delivery.models import Connector, OutboxEntry
+from herald.ops import metrics
 from herald.timefmt import rfc3339
 
 log = logging.getLogger("herald.delivery")
@@ -89,6 +90,8 @@ async def record_outcome(
             await session.commit()
     except SQLAlchemyError:
         log.exception("could not record the outcome of delivery %s", envelope.delivery_id)
+        return
+    metrics.SENDS.labels(status.value).inc()
 
 
 async def record_unsent(
@@ -104,6 +107,15 @@ async def record_unsent(
     async with sessions() as session:
         session.add(row)
         await session.commit()
+    metrics.SENDS.labels(OutboxStatus.FAILED.value).inc()
+
+
+async def pending_count(session: AsyncSession) -> int:
+    """Rows still PENDING in every workspace: sends under way, or cut short by a stopped process."""
+    query = (
+        select(func.count()).select_from(OutboxEntry).where(OutboxEntry.status == OutboxStatus.PENDING.value)
+    )
+    return int(await session.scalar(query) or 0)
 
 
 async def list_entries(session: AsyncSession, workspace_id: str, limit: int = 20) -> Sequence[OutboxEntry]:

@@ -108,6 +108,7 @@ async def check_access(request: Request, operation: Operation) -> Caller:
     else:
         async with services.database.reader() as session:
             caller = await authenticate(request, session, operation.scope, app_key_header)
+    request.state.workspace_id = caller.workspace_id  # for the request's log line
 
     if request.state.request_id_invalid:
         header = services.settings.request_id_header
@@ -223,5 +224,6 @@ async def _take_slot(
     decision = await services.limiter.acquire(key, windows, services.clock.now().timestamp())
     if not decision.allowed:
         unit_of_work(request).rate_limit = decision
+        request.state.rate_limited_bucket = bucket  # for the refusals metric
         raise RateLimited(headers={"Retry-After": str(max(1, decision.retry_after))})
     return decision, key, windows

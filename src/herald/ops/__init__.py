@@ -1,0 +1,1 @@
+"""Operating a running server: request logs, Prometheus metrics, health and readiness probes."""

@@ -1,0 +1,161 @@
+"""`GET /healthz`, `GET /readyz` and `GET /metrics`: for load balancers, orchestrators and Prometheus.
+
+None of them needs an API key. `/healthz` says the process answers. `/readyz` says it can serve: the
+database answers, its schema is at the migrations' head (the head is read once, at start-up, from the
+migration scripts; each probe reads only the `alembic_version` table) and Redis answers when one is
+configured. `/metrics` is left out entirely (404) with `HERALD_METRICS=off`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+from dataclasses import dataclass, field
+from typing import Literal
+
+from fastapi import FastAPI
+from prometheus_client.core import Metric
+from pydantic import BaseModel
+from redis.asyncio import Redis
+from sqlalchemy import text
+from starlette.responses import PlainTextResponse, Response
+
+from herald.campaigns import worker as campaigns_worker
+from herald.delivery import outbox
+from herald.http.responses import json_response
+from herald.ops import metrics
+from herald.services import Services
+
+log = logging.getLogger("herald.ops")
+
+CHECK_SECONDS = 2.0  # a dependency that takes longer to answer counts as not answering
+OK = "ok"
+
+
+@functools.cache
+def migration_heads() -> frozenset[str]:
+    """The head revision(s) of the migration scripts shipped with this code."""
+    from alembic.script import ScriptDirectory
+
+    from herald.migrate import alembic_config
+
+    return frozenset(ScriptDirectory.from_config(alembic_config("")).get_heads())
+
+
+class ReadyBody(BaseModel):
+    status: Literal["ready", "unavailable"]
+    checks: dict[str, str]
+    failed: list[str]
+
+
+class HealthBody(BaseModel):
+    status: Literal["ok"]
+
+
+@dataclass
+class Readiness:
+    services: Services
+    heads: frozenset[str]
+    _redis: Redis | None = field(default=None, init=False)
+
+    async def check(self) -> dict[str, str]:
+        """Each check's outcome: "ok", or why not."""
+        checks = dict(zip(("database", "migrations"), await self._database(), strict=True))
+        url = self.services.settings.redis_url
+        checks["redis"] = await self._redis_check(url) if url else "not configured"
+        return checks
+
+    async def _database(self) -> tuple[str, str]:
+        try:
+            async with asyncio.timeout(CHECK_SECONDS), self.services.database.reader() as session:
+                await session.execute(text("SELECT 1"))
+                try:
+                    found = frozenset(
+                        (await session.scalars(text("SELECT version_num FROM alembic_version"))).all()
+                    )
+                except Exception:
+                    return OK, "not migrated (no alembic_version table)"
+        except Exception as exc:
+            return f"unreachable: {type(exc).__name__}", "unknown"
+        if found != self.heads:
+            at = ", ".join(sorted(found)) or "nothing"
+            return OK, f"at {at}; head is {', '.join(sorted(self.heads))} (run herald migrate)"
+        return OK, OK
+
+    async def _redis_check(self, url: str) -> str:
+        if self._redis is None:
+            self._redis = Redis.from_url(
+                url, socket_connect_timeout=CHECK_SECONDS, socket_timeout=CHECK_SECONDS
+            )
+        try:
+            async with asyncio.timeout(CHECK_SECONDS):
+                await self._redis.ping()  # type: ignore[misc]  # redis-py types ping as sync | async
+        except Exception as exc:
+            return f"unreachable: {type(exc).__name__}"
+        return OK
+
+    async def aclose(self) -> None:
+        if self._redis is not None:
+            await self._redis.aclose()
+
+
+async def database_facts(services: Services) -> list[Metric]:
+    """The worker's queue, read from the database at scrape time (the same from every process)."""
+    try:
+        async with asyncio.timeout(CHECK_SECONDS):
+            due = await campaigns_worker.due_count(services.database, services.clock.now())
+            async with services.database.reader() as session:
+                pending = await outbox.pending_count(session)
+    except Exception:
+        log.warning("metrics: could not read the queue depth from the database", exc_info=True)
+        return []
+    return [
+        metrics.gauge("herald_worker_due_transitions", "Scheduled campaign transitions due now.", due),
+        metrics.gauge(
+            "herald_outbox_pending", "Outbox rows still PENDING (sends under way or cut short).", pending
+        ),
+    ]
+
+
+def install(app: FastAPI, services: Services) -> Readiness:
+    readiness = Readiness(services, migration_heads())
+
+    @app.get(
+        "/healthz",
+        tags=["operations"],
+        summary="The process is up",
+        response_model=HealthBody,
+        operation_id="healthz",
+    )
+    async def healthz() -> Response:
+        return json_response({"status": "ok"})
+
+    @app.get(
+        "/readyz",
+        tags=["operations"],
+        summary="Ready to serve: database answers, schema at head, Redis answers (when configured)",
+        response_model=ReadyBody,
+        responses={503: {"model": ReadyBody, "description": "A check failed; `failed` names it."}},
+        operation_id="readyz",
+    )
+    async def readyz() -> Response:
+        checks = await readiness.check()
+        failed = [name for name, outcome in checks.items() if outcome not in (OK, "not configured")]
+        body = {"status": "unavailable" if failed else "ready", "checks": checks, "failed": failed}
+        return json_response(body, status=503 if failed else 200)
+
+    if services.settings.metrics:
+
+        @app.get(
+            "/metrics",
+            tags=["operations"],
+            summary="Prometheus metrics (text exposition format)",
+            response_class=PlainTextResponse,
+            operation_id="metrics",
+        )
+        async def metrics_text() -> Response:
+            body = metrics.render(await database_facts(services))
+            return Response(body, media_type=metrics.CONTENT_TYPE)
+
+    return readiness
