@@ -25,7 +25,7 @@ from herald.clock import Clock, FileClock, SystemClock
 from herald.config import Settings
 from herald.db import create_database
 from herald.delivery import router as delivery_routes
-from herald.http import handlers
+from herald.http import documentation, handlers
 from herald.http import openapi as openapi_docs
 from herald.http.middleware import HeraldMiddleware
 from herald.http.ratelimit import RateLimitStore, make_store
@@ -72,6 +72,10 @@ def create_app(
         version="5.0.0",
         summary=f"Herald {__version__}",
         lifespan=lifespan,
+        # Served by herald.http.documentation (the document names the address it was read from).
+        openapi_url=None,
+        docs_url=None,
+        redoc_url=None,
     )
     app.state.herald = services
     app.add_middleware(HeraldMiddleware, services=services)
@@ -84,6 +88,7 @@ def create_app(
     app.include_router(personalization_router)
     app.include_router(audience_router)
     _extend_openapi(app, services)
+    documentation.install(app)
     _add_probes(app, services)
     return app
 
