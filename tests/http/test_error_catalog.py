@@ -64,7 +64,8 @@ def test_error_classes_agree_with_the_catalog() -> None:
 def test_each_code_is_listed_once_with_a_meaning() -> None:
     assert len(BY_CODE) == len(CODES)
     for entry in CODES:
-        assert entry.meaning and 400 <= entry.status < 600
+        assert entry.meaning
+        assert 400 <= entry.status < 600
         assert (entry.kind == "detail") == bool(entry.within), entry.code
         for within in filter(None, (part.strip() for part in entry.within.split(","))):
             assert BY_CODE[within].kind == "error"
@@ -77,7 +78,9 @@ async def test_the_catalog_page_has_an_anchor_per_code(client: httpx.AsyncClient
     anchors = set(re.findall(r'<section id="([A-Z0-9_]+)"', response.text))
     assert anchors == set(BY_CODE)
     section = response.text.split('<section id="OFFER_NOT_FOUND">')[1].split("</section>")[0]
-    assert "404" in section and "No offering with this id" in section and "&quot;doc_url&quot;" in section
+    assert "404" in section
+    assert "No offering with this id" in section
+    assert "&quot;doc_url&quot;" in section
 
 
 @pytest.fixture
