@@ -117,9 +117,21 @@ def _extend_openapi(app: FastAPI, services: Services) -> None:
             components = schema.setdefault("components", {}).setdefault("schemas", {})
             extra = {**campaigns_openapi.component_schemas(), **delivery_routes.body_schemas()}
             for name, definition in extra.items():
-                components.setdefault(name, definition)
+                # One name, one shape: a model of another domain with the same class name would
+                # otherwise silently stand in for this one wherever it is referenced.
+                if _shape(components.setdefault(name, definition)) != _shape(definition):
+                    raise RuntimeError(f"two different OpenAPI schemas are named {name}")
             campaign_links.add_links(schema)
             app.openapi_schema = openapi_docs.enrich(schema, services.settings)
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
+
+
+def _shape(schema: Any) -> Any:
+    """A schema without its `default`s (FastAPI leaves out `default: null` where Pydantic states it)."""
+    if isinstance(schema, dict):
+        return {key: _shape(value) for key, value in schema.items() if key != "default"}
+    if isinstance(schema, list):
+        return [_shape(item) for item in schema]
+    return schema

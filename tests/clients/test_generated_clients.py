@@ -23,16 +23,16 @@ from pathlib import Path
 import httpx
 import pytest
 from pydantic import SecretStr
-from tests.conftest import REDIS_URL, TEST_SECRET_KEY
-from tests.delivery.conftest import add_users
-from tests.delivery.servers import SmtpServer, start_smtp
-from tests.factories import add_connector, make_tenant
-from tests.system.cluster import Server, serve
 
 from herald.config import Settings
 from herald.delivery.config import ConnectorInput
 from herald.http.limits import BUCKETS
 from herald.main import create_app
+from tests.conftest import REDIS_URL, TEST_SECRET_KEY
+from tests.delivery.conftest import add_users
+from tests.delivery.servers import SmtpServer, start_smtp
+from tests.factories import add_connector, make_tenant
+from tests.system.cluster import Server, serve
 
 HERE = Path(__file__).parent
 ROOT = HERE.parents[1]
@@ -172,3 +172,14 @@ def test_generated_python_client_runs_a_first_session(served: Served, document: 
     assert mail.rcpt_tos == [RECIPIENT]
     assert "Hello Ana" in mail.html
     assert (output / PACKAGE).is_dir()
+
+
+def test_doc_url_leads_to_the_catalog_of_the_serving_port(served: Served) -> None:
+    auth = (served.workspace_id, served.secret)
+    error = httpx.get(f"{served.server.url}/v5/offers?limit=500", auth=auth, timeout=30).json()["error"]
+    assert error["doc_url"] == f"{served.server.url}/errors#VALIDATION_FAILED"
+    page, anchor = error["doc_url"].split("#")
+    catalog = httpx.get(page, timeout=30)
+    assert catalog.status_code == 200
+    assert f'id="{anchor}"' in catalog.text
+    assert f'id="{error["details"][0]["code"]}"' in catalog.text
