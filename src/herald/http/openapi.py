@@ -15,9 +15,12 @@ from herald.http.operation import REQUIRED_MARK
 _INT = {"type": "integer"}
 # What `herald.http.guards.parse_uuid4` accepts, in its canonical (hyphenated) spelling. A string with
 # a pattern, not `format: uuid`: generated clients then take and send the text as it is (with the
-# format, some make the caller build a UUID object and then cannot put it in a header).
+# standard format, some make the caller build a UUID object and then cannot put it in a header). The
+# format is named `uuid4`, which generators leave as plain text and test tools can be taught
+# (tests/robustness/hooks.py).
 UUID4 = {
     "type": "string",
+    "format": "uuid4",
     "pattern": "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-4[0-9a-fA-F]{3}-[89abAB][0-9a-fA-F]{3}-[0-9a-fA-F]{12}$",
     "description": "A UUID v4 in its hyphenated text form.",
 }
