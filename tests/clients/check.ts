@@ -16,7 +16,7 @@ export function channelOf(campaign: Campaign): "PUSH" | "EMAIL" | components["sc
   return campaign.channel;
 }
 
-export function subject(campaign: Campaign): string | null | undefined {
+export function emailCampaignName(campaign: Campaign): string | null | undefined {
   return campaign.channel === "EMAIL" ? campaign.basic_details?.name : undefined;
 }
 

@@ -12,7 +12,7 @@ import base64
 import os
 import uuid
 from datetime import UTC, datetime, timedelta
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from herald_offer_listing_and_campaign_draft_api_client import AuthenticatedClient
 from herald_offer_listing_and_campaign_draft_api_client.api.campaigns import (
@@ -114,7 +114,6 @@ def offers(client: AuthenticatedClient) -> None:
 
 
 def campaigns(client: AuthenticatedClient) -> str:
-    app_key: dict[str, Any] = {"svc_appkey": WORKSPACE}
     draft = EmailCampaignCreate.from_dict(
         {
             "channel": "EMAIL",
@@ -124,7 +123,7 @@ def campaigns(client: AuthenticatedClient) -> str:
             "basic_details": {"name": "Flow spring sale", "content_type": "PROMOTIONAL"},
         }
     )
-    created = create_campaign.sync(client=client, body=draft, idempotency_key=key(), **app_key)
+    created = create_campaign.sync(client=client, body=draft, idempotency_key=key(), svc_appkey=WORKSPACE)
     campaign_id = expect(created, CampaignCreatedResponse).data.id
     patch = EmailCampaignUpdate.from_dict(
         {
@@ -141,28 +140,34 @@ def campaigns(client: AuthenticatedClient) -> str:
             "connector": {"connector_type": "CUSTOM_SMTP", "connector_name": CONNECTOR},
         }
     )
-    updated = update_campaign.sync(campaign_id, client=client, body=patch, idempotency_key=key(), **app_key)
+    updated = update_campaign.sync(
+        campaign_id, client=client, body=patch, idempotency_key=key(), svc_appkey=WORKSPACE
+    )
     assert expect(updated, CampaignUpdatedResponse).data.id == campaign_id
 
-    stored = expect(get_campaign.sync(campaign_id, client=client, **app_key), CampaignResponse).data
+    stored = expect(
+        get_campaign.sync(campaign_id, client=client, svc_appkey=WORKSPACE), CampaignResponse
+    ).data
     assert isinstance(stored, EmailCampaignView), stored
     assert stored.campaign_id == campaign_id
 
-    validation = validate_campaign.sync(campaign_id, client=client, **app_key)
+    validation = validate_campaign.sync(campaign_id, client=client, svc_appkey=WORKSPACE)
     outcome = expect(validation, CampaignValidationResponse).data
     assert outcome.valid is (not outcome.errors)
 
     search_body = SearchCampaignsSearchBody.from_dict(
         {"limit": 15, "page": 1, "campaign_fields": {"ids": [campaign_id], "status": ["DRAFT"]}}
     )
-    found = search_campaigns.sync(client=client, body=search_body, idempotency_key=key(), **app_key)
+    found = search_campaigns.sync(
+        client=client, body=search_body, idempotency_key=key(), svc_appkey=WORKSPACE
+    )
     rows = expect(found, CampaignSearchResponse).data.campaigns
     assert [row.campaign_id for row in rows] == [campaign_id], rows
 
     meta_body = GetCampaignMetaMetaBody.from_dict(
         {"limit": 15, "page": 1, "campaign_fields": {"id": campaign_id, "status": ["DRAFT"]}}
     )
-    meta = get_campaign_meta.sync(client=client, body=meta_body, idempotency_key=key(), **app_key)
+    meta = get_campaign_meta.sync(client=client, body=meta_body, idempotency_key=key(), svc_appkey=WORKSPACE)
     [row] = expect(meta, CampaignMetaResponse).data.campaigns
     assert row.campaign_id == campaign_id
 
@@ -173,7 +178,7 @@ def campaigns(client: AuthenticatedClient) -> str:
         }
     )
     sent = expect(
-        test_campaign.sync(client=client, body=test_body, idempotency_key=key(), **app_key),
+        test_campaign.sync(client=client, body=test_body, idempotency_key=key(), svc_appkey=WORKSPACE),
         CampaignTestResponse,
     )
     statuses = {name: result.status for name, result in sent.data.data.additional_properties.items()}
