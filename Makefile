@@ -5,7 +5,9 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help run test lint typecheck unit migrate demo bench format clean
+NODE_STAMP := tests/clients/node_modules/.installed
+
+.PHONY: help run test lint typecheck unit clients migrate demo bench format clean
 
 help: ## Show the targets
 	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -16,6 +18,13 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
 	touch $(STAMP)
+
+# The npm tools that check the OpenAPI document from a client's side (Spectral, openapi-typescript,
+# tsc), pinned in tests/clients/package-lock.json.
+$(NODE_STAMP): tests/clients/package.json tests/clients/package-lock.json
+	@command -v npm >/dev/null 2>&1 || { echo "need Node.js and npm (for tests/clients)"; exit 1; }
+	npm ci --prefix tests/clients --no-audit --no-fund --loglevel=error
+	touch $(NODE_STAMP)
 
 run: $(STAMP) ## Install, migrate, create the demo workspace (first run) and serve on 127.0.0.1:8000
 	$(BIN)/herald migrate
@@ -31,8 +40,11 @@ lint: $(STAMP) ## ruff check + format check
 typecheck: $(STAMP) ## mypy (strict)
 	$(BIN)/mypy
 
-unit: $(STAMP) ## The test suite (SQLite; PostgreSQL/Redis when HERALD_TEST_* are set)
+unit: $(STAMP) $(NODE_STAMP) ## The test suite (SQLite; PostgreSQL/Redis when HERALD_TEST_* are set)
 	$(BIN)/pytest -q
+
+clients: $(STAMP) $(NODE_STAMP) ## Spectral, TypeScript types and a generated Python client against a served Herald
+	$(BIN)/pytest -q tests/clients
 
 migrate: $(STAMP) ## Upgrade the database to head
 	$(BIN)/herald migrate
@@ -51,4 +63,4 @@ format: $(STAMP) ## Apply ruff fixes and formatting
 	$(BIN)/ruff format src tests benchmarks migrations
 
 clean: ## Remove the virtualenv and local databases
-	rm -rf $(VENV) herald.db herald.db-wal herald.db-shm .herald
+	rm -rf $(VENV) herald.db herald.db-wal herald.db-shm .herald build tests/clients/node_modules

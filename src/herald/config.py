@@ -15,7 +15,8 @@ class Settings(BaseSettings):
     redis_url: str | None = None
     # Deployments may match the header names of their clients (`X-<token>-Request-Id`, `<token>-APPKEY`).
     header_token: str = "SVC"
-    base_url: str = "http://127.0.0.1:8000"
+    # Public address used in links (`doc_url`, OpenAPI `servers`); unset: the request's own scheme and host.
+    base_url: str | None = None
     max_body_bytes: int = 1024 * 1024
     max_json_depth: int = 32
     # Bounds `herald serve` puts on a request at the socket (herald.http.server): the size of its

@@ -22,7 +22,7 @@ from herald.clock import Clock, FileClock, SystemClock
 from herald.config import Settings
 from herald.db import create_database
 from herald.delivery import router as delivery_routes
-from herald.http import handlers
+from herald.http import documentation, handlers
 from herald.http import openapi as openapi_docs
 from herald.http.middleware import HeraldMiddleware
 from herald.http.ratelimit import RateLimitStore, make_store
@@ -74,6 +74,10 @@ def create_app(
         version="5.0.0",
         summary=f"Herald {__version__}",
         lifespan=lifespan,
+        # Served by herald.http.documentation (the document names the address it was read from).
+        openapi_url=None,
+        docs_url=None,
+        redoc_url=None,
     )
     app.state.herald = services
     app.add_middleware(HeraldMiddleware, services=services)
@@ -88,6 +92,7 @@ def create_app(
     app.include_router(personalization_router)
     app.include_router(audience_router)
     _extend_openapi(app, services)
+    documentation.install(app)
     readiness = probes.install(app, services)
     return app
 
@@ -101,9 +106,21 @@ def _extend_openapi(app: FastAPI, services: Services) -> None:
             components = schema.setdefault("components", {}).setdefault("schemas", {})
             extra = {**campaigns_openapi.component_schemas(), **delivery_routes.body_schemas()}
             for name, definition in extra.items():
-                components.setdefault(name, definition)
+                # One name, one shape: a model of another domain with the same class name would
+                # otherwise silently stand in for this one wherever it is referenced.
+                if _shape(components.setdefault(name, definition)) != _shape(definition):
+                    raise RuntimeError(f"two different OpenAPI schemas are named {name}")
             campaign_links.add_links(schema)
             app.openapi_schema = openapi_docs.enrich(schema, services.settings)
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
+
+
+def _shape(schema: Any) -> Any:
+    """A schema without its `default`s (FastAPI leaves out `default: null` where Pydantic states it)."""
+    if isinstance(schema, dict):
+        return {key: _shape(value) for key, value in schema.items() if key != "default"}
+    if isinstance(schema, list):
+        return [_shape(item) for item in schema]
+    return schema

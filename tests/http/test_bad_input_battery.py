@@ -58,7 +58,15 @@ FEATURES = {
 }
 CAMPAIGN = {"channel": "PUSH", "campaign_delivery_type": "ONE_TIME", "created_by": "owner@example.com"}
 # Routes outside the OpenAPI document on purpose (the process probes); any other hidden route fails.
-UNDOCUMENTED = {("GET", "/healthz"), ("GET", "/readyz")}
+# Probes, and the documentation itself (the document, its viewers, the error catalog): no input.
+UNDOCUMENTED = {
+    ("GET", "/healthz"),
+    ("GET", "/readyz"),
+    ("GET", "/openapi.json"),
+    ("GET", "/docs"),
+    ("GET", "/redoc"),
+    ("GET", "/errors"),
+}
 
 
 # ---- the route table ----------------------------------------------------------------------------

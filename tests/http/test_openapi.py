@@ -39,7 +39,16 @@ async def test_every_operation_declares_shared_headers_and_answers(client: httpx
                     response["headers"]
                 )
         assert "Retry-After" in responses["429"]["headers"]
-        assert responses["401"]["content"] == {"text/plain": {"schema": {"type": "string"}}}
+        # JSON text sent as text/plain: a string whose content is a GatewayError.
+        gateway = responses["401"]["content"]["text/plain"]["schema"]
+        assert gateway["type"] == "string"
+        assert gateway["contentMediaType"] == "application/json"
+        assert gateway["contentSchema"] == {"$ref": "#/components/schemas/GatewayError"}
+        # Every status of every operation says what its body is (204 has none).
+        for status, response in responses.items():
+            if status != "204":
+                assert all(media.get("schema") for media in response["content"].values()), (path, status)
+                assert {} not in [media["schema"] for media in response["content"].values()], (path, status)
 
 
 async def test_campaign_operations_require_the_app_key_header(client: httpx.AsyncClient) -> None:
@@ -85,13 +94,88 @@ async def test_schemas_state_bounds_in_json_schema_keywords(client: httpx.AsyncC
     assert _keywords(document) & NOT_JSON_SCHEMA == set()
 
 
-async def test_uuid_headers_declare_their_format(client: httpx.AsyncClient) -> None:
+async def test_uuid_headers_are_strings_with_a_pattern(client: httpx.AsyncClient) -> None:
+    # Not `format: uuid`: generated clients would ask for a UUID object and fail to send it.
     document = (await client.get("/openapi.json")).json()
     for _method, _path, operation in _guarded(document):
         for parameter in operation["parameters"]:
             if parameter["name"] in ("X-SVC-Request-Id", "Idempotency-Key"):
-                assert parameter["schema"]["format"] == "uuid"
+                assert parameter["schema"]["type"] == "string"
+                assert parameter["schema"]["format"] == "uuid4"  # not `uuid`: no UUID objects
                 assert parameter["schema"]["pattern"].startswith("^")
+
+
+OPERATION_IDS = {
+    ("get", "/v5/offers"): "listOffers",
+    ("post", "/v5/offers"): "createOffer",
+    ("patch", "/v5/offers/{offer_id}"): "updateOffer",
+    ("get", "/v5/offers/templates"): "listOfferTemplates",
+    ("post", "/v5/offers/{offer_id}/archive"): "archiveOffer",
+    ("post", "/v5/campaigns"): "createCampaign",
+    ("get", "/v5/campaigns/{campaign_id}"): "getCampaign",
+    ("patch", "/v5/campaigns/{campaign_id}"): "updateCampaign",
+    ("post", "/v5/campaigns/{campaign_id}/validate"): "validateCampaign",
+    ("patch", "/v5/campaigns/{campaign_id}/status"): "updateCampaignStatus",
+    ("post", "/v5/campaigns/search"): "searchCampaigns",
+    ("post", "/v5/campaigns/meta"): "getCampaignMeta",
+    ("post", "/v5/campaigns/test"): "testCampaign",
+    ("post", "/v5/personalization/preview"): "previewPersonalization",
+    ("patch", "/core-services/v1/campaigns/{campaign_id}"): "updateCampaignV1",
+    ("post", "/v1/customer/{workspace_id}"): "ingestCustomer",
+    ("post", "/v1/event/{workspace_id}"): "ingestEvents",
+    ("post", "/v1/transition/{workspace_id}"): "ingestTransition",
+}
+
+
+async def test_operations_have_readable_ids_descriptions_and_defined_tags(client: httpx.AsyncClient) -> None:
+    document = (await client.get("/openapi.json")).json()
+    ids = {
+        (method, path): operation["operationId"]
+        for path, item in document["paths"].items()
+        for method, operation in item.items()
+    }
+    assert ids == OPERATION_IDS
+    tags = {tag["name"]: tag["description"] for tag in document["tags"]}
+    for path, item in document["paths"].items():
+        for operation in item.values():
+            assert operation["description"].strip(), path
+            assert set(operation["tags"]) <= set(tags), path
+    assert all(tags.values())
+    assert document["info"]["description"]
+
+
+async def test_servers_name_the_address_the_document_was_read_from(settings: Settings) -> None:
+    app = create_app(settings.model_copy(update={"base_url": None}))
+    try:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://herald.test:9123") as reader:
+            document = (await reader.get("/openapi.json")).json()
+    finally:
+        await app.state.herald.database.dispose()
+    assert document["servers"] == [{"url": "http://herald.test:9123"}]
+
+
+async def test_servers_name_the_configured_base_url(settings: Settings) -> None:
+    app = create_app(settings.model_copy(update={"base_url": "https://api.example.org/"}))
+    try:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:9") as reader:
+            document = (await reader.get("/openapi.json")).json()
+    finally:
+        await app.state.herald.database.dispose()
+    assert document["servers"] == [{"url": "https://api.example.org"}]
+
+
+async def test_interruption_level_is_two_enums_without_clashing_names(client: httpx.AsyncClient) -> None:
+    schemas = (await client.get("/openapi.json")).json()["components"]["schemas"]
+    level = schemas["IosSpecificPriority"]["properties"]["interruption_level"]["anyOf"][0]
+    spec, upper = (variant["enum"] for variant in level["anyOf"])
+    assert spec == ["Passive", "Active", "Time sensitive", "Critical"]
+    assert upper == ["PASSIVE", "ACTIVE", "TIME_SENSITIVE", "CRITICAL"]
+    # What a generator makes of each enum's values as identifiers stays unique within the enum.
+    for values in (spec, upper):
+        names = [value.upper().replace(" ", "_") for value in values]
+        assert len(set(names)) == len(names)
 
 
 async def test_the_two_content_forms_are_described_as_disjoint(client: httpx.AsyncClient) -> None:

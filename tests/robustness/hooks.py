@@ -13,6 +13,10 @@ from typing import Any
 import schemathesis
 from hypothesis import strategies as st
 
+# The request-id and Idempotency-Key headers are `format: uuid4` (a UUID v4 as text, see
+# herald.http.openapi.UUID4): without the strategy, header values of that pattern cannot be drawn.
+schemathesis.openapi.format("uuid4", st.uuids(version=4).map(str))
+
 _TEXT = st.text(alphabet=st.characters(codec="utf-8", exclude_characters="\x00"), min_size=1, max_size=40)
 
 

@@ -70,6 +70,7 @@ def _answer(request: Request, kind: str, data: dict[str, Any]) -> Response:
 @router.post(
     "/customer/{workspace_id}",
     summary="Create or update a user",
+    operation_id="ingestCustomer",
     response_model=None,
     responses={200: {"model": CustomerResponse}, **ERRORS},
 )
@@ -90,6 +91,7 @@ async def ingest_customer(
 @router.post(
     "/event/{workspace_id}",
     summary="Record a user's events",
+    operation_id="ingestEvents",
     response_model=None,
     responses={200: {"model": EventResponse}, **ERRORS},
 )
@@ -109,6 +111,7 @@ async def ingest_event(
 @router.post(
     "/transition/{workspace_id}",
     summary="Bulk: customers and events",
+    operation_id="ingestTransition",
     response_model=None,
     responses={200: {"model": TransitionResponse}, **ERRORS},
 )

@@ -9,8 +9,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from herald.campaigns import actions, meta, search
-from herald.campaigns.openapi import META_BODY, SEARCH_BODY, STATUS_BODY
+from herald.campaigns.openapi import META_BODY, SEARCH_BODY, STATUS_BODY, success
 from herald.campaigns.router import json_body
+from herald.campaigns.schemas import responses
 from herald.campaigns.schemas.common import Feature
 from herald.campaigns.views import campaign_view
 from herald.http.auth import Caller
@@ -36,9 +37,18 @@ def _envelope(request: Request, data: dict[str, Any]) -> dict[str, Any]:
 @router.patch(
     "/{campaign_id}/status",
     summary="Update campaign status",
+    operation_id="updateCampaignStatus",
+    description=(
+        "STOP a one-time campaign; PAUSE or RESUME a periodic or triggered one (RESUME returns to "
+        "ACTIVE or SCHEDULED). An action the delivery type or state does not allow is 422. "
+        "Needs an Idempotency-Key."
+    ),
     response_model=None,
     openapi_extra=STATUS_BODY,
-    responses=error_responses(400, 401, 403, 404, 409, 413, 422, 429, 503),
+    responses={
+        **success(200, responses.CampaignStatusResponse, "The action was applied."),
+        **error_responses(400, 401, 403, 404, 409, 413, 422, 429, 503),
+    },
 )
 async def update_campaign_status(
     request: Request, campaign_id: str, caller: Annotated[Caller, guarded(STATUS)]
@@ -56,9 +66,17 @@ async def update_campaign_status(
 @router.post(
     "/search",
     summary="Search campaigns",
+    operation_id="searchCampaigns",
+    description=(
+        "Campaigns matching the filters, newest first, `limit` (at most 15) per `page`. "
+        "Needs an Idempotency-Key."
+    ),
     response_model=None,
     openapi_extra=SEARCH_BODY,
-    responses=error_responses(400, 401, 403, 409, 413, 429, 503),
+    responses={
+        **success(200, responses.CampaignSearchResponse, "One page of campaigns."),
+        **error_responses(400, 401, 403, 409, 413, 429, 503),
+    },
 )
 async def search_campaigns(request: Request, caller: Annotated[Caller, guarded(SEARCH)]) -> Response:
     versioning = Feature.VERSIONING.value in enabled_features(caller.workspace)
@@ -72,9 +90,18 @@ async def search_campaigns(request: Request, caller: Annotated[Caller, guarded(S
 @router.post(
     "/meta",
     summary="Get campaign meta",
+    operation_id="getCampaignMeta",
+    description=(
+        "Lightweight rows for the campaigns that match, with child counts and the daily-cached "
+        "reachability of scheduled one-time and triggered campaigns. Needs the workspace's "
+        "`campaign_meta` feature and an Idempotency-Key."
+    ),
     response_model=None,
     openapi_extra=META_BODY,
-    responses=error_responses(400, 401, 403, 409, 413, 429, 503),
+    responses={
+        **success(200, responses.CampaignMetaResponse, "One page of meta rows."),
+        **error_responses(400, 401, 403, 409, 413, 429, 503),
+    },
 )
 async def campaign_meta(request: Request, caller: Annotated[Caller, guarded(META)]) -> Response:
     rows = await meta.campaign_meta(

@@ -1,17 +1,19 @@
-"""OpenAPI request bodies of the campaign routes.
+"""OpenAPI request bodies and success answers of the campaign routes.
 
 The routes read their bodies with `validation.parse` (the body's channel picks the model, and every
-problem is collected), so the schemas are attached here rather than derived from a parameter.
+problem is collected) and write their answers as plain JSON, so the schemas are attached here rather
+than derived from a parameter or a return type.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from pydantic import RootModel, TypeAdapter
+from pydantic import BaseModel, RootModel, TypeAdapter
 
 from herald.campaigns.actions import StatusBody
 from herald.campaigns.publish import EmailCampaignV1Update, PushCampaignV1Update
+from herald.campaigns.schemas import responses
 from herald.campaigns.schemas.campaign import CampaignCreateBody, CampaignUpdateBody
 from herald.campaigns.schemas.search import MetaBody, SearchBody
 
@@ -68,9 +70,31 @@ VALIDATE_BODY: dict[str, Any] = {
 }
 
 
+_RESPONSE_MODELS: tuple[type[BaseModel], ...] = (
+    responses.CampaignCreatedResponse,
+    responses.CampaignResponse,
+    responses.CampaignUpdatedResponse,
+    responses.CampaignValidationResponse,
+    responses.CampaignStatusResponse,
+    responses.CampaignSearchResponse,
+    responses.CampaignMetaResponse,
+    responses.CampaignTestResponse,
+)
+
+
+def success(status: int, model: type[BaseModel], description: str) -> dict[int | str, dict[str, Any]]:
+    """A route's success answer (`status` is the route's `status_code`), described by `model`."""
+    schema = {"$ref": _REF.format(model=model.__name__)}
+    return {status: {"description": description, "content": {"application/json": {"schema": schema}}}}
+
+
 def component_schemas() -> dict[str, Any]:
-    """The `$defs` the bodies refer to, to merge into the document's components."""
+    """The `$defs` the bodies and answers refer to, to merge into the document's components."""
     defs: dict[str, Any] = {}
     for adapter in (_CREATE, _UPDATE, _V1_UPDATE, _STATUS, _SEARCH, _META):
         defs |= adapter.json_schema(ref_template=_REF).get("$defs", {})
+    for model in _RESPONSE_MODELS:
+        schema = TypeAdapter(model).json_schema(ref_template=_REF)
+        defs |= schema.pop("$defs", {})
+        defs[model.__name__] = schema
     return defs

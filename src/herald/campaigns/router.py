@@ -11,7 +11,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from herald.campaigns import service
-from herald.campaigns.openapi import CREATE_BODY, UPDATE_BODY, VALIDATE_BODY
+from herald.campaigns.openapi import CREATE_BODY, UPDATE_BODY, VALIDATE_BODY, success
+from herald.campaigns.schemas import responses
 from herald.campaigns.views import campaign_view, etag
 from herald.db import INTEGER_MAX
 from herald.errors import BadRequest
@@ -70,10 +71,19 @@ def _envelope(request: Request, data: dict[str, Any]) -> dict[str, Any]:
 @router.post(
     "",
     summary="Create campaign draft",
+    operation_id="createCampaign",
+    description=(
+        "Creates a DRAFT from `channel`, `campaign_delivery_type` and `created_by`, plus any components "
+        "(each validated alone). A `request_id` may not be reused after a successful create (1 h Push, "
+        "1 day Email). Needs an Idempotency-Key."
+    ),
     status_code=201,
     response_model=None,
     openapi_extra=CREATE_BODY,
-    responses=error_responses(400, 401, 403, 409, 413, 429, 503),
+    responses={
+        **success(201, responses.CampaignCreatedResponse, "The draft was created."),
+        **error_responses(400, 401, 403, 409, 413, 429, 503),
+    },
 )
 async def create_campaign(request: Request, caller: Annotated[Caller, guarded(CREATE)]) -> Response:
     async def reserve() -> None:
@@ -92,8 +102,16 @@ async def create_campaign(request: Request, caller: Annotated[Caller, guarded(CR
 @router.get(
     "/{campaign_id}",
     summary="Get campaign",
+    operation_id="getCampaign",
+    description=(
+        "The stored campaign (latest version, or `version_number`), with every stored component. "
+        "The `ETag` header is the value for `If-Match` on update."
+    ),
     response_model=None,
-    responses=error_responses(400, 401, 403, 404, 429, 503),
+    responses={
+        **success(200, responses.CampaignResponse, "The campaign."),
+        **error_responses(400, 401, 403, 404, 429, 503),
+    },
 )
 async def get_campaign(
     request: Request,
@@ -113,9 +131,18 @@ async def get_campaign(
 @router.patch(
     "/{campaign_id}",
     summary="Update campaign",
+    operation_id="updateCampaign",
+    description=(
+        "Each sent component replaces the stored one whole and is validated in full; then the merged "
+        "draft is checked across components. What may change depends on the campaign's state (409 "
+        "INVALID_STATE otherwise). Honours `If-Match` (412). Needs an Idempotency-Key."
+    ),
     response_model=None,
     openapi_extra=UPDATE_BODY,
-    responses=error_responses(400, 401, 403, 404, 409, 412, 413, 429, 503),
+    responses={
+        **success(200, responses.CampaignUpdatedResponse, "The campaign was updated."),
+        **error_responses(400, 401, 403, 404, 409, 412, 413, 429, 503),
+    },
 )
 async def update_campaign(
     request: Request,
@@ -138,9 +165,17 @@ async def update_campaign(
 @router.post(
     "/{campaign_id}/validate",
     summary="Validate campaign",
+    operation_id="validateCampaign",
+    description=(
+        "Runs the publish checks on the saved campaign without changing it: always 200 for an existing "
+        "campaign, `valid: false` with every failure in `errors`."
+    ),
     response_model=None,
     openapi_extra=VALIDATE_BODY,
-    responses=error_responses(400, 401, 403, 404, 429, 503),
+    responses={
+        **success(200, responses.CampaignValidationResponse, "The outcome of the checks."),
+        **error_responses(400, 401, 403, 404, 429, 503),
+    },
 )
 async def validate_campaign(
     request: Request, campaign_id: str, caller: Annotated[Caller, guarded(VALIDATE)]

@@ -28,6 +28,13 @@ UPDATE_V1 = Operation(
 @router.patch(
     "/{campaign_id}",
     summary="Update and publish campaign (earlier API)",
+    operation_id="updateCampaignV1",
+    description=(
+        "The earlier API's update: the sent fields of each component are merged into the stored one, "
+        'then the campaign is checked as a whole. With `status: "PUBLISH"` (scope '
+        "`campaigns:create_manage_publish`) a draft that passes the publish checks becomes SCHEDULED "
+        "or ACTIVE (422 with the failures otherwise). The body's `request_id` de-duplicates repeats."
+    ),
     status_code=204,
     response_model=None,
     openapi_extra=V1_UPDATE_BODY,

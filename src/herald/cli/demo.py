@@ -98,5 +98,6 @@ def ensure_demo(settings: Settings | None = None) -> None:
     typer.echo(f"  workspace id : {credentials['workspace_id']}")
     typer.echo(f"  API key      : {credentials['api_key']}")
     typer.echo("  try:")
-    typer.echo(f"    curl -s -H 'Authorization: Basic {basic}' '{settings.base_url}/v5/offers?limit=5'")
-    typer.echo(f"  docs: {settings.base_url}/docs")
+    base = settings.base_url or "http://127.0.0.1:8000"  # where `make run` serves
+    typer.echo(f"    curl -s -H 'Authorization: Basic {basic}' '{base}/v5/offers?limit=5'")
+    typer.echo(f"  docs: {base}/docs")

@@ -14,6 +14,8 @@ from pydantic import TypeAdapter
 from starlette.requests import Request
 from starlette.responses import Response
 
+from herald.campaigns import openapi as campaigns_openapi
+from herald.campaigns.schemas.responses import CampaignTestResponse
 from herald.delivery import testsend
 from herald.delivery.testsend_request import CampaignTestDoc
 from herald.errors import BadRequest
@@ -66,6 +68,7 @@ def _json_body(request: Request) -> Any:
 @router.post(
     "/test",
     summary="Test campaign",
+    operation_id="testCampaign",
     description=(
         "Sends the content of a saved campaign (`draft_id`) or of inline content to up to 10 "
         "recipients through the workspace's connectors, one message per platform x locale x "
@@ -73,7 +76,10 @@ def _json_body(request: Request) -> Any:
     ),
     response_model=None,
     openapi_extra=_BODY,
-    responses=error_responses(400, 401, 403, 404, 409, 413, 422, 429, 503),
+    responses={
+        **campaigns_openapi.success(200, CampaignTestResponse, "The outcome of each send."),
+        **error_responses(400, 401, 403, 404, 409, 413, 422, 429, 503),
+    },
 )
 async def test_campaign(request: Request, caller: Annotated[Caller, guarded(TEST)]) -> Response:
     services = services_of(request)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, GetPydanticSchema
+from pydantic import BaseModel, Field, GetPydanticSchema
 from pydantic_core import core_schema
 
 
@@ -28,6 +28,24 @@ class ErrorEnvelope(BaseModel):
     error: ErrorObject
 
 
+class GatewayError(BaseModel):
+    """The gateway's 401/403 body: JSON text of this object, sent as `text/plain`."""
+
+    code: str = Field(examples=["ER001"], description="`ER001` (401) or `ER007` (403).")
+    target: str = Field(examples=["Authentication Invalid"])
+    message: str
+
+
+# The body is text (the media type says so, and clients must not expect JSON parsing from it) whose
+# content is JSON of `GatewayError`: a string with contentMediaType/contentSchema says exactly that.
+GATEWAY_BODY: dict[str, Any] = {
+    "type": "string",
+    "contentMediaType": "application/json",
+    "contentSchema": {"$ref": "#/components/schemas/GatewayError"},
+    "description": "JSON text of a GatewayError object, sent as text/plain.",
+}
+
+
 _DESCRIPTIONS = {
     400: "Validation failed or the request could not be read.",
     401: "Credentials missing or invalid (gateway body ER001, text/plain).",
@@ -47,9 +65,9 @@ def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
     for status in statuses:
         entry: dict[str, Any] = {"description": _DESCRIPTIONS[status]}
         if status in (401, 403):
-            entry["content"] = {"text/plain": {"schema": {"type": "string"}}}
+            entry["content"] = {"text/plain": {"schema": GATEWAY_BODY}}
         elif status == 503:
-            entry["content"] = {"text/html": {"schema": {"type": "string"}}}
+            entry["content"] = {"text/html": {"schema": {"type": "string", "description": "An HTML page."}}}
         else:
             entry["model"] = ErrorEnvelope
         responses[status] = entry

@@ -23,7 +23,7 @@ from sqlalchemy.exc import DBAPIError, IntegrityError
 from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from herald.http import idempotency
+from herald.http import base_url, idempotency
 from herald.http.context import UnitOfWork, request_state
 from herald.http.guards import (
     has_control_characters,
@@ -70,6 +70,7 @@ class HeraldMiddleware:
             await _send_raw(send, 503, [(b"content-type", b"text/html; charset=utf-8")], GATEWAY_503_HTML)
             return
 
+        base_url.bind(self.settings.base_url, scope)
         given = next((value for name, value in headers if name == self.request_id_header), None)
         request_id = parse_uuid4(given.decode("latin-1")) if given is not None else None
         state = request_state(scope)
@@ -187,7 +188,12 @@ class HeraldMiddleware:
             log.exception("unhandled error", exc_info=exc)
             status, code, message = 500, "INTERNAL_ERROR", "Internal error. The request was not applied."
         response = error_response(
-            request_id, self.settings.base_url, status=status, code=code, message=message, raw_body=body
+            request_id,
+            base_url.current(self.settings.base_url),
+            status=status,
+            code=code,
+            message=message,
+            raw_body=body,
         )
         return [
             {"type": "http.response.start", "status": status, "headers": response.raw_headers},
@@ -221,7 +227,7 @@ class HeraldMiddleware:
     ) -> None:
         response = error_response(
             request_id,
-            self.settings.base_url,
+            base_url.current(self.settings.base_url),
             status=status,
             code=code,
             message=message,

@@ -9,15 +9,20 @@ from __future__ import annotations
 from typing import Any
 
 from herald.config import Settings
-from herald.http.docs import error_responses
+from herald.http.docs import GatewayError, error_responses
 from herald.http.operation import REQUIRED_MARK
 
 _INT = {"type": "integer"}
-# What `herald.http.guards.parse_uuid4` accepts, in its canonical (hyphenated) spelling.
+# What `herald.http.guards.parse_uuid4` accepts, in its canonical (hyphenated) spelling. A string with
+# a pattern, not `format: uuid`: generated clients then take and send the text as it is (with the
+# standard format, some make the caller build a UUID object and then cannot put it in a header). The
+# format is named `uuid4`, which generators leave as plain text and test tools can be taught
+# (tests/robustness/hooks.py).
 UUID4 = {
     "type": "string",
-    "format": "uuid",
+    "format": "uuid4",
     "pattern": "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-4[0-9a-fA-F]{3}-[89abAB][0-9a-fA-F]{3}-[0-9a-fA-F]{12}$",
+    "description": "A UUID v4 in its hyphenated text form.",
 }
 UUID4_HEADERS = frozenset({"X-SVC-Request-Id", "Idempotency-Key"})
 RATE_LIMIT_HEADERS = {
@@ -55,6 +60,10 @@ def _complete_operation(method: str, operation: dict[str, Any]) -> None:
     for parameter in operation.get("parameters", []):
         if parameter.get("in") != "header":
             continue
+        # A header is absent or a string, never null: `str | None` parameters describe only absence.
+        variants = parameter.get("schema", {}).get("anyOf", [])
+        if {"type": "null"} in variants and len(variants) == 2:
+            parameter["schema"] = next(variant for variant in variants if variant != {"type": "null"})
         if str(parameter.get("description", "")).startswith(REQUIRED_MARK):
             parameter["required"] = True
         if parameter.get("name") in UUID4_HEADERS:
@@ -85,8 +94,61 @@ def _complete_operation(method: str, operation: dict[str, Any]) -> None:
             headers.update(RETRY_AFTER)
 
 
+DESCRIPTION = """Herald serves the Offer Listing and Campaign Draft API (v5): the offers catalog and
+the Push/Email campaign drafts, with the earlier API's update-and-publish and Herald's audience ingestion.
+
+Every JSON answer carries `response_id`; errors share one envelope whose `doc_url` leads to the
+[error catalog](/errors). Credentials: HTTP Basic (workspace id, API key); campaign operations also
+send the workspace id in `SVC-APPKEY`."""
+CONTACT = {"name": "Herald"}
+TAGS = [
+    {"name": "offers", "description": "The offers catalog: list, create, update, archive, templates."},
+    {
+        "name": "campaigns",
+        "description": "Push and Email campaign drafts: create, read, update, validate, test, search, "
+        "meta, status actions.",
+    },
+    {
+        "name": "campaigns (earlier API)",
+        "description": "The earlier API's campaign update, which also publishes.",
+    },
+    {"name": "personalization", "description": "Content rendered for one user, nothing sent."},
+    {
+        "name": "audience data",
+        "description": "Users and their events, in the Data API's shapes (Herald extension).",
+    },
+]
+
+
+def _references(node: Any) -> set[str]:
+    if isinstance(node, dict):
+        found = {node["$ref"].rsplit("/", 1)[-1]} if isinstance(node.get("$ref"), str) else set()
+        for value in node.values():
+            found |= _references(value)
+        return found
+    if isinstance(node, list):
+        return set().union(*(_references(item) for item in node)) if node else set()
+    return set()
+
+
+def _drop_unused_schemas(document: dict[str, Any]) -> None:
+    """Keep the component schemas that some operation reaches (definitions merged from whole models
+    may hold ones no operation uses: a document should not carry them)."""
+    schemas: dict[str, Any] = document.get("components", {}).get("schemas", {})
+    reached: set[str] = set()
+    frontier = _references(document.get("paths", {}))
+    while frontier:
+        reached |= frontier
+        frontier = set().union(*(_references(schemas.get(name)) for name in frontier)) - reached
+    for name in set(schemas) - reached:
+        del schemas[name]
+
+
 def enrich(document: dict[str, Any], settings: Settings) -> dict[str, Any]:
+    document["info"] |= {"description": DESCRIPTION, "contact": CONTACT}
+    document["tags"] = TAGS
     components = document.setdefault("components", {})
+    components.setdefault("schemas", {})["GatewayError"] = GatewayError.model_json_schema()
     components.setdefault("securitySchemes", {})["basicAuth"] = {
         "type": "http",
         "scheme": "basic",
@@ -96,9 +158,6 @@ def enrich(document: dict[str, Any], settings: Settings) -> dict[str, Any]:
         for method, operation in path_item.items():
             if isinstance(operation, dict) and _is_guarded(operation):
                 _complete_operation(method, operation)
-    schemas = components.get("schemas", {})
-    if "HTTPValidationError" not in str(document.get("paths", {})):
-        schemas.pop("HTTPValidationError", None)
-        schemas.pop("ValidationError", None)
+    _drop_unused_schemas(document)
     renamed: dict[str, Any] = _rename_token(document, settings.header_token)
     return renamed

@@ -9,6 +9,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from herald.errors import HeraldError, error_body
+from herald.http import base_url
 from herald.problems import Problem
 
 GATEWAY_503_HTML = (
@@ -69,7 +70,7 @@ def error_response(
 def herald_error_response(request: Request, exc: HeraldError) -> Response:
     return error_response(
         request_id(request),
-        request.app.state.herald.settings.base_url,
+        base_url.of_request(request.app.state.herald.settings.base_url, request.scope),
         status=exc.status,
         code=exc.code,
         message=exc.message,

@@ -54,6 +54,11 @@ def _answer(request: Request, data: Any, status: int = 200, kind: str = "offer")
 @router.get(
     "",
     summary="List offerings",
+    operation_id="listOffers",
+    description=(
+        "Offerings of the workspace, newest first, filtered, with sparse `fields`; walk the pages with "
+        "`pagination.next_cursor`. Status is the one in effect at request time."
+    ),
     response_model=None,
     responses={200: {"model": OfferListResponse}, **error_responses(400, 401, 403, 429, 503)},
 )
@@ -74,6 +79,7 @@ async def list_offers(
 @router.post(
     "",
     summary="Create an offering",
+    operation_id="createOffer",
     description="Creates a published offering; its status follows its schedule. Needs an Idempotency-Key.",
     status_code=201,
     response_model=OfferCreatedResponse,
@@ -93,6 +99,8 @@ async def create_offer(
 @router.get(
     "/templates",
     summary="List offer templates",
+    operation_id="listOfferTemplates",
+    description="The workspace's offer templates (managed with the CLI), paged like the offerings.",
     response_model=None,
     responses={200: {"model": TemplateListResponse}, **error_responses(400, 401, 403, 429, 503)},
 )
@@ -112,6 +120,7 @@ async def list_templates(
 @router.patch(
     "/{offer_id}",
     summary="Update an offering",
+    operation_id="updateOffer",
     description=(
         "`updated_by` plus the fields to change; what may change depends on the status. "
         "Expired and archived offerings answer 403. Needs an Idempotency-Key."
@@ -136,6 +145,7 @@ async def update_offer(
 @router.post(
     "/{offer_id}/archive",
     summary="Archive an offering (Herald extension)",
+    operation_id="archiveOffer",
     description="Moves any offering that is not archived to `archived`, for good. Needs an Idempotency-Key.",
     response_model=OfferChangedResponse,
     responses=_WRITE_ERRORS,

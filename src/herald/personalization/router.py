@@ -31,6 +31,7 @@ PREVIEW = Operation(
 @router.post(
     "/preview",
     summary="Personalized preview",
+    operation_id="previewPersonalization",
     description=(
         "Renders inline campaign content (PUSH, EMAIL or SMS) for one user: every personalization "
         "expression in every text is resolved; `missing` lists expressions whose value does not exist "

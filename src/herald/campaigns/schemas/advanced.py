@@ -5,7 +5,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator
+from pydantic import AfterValidator, WithJsonSchema
 from pydantic_core import PydanticCustomError
 
 from herald.campaigns.schemas.common import Flag, NonNegativeInt, Number
@@ -52,6 +52,17 @@ _CANONICAL = {
     InterruptionLevel.CRITICAL_UPPER: InterruptionLevel.CRITICAL,
 }
 
+# Described as two enums, the spec's spellings then the upper-snake ones: one enum of all eight would
+# have two members per name once a generator makes identifiers of them (`Passive` and `PASSIVE`).
+_INTERRUPTION_LEVEL_SCHEMA = {
+    "description": "The spec's spellings; the upper-snake forms are accepted too (and kept as sent).",
+    "anyOf": [
+        {"type": "string", "enum": [level.value for level in _CANONICAL.values()]},
+        {"type": "string", "enum": [level.value for level in _CANONICAL]},
+    ],
+}
+InterruptionLevelField = Annotated[InterruptionLevel, WithJsonSchema(_INTERRUPTION_LEVEL_SCHEMA)]
+
 RELEVANCE_SCORES = (0, 0.5, 1)
 
 
@@ -63,7 +74,7 @@ def _relevance(value: float) -> float:
 
 class IosSpecificPriority(APIModel):
     apns_priority: Literal["1", "5", "10"] | None = None
-    interruption_level: InterruptionLevel | None = None
+    interruption_level: InterruptionLevelField | None = None
     # int or float as sent (1 stays 1), restricted to the spec's three values.
     relevance_score: Annotated[Number, AfterValidator(_relevance)] | None = None
 

@@ -34,7 +34,7 @@ class GoalEventAttribute(APIModel):
     is_case_sensitive: Flag | None = None
 
 
-class Goal(APIModel):
+class CampaignGoal(APIModel):
     goal_name: NonEmptyText
     goal_event_name: NonEmptyText
     goal_event_attribute: GoalEventAttribute | None = None
@@ -45,4 +45,4 @@ class Goal(APIModel):
 
 class ConversionGoalDetails(APIModel):
     attribution_window_in_hours: PositiveInt | None = None
-    goals: list[Goal] | None = None
+    goals: list[CampaignGoal] | None = None

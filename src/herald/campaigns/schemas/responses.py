@@ -1,0 +1,210 @@
+"""Success bodies of the campaign operations (C1-C8), for the OpenAPI description only.
+
+The routes build their answers as plain JSON (`campaigns.views`, `campaigns.meta`, the test sends);
+these models say what those answers are, component by component with the request models, so that
+generated clients get typed objects. A test validates real answers against the served document.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, Field
+
+from herald.campaigns.lifecycle import Action
+from herald.campaigns.schemas.advanced import Advanced
+from herald.campaigns.schemas.audience_limit import CampaignAudienceLimit
+from herald.campaigns.schemas.basic_details import EmailBasicDetails, PushBasicDetails
+from herald.campaigns.schemas.common import CampaignStatus, DeliveryType
+from herald.campaigns.schemas.connector import Connector
+from herald.campaigns.schemas.content import EmailCampaignContent, PushCampaignContent
+from herald.campaigns.schemas.control_group import ControlGroupDetails
+from herald.campaigns.schemas.delivery_controls import EmailDeliveryControls, PushDeliveryControls
+from herald.campaigns.schemas.goals import ConversionGoalDetails
+from herald.campaigns.schemas.scheduling import SchedulingDetails
+from herald.campaigns.schemas.segmentation import SegmentationDetails
+from herald.campaigns.schemas.trigger import TriggerCondition
+from herald.campaigns.schemas.utm import UtmParams
+
+_TIMESTAMP = "UTC, `YYYY-MM-DD HH:MM:SS.ffffff` (no zone)."
+_META_TIME = "UTC, `YYYY-MM-DDTHH:MM:SS`."
+
+
+class _CampaignIdentity(BaseModel):
+    id: str = Field(description="24-hex id of this version document.")
+    campaign_id: str = Field(description="Stable id of the campaign, across versions.")
+    version_number: int | None = Field(None, description="Present when the workspace has versioning on.")
+    status: CampaignStatus
+    campaign_delivery_type: DeliveryType
+    created_by: str
+    updated_by: str | None = None
+    created_at: str = Field(description=_TIMESTAMP)
+    updated_at: str = Field(description=_TIMESTAMP)
+    sent_time: str | None = Field(None, description=_TIMESTAMP)
+    flow_id: str | None = None
+    flow_name: str | None = None
+    parent_id: str | None = None
+
+
+class _SharedComponentsView(_CampaignIdentity):
+    trigger_condition: TriggerCondition | None = None
+    segmentation_details: SegmentationDetails | None = None
+    scheduling_details: SchedulingDetails | None = None
+    conversion_goal_details: ConversionGoalDetails | None = None
+    control_group_details: ControlGroupDetails | None = None
+    utm_params: UtmParams | None = None
+    campaign_audience_limit: CampaignAudienceLimit | None = None
+
+
+class PushCampaignView(_SharedComponentsView):
+    """A stored Push campaign: its identity and every stored component."""
+
+    channel: Literal["PUSH"]
+    basic_details: PushBasicDetails | None = None
+    campaign_content: PushCampaignContent | None = None
+    delivery_controls: PushDeliveryControls | None = None
+    advanced: Advanced | None = None
+
+
+class EmailCampaignView(_SharedComponentsView):
+    """A stored Email campaign: its identity and every stored component."""
+
+    channel: Literal["EMAIL"]
+    basic_details: EmailBasicDetails | None = None
+    campaign_content: EmailCampaignContent | None = None
+    delivery_controls: EmailDeliveryControls | None = None
+    connector: Connector | None = None
+
+
+_Component = dict[str, Any] | None
+
+
+class OtherChannelCampaignView(_CampaignIdentity):
+    """A campaign of a channel v5 cannot create (imported): components are stored as given."""
+
+    channel: Literal["SMS", "WHATSAPP", "FACEBOOK", "GOOGLE ADS", "CONNECTORS"]
+    sender_name: str | None = Field(None, description="SMS campaigns.")
+    basic_details: _Component = None
+    campaign_content: _Component = None
+    connector: _Component = None
+    trigger_condition: _Component = None
+    segmentation_details: _Component = None
+    scheduling_details: _Component = None
+    delivery_controls: _Component = None
+    conversion_goal_details: _Component = None
+    control_group_details: _Component = None
+    utm_params: _Component = None
+    campaign_audience_limit: _Component = None
+    advanced: _Component = None
+
+
+CampaignView = Annotated[
+    PushCampaignView | EmailCampaignView | OtherChannelCampaignView, Field(discriminator="channel")
+]
+
+
+class _Envelope(BaseModel):
+    response_id: str = Field(description="`resp_` followed by the request id.")
+    type: Literal["campaign"]
+
+
+class CampaignCreated(BaseModel):
+    id: str
+    status: Literal["DRAFT"]
+
+
+class CampaignCreatedResponse(_Envelope):
+    data: CampaignCreated
+
+
+class CampaignResponse(_Envelope):
+    data: CampaignView
+
+
+class CampaignUpdated(BaseModel):
+    id: str
+
+
+class CampaignUpdatedResponse(_Envelope):
+    data: CampaignUpdated
+
+
+class ValidationIssue(BaseModel):
+    field: str = Field(description="Dot path of the field.")
+    issue: str
+    code: str
+
+
+class CampaignValidation(BaseModel):
+    valid: bool
+    errors: list[ValidationIssue]
+
+
+class CampaignValidationResponse(_Envelope):
+    data: CampaignValidation
+
+
+class CampaignStatusChanged(BaseModel):
+    id: str
+    action: Action
+
+
+class CampaignStatusResponse(_Envelope):
+    data: CampaignStatusChanged
+
+
+class CampaignList(BaseModel):
+    campaigns: list[CampaignView]
+
+
+class CampaignSearchResponse(_Envelope):
+    data: CampaignList
+
+
+class Reachability(BaseModel):
+    count: int
+    last_updated_time: str = Field(description=_META_TIME)
+
+
+class CampaignMetaRow(BaseModel):
+    campaign_id: str
+    version_number: int | None = Field(None, description="Present when the workspace has versioning on.")
+    channel: str
+    platform: list[str] = Field(description="`[]` for Email.")
+    created_by: str
+    campaign_delivery_type: str
+    campaign_name: str | None
+    campaign_team: str | None
+    campaign_tags: list[str]
+    campaign_status: CampaignStatus
+    campaign_start_time: str | None = Field(description=_META_TIME)
+    parent_campaign_id: str | None = None
+    total_child_campaigns: int | None = None
+    rejection_comment: str | None = None
+    reachability_details: Reachability | None = Field(
+        description="Only for scheduled one-time, business-event and event-triggered campaigns."
+    )
+
+
+class CampaignMetaList(BaseModel):
+    campaigns: list[CampaignMetaRow]
+
+
+class CampaignMetaResponse(_Envelope):
+    data: CampaignMetaList
+
+
+class TestSendResult(BaseModel):
+    status: Literal["SENT", "FAILED"]
+    failure_reason: str | None = None
+
+
+class TestSendResults(BaseModel):
+    data: dict[str, TestSendResult] = Field(
+        description="One entry per send, keyed `<PLATFORM>_<locale>_<variation>` (e.g. `EMAIL_default_variation_1`)."
+    )
+    message: str
+
+
+class CampaignTestResponse(_Envelope):
+    data: TestSendResults
