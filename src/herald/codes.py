@@ -116,6 +116,20 @@ CODES: tuple[Code, ...] = (
     ),
     Code("PAYLOAD_TOO_LARGE", "error", 413, "The request body is larger than the limit (1 MiB by default)."),
     Code(
+        "REQUEST_TIMEOUT",
+        "error",
+        408,
+        "`herald serve` did not receive the request's head (`HERALD_HEADER_TIMEOUT_SECONDS`) or body "
+        "(`HERALD_BODY_TIMEOUT_SECONDS`) in time; nothing was processed and the connection is closed.",
+    ),
+    Code(
+        "REQUEST_HEADERS_TOO_LARGE",
+        "error",
+        431,
+        "`herald serve` refused a request line and header fields larger than `HERALD_MAX_HEADER_BYTES` "
+        "(64 KiB by default); nothing was processed and the connection is closed.",
+    ),
+    Code(
         "UNPROCESSABLE_ENTITY",
         "error",
         422,

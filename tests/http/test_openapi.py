@@ -124,6 +124,9 @@ OPERATION_IDS = {
     ("post", "/v1/customer/{workspace_id}"): "ingestCustomer",
     ("post", "/v1/event/{workspace_id}"): "ingestEvents",
     ("post", "/v1/transition/{workspace_id}"): "ingestTransition",
+    ("get", "/healthz"): "getHealth",
+    ("get", "/readyz"): "getReadiness",
+    ("get", "/metrics"): "getMetrics",
 }
 
 

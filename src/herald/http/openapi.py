@@ -117,6 +117,10 @@ TAGS = [
         "name": "audience data",
         "description": "Users and their events, in the Data API's shapes (Herald extension).",
     },
+    {
+        "name": "operations",
+        "description": "Probes and metrics for load balancers, orchestrators and Prometheus; no API key.",
+    },
 ]
 
 

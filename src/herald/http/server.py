@@ -63,7 +63,7 @@ class GatewayLimits:
     header_timeout: float
     body_timeout: float
     request_id_header: bytes
-    doc_base: str
+    doc_base: str | None  # HERALD_BASE_URL; unset: the address this connection came to
 
 
 @cache
@@ -200,10 +200,18 @@ class HeraldHttpProtocol(HttpToolsProtocol):
     def _refuse_json(self, error: HeraldError) -> None:
         request_id = str(uuid.uuid4())
         body = error_body(
-            f"resp_{request_id}", code=error.code, message=error.message, doc_base=self.limits.doc_base
+            f"resp_{request_id}", code=error.code, message=error.message, doc_base=self._doc_base()
         )
         extra = [(self.limits.request_id_header, request_id.encode())]
         self._refuse(error.status, b"application/json", orjson.dumps(body), extra)
+
+    def _doc_base(self) -> str:
+        """Like `base_url.of_request`, from the socket: a head refused here may name no usable host."""
+        if self.limits.doc_base:
+            return self.limits.doc_base.rstrip("/")
+        host, port = self.server or ("127.0.0.1", 8000)
+        host = f"[{host}]" if ":" in host else host
+        return f"http://{host}:{port}" if port else f"http://{host}"
 
     def _refuse(
         self, status: int, content_type: bytes, body: bytes, extra: list[tuple[bytes, bytes]]

@@ -126,7 +126,8 @@ def install(app: FastAPI, services: Services) -> Readiness:
         tags=["operations"],
         summary="The process is up",
         response_model=HealthBody,
-        operation_id="healthz",
+        operation_id="getHealth",
+        description="200 while the process answers requests; checks nothing else.",
     )
     async def healthz() -> Response:
         return json_response({"status": "ok"})
@@ -137,7 +138,9 @@ def install(app: FastAPI, services: Services) -> Readiness:
         summary="Ready to serve: database answers, schema at head, Redis answers (when configured)",
         response_model=ReadyBody,
         responses={503: {"model": ReadyBody, "description": "A check failed; `failed` names it."}},
-        operation_id="readyz",
+        operation_id="getReadiness",
+        description="200 when the database answers, its schema is at the migrations' head and Redis "
+        "answers (when configured); otherwise 503, with `failed` naming the checks that did not pass.",
     )
     async def readyz() -> Response:
         checks = await readiness.check()
@@ -152,7 +155,10 @@ def install(app: FastAPI, services: Services) -> Readiness:
             tags=["operations"],
             summary="Prometheus metrics (text exposition format)",
             response_class=PlainTextResponse,
-            operation_id="metrics",
+            operation_id="getMetrics",
+            description="Requests, latencies, rate-limit refusals, idempotent replays, pool use, the "
+            "worker's queue depth and sends by status, summed over every process of the server. "
+            "Absent (404) with `HERALD_METRICS=off`.",
         )
         async def metrics_text() -> Response:
             body = metrics.render(await database_facts(services))
