@@ -188,3 +188,26 @@ async def test_the_two_content_forms_are_described_as_disjoint(client: httpx.Asy
         assert flat["$ref"].endswith("ChannelContent")
         # What the API reads as the flat form (a `push` or `email` key) is never the keyed form.
         assert keyed["propertyNames"] == {"not": {"enum": ["email", "push"]}}
+
+
+def _body_validator(document: dict[str, Any], method: str, path: str) -> Any:
+    import jsonschema_rs
+
+    schema = document["paths"][path][method]["requestBody"]["content"]["application/json"]["schema"]
+    return jsonschema_rs.Draft202012Validator({**schema, "components": document["components"]})
+
+
+async def test_the_earlier_api_update_is_described_as_a_merge_of_what_is_sent(
+    client: httpx.AsyncClient,
+) -> None:
+    """L1 merges each sent component into the stored one, so its body requires no field of a component
+    (a generated client can send just what changes); C3 replaces components and keeps them whole."""
+    document = (await client.get("/openapi.json")).json()
+    l1 = _body_validator(document, "patch", "/core-services/v1/campaigns/{campaign_id}")
+    c3 = _body_validator(document, "patch", "/v5/campaigns/{campaign_id}")
+    partial = {"utm_params": {"utm_campaign": "spring"}, "campaign_content": {"content": {"push": {}}}}
+    sender = {"request_id": "r-1", "updated_by": "editor@example.com"}
+    assert l1.is_valid({**sender, "channel": "PUSH", **partial})
+    assert not l1.is_valid({"channel": "PUSH", **partial})  # request_id and updated_by stay required
+    assert not l1.is_valid({**sender, "channel": "PUSH", "utm_params": {"utm_source": 5}})
+    assert not c3.is_valid({"channel": "PUSH", **partial})

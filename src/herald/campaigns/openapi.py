@@ -88,11 +88,63 @@ def success(status: int, model: type[BaseModel], description: str) -> dict[int |
     return {status: {"description": description, "content": {"application/json": {"schema": schema}}}}
 
 
+_V1_MODELS = (PushCampaignV1Update.__name__, EmailCampaignV1Update.__name__)
+_MERGED = "Merge"  # suffix of a component's copy as the earlier API's update sends it
+
+
+def _merge_patch(node: Any, defs: dict[str, Any], out: dict[str, Any]) -> Any:
+    """`node` as L1 sends it: the fields of an object are merged into the stored ones, so none is
+    required, at any depth of nested objects. Array items replace what is stored, so they stay whole."""
+    if isinstance(node, list):
+        return [_merge_patch(item, defs, out) for item in node]
+    if not isinstance(node, dict):
+        return node
+    relaxed: dict[str, Any] = {}
+    for key, value in node.items():
+        if key == "required" and isinstance(value, list):
+            continue
+        if key in ("items", "prefixItems"):
+            relaxed[key] = value
+        elif key == "$ref" and isinstance(value, str):
+            relaxed[key] = _REF.format(model=_merged_copy(value.rsplit("/", 1)[-1], defs, out))
+        else:
+            relaxed[key] = _merge_patch(value, defs, out)
+    return relaxed
+
+
+def _merged_copy(name: str, defs: dict[str, Any], out: dict[str, Any]) -> str:
+    """The name of `name`'s merged copy; `name` itself where merging changes nothing (an enum)."""
+    merged = f"{name}{_MERGED}"
+    if merged not in out:
+        out[merged] = {}  # claimed first: a schema may refer to itself
+        relaxed = _merge_patch(defs[name], defs, out)
+        if relaxed == defs[name]:
+            del out[merged]
+            return name
+        out[merged] = {**relaxed, "title": merged}  # generators name their classes by the title
+
+    return merged
+
+
+def _v1_update_schemas(defs: dict[str, Any]) -> dict[str, Any]:
+    """L1's bodies keep their own required fields (`request_id`, `updated_by`); each component they
+    carry is described as merged into the stored one (see `campaigns.v1_merge`)."""
+    out: dict[str, Any] = {}
+    for name in _V1_MODELS:
+        model = dict(defs[name])
+        model["properties"] = {
+            field: _merge_patch(schema, defs, out) for field, schema in model["properties"].items()
+        }
+        out[name] = model
+    return out
+
+
 def component_schemas() -> dict[str, Any]:
     """The `$defs` the bodies and answers refer to, to merge into the document's components."""
     defs: dict[str, Any] = {}
     for adapter in (_CREATE, _UPDATE, _V1_UPDATE, _STATUS, _SEARCH, _META):
         defs |= adapter.json_schema(ref_template=_REF).get("$defs", {})
+    defs |= _v1_update_schemas(defs)
     for model in _RESPONSE_MODELS:
         schema = TypeAdapter(model).json_schema(ref_template=_REF)
         defs |= schema.pop("$defs", {})
