@@ -40,12 +40,12 @@ def upgrade() -> None:
     )
     with op.batch_alter_table("delivery_execution_users", schema=None) as batch_op:
         batch_op.create_index(
-            "ix_delivery_execution_users_workspace_id_execution_id_rank",
+            "ix_delivery_execution_users_ws_execution_rank",
             ["workspace_id", "execution_id", "rank"],
             unique=False,
         )
         batch_op.create_index(
-            "ix_delivery_execution_users_workspace_id_execution_id_state_rank",
+            "ix_delivery_execution_users_ws_execution_state_rank",
             ["workspace_id", "execution_id", "state", "rank"],
             unique=False,
         )
@@ -92,8 +92,8 @@ def downgrade() -> None:
 
     op.drop_table("delivery_executions")
     with op.batch_alter_table("delivery_execution_users", schema=None) as batch_op:
-        batch_op.drop_index("ix_delivery_execution_users_workspace_id_execution_id_state_rank")
-        batch_op.drop_index("ix_delivery_execution_users_workspace_id_execution_id_rank")
+        batch_op.drop_index("ix_delivery_execution_users_ws_execution_state_rank")
+        batch_op.drop_index("ix_delivery_execution_users_ws_execution_rank")
 
     op.drop_table("delivery_execution_users")
     # ### end Alembic commands ###

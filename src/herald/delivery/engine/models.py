@@ -65,14 +65,14 @@ class ExecutionUser(Base):
     __tablename__ = "delivery_execution_users"
     __table_args__ = (
         Index(
-            "ix_delivery_execution_users_workspace_id_execution_id_state_rank",
+            "ix_delivery_execution_users_ws_execution_state_rank",
             "workspace_id",
             "execution_id",
             "state",
             "rank",
         ),
         Index(
-            "ix_delivery_execution_users_workspace_id_execution_id_rank",
+            "ix_delivery_execution_users_ws_execution_rank",
             "workspace_id",
             "execution_id",
             "rank",
