@@ -4,6 +4,7 @@ real sinks (aiosmtpd, an HTTP receiver), driven by worker ticks on the frozen cl
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -14,6 +15,7 @@ import httpx
 from fastapi import FastAPI
 
 from herald.campaigns import worker
+from herald.clock import FrozenClock
 from herald.delivery.config import ConnectorInput
 from herald.services import Services
 from tests.campaigns import lifecycle_helpers as h
@@ -270,5 +272,43 @@ class TestStop:
             assert gate.count == 1
             rows = await outbox_rows(app, workspace)
             assert [(r.status, r.is_test) for r in rows] == [("SENT", False)]
+        finally:
+            gate.stop()
+
+
+class TestResume:
+    async def test_a_worker_that_stopped_mid_send_is_resumed_without_sending_twice(
+        self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant, clock: FrozenClock
+    ) -> None:
+        gate = _Gate()
+        try:
+            await add_connector(
+                app,
+                workspace,
+                ConnectorInput(
+                    "push-gw", "CUSTOM_API", channel="push", url=gate.url, secret=HOOK_SECRET, timeout=30
+                ),
+            )
+            users = [{"customer_id": f"u{i}", "push_id": f"tok-{i}", "platform": "ANDROID"} for i in range(5)]
+            await add_users(app, workspace.workspace_id, *users)
+            campaign_id = await publish(client, workspace, PUSH)
+            running = asyncio.create_task(tick(app, workspace))
+            assert await asyncio.to_thread(gate.arrived.wait, 30)
+            running.cancel()  # the worker dies while its first message is in flight
+            with contextlib.suppress(asyncio.CancelledError):
+                await running
+            gate.release.set()
+            assert await tick(app, workspace) == 0  # the batch is still claimed by the dead worker
+            assert gate.count == 1
+            clock.advance(minutes=6)  # past the claim's lease
+            assert await tick(app, workspace) == 1  # SENDING → SENT
+            assert await status(client, workspace, campaign_id) == "SENT"
+            assert gate.count == 5  # the four others once each; the one in flight not again
+            rows = {r.customer_id: r for r in await outbox_rows(app, workspace)}
+            assert len(rows) == 5
+            assert [r.status for r in rows.values()].count("SENT") == 4
+            # The message in flight when the worker died: its outcome is unknown, and says so.
+            [unknown] = [r for r in rows.values() if r.status != "SENT"]
+            assert unknown.status == "PENDING"
         finally:
             gate.stop()

@@ -15,9 +15,9 @@ from __future__ import annotations
 import hashlib
 import logging
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
-from sqlalchemy import and_, select, update
+from sqlalchemy import and_, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -36,6 +36,9 @@ from herald.delivery.rendering import RenderError
 log = logging.getLogger("herald.delivery.engine")
 
 BATCH = 200
+# A user CLAIMED longer ago than this belongs to a worker that died: it is claimed again, and the
+# outbox key keeps whatever that worker already handed over from being sent twice.
+LEASE = timedelta(minutes=5)
 
 
 class UserState:
@@ -96,7 +99,7 @@ def _has_message(plan: SendPlan, customer_id: str, user: User) -> bool:
 async def _claim(
     database: Database, plan: SendPlan, execution: Execution, now: datetime
 ) -> list[_Claimed] | None:
-    """The next batch to send (maybe empty after hold-outs); None when no user is left pending."""
+    """The next batch to send (maybe empty after hold-outs); None when no user is left to claim."""
     async with database.writer() as session:
         current = await session.scalar(
             select(Execution)
@@ -106,7 +109,7 @@ async def _claim(
         assert current is not None
         rows = (
             await session.execute(
-                select(ExecutionUser.customer_id, ExecutionUser.rank, User)
+                select(ExecutionUser.customer_id, ExecutionUser.rank, ExecutionUser.state, User)
                 .outerjoin(
                     User,
                     and_(
@@ -114,7 +117,15 @@ async def _claim(
                         User.customer_id == ExecutionUser.customer_id,
                     ),
                 )
-                .where(*_mine(execution), ExecutionUser.state == UserState.PENDING)  # type: ignore[arg-type]
+                .where(
+                    *_mine(execution),  # type: ignore[arg-type]
+                    or_(
+                        ExecutionUser.state == UserState.PENDING,
+                        and_(
+                            ExecutionUser.state == UserState.CLAIMED, ExecutionUser.claimed_at < now - LEASE
+                        ),
+                    ),
+                )
                 .order_by(ExecutionUser.rank)
                 .limit(BATCH)
                 .with_for_update(skip_locked=True, of=ExecutionUser)
@@ -129,14 +140,19 @@ async def _claim(
         no_token: list[str] = []
         capped: list[str] = []
         claimed: list[_Claimed] = []
-        for customer_id, rank, user in rows:
-            if current.control_threshold is not None and rank <= current.control_threshold:
+        reclaimed = 0
+        for customer_id, rank, state, user in rows:
+            if state == UserState.CLAIMED and user is not None:
+                # Decided and counted by the worker that died; only its sends are left to settle.
+                claimed.append(_Claimed(customer_id, user))
+                reclaimed += 1
+            elif current.control_threshold is not None and rank <= current.control_threshold:
                 held.append(customer_id)
             elif user is None:
                 gone.append(customer_id)
             elif not _has_message(plan, customer_id, user):
                 no_token.append(customer_id)
-            elif room is not None and len(claimed) >= room:
+            elif room is not None and len(claimed) - reclaimed >= room:
                 capped.append(customer_id)
             else:
                 claimed.append(_Claimed(customer_id, user))
@@ -147,7 +163,7 @@ async def _claim(
         await _set_users(
             session, execution, [c.customer_id for c in claimed], UserState.CLAIMED, claimed_at=now
         )
-        current.dispatched += len(claimed)
+        current.dispatched += len(claimed) - reclaimed  # a reclaimed user was counted already
         current.updated_at = now
         await session.commit()
     return claimed
@@ -161,6 +177,17 @@ async def _still_sending(database: Database, campaign_id: str, workspace_id: str
             )
         )
     return status == CampaignStatus.SENDING.value
+
+
+async def _in_flight(database: Database, execution: Execution) -> bool:
+    """Whether users are still CLAIMED (by another worker, or one that died within its lease)."""
+    async with database.reader() as session:
+        found = await session.execute(
+            select(ExecutionUser.customer_id)
+            .where(*_mine(execution), ExecutionUser.state == UserState.CLAIMED)  # type: ignore[arg-type]
+            .limit(1)
+        )
+        return found.first() is not None
 
 
 async def _release(database: Database, execution: Execution, ids: list[str]) -> None:
@@ -242,7 +269,7 @@ async def dispatch(
             return False
         claimed = await _claim(database, plan, execution, now)
         if claimed is None:
-            return True
+            return not await _in_flight(database, execution)
         for index, item in enumerate(claimed):
             if not await _still_sending(database, campaign.campaign_id, campaign.workspace_id):
                 await _release(database, execution, [c.customer_id for c in claimed[index:]])

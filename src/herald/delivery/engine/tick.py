@@ -58,12 +58,21 @@ async def _sending(database: Database, workspace_id: str) -> list[LiveCampaign]:
 
 async def _stop_executions(database: Database, workspace_id: str, now: datetime) -> None:
     """Executions whose campaign was stopped end STOPPED (their pending users stay unsent)."""
+    stopped = select(Campaign.campaign_id).where(
+        Campaign.workspace_id == workspace_id,
+        Campaign.is_latest,
+        Campaign.status == CampaignStatus.STOPPED.value,
+    )
+    unfinished = select(Execution.id).where(
+        Execution.workspace_id == workspace_id,
+        Execution.status.in_([ExecutionStatus.RESOLVING, ExecutionStatus.DISPATCHING]),
+        Execution.campaign_id.in_(stopped),
+    )
+    # A read first: on SQLite a write transaction at every tick would make the API's writers wait.
+    async with database.reader() as session:
+        if (await session.execute(unfinished.limit(1))).first() is None:
+            return
     async with database.writer() as session:
-        stopped = select(Campaign.campaign_id).where(
-            Campaign.workspace_id == workspace_id,
-            Campaign.is_latest,
-            Campaign.status == CampaignStatus.STOPPED.value,
-        )
         await session.execute(
             update(Execution)
             .where(
