@@ -20,9 +20,9 @@ from herald.delivery.config import ConnectorInput
 from herald.services import Services
 from tests.campaigns import lifecycle_helpers as h
 from tests.delivery.builders import HOOK_SECRET, create_campaign, outbox_rows, push_connector, smtp_connector
-from tests.delivery.conftest import add_users
+from tests.delivery.conftest import OPEN_LIMITS, add_users
 from tests.delivery.servers import HttpReceiver, SmtpServer
-from tests.factories import Tenant, add_connector
+from tests.factories import Tenant, add_connector, make_tenant
 
 EMAIL: dict[str, Any] = {
     "channel": "EMAIL",
@@ -95,6 +95,13 @@ async def publish(client: httpx.AsyncClient, tenant: Tenant, body: dict[str, Any
     return campaign_id
 
 
+async def stats(client: httpx.AsyncClient, tenant: Tenant, campaign_id: str) -> dict[str, Any]:
+    response = await client.get(f"/v5/campaigns/{campaign_id}/stats", headers=tenant.headers(campaigns=True))
+    assert response.status_code == 200, response.text
+    data: dict[str, Any] = response.json()["data"]
+    return data
+
+
 async def status(client: httpx.AsyncClient, tenant: Tenant, campaign_id: str) -> str:
     return str((await h.get(client, tenant, campaign_id))["status"])
 
@@ -133,6 +140,16 @@ class TestEmail:
         # Another tick sends nothing again.
         assert await tick(app, workspace) == 0
         assert len(smtp_server.received) == 2
+        [run] = (await stats(client, workspace, campaign_id))["executions"]
+        assert (run["status"], run["audience"], run["pending"], run["sent"], run["failed"]) == (
+            "DONE",
+            4,
+            0,
+            2,
+            0,
+        )
+        assert run["suppressed"] == {"opted_out": 1, "no_address": 1, "audience_limit": 0, "no_user": 0}
+        assert run["held_out"] == {"control_group": 0}
 
     async def test_a_render_failure_fails_that_user_only(
         self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant, smtp_server: SmtpServer
@@ -173,6 +190,39 @@ class TestEmail:
         assert await status(client, workspace, campaign_id) == "SENT"
         assert len(smtp_server.received) == 15
         assert len({mail.rcpt_tos[0] for mail in smtp_server.received}) == 15
+        [run] = (await stats(client, workspace, campaign_id))["executions"]
+        assert (run["audience"], run["held_out"], run["sent"]) == (20, {"control_group": 5}, 15)
+
+    async def test_the_audience_limit_caps_the_users_sent_to(
+        self, app: FastAPI, client: httpx.AsyncClient, smtp_server: SmtpServer
+    ) -> None:
+        workspace = await make_tenant(
+            app, features={"campaign_audience_limit": True}, rate_limits=OPEN_LIMITS
+        )
+        await smtp_connector(app, workspace, smtp_server, senders=["news@shop.example"])
+        users = [{"customer_id": f"u{i:02d}", "email": f"u{i:02d}@example.com"} for i in range(10)]
+        await add_users(app, workspace.workspace_id, *users)
+        body = copy.deepcopy(EMAIL)
+        body["campaign_audience_limit"] = {
+            "is_campaign_audience_limit_enabled": True,
+            "metric": "SENT",
+            "frequency": "TOTAL",
+            "limit": 4,
+        }
+        campaign_id = await publish(client, workspace, body)
+        await tick(app, workspace)
+        assert await status(client, workspace, campaign_id) == "SENT"
+        assert len(smtp_server.received) == 4
+        [run] = (await stats(client, workspace, campaign_id))["executions"]
+        assert (run["sent"], run["suppressed"]["audience_limit"]) == (4, 6)
+
+    async def test_stats_of_an_unknown_campaign_are_404(
+        self, client: httpx.AsyncClient, workspace: Tenant
+    ) -> None:
+        response = await client.get(
+            "/v5/campaigns/0123456789abcdef01234567/stats", headers=workspace.headers(campaigns=True)
+        )
+        assert response.status_code == 404
 
 
 class TestPush:
