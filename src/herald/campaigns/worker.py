@@ -205,7 +205,7 @@ async def run_forever(
     stop = stop or asyncio.Event()
     while True:
         try:
-            await run_tick(database, clock.now(), settings=settings)
+            await run_tick(database, clock.now(), None, settings)
         except Exception:  # e.g. the database restarting, or a deadlock victim: the loop must live on
             log.exception("scheduled-transitions tick failed")
         with contextlib.suppress(TimeoutError):
