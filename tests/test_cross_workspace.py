@@ -117,6 +117,11 @@ async def probe_get_campaign(client: httpx.AsyncClient, world: World) -> None:
     )
 
 
+async def probe_campaign_stats(client: httpx.AsyncClient, world: World) -> None:
+    url = f"/v5/campaigns/{world.campaign_id}/stats"
+    await _not_found(await client.get(url, headers=world.b.headers(campaigns=True)))
+
+
 async def probe_update_campaign(client: httpx.AsyncClient, world: World) -> None:
     body = {"utm_params": {"utm_source": "b", "utm_medium": "b"}}
     headers = world.b.write_headers(campaigns=True)
@@ -202,6 +207,7 @@ PROBES: dict[tuple[str, str], Probe] = {
     ("PATCH", "/v5/campaigns/{campaign_id}"): probe_update_campaign,
     ("POST", "/v5/campaigns/{campaign_id}/validate"): probe_validate_campaign,
     ("PATCH", "/v5/campaigns/{campaign_id}/status"): probe_status,
+    ("GET", "/v5/campaigns/{campaign_id}/stats"): probe_campaign_stats,
     ("PATCH", "/core-services/v1/campaigns/{campaign_id}"): probe_v1_update,
     ("POST", "/v5/campaigns/search"): probe_search,
     ("POST", "/v5/campaigns/meta"): probe_meta,

@@ -53,7 +53,7 @@ def create_app(
         worker = (
             asyncio.create_task(
                 campaigns_worker.run_forever(
-                    services.database, services.clock, settings.worker_interval_seconds, stop
+                    services.database, services.clock, settings.worker_interval_seconds, stop, settings
                 )
             )
             if settings.in_process_worker

@@ -3,6 +3,7 @@
 from herald.audience.models import Event, Segment, SegmentMember, User
 from herald.campaigns.models import Campaign, CampaignReachability, CampaignRequestId, CampaignTag
 from herald.db import Base
+from herald.delivery.engine.models import Execution, ExecutionUser
 from herald.delivery.models import Connector, OutboxEntry
 from herald.http.idempotency import IdempotencyRecord
 from herald.offers.models import Offer, OfferTag
@@ -21,6 +22,8 @@ __all__ = [
     "ContentBlock",
     "CustomTemplate",
     "Event",
+    "Execution",
+    "ExecutionUser",
     "IdempotencyRecord",
     "Offer",
     "OfferTag",

@@ -117,9 +117,12 @@ def _timing(
         (_timing("ONE_TIME", S.SCHEDULED, start=-1, expiry=5), [S.SENDING]),
         (_timing("ONE_TIME", S.SCHEDULED), []),
         (_timing("ONE_TIME", S.ACTIVE), [S.SENDING]),
-        (_timing("ONE_TIME", S.SENDING, sent=0), []),  # began this tick
-        (_timing("ONE_TIME", S.SENDING, sent=-1), [S.SENT]),
-        (_timing("ONE_TIME", S.SENDING), [S.SENT]),
+        # A one-time send ends when the delivery engine has settled its audience, not by the clock;
+        # only its expiry ends it by time.
+        (_timing("ONE_TIME", S.SENDING, sent=0), []),
+        (_timing("ONE_TIME", S.SENDING, sent=-1), []),
+        (_timing("ONE_TIME", S.SENDING), []),
+        (_timing("ONE_TIME", S.SENDING, sent=-1, expiry=0), [S.SENT]),
         (_timing("PERIODIC", S.SENDING, sent=-1), [S.ACTIVE]),
         (_timing("ONE_TIME", S.STOPPED, start=-1, expiry=-1), []),
         (_timing("PERIODIC", S.DRAFT, start=-1, expiry=-1), []),

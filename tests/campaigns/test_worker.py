@@ -33,7 +33,9 @@ async def ws(app: FastAPI) -> Tenant:
 
 async def tick(app: FastAPI, tenant: Tenant) -> int:
     services = app.state.herald
-    return await worker.run_tick(services.database, services.clock.now(), [tenant.workspace_id])
+    return await worker.run_tick(
+        services.database, services.clock.now(), [tenant.workspace_id], services.settings
+    )
 
 
 async def status(client: httpx.AsyncClient, tenant: Tenant, campaign_id: str) -> str:
@@ -81,31 +83,29 @@ class TestTransitions:
         assert await tick(app, ws) == 1
         assert await status(client, ws, campaign_id) == "SENT"
 
-    async def test_one_time_campaign_sends_at_its_start_and_is_sent_at_the_next_tick(
+    async def test_one_time_campaign_sends_at_its_start_and_is_sent_when_its_audience_is_settled(
         self, app: FastAPI, client: httpx.AsyncClient, ws: Tenant, clock: FrozenClock
     ) -> None:
+        # SENDING → SENT is no longer a clock step: the delivery engine settles the audience (here
+        # none: the workspace has no users), then the same tick marks the campaign SENT.
         payload = starting(PAYLOADS["email_one_time_promotional"], "2026-01-15T13:00:00Z")
         campaign_id = await h.create(client, ws, payload)
         await h.publish(client, ws, campaign_id)
-        clock.advance(hours=1)
-        assert await tick(app, ws) == 1
+        clock.advance(minutes=59, seconds=59)
+        assert await tick(app, ws) == 0
+        clock.advance(seconds=1)
+        assert await tick(app, ws) == 2
         stored = await h.get(client, ws, campaign_id)
-        assert (stored["status"], stored["sent_time"]) == ("SENDING", "2026-01-15 13:00:00.000000")
-        assert await tick(app, ws) == 0  # the send began at this instant
-        clock.advance(seconds=15)
-        assert await tick(app, ws) == 1
-        assert await status(client, ws, campaign_id) == "SENT"
+        assert (stored["status"], stored["sent_time"]) == ("SENT", "2026-01-15 13:00:00.000000")
+        assert await tick(app, ws) == 0
 
-    async def test_asap_one_time_campaign_sends_at_the_next_ticks(
+    async def test_asap_one_time_campaign_sends_at_the_next_tick(
         self, app: FastAPI, client: httpx.AsyncClient, ws: Tenant, clock: FrozenClock
     ) -> None:
         campaign_id = await h.create(client, ws, PAYLOADS["push_multi_locale_ab"])
         await h.publish(client, ws, campaign_id)
         assert await status(client, ws, campaign_id) == "ACTIVE"
-        assert await tick(app, ws) == 1
-        assert await status(client, ws, campaign_id) == "SENDING"
-        clock.advance(seconds=15)
-        assert await tick(app, ws) == 1
+        assert await tick(app, ws) == 2  # ACTIVE → SENDING → SENT (nobody to send to)
         assert await status(client, ws, campaign_id) == "SENT"
 
     async def test_paused_stopped_and_draft_campaigns_wait(
@@ -371,7 +371,10 @@ async def test_a_stopping_worker_finishes_the_batch_in_hand_and_takes_no_other(
     [waiting] = await h.seed(app, second, due)
     services = app.state.herald
     applied = await worker.run_tick(
-        services.database, services.clock.now(), [first.workspace_id, second.workspace_id], _SetOnceLooked()
+        services.database,
+        services.clock.now(),
+        [first.workspace_id, second.workspace_id],
+        stop=_SetOnceLooked(),
     )
     assert applied == 3
     assert [await status(client, first, campaign_id) for campaign_id in batch] == ["ACTIVE"] * 3

@@ -75,6 +75,7 @@ async def add_users(app: FastAPI, workspace_id: str, *users: dict[str, Any]) -> 
     services: Services = app.state.herald
     now = services.clock.now()
     columns = {"customer_id", "email", "mobile", "first_name", "last_name", "gaid", "push_id", "timezone"}
+    columns |= {"email_opt_out", "push_opt_out", "sms_opt_out"}
     async with services.database.writer() as session:
         for user in users:
             standard = {key: value for key, value in user.items() if key in columns}

@@ -114,10 +114,11 @@ def _next_by_time(timing: Timing, status: CampaignStatus, now: datetime) -> Camp
         return _S.SENDING if one_time else _S.ACTIVE
     if status is _S.ACTIVE and one_time:
         return _S.SENDING
-    # A send started at an earlier tick is complete now (sends themselves are not modelled here;
-    # `sent_time` is when it began). A periodic run that was sending goes back to waiting.
-    if status is _S.SENDING and (timing.sent_time is None or timing.sent_time < now):
-        return _S.SENT if one_time else _S.ACTIVE
+    # A one-time send is complete when the delivery engine has settled every user of its execution
+    # (`delivery.engine`; the worker then marks it SENT), never by the clock. A periodic run that
+    # was sending goes back to waiting.
+    if status is _S.SENDING and not one_time and (timing.sent_time is None or timing.sent_time < now):
+        return _S.ACTIVE
     return None
 
 

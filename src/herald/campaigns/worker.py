@@ -6,6 +6,10 @@ One tick looks, workspace by workspace, for latest versions whose time has come 
 `FOR UPDATE SKIP LOCKED`, so several workers split the work instead of queueing on it; the
 compare-and-set makes sure that no transition is ever applied twice, whatever the interleaving.
 
+After the transitions, the delivery engine (`delivery.engine`) advances the executions of the one-time
+campaigns that are SENDING; a campaign whose every user is settled is moved SENDING → SENT here,
+with the same compare-and-set.
+
 `run_tick(database, now)` is one tick; `run_forever` repeats it (the `herald worker` command, and
 `herald serve` in-process on a one-process SQLite deployment).
 """
@@ -26,7 +30,9 @@ from herald.campaigns.lifecycle import Timing, due_steps
 from herald.campaigns.models import Campaign
 from herald.campaigns.schemas.common import CampaignStatus, DeliveryType
 from herald.clock import Clock
+from herald.config import Settings
 from herald.db import Database
+from herald.delivery.engine.tick import run_executions
 from herald.ops import metrics
 from herald.workspaces.models import Workspace
 
@@ -128,6 +134,31 @@ async def _tick_workspace(database: Database, workspace_id: str, now: datetime) 
     return applied
 
 
+async def _finish(
+    database: Database, workspace_id: str, campaign_ids: list[str], now: datetime
+) -> list[Applied]:
+    """SENDING → SENT for one-time campaigns whose execution settled every user."""
+    applied: list[Applied] = []
+    if not campaign_ids:
+        return applied
+    async with database.writer() as session:
+        rows = (
+            await session.execute(
+                select(Campaign.id).where(
+                    Campaign.workspace_id == workspace_id,
+                    Campaign.is_latest,
+                    Campaign.campaign_id.in_(campaign_ids),
+                    Campaign.status == _S.SENDING.value,
+                )
+            )
+        ).all()
+        for (row_id,) in rows:
+            if await _step(session, workspace_id, row_id, _S.SENDING, _S.SENT, now):
+                applied.append(Applied(workspace_id, row_id, _S.SENDING, _S.SENT))
+        await session.commit()
+    return applied
+
+
 async def _workspace_ids(database: Database) -> list[str]:
     async with database.reader() as session:
         return list((await session.scalars(select(Workspace.id).order_by(Workspace.id))).all())
@@ -145,16 +176,22 @@ async def tick(
     database: Database,
     now: datetime,
     workspace_ids: Iterable[str] | None = None,
+    settings: Settings | None = None,
     stop: asyncio.Event | None = None,
 ) -> list[Applied]:
-    """Apply every transition due at `now` (in the given workspaces, else in all); what was applied.
-    Once `stop` is set, the tick ends after the batch in hand (one workspace's, one transaction)."""
+    """Apply every transition due at `now` (in the given workspaces, else in all) and advance the
+    deliveries of sending campaigns; the transitions applied. `settings` (connector secrets and
+    timeouts) default to the environment's. Once `stop` is set, the tick ends after the batch in hand
+    (one workspace's, one transaction)."""
     ids = list(workspace_ids) if workspace_ids is not None else await _workspace_ids(database)
+    settings = settings or Settings()
     applied: list[Applied] = []
     for workspace_id in ids:
         if stop is not None and stop.is_set():
             break
         applied += await _tick_workspace(database, workspace_id, now)
+        finished = await run_executions(database, settings, now, workspace_id)
+        applied += await _finish(database, workspace_id, finished, now)
     for change in applied:
         log.info("campaign %s/%s: %s -> %s", change.workspace_id, change.row_id, change.before, change.after)
     metrics.TRANSITIONS.inc(len(applied))
@@ -165,14 +202,19 @@ async def run_tick(
     database: Database,
     now: datetime,
     workspace_ids: Iterable[str] | None = None,
+    settings: Settings | None = None,
     stop: asyncio.Event | None = None,
 ) -> int:
     """One tick; the number of transitions it applied."""
-    return len(await tick(database, now, workspace_ids, stop))
+    return len(await tick(database, now, workspace_ids, settings, stop))
 
 
 async def run_forever(
-    database: Database, clock: Clock, interval: float, stop: asyncio.Event | None = None
+    database: Database,
+    clock: Clock,
+    interval: float,
+    stop: asyncio.Event | None = None,
+    settings: Settings | None = None,
 ) -> None:
     """Tick now and then every `interval` seconds until `stop` is set. A failed tick is logged and
     the next one retries. Setting `stop` (SIGTERM) ends the loop after the batch in hand: a batch is
@@ -180,7 +222,7 @@ async def run_forever(
     stop = stop or asyncio.Event()
     while not stop.is_set():
         try:
-            await run_tick(database, clock.now(), stop=stop)
+            await run_tick(database, clock.now(), None, settings, stop)
         except Exception:  # e.g. the database restarting, or a deadlock victim: the loop must live on
             log.exception("scheduled-transitions tick failed")
         with contextlib.suppress(TimeoutError):

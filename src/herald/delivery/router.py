@@ -17,6 +17,7 @@ from starlette.responses import Response
 from herald.campaigns import openapi as campaigns_openapi
 from herald.campaigns.schemas.responses import CampaignTestResponse
 from herald.delivery import testsend
+from herald.delivery.engine import stats
 from herald.delivery.testsend_request import CampaignTestDoc
 from herald.errors import BadRequest
 from herald.http.auth import Caller
@@ -88,4 +89,26 @@ async def test_campaign(request: Request, caller: Annotated[Caller, guarded(TEST
         deployment, caller.workspace_id, _json_body(request), request_id(request)
     )
     data = {"data": results, "message": testsend.PROCESSED_MESSAGE}
+    return json_response({"response_id": response_id(request), "type": "campaign", "data": data})
+
+
+STATS = Operation("STATS", Scope.CAMPAIGNS_VIEW, "campaign_ops", campaigns=True)
+
+
+@router.get(
+    "/{campaign_id}/stats",
+    summary="Get campaign delivery stats",
+    description=(
+        "A Herald extension. Per execution (run) of the campaign: the audience the segmentation "
+        "selected, users held out (control group), suppressed by reason (opted out, no address on "
+        "the channel, audience limit), and messages pending, sent and failed."
+    ),
+    response_model=None,
+    responses=error_responses(400, 401, 403, 404, 429, 503),
+)
+async def campaign_stats(
+    request: Request, campaign_id: str, caller: Annotated[Caller, guarded(STATS)]
+) -> Response:
+    async with services_of(request).database.reader() as session:
+        data = await stats.campaign_stats(session, caller.workspace_id, campaign_id)
     return json_response({"response_id": response_id(request), "type": "campaign", "data": data})

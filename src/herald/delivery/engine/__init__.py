@@ -1,0 +1,1 @@
+"""The delivery engine: campaign executions resolved, held out, rendered and dispatched."""

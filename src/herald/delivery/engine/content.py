@@ -1,0 +1,127 @@
+"""What an execution sends, read from the campaign's latest version at each tick (so content
+changes to a SENDING campaign apply to messages not yet dispatched): the connector, the messages
+by (locale, variation), each group prepared once for personalization, and the per-user choice of
+locale, variation and push platform.
+
+Rendering is the test sends' (`delivery.rendering`, the C9 engine); only the slot choice and the
+tracking parameters are the engine's own.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from herald.campaigns.schemas.common import Channel
+from herald.campaigns.schemas.content import DEFAULT_LOCALE
+from herald.delivery.engine.resolve import LiveCampaign
+from herald.delivery.engine.split import html_with_utm, locale_for, variation_for, with_utm
+from herald.delivery.models import Connector
+from herald.delivery.rendering import (
+    PreparedContent,
+    message_at,
+    personalize_content,
+    prepare_content,
+    pruned_content,
+)
+from herald.delivery.testsend_connector import choose_connector
+from herald.delivery.testsend_plan import SlotMessage, slot_messages
+from herald.errors import ValidationFailed
+
+Group = tuple[str, str]  # (locale, variation)
+
+
+@dataclass
+class SendPlan:
+    campaign: LiveCampaign
+    channel: Channel
+    connector: Connector | None
+    problem: str | None  # why nothing can be sent (no connector, unpreparable content)
+    groups: dict[Group, list[SlotMessage]] = field(default_factory=dict)
+    prepared: dict[Group, PreparedContent] = field(default_factory=dict)
+    locales: list[str] = field(default_factory=list)
+    shares: list[tuple[str, float]] = field(default_factory=list)
+    utm: dict[str, str] = field(default_factory=dict)
+
+    def group_for(self, customer_id: str, profile: dict[str, Any]) -> Group:
+        locale = locale_for(profile.get("locale"), self.locales, DEFAULT_LOCALE)
+        variation = variation_for(self.campaign.campaign_id, customer_id, self.shares)
+        if (locale, variation) not in self.groups:  # a locale without this variation: the default's
+            locale = (
+                DEFAULT_LOCALE if (DEFAULT_LOCALE, variation) in self.groups else next(iter(self.groups))[0]
+            )
+        if (locale, variation) not in self.groups:
+            variation = next(v for (loc, v) in self.groups if loc == locale)
+        return locale, variation
+
+    def messages_for(self, group: Group, profile: dict[str, Any]) -> list[SlotMessage]:
+        """The messages of the group this user gets: Email's one, or Push's for the platform of the
+        user's token (its `platform` attribute; without one, the campaign's first platform)."""
+        messages = self.groups[group]
+        if self.channel is Channel.EMAIL:
+            return messages[:1]
+        named = profile.get("platform")
+        if not isinstance(named, str) or not named:
+            return messages[:1]
+        return [m for m in messages if m.slot.platform is not None and m.slot.platform.value == named.upper()]
+
+    async def render(self, group: Group, profile: dict[str, Any], item: SlotMessage) -> dict[str, Any]:
+        """The message for this user; raises RenderError when it cannot be rendered for them."""
+        content = await personalize_content(self.prepared[group], profile, {})
+        message = copy.deepcopy(message_at(content, item.path))
+        if self.utm:
+            _tag(message, self.channel, self.utm)
+        return message
+
+
+def _tag(message: dict[str, Any], channel: Channel, utm: dict[str, str]) -> None:
+    if channel is Channel.EMAIL:
+        html = message.get("html_content")
+        if isinstance(html, str):
+            message["html_content"] = html_with_utm(html, utm)
+        return
+    visible = message.get("basic_details")
+    if isinstance(visible, dict) and isinstance(visible.get("default_click_action_value"), str):
+        visible["default_click_action_value"] = with_utm(visible["default_click_action_value"], utm)
+
+
+def _shares(campaign: LiveCampaign, variations: list[str]) -> list[tuple[str, float]]:
+    content = campaign.document.campaign_content
+    details = content.variation_details if content is not None else None
+    manual = details.manual_distribution_percentage if details is not None else None
+    if manual and all(name in manual for name in variations):
+        return [(name, float(manual[name])) for name in variations]
+    return [(name, 100 / len(variations)) for name in variations]
+
+
+async def plan_sends(session: AsyncSession, campaign: LiveCampaign) -> SendPlan:
+    document = campaign.document
+    channel = Channel(campaign.channel)
+    choice = await choose_connector(session, campaign.workspace_id, channel, None, document.connector)
+    problems = [*choice.bad_request, *choice.unprocessable]
+    plan = SendPlan(campaign, channel, choice.connector, "; ".join(p.message for p in problems) or None)
+    content = document.campaign_content
+    if content is None:
+        plan.problem = plan.problem or "The campaign has no content."
+        return plan
+    for item in slot_messages(content, document.basic_details):
+        plan.groups.setdefault((item.slot.locale, item.slot.variation), []).append(item)
+    if not plan.groups:
+        plan.problem = plan.problem or "The campaign has no message for its platforms."
+        return plan
+    plan.locales = list(dict.fromkeys(locale for locale, _ in plan.groups))
+    plan.shares = _shares(campaign, list(dict.fromkeys(variation for _, variation in plan.groups)))
+    if document.utm_params is not None:
+        plan.utm = {k: str(v) for k, v in document.utm_params.model_dump(exclude_none=True).items()}
+    try:
+        for group, items in plan.groups.items():
+            written = [(item.path, item.message()) for item in items]
+            plan.prepared[group] = await prepare_content(
+                session, campaign.workspace_id, channel, pruned_content(written)
+            )
+    except ValidationFailed as exc:
+        plan.problem = plan.problem or "; ".join(f"{d.target}: {d.message}" for d in exc.details)
+    return plan

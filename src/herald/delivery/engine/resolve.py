@@ -1,0 +1,241 @@
+"""An execution's start: its row created once, its audience resolved and materialised in chunks.
+
+The audience is the segmentation engine's (the same rules as C7's reachability count): the users
+`segmentation_details` selects, minus opt-outs unless the campaign sends to them, minus users with
+no address on the channel. The two left-out groups are counted (stats show them by reason); the
+rest is written to `delivery_execution_users` keyset page by keyset page, so neither the worker nor
+the database holds the whole audience in memory, and a worker that stops half-way resumes after the
+last customer id written. Then the control group is fixed: the ⌊p·N⌉ users with the smallest rank.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import func, insert, select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from herald.audience.segmentation.audience import (
+    audience_count_query,
+    audience_query,
+    segments_for,
+    session_dialect,
+)
+from herald.campaigns.schemas.campaign import CampaignDocument
+from herald.db import Database
+from herald.delivery.engine.models import Execution, ExecutionUser
+from herald.delivery.engine.split import control_group_size, rank_of
+from herald.ids import object_id
+
+CHUNK = 1000  # users resolved per keyset page (one read, one write transaction)
+
+
+class ExecutionStatus:
+    RESOLVING = "RESOLVING"
+    DISPATCHING = "DISPATCHING"
+    DONE = "DONE"
+    FAILED = "FAILED"  # the audience could not be resolved (`reason` says why)
+    STOPPED = "STOPPED"
+
+
+@dataclass(frozen=True)
+class LiveCampaign:
+    """The latest version of a campaign being sent, as the engine reads it at each tick."""
+
+    workspace_id: str
+    campaign_id: str  # the public id
+    channel: str
+    document: CampaignDocument
+    components: dict[str, Any]
+
+
+def _segmentation(campaign: LiveCampaign, with_opted_out: bool) -> dict[str, Any]:
+    found = campaign.components.get("segmentation_details")
+    details = dict(found) if isinstance(found, dict) else {"is_all_user_campaign": True}
+    if with_opted_out:
+        details["send_campaign_to_opt_out_users"] = True
+    return details
+
+
+async def start_execution(database: Database, campaign: LiveCampaign, now: datetime) -> Execution:
+    """The campaign's execution, created if it has none yet (one per one-time campaign)."""
+    found = await _execution(database, campaign)
+    if found is not None:
+        return found
+    try:
+        async with database.writer() as session:
+            session.add(
+                Execution(
+                    workspace_id=campaign.workspace_id,
+                    id=object_id(now),
+                    campaign_id=campaign.campaign_id,
+                    run=1,
+                    status=ExecutionStatus.RESOLVING,
+                    opted_out=0,
+                    no_address=0,
+                    audience=0,
+                    dispatched=0,
+                    created_at=now,
+                    updated_at=now,
+                )
+            )
+            await session.commit()
+    except IntegrityError:
+        pass  # another worker started it first: use theirs
+    created = await _execution(database, campaign)
+    assert created is not None
+    return created
+
+
+async def _execution(database: Database, campaign: LiveCampaign) -> Execution | None:
+    async with database.reader() as session:
+        found: Execution | None = await session.scalar(
+            select(Execution).where(
+                Execution.workspace_id == campaign.workspace_id,
+                Execution.campaign_id == campaign.campaign_id,
+                Execution.run == 1,
+            )
+        )
+        return found
+
+
+async def _count(session: AsyncSession, campaign: LiveCampaign, now: datetime, **rules: bool) -> int:
+    details = _segmentation(campaign, rules.pop("with_opted_out"))
+    segments = await segments_for(session, campaign.workspace_id, details)
+    query = audience_count_query(
+        details,
+        campaign.channel,
+        campaign.workspace_id,
+        now,
+        dialect=session_dialect(session),
+        segments=segments,
+        **rules,
+    )
+    return int((await session.execute(query)).scalar_one())
+
+
+async def resolve(database: Database, campaign: LiveCampaign, execution: Execution, now: datetime) -> None:
+    """Materialise the rest of the audience and fix the control group; the execution then
+    DISPATCHING. Raises ValidationFailed if the filters cannot be evaluated."""
+    details = _segmentation(campaign, with_opted_out=False)
+    after = execution.resolved_after
+    if after is None and execution.audience == 0:
+        async with database.reader() as session:
+            everyone = await _count(session, campaign, now, with_opted_out=True)
+            allowed = await _count(session, campaign, now, with_opted_out=False)
+            reachable = await _count(session, campaign, now, with_opted_out=False, reachable_only=True)
+        await _update(database, execution, opted_out=everyone - allowed, no_address=allowed - reachable)
+    while True:
+        async with database.reader() as session:
+            segments = await segments_for(session, campaign.workspace_id, details)
+            selected = audience_query(
+                details,
+                campaign.channel,
+                campaign.workspace_id,
+                now,
+                dialect=session_dialect(session),
+                segments=segments,
+                reachable_only=True,
+            ).subquery()
+            page = select(selected.c.customer_id).order_by(selected.c.customer_id).limit(CHUNK)
+            if after is not None:
+                page = page.where(selected.c.customer_id > after)
+            ids = list((await session.scalars(page)).all())
+        if ids:
+            after = await _write_page(database, campaign, execution, after, ids)
+            if after is None:
+                return  # another worker is resolving it
+        if len(ids) < CHUNK:
+            break
+    await _fix_control_group(database, campaign, execution, now)
+
+
+async def _update(database: Database, execution: Execution, **values: Any) -> None:
+    async with database.writer() as session:
+        await session.execute(
+            update(Execution)
+            .where(Execution.workspace_id == execution.workspace_id, Execution.id == execution.id)
+            .values(**values)
+        )
+        await session.commit()
+
+
+async def _write_page(
+    database: Database, campaign: LiveCampaign, execution: Execution, after: str | None, ids: list[str]
+) -> str | None:
+    """Write one page if nobody else has; the new resume point, or None when someone else did."""
+    async with database.writer() as session:
+        current = await session.scalar(
+            select(Execution.resolved_after)
+            .where(Execution.workspace_id == execution.workspace_id, Execution.id == execution.id)
+            .with_for_update()
+        )
+        if current != after:
+            return None
+        await session.execute(
+            insert(ExecutionUser),
+            [
+                {
+                    "workspace_id": execution.workspace_id,
+                    "execution_id": execution.id,
+                    "customer_id": customer_id,
+                    "rank": rank_of(campaign.campaign_id, customer_id),
+                    "state": "PENDING",
+                }
+                for customer_id in ids
+            ],
+        )
+        await session.execute(
+            update(Execution)
+            .where(Execution.workspace_id == execution.workspace_id, Execution.id == execution.id)
+            .values(resolved_after=ids[-1], audience=Execution.audience + len(ids))
+        )
+        await session.commit()
+    return ids[-1]
+
+
+async def _fix_control_group(
+    database: Database, campaign: LiveCampaign, execution: Execution, now: datetime
+) -> None:
+    control = campaign.document.control_group_details
+    percentage = (
+        control.campaign_control_group_percentage
+        if control is not None and control.is_campaign_control_group_enabled
+        else None
+    )
+    async with database.writer() as session:
+        where = (
+            ExecutionUser.workspace_id == execution.workspace_id,
+            ExecutionUser.execution_id == execution.id,
+        )
+        audience = int(
+            await session.scalar(select(func.count()).select_from(ExecutionUser).where(*where)) or 0
+        )
+        size = control_group_size(audience, percentage)
+        threshold = None
+        if size > 0:
+            threshold = await session.scalar(
+                select(ExecutionUser.rank)
+                .where(*where)
+                .order_by(ExecutionUser.rank)
+                .offset(size - 1)
+                .limit(1)
+            )
+        await session.execute(
+            update(Execution)
+            .where(
+                Execution.workspace_id == execution.workspace_id,
+                Execution.id == execution.id,
+                Execution.status == ExecutionStatus.RESOLVING,
+            )
+            .values(
+                status=ExecutionStatus.DISPATCHING,
+                control_threshold=threshold,
+                audience=audience,
+                updated_at=now,
+            )
+        )
+        await session.commit()

@@ -1,0 +1,79 @@
+"""Delivery stats of a campaign (a Herald extension): per execution, where each user of its
+audience stands, counted by the database from the engine's own rows."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from herald.campaigns import repository as campaigns_repository
+from herald.delivery.engine.models import Execution, ExecutionUser
+from herald.errors import NotFound
+from herald.ids import is_object_id
+from herald.timefmt import rfc3339
+
+_STATES = ("PENDING", "CLAIMED", "SENT", "FAILED", "HELD_OUT", "SUPPRESSED")
+
+
+async def campaign_stats(session: AsyncSession, workspace_id: str, campaign_id: str) -> dict[str, Any]:
+    row = (
+        await campaigns_repository.get_latest(session, workspace_id, campaign_id)
+        if is_object_id(campaign_id)
+        else None
+    )
+    if row is None:
+        raise NotFound("No campaign with this id exists in the workspace.", target="campaign_id")
+    executions = (
+        await session.scalars(
+            select(Execution)
+            .where(Execution.workspace_id == workspace_id, Execution.campaign_id == row.campaign_id)
+            .order_by(Execution.run)
+        )
+    ).all()
+    return {
+        "campaign_id": row.campaign_id,
+        "status": row.status,
+        "executions": [await _one(session, e) for e in executions],
+    }
+
+
+async def _one(session: AsyncSession, execution: Execution) -> dict[str, Any]:
+    counts = (
+        await session.execute(
+            select(ExecutionUser.state, ExecutionUser.reason, func.count())
+            .where(
+                ExecutionUser.workspace_id == execution.workspace_id,
+                ExecutionUser.execution_id == execution.id,
+            )
+            .group_by(ExecutionUser.state, ExecutionUser.reason)
+        )
+    ).all()
+    by_state = dict.fromkeys(_STATES, 0)
+    suppressed = {
+        "opted_out": execution.opted_out,
+        "no_address": execution.no_address,
+        "audience_limit": 0,
+        "no_user": 0,
+    }
+    for state, reason, count in counts:
+        by_state[state] = by_state.get(state, 0) + int(count)
+        if state == "SUPPRESSED" and reason:
+            key = reason.lower()
+            suppressed[key] = suppressed.get(key, 0) + int(count)
+    return {
+        "id": execution.id,
+        "run": execution.run,
+        "status": execution.status,
+        "reason": execution.reason,
+        "started_at": rfc3339(execution.created_at),
+        "updated_at": rfc3339(execution.updated_at),
+        # Selected by the segmentation, before the channel's suppressions.
+        "audience": execution.audience + execution.opted_out + execution.no_address,
+        "held_out": {"control_group": by_state["HELD_OUT"]},
+        "suppressed": suppressed,
+        "pending": by_state["PENDING"] + by_state["CLAIMED"],
+        "sent": by_state["SENT"],
+        "failed": by_state["FAILED"],
+    }

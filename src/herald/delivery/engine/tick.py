@@ -1,0 +1,143 @@
+"""The engine's part of a worker tick: every one-time campaign of a workspace that is SENDING gets
+its execution started, resolved and dispatched; the campaigns whose every user is settled are
+returned for the worker to mark SENT (one loop, one notion of "what is due now")."""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+
+from sqlalchemy import select, update
+
+from herald.campaigns.models import Campaign
+from herald.campaigns.schemas.common import CampaignStatus, Channel, DeliveryType
+from herald.campaigns.validation import load_document
+from herald.clock import FrozenClock
+from herald.config import Settings
+from herald.db import Database
+from herald.delivery.dispatch import Dispatcher
+from herald.delivery.engine.content import plan_sends
+from herald.delivery.engine.models import Execution
+from herald.delivery.engine.resolve import ExecutionStatus, LiveCampaign, resolve, start_execution
+from herald.delivery.engine.run import dispatch
+from herald.errors import HeraldError
+
+log = logging.getLogger("herald.delivery.engine")
+
+
+async def _sending(database: Database, workspace_id: str) -> list[LiveCampaign]:
+    async with database.reader() as session:
+        rows = (
+            await session.scalars(
+                select(Campaign)
+                .where(
+                    Campaign.workspace_id == workspace_id,
+                    Campaign.is_latest,
+                    Campaign.status == CampaignStatus.SENDING.value,
+                    Campaign.delivery_type == DeliveryType.ONE_TIME.value,
+                    Campaign.channel.in_([Channel.EMAIL.value, Channel.PUSH.value]),
+                )
+                .order_by(Campaign.id)
+            )
+        ).all()
+    found: list[LiveCampaign] = []
+    for row in rows:
+        document, problems = load_document(
+            Channel(row.channel), DeliveryType(row.delivery_type), row.components
+        )
+        if document is None:
+            log.error(
+                "campaign %s/%s cannot be read for sending: %s", workspace_id, row.campaign_id, problems
+            )
+            continue
+        found.append(
+            LiveCampaign(workspace_id, row.campaign_id, row.channel, document, dict(row.components or {}))
+        )
+    return found
+
+
+async def _stop_executions(database: Database, workspace_id: str, now: datetime) -> None:
+    """Executions whose campaign was stopped end STOPPED (their pending users stay unsent)."""
+    stopped = select(Campaign.campaign_id).where(
+        Campaign.workspace_id == workspace_id,
+        Campaign.is_latest,
+        Campaign.status == CampaignStatus.STOPPED.value,
+    )
+    unfinished = select(Execution.id).where(
+        Execution.workspace_id == workspace_id,
+        Execution.status.in_([ExecutionStatus.RESOLVING, ExecutionStatus.DISPATCHING]),
+        Execution.campaign_id.in_(stopped),
+    )
+    # A read first: on SQLite a write transaction at every tick would make the API's writers wait.
+    async with database.reader() as session:
+        if (await session.execute(unfinished.limit(1))).first() is None:
+            return
+    async with database.writer() as session:
+        await session.execute(
+            update(Execution)
+            .where(
+                Execution.workspace_id == workspace_id,
+                Execution.status.in_([ExecutionStatus.RESOLVING, ExecutionStatus.DISPATCHING]),
+                Execution.campaign_id.in_(stopped),
+            )
+            .values(status=ExecutionStatus.STOPPED, updated_at=now)
+            .execution_options(synchronize_session=False)
+        )
+        await session.commit()
+
+
+async def run_executions(
+    database: Database, settings: Settings, now: datetime, workspace_id: str
+) -> list[str]:
+    """Advance the workspace's executions; the public ids of the campaigns now completely sent."""
+    finished: list[str] = []
+    await _stop_executions(database, workspace_id, now)
+    campaigns = await _sending(database, workspace_id)
+    if not campaigns:
+        return finished
+    async with Dispatcher(settings, FrozenClock(now), database.writer) as dispatcher:
+        for campaign in campaigns:
+            if await _run_one(database, dispatcher, campaign, now):
+                finished.append(campaign.campaign_id)
+    return finished
+
+
+async def _run_one(database: Database, dispatcher: Dispatcher, campaign: LiveCampaign, now: datetime) -> bool:
+    execution = await start_execution(database, campaign, now)
+    if execution.status == ExecutionStatus.RESOLVING:
+        try:
+            await resolve(database, campaign, execution, now)
+        except HeraldError as exc:
+            # E.g. a custom segment the filters name was deleted since publish: nobody can be
+            # chosen, so the execution ends FAILED with the reason (stats show it) and the
+            # campaign is settled rather than left SENDING for ever.
+            log.error(
+                "campaign %s/%s: audience cannot be resolved: %s",
+                campaign.workspace_id,
+                campaign.campaign_id,
+                exc,
+            )
+            await _end(
+                database, execution, ExecutionStatus.FAILED, now, f"The audience cannot be resolved: {exc}"
+            )
+            return True
+    if execution.status in (ExecutionStatus.DONE, ExecutionStatus.FAILED):
+        return True
+    async with database.reader() as session:
+        plan = await plan_sends(session, campaign)
+    done = await dispatch(database, dispatcher, plan, execution, now)
+    if done:
+        await _end(database, execution, ExecutionStatus.DONE, now, None)
+    return done
+
+
+async def _end(
+    database: Database, execution: Execution, status: str, now: datetime, reason: str | None
+) -> None:
+    async with database.writer() as session:
+        await session.execute(
+            update(Execution)
+            .where(Execution.workspace_id == execution.workspace_id, Execution.id == execution.id)
+            .values(status=status, reason=reason, updated_at=now)
+        )
+        await session.commit()

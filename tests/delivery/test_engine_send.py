@@ -1,0 +1,364 @@
+"""The delivery engine end to end: a published one-time campaign delivers to its audience through
+real sinks (aiosmtpd, an HTTP receiver), driven by worker ticks on the frozen clock."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import httpx
+from fastapi import FastAPI
+
+from herald.campaigns import worker
+from herald.clock import FrozenClock
+from herald.delivery.config import ConnectorInput
+from herald.services import Services
+from tests.campaigns import lifecycle_helpers as h
+from tests.delivery.builders import HOOK_SECRET, create_campaign, outbox_rows, push_connector, smtp_connector
+from tests.delivery.conftest import OPEN_LIMITS, add_users
+from tests.delivery.servers import HttpReceiver, SmtpServer
+from tests.factories import Tenant, add_connector, make_tenant
+
+EMAIL: dict[str, Any] = {
+    "channel": "EMAIL",
+    "campaign_delivery_type": "ONE_TIME",
+    "created_by": "crm@example.com",
+    "basic_details": {
+        "name": "Spring",
+        "content_type": "TRANSACTIONAL",
+        "user_attribute_identifier": "email",
+    },
+    "campaign_content": {
+        "content": {
+            "email": {
+                "subject": "Hi {{UserAttribute['first_name'] | default('there')}}",
+                "sender_name": "Shop",
+                "from_address": "news@shop.example",
+                "html_content": (
+                    "<html><body><p>Hello {{UserAttribute['first_name'] | default('friend')}}</p>"
+                    '<a href="https://shop.example/sale?ref=mail">Sale</a></body></html>'
+                ),
+            }
+        }
+    },
+    "connector": {"connector_type": "CUSTOM_SMTP", "connector_name": "mail"},
+    "segmentation_details": {"is_all_user_campaign": True, "send_campaign_to_opt_out_users": False},
+    "scheduling_details": {"delivery_type": "ASAP"},
+    "utm_params": {"utm_source": "herald", "utm_medium": "email"},
+}
+
+PUSH: dict[str, Any] = {
+    "channel": "PUSH",
+    "campaign_delivery_type": "ONE_TIME",
+    "created_by": "crm@example.com",
+    "basic_details": {"name": "Flash", "platforms": ["ANDROID", "IOS"]},
+    "campaign_content": {
+        "content": {
+            "push": {
+                "android": {
+                    "template_type": "BASIC",
+                    "basic_details": {
+                        "title": "Hi {{UserAttribute['first_name'] | default('you')}}",
+                        "message": "Sale now",
+                        "default_click_action": "URL",
+                        "default_click_action_value": "https://shop.example/app?x=1",
+                    },
+                },
+                "ios": {
+                    "template_type": "BASIC",
+                    "basic_details": {"title": "Hi iOS", "message": "Sale now"},
+                },
+            }
+        }
+    },
+    "segmentation_details": {"is_all_user_campaign": True},
+    "scheduling_details": {"delivery_type": "ASAP"},
+    "utm_params": {"utm_source": "herald", "utm_medium": "push"},
+}
+
+
+async def tick(app: FastAPI, tenant: Tenant) -> int:
+    services: Services = app.state.herald
+    return await worker.run_tick(
+        services.database, services.clock.now(), [tenant.workspace_id], services.settings
+    )
+
+
+async def publish(client: httpx.AsyncClient, tenant: Tenant, body: dict[str, Any]) -> str:
+    campaign_id = await create_campaign(client, tenant, copy.deepcopy(body))
+    await h.publish(client, tenant, campaign_id)
+    return campaign_id
+
+
+async def stats(client: httpx.AsyncClient, tenant: Tenant, campaign_id: str) -> dict[str, Any]:
+    response = await client.get(f"/v5/campaigns/{campaign_id}/stats", headers=tenant.headers(campaigns=True))
+    assert response.status_code == 200, response.text
+    data: dict[str, Any] = response.json()["data"]
+    return data
+
+
+async def status(client: httpx.AsyncClient, tenant: Tenant, campaign_id: str) -> str:
+    return str((await h.get(client, tenant, campaign_id))["status"])
+
+
+class TestEmail:
+    async def test_each_eligible_user_gets_one_personalized_mail(
+        self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant, smtp_server: SmtpServer
+    ) -> None:
+        await smtp_connector(app, workspace, smtp_server, senders=["news@shop.example"])
+        await add_users(
+            app,
+            workspace.workspace_id,
+            {"customer_id": "ana", "email": "ana@example.com", "first_name": "Ana"},
+            {"customer_id": "bo", "email": "bo@example.com"},
+            {"customer_id": "cy", "email": "cy@example.com", "first_name": "Cy", "email_opt_out": True},
+            {"customer_id": "dee", "first_name": "Dee"},  # no e-mail address
+        )
+        campaign_id = await publish(client, workspace, EMAIL)
+        assert await status(client, workspace, campaign_id) == "ACTIVE"
+        assert smtp_server.received == []
+        assert await tick(app, workspace) == 2  # ACTIVE → SENDING → SENT
+        assert await status(client, workspace, campaign_id) == "SENT"
+        mails = {mail.rcpt_tos[0]: mail for mail in smtp_server.received}
+        assert sorted(mails) == ["ana@example.com", "bo@example.com"]
+        assert len(smtp_server.received) == 2
+        assert mails["ana@example.com"].message["Subject"] == "Hi Ana"
+        assert mails["bo@example.com"].message["Subject"] == "Hi there"
+        html = mails["ana@example.com"].html
+        assert "Hello Ana" in html
+        assert "https://shop.example/sale?ref=mail&amp;utm_source=herald&amp;utm_medium=email" in html
+        rows = await outbox_rows(app, workspace)
+        assert sorted((r.customer_id, r.status, r.is_test) for r in rows) == [
+            ("ana", "SENT", False),
+            ("bo", "SENT", False),
+        ]
+        # Another tick sends nothing again.
+        assert await tick(app, workspace) == 0
+        assert len(smtp_server.received) == 2
+        [run] = (await stats(client, workspace, campaign_id))["executions"]
+        assert (run["status"], run["audience"], run["pending"], run["sent"], run["failed"]) == (
+            "DONE",
+            4,
+            0,
+            2,
+            0,
+        )
+        assert run["suppressed"] == {"opted_out": 1, "no_address": 1, "audience_limit": 0, "no_user": 0}
+        assert run["held_out"] == {"control_group": 0}
+
+    async def test_a_render_failure_fails_that_user_only(
+        self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant, smtp_server: SmtpServer
+    ) -> None:
+        await smtp_connector(app, workspace, smtp_server, senders=["news@shop.example"])
+        await add_users(
+            app,
+            workspace.workspace_id,
+            {"customer_id": "small", "email": "s@example.com", "count": 3},
+            {"customer_id": "huge", "email": "h@example.com", "count": 10**9},
+        )
+        body = copy.deepcopy(EMAIL)
+        body["campaign_content"]["content"]["email"]["html_content"] = (
+            "{% for i in range(user.count) %}x{% endfor %}"
+        )
+        campaign_id = await publish(client, workspace, body)
+        await tick(app, workspace)
+        assert await status(client, workspace, campaign_id) == "SENT"
+        assert [mail.rcpt_tos for mail in smtp_server.received] == [["s@example.com"]]
+        rows = {r.customer_id: r for r in await outbox_rows(app, workspace)}
+        assert rows["small"].status == "SENT"
+        assert rows["huge"].status == "FAILED"
+        assert (rows["huge"].failure_reason or "").startswith("Personalization failed:")
+
+    async def test_the_control_group_is_held_out(
+        self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant, smtp_server: SmtpServer
+    ) -> None:
+        await smtp_connector(app, workspace, smtp_server, senders=["news@shop.example"])
+        users = [{"customer_id": f"u{i:02d}", "email": f"u{i:02d}@example.com"} for i in range(20)]
+        await add_users(app, workspace.workspace_id, *users)
+        body = copy.deepcopy(EMAIL)
+        body["control_group_details"] = {
+            "is_campaign_control_group_enabled": True,
+            "campaign_control_group_percentage": 25,
+        }
+        campaign_id = await publish(client, workspace, body)
+        await tick(app, workspace)
+        assert await status(client, workspace, campaign_id) == "SENT"
+        assert len(smtp_server.received) == 15
+        assert len({mail.rcpt_tos[0] for mail in smtp_server.received}) == 15
+        [run] = (await stats(client, workspace, campaign_id))["executions"]
+        assert (run["audience"], run["held_out"], run["sent"]) == (20, {"control_group": 5}, 15)
+
+    async def test_the_audience_limit_caps_the_users_sent_to(
+        self, app: FastAPI, client: httpx.AsyncClient, smtp_server: SmtpServer
+    ) -> None:
+        workspace = await make_tenant(
+            app, features={"campaign_audience_limit": True}, rate_limits=OPEN_LIMITS
+        )
+        await smtp_connector(app, workspace, smtp_server, senders=["news@shop.example"])
+        users = [{"customer_id": f"u{i:02d}", "email": f"u{i:02d}@example.com"} for i in range(10)]
+        await add_users(app, workspace.workspace_id, *users)
+        body = copy.deepcopy(EMAIL)
+        body["campaign_audience_limit"] = {
+            "is_campaign_audience_limit_enabled": True,
+            "metric": "SENT",
+            "frequency": "TOTAL",
+            "limit": 4,
+        }
+        campaign_id = await publish(client, workspace, body)
+        await tick(app, workspace)
+        assert await status(client, workspace, campaign_id) == "SENT"
+        assert len(smtp_server.received) == 4
+        [run] = (await stats(client, workspace, campaign_id))["executions"]
+        assert (run["sent"], run["suppressed"]["audience_limit"]) == (4, 6)
+
+    async def test_stats_of_an_unknown_campaign_are_404(
+        self, client: httpx.AsyncClient, workspace: Tenant
+    ) -> None:
+        response = await client.get(
+            "/v5/campaigns/0123456789abcdef01234567/stats", headers=workspace.headers(campaigns=True)
+        )
+        assert response.status_code == 404
+
+
+class TestPush:
+    async def test_one_message_per_user_on_the_platform_of_its_token(
+        self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant, webhook: HttpReceiver
+    ) -> None:
+        await push_connector(app, workspace, webhook)
+        await add_users(
+            app,
+            workspace.workspace_id,
+            {"customer_id": "a", "push_id": "tok-a", "first_name": "Ann", "platform": "ANDROID"},
+            {"customer_id": "i", "push_id": "tok-i", "platform": "IOS"},
+            {"customer_id": "w", "push_id": "tok-w", "platform": "WEB"},  # not a campaign platform
+            {"customer_id": "n", "email": "n@example.com"},  # no push token
+            {"customer_id": "o", "push_id": "tok-o", "push_opt_out": True, "platform": "ANDROID"},
+        )
+        campaign_id = await publish(client, workspace, PUSH)
+        await tick(app, workspace)
+        assert await status(client, workspace, campaign_id) == "SENT"
+        bodies = {r.json()["recipient"]["customer_id"]: r.json() for r in webhook.received}
+        assert sorted(bodies) == ["a", "i"]
+        ann = bodies["a"]
+        assert ann["test"] is False
+        assert ann["campaign_id"] == campaign_id
+        assert (ann["platform"], ann["recipient"]["address"]) == ("ANDROID", "tok-a")
+        assert ann["message"]["basic_details"]["title"] == "Hi Ann"
+        url = ann["message"]["basic_details"]["default_click_action_value"]
+        assert parse_qs(urlsplit(url).query) == {"x": ["1"], "utm_source": ["herald"], "utm_medium": ["push"]}
+        assert bodies["i"]["platform"] == "IOS"
+        ids = {r.customer_id: r.id for r in await outbox_rows(app, workspace)}
+        assert ann["id"] == ids["a"]
+
+
+class _Gate:
+    """A webhook receiver that holds each request until released."""
+
+    def __init__(self) -> None:
+        self.arrived = threading.Event()
+        self.release = threading.Event()
+        self.count = 0
+        gate = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                gate.count += 1
+                gate.arrived.set()
+                gate.release.wait(30)
+                self.send_response(204)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    @property
+    def url(self) -> str:
+        host, port = self.server.server_address[:2]
+        return f"http://{host!s}:{port}/hook"
+
+    def stop(self) -> None:
+        self.release.set()
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class TestStop:
+    async def test_after_stop_no_new_message_is_handed_to_the_connector(
+        self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant
+    ) -> None:
+        gate = _Gate()
+        try:
+            await add_connector(
+                app,
+                workspace,
+                ConnectorInput(
+                    "push-gw", "CUSTOM_API", channel="push", url=gate.url, secret=HOOK_SECRET, timeout=30
+                ),
+            )
+            users = [{"customer_id": f"u{i}", "push_id": f"tok-{i}", "platform": "ANDROID"} for i in range(5)]
+            await add_users(app, workspace.workspace_id, *users)
+            campaign_id = await publish(client, workspace, PUSH)
+            running = asyncio.create_task(tick(app, workspace))
+            assert await asyncio.to_thread(gate.arrived.wait, 30)  # the first message is in flight
+            assert await status(client, workspace, campaign_id) == "SENDING"
+            stopped = await h.action(client, workspace, campaign_id, "STOP")
+            assert stopped.status_code == 200, stopped.text
+            gate.release.set()
+            await running
+            assert gate.count == 1
+            assert await status(client, workspace, campaign_id) == "STOPPED"
+            await tick(app, workspace)
+            assert gate.count == 1
+            rows = await outbox_rows(app, workspace)
+            assert [(r.status, r.is_test) for r in rows] == [("SENT", False)]
+        finally:
+            gate.stop()
+
+
+class TestResume:
+    async def test_a_worker_that_stopped_mid_send_is_resumed_without_sending_twice(
+        self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant, clock: FrozenClock
+    ) -> None:
+        gate = _Gate()
+        try:
+            await add_connector(
+                app,
+                workspace,
+                ConnectorInput(
+                    "push-gw", "CUSTOM_API", channel="push", url=gate.url, secret=HOOK_SECRET, timeout=30
+                ),
+            )
+            users = [{"customer_id": f"u{i}", "push_id": f"tok-{i}", "platform": "ANDROID"} for i in range(5)]
+            await add_users(app, workspace.workspace_id, *users)
+            campaign_id = await publish(client, workspace, PUSH)
+            running = asyncio.create_task(tick(app, workspace))
+            assert await asyncio.to_thread(gate.arrived.wait, 30)
+            running.cancel()  # the worker dies while its first message is in flight
+            with contextlib.suppress(asyncio.CancelledError):
+                await running
+            gate.release.set()
+            assert await tick(app, workspace) == 0  # the batch is still claimed by the dead worker
+            assert gate.count == 1
+            clock.advance(minutes=6)  # past the claim's lease
+            assert await tick(app, workspace) == 1  # SENDING → SENT
+            assert await status(client, workspace, campaign_id) == "SENT"
+            assert gate.count == 5  # the four others once each; the one in flight not again
+            rows = {r.customer_id: r for r in await outbox_rows(app, workspace)}
+            assert len(rows) == 5
+            assert [r.status for r in rows.values()].count("SENT") == 4
+            # The message in flight when the worker died: its outcome is unknown, and says so.
+            [unknown] = [r for r in rows.values() if r.status != "SENT"]
+            assert unknown.status == "PENDING"
+        finally:
+            gate.stop()
