@@ -124,6 +124,7 @@ OPERATION_IDS = {
     ("post", "/v1/customer/{workspace_id}"): "ingestCustomer",
     ("post", "/v1/event/{workspace_id}"): "ingestEvents",
     ("post", "/v1/transition/{workspace_id}"): "ingestTransition",
+    ("get", "/v5/campaigns/{campaign_id}/stats"): "getCampaignStats",
     ("get", "/healthz"): "getHealth",
     ("get", "/readyz"): "getReadiness",
     ("get", "/metrics"): "getMetrics",

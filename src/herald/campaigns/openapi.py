@@ -79,6 +79,7 @@ _RESPONSE_MODELS: tuple[type[BaseModel], ...] = (
     responses.CampaignSearchResponse,
     responses.CampaignMetaResponse,
     responses.CampaignTestResponse,
+    responses.CampaignStatsResponse,
 )
 
 

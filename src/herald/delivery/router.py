@@ -15,7 +15,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from herald.campaigns import openapi as campaigns_openapi
-from herald.campaigns.schemas.responses import CampaignTestResponse
+from herald.campaigns.schemas.responses import CampaignStatsResponse, CampaignTestResponse
 from herald.delivery import testsend
 from herald.delivery.engine import stats
 from herald.delivery.testsend_request import CampaignTestDoc
@@ -98,13 +98,17 @@ STATS = Operation("STATS", Scope.CAMPAIGNS_VIEW, "campaign_ops", campaigns=True)
 @router.get(
     "/{campaign_id}/stats",
     summary="Get campaign delivery stats",
+    operation_id="getCampaignStats",
     description=(
         "A Herald extension. Per execution (run) of the campaign: the audience the segmentation "
         "selected, users held out (control group), suppressed by reason (opted out, no address on "
         "the channel, audience limit), and messages pending, sent and failed."
     ),
     response_model=None,
-    responses=error_responses(400, 401, 403, 404, 429, 503),
+    responses={
+        **campaigns_openapi.success(200, CampaignStatsResponse, "Each execution's counts."),
+        **error_responses(400, 401, 403, 404, 429, 503),
+    },
 )
 async def campaign_stats(
     request: Request, campaign_id: str, caller: Annotated[Caller, guarded(STATS)]

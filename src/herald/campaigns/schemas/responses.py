@@ -208,3 +208,36 @@ class TestSendResults(BaseModel):
 
 class CampaignTestResponse(_Envelope):
     data: TestSendResults
+
+
+class ExecutionHeldOut(BaseModel):
+    control_group: int
+
+
+class ExecutionStats(BaseModel):
+    """One execution (run) of a campaign, as `GET /v5/campaigns/{campaign_id}/stats` counts it."""
+
+    id: str
+    run: int
+    status: str
+    reason: str | None
+    started_at: str
+    updated_at: str
+    audience: int = Field(description="Users the segmentation selected, before the channel's suppressions.")
+    held_out: ExecutionHeldOut
+    suppressed: dict[str, int] = Field(
+        description="Users not sent to, by reason: opted_out, no_address, audience_limit, no_user."
+    )
+    pending: int
+    sent: int
+    failed: int
+
+
+class CampaignStats(BaseModel):
+    campaign_id: str
+    status: str
+    executions: list[ExecutionStats]
+
+
+class CampaignStatsResponse(_Envelope):
+    data: CampaignStats
