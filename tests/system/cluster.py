@@ -8,8 +8,11 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import IO
 
 import httpx
@@ -82,6 +85,31 @@ class Cluster:
     def stop(self) -> None:
         for server in self.servers:
             server.kill()
+
+
+@contextmanager
+def two_servers(database_url: str, redis_url: str, tmp: Path) -> Iterator[Cluster]:
+    """Two `herald serve --workers 2` on one database, one Redis and one file clock (in `tmp`)."""
+    clock_file = str(tmp / "now")
+    start = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
+    FileClock.write(clock_file, start)
+    (tmp / "tmp").mkdir()
+    env = {
+        **os.environ,
+        "HERALD_DATABASE_URL": database_url,
+        "HERALD_REDIS_URL": redis_url,
+        "HERALD_CLOCK_FILE": clock_file,
+        "HERALD_LOG_LEVEL": "warning",
+        # Servers may be killed, not stopped: their metrics directories stay in the test's tmp.
+        "TMPDIR": str(tmp / "tmp"),
+    }
+    nodes = Cluster(env=env, clock_file=clock_file, now=start)
+    try:
+        nodes.start()
+        nodes.start()
+        yield nodes
+    finally:
+        nodes.stop()
 
 
 def wait_until_ready(server: Server, timeout: float = 60.0, probe: str = "/readyz") -> None:

@@ -11,12 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import os
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
-from datetime import UTC, datetime
 from functools import partial
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -25,7 +22,6 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from herald.audience.models import User
 from herald.campaigns.models import Campaign
-from herald.clock import FileClock
 from herald.config import Settings
 from herald.db import create_database
 from herald.http.limits import BUCKETS
@@ -34,7 +30,7 @@ from herald.workspaces.models import FEATURES as FEATURE_FLAGS
 from herald.workspaces.models import Workspace
 from tests.campaigns.payloads import PUSH_ONE_TIME, PUSH_PERIODIC
 from tests.factories import Tenant
-from tests.system.cluster import Cluster
+from tests.system.cluster import Cluster, two_servers
 from tests.system.test_multiprocess import OPEN, PG_URL, REDIS_URL, _burst, _rows, _tenant
 
 pytestmark = pytest.mark.skipif(
@@ -67,21 +63,8 @@ DRAFT = {
 
 @pytest.fixture(scope="module")
 def cluster(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    clock_file = str(Path(tmp_path_factory.mktemp("clock")) / "now")
-    start = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
-    FileClock.write(clock_file, start)
-    env = {
-        **os.environ,
-        "HERALD_DATABASE_URL": database_url,
-        "HERALD_REDIS_URL": str(REDIS_URL),
-        "HERALD_CLOCK_FILE": clock_file,
-        "HERALD_LOG_LEVEL": "warning",
-    }
-    nodes = Cluster(env=env, clock_file=clock_file, now=start)
-    nodes.start()
-    nodes.start()
-    yield nodes
-    nodes.stop()
+    with two_servers(database_url, str(REDIS_URL), tmp_path_factory.mktemp("cluster")) as nodes:
+        yield nodes
 
 
 def _create(cluster: Cluster, tenant: Tenant, body: dict[str, Any]) -> str:

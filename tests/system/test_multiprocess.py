@@ -12,7 +12,6 @@ import os
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any, TypeVar
 
 import httpx
@@ -21,7 +20,6 @@ from sqlalchemy import select
 
 from herald.audience.models import User
 from herald.campaigns.models import Campaign
-from herald.clock import FileClock
 from herald.config import Settings
 from herald.db import create_database
 from herald.http.idempotency import COMPLETED, IdempotencyRecord
@@ -30,7 +28,7 @@ from herald.workspaces import service as workspaces_service
 from herald.workspaces.scopes import Scope
 from tests.factories import Tenant
 from tests.offers.builders import offer_body
-from tests.system.cluster import Cluster, Server
+from tests.system.cluster import Cluster, Server, two_servers
 
 PG_URL = os.environ.get("HERALD_TEST_DATABASE_URL")
 REDIS_URL = os.environ.get("HERALD_TEST_REDIS_URL")
@@ -48,23 +46,8 @@ OPEN = {
 
 @pytest.fixture(scope="module")
 def cluster(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    clock_file = str(Path(tmp_path_factory.mktemp("clock")) / "now")
-    start = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
-    FileClock.write(clock_file, start)
-    env = {
-        **os.environ,
-        "HERALD_DATABASE_URL": database_url,
-        "HERALD_REDIS_URL": str(REDIS_URL),
-        "HERALD_CLOCK_FILE": clock_file,
-        "HERALD_LOG_LEVEL": "warning",
-        # The servers are killed, not stopped: their metrics directories stay in the test's tmp.
-        "TMPDIR": str(tmp_path_factory.mktemp("tmp")),
-    }
-    nodes = Cluster(env=env, clock_file=clock_file, now=start)
-    nodes.start()
-    nodes.start()
-    yield nodes
-    nodes.stop()
+    with two_servers(database_url, str(REDIS_URL), tmp_path_factory.mktemp("cluster")) as nodes:
+        yield nodes
 
 
 def _tenant(
