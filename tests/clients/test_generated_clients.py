@@ -28,10 +28,11 @@ from herald.config import Settings
 from herald.delivery.config import ConnectorInput
 from herald.http.limits import BUCKETS
 from herald.main import create_app
-from tests.conftest import REDIS_URL, TEST_SECRET_KEY
+from tests.conftest import TEST_SECRET_KEY
 from tests.delivery.conftest import add_users
 from tests.delivery.servers import SmtpServer, start_smtp
 from tests.factories import add_connector, make_tenant
+from tests.ops.served import server_env
 from tests.system.cluster import Server, serve
 
 HERE = Path(__file__).parent
@@ -97,15 +98,8 @@ async def _seed(database_url: str, smtp_port: int) -> tuple[str, str]:
 def served(database_url: str) -> Iterator[Served]:
     smtp = start_smtp()
     workspace_id, secret = asyncio.run(_seed(database_url, smtp.port))
-    env = {
-        **os.environ,
-        "HERALD_DATABASE_URL": database_url,
-        "HERALD_SECRET_KEY": TEST_SECRET_KEY,
-        "HERALD_LOG_LEVEL": "warning",
-    }
+    env = server_env(database_url, log_level="warning")
     env.pop("HERALD_BASE_URL", None)
-    if REDIS_URL:
-        env["HERALD_REDIS_URL"] = REDIS_URL
     server = serve(env, workers=1)
     try:
         yield Served(server, smtp, workspace_id, secret)

@@ -293,22 +293,25 @@ class _Gate:
         self.server.server_close()
 
 
+async def _publish_to_gate(app: FastAPI, client: httpx.AsyncClient, workspace: Tenant, gate: _Gate) -> str:
+    """A push connector to `gate`, five users with Android tokens, and a published campaign to them."""
+    await add_connector(
+        app,
+        workspace,
+        ConnectorInput("push-gw", "CUSTOM_API", channel="push", url=gate.url, secret=HOOK_SECRET, timeout=30),
+    )
+    users = [{"customer_id": f"u{i}", "push_id": f"tok-{i}", "platform": "ANDROID"} for i in range(5)]
+    await add_users(app, workspace.workspace_id, *users)
+    return await publish(client, workspace, PUSH)
+
+
 class TestStop:
     async def test_after_stop_no_new_message_is_handed_to_the_connector(
         self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant
     ) -> None:
         gate = _Gate()
         try:
-            await add_connector(
-                app,
-                workspace,
-                ConnectorInput(
-                    "push-gw", "CUSTOM_API", channel="push", url=gate.url, secret=HOOK_SECRET, timeout=30
-                ),
-            )
-            users = [{"customer_id": f"u{i}", "push_id": f"tok-{i}", "platform": "ANDROID"} for i in range(5)]
-            await add_users(app, workspace.workspace_id, *users)
-            campaign_id = await publish(client, workspace, PUSH)
+            campaign_id = await _publish_to_gate(app, client, workspace, gate)
             running = asyncio.create_task(tick(app, workspace))
             assert await asyncio.to_thread(gate.arrived.wait, 30)  # the first message is in flight
             assert await status(client, workspace, campaign_id) == "SENDING"
@@ -332,16 +335,7 @@ class TestResume:
     ) -> None:
         gate = _Gate()
         try:
-            await add_connector(
-                app,
-                workspace,
-                ConnectorInput(
-                    "push-gw", "CUSTOM_API", channel="push", url=gate.url, secret=HOOK_SECRET, timeout=30
-                ),
-            )
-            users = [{"customer_id": f"u{i}", "push_id": f"tok-{i}", "platform": "ANDROID"} for i in range(5)]
-            await add_users(app, workspace.workspace_id, *users)
-            campaign_id = await publish(client, workspace, PUSH)
+            campaign_id = await _publish_to_gate(app, client, workspace, gate)
             running = asyncio.create_task(tick(app, workspace))
             assert await asyncio.to_thread(gate.arrived.wait, 30)
             running.cancel()  # the worker dies while its first message is in flight
