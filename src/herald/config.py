@@ -24,6 +24,9 @@ class Settings(BaseSettings):
     max_header_bytes: int = 64 * 1024
     header_timeout_seconds: float = 10.0
     body_timeout_seconds: float = 60.0
+    # How long a process keeps an API key's row and its workspace's settings (herald.workspaces.credentials):
+    # the bound on how late a revoked key, a changed scope, rate limit or feature flag takes effect.
+    credentials_cache_seconds: float = 1.0
     # Ordinarily the database pool is sized for a web worker; benchmarks and large deployments raise it.
     db_pool_size: int = 10
     log_level: str = "info"
