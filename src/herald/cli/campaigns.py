@@ -112,6 +112,7 @@ def worker(
     """Run the background worker: scheduled campaign transitions (SCHEDULED → ACTIVE, expiry, ...)."""
     settings = Settings()
     logging.config.dictConfig(logging_config(settings.log_level, settings.log_format))
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # a line per message sent is noise
     # The sandbox's time travel (HERALD_CLOCK_FILE) moves the worker's time too.
     now_from: Clock = FileClock(settings.clock_file) if settings.clock_file else clock
 
