@@ -45,6 +45,18 @@ class Settings(BaseSettings):
     secret_key: SecretStr | None = None
     # Default time limit for one delivery attempt (SMTP session or webhook call), in seconds.
     delivery_timeout_seconds: float = 10.0
+    # A campaign message that fails transiently (SMTP 4xx, webhook 5xx/408/429, no connection, a
+    # timeout) is attempted again after `delivery_retry_seconds`, doubling each time up to
+    # `delivery_retry_max_seconds`, at most `delivery_max_attempts` attempts in all; then FAILED.
+    delivery_max_attempts: int = 5
+    delivery_retry_seconds: float = 30.0
+    delivery_retry_max_seconds: float = 3600.0
+    # This many failed attempts in a row through one connector (in one worker's run) pause the
+    # execution with the reason, instead of burning through the audience; 0 never pauses.
+    delivery_error_threshold: int = 20
+    # A user claimed this long ago by a worker that has not settled it belongs to a worker that
+    # died: another worker takes it over (read on the worker's clock).
+    delivery_lease_seconds: float = 300.0
     # Sandbox time travel and multi-process tests: read "now" from this file (epoch seconds).
     clock_file: str | None = None
 
