@@ -104,9 +104,14 @@ def register_sqlite_functions(dbapi_connection: Any) -> None:
 _SQLITE_LOCK_TIMEOUT = 30.0
 
 
-def _sqlite_engine(url: str, *, immediate: bool) -> AsyncEngine:
+def _sqlite_engine(url: str, *, immediate: bool, pool_size: int) -> AsyncEngine:
     path = make_url(url).database or ""
-    engine = create_async_engine(url, async_creator=sqlite_inline.connector(path, _SQLITE_LOCK_TIMEOUT))
+    engine = create_async_engine(
+        url,
+        async_creator=sqlite_inline.connector(path, _SQLITE_LOCK_TIMEOUT),
+        pool_size=pool_size,
+        max_overflow=pool_size,
+    )
     # SQLite has one writer at a time. Within this process, writers queue on an asyncio lock
     # instead of in SQLite's busy loop, so waiting costs no pooled connection and no thread.
     gate = asyncio.Lock()
@@ -155,8 +160,8 @@ def _sqlite_engine(url: str, *, immediate: bool) -> AsyncEngine:
 def create_database(settings: Settings) -> Database:
     url = settings.database_url
     if url.startswith("sqlite"):
-        engine = _sqlite_engine(url, immediate=True)
-        read_engine = _sqlite_engine(url, immediate=False)
+        engine = _sqlite_engine(url, immediate=True, pool_size=settings.db_pool_size)
+        read_engine = _sqlite_engine(url, immediate=False, pool_size=settings.db_pool_size)
     else:
         # No ping before each checkout (a round trip per request): a connection found dead is
         # invalidated with the whole pool, that one request answers 503 "retry", the next ones
