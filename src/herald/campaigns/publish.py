@@ -150,6 +150,6 @@ async def _new_version(session: AsyncSession, prepared: service.PreparedUpdate, 
     )
     session.add(row)
     await session.flush()
-    await repository.replace_tags(session, row, row.tags)
+    repository.add_tags(session, row, row.tags)
     await session.flush()
     return row
