@@ -106,11 +106,10 @@ _SQLITE_LOCK_TIMEOUT = 30.0
 
 def _sqlite_engine(url: str, *, immediate: bool, pool_size: int) -> AsyncEngine:
     path = make_url(url).database or ""
+    in_memory = path in ("", ":memory:")  # one connection, kept: SQLAlchemy's StaticPool takes no size
+    pool = {} if in_memory else {"pool_size": pool_size, "max_overflow": pool_size}
     engine = create_async_engine(
-        url,
-        async_creator=sqlite_inline.connector(path, _SQLITE_LOCK_TIMEOUT),
-        pool_size=pool_size,
-        max_overflow=pool_size,
+        url, async_creator=sqlite_inline.connector(path, _SQLITE_LOCK_TIMEOUT), **pool
     )
     # SQLite has one writer at a time. Within this process, writers queue on an asyncio lock
     # instead of in SQLite's busy loop, so waiting costs no pooled connection and no thread.
