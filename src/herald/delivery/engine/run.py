@@ -43,7 +43,7 @@ from herald.delivery.rendering import RenderError
 
 log = logging.getLogger("herald.delivery.engine")
 
-BATCH = 200
+BATCH = 200  # users claimed at once, at least; a window larger than that is claimed whole
 
 
 class UserState:
@@ -112,7 +112,7 @@ def _has_message(plan: SendPlan, customer_id: str, user: User) -> bool:
 
 
 async def _claim(
-    database: Database, plan: SendPlan, execution: Execution, now: datetime, lease: timedelta
+    database: Database, plan: SendPlan, execution: Execution, now: datetime, lease: timedelta, size: int
 ) -> list[_Claimed] | None:
     """The next batch to send (maybe empty after hold-outs); None when no user is left to claim."""
     async with database.writer() as session:
@@ -143,7 +143,7 @@ async def _claim(
                     ),
                 )
                 .order_by(ExecutionUser.rank)
-                .limit(BATCH)
+                .limit(size)
                 .with_for_update(skip_locked=True, of=ExecutionUser)
             )
         ).all()
@@ -188,6 +188,11 @@ async def _claim(
 
 async def _still_sending(database: Database, execution: Execution) -> bool:
     """The campaign is SENDING (not stopped) and the execution DISPATCHING (not paused)."""
+    async with database.reader() as session:
+        return await _sending_in(session, execution)
+
+
+async def _sending_in(session: AsyncSession, execution: Execution) -> bool:
     campaign = (
         select(Campaign.status)
         .where(
@@ -197,14 +202,13 @@ async def _still_sending(database: Database, execution: Execution) -> bool:
         )
         .scalar_subquery()
     )
-    async with database.reader() as session:
-        found = (
-            await session.execute(
-                select(campaign, Execution.status).where(
-                    Execution.workspace_id == execution.workspace_id, Execution.id == execution.id
-                )
+    found = (
+        await session.execute(
+            select(campaign, Execution.status).where(
+                Execution.workspace_id == execution.workspace_id, Execution.id == execution.id
             )
-        ).first()
+        )
+    ).first()
     return found is not None and tuple(found) == (CampaignStatus.SENDING.value, "DISPATCHING")
 
 
@@ -247,31 +251,23 @@ async def _existing(database: Database, workspace_id: str, outbox_id: str) -> Ou
     return Outcome(False, reason or "The message could not be sent.")
 
 
-async def _send_user(
-    database: Database,
-    dispatcher: Dispatcher,
-    plan: SendPlan,
-    execution: Execution,
-    item: _Claimed,
-    now: datetime,
-) -> _Result:
-    if not plan.groups:
-        return _Result(False, plan.problem or "The campaign has nothing to send.")
+async def _envelopes(
+    plan: SendPlan, execution: Execution, item: _Claimed, now: datetime
+) -> list[tuple[Envelope, str | None]]:
+    """The user's messages, rendered, each with the reason it cannot be sent (else None)."""
     recipient = recipient_for(item.user, item.customer_id, plan.channel)
     profile = recipient.profile or {}
     group = plan.group_for(item.customer_id, profile)
-    failures: list[str] = []
-    retry_at: datetime | None = None
+    found: list[tuple[Envelope, str | None]] = []
     for message in plan.messages_for(group, profile):
         platform = message.slot.platform.value if message.slot.platform else plan.channel.value
-        envelope_id = delivery_id(execution.id, item.customer_id, platform)
         try:
             body = await plan.render(group, profile, message)
-            reason = None
+            reason = plan.problem if plan.connector is not None else plan.problem or "No connector."
         except RenderError as exc:
             body, reason = message.message(), f"Personalization failed: {exc}"
         envelope = Envelope(
-            envelope_id,
+            delivery_id(execution.id, item.customer_id, platform),
             execution.workspace_id,
             plan.campaign.campaign_id,
             False,
@@ -280,23 +276,78 @@ async def _send_user(
             body,
             now,
         )
-        if plan.problem is None and plan.connector is not None and reason is None:
-            outcome = await dispatcher.deliver(plan.connector, envelope)
+        found.append((envelope, reason))
+    return found
+
+
+async def _send_window(
+    database: Database,
+    dispatcher: Dispatcher,
+    plan: SendPlan,
+    execution: Execution,
+    users: list[_Claimed],
+    now: datetime,
+) -> bool:
+    """Send the messages of a window of users side by side and record where each user stands;
+    False, with nothing handed over, when the campaign is no longer SENDING (or the execution no
+    longer DISPATCHING) at the moment the window's outbox rows would be written."""
+    if not plan.groups:
+        reason = plan.problem or "The campaign has nothing to send."
+        await _record_users(database, execution, {item.customer_id: _Result(False, reason) for item in users})
+        return True
+    messages = [(item, await _envelopes(plan, execution, item, now)) for item in users]
+    ready = [envelope for _, found in messages for envelope, reason in found if reason is None]
+    outcomes: dict[str, Outcome] = {}
+    if ready:
+        assert plan.connector is not None
+
+        async def allowed(session: AsyncSession) -> bool:
+            return await _sending_in(session, execution)
+
+        delivered = await dispatcher.deliver_many(plan.connector, ready, allowed)
+        if delivered is None:
+            return False
+        outcomes = {envelope.delivery_id: outcome for envelope, outcome in zip(ready, delivered, strict=True)}
+    elif not await _still_sending(database, execution):
+        return False
+    results: dict[str, _Result] = {}
+    for item, found in messages:
+        failures: list[str] = []
+        retry_at: datetime | None = None
+        for envelope, unsendable in found:
+            if unsendable is None:
+                outcome = outcomes[envelope.delivery_id]
+            else:
+                try:
+                    outcome = await dispatcher.unsent(plan.connector, envelope, unsendable)
+                except IntegrityError:  # recorded before this user was taken over
+                    outcome = await _existing(database, execution.workspace_id, envelope.delivery_id)
+            if outcome.retry_at is not None:
+                retry_at = max(retry_at or outcome.retry_at, outcome.retry_at)
+            if not outcome.sent:
+                failures.append(outcome.reason or "The send failed.")
+        joined = "; ".join(failures) or None
+        results[item.customer_id] = (
+            _Result(False, joined, retry_at) if retry_at is not None else _Result(not failures, joined)
+        )
+    await _record_users(database, execution, results)
+    return True
+
+
+async def _record_users(database: Database, execution: Execution, results: dict[str, _Result]) -> None:
+    """Each user's state after its messages, in one transaction (one statement per distinct end)."""
+    ends: dict[tuple[str, str | None, datetime | None], list[str]] = {}
+    for customer_id, result in results.items():
+        if result.retry_at is not None:
+            state = UserState.RETRY
         else:
-            try:
-                outcome = await dispatcher.unsent(
-                    plan.connector, envelope, reason or plan.problem or "No connector."
-                )
-            except IntegrityError:  # recorded before this user was taken over
-                outcome = await _existing(database, execution.workspace_id, envelope_id)
-        if outcome.retry_at is not None:
-            retry_at = max(retry_at or outcome.retry_at, outcome.retry_at)
-        if not outcome.sent:
-            failures.append(outcome.reason or "The send failed.")
-    reason = "; ".join(failures) or None
-    if retry_at is not None:
-        return _Result(False, reason, retry_at)
-    return _Result(not failures, reason)
+            state = UserState.SENT if result.sent else UserState.FAILED
+        ends.setdefault((state, result.reason, result.retry_at), []).append(customer_id)
+    async with database.writer() as session:
+        for (state, reason, retry_at), ids in ends.items():
+            more: dict[str, object] = {"not_before": retry_at, "claimed_at": None} if retry_at else {}
+            await _set_users(session, execution, ids, state, reason, **more)
+        await session.commit()
 
 
 async def dispatch(
@@ -308,25 +359,24 @@ async def dispatch(
     lease: timedelta,
 ) -> bool:
     """Send batch after batch while the campaign is SENDING and the execution DISPATCHING; True
-    when every user is settled."""
+    when every user is settled. A batch goes out in windows of users whose messages are handed
+    over side by side (`Dispatcher.window`); the window's outbox rows are written only if the
+    campaign is still SENDING, and after each window the connector's error threshold is checked."""
+    window = dispatcher.window(plan.connector)
     while True:
         if not await _still_sending(database, execution):
             return False
-        claimed = await _claim(database, plan, execution, now, lease)
+        claimed = await _claim(database, plan, execution, now, lease, max(BATCH, window))
         if claimed is None:
             return not await _in_flight(database, execution)
-        for index, item in enumerate(claimed):
+        for start in range(0, len(claimed), window):
+            if not await _send_window(
+                database, dispatcher, plan, execution, claimed[start : start + window], now
+            ):
+                await _release(database, execution, [c.customer_id for c in claimed[start:]])
+                return False
             failing = dispatcher.failing(plan.connector) if plan.connector is not None else None
             if failing is not None:
                 await pause(database, execution, failing, now)
-            if failing is not None or not await _still_sending(database, execution):
-                await _release(database, execution, [c.customer_id for c in claimed[index:]])
+                await _release(database, execution, [c.customer_id for c in claimed[start + window :]])
                 return False
-            result = await _send_user(database, dispatcher, plan, execution, item, now)
-            async with database.writer() as session:
-                if result.retry_at is not None:
-                    state, more = UserState.RETRY, {"not_before": result.retry_at, "claimed_at": None}
-                else:
-                    state, more = (UserState.SENT if result.sent else UserState.FAILED), {}
-                await _set_users(session, execution, [item.customer_id], state, result.reason, **more)
-                await session.commit()
