@@ -185,17 +185,17 @@ def _email_body() -> dict[str, Any]:
 
 class Processes:
     def __init__(self) -> None:
-        self.running: list[subprocess.Popen[bytes]] = []
+        self.running: list[tuple[subprocess.Popen[bytes], bool]] = []  # (process, under py-spy)
 
     def start(self, command: list[str], env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
         process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE)
-        self.running.append(process)
+        self.running.append((process, command[0] == "py-spy"))
         return process
 
     def stop(self) -> None:
-        for process in self.running:
-            process.send_signal(signal.SIGTERM)
-        for process in self.running:
+        for process, profiled in self.running:
+            process.send_signal(signal.SIGINT if profiled else signal.SIGTERM)
+        for process, _ in self.running:
             try:
                 process.wait(timeout=20)
             except subprocess.TimeoutExpired:
@@ -367,7 +367,8 @@ async def _bare_push(
             yield orjson.dumps(many), many[0]["id"]
 
     pending = requests()
-    async with httpx.AsyncClient(limits=httpx.Limits(max_connections=concurrency)) as client:
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    async with httpx.AsyncClient(limits=limits) as client:
 
         async def worker() -> None:
             for body, delivery in pending:
@@ -527,7 +528,23 @@ async def run(args: Any, settings: Settings, key: str) -> list[Figure]:
                 "HERALD_DELIVERY_CONCURRENCY": str(args.concurrency),
             }
             env.pop("HERALD_REDIS_URL", None)
-            processes.start([sys.executable, "-m", "herald", "serve", "--port", str(api_port)], env)
+            serve = [sys.executable, "-m", "herald", "serve", "--port", str(api_port)]
+            if args.profile:
+                # py-spy as the parent: it writes its samples when the benchmark stops it (SIGINT).
+                serve = [
+                    "py-spy",
+                    "record",
+                    "--gil",
+                    "-r",
+                    "200",
+                    "-f",
+                    "raw",
+                    "-o",
+                    args.profile,
+                    "--",
+                    *serve,
+                ]
+            processes.start(serve, env)
             if _engine(args.database_url) == "postgresql":
                 processes.start([sys.executable, "-m", "herald", "worker"], env)
             async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{api_port}", timeout=60) as api:
@@ -624,7 +641,12 @@ def main() -> None:
     parser.add_argument(
         "--audience-users", type=int, default=1_000_000, help="users of the resolved audience"
     )
-    parser.add_argument("--concurrency", type=int, default=32, help="messages in flight, both sides")
+    parser.add_argument(
+        "--concurrency",
+        type=int,
+        default=Settings.model_fields["delivery_concurrency"].default,
+        help="messages in flight, both sides",
+    )
     parser.add_argument("--batch-size", type=int, default=100, help="messages per POST in batched mode")
     parser.add_argument(
         "--smtp-session-messages",
@@ -632,6 +654,7 @@ def main() -> None:
         default=SMTP_SESSION_MESSAGES,
         help="messages per SMTP connection (bare)",
     )
+    parser.add_argument("--profile", help="record `herald serve` with py-spy --gil into this file (raw)")
     args = parser.parse_args()
     key = Fernet.generate_key().decode()
     settings = Settings(database_url=args.database_url, redis_url=None, secret_key=SecretStr(key))

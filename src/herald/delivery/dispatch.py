@@ -98,10 +98,12 @@ class Dispatcher:
         connector: Connector,
         envelopes: Sequence[Envelope],
         allowed: Callable[[AsyncSession], Awaitable[bool]],
+        also: Callable[[list[Outcome]], Callable[[AsyncSession], Awaitable[None]]],
     ) -> list[Outcome] | None:
         """`deliver` for a window of campaign messages: their attempts begun in one transaction
         that first asks `allowed` (None, nothing written or sent, when it says no), the messages
-        handed over side by side, their outcomes recorded in one transaction."""
+        handed over side by side, their outcomes recorded in one transaction together with what
+        `also(outcomes)` writes (the engine's state of the users)."""
         now = self._clock.now()
         attempts = await outbox.begin_attempts(self._sessions, envelopes, connector, now, allowed)
         if attempts is None:
@@ -114,8 +116,9 @@ class Dispatcher:
             final = self._settle(connector, attempts[index].number, outcome, now)
             settled.append(outbox.Settled(envelopes[index], final, final.retry_at))
             outcomes[index] = final
-        await outbox.record_settled(self._sessions, settled, self._clock.now())
-        return [outcome for outcome in outcomes if outcome is not None]
+        ended = [outcome for outcome in outcomes if outcome is not None]
+        await outbox.record_settled(self._sessions, settled, self._clock.now(), also(ended))
+        return ended
 
     def _settle(self, connector: Connector, number: int, outcome: Outcome, now: datetime) -> Outcome:
         """What attempt `number` comes to: sent, failed for good, or to be attempted again

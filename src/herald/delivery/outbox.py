@@ -195,13 +195,12 @@ async def record_settled(
     sessions: async_sessionmaker[AsyncSession],
     settled: Sequence[Settled],
     now: datetime,
+    also: Callable[[AsyncSession], Awaitable[None]] | None = None,
 ) -> None:
-    """Commit the outcomes of a window of attempts in one transaction. As with `record_outcome`,
-    a failure to record is logged: the messages are gone, their rows stay PENDING (outcome
-    unknown)."""
-    if not settled:
-        return
-    workspace_id = settled[0].envelope.workspace_id
+    """Commit the outcomes of a window of attempts in one transaction, with `also` (the caller's
+    own bookkeeping of the same window). As with `record_outcome`, a failure to record is logged:
+    the messages are gone, their rows stay PENDING (outcome unknown)."""
+    workspace_id = settled[0].envelope.workspace_id if settled else ""
     sent = [item.envelope.delivery_id for item in settled if item.outcome.sent]
     try:
         async with sessions() as session:
@@ -229,6 +228,8 @@ async def record_settled(
                     .values(**values)
                     .execution_options(synchronize_session=False)
                 )
+            if also is not None:
+                await also(session)
             await session.commit()
     except SQLAlchemyError:
         log.exception("could not record the outcomes of %d deliveries", len(settled))

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -297,31 +298,55 @@ async def _send_window(
         return True
     messages = [(item, await _envelopes(plan, execution, item, now)) for item in users]
     ready = [envelope for _, found in messages for envelope, reason in found if reason is None]
+    unsendable = len(ready) < sum(len(found) for _, found in messages)
     outcomes: dict[str, Outcome] = {}
+
+    def users_too(delivered: list[Outcome]) -> Callable[[AsyncSession], Awaitable[None]]:
+        # The users' states in the outbox's own transaction, when every message was attempted.
+        async def write(session: AsyncSession) -> None:
+            if not unsendable:
+                found = dict(zip((envelope.delivery_id for envelope in ready), delivered, strict=True))
+                await _write_users(session, execution, _results(messages, found))
+
+        return write
+
     if ready:
         assert plan.connector is not None
 
         async def allowed(session: AsyncSession) -> bool:
             return await _sending_in(session, execution)
 
-        delivered = await dispatcher.deliver_many(plan.connector, ready, allowed)
+        delivered = await dispatcher.deliver_many(plan.connector, ready, allowed, users_too)
         if delivered is None:
             return False
+        if not unsendable:
+            return True
         outcomes = {envelope.delivery_id: outcome for envelope, outcome in zip(ready, delivered, strict=True)}
     elif not await _still_sending(database, execution):
         return False
+    for _, found in messages:
+        for envelope, why in found:
+            if why is not None:
+                try:
+                    outcomes[envelope.delivery_id] = await dispatcher.unsent(plan.connector, envelope, why)
+                except IntegrityError:  # recorded before this user was taken over
+                    outcomes[envelope.delivery_id] = await _existing(
+                        database, execution.workspace_id, envelope.delivery_id
+                    )
+    await _record_users(database, execution, _results(messages, outcomes))
+    return True
+
+
+def _results(
+    messages: list[tuple[_Claimed, list[tuple[Envelope, str | None]]]], outcomes: dict[str, Outcome]
+) -> dict[str, _Result]:
+    """Where each user stands after its messages' outcomes."""
     results: dict[str, _Result] = {}
     for item, found in messages:
         failures: list[str] = []
         retry_at: datetime | None = None
-        for envelope, unsendable in found:
-            if unsendable is None:
-                outcome = outcomes[envelope.delivery_id]
-            else:
-                try:
-                    outcome = await dispatcher.unsent(plan.connector, envelope, unsendable)
-                except IntegrityError:  # recorded before this user was taken over
-                    outcome = await _existing(database, execution.workspace_id, envelope.delivery_id)
+        for envelope, _ in found:
+            outcome = outcomes[envelope.delivery_id]
             if outcome.retry_at is not None:
                 retry_at = max(retry_at or outcome.retry_at, outcome.retry_at)
             if not outcome.sent:
@@ -330,12 +355,17 @@ async def _send_window(
         results[item.customer_id] = (
             _Result(False, joined, retry_at) if retry_at is not None else _Result(not failures, joined)
         )
-    await _record_users(database, execution, results)
-    return True
+    return results
 
 
 async def _record_users(database: Database, execution: Execution, results: dict[str, _Result]) -> None:
-    """Each user's state after its messages, in one transaction (one statement per distinct end)."""
+    async with database.writer() as session:
+        await _write_users(session, execution, results)
+        await session.commit()
+
+
+async def _write_users(session: AsyncSession, execution: Execution, results: dict[str, _Result]) -> None:
+    """Each user's state after its messages (one statement per distinct end)."""
     ends: dict[tuple[str, str | None, datetime | None], list[str]] = {}
     for customer_id, result in results.items():
         if result.retry_at is not None:
@@ -343,11 +373,9 @@ async def _record_users(database: Database, execution: Execution, results: dict[
         else:
             state = UserState.SENT if result.sent else UserState.FAILED
         ends.setdefault((state, result.reason, result.retry_at), []).append(customer_id)
-    async with database.writer() as session:
-        for (state, reason, retry_at), ids in ends.items():
-            more: dict[str, object] = {"not_before": retry_at, "claimed_at": None} if retry_at else {}
-            await _set_users(session, execution, ids, state, reason, **more)
-        await session.commit()
+    for (state, reason, retry_at), ids in ends.items():
+        more: dict[str, object] = {"not_before": retry_at, "claimed_at": None} if retry_at else {}
+        await _set_users(session, execution, ids, state, reason, **more)
 
 
 async def dispatch(
