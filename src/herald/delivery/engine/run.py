@@ -3,11 +3,13 @@
 A batch is claimed in one short write transaction (`FOR UPDATE SKIP LOCKED` on PostgreSQL, so
 several workers take disjoint batches; SQLite has one writer and one process): each user is held
 out (control group), suppressed (push token of no campaign platform, audience limit) or CLAIMED.
-No transaction is open while messages go out. Each message then takes the test sends' path
-(`Dispatcher.send`: outbox row committed PENDING, attempt, SENT/FAILED committed); its outbox id
-is derived from (execution, user, platform), so the outbox primary key makes a second message for
-the same slot impossible, whatever the interleaving of workers. Before each hand-off the campaign's
-status is read again: once it is no longer SENDING (STOP), nothing more is handed to a connector.
+No transaction is open while messages go out. The batch is sent in windows of users
+(`Dispatcher.deliver_many`): the window's outbox rows committed PENDING in one transaction, the
+messages handed over side by side, their outcomes and the users' states committed in one more; each
+outbox id is derived from (execution, user, platform), so the outbox primary key makes a second
+message for the same slot impossible, whatever the interleaving of workers. The transaction that
+writes a window's rows first reads the campaign's status: once it is no longer SENDING (STOP),
+nothing more is handed to a connector.
 
 Failures: a transient one puts the user in RETRY until the message's next attempt time (the
 dispatcher's backoff), when it is claimed again and only its unsettled messages are attempted. A
