@@ -32,6 +32,13 @@ BENCHMARKS: list[tuple[str, list[str]]] = [
     ("benchmarks.campaign_create", ["--requests", scaled(1000, least=40)]),
     ("benchmarks.search", ["--campaigns", scaled(100_000)]),
     ("benchmarks.preview", ["--requests", scaled(2000, least=8)]),
+    (
+        "benchmarks.delivery",
+        [
+            *("--users", scaled(100_000, least=100), "--email-users", scaled(20_000, least=100)),
+            *("--audience-users", scaled(1_000_000, least=1000)),
+        ],
+    ),
 ]
 
 

@@ -48,6 +48,9 @@ class Settings(BaseSettings):
     secret_key: SecretStr | None = None
     # Default time limit for one delivery attempt (SMTP session or webhook call), in seconds.
     delivery_timeout_seconds: float = 10.0
+    # Requests a worker has in flight at once (webhook POSTs or SMTP connections). More is not
+    # faster against a near receiver: the HTTP client's own bookkeeping grows with it.
+    delivery_concurrency: int = 8
     # A campaign message that fails transiently (SMTP 4xx, webhook 5xx/408/429, no connection, a
     # timeout) is attempted again after `delivery_retry_seconds`, doubling each time up to
     # `delivery_retry_max_seconds`, at most `delivery_max_attempts` attempts in all; then FAILED.

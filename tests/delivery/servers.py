@@ -63,6 +63,14 @@ class MailSink:
     received: list[ReceivedMail] = field(default_factory=list)
     # Set to an SMTP reply such as "550 mailbox unavailable" to refuse recipients.
     refuse_rcpt: str | None = None
+    sessions: int = 0  # EHLOs seen: one per connection (no STARTTLS here re-greets)
+
+    async def handle_EHLO(
+        self, server: Any, session: Any, envelope: Any, hostname: str, responses: list[str]
+    ) -> list[str]:
+        self.sessions += 1
+        session.host_name = hostname
+        return responses
 
     async def handle_RCPT(self, server: Any, session: Any, envelope: Any, address: str, options: Any) -> str:
         if self.refuse_rcpt:

@@ -83,11 +83,14 @@ PUSH: dict[str, Any] = {
 }
 
 
-async def tick(app: FastAPI, tenant: Tenant) -> int:
+async def tick(app: FastAPI, tenant: Tenant, *, one_at_a_time: bool = False) -> int:
+    """One worker tick; `one_at_a_time` hands the connector one message at a time, so a test can
+    hold the first message and know that no other one is on its way."""
     services: Services = app.state.herald
-    return await worker.run_tick(
-        services.database, services.clock.now(), [tenant.workspace_id], services.settings
-    )
+    settings = services.settings
+    if one_at_a_time:
+        settings = settings.model_copy(update={"delivery_concurrency": 1})
+    return await worker.run_tick(services.database, services.clock.now(), [tenant.workspace_id], settings)
 
 
 async def publish(client: httpx.AsyncClient, tenant: Tenant, body: dict[str, Any]) -> str:
@@ -315,7 +318,7 @@ class TestStop:
         gate = _Gate()
         try:
             campaign_id = await _publish_to_gate(app, client, workspace, gate)
-            running = asyncio.create_task(tick(app, workspace))
+            running = asyncio.create_task(tick(app, workspace, one_at_a_time=True))
             assert await asyncio.to_thread(gate.arrived.wait, 30)  # the first message is in flight
             assert await status(client, workspace, campaign_id) == "SENDING"
             stopped = await h.action(client, workspace, campaign_id, "STOP")
@@ -339,7 +342,7 @@ class TestResume:
         gate = _Gate()
         try:
             campaign_id = await _publish_to_gate(app, client, workspace, gate)
-            running = asyncio.create_task(tick(app, workspace))
+            running = asyncio.create_task(tick(app, workspace, one_at_a_time=True))
             assert await asyncio.to_thread(gate.arrived.wait, 30)
             running.cancel()  # the worker dies while its first message is in flight
             with contextlib.suppress(asyncio.CancelledError):

@@ -65,6 +65,17 @@ def connectors_add(
         ),
     ] = None,
     timeout: Annotated[float | None, typer.Option(help="Seconds per delivery attempt.")] = None,
+    batch_size: Annotated[
+        int | None,
+        typer.Option(
+            help="Webhook: campaign messages per POST (1-1000, default 1). Above 1 the body is a JSON array"
+            " of the usual message objects, each with its own delivery id; test sends stay one per POST."
+        ),
+    ] = None,
+    session_messages: Annotated[
+        int | None,
+        typer.Option(help="SMTP: messages one connection carries before a new one is opened (default 100)."),
+    ] = None,
 ) -> None:
     """Add a connector to a workspace."""
     given = ConnectorInput(
@@ -81,6 +92,8 @@ def connectors_add(
         url=url,
         secret=secret,
         timeout=timeout,
+        batch_size=batch_size,
+        session_messages=session_messages,
     )
     settings = Settings()
 

@@ -39,6 +39,11 @@ EMAIL_WEBHOOK_TYPES = frozenset(
     }
 )
 MAX_TIMEOUT_SECONDS = 120.0
+# Webhook batching: messages per POST (1, the default, is one message per POST).
+MAX_BATCH_SIZE = 1000
+# SMTP: messages one connection carries before it is closed and a new one opened.
+DEFAULT_SESSION_MESSAGES = 100
+MAX_SESSION_MESSAGES = 10_000
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 _.\-]{0,99}$")
 _HOST = re.compile(r"^[A-Za-z0-9.\-:\[\]]+$")
 
@@ -62,10 +67,12 @@ class ConnectorInput:
     password: str | None = None
     senders: tuple[str, ...] = ()
     ca_file: str | None = None
+    session_messages: int | None = None  # messages per SMTP connection (DEFAULT_SESSION_MESSAGES)
     # webhook
     url: str | None = None
     secret: str | None = None
     timeout: float | None = None
+    batch_size: int | None = None  # live messages per POST (1: one per POST)
 
 
 @dataclass(frozen=True)
@@ -172,6 +179,10 @@ def _check_smtp(given: ConnectorInput, errors: list[str]) -> tuple[dict[str, obj
     errors.extend(problem for sender in given.senders if (problem := _check_sender(sender)))
     if given.ca_file and not os.path.isfile(given.ca_file):
         errors.append(f"--ca-file {given.ca_file} is not a readable file")
+    if given.batch_size is not None:
+        errors.append("--batch-size belongs to webhook connectors, not CUSTOM_SMTP")
+    if given.session_messages is not None and not 1 <= given.session_messages <= MAX_SESSION_MESSAGES:
+        errors.append(f"--session-messages must be 1-{MAX_SESSION_MESSAGES}")
     settings: dict[str, object] = {
         "host": host,
         "port": port,
@@ -180,6 +191,7 @@ def _check_smtp(given: ConnectorInput, errors: list[str]) -> tuple[dict[str, obj
         "senders": list(given.senders),
         "ca_file": given.ca_file or None,
         "timeout": given.timeout,
+        "session_messages": given.session_messages,
     }
     return settings, ({"password": given.password} if given.password else {})
 
@@ -188,10 +200,13 @@ def _check_webhook(
     given: ConnectorInput, errors: list[str], generate_secret: str
 ) -> tuple[dict[str, object], dict[str, str]]:
     smtp_only = (given.host, given.port, given.security, given.username, given.password, given.ca_file)
-    if any(value is not None for value in smtp_only) or given.senders:
+    if any(value is not None for value in smtp_only) or given.senders or given.session_messages is not None:
         errors.append(
-            "--host, --port, --security, --username, --password, --sender, --ca-file belong to CUSTOM_SMTP"
+            "--host, --port, --security, --username, --password, --sender, --ca-file, --session-messages"
+            " belong to CUSTOM_SMTP"
         )
+    if given.batch_size is not None and not 1 <= given.batch_size <= MAX_BATCH_SIZE:
+        errors.append(f"--batch-size must be 1-{MAX_BATCH_SIZE}")
     if not given.url:
         errors.append("--url is required for webhook connectors")
     elif problem := check_webhook_url(given.url):
@@ -199,7 +214,8 @@ def _check_webhook(
     secret = given.secret if given.secret is not None else generate_secret
     if len(secret) < 16:
         errors.append("--secret must be at least 16 characters (or leave it out to have one generated)")
-    return {"url": given.url, "timeout": given.timeout}, {"hmac_secret": secret}
+    settings: dict[str, object] = {"url": given.url, "timeout": given.timeout, "batch_size": given.batch_size}
+    return settings, {"hmac_secret": secret}
 
 
 def check_connector(given: ConnectorInput, generate_secret: str) -> tuple[CheckedConnector | None, list[str]]:

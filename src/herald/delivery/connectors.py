@@ -116,6 +116,9 @@ def connector_view(row: Connector) -> dict[str, Any]:
         view["username"] = settings["username"]
     if settings.get("senders"):
         view["senders"] = list(settings["senders"])
+    for tuning in ("batch_size", "session_messages"):
+        if settings.get(tuning):
+            view[tuning] = settings[tuning]
     return view
 
 

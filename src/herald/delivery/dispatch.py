@@ -4,14 +4,19 @@ A `Dispatcher` lives for one batch of sends (one C8 request, one campaign run): 
 client between webhook calls and remembers connectors that failed as a whole, so later messages
 through them fail at once with the same reason instead of each waiting for a timeout.
 
-Campaign messages go through `deliver`: a transient failure is attempted again later (bounded
-attempts, exponential backoff on the injected clock), and the dispatcher counts failed attempts
-in a row per connector so the engine can pause an execution whose connector keeps failing.
+Campaign messages go through `deliver` (one) or `deliver_many` (a window of them, attempted side
+by side): a transient failure is attempted again later (bounded attempts, exponential backoff on
+the injected clock), and the dispatcher counts failed attempts in a row per connector so the
+engine can pause an execution whose connector keeps failing. A window is handed over at most
+`delivery_concurrency` requests at a time; a webhook connector with a `batch_size` gets that many
+messages per POST; SMTP connections are kept between messages (`smtp.SmtpSessions`).
 """
 
 from __future__ import annotations
 
-from datetime import timedelta
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Self
 
@@ -26,8 +31,8 @@ from herald.delivery.connectors import open_secrets
 from herald.delivery.crypto import SecretKeyError
 from herald.delivery.messages import Envelope, Outcome
 from herald.delivery.models import Connector
-from herald.delivery.smtp import send_smtp
-from herald.delivery.webhook import send_webhook
+from herald.delivery.smtp import SmtpSessions
+from herald.delivery.webhook import send_webhook, send_webhook_batch
 
 
 class Dispatcher:
@@ -45,8 +50,16 @@ class Dispatcher:
         self._down: dict[str, str] = {}
         # Failed attempts in a row per connector, and the last reason (reset by a success).
         self._streak: dict[str, tuple[int, str]] = {}
-        # Redirects are never followed: the signature is for the URL the connector names.
-        self._client = httpx.AsyncClient(follow_redirects=False, trust_env=False)
+        self._secrets: dict[str, dict[str, str] | SecretKeyError] = {}
+        # Redirects are never followed: the signature is for the URL the connector names. As many
+        # connections are kept alive as requests may be in flight, so none is opened per message.
+        flight = max(1, settings.delivery_concurrency)
+        self._client = httpx.AsyncClient(
+            follow_redirects=False,
+            trust_env=False,
+            limits=httpx.Limits(max_connections=max(100, flight), max_keepalive_connections=flight),
+        )
+        self._smtp = SmtpSessions()
 
     async def __aenter__(self) -> Self:
         return self
@@ -55,6 +68,7 @@ class Dispatcher:
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         await self._client.aclose()
+        await self._smtp.close()
 
     async def send(self, connector: Connector, envelope: Envelope) -> Outcome:
         """Record PENDING, attempt, record the outcome. Raises only if the PENDING row cannot be
@@ -71,19 +85,58 @@ class Dispatcher:
         attempt = await outbox.begin_attempt(self._sessions, envelope, connector, now)
         if attempt.settled is not None:
             return attempt.settled
-        outcome = await self._attempt(connector, envelope)
+        outcome = self._settle(connector, attempt.number, await self._attempt(connector, envelope), now)
+        if outcome.retry_at is None:
+            await outbox.record_outcome(self._sessions, envelope, outcome, self._clock.now())
+        else:
+            reason = outcome.reason or "The send failed."
+            await outbox.record_retry(self._sessions, envelope, reason, outcome.retry_at, self._clock.now())
+        return outcome
+
+    async def deliver_many(
+        self,
+        connector: Connector,
+        envelopes: Sequence[Envelope],
+        allowed: Callable[[AsyncSession], Awaitable[bool]],
+        also: Callable[[list[Outcome]], Callable[[AsyncSession], Awaitable[None]]],
+    ) -> list[Outcome] | None:
+        """`deliver` for a window of campaign messages: their attempts begun in one transaction
+        that first asks `allowed` (None, nothing written or sent, when it says no), the messages
+        handed over side by side, their outcomes recorded in one transaction together with what
+        `also(outcomes)` writes (the engine's state of the users)."""
+        now = self._clock.now()
+        attempts = await outbox.begin_attempts(self._sessions, envelopes, connector, now, allowed)
+        if attempts is None:
+            return None
+        outcomes: list[Outcome | None] = [attempt.settled for attempt in attempts]
+        todo = [index for index, attempt in enumerate(attempts) if attempt.settled is None]
+        tried = await self._attempt_many(connector, [envelopes[index] for index in todo])
+        settled: list[outbox.Settled] = []
+        for index, outcome in zip(todo, tried, strict=True):
+            final = self._settle(connector, attempts[index].number, outcome, now)
+            settled.append(outbox.Settled(envelopes[index], final, final.retry_at))
+            outcomes[index] = final
+        ended = [outcome for outcome in outcomes if outcome is not None]
+        await outbox.record_settled(self._sessions, settled, self._clock.now(), also(ended))
+        return ended
+
+    def _settle(self, connector: Connector, number: int, outcome: Outcome, now: datetime) -> Outcome:
+        """What attempt `number` comes to: sent, failed for good, or to be attempted again
+        (`retry_at`) after a transient failure below the attempt limit."""
         self._count(connector, outcome)
         if outcome.sent or not outcome.transient:
-            await outbox.record_outcome(self._sessions, envelope, outcome, self._clock.now())
             return outcome
         reason = outcome.reason or "The send failed."
-        if attempt.number >= self._settings.delivery_max_attempts:
-            final = Outcome(False, f"Gave up after {attempt.number} attempts: {reason}")
-            await outbox.record_outcome(self._sessions, envelope, final, self._clock.now())
-            return final
-        at = now + retry_delay(self._settings, attempt.number)
-        await outbox.record_retry(self._sessions, envelope, reason, at, self._clock.now())
+        if number >= self._settings.delivery_max_attempts:
+            return Outcome(False, f"Gave up after {number} attempts: {reason}")
+        at = now + retry_delay(self._settings, number)
         return Outcome(False, reason, outcome.connector_down, True, at)
+
+    def window(self, connector: Connector | None) -> int:
+        """How many messages `deliver_many` can have on the way at once through `connector`."""
+        settings = (connector.settings if connector is not None else None) or {}
+        size = 1 if connector is None or is_smtp(connector.type) else int(settings.get("batch_size") or 1)
+        return max(1, self._settings.delivery_concurrency) * max(1, size)
 
     def failing(self, connector: Connector) -> str | None:
         """Why `connector` counts as failing (its error threshold reached), else None."""
@@ -105,11 +158,43 @@ class Dispatcher:
         await outbox.record_unsent(self._sessions, envelope, connector, self._request_id, reason)
         return Outcome(False, reason)
 
-    async def _attempt(self, connector: Connector, envelope: Envelope) -> Outcome:
+    async def _attempt_many(self, connector: Connector, envelopes: Sequence[Envelope]) -> list[Outcome]:
+        """Each message's outcome, at most `delivery_concurrency` requests in flight; a batched
+        webhook carries `batch_size` messages per request (and answers for all of them)."""
+        settings = connector.settings or {}
+        size = 1 if is_smtp(connector.type) else max(1, int(settings.get("batch_size") or 1))
+        groups = [envelopes[start : start + size] for start in range(0, len(envelopes), size)]
+        flight = asyncio.Semaphore(max(1, self._settings.delivery_concurrency))
+
+        async def attempt(group: Sequence[Envelope]) -> list[Outcome]:
+            async with flight:
+                if size == 1:
+                    return [await self._attempt(connector, group[0])]
+                return [await self._attempt(connector, group[0], group)] * len(group)
+
+        done = await asyncio.gather(*(attempt(group) for group in groups))
+        return [outcome for outcomes in done for outcome in outcomes]
+
+    def _open_secrets(self, connector: Connector) -> dict[str, str]:
+        """The connector's secrets, opened once per dispatcher. Raises SecretKeyError."""
+        if connector.id not in self._secrets:
+            try:
+                self._secrets[connector.id] = open_secrets(connector, self._settings.secret_key)
+            except SecretKeyError as exc:
+                self._secrets[connector.id] = exc
+        found = self._secrets[connector.id]
+        if isinstance(found, SecretKeyError):
+            raise found
+        return found
+
+    async def _attempt(
+        self, connector: Connector, envelope: Envelope, batch: Sequence[Envelope] | None = None
+    ) -> Outcome:
+        """One request: `envelope` alone, or every message of `batch` (a batched webhook)."""
         if connector.id in self._down:
             return Outcome(False, f"Not attempted: {self._down[connector.id]}", transient=True)
         try:
-            secrets = open_secrets(connector, self._settings.secret_key)
+            secrets = self._open_secrets(connector)
         except SecretKeyError as exc:
             # Fixable by the operator (the key is rotated back in): later, not never.
             outcome = Outcome(False, str(exc), connector_down=True, transient=True)
@@ -117,7 +202,9 @@ class Dispatcher:
             settings = connector.settings or {}
             time_limit = float(settings.get("timeout") or self._settings.delivery_timeout_seconds)
             if is_smtp(connector.type):
-                outcome = await send_smtp(settings, secrets, envelope, time_limit)
+                outcome = await self._smtp.send(connector.id, settings, secrets, envelope, time_limit)
+            elif batch is not None:
+                outcome = await send_webhook_batch(self._client, settings, secrets, batch, time_limit)
             else:
                 outcome = await send_webhook(self._client, settings, secrets, envelope, time_limit)
         if outcome.connector_down and outcome.reason:

@@ -9,18 +9,23 @@ Campaign messages (`begin_attempt`) may be attempted more than once under the sa
 transient failure (`record_retry`), or when the worker that held the user died mid-send (the row
 was left PENDING). Each attempt first bumps `attempts` with a compare-and-set, so two workers
 never both start the same attempt; the id stays the same, so a receiver can drop a repeat.
+
+The engine records a window of campaign messages at once (`begin_attempts`, `record_settled`): the
+rule is the same — every row committed PENDING before its message is handed to a connector, its
+outcome committed after — with one transaction per window instead of two per message, which is
+what lets delivery keep up with the transport.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import func, select, update
+from sqlalchemy import func, insert, select, update
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
@@ -43,27 +48,34 @@ class OutboxStatus(StrEnum):
 def _row(
     envelope: Envelope, connector: Connector | None, request_id: str | None, status: OutboxStatus
 ) -> OutboxEntry:
+    return OutboxEntry(**_values(envelope, connector, request_id, status))
+
+
+def _values(
+    envelope: Envelope, connector: Connector | None, request_id: str | None, status: OutboxStatus
+) -> dict[str, Any]:
     slot, recipient = envelope.slot, envelope.recipient
-    return OutboxEntry(
-        workspace_id=envelope.workspace_id,
-        id=envelope.delivery_id,
-        status=status.value,
-        failure_reason=None,
-        is_test=envelope.is_test,
-        channel=slot.channel.value,
-        platform=slot.platform.value if slot.platform else None,
-        locale=slot.locale,
-        variation=slot.variation,
-        connector_id=connector.id if connector else None,
-        connector_name=connector.name if connector else None,
-        recipient=(recipient.address or recipient.identifier_value)[:500],
-        customer_id=recipient.customer_id,
-        campaign_id=envelope.campaign_id,
-        request_id=request_id,
-        summary=summary_of(envelope),
-        created_at=envelope.now,
-        updated_at=envelope.now,
-    )
+    return {
+        "workspace_id": envelope.workspace_id,
+        "id": envelope.delivery_id,
+        "status": status.value,
+        "failure_reason": None,
+        "is_test": envelope.is_test,
+        "channel": slot.channel.value,
+        "platform": slot.platform.value if slot.platform else None,
+        "locale": slot.locale,
+        "variation": slot.variation,
+        "connector_id": connector.id if connector else None,
+        "connector_name": connector.name if connector else None,
+        "recipient": (recipient.address or recipient.identifier_value)[:500],
+        "customer_id": recipient.customer_id,
+        "campaign_id": envelope.campaign_id,
+        "request_id": request_id,
+        "summary": summary_of(envelope),
+        "created_at": envelope.now,
+        "updated_at": envelope.now,
+        "attempts": 1,
+    }
 
 
 async def record_pending(
@@ -122,6 +134,111 @@ async def begin_attempt(
         reason = "Another worker is attempting this message."
         return Attempt(settled=Outcome(False, reason, transient=True, retry_at=now))
     return Attempt(seen + 1)
+
+
+async def begin_attempts(
+    sessions: async_sessionmaker[AsyncSession],
+    envelopes: Sequence[Envelope],
+    connector: Connector,
+    now: datetime,
+    allowed: Callable[[AsyncSession], Awaitable[bool]],
+) -> list[Attempt] | None:
+    """`begin_attempt` for a window of campaign messages: in one transaction, `allowed` is asked
+    (e.g. "the campaign is still SENDING") and the rows of the messages seen for the first time
+    are written PENDING. None, with nothing written, when `allowed` says no. A message that has a
+    row already (a retry, a taken-over user) goes through `begin_attempt` on its own, and so does
+    every message of the window if another worker wrote one of its rows meanwhile."""
+    if not envelopes:
+        return []
+    workspace_id = envelopes[0].workspace_id
+    ids = [envelope.delivery_id for envelope in envelopes]
+    try:
+        async with sessions() as session:
+            if not await allowed(session):
+                return None
+            existing = set(
+                await session.scalars(
+                    select(OutboxEntry.id).where(
+                        OutboxEntry.workspace_id == workspace_id, OutboxEntry.id.in_(ids)
+                    )
+                )
+            )
+            fresh = [
+                _values(envelope, connector, None, OutboxStatus.PENDING)
+                for envelope in envelopes
+                if envelope.delivery_id not in existing
+            ]
+            if fresh:
+                await session.execute(insert(OutboxEntry), fresh)
+            await session.commit()
+    except IntegrityError:
+        existing = set(ids)  # a row appeared under us: settle each message on its own
+    return [
+        await begin_attempt(sessions, envelope, connector, now)
+        if envelope.delivery_id in existing
+        else Attempt(1)
+        for envelope in envelopes
+    ]
+
+
+@dataclass(frozen=True, slots=True)
+class Settled:
+    """How one attempted campaign message ends: `outcome` recorded (SENT or FAILED), or, with
+    `retry_at`, left PENDING to be attempted again then."""
+
+    envelope: Envelope
+    outcome: Outcome
+    retry_at: datetime | None = None
+
+
+async def record_settled(
+    sessions: async_sessionmaker[AsyncSession],
+    settled: Sequence[Settled],
+    now: datetime,
+    also: Callable[[AsyncSession], Awaitable[None]] | None = None,
+) -> None:
+    """Commit the outcomes of a window of attempts in one transaction, with `also` (the caller's
+    own bookkeeping of the same window). As with `record_outcome`, a failure to record is logged:
+    the messages are gone, their rows stay PENDING (outcome unknown)."""
+    workspace_id = settled[0].envelope.workspace_id if settled else ""
+    sent = [item.envelope.delivery_id for item in settled if item.outcome.sent]
+    try:
+        async with sessions() as session:
+            if sent:
+                await session.execute(
+                    update(OutboxEntry)
+                    .where(OutboxEntry.workspace_id == workspace_id, OutboxEntry.id.in_(sent))
+                    .values(status=OutboxStatus.SENT.value, failure_reason=None, updated_at=now)
+                    .execution_options(synchronize_session=False)
+                )
+            for item in settled:
+                if item.outcome.sent:
+                    continue
+                values: dict[str, Any] = {"failure_reason": item.outcome.reason, "updated_at": now}
+                if item.retry_at is not None:
+                    values["next_attempt_at"] = item.retry_at
+                else:
+                    values["status"] = OutboxStatus.FAILED.value
+                await session.execute(
+                    update(OutboxEntry)
+                    .where(
+                        OutboxEntry.workspace_id == workspace_id,
+                        OutboxEntry.id == item.envelope.delivery_id,
+                    )
+                    .values(**values)
+                    .execution_options(synchronize_session=False)
+                )
+            if also is not None:
+                await also(session)
+            await session.commit()
+    except SQLAlchemyError:
+        log.exception("could not record the outcomes of %d deliveries", len(settled))
+        return
+    retried = sum(item.retry_at is not None for item in settled)
+    failed = len(settled) - len(sent) - retried
+    for label, count in (("SENT", len(sent)), ("FAILED", failed), ("RETRY", retried)):
+        if count:
+            metrics.SENDS.labels(label).inc(count)
 
 
 async def record_retry(

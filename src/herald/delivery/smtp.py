@@ -3,11 +3,17 @@
 Security is what the connector says, never negotiated down: `none` sends in the clear (and does
 not try STARTTLS), `starttls` requires the upgrade, `tls` speaks TLS from the first byte.
 Certificates are verified (against `ca_file` when the connector names one).
+
+Connections are kept (`SmtpSessions`, one per dispatcher: a worker's tick, a test-send request):
+a message goes over an idle connection of its connector when there is one, so a campaign opens
+a connection per message in flight, not per message, and each carries at most the connector's
+`session_messages` (default 100) before it is closed, so no session lives for ever.
 """
 
 from __future__ import annotations
 
 import ssl
+from dataclasses import dataclass, field
 from email.message import EmailMessage
 from email.utils import format_datetime, formataddr
 from html.parser import HTMLParser
@@ -15,7 +21,7 @@ from typing import Any
 
 import aiosmtplib
 
-from herald.delivery.config import Security
+from herald.delivery.config import DEFAULT_SESSION_MESSAGES, Security
 from herald.delivery.messages import Envelope, Outcome
 
 # Failures of one message; anything else (connect, TLS, auth, timeouts) is the connector failing,
@@ -89,26 +95,96 @@ def build_email(envelope: Envelope) -> EmailMessage:
     return message
 
 
+@dataclass
+class _Connection:
+    client: aiosmtplib.SMTP
+    carried: int = 0
+
+
+@dataclass
+class SmtpSessions:
+    """Open SMTP connections between messages, by connector (see the module's docstring)."""
+
+    _idle: dict[str, list[_Connection]] = field(default_factory=dict)
+
+    async def send(
+        self,
+        key: str,
+        settings: dict[str, Any],
+        secrets: dict[str, str],
+        envelope: Envelope,
+        time_limit: float,
+    ) -> Outcome:
+        try:
+            message = build_email(envelope)
+        except (ValueError, TypeError) as exc:
+            return Outcome(False, f"The message cannot be built: {exc}")
+        idle = self._idle.setdefault(key, [])
+        bound = int(settings.get("session_messages") or DEFAULT_SESSION_MESSAGES)
+        while True:
+            reused = bool(idle)
+            try:
+                connection = (
+                    idle.pop() if reused else _Connection(await _connect(settings, secrets, time_limit))
+                )
+                outcome = await _send_on(connection, message, settings)
+            except (aiosmtplib.SMTPServerDisconnected, ConnectionError) as exc:
+                if reused:
+                    continue  # the server closed an idle connection before the message: a new one
+                return _unreachable(settings, exc)
+            except (aiosmtplib.SMTPException, ssl.SSLError, OSError) as exc:
+                return _unreachable(settings, exc)
+            if outcome.connector_down or connection.carried >= bound:
+                await _close(connection)
+            else:
+                idle.append(connection)
+            return outcome
+
+    async def close(self) -> None:
+        for connections in self._idle.values():
+            for connection in connections:
+                await _close(connection)
+        self._idle.clear()
+
+
 async def send_smtp(
     settings: dict[str, Any], secrets: dict[str, str], envelope: Envelope, time_limit: float
 ) -> Outcome:
+    """One message over a connection of its own."""
+    sessions = SmtpSessions()
+    try:
+        return await sessions.send("", settings, secrets, envelope, time_limit)
+    finally:
+        await sessions.close()
+
+
+async def _connect(settings: dict[str, Any], secrets: dict[str, str], time_limit: float) -> aiosmtplib.SMTP:
     security = Security(settings.get("security", Security.STARTTLS.value))
+    client = aiosmtplib.SMTP(
+        hostname=str(settings["host"]),
+        port=int(settings["port"]),
+        username=settings.get("username") or None,
+        password=secrets.get("password") or None,
+        use_tls=security is Security.TLS,
+        start_tls=security is Security.STARTTLS,
+        cert_bundle=settings.get("ca_file") or None,
+        timeout=time_limit,
+    )
+    await client.connect()
+    return client
+
+
+async def _close(connection: _Connection) -> None:
     try:
-        message = build_email(envelope)
-    except (ValueError, TypeError) as exc:
-        return Outcome(False, f"The message cannot be built: {exc}")
+        await connection.client.quit()
+    except (aiosmtplib.SMTPException, ssl.SSLError, OSError):
+        connection.client.close()
+
+
+async def _send_on(connection: _Connection, message: EmailMessage, settings: dict[str, Any]) -> Outcome:
+    """One message over an open connection; connection failures are raised to the caller."""
     try:
-        refused, _ = await aiosmtplib.send(
-            message,
-            hostname=str(settings["host"]),
-            port=int(settings["port"]),
-            username=settings.get("username") or None,
-            password=secrets.get("password") or None,
-            use_tls=security is Security.TLS,
-            start_tls=security is Security.STARTTLS,
-            cert_bundle=settings.get("ca_file") or None,
-            timeout=time_limit,
-        )
+        refused, _ = await connection.client.send_message(message)
     except _MESSAGE_ERRORS as exc:
         reason = f"The SMTP server refused the message: {exc.code} {exc.message}"
         return Outcome(False, reason, transient=_transient(exc.code))
@@ -116,13 +192,13 @@ async def send_smtp(
         refusals = "; ".join(f"{error.code} {error.message}" for error in exc.recipients)
         transient = all(_transient(error.code) for error in exc.recipients)
         return Outcome(False, f"The SMTP server refused the recipient: {refusals}", transient=transient)
+    except aiosmtplib.SMTPServerDisconnected:
+        raise
     except aiosmtplib.SMTPResponseException as exc:
         reason = f"The SMTP server answered {exc.code} {exc.message}"
         return Outcome(False, reason, connector_down=True, transient=_transient(exc.code))
-    except (aiosmtplib.SMTPException, ssl.SSLError, OSError) as exc:
-        # Unreachable, a timeout, a broken TLS session: the server may be back later.
-        where = f"{settings['host']}:{settings['port']}"
-        return Outcome(False, f"SMTP {where}: {_describe(exc)}", connector_down=True, transient=True)
+    finally:
+        connection.carried += 1
     if refused:
         codes = "; ".join(
             f"{address}: {response.code} {response.message}" for address, response in refused.items()
@@ -130,6 +206,15 @@ async def send_smtp(
         transient = all(_transient(response.code) for response in refused.values())
         return Outcome(False, f"The SMTP server refused: {codes}", transient=transient)
     return Outcome(True)
+
+
+def _unreachable(settings: dict[str, Any], exc: BaseException) -> Outcome:
+    # Unreachable, a timeout, a broken TLS session, a login refused: the server may be back later.
+    where = f"{settings['host']}:{settings['port']}"
+    if isinstance(exc, aiosmtplib.SMTPResponseException):
+        reason = f"The SMTP server answered {exc.code} {exc.message}"
+        return Outcome(False, reason, connector_down=True, transient=_transient(exc.code))
+    return Outcome(False, f"SMTP {where}: {_describe(exc)}", connector_down=True, transient=True)
 
 
 def _transient(code: int) -> bool:

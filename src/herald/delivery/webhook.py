@@ -9,10 +9,18 @@ Any 2xx answer is success. Redirects are not followed (a signed request is never
 host the connector does not name); a 3xx, 4xx or 5xx answer is a failure with its status. A 5xx,
 408 or 429 answer, a timeout or no connection is transient (a live send is attempted again later,
 with the same `id`, so a receiver drops a repeat by it); any other failure is final.
+
+Batched mode (the connector's `batch_size` above 1; campaign messages only, test sends stay one per
+POST): the body is a JSON array of up to `batch_size` of the objects above, each with its own `id`;
+`X-Herald-Delivery` then names the batch (a hash of its ids, the same for a retry of the same
+messages). The answer is the answer for every message of the batch: a receiver that accepts the
+request has taken them all, and a failed batch is attempted again whole, under the same ids.
 """
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Sequence
 from typing import Any
 
 import httpx
@@ -25,6 +33,19 @@ from herald.timefmt import rfc3339
 
 
 def webhook_body(envelope: Envelope) -> bytes:
+    return orjson.dumps(_payload(envelope))
+
+
+def batch_body(envelopes: Sequence[Envelope]) -> bytes:
+    return orjson.dumps([_payload(envelope) for envelope in envelopes])
+
+
+def batch_id(envelopes: Sequence[Envelope]) -> str:
+    joined = "\x00".join(envelope.delivery_id for envelope in envelopes)
+    return hashlib.sha256(joined.encode()).hexdigest()[:24]
+
+
+def _payload(envelope: Envelope) -> dict[str, Any]:
     slot, recipient = envelope.slot, envelope.recipient
     payload: dict[str, Any] = {
         "id": envelope.delivery_id,
@@ -43,7 +64,7 @@ def webhook_body(envelope: Envelope) -> bytes:
         "message": envelope.message,
         "created_at": rfc3339(envelope.now),
     }
-    return orjson.dumps(payload)
+    return payload
 
 
 async def send_webhook(
@@ -53,12 +74,37 @@ async def send_webhook(
     envelope: Envelope,
     time_limit: float,
 ) -> Outcome:
+    return await _post(
+        client, settings, secrets, webhook_body(envelope), envelope, envelope.delivery_id, time_limit
+    )
+
+
+async def send_webhook_batch(
+    client: httpx.AsyncClient,
+    settings: dict[str, Any],
+    secrets: dict[str, str],
+    envelopes: Sequence[Envelope],
+    time_limit: float,
+) -> Outcome:
+    """Every message of `envelopes` in one POST; the outcome is each one's."""
+    body = batch_body(envelopes)
+    return await _post(client, settings, secrets, body, envelopes[0], batch_id(envelopes), time_limit)
+
+
+async def _post(
+    client: httpx.AsyncClient,
+    settings: dict[str, Any],
+    secrets: dict[str, str],
+    body: bytes,
+    envelope: Envelope,
+    delivery: str,
+    time_limit: float,
+) -> Outcome:
     url = str(settings["url"])
-    body = webhook_body(envelope)
     headers = {
         "Content-Type": "application/json",
         "User-Agent": "Herald-Webhook/1",
-        **signed_headers(secrets["hmac_secret"], int(envelope.now.timestamp()), body, envelope.delivery_id),
+        **signed_headers(secrets["hmac_secret"], int(envelope.now.timestamp()), body, delivery),
     }
     try:
         response = await client.post(url, content=body, headers=headers, timeout=time_limit)

@@ -3,11 +3,13 @@
 A batch is claimed in one short write transaction (`FOR UPDATE SKIP LOCKED` on PostgreSQL, so
 several workers take disjoint batches; SQLite has one writer and one process): each user is held
 out (control group), suppressed (push token of no campaign platform, audience limit) or CLAIMED.
-No transaction is open while messages go out. Each message then takes the test sends' path
-(`Dispatcher.send`: outbox row committed PENDING, attempt, SENT/FAILED committed); its outbox id
-is derived from (execution, user, platform), so the outbox primary key makes a second message for
-the same slot impossible, whatever the interleaving of workers. Before each hand-off the campaign's
-status is read again: once it is no longer SENDING (STOP), nothing more is handed to a connector.
+No transaction is open while messages go out. The batch is sent in windows of users
+(`Dispatcher.deliver_many`): the window's outbox rows committed PENDING in one transaction, the
+messages handed over side by side, their outcomes and the users' states committed in one more; each
+outbox id is derived from (execution, user, platform), so the outbox primary key makes a second
+message for the same slot impossible, whatever the interleaving of workers. The transaction that
+writes a window's rows first reads the campaign's status: once it is no longer SENDING (STOP),
+nothing more is handed to a connector.
 
 Failures: a transient one puts the user in RETRY until the message's next attempt time (the
 dispatcher's backoff), when it is claimed again and only its unsettled messages are attempted. A
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -43,7 +46,7 @@ from herald.delivery.rendering import RenderError
 
 log = logging.getLogger("herald.delivery.engine")
 
-BATCH = 200
+BATCH = 200  # users claimed at once, at least; a window larger than that is claimed whole
 
 
 class UserState:
@@ -112,7 +115,7 @@ def _has_message(plan: SendPlan, customer_id: str, user: User) -> bool:
 
 
 async def _claim(
-    database: Database, plan: SendPlan, execution: Execution, now: datetime, lease: timedelta
+    database: Database, plan: SendPlan, execution: Execution, now: datetime, lease: timedelta, size: int
 ) -> list[_Claimed] | None:
     """The next batch to send (maybe empty after hold-outs); None when no user is left to claim."""
     async with database.writer() as session:
@@ -143,7 +146,7 @@ async def _claim(
                     ),
                 )
                 .order_by(ExecutionUser.rank)
-                .limit(BATCH)
+                .limit(size)
                 .with_for_update(skip_locked=True, of=ExecutionUser)
             )
         ).all()
@@ -188,6 +191,11 @@ async def _claim(
 
 async def _still_sending(database: Database, execution: Execution) -> bool:
     """The campaign is SENDING (not stopped) and the execution DISPATCHING (not paused)."""
+    async with database.reader() as session:
+        return await _sending_in(session, execution)
+
+
+async def _sending_in(session: AsyncSession, execution: Execution) -> bool:
     campaign = (
         select(Campaign.status)
         .where(
@@ -197,14 +205,13 @@ async def _still_sending(database: Database, execution: Execution) -> bool:
         )
         .scalar_subquery()
     )
-    async with database.reader() as session:
-        found = (
-            await session.execute(
-                select(campaign, Execution.status).where(
-                    Execution.workspace_id == execution.workspace_id, Execution.id == execution.id
-                )
+    found = (
+        await session.execute(
+            select(campaign, Execution.status).where(
+                Execution.workspace_id == execution.workspace_id, Execution.id == execution.id
             )
-        ).first()
+        )
+    ).first()
     return found is not None and tuple(found) == (CampaignStatus.SENDING.value, "DISPATCHING")
 
 
@@ -247,31 +254,23 @@ async def _existing(database: Database, workspace_id: str, outbox_id: str) -> Ou
     return Outcome(False, reason or "The message could not be sent.")
 
 
-async def _send_user(
-    database: Database,
-    dispatcher: Dispatcher,
-    plan: SendPlan,
-    execution: Execution,
-    item: _Claimed,
-    now: datetime,
-) -> _Result:
-    if not plan.groups:
-        return _Result(False, plan.problem or "The campaign has nothing to send.")
+async def _envelopes(
+    plan: SendPlan, execution: Execution, item: _Claimed, now: datetime
+) -> list[tuple[Envelope, str | None]]:
+    """The user's messages, rendered, each with the reason it cannot be sent (else None)."""
     recipient = recipient_for(item.user, item.customer_id, plan.channel)
     profile = recipient.profile or {}
     group = plan.group_for(item.customer_id, profile)
-    failures: list[str] = []
-    retry_at: datetime | None = None
+    found: list[tuple[Envelope, str | None]] = []
     for message in plan.messages_for(group, profile):
         platform = message.slot.platform.value if message.slot.platform else plan.channel.value
-        envelope_id = delivery_id(execution.id, item.customer_id, platform)
         try:
             body = await plan.render(group, profile, message)
-            reason = None
+            reason = plan.problem if plan.connector is not None else plan.problem or "No connector."
         except RenderError as exc:
             body, reason = message.message(), f"Personalization failed: {exc}"
         envelope = Envelope(
-            envelope_id,
+            delivery_id(execution.id, item.customer_id, platform),
             execution.workspace_id,
             plan.campaign.campaign_id,
             False,
@@ -280,23 +279,105 @@ async def _send_user(
             body,
             now,
         )
-        if plan.problem is None and plan.connector is not None and reason is None:
-            outcome = await dispatcher.deliver(plan.connector, envelope)
+        found.append((envelope, reason))
+    return found
+
+
+async def _send_window(
+    database: Database,
+    dispatcher: Dispatcher,
+    plan: SendPlan,
+    execution: Execution,
+    users: list[_Claimed],
+    now: datetime,
+) -> bool:
+    """Send the messages of a window of users side by side and record where each user stands;
+    False, with nothing handed over, when the campaign is no longer SENDING (or the execution no
+    longer DISPATCHING) at the moment the window's outbox rows would be written."""
+    if not plan.groups:
+        reason = plan.problem or "The campaign has nothing to send."
+        await _record_users(database, execution, {item.customer_id: _Result(False, reason) for item in users})
+        return True
+    messages = [(item, await _envelopes(plan, execution, item, now)) for item in users]
+    ready = [envelope for _, found in messages for envelope, reason in found if reason is None]
+    unsendable = len(ready) < sum(len(found) for _, found in messages)
+    outcomes: dict[str, Outcome] = {}
+
+    def users_too(delivered: list[Outcome]) -> Callable[[AsyncSession], Awaitable[None]]:
+        # The users' states in the outbox's own transaction, when every message was attempted.
+        async def write(session: AsyncSession) -> None:
+            if not unsendable:
+                found = dict(zip((envelope.delivery_id for envelope in ready), delivered, strict=True))
+                await _write_users(session, execution, _results(messages, found))
+
+        return write
+
+    if ready:
+        assert plan.connector is not None
+
+        async def allowed(session: AsyncSession) -> bool:
+            return await _sending_in(session, execution)
+
+        delivered = await dispatcher.deliver_many(plan.connector, ready, allowed, users_too)
+        if delivered is None:
+            return False
+        if not unsendable:
+            return True
+        outcomes = {envelope.delivery_id: outcome for envelope, outcome in zip(ready, delivered, strict=True)}
+    elif not await _still_sending(database, execution):
+        return False
+    for _, found in messages:
+        for envelope, why in found:
+            if why is not None:
+                try:
+                    outcomes[envelope.delivery_id] = await dispatcher.unsent(plan.connector, envelope, why)
+                except IntegrityError:  # recorded before this user was taken over
+                    outcomes[envelope.delivery_id] = await _existing(
+                        database, execution.workspace_id, envelope.delivery_id
+                    )
+    await _record_users(database, execution, _results(messages, outcomes))
+    return True
+
+
+def _results(
+    messages: list[tuple[_Claimed, list[tuple[Envelope, str | None]]]], outcomes: dict[str, Outcome]
+) -> dict[str, _Result]:
+    """Where each user stands after its messages' outcomes."""
+    results: dict[str, _Result] = {}
+    for item, found in messages:
+        failures: list[str] = []
+        retry_at: datetime | None = None
+        for envelope, _ in found:
+            outcome = outcomes[envelope.delivery_id]
+            if outcome.retry_at is not None:
+                retry_at = max(retry_at or outcome.retry_at, outcome.retry_at)
+            if not outcome.sent:
+                failures.append(outcome.reason or "The send failed.")
+        joined = "; ".join(failures) or None
+        results[item.customer_id] = (
+            _Result(False, joined, retry_at) if retry_at is not None else _Result(not failures, joined)
+        )
+    return results
+
+
+async def _record_users(database: Database, execution: Execution, results: dict[str, _Result]) -> None:
+    async with database.writer() as session:
+        await _write_users(session, execution, results)
+        await session.commit()
+
+
+async def _write_users(session: AsyncSession, execution: Execution, results: dict[str, _Result]) -> None:
+    """Each user's state after its messages (one statement per distinct end)."""
+    ends: dict[tuple[str, str | None, datetime | None], list[str]] = {}
+    for customer_id, result in results.items():
+        if result.retry_at is not None:
+            state = UserState.RETRY
         else:
-            try:
-                outcome = await dispatcher.unsent(
-                    plan.connector, envelope, reason or plan.problem or "No connector."
-                )
-            except IntegrityError:  # recorded before this user was taken over
-                outcome = await _existing(database, execution.workspace_id, envelope_id)
-        if outcome.retry_at is not None:
-            retry_at = max(retry_at or outcome.retry_at, outcome.retry_at)
-        if not outcome.sent:
-            failures.append(outcome.reason or "The send failed.")
-    reason = "; ".join(failures) or None
-    if retry_at is not None:
-        return _Result(False, reason, retry_at)
-    return _Result(not failures, reason)
+            state = UserState.SENT if result.sent else UserState.FAILED
+        ends.setdefault((state, result.reason, result.retry_at), []).append(customer_id)
+    for (state, reason, retry_at), ids in ends.items():
+        more: dict[str, object] = {"not_before": retry_at, "claimed_at": None} if retry_at else {}
+        await _set_users(session, execution, ids, state, reason, **more)
 
 
 async def dispatch(
@@ -308,25 +389,24 @@ async def dispatch(
     lease: timedelta,
 ) -> bool:
     """Send batch after batch while the campaign is SENDING and the execution DISPATCHING; True
-    when every user is settled."""
+    when every user is settled. A batch goes out in windows of users whose messages are handed
+    over side by side (`Dispatcher.window`); the window's outbox rows are written only if the
+    campaign is still SENDING, and after each window the connector's error threshold is checked."""
+    window = dispatcher.window(plan.connector)
     while True:
         if not await _still_sending(database, execution):
             return False
-        claimed = await _claim(database, plan, execution, now, lease)
+        claimed = await _claim(database, plan, execution, now, lease, max(BATCH, window))
         if claimed is None:
             return not await _in_flight(database, execution)
-        for index, item in enumerate(claimed):
+        for start in range(0, len(claimed), window):
+            if not await _send_window(
+                database, dispatcher, plan, execution, claimed[start : start + window], now
+            ):
+                await _release(database, execution, [c.customer_id for c in claimed[start:]])
+                return False
             failing = dispatcher.failing(plan.connector) if plan.connector is not None else None
             if failing is not None:
                 await pause(database, execution, failing, now)
-            if failing is not None or not await _still_sending(database, execution):
-                await _release(database, execution, [c.customer_id for c in claimed[index:]])
+                await _release(database, execution, [c.customer_id for c in claimed[start + window :]])
                 return False
-            result = await _send_user(database, dispatcher, plan, execution, item, now)
-            async with database.writer() as session:
-                if result.retry_at is not None:
-                    state, more = UserState.RETRY, {"not_before": result.retry_at, "claimed_at": None}
-                else:
-                    state, more = (UserState.SENT if result.sent else UserState.FAILED), {}
-                await _set_users(session, execution, [item.customer_id], state, result.reason, **more)
-                await session.commit()
