@@ -262,10 +262,10 @@ async def decide(
         room = max(0, rules.audience_limit.limit - sent - in_flight)
         over = candidates[room:]
         candidates = candidates[:room]
-        # Users in flight elsewhere may still fail and free room: wait for them before refusing.
-        (decision.waiting if in_flight else decision.suppressed[Reason.AUDIENCE_LIMIT]).extend(
-            c for c, _ in over
-        )
+        # The limit counts messages SENT: while users in flight (this batch's or another worker's)
+        # may still fail and free room, the rest wait; they are refused once the limit is reached.
+        full = sent >= rules.audience_limit.limit
+        (decision.suppressed[Reason.AUDIENCE_LIMIT] if full else decision.waiting).extend(c for c, _ in over)
     if rules.throttle_rpm is not None and candidates:
         granted = await rules.store.take(
             session, execution.workspace_id, execution.campaign_id, now, len(candidates), rules.throttle_rpm
