@@ -152,8 +152,16 @@ class TestEmail:
             2,
             0,
         )
-        assert run["suppressed"] == {"opted_out": 1, "no_address": 1, "audience_limit": 0, "no_user": 0}
-        assert run["held_out"] == {"control_group": 0}
+        assert run["suppressed"] == {
+            "opted_out": 1,
+            "no_address": 1,
+            "audience_limit": 0,
+            "no_user": 0,
+            "frequency_cap": 0,
+            "dnd": 0,
+            "minimum_delay": 0,
+        }
+        assert run["held_out"] == {"control_group": 0, "global_control": 0}
 
     async def test_a_render_failure_fails_that_user_only(
         self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant, smtp_server: SmtpServer
@@ -195,7 +203,11 @@ class TestEmail:
         assert len(smtp_server.received) == 15
         assert len({mail.rcpt_tos[0] for mail in smtp_server.received}) == 15
         [run] = (await stats(client, workspace, campaign_id))["executions"]
-        assert (run["audience"], run["held_out"], run["sent"]) == (20, {"control_group": 5}, 15)
+        assert (run["audience"], run["held_out"], run["sent"]) == (
+            20,
+            {"control_group": 5, "global_control": 0},
+            15,
+        )
 
     async def test_the_audience_limit_caps_the_users_sent_to(
         self, app: FastAPI, client: httpx.AsyncClient, smtp_server: SmtpServer

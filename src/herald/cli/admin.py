@@ -8,11 +8,13 @@ import typer
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from herald.cli.runtime import clock, run_in_session
-from herald.workspaces import service
+from herald.workspaces import delivery_settings, service
 from herald.workspaces.models import FEATURES
 from herald.workspaces.scopes import Scope, parse_scopes
 
-workspaces = typer.Typer(help="Create and list workspaces (tenants).", no_args_is_help=True)
+workspaces = typer.Typer(
+    help="Create and list workspaces (tenants); their delivery settings.", no_args_is_help=True
+)
 keys = typer.Typer(help="Issue, list and revoke API keys.", no_args_is_help=True)
 features = typer.Typer(help="Per-workspace feature flags.", no_args_is_help=True)
 limits = typer.Typer(help="Per-workspace rate-limit overrides.", no_args_is_help=True)
@@ -43,6 +45,32 @@ def workspaces_list() -> None:
             f"{w.id}\t{w.name}\tfeatures={','.join(sorted(k for k, v in w.features.items() if v))}"
             for w in found
         ]
+
+    for line in run_in_session(work):
+        typer.echo(line)
+
+
+@workspaces.command("set")
+def workspaces_set(
+    workspace: WorkspaceOpt,
+    key: Annotated[str, typer.Argument(help=f"One of: {', '.join(delivery_settings.SETTINGS)}")],
+    value: Annotated[str, typer.Argument(help="The new value, or 'off' to remove the setting.")],
+) -> None:
+    """Set a delivery setting: global-control, frequency-cap-day, frequency-cap-week, dnd, timezone."""
+
+    async def work(session: AsyncSession) -> None:
+        await delivery_settings.set_delivery_setting(session, workspace, key, value)
+
+    run_in_session(work)
+    typer.echo(f"{key} = {value} for {workspace}")
+
+
+@workspaces.command("settings")
+def workspaces_settings(workspace: WorkspaceOpt) -> None:
+    """Show the workspace's delivery settings."""
+
+    async def work(session: AsyncSession) -> list[str]:
+        return delivery_settings.describe((await service.get_workspace(session, workspace)).delivery)
 
     for line in run_in_session(work):
         typer.echo(line)

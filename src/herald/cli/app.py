@@ -41,7 +41,9 @@ class Lazy:
 
 # In the order `herald --help` lists them, after the top-level commands below.
 LAZY: dict[str, Lazy] = {
-    "workspaces": Lazy("herald.cli.admin:workspaces", "Create and list workspaces (tenants)."),
+    "workspaces": Lazy(
+        "herald.cli.admin:workspaces", "Create and list workspaces (tenants); their delivery settings."
+    ),
     "keys": Lazy("herald.cli.admin:keys", "Issue, list and revoke API keys."),
     "features": Lazy("herald.cli.admin:features", "Per-workspace feature flags."),
     "limits": Lazy("herald.cli.admin:limits", "Per-workspace rate-limit overrides."),

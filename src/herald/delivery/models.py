@@ -51,6 +51,13 @@ class OutboxEntry(Base):
     __tablename__ = "delivery_outbox"
     __table_args__ = (
         Index("ix_delivery_outbox_workspace_id_created_at", "workspace_id", "created_at"),
+        # Frequency caps and the minimum delay read a user's recent messages.
+        Index(
+            "ix_delivery_outbox_workspace_id_customer_id_created_at",
+            "workspace_id",
+            "customer_id",
+            "created_at",
+        ),
         ForeignKeyConstraint(["workspace_id"], ["workspaces.id"]),
     )
 

@@ -21,6 +21,9 @@ class Workspace(Base):
     features: Mapped[dict[str, bool]] = mapped_column(PortableJSON, default=dict)
     # Rate-limit overrides by bucket name, e.g. {"offers_read": "1000/minute"}.
     rate_limits: Mapped[dict[str, str]] = mapped_column(PortableJSON, default=dict)
+    # Delivery settings by CLI key, e.g. {"global-control": 5, "dnd": "22:00-08:00"}
+    # (`workspaces.delivery_settings` parses them).
+    delivery: Mapped[dict[str, Any] | None] = mapped_column(PortableJSON, nullable=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
 
 

@@ -46,7 +46,7 @@ async def create_workspace(
     if await session.get(Workspace, workspace_id) is not None:
         raise AdminError(f"workspace {workspace_id} already exists")
     workspace = Workspace(
-        id=workspace_id, name=name, features=dict(features or {}), rate_limits={}, created_at=now
+        id=workspace_id, name=name, features=dict(features or {}), rate_limits={}, delivery={}, created_at=now
     )
     session.add(workspace)
     await session.flush()

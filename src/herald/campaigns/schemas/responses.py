@@ -211,7 +211,8 @@ class CampaignTestResponse(_Envelope):
 
 
 class ExecutionHeldOut(BaseModel):
-    control_group: int
+    control_group: int = Field(description="The campaign control group.")
+    global_control: int = Field(description="The workspace's global control group.")
 
 
 class ExecutionStats(BaseModel):
@@ -228,10 +229,17 @@ class ExecutionStats(BaseModel):
     audience: int = Field(description="Users the segmentation selected, before the channel's suppressions.")
     held_out: ExecutionHeldOut
     suppressed: dict[str, int] = Field(
-        description="Users not sent to, by reason: opted_out, no_address, audience_limit, no_user."
+        description=(
+            "Users not sent to, by reason: opted_out, no_address, audience_limit, no_user, "
+            "frequency_cap, dnd (quiet hours last past the campaign's expiry), minimum_delay "
+            "(likewise)."
+        )
     )
     pending: int
     retrying: int = Field(description="Of the pending users, those waiting for another attempt.")
+    deferred: int = Field(
+        description="Of the pending users, those deferred by quiet hours or the minimum delay."
+    )
     sent: int
     failed: int
 

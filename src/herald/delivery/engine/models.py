@@ -59,10 +59,12 @@ class Execution(Base):
 
 class ExecutionUser(Base):
     """A user of an execution's audience and how far it got: PENDING → CLAIMED → SENT / FAILED, or
-    HELD_OUT (control group) / SUPPRESSED (`reason`: NO_ADDRESS for a push token of no campaign
-    platform, AUDIENCE_LIMIT). A user whose message failed transiently waits in RETRY (`reason`:
-    the last failure) until `not_before`, then is claimed again. Opted-out users and users without
-    an address are never materialised; the execution counts them."""
+    HELD_OUT (`reason`: CONTROL_GROUP, GLOBAL_CONTROL) / SUPPRESSED (`reason`: NO_ADDRESS for a push
+    token of no campaign platform, AUDIENCE_LIMIT, FREQUENCY_CAP, DND, MINIMUM_DELAY). A user whose
+    message failed transiently waits in RETRY (`reason`: the last failure) until `not_before`, then
+    is claimed again; a PENDING user with `not_before` was deferred (quiet hours, minimum delay) and
+    is not claimed before then. Opted-out users and users without an address are never
+    materialised; the execution counts them."""
 
     __tablename__ = "delivery_execution_users"
     __table_args__ = (
@@ -90,4 +92,18 @@ class ExecutionUser(Base):
     state: Mapped[str] = mapped_column(String(16))
     reason: Mapped[str | None] = mapped_column(Text, nullable=True)
     claimed_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    # RETRY: the next attempt; PENDING: deferred by the delivery controls until then.
     not_before: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+
+
+class ThrottleWindow(Base):
+    """Sends granted to a campaign in one clock minute (`campaign_throttle_rpm`) when no Redis is
+    configured: every worker takes its share from this row, locked, inside its claim."""
+
+    __tablename__ = "delivery_throttle_windows"
+    __table_args__ = (ForeignKeyConstraint(["workspace_id"], ["workspaces.id"]),)
+
+    workspace_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    campaign_id: Mapped[str] = mapped_column(String(24), primary_key=True)
+    minute: Mapped[datetime] = mapped_column(UTCDateTime, primary_key=True)
+    used: Mapped[int] = mapped_column(BigInteger, default=0)

@@ -5,7 +5,9 @@ The audience is the segmentation engine's (the same rules as C7's reachability c
 no address on the channel. The two left-out groups are counted (stats show them by reason); the
 rest is written to `delivery_execution_users` keyset page by keyset page, so neither the worker nor
 the database holds the whole audience in memory, and a worker that stops half-way resumes after the
-last customer id written. Then the control group is fixed: the ⌊p·N⌉ users with the smallest rank.
+last customer id written. Users in the workspace's global control group (when the campaign takes
+part in it) are written HELD_OUT at once; then the campaign control group is fixed among the rest:
+the ⌊p·N⌉ users with the smallest rank.
 """
 
 from __future__ import annotations
@@ -27,9 +29,11 @@ from herald.audience.segmentation.audience import (
 from herald.campaigns.schemas.campaign import CampaignDocument
 from herald.db import Database
 from herald.delivery.engine.models import Execution, ExecutionUser
-from herald.delivery.engine.split import control_group_size, rank_of
+from herald.delivery.engine.split import control_group_size, in_global_control, rank_of
 from herald.ids import object_id
 from herald.wake import wake_on_commit
+from herald.workspaces.delivery_settings import settings_of
+from herald.workspaces.models import Workspace
 
 CHUNK = 1000  # users resolved per keyset page (one read, one write transaction)
 
@@ -145,13 +149,23 @@ async def resolve(database: Database, campaign: LiveCampaign, execution: Executi
             if after is not None:
                 page = page.where(selected.c.customer_id > after)
             ids = list((await session.scalars(page)).all())
+            share = await _global_control(session, campaign)
         if ids:
-            after = await _write_page(database, campaign, execution, after, ids)
+            after = await _write_page(database, campaign, execution, after, ids, share)
             if after is None:
                 return  # another worker is resolving it
         if len(ids) < CHUNK:
             break
     await _fix_control_group(database, campaign, execution, now)
+
+
+async def _global_control(session: AsyncSession, campaign: LiveCampaign) -> float | None:
+    """The workspace's global control share if this campaign takes part in it."""
+    control = campaign.document.control_group_details
+    if control is None or not control.is_global_control_group_enabled:
+        return None
+    workspace = await session.get(Workspace, campaign.workspace_id)
+    return settings_of(workspace.delivery if workspace is not None else None).global_control
 
 
 async def _update(database: Database, execution: Execution, **values: Any) -> None:
@@ -165,7 +179,12 @@ async def _update(database: Database, execution: Execution, **values: Any) -> No
 
 
 async def _write_page(
-    database: Database, campaign: LiveCampaign, execution: Execution, after: str | None, ids: list[str]
+    database: Database,
+    campaign: LiveCampaign,
+    execution: Execution,
+    after: str | None,
+    ids: list[str],
+    global_share: float | None,
 ) -> str | None:
     """Write one page if nobody else has; the new resume point, or None when someone else did."""
     async with database.writer() as session:
@@ -184,7 +203,11 @@ async def _write_page(
                     "execution_id": execution.id,
                     "customer_id": customer_id,
                     "rank": rank_of(campaign.campaign_id, customer_id),
-                    "state": "PENDING",
+                    **(
+                        {"state": "HELD_OUT", "reason": "GLOBAL_CONTROL"}
+                        if in_global_control(execution.workspace_id, customer_id, global_share)
+                        else {"state": "PENDING", "reason": None}
+                    ),
                 }
                 for customer_id in ids
             ],
@@ -211,11 +234,15 @@ async def _fix_control_group(
         where = (
             ExecutionUser.workspace_id == execution.workspace_id,
             ExecutionUser.execution_id == execution.id,
+            ExecutionUser.state == "PENDING",  # not the global control group
         )
-        audience = int(
+        eligible = int(
             await session.scalar(select(func.count()).select_from(ExecutionUser).where(*where)) or 0
         )
-        size = control_group_size(audience, percentage)
+        audience = int(
+            await session.scalar(select(func.count()).select_from(ExecutionUser).where(*where[:2])) or 0
+        )
+        size = control_group_size(eligible, percentage)
         threshold = None
         if size > 0:
             threshold = await session.scalar(

@@ -2,7 +2,7 @@
 
 A batch is claimed in one short write transaction (`FOR UPDATE SKIP LOCKED` on PostgreSQL, so
 several workers take disjoint batches; SQLite has one writer and one process): each user is held
-out (control group), suppressed (push token of no campaign platform, audience limit) or CLAIMED.
+out, suppressed, deferred or left waiting by the delivery controls (`controls.py`), or CLAIMED.
 No transaction is open while messages go out. The batch is sent in windows of users
 (`Dispatcher.deliver_many`): the window's outbox rows committed PENDING in one transaction, the
 messages handed over side by side, their outcomes and the users' states committed in one more; each
@@ -33,9 +33,10 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from herald.audience.models import User
 from herald.campaigns.models import Campaign
-from herald.campaigns.schemas.common import CampaignStatus, Channel
+from herald.campaigns.schemas.common import CampaignStatus
 from herald.db import Database
 from herald.delivery.dispatch import Dispatcher
+from herald.delivery.engine import controls
 from herald.delivery.engine.content import SendPlan
 from herald.delivery.engine.models import Execution, ExecutionUser
 from herald.delivery.engine.pause import pause
@@ -79,13 +80,6 @@ def delivery_id(execution_id: str, customer_id: str, platform: str) -> str:
     return hashlib.sha256(f"{execution_id}\x00{customer_id}\x00{platform}".encode()).hexdigest()[:24]
 
 
-def _audience_limit(plan: SendPlan) -> int | None:
-    limit = plan.campaign.document.campaign_audience_limit
-    if limit is None or not limit.is_campaign_audience_limit_enabled or limit.limit is None:
-        return None
-    return int(limit.limit)
-
-
 def _mine(execution: Execution) -> tuple[object, ...]:
     return (ExecutionUser.workspace_id == execution.workspace_id, ExecutionUser.execution_id == execution.id)
 
@@ -106,18 +100,16 @@ async def _set_users(
         )
 
 
-def _has_message(plan: SendPlan, customer_id: str, user: User) -> bool:
-    """False for a push user whose token is for none of the campaign's platforms."""
-    if plan.channel is not Channel.PUSH or not plan.groups:
-        return True
-    profile = recipient_for(user, customer_id, plan.channel).profile or {}
-    return bool(plan.messages_for(plan.group_for(customer_id, profile), profile))
-
-
 async def _claim(
-    database: Database, plan: SendPlan, execution: Execution, now: datetime, lease: timedelta, size: int
+    database: Database,
+    plan: SendPlan,
+    rules: controls.Rules,
+    execution: Execution,
+    now: datetime,
+    lease: timedelta,
+    size: int,
 ) -> list[_Claimed] | None:
-    """The next batch to send (maybe empty after hold-outs); None when no user is left to claim."""
+    """The next batch to send (maybe empty after hold-outs); None when no user can be claimed now."""
     async with database.writer() as session:
         current = await session.scalar(
             select(Execution)
@@ -138,7 +130,10 @@ async def _claim(
                 .where(
                     *_mine(execution),  # type: ignore[arg-type]
                     or_(
-                        ExecutionUser.state == UserState.PENDING,
+                        and_(
+                            ExecutionUser.state == UserState.PENDING,
+                            or_(ExecutionUser.not_before.is_(None), ExecutionUser.not_before <= now),
+                        ),
                         and_(
                             ExecutionUser.state == UserState.CLAIMED, ExecutionUser.claimed_at < now - lease
                         ),
@@ -152,37 +147,28 @@ async def _claim(
         ).all()
         if not rows:
             return None
-        limit = _audience_limit(plan)
-        room = None if limit is None else max(0, limit - current.dispatched)
-        held: list[str] = []
-        gone: list[str] = []
-        no_token: list[str] = []
-        capped: list[str] = []
-        claimed: list[_Claimed] = []
-        reclaimed = 0
-        for customer_id, rank, state, user in rows:
-            if state in (UserState.CLAIMED, UserState.RETRY) and user is not None:
-                # Decided and counted before (by this worker, or by one that died): only its
-                # unsettled sends are left.
-                claimed.append(_Claimed(customer_id, user))
-                reclaimed += 1
-            elif current.control_threshold is not None and rank <= current.control_threshold:
-                held.append(customer_id)
-            elif user is None:
-                gone.append(customer_id)
-            elif not _has_message(plan, customer_id, user):
-                no_token.append(customer_id)
-            elif room is not None and len(claimed) - reclaimed >= room:
-                capped.append(customer_id)
-            else:
-                claimed.append(_Claimed(customer_id, user))
-        await _set_users(session, execution, held, UserState.HELD_OUT, "CONTROL_GROUP")
-        await _set_users(session, execution, gone, UserState.SUPPRESSED, "NO_USER")
-        await _set_users(session, execution, no_token, UserState.SUPPRESSED, "NO_ADDRESS")
-        await _set_users(session, execution, capped, UserState.SUPPRESSED, "AUDIENCE_LIMIT")
+        # Users CLAIMED or RETRY were decided and counted before (by this worker, or by one that
+        # died): only their unsettled sends are left.
+        taken = (UserState.CLAIMED, UserState.RETRY)
+        claimed = [_Claimed(c, user) for c, _, state, user in rows if state in taken and user is not None]
+        reclaimed = len(claimed)
+        fresh = [
+            (c, rank, user) for c, rank, state, user in rows if not (state in taken and user is not None)
+        ]
+        decision = await controls.decide(session, rules, plan, current, fresh, now)
+        for reason, ids in decision.held.items():
+            await _set_users(session, execution, ids, UserState.HELD_OUT, reason)
+        for reason, ids in decision.suppressed.items():
+            await _set_users(session, execution, ids, UserState.SUPPRESSED, reason)
+        for due, ids in decision.deferred_by_time().items():
+            await _set_users(session, execution, ids, UserState.PENDING, not_before=due)
+        claimed += [_Claimed(c, user) for c, user in decision.send]
         await _set_users(
             session, execution, [c.customer_id for c in claimed], UserState.CLAIMED, claimed_at=now
         )
+        if not claimed and not decision.progressed:
+            await session.rollback()
+            return None  # everyone left waits for a later tick (throttle, deferral, limit)
         current.dispatched += len(claimed) - reclaimed  # a reclaimed user was counted already
         current.updated_at = now
         await session.commit()
@@ -217,13 +203,13 @@ async def _sending_in(session: AsyncSession, execution: Execution) -> bool:
 
 async def _in_flight(database: Database, execution: Execution) -> bool:
     """Whether users are still CLAIMED (by another worker, or one that died within its lease) or
-    waiting to be attempted again."""
+    waiting to be attempted again, or PENDING (deferred, or beyond this minute's throttle)."""
     async with database.reader() as session:
         found = await session.execute(
             select(ExecutionUser.customer_id)
             .where(
                 *_mine(execution),  # type: ignore[arg-type]
-                ExecutionUser.state.in_([UserState.CLAIMED, UserState.RETRY]),
+                ExecutionUser.state.in_([UserState.CLAIMED, UserState.RETRY, UserState.PENDING]),
             )
             .limit(1)
         )
@@ -387,6 +373,7 @@ async def dispatch(
     execution: Execution,
     now: datetime,
     lease: timedelta,
+    rules: controls.Rules,
 ) -> bool:
     """Send batch after batch while the campaign is SENDING and the execution DISPATCHING; True
     when every user is settled. A batch goes out in windows of users whose messages are handed
@@ -396,7 +383,7 @@ async def dispatch(
     while True:
         if not await _still_sending(database, execution):
             return False
-        claimed = await _claim(database, plan, execution, now, lease, max(BATCH, window))
+        claimed = await _claim(database, plan, rules, execution, now, lease, max(BATCH, window))
         if claimed is None:
             return not await _in_flight(database, execution)
         for start in range(0, len(claimed), window):

@@ -1,5 +1,5 @@
-"""Deterministic per-user choices of an execution (pure): rank, control group, variation, locale,
-tracking parameters.
+"""Deterministic per-user choices of an execution (pure): rank, control group, global control
+group, variation, locale, tracking parameters.
 
 Every choice derives from a hash of (campaign, user), so the same user lands on the same side on
 every evaluation. The control group is not "hash below p" (that is only right on average: ±1 point
@@ -22,6 +22,15 @@ _BUCKETS = 10_000
 def rank_of(campaign_id: str, customer_id: str, purpose: str = "rank") -> int:
     digest = hashlib.sha256(f"{purpose}\x00{campaign_id}\x00{customer_id}".encode()).digest()
     return int.from_bytes(digest[:8], "big") >> (64 - RANK_BITS)
+
+
+def in_global_control(workspace_id: str, customer_id: str, percentage: float | None) -> bool:
+    """Whether the user is in the workspace's global control group: a hash of (workspace, user)
+    alone, so the same users are held out of every campaign, whatever its audience."""
+    if not percentage:
+        return False
+    bucket = rank_of(workspace_id, customer_id, "global-control") % _BUCKETS
+    return bucket < float(percentage) * _BUCKETS / 100
 
 
 def control_group_size(audience: int, percentage: float | None) -> int:

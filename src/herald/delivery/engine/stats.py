@@ -50,18 +50,36 @@ async def _one(session: AsyncSession, execution: Execution) -> dict[str, Any]:
             .group_by(ExecutionUser.state, ExecutionUser.reason)
         )
     ).all()
+    deferred = int(
+        await session.scalar(
+            select(func.count()).where(
+                ExecutionUser.workspace_id == execution.workspace_id,
+                ExecutionUser.execution_id == execution.id,
+                ExecutionUser.state == "PENDING",
+                ExecutionUser.not_before.is_not(None),
+            )
+        )
+        or 0
+    )
     by_state = dict.fromkeys(_STATES, 0)
     suppressed = {
         "opted_out": execution.opted_out,
         "no_address": execution.no_address,
         "audience_limit": 0,
         "no_user": 0,
+        "frequency_cap": 0,
+        "dnd": 0,
+        "minimum_delay": 0,
     }
+    held_out = {"control_group": 0, "global_control": 0}
     for state, reason, count in counts:
         by_state[state] = by_state.get(state, 0) + int(count)
         if state == "SUPPRESSED" and reason:
             key = reason.lower()
             suppressed[key] = suppressed.get(key, 0) + int(count)
+        elif state == "HELD_OUT":
+            key = (reason or "CONTROL_GROUP").lower()
+            held_out[key] = held_out.get(key, 0) + int(count)
     return {
         "id": execution.id,
         "run": execution.run,
@@ -71,11 +89,13 @@ async def _one(session: AsyncSession, execution: Execution) -> dict[str, Any]:
         "updated_at": rfc3339(execution.updated_at),
         # Selected by the segmentation, before the channel's suppressions.
         "audience": execution.audience + execution.opted_out + execution.no_address,
-        "held_out": {"control_group": by_state["HELD_OUT"]},
+        "held_out": held_out,
         "suppressed": suppressed,
         "pending": by_state["PENDING"] + by_state["CLAIMED"] + by_state["RETRY"],
         # Of the pending users, those waiting for another attempt after a transient failure.
         "retrying": by_state["RETRY"],
+        # Of the pending users, those waiting for the end of quiet hours or of the minimum delay.
+        "deferred": deferred,
         "sent": by_state["SENT"],
         "failed": by_state["FAILED"],
     }

@@ -16,11 +16,13 @@ from herald.clock import FrozenClock
 from herald.config import Settings
 from herald.db import Database
 from herald.delivery.dispatch import Dispatcher
+from herald.delivery.engine import controls
 from herald.delivery.engine.content import plan_sends
 from herald.delivery.engine.models import Execution
 from herald.delivery.engine.pause import PAUSED
 from herald.delivery.engine.resolve import ExecutionStatus, LiveCampaign, resolve, start_execution
 from herald.delivery.engine.run import dispatch
+from herald.delivery.engine.throttle import ThrottleStore, open_store
 from herald.errors import HeraldError
 
 log = logging.getLogger("herald.delivery.engine")
@@ -98,16 +100,24 @@ async def run_executions(
     campaigns = await _sending(database, workspace_id)
     if not campaigns:
         return finished
-    async with Dispatcher(settings, FrozenClock(now), database.writer) as dispatcher:
+    async with (
+        Dispatcher(settings, FrozenClock(now), database.writer) as dispatcher,
+        open_store(settings) as store,
+    ):
         lease = timedelta(seconds=settings.delivery_lease_seconds)
         for campaign in campaigns:
-            if await _run_one(database, dispatcher, campaign, now, lease):
+            if await _run_one(database, dispatcher, store, campaign, now, lease):
                 finished.append(campaign.campaign_id)
     return finished
 
 
 async def _run_one(
-    database: Database, dispatcher: Dispatcher, campaign: LiveCampaign, now: datetime, lease: timedelta
+    database: Database,
+    dispatcher: Dispatcher,
+    store: ThrottleStore,
+    campaign: LiveCampaign,
+    now: datetime,
+    lease: timedelta,
 ) -> bool:
     execution = await start_execution(database, campaign, now)
     if execution.status == ExecutionStatus.RESOLVING:
@@ -133,7 +143,8 @@ async def _run_one(
         return False  # until resumed (`engine.pause`)
     async with database.reader() as session:
         plan = await plan_sends(session, campaign)
-    done = await dispatch(database, dispatcher, plan, execution, now, lease)
+        rules = await controls.load(session, campaign, store)
+    done = await dispatch(database, dispatcher, plan, execution, now, lease, rules)
     if done:
         await _end(database, execution, ExecutionStatus.DONE, now, None)
     return done

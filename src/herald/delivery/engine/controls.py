@@ -1,0 +1,320 @@
+"""Delivery controls: what happens to each user of a claimed batch before anything is sent.
+
+In order, for a user not yet decided: campaign control group (held out), gone since resolution or
+no message for its platform (suppressed), frequency caps (suppressed), the campaign's minimum
+delay and the workspace's quiet hours (deferred: the user stays PENDING until `not_before`; suppressed
+if that is past the campaign's `expiry_time`), the audience limit (suppressed once reached), and
+the throttle (the users beyond this minute's budget stay PENDING for a later tick). The global
+control group is decided earlier, when the audience is resolved (`resolve.py`), so the campaign
+control group is a share of the users left.
+
+The time rules are pure functions (`quiet_until`, `over_cap`, `delay_until`);
+`decide` feeds them the user's recent messages, read from the outbox.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, time, timedelta
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from sqlalchemy import func, select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from herald.audience.models import User
+from herald.campaigns.models import Campaign
+from herald.campaigns.schemas.audience_limit import AudienceLimitFrequency
+from herald.campaigns.schemas.common import Channel
+from herald.delivery.engine.content import SendPlan
+from herald.delivery.engine.models import Execution, ExecutionUser
+from herald.delivery.engine.resolve import LiveCampaign
+from herald.delivery.engine.throttle import ThrottleStore
+from herald.delivery.models import OutboxEntry
+from herald.delivery.recipients import recipient_for
+from herald.timefmt import parse_iso_datetime
+from herald.workspaces.delivery_settings import DeliverySettings, settings_of
+from herald.workspaces.models import Workspace
+
+log = logging.getLogger("herald.delivery.engine")
+
+DAY = timedelta(days=1)
+WEEK = timedelta(days=7)
+
+
+class Reason:
+    CONTROL_GROUP = "CONTROL_GROUP"
+    GLOBAL_CONTROL = "GLOBAL_CONTROL"
+    NO_USER = "NO_USER"
+    NO_ADDRESS = "NO_ADDRESS"
+    FREQUENCY_CAP = "FREQUENCY_CAP"
+    MINIMUM_DELAY = "MINIMUM_DELAY"
+    DND = "DND"
+    AUDIENCE_LIMIT = "AUDIENCE_LIMIT"
+
+
+# --- pure rules ------------------------------------------------------------------------------
+
+
+def zone(name: object, default: str) -> ZoneInfo:
+    """The user's timezone if it names one, else the workspace default, else UTC."""
+    for candidate in (name, default):
+        if isinstance(candidate, str) and candidate:
+            try:
+                return ZoneInfo(candidate)
+            except (ZoneInfoNotFoundError, ValueError):
+                continue
+    return ZoneInfo("UTC")
+
+
+def quiet_until(now: datetime, window: tuple[time, time] | None, tz: ZoneInfo) -> datetime | None:
+    """The end of the quiet window (UTC) if `now` is inside it in `tz`, else None. The window
+    [start, end) may cross midnight (22:00-08:00)."""
+    if window is None:
+        return None
+    start, end = window
+    local = now.astimezone(tz)
+    clock = local.time().replace(tzinfo=None)
+    if start < end:
+        inside = start <= clock < end
+        end_day = local.date()
+    else:
+        inside = clock >= start or clock < end
+        end_day = local.date() + timedelta(days=1) if clock >= start else local.date()
+    if not inside:
+        return None
+    return datetime.combine(end_day, end, tzinfo=tz).astimezone(UTC)
+
+
+def over_cap(sent_at: Iterable[datetime], now: datetime, per_day: int | None, per_week: int | None) -> bool:
+    """Whether one more message would exceed a cap: `sent_at` are the user's messages of capping
+    campaigns; the windows are the last 24 hours and the last 7 days."""
+    times = list(sent_at)
+    if per_day is not None and sum(1 for t in times if t > now - DAY) >= per_day:
+        return True
+    return per_week is not None and sum(1 for t in times if t > now - WEEK) >= per_week
+
+
+def delay_until(last_sent: datetime | None, now: datetime, delay: timedelta | None) -> datetime | None:
+    """When the user may get this campaign's next message, if that is later than `now`."""
+    if delay is None or last_sent is None or last_sent + delay <= now:
+        return None
+    return last_sent + delay
+
+
+# --- the rules of one campaign, read once per tick --------------------------------------------
+
+
+@dataclass(frozen=True)
+class AudienceLimit:
+    limit: int
+    total: bool  # TOTAL: over every execution of the campaign; INSTANCE: this execution only
+
+
+@dataclass(frozen=True)
+class Rules:
+    settings: DeliverySettings
+    store: ThrottleStore
+    throttle_rpm: int | None = None
+    capped: bool = False  # frequency caps apply to this campaign
+    bypass_dnd: bool = False
+    min_delay: timedelta | None = None
+    expiry: datetime | None = None
+    audience_limit: AudienceLimit | None = None
+
+
+async def load(session: AsyncSession, campaign: LiveCampaign, store: ThrottleStore) -> Rules:
+    document = campaign.document
+    workspace = await session.get(Workspace, campaign.workspace_id)
+    settings = settings_of(workspace.delivery if workspace is not None else None)
+    controls = document.delivery_controls
+    limit = document.campaign_audience_limit
+    audience_limit = None
+    if limit is not None and limit.is_campaign_audience_limit_enabled and limit.limit is not None:
+        audience_limit = AudienceLimit(int(limit.limit), limit.frequency != AudienceLimitFrequency.INSTANCE)
+    scheduling = document.scheduling_details
+    expiry = parse_iso_datetime(scheduling.expiry_time) if scheduling and scheduling.expiry_time else None
+    has_caps = settings.cap_day is not None or settings.cap_week is not None
+    if controls is None:
+        return Rules(settings, store, capped=has_caps, expiry=expiry, audience_limit=audience_limit)
+    delay = controls.minimum_delay_between_two_notification_in_hour
+    return Rules(
+        settings,
+        store,
+        throttle_rpm=controls.campaign_throttle_rpm,
+        capped=has_caps and not controls.ignore_frequency_capping,
+        bypass_dnd=bool(controls.bypass_dnd),
+        min_delay=timedelta(hours=delay) if delay else None,
+        expiry=expiry,
+        audience_limit=audience_limit,
+    )
+
+
+# --- one batch --------------------------------------------------------------------------------
+
+
+@dataclass
+class Decision:
+    held: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
+    suppressed: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
+    deferred: dict[str, datetime] = field(default_factory=dict)
+    send: list[tuple[str, User]] = field(default_factory=list)
+    waiting: list[str] = field(default_factory=list)  # left PENDING: throttle, in-flight limit
+
+    def deferred_by_time(self) -> dict[datetime, list[str]]:
+        """Deferred users grouped by when they are due (one update per group: a timezone's users
+        share the end of their quiet window)."""
+        grouped: dict[datetime, list[str]] = defaultdict(list)
+        for customer_id, due in self.deferred.items():
+            grouped[due].append(customer_id)
+        return grouped
+
+    @property
+    def progressed(self) -> bool:
+        return bool(self.held or self.suppressed or self.deferred or self.send)
+
+
+def has_message(plan: SendPlan, customer_id: str, user: User) -> bool:
+    """False for a push user whose token is for none of the campaign's platforms."""
+    if plan.channel is not Channel.PUSH or not plan.groups:
+        return True
+    profile = recipient_for(user, customer_id, plan.channel).profile or {}
+    return bool(plan.messages_for(plan.group_for(customer_id, profile), profile))
+
+
+async def _history(
+    session: AsyncSession, workspace_id: str, ids: Sequence[str], since: datetime
+) -> list[tuple[str, str | None, datetime]]:
+    """(customer, campaign, sent at) of the users' live messages sent since `since`."""
+    rows = await session.execute(
+        select(OutboxEntry.customer_id, OutboxEntry.campaign_id, OutboxEntry.created_at).where(
+            OutboxEntry.workspace_id == workspace_id,
+            OutboxEntry.customer_id.in_(ids),
+            OutboxEntry.created_at > since,
+            OutboxEntry.is_test.is_(False),
+            OutboxEntry.status == "SENT",
+        )
+    )
+    return [(str(c), campaign, at) for c, campaign, at in rows.all()]
+
+
+async def _capping_campaigns(session: AsyncSession, workspace_id: str, ids: set[str]) -> set[str]:
+    """Those of `ids` whose latest version counts toward the frequency caps."""
+    if not ids:
+        return set()
+    rows = await session.execute(
+        select(Campaign.campaign_id, Campaign.components).where(
+            Campaign.workspace_id == workspace_id, Campaign.is_latest, Campaign.campaign_id.in_(ids)
+        )
+    )
+    found: set[str] = set()
+    for campaign_id, components in rows.all():
+        controls = (components or {}).get("delivery_controls")
+        if isinstance(controls, dict) and controls.get("count_for_frequency_capping") is True:
+            found.add(campaign_id)
+    return found
+
+
+async def _limit_used(session: AsyncSession, execution: Execution, limit: AudienceLimit) -> tuple[int, int]:
+    """(users SENT, users in flight: CLAIMED or waiting to be retried) counted against the audience
+    limit; failed users do not use it."""
+    query = select(ExecutionUser.state, func.count()).where(
+        ExecutionUser.workspace_id == execution.workspace_id,
+        ExecutionUser.state.in_(["SENT", "CLAIMED", "RETRY"]),
+    )
+    if limit.total:
+        runs = select(Execution.id).where(
+            Execution.workspace_id == execution.workspace_id,
+            Execution.campaign_id == execution.campaign_id,
+        )
+        query = query.where(ExecutionUser.execution_id.in_(runs))
+    else:
+        query = query.where(ExecutionUser.execution_id == execution.id)
+    counts = dict((await session.execute(query.group_by(ExecutionUser.state))).tuples().all())
+    return int(counts.get("SENT", 0)), int(counts.get("CLAIMED", 0)) + int(counts.get("RETRY", 0))
+
+
+async def decide(
+    session: AsyncSession,
+    rules: Rules,
+    plan: SendPlan,
+    execution: Execution,
+    rows: Sequence[tuple[str, int, User | None]],
+    now: datetime,
+) -> Decision:
+    """The fate of each (customer id, rank, user) of a freshly claimed batch."""
+    decision = Decision()
+    candidates: list[tuple[str, User]] = []
+    for customer_id, rank, user in rows:
+        if execution.control_threshold is not None and rank <= execution.control_threshold:
+            decision.held[Reason.CONTROL_GROUP].append(customer_id)
+        elif user is None:
+            decision.suppressed[Reason.NO_USER].append(customer_id)
+        elif not has_message(plan, customer_id, user):
+            decision.suppressed[Reason.NO_ADDRESS].append(customer_id)
+        else:
+            candidates.append((customer_id, user))
+    candidates = await _timing(session, rules, plan, execution, candidates, now, decision)
+    if rules.audience_limit is not None and candidates:
+        sent, in_flight = await _limit_used(session, execution, rules.audience_limit)
+        room = max(0, rules.audience_limit.limit - sent - in_flight)
+        over = candidates[room:]
+        candidates = candidates[:room]
+        # The limit counts messages SENT: while users in flight (this batch's or another worker's)
+        # may still fail and free room, the rest wait; they are refused once the limit is reached.
+        full = sent >= rules.audience_limit.limit
+        (decision.suppressed[Reason.AUDIENCE_LIMIT] if full else decision.waiting).extend(c for c, _ in over)
+    if rules.throttle_rpm is not None and candidates:
+        granted = await rules.store.take(
+            session, execution.workspace_id, execution.campaign_id, now, len(candidates), rules.throttle_rpm
+        )
+        decision.waiting.extend(c for c, _ in candidates[granted:])
+        candidates = candidates[:granted]
+    decision.send = candidates
+    return decision
+
+
+async def _timing(
+    session: AsyncSession,
+    rules: Rules,
+    plan: SendPlan,
+    execution: Execution,
+    candidates: list[tuple[str, User]],
+    now: datetime,
+    decision: Decision,
+) -> list[tuple[str, User]]:
+    """Frequency caps, minimum delay and quiet hours; the candidates still to send now."""
+    settings = rules.settings
+    window = None if rules.bypass_dnd else settings.dnd
+    if not candidates or not (rules.capped or rules.min_delay or window):
+        return candidates
+    history: dict[str, list[tuple[str | None, datetime]]] = defaultdict(list)
+    capping: set[str] = set()
+    if rules.capped or rules.min_delay:
+        since = now - max(WEEK if rules.capped else timedelta(0), rules.min_delay or timedelta(0))
+        found = await _history(session, execution.workspace_id, [c for c, _ in candidates], since)
+        for customer_id, campaign_id, at in found:
+            history[customer_id].append((campaign_id, at))
+        if rules.capped:
+            capping = await _capping_campaigns(session, execution.workspace_id, {c for _, c, _ in found if c})
+    left: list[tuple[str, User]] = []
+    for customer_id, user in candidates:
+        past = history.get(customer_id, [])
+        if rules.capped and over_cap(
+            (at for campaign, at in past if campaign in capping), now, settings.cap_day, settings.cap_week
+        ):
+            decision.suppressed[Reason.FREQUENCY_CAP].append(customer_id)
+            continue
+        mine = [at for campaign, at in past if campaign == execution.campaign_id]
+        due, reason = delay_until(max(mine, default=None), now, rules.min_delay), Reason.MINIMUM_DELAY
+        if due is None:
+            due, reason = quiet_until(now, window, zone(user.timezone, settings.timezone)), Reason.DND
+        if due is None:
+            left.append((customer_id, user))
+        elif rules.expiry is not None and due >= rules.expiry:
+            decision.suppressed[reason].append(customer_id)  # the campaign ends before the user may get it
+        else:
+            decision.deferred[customer_id] = due
+    return left

@@ -1,0 +1,124 @@
+"""Workspace delivery settings (CLI-managed): the global control group, frequency caps, the quiet
+(DND) window and the default timezone the engine reads at each tick.
+
+Stored as one JSON object on the workspace row (`Workspace.delivery`), written with the row locked
+like feature flags and rate limits, so two concurrent `workspaces set` of different keys both land.
+Parsing is pure and shared by the CLI and the engine: what the engine reads was valid when written.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import time
+from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from herald.workspaces.models import Workspace
+from herald.workspaces.service import AdminError, get_workspace
+
+# CLI key -> what the value is, for help texts and errors.
+SETTINGS: dict[str, str] = {
+    "global-control": "percentage of users (0-100, decimals allowed) held out of every campaign "
+    "with is_global_control_group_enabled",
+    "frequency-cap-day": "at most N messages per user in any 24 hours, across capping campaigns",
+    "frequency-cap-week": "at most N messages per user in any 7 days, across capping campaigns",
+    "dnd": "quiet window HH:MM-HH:MM in the user's timezone, e.g. 22:00-08:00",
+    "timezone": "IANA timezone for users without one (default UTC)",
+}
+OFF = ("off", "none", "default")
+_CLOCK = re.compile(r"^([01]\d|2[0-3]):([0-5]\d)$")
+
+
+@dataclass(frozen=True)
+class DeliverySettings:
+    global_control: float | None = None  # percentage
+    cap_day: int | None = None
+    cap_week: int | None = None
+    dnd_start: time | None = None
+    dnd_end: time | None = None
+    timezone: str = "UTC"
+
+    @property
+    def dnd(self) -> tuple[time, time] | None:
+        if self.dnd_start is None or self.dnd_end is None:
+            return None
+        return self.dnd_start, self.dnd_end
+
+
+def _clock(text: str) -> time:
+    found = _CLOCK.match(text.strip())
+    if found is None:
+        raise AdminError(f"{text!r} is not a time of day HH:MM (00:00-23:59)")
+    return time(int(found.group(1)), int(found.group(2)))
+
+
+def parse_value(key: str, value: str) -> Any:
+    """The stored form of a CLI value (None removes the setting); AdminError when invalid."""
+    if key not in SETTINGS:
+        raise AdminError(f"unknown setting {key!r}; known: {', '.join(SETTINGS)}")
+    if value.strip().lower() in OFF:
+        return None
+    if key == "global-control":
+        try:
+            share = float(value)
+        except ValueError:
+            raise AdminError("global-control must be a percentage from 0 to 100") from None
+        if not 0 <= share <= 100:
+            raise AdminError("global-control must be a percentage from 0 to 100")
+        return share
+    if key in ("frequency-cap-day", "frequency-cap-week"):
+        if not value.strip().isdigit() or int(value) < 1:
+            raise AdminError(f"{key} must be a whole number of messages, at least 1 (or 'off')")
+        return int(value)
+    if key == "dnd":
+        start, sep, end = value.partition("-")
+        if not sep:
+            raise AdminError("dnd must be a window HH:MM-HH:MM, e.g. 22:00-08:00 (or 'off')")
+        if _clock(start) == _clock(end):
+            raise AdminError("dnd must not start and end at the same time")
+        return f"{_clock(start):%H:%M}-{_clock(end):%H:%M}"
+    try:
+        ZoneInfo(value)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise AdminError(f"unknown timezone {value!r} (use an IANA name such as Europe/Paris)") from None
+    return value
+
+
+def settings_of(stored: dict[str, Any] | None) -> DeliverySettings:
+    """The settings a workspace's stored object describes (unset keys: off)."""
+    stored = stored or {}
+    dnd = stored.get("dnd")
+    start = end = None
+    if isinstance(dnd, str) and "-" in dnd:
+        first, _, last = dnd.partition("-")
+        start, end = _clock(first), _clock(last)
+    return DeliverySettings(
+        global_control=stored.get("global-control"),
+        cap_day=stored.get("frequency-cap-day"),
+        cap_week=stored.get("frequency-cap-week"),
+        dnd_start=start,
+        dnd_end=end,
+        timezone=stored.get("timezone") or "UTC",
+    )
+
+
+async def set_delivery_setting(session: AsyncSession, workspace_id: str, key: str, value: str) -> Workspace:
+    parsed = parse_value(key, value)
+    workspace = await get_workspace(session, workspace_id, for_update=True)
+    stored = dict(workspace.delivery or {})
+    if parsed is None:
+        stored.pop(key, None)
+    else:
+        stored[key] = parsed
+    workspace.delivery = stored
+    await session.flush()
+    return workspace
+
+
+def describe(stored: dict[str, Any] | None) -> list[str]:
+    """One `key<TAB>value` line per setting, `off` for those not set."""
+    stored = stored or {}
+    return [f"{key}\t{stored.get(key, 'off' if key != 'timezone' else 'UTC')}" for key in SETTINGS]

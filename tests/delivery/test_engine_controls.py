@@ -1,0 +1,411 @@
+"""Delivery controls end to end: workspace settings set with the CLI, a published campaign, worker
+ticks on the frozen clock, messages counted at a real HTTP receiver or SMTP server."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import httpx
+import pytest
+from fastapi import FastAPI
+from typer.testing import CliRunner
+
+from herald.campaigns import worker
+from herald.cli import app as cli_app
+from herald.clock import FrozenClock
+from herald.config import Settings
+from herald.delivery.engine.run import delivery_id
+from herald.delivery.engine.split import in_global_control
+from herald.delivery.models import OutboxEntry
+from herald.services import Services
+from tests.campaigns import lifecycle_helpers as h
+from tests.conftest import REDIS_URL
+from tests.delivery.builders import create_campaign, push_connector, smtp_connector
+from tests.delivery.conftest import OPEN_LIMITS, add_users
+from tests.delivery.servers import HttpReceiver, SmtpServer
+from tests.delivery.test_engine_send import EMAIL, PUSH, publish, stats, status, tick
+from tests.factories import Tenant, make_tenant
+
+runner = CliRunner()
+
+
+async def herald(settings: Settings, *args: str, ok: bool = True) -> str:
+    """Run the `herald` CLI against the test database (in a thread: it runs its own event loop)."""
+    result = await asyncio.to_thread(
+        runner.invoke, cli_app, list(args), env={"HERALD_DATABASE_URL": settings.database_url}
+    )
+    assert (result.exit_code == 0) is ok, result.output
+    return result.output
+
+
+def with_controls(body: dict[str, Any], **controls: Any) -> dict[str, Any]:
+    body = copy.deepcopy(body)
+    body["delivery_controls"] = controls
+    return body
+
+
+def receivers(webhook: HttpReceiver) -> list[str]:
+    return sorted(r.json()["recipient"]["customer_id"] for r in webhook.received)
+
+
+async def push_users(app: FastAPI, workspace: Tenant, count: int, **extra: Any) -> list[str]:
+    ids = [f"u{i:03d}" for i in range(count)]
+    await add_users(
+        app,
+        workspace.workspace_id,
+        *({"customer_id": c, "push_id": f"tok-{c}", "platform": "ANDROID", **extra} for c in ids),
+    )
+    return ids
+
+
+class TestSettingsCli:
+    async def test_settings_are_validated_and_shown(self, settings: Settings, workspace: Tenant) -> None:
+        ws = workspace.workspace_id
+        await herald(settings, "workspaces", "set", "-w", ws, "global-control", "5")
+        await herald(settings, "workspaces", "set", "-w", ws, "dnd", "22:00-08:00")
+        await herald(settings, "workspaces", "set", "-w", ws, "frequency-cap-day", "3")
+        await herald(settings, "workspaces", "set", "-w", ws, "timezone", "Europe/Paris")
+        for key, value in [
+            ("global-control", "101"),
+            ("dnd", "25:00-08:00"),
+            ("dnd", "22:00"),
+            ("frequency-cap-week", "0"),
+            ("timezone", "Mars/Olympus"),
+            ("colour", "blue"),
+        ]:
+            assert "error" in await herald(settings, "workspaces", "set", "-w", ws, key, value, ok=False)
+        await herald(settings, "workspaces", "set", "-w", ws, "frequency-cap-day", "off")
+        shown = await herald(settings, "workspaces", "settings", "-w", ws)
+        assert shown.splitlines() == [
+            "global-control\t5.0",
+            "frequency-cap-day\toff",
+            "frequency-cap-week\toff",
+            "dnd\t22:00-08:00",
+            "timezone\tEurope/Paris",
+        ]
+
+
+class TestGlobalControl:
+    async def test_the_same_users_are_held_out_of_every_campaign_that_takes_part(
+        self,
+        app: FastAPI,
+        client: httpx.AsyncClient,
+        settings: Settings,
+        workspace: Tenant,
+        webhook: HttpReceiver,
+    ) -> None:
+        await push_connector(app, workspace, webhook)
+        users = await push_users(app, workspace, 60)
+        await herald(settings, "workspaces", "set", "-w", workspace.workspace_id, "global-control", "30")
+        held = {u for u in users if in_global_control(workspace.workspace_id, u, 30)}
+        assert 0 < len(held) < 60
+        taking_part = copy.deepcopy(PUSH)
+        taking_part["control_group_details"] = {"is_global_control_group_enabled": True}
+        first = await publish(client, workspace, taking_part)
+        await tick(app, workspace)
+        assert set(receivers(webhook)) == set(users) - held
+        webhook.reset()
+        second = await publish(client, workspace, taking_part)
+        await tick(app, workspace)
+        assert set(receivers(webhook)) == set(users) - held  # the same users, another campaign
+        webhook.reset()
+        await publish(client, workspace, PUSH)  # not taking part: everybody
+        await tick(app, workspace)
+        assert receivers(webhook) == users
+        for campaign_id in (first, second):
+            [run] = (await stats(client, workspace, campaign_id))["executions"]
+            assert run["held_out"] == {"control_group": 0, "global_control": len(held)}
+            assert run["sent"] == 60 - len(held)
+
+    async def test_the_campaign_control_group_is_a_share_of_the_users_left(
+        self,
+        app: FastAPI,
+        client: httpx.AsyncClient,
+        settings: Settings,
+        workspace: Tenant,
+        webhook: HttpReceiver,
+    ) -> None:
+        await push_connector(app, workspace, webhook)
+        users = await push_users(app, workspace, 40)
+        await herald(settings, "workspaces", "set", "-w", workspace.workspace_id, "global-control", "50")
+        held = {u for u in users if in_global_control(workspace.workspace_id, u, 50)}
+        body = copy.deepcopy(PUSH)
+        body["control_group_details"] = {
+            "is_global_control_group_enabled": True,
+            "is_campaign_control_group_enabled": True,
+            "campaign_control_group_percentage": 50,
+        }
+        campaign_id = await publish(client, workspace, body)
+        await tick(app, workspace)
+        [run] = (await stats(client, workspace, campaign_id))["executions"]
+        left = 40 - len(held)
+        control = int(left * 0.5 + 0.5)
+        assert run["held_out"] == {"control_group": control, "global_control": len(held)}
+        assert run["sent"] == left - control
+        assert not set(receivers(webhook)) & held
+
+
+def _throttle_settings(settings: Settings, store: str) -> Settings:
+    if store == "redis":
+        if not REDIS_URL:
+            pytest.skip("HERALD_TEST_REDIS_URL is not set")
+        return settings.model_copy(update={"redis_url": REDIS_URL})
+    return settings
+
+
+class TestThrottle:
+    @pytest.mark.parametrize("store", ["database", "redis"])
+    async def test_each_minute_sends_at_most_its_budget(
+        self,
+        app: FastAPI,
+        client: httpx.AsyncClient,
+        settings: Settings,
+        workspace: Tenant,
+        webhook: HttpReceiver,
+        clock: FrozenClock,
+        store: str,
+    ) -> None:
+        engine_settings = _throttle_settings(settings, store)
+        services: Services = app.state.herald
+        await push_connector(app, workspace, webhook)
+        await push_users(app, workspace, 12)
+        clock.set(datetime(2026, 3, 2, 10, 0, 30, tzinfo=UTC))
+        campaign_id = await publish(client, workspace, with_controls(PUSH, campaign_throttle_rpm=5))
+
+        async def worker_tick() -> None:
+            await worker.run_tick(services.database, clock.now(), [workspace.workspace_id], engine_settings)
+
+        # Two workers at once share one budget.
+        await asyncio.gather(worker_tick(), worker_tick())
+        assert len(webhook.received) == 5
+        clock.advance(seconds=20)  # still 10:00
+        await worker_tick()
+        assert len(webhook.received) == 5
+        [run] = (await stats(client, workspace, campaign_id))["executions"]
+        assert (run["sent"], run["pending"]) == (5, 7)
+        assert await status(client, workspace, campaign_id) == "SENDING"
+        clock.advance(seconds=10)  # 10:01:00
+        await asyncio.gather(worker_tick(), worker_tick())
+        assert len(webhook.received) == 10
+        clock.advance(minutes=1)
+        await worker_tick()
+        assert len(webhook.received) == 12
+        assert len(set(receivers(webhook))) == 12
+        assert await status(client, workspace, campaign_id) == "SENT"
+
+
+class TestFrequencyCaps:
+    async def test_a_user_at_the_cap_is_suppressed_unless_the_campaign_ignores_caps(
+        self,
+        app: FastAPI,
+        client: httpx.AsyncClient,
+        settings: Settings,
+        workspace: Tenant,
+        webhook: HttpReceiver,
+        clock: FrozenClock,
+    ) -> None:
+        await push_connector(app, workspace, webhook)
+        users = await push_users(app, workspace, 3)
+        ws = workspace.workspace_id
+        await herald(settings, "workspaces", "set", "-w", ws, "frequency-cap-day", "1")
+        await herald(settings, "workspaces", "set", "-w", ws, "frequency-cap-week", "2")
+        # Not counted: a campaign that does not count toward the caps.
+        await publish(client, workspace, with_controls(PUSH, count_for_frequency_capping=False))
+        await tick(app, workspace)
+        counted = with_controls(PUSH, count_for_frequency_capping=True)
+        await publish(client, workspace, counted)
+        await tick(app, workspace)
+        assert len(webhook.received) == 6
+        webhook.reset()
+        capped = await publish(client, workspace, counted)
+        await tick(app, workspace)
+        assert webhook.received == []
+        assert await status(client, workspace, capped) == "SENT"
+        [run] = (await stats(client, workspace, capped))["executions"]
+        assert (run["sent"], run["suppressed"]["frequency_cap"]) == (0, 3)
+        await publish(client, workspace, with_controls(PUSH, ignore_frequency_capping=True))
+        await tick(app, workspace)
+        assert receivers(webhook) == users
+        webhook.reset()
+        clock.advance(hours=25)  # a new day: one more this week
+        await publish(client, workspace, counted)
+        await tick(app, workspace)
+        assert receivers(webhook) == users
+        webhook.reset()
+        clock.advance(hours=25)  # another day, but two this week already
+        week_capped = await publish(client, workspace, counted)
+        await tick(app, workspace)
+        assert webhook.received == []
+        [run] = (await stats(client, workspace, week_capped))["executions"]
+        assert run["suppressed"]["frequency_cap"] == 3
+        clock.advance(days=6)  # the first counted message left the week
+        await publish(client, workspace, counted)
+        await tick(app, workspace)
+        assert receivers(webhook) == users
+
+
+class TestQuietHours:
+    async def test_a_user_in_the_window_is_deferred_to_its_end(
+        self,
+        app: FastAPI,
+        client: httpx.AsyncClient,
+        settings: Settings,
+        workspace: Tenant,
+        webhook: HttpReceiver,
+        clock: FrozenClock,
+    ) -> None:
+        await push_connector(app, workspace, webhook)
+        ws = workspace.workspace_id
+        await add_users(
+            app,
+            ws,
+            {"customer_id": "paris", "push_id": "t1", "platform": "ANDROID", "timezone": "Europe/Paris"},
+            {"customer_id": "tokyo", "push_id": "t2", "platform": "ANDROID", "timezone": "Asia/Tokyo"},
+            {"customer_id": "nowhere", "push_id": "t3", "platform": "ANDROID"},  # workspace default
+            {"customer_id": "odd", "push_id": "t4", "platform": "ANDROID", "timezone": "Not/AZone"},
+        )
+        clock.set(datetime(2026, 3, 2, 22, 30, tzinfo=UTC))  # Paris 23:30, Tokyo 07:30 (+1 day)
+        campaign_id = await publish(client, workspace, PUSH)  # no window yet: everybody at once
+        await tick(app, workspace)
+        assert len(webhook.received) == 4
+        webhook.reset()
+        await herald(settings, "workspaces", "set", "-w", ws, "dnd", "22:00-08:00")
+        await herald(settings, "workspaces", "set", "-w", ws, "timezone", "America/New_York")  # 17:30
+        campaign_id = await publish(client, workspace, PUSH)
+        await tick(app, workspace)
+        assert receivers(webhook) == ["nowhere", "odd"]  # an unknown zone: the workspace's
+        [run] = (await stats(client, workspace, campaign_id))["executions"]
+        assert (run["sent"], run["pending"], run["deferred"]) == (2, 2, 2)
+        assert await status(client, workspace, campaign_id) == "SENDING"
+        clock.set(datetime(2026, 3, 2, 23, 0, tzinfo=UTC))  # Tokyo 08:00: its window is over
+        await tick(app, workspace)
+        assert receivers(webhook) == ["nowhere", "odd", "tokyo"]
+        clock.set(datetime(2026, 3, 3, 6, 59, tzinfo=UTC))  # Paris 07:59
+        await tick(app, workspace)
+        assert len(webhook.received) == 3
+        clock.set(datetime(2026, 3, 3, 7, 0, tzinfo=UTC))  # Paris 08:00
+        await tick(app, workspace)
+        assert receivers(webhook) == ["nowhere", "odd", "paris", "tokyo"]
+        assert await status(client, workspace, campaign_id) == "SENT"
+        [run] = (await stats(client, workspace, campaign_id))["executions"]
+        assert (run["sent"], run["pending"], run["deferred"]) == (4, 0, 0)
+
+    async def test_bypass_dnd_sends_at_once_and_a_window_past_expiry_drops_the_user(
+        self,
+        app: FastAPI,
+        client: httpx.AsyncClient,
+        settings: Settings,
+        workspace: Tenant,
+        webhook: HttpReceiver,
+        clock: FrozenClock,
+    ) -> None:
+        await push_connector(app, workspace, webhook)
+        await push_users(app, workspace, 2)
+        await herald(settings, "workspaces", "set", "-w", workspace.workspace_id, "dnd", "22:00-08:00")
+        clock.set(datetime(2026, 3, 2, 23, 0, tzinfo=UTC))
+        await publish(client, workspace, with_controls(PUSH, bypass_dnd=True))
+        await tick(app, workspace)
+        assert len(webhook.received) == 2
+        webhook.reset()
+        expiring = copy.deepcopy(PUSH)
+        expiring["scheduling_details"]["expiry_time"] = "2026-03-03T06:00:00Z"
+        campaign_id = await publish(client, workspace, expiring)
+        await tick(app, workspace)
+        assert webhook.received == []
+        [run] = (await stats(client, workspace, campaign_id))["executions"]
+        assert (run["sent"], run["pending"], run["suppressed"]["dnd"]) == (0, 0, 2)
+
+
+class TestMinimumDelay:
+    async def test_a_user_sent_this_campaign_recently_waits_out_the_delay(
+        self,
+        app: FastAPI,
+        client: httpx.AsyncClient,
+        workspace: Tenant,
+        smtp_server: SmtpServer,
+        clock: FrozenClock,
+    ) -> None:
+        await smtp_connector(app, workspace, smtp_server, senders=["news@shop.example"])
+        await add_users(
+            app,
+            workspace.workspace_id,
+            {"customer_id": "ana", "email": "ana@example.com"},
+            {"customer_id": "bo", "email": "bo@example.com"},
+        )
+        body = with_controls(EMAIL, minimum_delay_between_two_notification_in_hour=3)
+        campaign_id = await create_campaign(client, workspace, copy.deepcopy(body))
+        # Ana got a message of this campaign an hour ago (an earlier run).
+        await _sent_before(app, workspace, campaign_id, "ana", clock.now() - timedelta(hours=1))
+        await h.publish(client, workspace, campaign_id)
+        await tick(app, workspace)
+        assert [m.rcpt_tos for m in smtp_server.received] == [["bo@example.com"]]
+        [run] = (await stats(client, workspace, campaign_id))["executions"]
+        assert (run["sent"], run["deferred"]) == (1, 1)
+        clock.advance(hours=1, minutes=59)
+        await tick(app, workspace)
+        assert len(smtp_server.received) == 1
+        clock.advance(minutes=1)  # three hours after Ana's last message
+        await tick(app, workspace)
+        assert [m.rcpt_tos for m in smtp_server.received] == [["bo@example.com"], ["ana@example.com"]]
+        assert await status(client, workspace, campaign_id) == "SENT"
+
+
+async def _sent_before(
+    app: FastAPI, workspace: Tenant, campaign_id: str, customer_id: str, at: datetime
+) -> None:
+    """A live message of the campaign already in the outbox (as an earlier run leaves it)."""
+    services: Services = app.state.herald
+    async with services.database.writer() as session:
+        session.add(
+            OutboxEntry(
+                workspace_id=workspace.workspace_id,
+                id=delivery_id("earlier-run", customer_id, "EMAIL"),
+                status="SENT",
+                is_test=False,
+                channel="EMAIL",
+                locale="default",
+                variation="1",
+                recipient=f"{customer_id}@example.com",
+                customer_id=customer_id,
+                campaign_id=campaign_id,
+                summary={},
+                created_at=at,
+                updated_at=at,
+            )
+        )
+        await session.commit()
+
+
+class TestAudienceLimit:
+    async def test_the_limit_counts_messages_sent_not_failures(
+        self, app: FastAPI, client: httpx.AsyncClient, smtp_server: SmtpServer
+    ) -> None:
+        workspace = await make_tenant(
+            app, features={"campaign_audience_limit": True}, rate_limits=OPEN_LIMITS
+        )
+        await smtp_connector(app, workspace, smtp_server, senders=["news@shop.example"])
+        users = [{"customer_id": f"u{i}", "email": f"u{i}@example.com", "count": 1} for i in range(5)]
+        # Seven users whose message cannot be rendered: they fail, and leave the limit's room to the
+        # five others, whatever the order the ranks give.
+        users += [{"customer_id": f"x{i}", "email": f"x{i}@example.com", "count": 10**9} for i in range(7)]
+        await add_users(app, workspace.workspace_id, *users)
+        body = copy.deepcopy(EMAIL)
+        body["campaign_content"]["content"]["email"]["html_content"] = (
+            "{% for i in range(user.count) %}x{% endfor %}"
+        )
+        body["campaign_audience_limit"] = {
+            "is_campaign_audience_limit_enabled": True,
+            "metric": "SENT",
+            "frequency": "TOTAL",
+            "limit": 5,
+        }
+        campaign_id = await publish(client, workspace, body)
+        await tick(app, workspace)
+        assert await status(client, workspace, campaign_id) == "SENT"
+        assert len(smtp_server.received) == 5
+        [run] = (await stats(client, workspace, campaign_id))["executions"]
+        assert run["sent"] == 5
+        assert run["sent"] + run["failed"] + run["suppressed"]["audience_limit"] == 12
