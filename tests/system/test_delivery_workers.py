@@ -82,7 +82,10 @@ class Receiver:
             def log_message(self, format: str, *args: Any) -> None:
                 pass
 
-        server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        class Server(ThreadingHTTPServer):
+            request_queue_size = 128  # a worker has several requests on the way at once
+
+        server = Server(("127.0.0.1", 0), Handler)
         threading.Thread(target=server.serve_forever, daemon=True).start()
         host, port = server.server_address[:2]
         return server, f"http://{host!s}:{port}/hooks"
@@ -277,8 +280,9 @@ def test_every_user_gets_exactly_one_delivery_id_across_a_killed_worker(
     received = Counter(sink.ids)
     assert set(received) == expected  # none missing, none extra: one id per user
     repeats = {i: n for i, n in received.items() if n > 1}
-    # Only the message the killed worker had in flight may arrive twice, under its one id.
-    assert len(repeats) <= 1
+    # Only the messages the killed worker had in flight (one window) may arrive twice, each under
+    # its one id.
+    assert len(repeats) <= Settings().delivery_concurrency
     assert all(n == 2 for n in repeats.values())
     rows = _outbox(database_url, workspace.workspace_id)
     assert sorted(i for i, _ in rows) == sorted(expected)

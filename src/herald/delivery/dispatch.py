@@ -127,10 +127,10 @@ class Dispatcher:
         if outcome.sent or not outcome.transient:
             return outcome
         reason = outcome.reason or "The send failed."
-        if number >= self._settings.delivery_max_attempts:
+        if number >= self._settings.delivery_max_attempts and outcome.attempted:
             return Outcome(False, f"Gave up after {number} attempts: {reason}")
         at = now + retry_delay(self._settings, number)
-        return Outcome(False, reason, outcome.connector_down, True, at)
+        return Outcome(False, reason, outcome.connector_down, True, at, outcome.attempted)
 
     def window(self, connector: Connector | None) -> int:
         """How many messages `deliver_many` can have on the way at once through `connector`."""
@@ -147,6 +147,8 @@ class Dispatcher:
         return f"Connector '{connector.name}' failed {count} attempts in a row; the last: {reason}"
 
     def _count(self, connector: Connector, outcome: Outcome) -> None:
+        if not outcome.attempted:
+            return
         if outcome.sent:
             self._streak.pop(connector.id, None)
         else:
@@ -192,7 +194,9 @@ class Dispatcher:
     ) -> Outcome:
         """One request: `envelope` alone, or every message of `batch` (a batched webhook)."""
         if connector.id in self._down:
-            return Outcome(False, f"Not attempted: {self._down[connector.id]}", transient=True)
+            return Outcome(
+                False, f"Not attempted: {self._down[connector.id]}", transient=True, attempted=False
+            )
         try:
             secrets = self._open_secrets(connector)
         except SecretKeyError as exc:

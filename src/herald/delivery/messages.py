@@ -63,6 +63,9 @@ class Outcome:
     transient: bool = False
     # When a live send that failed transiently is attempted again (None: it is settled).
     retry_at: datetime | None = None
+    # False for a message not handed to the connector at all (it was down earlier in the same
+    # batch): such a message tells nothing about the connector and counts in no error streak.
+    attempted: bool = True
 
 
 def summary_of(envelope: Envelope) -> dict[str, Any]:

@@ -133,29 +133,29 @@ async def resolve(database: Database, campaign: LiveCampaign, execution: Executi
             allowed = await _count(session, campaign, now, with_opted_out=False)
             reachable = await _count(session, campaign, now, with_opted_out=False, reachable_only=True)
         await _update(database, execution, opted_out=everyone - allowed, no_address=allowed - reachable)
-    while True:
-        async with database.reader() as session:
-            segments = await segments_for(session, campaign.workspace_id, details)
-            selected = audience_query(
-                details,
-                campaign.channel,
-                campaign.workspace_id,
-                now,
-                dialect=session_dialect(session),
-                segments=segments,
-                reachable_only=True,
-            ).subquery()
-            page = select(selected.c.customer_id).order_by(selected.c.customer_id).limit(CHUNK)
-            if after is not None:
-                page = page.where(selected.c.customer_id > after)
-            ids = list((await session.scalars(page)).all())
-            share = await _global_control(session, campaign)
-        if ids:
-            after = await _write_page(database, campaign, execution, after, ids, share)
+    # One query streams the audience in customer-id order (from the resume point); each page is
+    # written in a transaction of its own. A query per page would evaluate the filters again from
+    # the start of the audience for every page: quadratic in the audience's size.
+    async with database.reader() as session:
+        segments = await segments_for(session, campaign.workspace_id, details)
+        share = await _global_control(session, campaign)
+        selected = audience_query(
+            details,
+            campaign.channel,
+            campaign.workspace_id,
+            now,
+            dialect=session_dialect(session),
+            segments=segments,
+            reachable_only=True,
+        ).subquery()
+        query = select(selected.c.customer_id).order_by(selected.c.customer_id)
+        if after is not None:
+            query = query.where(selected.c.customer_id > after)
+        stream = await session.stream_scalars(query.execution_options(yield_per=CHUNK))
+        async for page in stream.partitions(CHUNK):
+            after = await _write_page(database, campaign, execution, after, list(page), share)
             if after is None:
                 return  # another worker is resolving it
-        if len(ids) < CHUNK:
-            break
     await _fix_control_group(database, campaign, execution, now)
 
 
