@@ -17,6 +17,7 @@ from fastapi import FastAPI
 from herald.campaigns import worker
 from herald.clock import FrozenClock
 from herald.delivery.config import ConnectorInput
+from herald.delivery.engine.split import assign_variations
 from herald.services import Services
 from tests.campaigns import lifecycle_helpers as h
 from tests.delivery.builders import HOOK_SECRET, create_campaign, outbox_rows, push_connector, smtp_connector
@@ -192,6 +193,43 @@ class TestEmail:
         assert len({mail.rcpt_tos[0] for mail in smtp_server.received}) == 15
         [run] = (await stats(client, workspace, campaign_id))["executions"]
         assert (run["audience"], run["held_out"], run["sent"]) == (20, {"control_group": 5}, 15)
+
+    async def test_manual_variations_split_what_the_control_group_leaves_exactly(
+        self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant, smtp_server: SmtpServer
+    ) -> None:
+        await smtp_connector(app, workspace, smtp_server, senders=["news@shop.example"])
+        users = [{"customer_id": f"u{i:03d}", "email": f"u{i:03d}@example.com"} for i in range(200)]
+        await add_users(app, workspace.workspace_id, *users)
+        body = copy.deepcopy(EMAIL)
+        email = body["campaign_content"]["content"]["email"]
+        body["campaign_content"] = {
+            "variation_details": {
+                "distribution_type": "MANUAL",
+                "no_of_variations": 2,
+                "manual_distribution_percentage": {"variation_1": 30, "variation_2": 70},
+            },
+            "content": {
+                "default": {
+                    "variation_1": {"email": {**email, "subject": "A"}},
+                    "variation_2": {"email": {**email, "subject": "B"}},
+                }
+            },
+        }
+        body["control_group_details"] = {
+            "is_campaign_control_group_enabled": True,
+            "campaign_control_group_percentage": 10,
+        }
+        campaign_id = await publish(client, workspace, body)
+        await tick(app, workspace)
+        assert await status(client, workspace, campaign_id) == "SENT"
+        subjects = [str(mail.message["Subject"]) for mail in smtp_server.received]
+        assert (subjects.count("A"), subjects.count("B")) == (54, 126)  # 30 % and 70 % of 180
+        # The engine's cut is the pure rule's: the same users get the same variation.
+        held = {f"u{i:03d}" for i in range(200)} - {m.rcpt_tos[0].split("@")[0] for m in smtp_server.received}
+        left = [f"u{i:03d}" for i in range(200) if f"u{i:03d}" not in held]
+        expected = assign_variations(campaign_id, left, [("variation_1", 30.0), ("variation_2", 70.0)])
+        got = {m.rcpt_tos[0].split("@")[0]: str(m.message["Subject"]) for m in smtp_server.received}
+        assert got == {user: "A" if v == "variation_1" else "B" for user, v in expected.items()}
 
     async def test_the_audience_limit_caps_the_users_sent_to(
         self, app: FastAPI, client: httpx.AsyncClient, smtp_server: SmtpServer

@@ -13,12 +13,24 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any
 
+from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from herald.campaigns.schemas.common import Channel
 from herald.campaigns.schemas.content import DEFAULT_LOCALE
+from herald.delivery.engine.models import Execution, ExecutionUser
 from herald.delivery.engine.resolve import LiveCampaign
-from herald.delivery.engine.split import html_with_utm, locale_for, variation_for, with_utm
+from herald.delivery.engine.split import (
+    VARIATION_MODULUS,
+    VariationKey,
+    html_with_utm,
+    locale_for,
+    rank_of,
+    variation_bounds_at,
+    variation_for,
+    variation_key,
+    with_utm,
+)
 from herald.delivery.models import Connector
 from herald.delivery.rendering import (
     PreparedContent,
@@ -44,11 +56,15 @@ class SendPlan:
     prepared: dict[Group, PreparedContent] = field(default_factory=dict)
     locales: list[str] = field(default_factory=list)
     shares: list[tuple[str, float]] = field(default_factory=list)
+    # The variation key of the last user of each variation but the last (None: that one is empty).
+    bounds: list[VariationKey | None] = field(default_factory=list)
     utm: dict[str, str] = field(default_factory=dict)
 
     def group_for(self, customer_id: str, profile: dict[str, Any]) -> Group:
         locale = locale_for(profile.get("locale"), self.locales, DEFAULT_LOCALE)
-        variation = variation_for(self.campaign.campaign_id, customer_id, self.shares)
+        names = [name for name, _ in self.shares]
+        key = variation_key(rank_of(self.campaign.campaign_id, customer_id), customer_id)
+        variation = variation_for(key, self.bounds, names)
         if (locale, variation) not in self.groups:  # a locale without this variation: the default's
             locale = (
                 DEFAULT_LOCALE if (DEFAULT_LOCALE, variation) in self.groups else next(iter(self.groups))[0]
@@ -97,7 +113,39 @@ def _shares(campaign: LiveCampaign, variations: list[str]) -> list[tuple[str, fl
     return [(name, 100 / len(variations)) for name in variations]
 
 
-async def plan_sends(session: AsyncSession, campaign: LiveCampaign) -> SendPlan:
+async def _variation_bounds(
+    session: AsyncSession, execution: Execution, shares: list[tuple[str, float]]
+) -> list[VariationKey | None]:
+    """Where the MANUAL split cuts the execution's audience (less the control group), read in one
+    ordered pass by the database: exact shares to one user, the same for every worker and tick."""
+    mine = [ExecutionUser.workspace_id == execution.workspace_id, ExecutionUser.execution_id == execution.id]
+    if execution.control_threshold is not None:
+        mine.append(ExecutionUser.rank > execution.control_threshold)
+    total = int(await session.scalar(select(func.count()).select_from(ExecutionUser).where(*mine)) or 0)
+    positions = variation_bounds_at(total, shares)
+    wanted = [position + 1 for position in positions if position >= 0]
+    key = ExecutionUser.rank % VARIATION_MODULUS
+    # Ties of the key (1 in 2^31 per pair) are broken by customer id as Python orders it; a
+    # collation that orders ids otherwise could move one tied user across a cut.
+    numbered = (
+        select(
+            key.label("key"),
+            ExecutionUser.customer_id,
+            func.row_number().over(order_by=(key, ExecutionUser.customer_id)).label("n"),
+        )
+        .where(*mine)
+        .subquery()
+    )
+    found: dict[int, VariationKey] = {}
+    if wanted:
+        rows = await session.execute(
+            select(numbered.c.n, numbered.c.key, numbered.c.customer_id).where(numbered.c.n.in_(wanted))
+        )
+        found = {int(n): (int(k), str(c)) for n, k, c in rows.all()}
+    return [found.get(position + 1) if position >= 0 else None for position in positions]
+
+
+async def plan_sends(session: AsyncSession, campaign: LiveCampaign, execution: Execution) -> SendPlan:
     document = campaign.document
     channel = Channel(campaign.channel)
     choice = await choose_connector(session, campaign.workspace_id, channel, None, document.connector)
@@ -114,6 +162,8 @@ async def plan_sends(session: AsyncSession, campaign: LiveCampaign) -> SendPlan:
         return plan
     plan.locales = list(dict.fromkeys(locale for locale, _ in plan.groups))
     plan.shares = _shares(campaign, list(dict.fromkeys(variation for _, variation in plan.groups)))
+    if len(plan.shares) > 1:
+        plan.bounds = await _variation_bounds(session, execution, plan.shares)
     if document.utm_params is not None:
         plan.utm = {k: str(v) for k, v in document.utm_params.model_dump(exclude_none=True).items()}
     try:

@@ -124,7 +124,7 @@ async def _run_one(database: Database, dispatcher: Dispatcher, campaign: LiveCam
     if execution.status in (ExecutionStatus.DONE, ExecutionStatus.FAILED):
         return True
     async with database.reader() as session:
-        plan = await plan_sends(session, campaign)
+        plan = await plan_sends(session, campaign, execution)
     done = await dispatch(database, dispatcher, plan, execution, now)
     if done:
         await _end(database, execution, ExecutionStatus.DONE, now, None)
