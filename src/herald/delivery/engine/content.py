@@ -119,8 +119,14 @@ async def _variation_bounds(
     """Where the MANUAL split cuts the execution's audience (less the control group), read in one
     ordered pass by the database: exact shares to one user, the same for every worker and tick."""
     mine = [ExecutionUser.workspace_id == execution.workspace_id, ExecutionUser.execution_id == execution.id]
-    if execution.control_threshold is not None:
-        mine.append(ExecutionUser.rank > execution.control_threshold)
+    # Read again: the caller's row may predate the resolution that fixed the control group.
+    threshold = await session.scalar(
+        select(Execution.control_threshold).where(
+            Execution.workspace_id == execution.workspace_id, Execution.id == execution.id
+        )
+    )
+    if threshold is not None:
+        mine.append(ExecutionUser.rank > threshold)
     total = int(await session.scalar(select(func.count()).select_from(ExecutionUser).where(*mine)) or 0)
     positions = variation_bounds_at(total, shares)
     wanted = [position + 1 for position in positions if position >= 0]
