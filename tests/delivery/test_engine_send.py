@@ -6,15 +6,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import httpx
+import pytest
 from fastapi import FastAPI
+from typer.testing import CliRunner
 
 from herald.campaigns import worker
+from herald.cli import app as cli
 from herald.clock import FrozenClock
 from herald.delivery.config import ConnectorInput
 from herald.delivery.engine.split import assign_variations
@@ -261,6 +265,67 @@ class TestEmail:
             "/v5/campaigns/0123456789abcdef01234567/stats", headers=workspace.headers(campaigns=True)
         )
         assert response.status_code == 404
+
+
+class TestCommandLine:
+    """`herald campaigns stats` shows the API's figures; `herald outbox list --campaign` narrows."""
+
+    async def test_stats_and_outbox_of_a_sent_campaign(
+        self,
+        app: FastAPI,
+        client: httpx.AsyncClient,
+        workspace: Tenant,
+        smtp_server: SmtpServer,
+        monkeypatch: pytest.MonkeyPatch,
+        database_url: str,
+    ) -> None:
+        monkeypatch.setenv("HERALD_DATABASE_URL", database_url)
+        monkeypatch.delenv("HERALD_REDIS_URL", raising=False)
+        await smtp_connector(app, workspace, smtp_server, senders=["news@shop.example"])
+        users = [{"customer_id": f"u{i}", "email": f"u{i}@example.com"} for i in range(4)]
+        await add_users(app, workspace.workspace_id, *users, {"customer_id": "x", "email_opt_out": True})
+        body = copy.deepcopy(EMAIL)
+        body["control_group_details"] = {
+            "is_campaign_control_group_enabled": True,
+            "campaign_control_group_percentage": 25,
+        }
+        campaign_id = await publish(client, workspace, body)
+        other_id = await publish(client, workspace, EMAIL)
+        await tick(app, workspace)
+        ws = workspace.workspace_id
+
+        shown = await _cli("campaigns", "stats", campaign_id, "-w", ws, "--json")
+        assert json.loads(shown) == await stats(client, workspace, campaign_id)
+        table = (await _cli("campaigns", "stats", campaign_id, "-w", ws)).splitlines()
+        assert table[0] == f"campaign {campaign_id}  status SENT"
+        figures = {line[:24].strip(): line[24:].split() for line in table[1:]}
+        assert figures["status"] == ["DONE"]
+        assert (figures["audience"], figures["held out: control_group"]) == (["5"], ["1"])
+        assert (figures["suppressed: opted_out"], figures["sent"], figures["failed"]) == (["1"], ["3"], ["0"])
+        unknown = await asyncio.to_thread(
+            runner.invoke, cli, ["campaigns", "stats", "0123456789abcdef01234567", "-w", ws]
+        )
+        assert unknown.exit_code == 1
+        assert "No campaign with this id" in unknown.output
+
+        listed = await _cli("outbox", "list", "-w", ws, "--campaign", campaign_id, "--json")
+        rows = [json.loads(line) for line in listed.splitlines()]
+        assert len(rows) == 3
+        assert {row["campaign_id"] for row in rows} == {campaign_id}
+        everything = await _cli("outbox", "list", "-w", ws, "--json")
+        assert {json.loads(line)["campaign_id"] for line in everything.splitlines()} == {
+            campaign_id,
+            other_id,
+        }
+
+
+runner = CliRunner()
+
+
+async def _cli(*args: str) -> str:
+    result = await asyncio.to_thread(runner.invoke, cli, list(args))
+    assert result.exit_code == 0, result.output
+    return str(result.output)
 
 
 class TestPush:
