@@ -153,7 +153,13 @@ class TestEmail:
             2,
             0,
         )
-        assert run["suppressed"] == {"opted_out": 1, "no_address": 1, "audience_limit": 0, "no_user": 0}
+        assert run["suppressed"] == {
+            "opted_out": 1,
+            "unsubscribed": 0,
+            "no_address": 1,
+            "audience_limit": 0,
+            "no_user": 0,
+        }
         assert run["held_out"] == {"control_group": 0}
 
     async def test_a_render_failure_fails_that_user_only(

@@ -226,7 +226,7 @@ class ExecutionStats(BaseModel):
     audience: int = Field(description="Users the segmentation selected, before the channel's suppressions.")
     held_out: ExecutionHeldOut
     suppressed: dict[str, int] = Field(
-        description="Users not sent to, by reason: opted_out, no_address, audience_limit, no_user."
+        description="Users not sent to, by reason: opted_out, unsubscribed, no_address, audience_limit, no_user."
     )
     pending: int
     sent: int

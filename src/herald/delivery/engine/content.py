@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import func, select
@@ -31,7 +32,9 @@ from herald.delivery.engine.split import (
     variation_key,
     with_utm,
 )
+from herald.delivery.messages import Recipient
 from herald.delivery.models import Connector
+from herald.delivery.push_options import push_options
 from herald.delivery.rendering import (
     PreparedContent,
     message_at,
@@ -74,15 +77,28 @@ class SendPlan:
         return locale, variation
 
     def messages_for(self, group: Group, profile: dict[str, Any]) -> list[SlotMessage]:
-        """The messages of the group this user gets: Email's one, or Push's for the platform of the
-        user's token (its `platform` attribute; without one, the campaign's first platform)."""
+        """The messages of the group a user may get: Email's one, Push's for every campaign
+        platform (which of them a user gets depends on its tokens: `deliveries`)."""
         messages = self.groups[group]
-        if self.channel is Channel.EMAIL:
-            return messages[:1]
-        named = profile.get("platform")
-        if not isinstance(named, str) or not named:
-            return messages[:1]
-        return [m for m in messages if m.slot.platform is not None and m.slot.platform.value == named.upper()]
+        return messages[:1] if self.channel is Channel.EMAIL else messages
+
+    def deliveries(self, group: Group, recipient: Recipient) -> list[tuple[SlotMessage, Recipient]]:
+        """The messages this user is sent, each with the recipient as it reaches them: Email's one;
+        Push's for every campaign platform it has a token for (one message per platform), or, for a
+        user with only a `push_id`, the campaign's first platform."""
+        messages = self.groups[group]
+        if self.channel is Channel.EMAIL or not recipient.tokens:
+            return [(messages[0], recipient)] if messages and recipient.address else []
+        return [
+            (message, recipient.on(message.slot.platform))
+            for message in messages
+            if message.slot.platform is not None and message.slot.platform.value in recipient.tokens
+        ]
+
+    def advanced_for(self, item: SlotMessage, now: datetime) -> dict[str, Any] | None:
+        if self.channel is not Channel.PUSH:
+            return None
+        return push_options(self.campaign.document.advanced, item.slot.platform, now)
 
     async def render(self, group: Group, profile: dict[str, Any], item: SlotMessage) -> dict[str, Any]:
         """The message for this user; raises RenderError when it cannot be rendered for them."""

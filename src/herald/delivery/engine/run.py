@@ -30,7 +30,7 @@ from herald.delivery.engine.content import SendPlan
 from herald.delivery.engine.models import Execution, ExecutionUser
 from herald.delivery.messages import Envelope, Outcome
 from herald.delivery.models import OutboxEntry
-from herald.delivery.recipients import recipient_for
+from herald.delivery.recipients import push_recipient, recipient_for
 from herald.delivery.rendering import RenderError
 
 log = logging.getLogger("herald.delivery.engine")
@@ -224,10 +224,14 @@ async def _send_user(
     if not plan.groups:
         return False, plan.problem or "The campaign has nothing to send."
     recipient = recipient_for(item.user, item.customer_id, plan.channel)
+    recipient = await push_recipient(database, execution.workspace_id, recipient)
     profile = recipient.profile or {}
     group = plan.group_for(item.customer_id, profile)
+    deliveries = plan.deliveries(group, recipient)
+    if not deliveries:  # its tokens changed since the audience was resolved
+        return False, "The user has no push token for the campaign's platforms."
     failures: list[str] = []
-    for message in plan.messages_for(group, profile):
+    for message, reached in deliveries:
         platform = message.slot.platform.value if message.slot.platform else plan.channel.value
         envelope_id = delivery_id(execution.id, item.customer_id, platform)
         try:
@@ -241,9 +245,10 @@ async def _send_user(
             plan.campaign.campaign_id,
             False,
             message.slot,
-            recipient,
+            reached,
             body,
             now,
+            plan.advanced_for(message, now),
         )
         try:
             if plan.problem is not None or plan.connector is None:
