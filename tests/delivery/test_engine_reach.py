@@ -193,3 +193,26 @@ class TestReachability:
         assert run["audience"] - sum(run["suppressed"].values()) == row["reachability_details"]["count"]
         assert {c for c, _ in by_slot(webhook)} == {"both", "bare"}
         assert await status(client, workspace, campaign_id) == "SENT"
+
+
+class TestTracking:
+    async def test_utm_params_reach_every_link_of_a_live_mail(
+        self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant, smtp_server: SmtpServer
+    ) -> None:
+        await smtp_connector(app, workspace, smtp_server, senders=["news@shop.example"])
+        await ingest(client, workspace, "ana", email="ana@example.com")
+        body = copy.deepcopy(EMAIL)
+        body["campaign_content"]["content"]["email"]["html_content"] = (
+            '<p><a href="https://a.example/x?ref=1#top">one</a> <a class="b" href=\'http://b.example\'>two</a>'
+            ' <a href="https://c.example/?utm_source=mine">three</a> <a href="mailto:x@example.com">mail</a>'
+            ' <img src="https://cdn.example/i.png"></p>'
+        )
+        await publish(client, workspace, body)
+        await tick(app, workspace)
+        [mail] = smtp_server.received
+        assert mail.html.strip() == (
+            '<p><a href="https://a.example/x?ref=1&amp;utm_source=herald&amp;utm_medium=email#top">one</a>'
+            " <a class=\"b\" href='http://b.example?utm_source=herald&amp;utm_medium=email'>two</a>"
+            ' <a href="https://c.example/?utm_source=mine&amp;utm_medium=email">three</a>'
+            ' <a href="mailto:x@example.com">mail</a> <img src="https://cdn.example/i.png"></p>'
+        )

@@ -8,6 +8,7 @@ import contextlib
 import copy
 import json
 import threading
+from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -372,11 +373,12 @@ class _Gate:
         self.arrived = threading.Event()
         self.release = threading.Event()
         self.count = 0
+        self.bodies: list[dict[str, Any]] = []
         gate = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
-                self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                gate.bodies.append(json.loads(self.rfile.read(int(self.headers.get("Content-Length", "0")))))
                 gate.count += 1
                 gate.arrived.set()
                 gate.release.wait(30)
@@ -402,7 +404,9 @@ class _Gate:
         self.server.server_close()
 
 
-async def _publish_to_gate(app: FastAPI, client: httpx.AsyncClient, workspace: Tenant, gate: _Gate) -> str:
+async def _publish_to_gate(
+    app: FastAPI, client: httpx.AsyncClient, workspace: Tenant, gate: _Gate, body: dict[str, Any] = PUSH
+) -> str:
     """A push connector to `gate`, five users with Android tokens, and a published campaign to them."""
     await add_connector(
         app,
@@ -411,7 +415,7 @@ async def _publish_to_gate(app: FastAPI, client: httpx.AsyncClient, workspace: T
     )
     users = [{"customer_id": f"u{i}", "push_id": f"tok-{i}", "platform": "ANDROID"} for i in range(5)]
     await add_users(app, workspace.workspace_id, *users)
-    return await publish(client, workspace, PUSH)
+    return await publish(client, workspace, body)
 
 
 class TestStop:
@@ -434,6 +438,60 @@ class TestStop:
             assert gate.count == 1
             rows = await outbox_rows(app, workspace)
             assert [(r.status, r.is_test) for r in rows] == [("SENT", False)]
+        finally:
+            gate.stop()
+
+
+class TestChangesWhileSending:
+    async def test_a_content_change_applies_to_the_messages_not_yet_handed_over(
+        self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant
+    ) -> None:
+        gate = _Gate()
+        try:
+            campaign_id = await _publish_to_gate(app, client, workspace, gate)
+            running = asyncio.create_task(tick(app, workspace))
+            assert await asyncio.to_thread(gate.arrived.wait, 30)  # the first message is in flight
+            assert await status(client, workspace, campaign_id) == "SENDING"
+            content = copy.deepcopy(PUSH["campaign_content"])
+            content["content"]["push"]["android"]["basic_details"]["title"] = "Changed"
+            changed = await client.patch(
+                f"/v5/campaigns/{campaign_id}",
+                json={"campaign_content": content, "updated_by": "crm@example.com"},
+                headers=workspace.write_headers(campaigns=True),
+            )
+            assert changed.status_code == 200, changed.text
+            gate.release.set()
+            assert await running == 2  # ACTIVE → SENDING → SENT
+            titles = [body["message"]["basic_details"]["title"] for body in gate.bodies]
+            assert titles == ["Hi you", "Changed", "Changed", "Changed", "Changed"]
+            assert await status(client, workspace, campaign_id) == "SENT"
+        finally:
+            gate.stop()
+
+    async def test_expiry_time_ends_dispatch(
+        self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant, clock: FrozenClock
+    ) -> None:
+        gate = _Gate()
+        try:
+            body = copy.deepcopy(PUSH)
+            expiry = clock.now() + timedelta(hours=1)
+            body["scheduling_details"] = {
+                "delivery_type": "ASAP",
+                "expiry_time": expiry.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            }
+            campaign_id = await _publish_to_gate(app, client, workspace, gate, body)
+            running = asyncio.create_task(tick(app, workspace))
+            assert await asyncio.to_thread(gate.arrived.wait, 30)
+            clock.advance(hours=2)
+            await tick(app, workspace)  # another worker's tick: the campaign expired
+            assert await status(client, workspace, campaign_id) == "SENT"
+            gate.release.set()
+            await running
+            assert gate.count == 1  # nothing handed over after the expiry
+            await tick(app, workspace)
+            assert gate.count == 1
+            [run] = (await stats(client, workspace, campaign_id))["executions"]
+            assert (run["status"], run["sent"], run["pending"]) == ("STOPPED", 1, 4)
         finally:
             gate.stop()
 

@@ -10,15 +10,19 @@ tracking parameters are the engine's own.
 from __future__ import annotations
 
 import copy
+import logging
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import Select, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from herald.campaigns.schemas.common import Channel
+from herald.campaigns.models import Campaign
+from herald.campaigns.schemas.common import CampaignStatus, Channel, DeliveryType
 from herald.campaigns.schemas.content import DEFAULT_LOCALE
+from herald.campaigns.validation import load_document
+from herald.db import Database
 from herald.delivery.engine.models import Execution, ExecutionUser
 from herald.delivery.engine.resolve import LiveCampaign
 from herald.delivery.engine.split import (
@@ -47,6 +51,9 @@ from herald.delivery.testsend_plan import SlotMessage, slot_messages
 from herald.errors import ValidationFailed
 
 Group = tuple[str, str]  # (locale, variation)
+Version = tuple[str, int]
+
+log = logging.getLogger("herald.delivery.engine")
 
 
 @dataclass
@@ -62,6 +69,9 @@ class SendPlan:
     # The variation key of the last user of each variation but the last (None: that one is empty).
     bounds: list[VariationKey | None] = field(default_factory=list)
     utm: dict[str, str] = field(default_factory=dict)
+    # (row id, revision) of the campaign version planned from: a new version or any write since
+    # means the content may have changed (`live_version`).
+    version: Version | None = None
 
     def group_for(self, customer_id: str, profile: dict[str, Any]) -> Group:
         locale = locale_for(profile.get("locale"), self.locales, DEFAULT_LOCALE)
@@ -173,6 +183,7 @@ async def plan_sends(session: AsyncSession, campaign: LiveCampaign, execution: E
     choice = await choose_connector(session, campaign.workspace_id, channel, None, document.connector)
     problems = [*choice.bad_request, *choice.unprocessable]
     plan = SendPlan(campaign, channel, choice.connector, "; ".join(p.message for p in problems) or None)
+    plan.version = await _version(session, campaign.workspace_id, campaign.campaign_id)
     content = document.campaign_content
     if content is None:
         plan.problem = plan.problem or "The campaign has no content."
@@ -197,3 +208,54 @@ async def plan_sends(session: AsyncSession, campaign: LiveCampaign, execution: E
     except ValidationFailed as exc:
         plan.problem = plan.problem or "; ".join(f"{d.target}: {d.message}" for d in exc.details)
     return plan
+
+
+def _latest(workspace_id: str, campaign_id: str) -> Select[tuple[str, str, int]]:
+    return select(Campaign.status, Campaign.id, Campaign.revision).where(
+        Campaign.workspace_id == workspace_id, Campaign.campaign_id == campaign_id, Campaign.is_latest
+    )
+
+
+async def _version(session: AsyncSession, workspace_id: str, campaign_id: str) -> Version | None:
+    row = (await session.execute(_latest(workspace_id, campaign_id))).first()
+    return None if row is None else (str(row.id), int(row.revision))
+
+
+async def live_version(
+    database: Database, workspace_id: str, campaign_id: str
+) -> tuple[bool, Version | None]:
+    """Whether the campaign is still SENDING, and the version it is at (one indexed read)."""
+    async with database.reader() as session:
+        row = (await session.execute(_latest(workspace_id, campaign_id))).first()
+    if row is None:
+        return False, None
+    return row.status == CampaignStatus.SENDING.value, (str(row.id), int(row.revision))
+
+
+def live_campaign(row: Campaign) -> LiveCampaign | None:
+    """The engine's reading of a stored campaign version; None (logged) when it cannot be read."""
+    document, problems = load_document(Channel(row.channel), DeliveryType(row.delivery_type), row.components)
+    if document is None:
+        log.error(
+            "campaign %s/%s cannot be read for sending: %s", row.workspace_id, row.campaign_id, problems
+        )
+        return None
+    return LiveCampaign(row.workspace_id, row.campaign_id, row.channel, document, dict(row.components or {}))
+
+
+async def replan(database: Database, plan: SendPlan, execution: Execution) -> SendPlan:
+    """The plan made again from the campaign's latest version: a content change to a SENDING
+    campaign applies to every message not yet handed to a connector. The old plan when the new
+    version cannot be read."""
+    async with database.reader() as session:
+        row = await session.scalar(
+            select(Campaign).where(
+                Campaign.workspace_id == plan.campaign.workspace_id,
+                Campaign.campaign_id == plan.campaign.campaign_id,
+                Campaign.is_latest,
+            )
+        )
+        campaign = live_campaign(row) if row is not None else None
+        if campaign is None:
+            return plan
+        return await plan_sends(session, campaign, execution)

@@ -26,7 +26,7 @@ from herald.campaigns.models import Campaign
 from herald.campaigns.schemas.common import CampaignStatus, Channel
 from herald.db import Database
 from herald.delivery.dispatch import Dispatcher
-from herald.delivery.engine.content import SendPlan
+from herald.delivery.engine.content import SendPlan, live_version, replan
 from herald.delivery.engine.models import Execution, ExecutionUser
 from herald.delivery.messages import Envelope, Outcome
 from herald.delivery.models import OutboxEntry
@@ -276,9 +276,12 @@ async def dispatch(
         if claimed is None:
             return not await _in_flight(database, execution)
         for index, item in enumerate(claimed):
-            if not await _still_sending(database, campaign.campaign_id, campaign.workspace_id):
+            sending, version = await live_version(database, campaign.workspace_id, campaign.campaign_id)
+            if not sending:
                 await _release(database, execution, [c.customer_id for c in claimed[index:]])
                 return False
+            if version != plan.version:  # changed while SENDING: the rest get the new content
+                plan = await replan(database, plan, execution)
             sent, reason = await _send_user(database, dispatcher, plan, execution, item, now)
             async with database.writer() as session:
                 await _set_users(

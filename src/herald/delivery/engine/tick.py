@@ -57,11 +57,12 @@ async def _sending(database: Database, workspace_id: str) -> list[LiveCampaign]:
 
 
 async def _stop_executions(database: Database, workspace_id: str, now: datetime) -> None:
-    """Executions whose campaign was stopped end STOPPED (their pending users stay unsent)."""
+    """Executions whose campaign was stopped, or reached its `expiry_time` (SENT before every user
+    was settled), end STOPPED (their pending users stay unsent)."""
     stopped = select(Campaign.campaign_id).where(
         Campaign.workspace_id == workspace_id,
         Campaign.is_latest,
-        Campaign.status == CampaignStatus.STOPPED.value,
+        Campaign.status.in_([CampaignStatus.STOPPED.value, CampaignStatus.SENT.value]),
     )
     unfinished = select(Execution.id).where(
         Execution.workspace_id == workspace_id,
