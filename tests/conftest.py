@@ -29,6 +29,9 @@ from herald.migrate import upgrade
 from tests.factories import Tenant, make_tenant
 
 PG_URL = os.environ.get("HERALD_TEST_DATABASE_URL")
+# Tests revoke keys and change limits, then call at once: every app and served process of the run
+# reads credentials afresh (the cache and its bounded lag are tested on their own, with a fake clock).
+os.environ.setdefault("HERALD_CREDENTIALS_CACHE_SECONDS", "0")
 REDIS_URL = os.environ.get("HERALD_TEST_REDIS_URL")
 
 

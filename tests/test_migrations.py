@@ -41,10 +41,10 @@ def test_there_is_one_head(database_url: str) -> None:
 
 
 def test_push_tokens_are_backfilled_from_push_id_and_platform(tmp_path: Path) -> None:
-    """0009: a user's `push_id` with a `platform` attribute naming a platform becomes that platform's
+    """0010: a user's `push_id` with a `platform` attribute naming a platform becomes that platform's
     token; other users keep only their `push_id` (sent the campaign's first platform, as before)."""
     url = f"sqlite+aiosqlite:///{tmp_path / 'backfill.db'}"
-    upgrade(url, "0008")
+    upgrade(url, "0009")
     at = "2026-01-15 12:00:00.000000"
 
     async def seed_and_read() -> list[Any]:

@@ -24,8 +24,14 @@ class Settings(BaseSettings):
     max_header_bytes: int = 64 * 1024
     header_timeout_seconds: float = 10.0
     body_timeout_seconds: float = 60.0
-    # Ordinarily the database pool is sized for a web worker; benchmarks and large deployments raise it.
-    db_pool_size: int = 10
+    # How long a process keeps an API key's row and its workspace's settings (herald.workspaces.credentials):
+    # the bound on how late a revoked key, a changed scope, rate limit or feature flag takes effect.
+    credentials_cache_seconds: float = 1.0
+    # Connections each engine of a process keeps open (as many again are opened in a burst and closed
+    # after it). An API request holds one from its first statement to its end, so this is about the
+    # number of requests a process has in flight at once; below that, connections are opened and
+    # closed all the time (each a handshake with the server).
+    db_pool_size: int = 20
     log_level: str = "info"
     # "json": one JSON object per log line; anything else: readable `key=value` lines.
     log_format: str = "text"
@@ -42,6 +48,18 @@ class Settings(BaseSettings):
     secret_key: SecretStr | None = None
     # Default time limit for one delivery attempt (SMTP session or webhook call), in seconds.
     delivery_timeout_seconds: float = 10.0
+    # A campaign message that fails transiently (SMTP 4xx, webhook 5xx/408/429, no connection, a
+    # timeout) is attempted again after `delivery_retry_seconds`, doubling each time up to
+    # `delivery_retry_max_seconds`, at most `delivery_max_attempts` attempts in all; then FAILED.
+    delivery_max_attempts: int = 5
+    delivery_retry_seconds: float = 30.0
+    delivery_retry_max_seconds: float = 3600.0
+    # This many failed attempts in a row through one connector (in one worker's run) pause the
+    # execution with the reason, instead of burning through the audience; 0 never pauses.
+    delivery_error_threshold: int = 20
+    # A user claimed this long ago by a worker that has not settled it belongs to a worker that
+    # died: another worker takes it over (read on the worker's clock).
+    delivery_lease_seconds: float = 300.0
     # Sandbox time travel and multi-process tests: read "now" from this file (epoch seconds).
     clock_file: str | None = None
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import JSON, DateTime, MetaData, event
+from sqlalchemy import JSON, DateTime, MetaData, event, make_url
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Dialect
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
@@ -20,6 +20,7 @@ from sqlalchemy.orm import DeclarativeBase
 from sqlalchemy.types import TypeDecorator
 from sqlalchemy.util import await_only
 
+from herald import sqlite_inline
 from herald.config import Settings
 
 NAMING_CONVENTION = {
@@ -76,6 +77,13 @@ class Database:
     read_engine: AsyncEngine
     writer: async_sessionmaker[AsyncSession]
     reader: async_sessionmaker[AsyncSession]
+    # For a read that is one statement (a statement is its own snapshot): no transaction around it
+    # on PostgreSQL, which saves its BEGIN and COMMIT round trips. SQLite: the reader.
+    single_statement_reader: async_sessionmaker[AsyncSession] | None = None
+
+    def __post_init__(self) -> None:
+        if self.single_statement_reader is None:
+            self.single_statement_reader = self.reader
 
     async def dispose(self) -> None:
         await self.engine.dispose()
@@ -93,8 +101,16 @@ def register_sqlite_functions(dbapi_connection: Any) -> None:
     dbapi_connection.create_function("herald_lower", 1, _lower, deterministic=True)
 
 
-def _sqlite_engine(url: str, *, immediate: bool) -> AsyncEngine:
-    engine = create_async_engine(url, connect_args={"timeout": 30})
+_SQLITE_LOCK_TIMEOUT = 30.0
+
+
+def _sqlite_engine(url: str, *, immediate: bool, pool_size: int) -> AsyncEngine:
+    path = make_url(url).database or ""
+    in_memory = path in ("", ":memory:")  # one connection, kept: SQLAlchemy's StaticPool takes no size
+    pool = {} if in_memory else {"pool_size": pool_size, "max_overflow": pool_size}
+    engine = create_async_engine(
+        url, async_creator=sqlite_inline.connector(path, _SQLITE_LOCK_TIMEOUT), **pool
+    )
     # SQLite has one writer at a time. Within this process, writers queue on an asyncio lock
     # instead of in SQLite's busy loop, so waiting costs no pooled connection and no thread.
     gate = asyncio.Lock()
@@ -107,7 +123,6 @@ def _sqlite_engine(url: str, *, immediate: bool) -> AsyncEngine:
         cursor.execute("PRAGMA journal_mode=WAL")
         cursor.execute("PRAGMA synchronous=NORMAL")
         cursor.execute("PRAGMA foreign_keys=ON")
-        cursor.execute("PRAGMA busy_timeout=30000")
         cursor.close()
         register_sqlite_functions(dbapi_connection)
 
@@ -144,14 +159,24 @@ def _sqlite_engine(url: str, *, immediate: bool) -> AsyncEngine:
 def create_database(settings: Settings) -> Database:
     url = settings.database_url
     if url.startswith("sqlite"):
-        engine = _sqlite_engine(url, immediate=True)
-        read_engine = _sqlite_engine(url, immediate=False)
+        engine = _sqlite_engine(url, immediate=True, pool_size=settings.db_pool_size)
+        read_engine = _sqlite_engine(url, immediate=False, pool_size=settings.db_pool_size)
     else:
-        engine = create_async_engine(
-            url, pool_size=settings.db_pool_size, max_overflow=settings.db_pool_size, pool_pre_ping=True
-        )
+        # No ping before each checkout (a round trip per request): a connection found dead is
+        # invalidated with the whole pool, that one request answers 503 "retry", the next ones
+        # get fresh connections.
+        engine = create_async_engine(url, pool_size=settings.db_pool_size, max_overflow=settings.db_pool_size)
         # Reading requests see one snapshot across their statements (a page and its total count).
         read_engine = engine.execution_options(isolation_level="REPEATABLE READ")
+        return Database(
+            engine=engine,
+            read_engine=read_engine,
+            writer=async_sessionmaker(engine, expire_on_commit=False),
+            reader=async_sessionmaker(read_engine, expire_on_commit=False),
+            single_statement_reader=async_sessionmaker(
+                engine.execution_options(isolation_level="AUTOCOMMIT"), expire_on_commit=False
+            ),
+        )
     return Database(
         engine=engine,
         read_engine=read_engine,

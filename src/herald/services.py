@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from herald.clock import Clock
 from herald.config import Settings
 from herald.db import Database
 from herald.http.ratelimit import RateLimitStore
+from herald.workspaces.credentials import CredentialsCache
 
 
 @dataclass
@@ -16,3 +17,4 @@ class Services:
     database: Database
     clock: Clock
     limiter: RateLimitStore
+    credentials: CredentialsCache = field(default_factory=lambda: CredentialsCache(ttl=0))

@@ -13,8 +13,10 @@ def _utc_wall(value: datetime) -> datetime:
 
 def rfc3339(value: datetime) -> str:
     """Offers: RFC 3339 UTC with `Z` (milliseconds kept when present)."""
-    value = _utc_wall(value)
-    return value.isoformat(timespec="milliseconds" if value.microsecond else "seconds") + "Z"
+    timespec = "milliseconds" if value.microsecond else "seconds"
+    if value.tzinfo is UTC:  # what the database layer reads back: no conversion (a page has many)
+        return value.isoformat(timespec=timespec)[:-6] + "Z"
+    return _utc_wall(value).isoformat(timespec=timespec) + "Z"
 
 
 def campaign_timestamp(value: datetime) -> str:

@@ -6,7 +6,6 @@ id in the path must be the Basic username; any mismatch is answered like bad cre
 
 from __future__ import annotations
 
-import inspect
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Depends
@@ -25,7 +24,7 @@ from herald.audience.schemas import (
 from herald.errors import BadRequest
 from herald.http.auth import Caller, basic_credentials, unauthenticated
 from herald.http.docs import documented_as, error_responses
-from herald.http.operation import Operation, check_access, documented_headers, services_of, unit_of_work
+from herald.http.operation import Operation, check_access, services_of, unit_of_work
 from herald.http.responses import json_response, response_id
 from herald.workspaces.scopes import Scope
 
@@ -44,7 +43,7 @@ def _guarded(operation: Operation) -> Any:
     report it as a missing field rather than as the malformed request it is.
     """
 
-    async def dependency(request: Request, workspace_id: str, **_documented: str | None) -> Caller:
+    async def dependency(request: Request, workspace_id: str) -> Caller:
         username, _ = basic_credentials(request.headers.get("authorization"))
         if username != workspace_id:
             raise unauthenticated("The workspace id in the path must be the one of the credentials.")
@@ -53,13 +52,8 @@ def _guarded(operation: Operation) -> Any:
             raise BadRequest("A JSON body is required.")
         return caller
 
-    parameters = [
-        inspect.Parameter("request", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=Request),
-        inspect.Parameter("workspace_id", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=str),
-        *documented_headers(operation),
-    ]
-    dependency.__signature__ = inspect.Signature(parameters, return_annotation=Caller)  # type: ignore[attr-defined]
     dependency.__name__ = f"guard_{operation.name}_workspace_path"
+    dependency.operation = operation  # type: ignore[attr-defined]
     return Depends(dependency)
 
 

@@ -23,6 +23,7 @@ from herald.campaigns.schemas.common import CampaignStatus, DeliveryType
 from herald.errors import InvalidState, NotFound, Unprocessable, ValidationFailed
 from herald.pydantic_errors import problems_from_validation_error
 from herald.schemas import APIModel
+from herald.wake import wake_on_commit
 
 _ATTEMPTS = 5
 
@@ -86,6 +87,7 @@ async def change_status(
             .execution_options(synchronize_session=False)
         )
         if getattr(result, "rowcount", 0) == 1:
+            await wake_on_commit(session)  # e.g. a STOP: the engine ends its execution now
             return await _reload(session, row), body.action
         row = await _reload(session, row)
     raise InvalidState("The campaign's status keeps changing under concurrent requests; retry.")

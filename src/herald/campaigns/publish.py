@@ -29,6 +29,7 @@ from herald.campaigns.validation import UpdateModels
 from herald.errors import Unprocessable
 from herald.ids import object_id
 from herald.problems import Problem
+from herald.wake import wake_on_commit
 
 PUBLISH = "PUBLISH"
 
@@ -72,6 +73,7 @@ async def update_and_publish(
     problems = await service.publish_problems(session, workspace, prepared.merged)
     if problems:
         raise Unprocessable(_publish_message(problems), details=problems)
+    await wake_on_commit(session)  # an ASAP campaign starts sending at the next tick: make it now
     if status is CampaignStatus.DRAFT:
         return await _publish_draft(session, prepared, now)
     if Feature.VERSIONING.value in workspace.features and prepared.changes_components:
@@ -148,6 +150,6 @@ async def _new_version(session: AsyncSession, prepared: service.PreparedUpdate, 
     )
     session.add(row)
     await session.flush()
-    await repository.replace_tags(session, row, row.tags)
+    repository.add_tags(session, row, row.tags)
     await session.flush()
     return row

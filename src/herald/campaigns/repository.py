@@ -51,6 +51,11 @@ async def replace_tags(session: AsyncSession, row: Campaign, tags: Iterable[str]
             CampaignTag.workspace_id == row.workspace_id, CampaignTag.campaign_row_id == row.id
         )
     )
+    add_tags(session, row, tags)
+
+
+def add_tags(session: AsyncSession, row: Campaign, tags: Iterable[str]) -> None:
+    """The tag rows of a row that has none yet (a new campaign or version)."""
     session.add_all(
         CampaignTag(workspace_id=row.workspace_id, tag=tag, campaign_row_id=row.id)
         for tag in dict.fromkeys(tags)

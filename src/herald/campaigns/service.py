@@ -112,7 +112,7 @@ async def create_campaign(
     except IntegrityError:
         # A concurrent create with the same request_id committed first.
         raise _duplicate_request_id(None) from None
-    await repository.replace_tags(session, row, row.tags)
+    repository.add_tags(session, row, row.tags)
     return row
 
 

@@ -11,7 +11,8 @@ campaigns that are SENDING; a campaign whose every user is settled is moved SEND
 with the same compare-and-set.
 
 `run_tick(database, now)` is one tick; `run_forever` repeats it (the `herald worker` command, and
-`herald serve` in-process on a one-process SQLite deployment).
+`herald serve` in-process on a one-process SQLite deployment), at once when woken (`herald.wake`:
+a publish, a status action or a resumed delivery committed), else every interval.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from herald.config import Settings
 from herald.db import Database
 from herald.delivery.engine.tick import run_executions
 from herald.ops import metrics
+from herald.wake import listening
 from herald.workspaces.models import Workspace
 
 log = logging.getLogger("herald.worker")
@@ -216,16 +218,31 @@ async def run_forever(
     stop: asyncio.Event | None = None,
     settings: Settings | None = None,
 ) -> None:
-    """Tick now and then every `interval` seconds until `stop` is set. A failed tick is logged and
-    the next one retries. Setting `stop` (SIGTERM) ends the loop after the batch in hand: a batch is
-    one transaction, never cut short."""
+    """Tick now, then whenever woken and at least every `interval` seconds, until `stop` is set. A
+    failed tick is logged and the next one retries. Setting `stop` (SIGTERM) ends the loop after the
+    batch in hand: a batch is one transaction, never cut short."""
     stop = stop or asyncio.Event()
-    while not stop.is_set():
-        try:
-            await run_tick(database, clock.now(), None, settings, stop)
-        except Exception:  # e.g. the database restarting, or a deadlock victim: the loop must live on
-            log.exception("scheduled-transitions tick failed")
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), timeout=interval)
-        if stop.is_set():
-            return
+    settings = settings or Settings()
+    wake = asyncio.Event()
+    async with listening(settings.database_url, wake) as listener:
+        while not stop.is_set():
+            wake.clear()  # a wake-up during the tick below makes the next one start at once
+            try:
+                await run_tick(database, clock.now(), None, settings, stop)
+            except Exception:  # e.g. the database restarting, or a deadlock victim: the loop must live on
+                log.exception("scheduled-transitions tick failed")
+            if listener is not None:
+                await listener.ensure()
+            await _sleep(stop, wake, interval)
+
+
+async def _sleep(stop: asyncio.Event, wake: asyncio.Event, interval: float) -> None:
+    """Until `stop` or `wake` is set, or `interval` seconds have passed."""
+    waits = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(wake.wait())]
+    try:
+        await asyncio.wait(waits, timeout=interval, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for waiter in waits:
+            waiter.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.gather(*waits, return_exceptions=True)

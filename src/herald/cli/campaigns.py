@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging.config
 import signal
 from pathlib import Path
 from typing import Annotated, Any
@@ -19,7 +20,9 @@ from herald.cli.runtime import clock, run_in_session
 from herald.clock import Clock, FileClock
 from herald.config import Settings
 from herald.db import create_database
+from herald.delivery.engine import pause
 from herald.errors import HeraldError
+from herald.ops.logs import logging_config
 from herald.workspaces.service import AdminError, get_workspace
 
 campaigns = typer.Typer(help="Import and review campaigns.", no_args_is_help=True)
@@ -144,12 +147,31 @@ def stats_table(data: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+@campaigns.command("resume-delivery")
+def resume_delivery(
+    campaign_id: Annotated[str, typer.Argument(help="Campaign id.")], workspace: WorkspaceOpt
+) -> None:
+    """Resume the delivery of a SENDING campaign that the engine paused because its connector kept
+    failing (the reason is in `GET /v5/campaigns/{id}/stats`); fix the connector first."""
+    settings = Settings()
+    now = (FileClock(settings.clock_file) if settings.clock_file else clock).now()
+
+    async def work(session: AsyncSession) -> int:
+        return await pause.resume(session, workspace, campaign_id, now)
+
+    if not run_in_session(work, settings):
+        _fail([f"campaign {campaign_id} has no paused delivery in workspace {workspace}"])
+    typer.echo(f"resumed the delivery of {campaign_id}")
+
+
 def worker(
     once: Annotated[bool, typer.Option(help="Run one tick and exit.")] = False,
     interval: Annotated[float | None, typer.Option(help="Seconds between ticks.")] = None,
 ) -> None:
     """Run the background worker: scheduled campaign transitions (SCHEDULED → ACTIVE, expiry, ...)."""
     settings = Settings()
+    logging.config.dictConfig(logging_config(settings.log_level, settings.log_format))
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # a line per message sent is noise
     # The sandbox's time travel (HERALD_CLOCK_FILE) moves the worker's time too.
     now_from: Clock = FileClock(settings.clock_file) if settings.clock_file else clock
 
@@ -165,7 +187,7 @@ def worker(
             for sig in (signal.SIGINT, signal.SIGTERM):
                 loop.add_signal_handler(sig, stop.set)
             await campaigns_worker.run_forever(
-                database, now_from, interval or settings.worker_interval_seconds, stop
+                database, now_from, interval or settings.worker_interval_seconds, stop, settings
             )
         finally:
             await database.dispose()

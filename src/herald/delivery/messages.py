@@ -71,6 +71,11 @@ class Outcome:
     # The connector itself failed (unreachable, refused our credentials): later messages of the
     # same request through it are not attempted, so a dead server costs one timeout, not ten.
     connector_down: bool = False
+    # A failure that may pass (SMTP 4xx, webhook 5xx/408/429, no connection, a timeout): a live
+    # send is attempted again later; anything else is final.
+    transient: bool = False
+    # When a live send that failed transiently is attempted again (None: it is settled).
+    retry_at: datetime | None = None
 
 
 def summary_of(envelope: Envelope) -> dict[str, Any]:

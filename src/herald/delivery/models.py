@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Boolean, ForeignKeyConstraint, Index, String, Text
+from sqlalchemy import Boolean, ForeignKeyConstraint, Index, Integer, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from herald.db import Base, PortableJSON, UTCDateTime
@@ -44,6 +44,8 @@ class OutboxEntry(Base):
 
     Written PENDING in its own transaction before the attempt and finished SENT or FAILED in
     another right after, so a process that dies mid-send leaves an honest PENDING row behind.
+    A campaign message that failed transiently stays PENDING with the reason, its `attempts` so far
+    and `next_attempt_at`; the next attempt clears `next_attempt_at` before it starts.
     """
 
     __tablename__ = "delivery_outbox"
@@ -71,5 +73,7 @@ class OutboxEntry(Base):
     request_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
     # What was sent, in short: subject or title, sender, sizes (never whole bodies or secrets).
     summary: Mapped[dict[str, Any]] = mapped_column(PortableJSON, default=dict)
+    attempts: Mapped[int] = mapped_column(Integer, default=1, server_default="1")
+    next_attempt_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime)

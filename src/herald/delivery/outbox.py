@@ -4,18 +4,24 @@ Why its own transaction: a send cannot be rolled back, so its record must not de
 of the request that caused it. The row is committed PENDING before the attempt (if that fails,
 nothing is sent) and committed SENT or FAILED right after. A row left PENDING means the process
 stopped between the two: the outcome is unknown, and the row says so instead of lying.
+
+Campaign messages (`begin_attempt`) may be attempted more than once under the same id: after a
+transient failure (`record_retry`), or when the worker that held the user died mid-send (the row
+was left PENDING). Each attempt first bumps `attempts` with a compare-and-set, so two workers
+never both start the same attempt; the id stays the same, so a receiver can drop a repeat.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
 from sqlalchemy import func, select, update
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from herald.delivery.messages import Envelope, Outcome, summary_of
@@ -70,6 +76,72 @@ async def record_pending(
     async with sessions() as session:
         session.add(_row(envelope, connector, request_id, OutboxStatus.PENDING))
         await session.commit()
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    """What `begin_attempt` decided: attempt number `number` may go ahead, or the message is
+    already `settled` (SENT, FAILED, or being attempted by another worker)."""
+
+    number: int = 0
+    settled: Outcome | None = None
+
+
+async def begin_attempt(
+    sessions: async_sessionmaker[AsyncSession], envelope: Envelope, connector: Connector, now: datetime
+) -> Attempt:
+    """Commit the start of an attempt of a campaign message: its first (a new PENDING row), or a
+    later one on a row left PENDING (a transient failure, or a worker that died mid-send)."""
+    try:
+        await record_pending(sessions, envelope, connector, None)
+        return Attempt(1)
+    except IntegrityError:
+        pass
+    async with sessions() as session:
+        row = await session.get(OutboxEntry, (envelope.workspace_id, envelope.delivery_id))
+        if row is None:  # cannot happen: rows are never deleted
+            return Attempt(settled=Outcome(False, "The outbox row of this message disappeared."))
+        if row.status == OutboxStatus.SENT.value:
+            return Attempt(settled=Outcome(True))
+        if row.status == OutboxStatus.FAILED.value:
+            return Attempt(settled=Outcome(False, row.failure_reason))
+        seen = row.attempts
+        taken = await session.execute(
+            update(OutboxEntry)
+            .where(
+                OutboxEntry.workspace_id == envelope.workspace_id,
+                OutboxEntry.id == envelope.delivery_id,
+                OutboxEntry.status == OutboxStatus.PENDING.value,
+                OutboxEntry.attempts == seen,
+            )
+            .values(attempts=seen + 1, next_attempt_at=None, updated_at=now)
+            .execution_options(synchronize_session=False)
+        )
+        await session.commit()
+    if getattr(taken, "rowcount", 0) != 1:
+        reason = "Another worker is attempting this message."
+        return Attempt(settled=Outcome(False, reason, transient=True, retry_at=now))
+    return Attempt(seen + 1)
+
+
+async def record_retry(
+    sessions: async_sessionmaker[AsyncSession], envelope: Envelope, reason: str, at: datetime, now: datetime
+) -> None:
+    """The attempt failed transiently: the row stays PENDING with the reason and the next time."""
+    try:
+        async with sessions() as session:
+            await session.execute(
+                update(OutboxEntry)
+                .where(
+                    OutboxEntry.workspace_id == envelope.workspace_id, OutboxEntry.id == envelope.delivery_id
+                )
+                .values(failure_reason=reason, next_attempt_at=at, updated_at=now)
+            )
+            await session.commit()
+    except SQLAlchemyError:
+        log.exception("could not record the retry of delivery %s", envelope.delivery_id)
+        return
+    metrics.SENDS.labels("RETRY").inc()
 
 
 async def record_outcome(
@@ -147,4 +219,6 @@ def entry_view(row: OutboxEntry) -> dict[str, Any]:
         "customer_id": row.customer_id,
         "campaign_id": row.campaign_id,
         "summary": row.summary,
+        "attempts": row.attempts,
+        "next_attempt_at": rfc3339(row.next_attempt_at) if row.next_attempt_at else None,
     }

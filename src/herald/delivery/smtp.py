@@ -110,21 +110,31 @@ async def send_smtp(
             timeout=time_limit,
         )
     except _MESSAGE_ERRORS as exc:
-        return Outcome(False, f"The SMTP server refused the message: {exc.code} {exc.message}")
+        reason = f"The SMTP server refused the message: {exc.code} {exc.message}"
+        return Outcome(False, reason, transient=_transient(exc.code))
     except aiosmtplib.SMTPRecipientsRefused as exc:
         refusals = "; ".join(f"{error.code} {error.message}" for error in exc.recipients)
-        return Outcome(False, f"The SMTP server refused the recipient: {refusals}")
+        transient = all(_transient(error.code) for error in exc.recipients)
+        return Outcome(False, f"The SMTP server refused the recipient: {refusals}", transient=transient)
     except aiosmtplib.SMTPResponseException as exc:
-        return Outcome(False, f"The SMTP server answered {exc.code} {exc.message}", connector_down=True)
+        reason = f"The SMTP server answered {exc.code} {exc.message}"
+        return Outcome(False, reason, connector_down=True, transient=_transient(exc.code))
     except (aiosmtplib.SMTPException, ssl.SSLError, OSError) as exc:
+        # Unreachable, a timeout, a broken TLS session: the server may be back later.
         where = f"{settings['host']}:{settings['port']}"
-        return Outcome(False, f"SMTP {where}: {_describe(exc)}", connector_down=True)
+        return Outcome(False, f"SMTP {where}: {_describe(exc)}", connector_down=True, transient=True)
     if refused:
         codes = "; ".join(
             f"{address}: {response.code} {response.message}" for address, response in refused.items()
         )
-        return Outcome(False, f"The SMTP server refused: {codes}")
+        transient = all(_transient(response.code) for response in refused.values())
+        return Outcome(False, f"The SMTP server refused: {codes}", transient=transient)
     return Outcome(True)
+
+
+def _transient(code: int) -> bool:
+    """SMTP's own rule (RFC 5321 §4.2.1): 4yz is a transient negative reply, 5yz a permanent one."""
+    return 400 <= code < 500
 
 
 def _describe(exc: BaseException) -> str:

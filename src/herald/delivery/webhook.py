@@ -8,7 +8,9 @@ Body (UTF-8 JSON):
      + for Push with `advanced` settings "advanced": {"expires_at"?, "expiration_settings"?,
        "priority"?} (see `delivery.push_options`)}
 Any 2xx answer is success. Redirects are not followed (a signed request is never replayed to a
-host the connector does not name); a 3xx, 4xx or 5xx answer is a failure with its status.
+host the connector does not name); a 3xx, 4xx or 5xx answer is a failure with its status. A 5xx,
+408 or 429 answer, a timeout or no connection is transient (a live send is attempted again later,
+with the same `id`, so a receiver drops a repeat by it); any other failure is final.
 """
 
 from __future__ import annotations
@@ -65,12 +67,19 @@ async def send_webhook(
     try:
         response = await client.post(url, content=body, headers=headers, timeout=time_limit)
     except httpx.TimeoutException:
-        return Outcome(False, f"The webhook {shown_url(url)} did not answer within {time_limit:g}s.", True)
+        reason = f"The webhook {shown_url(url)} did not answer within {time_limit:g}s."
+        return Outcome(False, reason, connector_down=True, transient=True)
     except httpx.HTTPError as exc:
         detail = str(exc).strip() or type(exc).__name__
-        return Outcome(False, f"The webhook {shown_url(url)} could not be reached: {detail}", True)
+        reason = f"The webhook {shown_url(url)} could not be reached: {detail}"
+        return Outcome(False, reason, connector_down=True, transient=True)
     if response.is_success:
         return Outcome(True)
     if response.is_redirect:
         return Outcome(False, f"The webhook answered {response.status_code} (redirects are not followed).")
-    return Outcome(False, f"The webhook answered {response.status_code}.")
+    code = response.status_code
+    return Outcome(False, f"The webhook answered {code}.", transient=code >= 500 or code in _RETRYABLE)
+
+
+# Client errors that say "later", not "never": request timeout and too many requests.
+_RETRYABLE = frozenset({408, 429})

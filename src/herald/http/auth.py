@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import base64
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from sqlalchemy.ext.asyncio import AsyncSession
 from starlette.requests import Request
 
 from herald.http.guards import has_control_character
-from herald.workspaces import service as workspaces_service
-from herald.workspaces.models import ApiKey, Workspace
-from herald.workspaces.scopes import Scope, expand
+from herald.workspaces import credentials
+from herald.workspaces.credentials import CredentialsCache, KeyView, WorkspaceView
+from herald.workspaces.scopes import Scope
 
 
 class GatewayRefusal(Exception):
@@ -32,8 +33,8 @@ def forbidden(scope: Scope) -> GatewayRefusal:
 
 @dataclass(frozen=True)
 class Caller:
-    workspace: Workspace
-    api_key: ApiKey
+    workspace: WorkspaceView
+    api_key: KeyView
 
     @property
     def workspace_id(self) -> str:
@@ -60,16 +61,24 @@ def basic_credentials(header: str | None) -> tuple[str, str]:
 
 
 async def authenticate(
-    request: Request, session: AsyncSession, scope: Scope, app_key_header: str | None
+    request: Request,
+    cache: CredentialsCache,
+    session: Callable[[], AsyncSession],
+    scope: Scope,
+    app_key_header: str | None,
 ) -> Caller:
-    """Who is calling, checked against `scope`. `app_key_header` is required on campaign surfaces."""
+    """Who is calling, checked against `scope`. `app_key_header` is required on campaign surfaces.
+    `session` is called only when the credentials are not in the cache."""
     workspace_id, secret = basic_credentials(request.headers.get("authorization"))
     if app_key_header is not None and request.headers.get(app_key_header) != workspace_id:
         raise unauthenticated(f"The {app_key_header} header must carry the workspace id.")
-    found = await workspaces_service.authenticate(session, workspace_id, secret)
+
+    async def load(workspace_id: str, key_id: str) -> credentials.Credentials | None:
+        return await credentials.load(session(), workspace_id, key_id)
+
+    found = await cache.verify(workspace_id, secret, load)
     if found is None:
         raise unauthenticated()
-    workspace, key = found
-    if scope not in expand(key.scopes):
+    if scope not in found.key.scopes:
         raise forbidden(scope)
-    return Caller(workspace=workspace, api_key=key)
+    return Caller(workspace=found.workspace, api_key=found.key)

@@ -30,10 +30,17 @@ class UnitOfWork:
     on_failure: list[Callback] = field(default_factory=list)
     idempotency: Claim | None = None
     rate_limit: Decision | None = None
+    # A read whose statements need no common snapshot (see `Operation.single_statement`).
+    single_statement: bool = False
 
     def session(self) -> AsyncSession:
         if self._session is None:
-            factory = self.database.writer if self.for_write else self.database.reader
+            if self.for_write:
+                factory = self.database.writer
+            elif self.single_statement and self.database.single_statement_reader is not None:
+                factory = self.database.single_statement_reader
+            else:
+                factory = self.database.reader
             self._session = factory()
         return self._session
 

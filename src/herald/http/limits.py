@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from herald.http.ratelimit import Decision, Window, parse_windows
-from herald.workspaces.models import Workspace
+from herald.workspaces.credentials import WorkspaceView
 
 # Bucket -> default windows. "Per consumer" means per API key.
 BUCKETS: dict[str, str] = {
@@ -33,14 +33,14 @@ def validate_limit_spec(spec: str) -> tuple[Window, ...]:
     return parse_windows(spec)
 
 
-def windows_for(workspace: Workspace, bucket: str) -> tuple[Window, ...]:
+def windows_for(workspace: WorkspaceView, bucket: str) -> tuple[Window, ...]:
     override = (workspace.rate_limits or {}).get(bucket)
     return _parse_override(override) if override else _parsed_defaults[bucket]
 
 
 @dataclass(frozen=True)
 class Consumer:
-    workspace: Workspace
+    workspace: WorkspaceView
     key_id: str
 
 

@@ -3,22 +3,22 @@
 For every HTTP request it
 1. refuses headers with control characters (503, HTML, nothing processed),
 2. reads or makes the request id (`X-<token>-Request-Id`) that every response carries (a malformed
-   one is refused by the route's guard, after authentication), and lets the router answer 405 first,
+   one is refused by the route's guard, after authentication), and answers 405 first (a known path,
+   another method; `herald.http.route_table`),
 3. reads the body once, within the size limit (413), checks content type, UTF-8, NULs, lone
    surrogates, NaN/Infinity and JSON depth (400); a client gone before its body is complete (or given
    up on by `herald.http.server`) gets nothing processed,
-4. runs the app with the response held back, then commits the request's transaction (and its
+4. answers 404 for a path no route has (no router needed),
+5. runs the app with the response held back, then commits the request's transaction (and its
    idempotency record) before sending, or rolls everything back when the answer is an error.
 """
 
 from __future__ import annotations
 
 import logging
-import re
 import uuid
 from typing import Any
 
-from fastapi.routing import iter_route_contexts
 from sqlalchemy.exc import DBAPIError, IntegrityError
 from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -36,7 +36,8 @@ from herald.http.guards import (
     parse_uuid4,
 )
 from herald.http.limits import headers_for
-from herald.http.responses import GATEWAY_503_HTML, error_response
+from herald.http.responses import GATEWAY_503_HTML, HEALTH_PATH, HEALTHY, error_response
+from herald.http.route_table import RouteTable
 from herald.problems import Problem
 from herald.services import Services
 
@@ -60,6 +61,13 @@ class HeraldMiddleware:
         self.services = services
         self.settings = services.settings
         self.request_id_header = services.settings.request_id_header.lower().encode()
+        self._route_table: RouteTable | None = None
+
+    def _routes(self, scope: Scope) -> RouteTable:
+        # Built at the first request: the app's routes are all added by then.
+        if self._route_table is None:
+            self._route_table = RouteTable(scope["app"])
+        return self._route_table
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -79,17 +87,23 @@ class HeraldMiddleware:
         state["request_id_invalid"] = given is not None and request_id is None
         request_id = request_id or str(uuid.uuid4())
         state["request_id"] = request_id
-        allowed = _methods_of_path_only(scope)
-        if allowed:
+        table = self._routes(scope)
+        if scope["path"] == HEALTH_PATH and scope["method"] in READ_METHODS:
+            scope["route"] = table.literal_routes.get(HEALTH_PATH)  # the label of its log line and metrics
+            headers = [(b"content-type", b"application/json"), (self.request_id_header, request_id.encode())]
+            await _send_raw(send, 200, headers, HEALTHY)
+            return
+        routes = table.lookup(scope["path"])
+        if routes.served and scope["method"] not in routes.served:
             # The path exists but not with this method: 405 before anything about the request is
-            # judged, naming every method of every route on the path (the router names one route's).
+            # judged, naming every method of the path's routes (the router names one route's).
             await self._send_error(
                 send,
                 request_id,
                 405,
                 "METHOD_NOT_ALLOWED",
                 "The method is not allowed on this resource.",
-                headers=[(b"allow", ", ".join(sorted(allowed)).encode())],
+                headers=[(b"allow", ", ".join(sorted(routes.allow)).encode())],
             )
             return
 
@@ -114,6 +128,11 @@ class HeraldMiddleware:
                 await self._send_error(send, request_id, 400, "BAD_REQUEST", problem, raw_body=body)
                 return
         state["body"] = body
+        if not routes.served:  # no route: answered here, without entering the router
+            await self._send_error(
+                send, request_id, 404, "NOT_FOUND", "No such resource or route.", raw_body=body
+            )
+            return
 
         uow = UnitOfWork(self.services.database, for_write=method not in READ_METHODS)
         state["uow"] = uow
@@ -275,46 +294,6 @@ class HeraldMiddleware:
         if json_depth_exceeds(body, self.settings.max_json_depth):
             return f"The JSON body nests deeper than {self.settings.max_json_depth} levels."
         return None
-
-
-PathTable = list[tuple[re.Pattern[str], int, frozenset[str]]]
-
-
-def _path_table(scope: Scope) -> PathTable:
-    """Each route's path pattern, its number of path parameters and its methods (built once per app)."""
-    app = scope["app"]
-    table: PathTable | None = getattr(app.state, "path_table", None)
-    if table is None:
-        table = [
-            (route.path_regex, len(route.param_convertors), frozenset(route.methods))
-            for route in iter_route_contexts(app.router.routes)
-            if route.methods and getattr(route, "path_regex", None) is not None
-        ]
-        app.state.path_table = table
-    return table
-
-
-def _methods_of_path_only(scope: Scope) -> set[str]:
-    """The methods accepted on this path when this request's method is not among them (else empty).
-
-    A path matched by a literal route and by a template (`/v5/campaigns/meta` and
-    `/v5/campaigns/{campaign_id}`) is the literal route's resource: only the most specific routes count.
-    """
-    if "app" not in scope:
-        return set()
-    matches = [
-        (params, accepted) for pattern, params, accepted in _path_table(scope) if pattern.match(scope["path"])
-    ]
-    if not matches:
-        return set()
-    fewest = min(params for params, _ in matches)
-    methods: set[str] = set()
-    for params, accepted in matches:
-        if scope["method"] in accepted:
-            return set()
-        if params == fewest:
-            methods |= accepted
-    return methods
 
 
 def _parts(captured: list[Message]) -> tuple[int, dict[str, str], bytes]:

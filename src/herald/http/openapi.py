@@ -6,11 +6,15 @@ guard add to every operation (auth, request ids, rate-limit headers, gateway err
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
+
+from fastapi.routing import APIRoute
+from starlette.routing import BaseRoute
 
 from herald.config import Settings
 from herald.http.docs import GatewayError, error_responses
-from herald.http.operation import REQUIRED_MARK
+from herald.http.operation import REQUIRED_MARK, Operation, documented_headers, guard_of
 
 _INT = {"type": "integer"}
 # What `herald.http.guards.parse_uuid4` accepts, in its canonical (hyphenated) spelling. A string with
@@ -52,8 +56,22 @@ def _rename_token(document: Any, token: str) -> Any:
     return document
 
 
-def _is_guarded(operation: dict[str, Any]) -> bool:
-    return any(parameter.get("name") == "X-SVC-Request-Id" for parameter in operation.get("parameters", []))
+def guarded_operations(routes: Iterable[BaseRoute]) -> dict[tuple[str, str], Operation]:
+    """(path, lower-case method) -> the operation whose guard the route depends on."""
+    found: dict[tuple[str, str], Operation] = {}
+    for route in routes:
+        if not isinstance(route, APIRoute):
+            continue
+        dependants = list(route.dependant.dependencies)
+        while dependants:
+            dependant = dependants.pop(0)
+            operation = guard_of(dependant.call)
+            if operation is not None:
+                for method in route.methods or ():
+                    found[(route.path_format, method.lower())] = operation
+                break
+            dependants.extend(dependant.dependencies)
+    return found
 
 
 def _complete_operation(method: str, operation: dict[str, Any]) -> None:
@@ -148,7 +166,28 @@ def _drop_unused_schemas(document: dict[str, Any]) -> None:
         del schemas[name]
 
 
-def enrich(document: dict[str, Any], settings: Settings) -> dict[str, Any]:
+_BOUNDS = frozenset({"maximum", "minimum", "exclusiveMaximum", "exclusiveMinimum", "multipleOf"})
+
+
+def _integral_bounds(node: Any) -> None:
+    """Bounds written as the integers they are: the framework's document model reads every bound
+    as a float (`maximum: 15.0`), which an integer property's reader should not have to round."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key in _BOUNDS and isinstance(value, float) and value.is_integer():
+                node[key] = int(value)
+            else:
+                _integral_bounds(value)
+    elif isinstance(node, list):
+        for item in node:
+            _integral_bounds(item)
+
+
+def enrich(
+    document: dict[str, Any], settings: Settings, guarded: dict[tuple[str, str], Operation]
+) -> dict[str, Any]:
+    """The framework's document of the app's routes, completed: `guarded` (see `guarded_operations`)
+    names the operations that authenticate, whose guard's headers and shared answers are added."""
     document["info"] |= {"description": DESCRIPTION, "contact": CONTACT}
     document["tags"] = TAGS
     components = document.setdefault("components", {})
@@ -158,10 +197,13 @@ def enrich(document: dict[str, Any], settings: Settings) -> dict[str, Any]:
         "scheme": "basic",
         "description": "Username: workspace id. Password: an API key issued by `herald keys create`.",
     }
-    for path_item in document.get("paths", {}).values():
+    for path, path_item in document.get("paths", {}).items():
         for method, operation in path_item.items():
-            if isinstance(operation, dict) and _is_guarded(operation):
+            guard = guarded.get((path, method))
+            if isinstance(operation, dict) and guard is not None:
+                operation.setdefault("parameters", []).extend(documented_headers(guard))
                 _complete_operation(method, operation)
     _drop_unused_schemas(document)
+    _integral_bounds(document)
     renamed: dict[str, Any] = _rename_token(document, settings.header_token)
     return renamed

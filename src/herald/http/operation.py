@@ -10,12 +10,11 @@ idempotency record: one transaction per request, and a claim that cannot outlive
 from __future__ import annotations
 
 import hashlib
-import inspect
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 import orjson
-from fastapi import Depends, Header
+from fastapi import Depends
 from starlette.requests import Request
 
 from herald.errors import RateLimited, ValidationFailed
@@ -27,7 +26,7 @@ from herald.http.limits import Consumer, limit_key, windows_for
 from herald.http.ratelimit import Decision, Window
 from herald.problems import Problem
 from herald.services import Services
-from herald.workspaces.scopes import Scope, expand
+from herald.workspaces.scopes import Scope
 
 # "body_request_id": the JSON body's `request_id` is the key (the earlier API's de-duplication, L1).
 IdempotencyMode = Literal["required", "optional", "none", "body_request_id"]
@@ -49,6 +48,9 @@ class Operation:
     # idempotency record and is opened only to write it. Opened earlier, it would hold SQLite's one
     # write lock through every send and render (and the sends' own writes would wait for it forever).
     request_transaction: bool = True
+    # True when each statement the read sends stands alone (O1: its page and total count are one
+    # statement): on PostgreSQL it then runs without a transaction around it.
+    single_statement: bool = False
 
 
 def services_of(request: Request) -> Services:
@@ -103,11 +105,16 @@ async def check_access(request: Request, operation: Operation) -> Caller:
     uow = unit_of_work(request)
     app_key_header = services.settings.app_key_header if operation.campaigns else None
     in_request_transaction = operation.request_transaction or not uow.for_write
+    uow.single_statement = operation.single_statement
     if in_request_transaction:
-        caller = await authenticate(request, uow.session(), operation.scope, app_key_header)
+        caller = await authenticate(
+            request, services.credentials, uow.session, operation.scope, app_key_header
+        )
     else:
         async with services.database.reader() as session:
-            caller = await authenticate(request, session, operation.scope, app_key_header)
+            caller = await authenticate(
+                request, services.credentials, lambda: session, operation.scope, app_key_header
+            )
     request.state.workspace_id = caller.workspace_id  # for the request's log line
 
     if request.state.request_id_invalid:
@@ -144,34 +151,32 @@ async def check_access(request: Request, operation: Operation) -> Caller:
 
 def require_scope(caller: Caller, scope: Scope) -> None:
     """A stronger scope than the route's, needed by what this request asks (403 ER007 otherwise)."""
-    if scope not in expand(caller.api_key.scopes):
+    if scope not in caller.api_key.scopes:
         raise forbidden(scope)
 
 
-def documented_headers(operation: Operation) -> list[inspect.Parameter]:
-    """Header parameters the guard reads, declared so the OpenAPI describes them (values are read
-    from the request itself; the default token's names are shown, see `herald.http.openapi`)."""
+def documented_headers(operation: Operation) -> list[dict[str, Any]]:
+    """The header parameters the guard reads, as OpenAPI parameter objects (`herald.http.openapi`
+    adds them to the operation's document). They are read from the request by the guard itself:
+    declared in the dependency's signature, the framework would parse each of them on every request.
+    The default token's names are shown; the document is renamed for the deployment's token."""
 
-    def header(name: str, alias: str, description: str, *, required: bool = False) -> inspect.Parameter:
-        # Never required for FastAPI itself: the guard checks credentials first (401 before 400).
-        # `herald.http.openapi` marks the ones described as REQUIRED_MARK as required in the schema.
+    def header(name: str, description: str, *, required: bool = False) -> dict[str, Any]:
         text = f"{REQUIRED_MARK} {description}" if required else description
-        field = Header(alias=alias, description=text)
-        return inspect.Parameter(
-            name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=Annotated[str | None, field]
-        )
+        return {
+            "description": text,
+            "in": "header",
+            "name": name,
+            "required": required,
+            "schema": {"type": "string"},
+        }
 
-    headers = [header("request_id_header", "X-SVC-Request-Id", "Optional UUID v4 trace id, echoed back.")]
+    headers = [header("X-SVC-Request-Id", "Optional UUID v4 trace id, echoed back.")]
     if operation.campaigns:
-        headers.append(
-            header(
-                "app_key_header", "SVC-APPKEY", "The workspace id (equals the Basic username).", required=True
-            )
-        )
+        headers.append(header("SVC-APPKEY", "The workspace id (equals the Basic username).", required=True))
     if operation.idempotency in ("required", "optional"):  # L1 de-duplicates on its body's request_id
         headers.append(
             header(
-                "idempotency_key",
                 IDEMPOTENCY_HEADER,
                 "UUID v4; a repeat with the same body replays the stored response for 24 h.",
                 required=operation.idempotency == "required",
@@ -180,18 +185,18 @@ def documented_headers(operation: Operation) -> list[inspect.Parameter]:
     return headers
 
 
+def guard_of(call: Any) -> Operation | None:
+    """The operation a dependency guards (see `guarded`), or None."""
+    operation = getattr(call, "operation", None)
+    return operation if isinstance(operation, Operation) else None
+
+
 def guarded(operation: Operation) -> Any:
     """`Depends(...)` marker for `Annotated[Caller, guarded(OPERATION)]`."""
 
-    async def dependency(request: Request, **_documented: str | None) -> Caller:
+    async def dependency(request: Request) -> Caller:
         return await check_access(request, operation)
 
-    request_parameter = inspect.Parameter(
-        "request", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=Request
-    )
-    dependency.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
-        [request_parameter, *documented_headers(operation)], return_annotation=Caller
-    )
     dependency.__name__ = f"guard_{operation.name}"
     dependency.operation = operation  # type: ignore[attr-defined]
     return Depends(dependency)

@@ -27,6 +27,12 @@ def response_id(request: Request) -> str:
     return f"resp_{request_id(request)}"
 
 
+# `GET /healthz`'s answer: the request middleware sends it without entering the router (a health
+# probe is polled often and checks nothing); the route in `herald.ops.probes` documents it.
+HEALTH_PATH = "/healthz"
+HEALTHY = b'{"status":"ok"}'
+
+
 def json_response(body: dict[str, Any], status: int = 200, headers: dict[str, str] | None = None) -> Response:
     return Response(orjson.dumps(body), status_code=status, headers=headers, media_type="application/json")
 

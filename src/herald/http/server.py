@@ -93,6 +93,7 @@ class HeraldHttpProtocol(HttpToolsProtocol):
         self.limits = gateway_limits()
         self.head = bytearray()  # the current request's head as received so far
         self.in_head = True
+        self.head_begun = False  # a request's first byte is in, its head is not complete
         self.head_timer: TimerHandle | None = None
         self.body_timer: TimerHandle | None = None
         self.linger_timer: TimerHandle | None = None
@@ -127,20 +128,27 @@ class HeraldHttpProtocol(HttpToolsProtocol):
             if not self.refused:  # a refusal from a callback below already answered
                 self._refuse_malformed()
             return
-        if self.in_head and len(self.head) > self.limits.max_header_bytes:
-            # Bounds what an unfinished head may hold in memory (a finished one is measured below).
-            self._refuse_json(HeadersTooLarge())
+        if self.in_head and self.head_begun:
+            if len(self.head) > self.limits.max_header_bytes:
+                # Bounds what an unfinished head may hold in memory (a finished one is measured below).
+                self._refuse_json(HeadersTooLarge())
+            elif self.head_timer is None:
+                # A head that did not arrive whole: its time runs from its first byte. (A request
+                # that arrives whole, the usual case, never needs a timer.)
+                self.head_timer = self.loop.call_later(self.limits.header_timeout, self._head_timed_out)
+        elif self.body_pending and self.body_timer is None:
+            self.body_timer = self.loop.call_later(self.limits.body_timeout, self._body_timed_out)
 
     # ---- parser callbacks ------------------------------------------------------------------------
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
         self.in_head = True
-        if self.head_timer is None:  # a later request on a kept-alive (or pipelining) connection
-            self.head_timer = self.loop.call_later(self.limits.header_timeout, self._head_timed_out)
+        self.head_begun = True
 
     def on_headers_complete(self) -> None:
         self.in_head = False
+        self.head_begun = False
         self.head = bytearray()
         if self.head_timer is not None:
             self.head_timer.cancel()
@@ -156,8 +164,7 @@ class HeraldHttpProtocol(HttpToolsProtocol):
             raise _Refused  # stops the parser: nothing of this request reaches the app
         super().on_headers_complete()
         if has_body:
-            self.body_pending = True
-            self.body_timer = self.loop.call_later(self.limits.body_timeout, self._body_timed_out)
+            self.body_pending = True  # its timer starts if the body is not complete in this read
             # The app may answer before the body is in (413): uvicorn then closes at once, and the
             # client, still sending, gets a reset instead of the answer. Close it lingering instead.
             self.cycle.transport = _AnswerFirstTransport(self)

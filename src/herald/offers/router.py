@@ -26,7 +26,7 @@ from herald.workspaces.scopes import Scope
 
 router = APIRouter(prefix="/v5/offers", tags=["offers"])
 
-LIST_OFFERS = Operation("O1", Scope.OFFERS_READ, "offers_read")
+LIST_OFFERS = Operation("O1", Scope.OFFERS_READ, "offers_read", single_statement=True)
 CREATE_OFFER = Operation("O2", Scope.OFFERS_WRITE, "offers_write", idempotency="required")
 UPDATE_OFFER = Operation("O3", Scope.OFFERS_WRITE, "offers_write", idempotency="required")
 LIST_TEMPLATES = Operation("O4", Scope.OFFERS_READ, "offers_read")

@@ -34,12 +34,20 @@ async def list_offers(
 
 
 def _summary(row: Any, selected: tuple[str, ...], now: datetime) -> dict[str, Any]:
-    values: dict[str, Any] = {
-        "id": offer_public_id(row.id),
-        "name": row.name,
-        "status": effective_status(row.stored_status, row.start_datetime, row.expiry_datetime, now).value,
-        "tags": [tag_public_id(tag) for tag in row.tags] if row.tags else None,
-        "created_at": rfc3339(row.created_at),
-        "created_by": row.created_by,
-    }
-    return {name: values[name] for name in selected if values[name] is not None}
+    """The selected fields of one row, in the summary's order; absent values are left out."""
+    item: dict[str, Any] = {}
+    for name in selected:
+        if name == "id":
+            item["id"] = offer_public_id(row.id)
+        elif name == "status":
+            item["status"] = effective_status(
+                row.stored_status, row.start_datetime, row.expiry_datetime, now
+            ).value
+        elif name == "tags":
+            if row.tags:
+                item["tags"] = [tag_public_id(tag) for tag in row.tags]
+        elif name == "created_at":
+            item["created_at"] = rfc3339(row.created_at)
+        elif (value := getattr(row, name)) is not None:  # name, created_by
+            item[name] = value
+    return item

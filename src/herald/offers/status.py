@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import StrEnum
+from typing import Any
 
 from sqlalchemy import ColumnElement, and_, false, or_
 
@@ -32,8 +33,9 @@ def effective_status(
     return OfferStatus.ACTIVE
 
 
-def status_predicate(status: OfferStatus, now: datetime) -> ColumnElement[bool]:
-    """SQL twin of `effective_status(...) == status`, written so indexes on the columns apply."""
+def status_predicate(status: OfferStatus, now: datetime | ColumnElement[Any]) -> ColumnElement[bool]:
+    """SQL twin of `effective_status(...) == status`, written so indexes on the columns apply.
+    `now` is a value or a bound parameter (a statement built once for many requests)."""
     published = Offer.stored_status == STORED_PUBLISHED
     started = or_(Offer.start_datetime.is_(None), Offer.start_datetime <= now)
     expired = and_(Offer.expiry_datetime.is_not(None), Offer.expiry_datetime <= now)

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from sqlalchemy import ForeignKey, String
 from sqlalchemy.orm import Mapped, mapped_column
@@ -61,7 +62,12 @@ def feature_on(workspace: Workspace, flag: str) -> bool:
     return bool((workspace.features or {}).get(flag, DEFAULT_FEATURES.get(flag, False)))
 
 
-def enabled_features(workspace: Workspace) -> frozenset[str]:
+class HasFeatures(Protocol):
+    @property
+    def features(self) -> Mapping[str, bool] | None: ...
+
+
+def enabled_features(workspace: HasFeatures) -> frozenset[str]:
     flags: dict[str, Any] = {**DEFAULT_FEATURES, **(workspace.features or {})}
     return frozenset(name for name, on in flags.items() if on)
 

@@ -2,20 +2,17 @@
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import bindparam, select
+from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from herald.workspaces.credentials import KEY_PREFIX, secret_hash
 from herald.workspaces.models import FEATURES, ApiKey, OfferTemplate, Tag, Workspace
 from herald.workspaces.scopes import Scope
-
-KEY_PREFIX = "hk"
 
 
 class AdminError(ValueError):
@@ -26,10 +23,6 @@ class AdminError(ValueError):
 class IssuedKey:
     key: ApiKey
     secret: str  # shown once; only its hash is stored
-
-
-def _hash(secret: str) -> str:
-    return hashlib.sha256(secret.encode()).hexdigest()
 
 
 def new_workspace_id() -> str:
@@ -88,7 +81,7 @@ async def create_api_key(
         id=key_id,
         name=name,
         scopes=sorted({str(scope) for scope in scopes}),
-        secret_hash=_hash(secret),
+        secret_hash=secret_hash(secret),
         created_at=now,
     )
     session.add(key)
@@ -108,31 +101,6 @@ async def revoke_api_key(session: AsyncSession, now: datetime, workspace_id: str
     key.revoked_at = key.revoked_at or now
     await session.flush()
     return key
-
-
-# Built once: every API request runs it.
-_CREDENTIALS = (
-    select(Workspace, ApiKey)
-    .join(ApiKey, ApiKey.workspace_id == Workspace.id)
-    .where(ApiKey.workspace_id == bindparam("workspace_id"), ApiKey.id == bindparam("key_id"))
-)
-
-
-async def authenticate(
-    session: AsyncSession, workspace_id: str, presented: str
-) -> tuple[Workspace, ApiKey] | None:
-    """The workspace and key for Basic credentials, or None. Constant-time on the secret."""
-    prefix, _, rest = presented.partition("_")
-    key_id, _, secret = rest.partition("_")
-    if prefix != KEY_PREFIX or not key_id or not secret:
-        return None
-    row = (await session.execute(_CREDENTIALS, {"workspace_id": workspace_id, "key_id": key_id})).first()
-    if row is None:
-        return None
-    workspace, key = row
-    if key.revoked_at is not None or not hmac.compare_digest(key.secret_hash, _hash(secret)):
-        return None
-    return workspace, key
 
 
 async def set_feature(session: AsyncSession, workspace_id: str, flag: str, on: bool) -> Workspace:

@@ -219,8 +219,10 @@ class ExecutionStats(BaseModel):
 
     id: str
     run: int
-    status: str
-    reason: str | None
+    status: str = Field(
+        description="RESOLVING, DISPATCHING, DONE, STOPPED, FAILED, or PAUSED while its connector kept failing."
+    )
+    reason: str | None = Field(description="Why the execution FAILED or is PAUSED.")
     started_at: str
     updated_at: str
     audience: int = Field(description="Users the segmentation selected, before the channel's suppressions.")
@@ -229,6 +231,7 @@ class ExecutionStats(BaseModel):
         description="Users not sent to, by reason: opted_out, unsubscribed, no_address, audience_limit, no_user."
     )
     pending: int
+    retrying: int = Field(description="Of the pending users, those waiting for another attempt.")
     sent: int
     failed: int
 

@@ -19,7 +19,8 @@ from herald.db import Base, UTCDateTime
 class Execution(Base):
     """One run of a campaign: RESOLVING (audience being materialised) → DISPATCHING → DONE;
     STOPPED when the campaign was stopped before every user was settled; FAILED (with `reason`)
-    when its audience could not be resolved."""
+    when its audience could not be resolved; PAUSED (with `reason`) while a connector kept
+    failing, until someone resumes it (`delivery.engine.pause`)."""
 
     __tablename__ = "delivery_executions"
     __table_args__ = (
@@ -61,8 +62,9 @@ class Execution(Base):
 class ExecutionUser(Base):
     """A user of an execution's audience and how far it got: PENDING → CLAIMED → SENT / FAILED, or
     HELD_OUT (control group) / SUPPRESSED (`reason`: NO_ADDRESS for a push token of no campaign
-    platform, AUDIENCE_LIMIT). Opted-out users and users without an address are never materialised;
-    the execution counts them."""
+    platform, AUDIENCE_LIMIT). A user whose message failed transiently waits in RETRY (`reason`:
+    the last failure) until `not_before`, then is claimed again. Opted-out users and users without
+    an address are never materialised; the execution counts them."""
 
     __tablename__ = "delivery_execution_users"
     __table_args__ = (
@@ -90,3 +92,4 @@ class ExecutionUser(Base):
     state: Mapped[str] = mapped_column(String(16))
     reason: Mapped[str | None] = mapped_column(Text, nullable=True)
     claimed_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    not_before: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)

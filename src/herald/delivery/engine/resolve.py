@@ -31,6 +31,7 @@ from herald.db import Database
 from herald.delivery.engine.models import Execution, ExecutionUser
 from herald.delivery.engine.split import control_group_size, rank_of
 from herald.ids import object_id
+from herald.wake import wake_on_commit
 
 CHUNK = 1000  # users resolved per keyset page (one read, one write transaction)
 
@@ -256,4 +257,7 @@ async def _fix_control_group(
                 updated_at=now,
             )
         )
+        # Workers that found the execution still resolving went back to sleep: wake them to share
+        # the dispatch.
+        await wake_on_commit(session)
         await session.commit()

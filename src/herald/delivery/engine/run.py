@@ -8,6 +8,13 @@ No transaction is open while messages go out. Each message then takes the test s
 is derived from (execution, user, platform), so the outbox primary key makes a second message for
 the same slot impossible, whatever the interleaving of workers. Before each hand-off the campaign's
 status is read again: once it is no longer SENDING (STOP), nothing more is handed to a connector.
+
+Failures: a transient one puts the user in RETRY until the message's next attempt time (the
+dispatcher's backoff), when it is claimed again and only its unsettled messages are attempted. A
+worker that dies leaves its users CLAIMED; once their lease (`HERALD_DELIVERY_LEASE_SECONDS`, on
+the worker's clock) has passed, another worker takes them over and attempts again, under the same
+ids, the messages left PENDING (outcome unknown: at least once on the wire, once per id). When the
+campaign's connector reaches its error threshold, the execution is PAUSED (`engine.pause`).
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ from herald.db import Database
 from herald.delivery.dispatch import Dispatcher
 from herald.delivery.engine.content import SendPlan, live_version, replan
 from herald.delivery.engine.models import Execution, ExecutionUser
+from herald.delivery.engine.pause import pause
 from herald.delivery.messages import Envelope, Outcome
 from herald.delivery.models import OutboxEntry
 from herald.delivery.recipients import push_recipient, recipient_for
@@ -36,14 +44,12 @@ from herald.delivery.rendering import RenderError
 log = logging.getLogger("herald.delivery.engine")
 
 BATCH = 200
-# A user CLAIMED longer ago than this belongs to a worker that died: it is claimed again, and the
-# outbox key keeps whatever that worker already handed over from being sent twice.
-LEASE = timedelta(minutes=5)
 
 
 class UserState:
     PENDING = "PENDING"
     CLAIMED = "CLAIMED"
+    RETRY = "RETRY"
     SENT = "SENT"
     FAILED = "FAILED"
     HELD_OUT = "HELD_OUT"
@@ -54,6 +60,15 @@ class UserState:
 class _Claimed:
     customer_id: str
     user: User
+
+
+@dataclass(frozen=True)
+class _Result:
+    """How a user's messages went: all sent, one to try again at `retry_at`, or failed."""
+
+    sent: bool
+    reason: str | None = None
+    retry_at: datetime | None = None
 
 
 def delivery_id(execution_id: str, customer_id: str, platform: str) -> str:
@@ -97,7 +112,7 @@ def _has_message(plan: SendPlan, customer_id: str, user: User) -> bool:
 
 
 async def _claim(
-    database: Database, plan: SendPlan, execution: Execution, now: datetime
+    database: Database, plan: SendPlan, execution: Execution, now: datetime, lease: timedelta
 ) -> list[_Claimed] | None:
     """The next batch to send (maybe empty after hold-outs); None when no user is left to claim."""
     async with database.writer() as session:
@@ -122,8 +137,9 @@ async def _claim(
                     or_(
                         ExecutionUser.state == UserState.PENDING,
                         and_(
-                            ExecutionUser.state == UserState.CLAIMED, ExecutionUser.claimed_at < now - LEASE
+                            ExecutionUser.state == UserState.CLAIMED, ExecutionUser.claimed_at < now - lease
                         ),
+                        and_(ExecutionUser.state == UserState.RETRY, ExecutionUser.not_before <= now),
                     ),
                 )
                 .order_by(ExecutionUser.rank)
@@ -142,8 +158,9 @@ async def _claim(
         claimed: list[_Claimed] = []
         reclaimed = 0
         for customer_id, rank, state, user in rows:
-            if state == UserState.CLAIMED and user is not None:
-                # Decided and counted by the worker that died; only its sends are left to settle.
+            if state in (UserState.CLAIMED, UserState.RETRY) and user is not None:
+                # Decided and counted before (by this worker, or by one that died): only its
+                # unsettled sends are left.
                 claimed.append(_Claimed(customer_id, user))
                 reclaimed += 1
             elif current.control_threshold is not None and rank <= current.control_threshold:
@@ -169,33 +186,50 @@ async def _claim(
     return claimed
 
 
-async def _still_sending(database: Database, campaign_id: str, workspace_id: str) -> bool:
-    async with database.reader() as session:
-        status = await session.scalar(
-            select(Campaign.status).where(
-                Campaign.workspace_id == workspace_id, Campaign.campaign_id == campaign_id, Campaign.is_latest
-            )
+async def _still_sending(database: Database, execution: Execution) -> bool:
+    """The campaign is SENDING (not stopped) and the execution DISPATCHING (not paused)."""
+    campaign = (
+        select(Campaign.status)
+        .where(
+            Campaign.workspace_id == execution.workspace_id,
+            Campaign.campaign_id == execution.campaign_id,
+            Campaign.is_latest,
         )
-    return status == CampaignStatus.SENDING.value
+        .scalar_subquery()
+    )
+    async with database.reader() as session:
+        found = (
+            await session.execute(
+                select(campaign, Execution.status).where(
+                    Execution.workspace_id == execution.workspace_id, Execution.id == execution.id
+                )
+            )
+        ).first()
+    return found is not None and tuple(found) == (CampaignStatus.SENDING.value, "DISPATCHING")
 
 
 async def _in_flight(database: Database, execution: Execution) -> bool:
-    """Whether users are still CLAIMED (by another worker, or one that died within its lease)."""
+    """Whether users are still CLAIMED (by another worker, or one that died within its lease) or
+    waiting to be attempted again."""
     async with database.reader() as session:
         found = await session.execute(
             select(ExecutionUser.customer_id)
-            .where(*_mine(execution), ExecutionUser.state == UserState.CLAIMED)  # type: ignore[arg-type]
+            .where(
+                *_mine(execution),  # type: ignore[arg-type]
+                ExecutionUser.state.in_([UserState.CLAIMED, UserState.RETRY]),
+            )
             .limit(1)
         )
         return found.first() is not None
 
 
 async def _release(database: Database, execution: Execution, ids: list[str]) -> None:
-    """Users claimed but not handed over when the campaign stopped: pending again, uncounted."""
+    """Users claimed but not handed over when the campaign stopped or the execution paused:
+    pending again, uncounted (a later claim decides and counts them again)."""
     if not ids:
         return
     async with database.writer() as session:
-        await _set_users(session, execution, ids, UserState.PENDING, claimed_at=None)
+        await _set_users(session, execution, ids, UserState.PENDING, claimed_at=None, not_before=None)
         await session.execute(
             update(Execution)
             .where(Execution.workspace_id == execution.workspace_id, Execution.id == execution.id)
@@ -210,7 +244,7 @@ async def _existing(database: Database, workspace_id: str, outbox_id: str) -> Ou
     if row is not None and row.status == "SENT":
         return Outcome(True)
     reason = row.failure_reason if row is not None and row.failure_reason else None
-    return Outcome(False, reason or "The outcome is unknown: a worker stopped during this send.")
+    return Outcome(False, reason or "The message could not be sent.")
 
 
 async def _send_user(
@@ -220,17 +254,18 @@ async def _send_user(
     execution: Execution,
     item: _Claimed,
     now: datetime,
-) -> tuple[bool, str | None]:
+) -> _Result:
     if not plan.groups:
-        return False, plan.problem or "The campaign has nothing to send."
+        return _Result(False, plan.problem or "The campaign has nothing to send.")
     recipient = recipient_for(item.user, item.customer_id, plan.channel)
     recipient = await push_recipient(database, execution.workspace_id, recipient)
     profile = recipient.profile or {}
     group = plan.group_for(item.customer_id, profile)
     deliveries = plan.deliveries(group, recipient)
     if not deliveries:  # its tokens changed since the audience was resolved
-        return False, "The user has no push token for the campaign's platforms."
+        return _Result(False, "The user has no push token for the campaign's platforms.")
     failures: list[str] = []
+    retry_at: datetime | None = None
     for message, reached in deliveries:
         platform = message.slot.platform.value if message.slot.platform else plan.channel.value
         envelope_id = delivery_id(execution.id, item.customer_id, platform)
@@ -250,45 +285,56 @@ async def _send_user(
             now,
             plan.advanced_for(message, now),
         )
-        try:
-            if plan.problem is not None or plan.connector is None:
-                outcome = await dispatcher.unsent(plan.connector, envelope, plan.problem or "No connector.")
-            elif reason is not None:
-                outcome = await dispatcher.unsent(plan.connector, envelope, reason)
-            else:
-                outcome = await dispatcher.send(plan.connector, envelope)
-        except IntegrityError:
-            outcome = await _existing(database, execution.workspace_id, envelope_id)  # already handed over
+        if plan.problem is None and plan.connector is not None and reason is None:
+            outcome = await dispatcher.deliver(plan.connector, envelope)
+        else:
+            try:
+                outcome = await dispatcher.unsent(
+                    plan.connector, envelope, reason or plan.problem or "No connector."
+                )
+            except IntegrityError:  # recorded before this user was taken over
+                outcome = await _existing(database, execution.workspace_id, envelope_id)
+        if outcome.retry_at is not None:
+            retry_at = max(retry_at or outcome.retry_at, outcome.retry_at)
         if not outcome.sent:
             failures.append(outcome.reason or "The send failed.")
-    return (not failures), "; ".join(failures) or None
+    reason = "; ".join(failures) or None
+    if retry_at is not None:
+        return _Result(False, reason, retry_at)
+    return _Result(not failures, reason)
 
 
 async def dispatch(
-    database: Database, dispatcher: Dispatcher, plan: SendPlan, execution: Execution, now: datetime
+    database: Database,
+    dispatcher: Dispatcher,
+    plan: SendPlan,
+    execution: Execution,
+    now: datetime,
+    lease: timedelta,
 ) -> bool:
-    """Send batch after batch while the campaign is SENDING; True when every user is settled."""
-    campaign = plan.campaign
+    """Send batch after batch while the campaign is SENDING and the execution DISPATCHING; True
+    when every user is settled."""
     while True:
-        if not await _still_sending(database, campaign.campaign_id, campaign.workspace_id):
+        if not await _still_sending(database, execution):
             return False
-        claimed = await _claim(database, plan, execution, now)
+        claimed = await _claim(database, plan, execution, now, lease)
         if claimed is None:
             return not await _in_flight(database, execution)
         for index, item in enumerate(claimed):
-            sending, version = await live_version(database, campaign.workspace_id, campaign.campaign_id)
-            if not sending:
+            failing = dispatcher.failing(plan.connector) if plan.connector is not None else None
+            if failing is not None:
+                await pause(database, execution, failing, now)
+            if failing is not None or not await _still_sending(database, execution):
                 await _release(database, execution, [c.customer_id for c in claimed[index:]])
                 return False
+            _, version = await live_version(database, execution.workspace_id, execution.campaign_id)
             if version != plan.version:  # changed while SENDING: the rest get the new content
                 plan = await replan(database, plan, execution)
-            sent, reason = await _send_user(database, dispatcher, plan, execution, item, now)
+            result = await _send_user(database, dispatcher, plan, execution, item, now)
             async with database.writer() as session:
-                await _set_users(
-                    session,
-                    execution,
-                    [item.customer_id],
-                    UserState.SENT if sent else UserState.FAILED,
-                    reason,
-                )
+                if result.retry_at is not None:
+                    state, more = UserState.RETRY, {"not_before": result.retry_at, "claimed_at": None}
+                else:
+                    state, more = (UserState.SENT if result.sent else UserState.FAILED), {}
+                await _set_users(session, execution, [item.customer_id], state, result.reason, **more)
                 await session.commit()

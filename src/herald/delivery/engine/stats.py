@@ -14,7 +14,7 @@ from herald.errors import NotFound
 from herald.ids import is_object_id
 from herald.timefmt import rfc3339
 
-_STATES = ("PENDING", "CLAIMED", "SENT", "FAILED", "HELD_OUT", "SUPPRESSED")
+_STATES = ("PENDING", "CLAIMED", "RETRY", "SENT", "FAILED", "HELD_OUT", "SUPPRESSED")
 
 
 async def campaign_stats(session: AsyncSession, workspace_id: str, campaign_id: str) -> dict[str, Any]:
@@ -74,7 +74,9 @@ async def _one(session: AsyncSession, execution: Execution) -> dict[str, Any]:
         "audience": execution.audience + execution.opted_out + execution.unsubscribed + execution.no_address,
         "held_out": {"control_group": by_state["HELD_OUT"]},
         "suppressed": suppressed,
-        "pending": by_state["PENDING"] + by_state["CLAIMED"],
+        "pending": by_state["PENDING"] + by_state["CLAIMED"] + by_state["RETRY"],
+        # Of the pending users, those waiting for another attempt after a transient failure.
+        "retrying": by_state["RETRY"],
         "sent": by_state["SENT"],
         "failed": by_state["FAILED"],
     }

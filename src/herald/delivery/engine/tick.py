@@ -5,7 +5,7 @@ returned for the worker to mark SENT (one loop, one notion of "what is due now")
 from __future__ import annotations
 
 import logging
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from sqlalchemy import select, update
 
@@ -18,6 +18,7 @@ from herald.db import Database
 from herald.delivery.dispatch import Dispatcher
 from herald.delivery.engine.content import plan_sends
 from herald.delivery.engine.models import Execution
+from herald.delivery.engine.pause import PAUSED
 from herald.delivery.engine.resolve import ExecutionStatus, LiveCampaign, resolve, start_execution
 from herald.delivery.engine.run import dispatch
 from herald.errors import HeraldError
@@ -58,7 +59,8 @@ async def _sending(database: Database, workspace_id: str) -> list[LiveCampaign]:
 
 async def _stop_executions(database: Database, workspace_id: str, now: datetime) -> None:
     """Executions whose campaign was stopped, or reached its `expiry_time` (SENT before every user
-    was settled), end STOPPED (their pending users stay unsent)."""
+    was settled), end STOPPED (their pending users stay unsent), paused ones included."""
+    live = [ExecutionStatus.RESOLVING, ExecutionStatus.DISPATCHING, PAUSED]
     stopped = select(Campaign.campaign_id).where(
         Campaign.workspace_id == workspace_id,
         Campaign.is_latest,
@@ -66,7 +68,7 @@ async def _stop_executions(database: Database, workspace_id: str, now: datetime)
     )
     unfinished = select(Execution.id).where(
         Execution.workspace_id == workspace_id,
-        Execution.status.in_([ExecutionStatus.RESOLVING, ExecutionStatus.DISPATCHING]),
+        Execution.status.in_(live),
         Execution.campaign_id.in_(stopped),
     )
     # A read first: on SQLite a write transaction at every tick would make the API's writers wait.
@@ -78,7 +80,7 @@ async def _stop_executions(database: Database, workspace_id: str, now: datetime)
             update(Execution)
             .where(
                 Execution.workspace_id == workspace_id,
-                Execution.status.in_([ExecutionStatus.RESOLVING, ExecutionStatus.DISPATCHING]),
+                Execution.status.in_(live),
                 Execution.campaign_id.in_(stopped),
             )
             .values(status=ExecutionStatus.STOPPED, updated_at=now)
@@ -97,13 +99,16 @@ async def run_executions(
     if not campaigns:
         return finished
     async with Dispatcher(settings, FrozenClock(now), database.writer) as dispatcher:
+        lease = timedelta(seconds=settings.delivery_lease_seconds)
         for campaign in campaigns:
-            if await _run_one(database, dispatcher, campaign, now):
+            if await _run_one(database, dispatcher, campaign, now, lease):
                 finished.append(campaign.campaign_id)
     return finished
 
 
-async def _run_one(database: Database, dispatcher: Dispatcher, campaign: LiveCampaign, now: datetime) -> bool:
+async def _run_one(
+    database: Database, dispatcher: Dispatcher, campaign: LiveCampaign, now: datetime, lease: timedelta
+) -> bool:
     execution = await start_execution(database, campaign, now)
     if execution.status == ExecutionStatus.RESOLVING:
         try:
@@ -124,9 +129,11 @@ async def _run_one(database: Database, dispatcher: Dispatcher, campaign: LiveCam
             return True
     if execution.status in (ExecutionStatus.DONE, ExecutionStatus.FAILED):
         return True
+    if execution.status == PAUSED:
+        return False  # until resumed (`engine.pause`)
     async with database.reader() as session:
         plan = await plan_sends(session, campaign, execution)
-    done = await dispatch(database, dispatcher, plan, execution, now)
+    done = await dispatch(database, dispatcher, plan, execution, now, lease)
     if done:
         await _end(database, execution, ExecutionStatus.DONE, now, None)
     return done

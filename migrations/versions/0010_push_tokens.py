@@ -1,7 +1,7 @@
 """per-platform push tokens; executions count users unsubscribed from a category
 
-Revision ID: 0009
-Revises: 0008
+Revision ID: 0010
+Revises: 0009
 Create Date: 2026-11-25
 """
 
@@ -12,8 +12,8 @@ from alembic import op
 
 import herald.db
 
-revision: str = "0009"
-down_revision: str | None = "0008"
+revision: str = "0010"
+down_revision: str | None = "0009"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

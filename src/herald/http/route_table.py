@@ -1,0 +1,78 @@
+"""Which routes a path belongs to, decided once per request before any other work.
+
+The request middleware answers an unknown path (404) and a known path with a method it does not
+take (405) from this table without entering the framework's router: both answers need nothing but
+the path. The table is built once per app from its routes; a lookup tries the literal paths first
+(a dict) and then only the templates whose literal prefix the path starts with.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from fastapi.routing import iter_route_contexts
+from starlette.types import ASGIApp
+
+
+@dataclass(frozen=True)
+class _Template:
+    prefix: str  # the path up to its first parameter
+    pattern: re.Pattern[str]
+    parameters: int
+    methods: frozenset[str]
+
+
+@dataclass(frozen=True)
+class Lookup:
+    """`served`: every method some route of this path takes (empty: no route has the path).
+    `allow`: the methods of the path's most specific routes, for a 405's Allow header (a literal
+    route beats a template: `/v5/campaigns/meta` is not `/v5/campaigns/{campaign_id}`)."""
+
+    served: frozenset[str]
+    allow: frozenset[str]
+
+
+class RouteTable:
+    def __init__(self, app: ASGIApp) -> None:
+        templates: list[_Template] = []
+        literal: dict[str, set[str]] = {}
+        self.literal_routes: dict[str, object] = {}
+        router = getattr(app, "router", None)
+        for route in iter_route_contexts(router.routes if router is not None else []):
+            methods = getattr(route, "methods", None)
+            pattern = getattr(route, "path_regex", None)
+            path = getattr(route, "path", None)
+            if not methods or pattern is None or path is None:
+                continue
+            if route.param_convertors:
+                prefix = path.split("{", 1)[0]
+                templates.append(_Template(prefix, pattern, len(route.param_convertors), frozenset(methods)))
+            else:
+                literal.setdefault(path, set()).update(methods)
+                self.literal_routes.setdefault(path, route)
+        self._templates = templates
+        self._literal = {path: frozenset(methods) for path, methods in literal.items()}
+        # The literal paths' answers, worked out once (templated paths are unbounded: never kept).
+        self._known = {path: self._find(path) for path in self._literal}
+
+    def lookup(self, path: str) -> Lookup:
+        known = self._known.get(path)
+        return known if known is not None else self._find(path)
+
+    def _find(self, path: str) -> Lookup:
+        matches = [
+            (t.parameters, t.methods)
+            for t in self._templates
+            if path.startswith(t.prefix) and t.pattern.match(path)
+        ]
+        if path in self._literal:
+            matches.append((0, self._literal[path]))
+        if not matches:
+            return Lookup(frozenset(), frozenset())
+        fewest = min(parameters for parameters, _ in matches)
+        served = frozenset(method for _, methods in matches for method in methods)
+        allow = frozenset(
+            method for parameters, methods in matches if parameters == fewest for method in methods
+        )
+        return Lookup(served, allow)

@@ -1,0 +1,102 @@
+"""Waking the worker when work becomes due, instead of waiting for its next poll.
+
+A transaction that makes work due (publishing a campaign, a status action, resuming a paused
+delivery) calls `wake_on_commit(session)`:
+- on PostgreSQL it queues `NOTIFY herald_wake` in that transaction; PostgreSQL delivers it at the
+  commit (never for a rollback) to every `herald worker` listening (`listening`, on a connection
+  of its own);
+- in every process, the commit sets the events registered with `waiting` here: the engine embedded
+  in `herald serve` (one process on SQLite) wakes without any database round trip.
+The poll stays the fallback: a wake-up lost with a dropped connection costs one interval, no more.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+from sqlalchemy import event, text
+from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import AsyncSession
+
+log = logging.getLogger("herald.worker")
+
+CHANNEL = "herald_wake"
+_waiting: set[asyncio.Event] = set()
+
+
+async def wake_on_commit(session: AsyncSession) -> None:
+    """Wake the workers once the session's transaction commits."""
+    if session.get_bind().dialect.name == "postgresql":
+        await session.execute(text("SELECT pg_notify(:channel, '')"), {"channel": CHANNEL})
+    event.listen(session.sync_session, "after_commit", _wake_here, once=True)
+
+
+def _wake_here(_session: Any) -> None:
+    for waiter in list(_waiting):
+        waiter.set()
+
+
+@contextlib.asynccontextmanager
+async def waiting(wake: asyncio.Event) -> AsyncIterator[None]:
+    """`wake` is set by every commit of this process that calls `wake_on_commit`."""
+    _waiting.add(wake)
+    try:
+        yield
+    finally:
+        _waiting.discard(wake)
+
+
+class Listener:
+    """A LISTEN connection that sets `wake` on each notification; reconnected by `ensure` (called
+    before each wait) when it was lost."""
+
+    def __init__(self, database_url: str, wake: asyncio.Event) -> None:
+        url = make_url(database_url).set(drivername="postgresql")
+        self._dsn = url.render_as_string(hide_password=False)
+        self._wake = wake
+        self._connection: Any = None
+        self._warned = False
+
+    async def ensure(self) -> None:
+        if self._connection is not None and not self._connection.is_closed():
+            return
+        import asyncpg
+
+        try:
+            connection = await asyncpg.connect(self._dsn, timeout=10)
+            await connection.add_listener(CHANNEL, self._notified)
+        except (OSError, asyncpg.PostgresError, TimeoutError) as exc:
+            if not self._warned:
+                log.warning("cannot listen for wake-ups (polling meanwhile): %s", exc)
+                self._warned = True
+            return
+        self._connection, self._warned = connection, False
+        # A wake-up sent while no connection listened is lost: tick once to catch up.
+        self._wake.set()
+        log.info("listening for wake-ups on channel %s", CHANNEL)
+
+    def _notified(self, *_args: Any) -> None:
+        self._wake.set()
+
+    async def close(self) -> None:
+        if self._connection is not None and not self._connection.is_closed():
+            with contextlib.suppress(Exception):
+                await self._connection.close(timeout=5)
+
+
+@contextlib.asynccontextmanager
+async def listening(database_url: str, wake: asyncio.Event) -> AsyncIterator[Listener | None]:
+    """In-process wake-ups always; on PostgreSQL, notifications from other processes too."""
+    async with waiting(wake):
+        if make_url(database_url).get_backend_name() != "postgresql":
+            yield None
+            return
+        listener = Listener(database_url, wake)
+        try:
+            yield listener
+        finally:
+            await listener.close()

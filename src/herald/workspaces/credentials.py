@@ -1,0 +1,138 @@
+"""API-key authentication: the credentials check every API request starts with.
+
+A key's row (and its workspace's settings) is read once and kept for `ttl` seconds per process
+(`HERALD_CREDENTIALS_CACHE_SECONDS`, default 1 s), so a busy key costs no query per request. That
+bounds the lag of an administrative change: a revoked key, a removed scope, a changed rate limit or
+feature flag takes effect in every process at most `ttl` after it commits. The secret itself is
+checked on every request against the stored hash (constant time), cached or not.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+
+from sqlalchemy import bindparam, select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from herald.workspaces.models import ApiKey, Workspace
+from herald.workspaces.scopes import Scope, expand
+
+KEY_PREFIX = "hk"
+# Bounds the memory of the cache; past it, the oldest entries go first.
+_MAX_ENTRIES = 10_000
+
+
+def secret_hash(secret: str) -> str:
+    # Keys are 192-bit random, so a fast hash is enough.
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class WorkspaceView:
+    """The settings of a workspace a request reads (never written through)."""
+
+    id: str
+    features: Mapping[str, bool]
+    rate_limits: Mapping[str, str]
+
+
+@dataclass(frozen=True)
+class KeyView:
+    id: str
+    scopes: frozenset[Scope]  # expanded: implied scopes included
+    secret_hash: str
+    revoked: bool
+
+
+@dataclass(frozen=True)
+class Credentials:
+    workspace: WorkspaceView
+    key: KeyView
+
+
+# Built once: every cache miss runs it.
+_CREDENTIALS = select(
+    Workspace.features,
+    Workspace.rate_limits,
+    ApiKey.scopes,
+    ApiKey.secret_hash,
+    ApiKey.revoked_at,
+).where(
+    Workspace.id == bindparam("workspace_id"),
+    ApiKey.workspace_id == Workspace.id,
+    ApiKey.id == bindparam("key_id"),
+)
+
+
+def split_secret(presented: str) -> tuple[str, str] | None:
+    """(key id, secret) of a presented `hk_<id>_<secret>`, or None when it has not that form."""
+    prefix, _, rest = presented.partition("_")
+    key_id, _, secret = rest.partition("_")
+    if prefix != KEY_PREFIX or not key_id or not secret:
+        return None
+    return key_id, secret
+
+
+async def load(session: AsyncSession, workspace_id: str, key_id: str) -> Credentials | None:
+    connection = await session.connection()
+    row = (await connection.execute(_CREDENTIALS, {"workspace_id": workspace_id, "key_id": key_id})).first()
+    if row is None:
+        return None
+    workspace = WorkspaceView(
+        id=workspace_id,
+        features=MappingProxyType(dict(row.features or {})),
+        rate_limits=MappingProxyType(dict(row.rate_limits or {})),
+    )
+    key = KeyView(
+        id=key_id,
+        scopes=expand(row.scopes or ()),
+        secret_hash=row.secret_hash,
+        revoked=row.revoked_at is not None,
+    )
+    return Credentials(workspace, key)
+
+
+Loader = Callable[[str, str], Awaitable[Credentials | None]]
+
+
+class CredentialsCache:
+    """Credentials by (workspace, key id), each kept `ttl` seconds of `monotonic` time."""
+
+    def __init__(self, ttl: float, monotonic: Callable[[], float] = time.monotonic) -> None:
+        self.ttl = ttl
+        self._monotonic = monotonic
+        self._entries: dict[tuple[str, str], tuple[float, Credentials | None]] = {}
+
+    async def verify(self, workspace_id: str, presented: str, load: Loader) -> Credentials | None:
+        """The credentials the presented secret proves, or None (unknown, revoked or wrong secret)."""
+        parts = split_secret(presented)
+        if parts is None:
+            return None
+        key_id, secret = parts
+        found = await self._get(workspace_id, key_id, load)
+        if found is None or found.key.revoked:
+            return None
+        if not hmac.compare_digest(found.key.secret_hash, secret_hash(secret)):
+            return None
+        return found
+
+    async def _get(self, workspace_id: str, key_id: str, load: Loader) -> Credentials | None:
+        if self.ttl <= 0:
+            return await load(workspace_id, key_id)
+        now = self._monotonic()
+        entry = self._entries.get((workspace_id, key_id))
+        if entry is not None and entry[0] > now:
+            return entry[1]
+        found = await load(workspace_id, key_id)
+        if len(self._entries) >= _MAX_ENTRIES:
+            self._entries = {k: v for k, v in self._entries.items() if v[0] > now}
+            if len(self._entries) >= _MAX_ENTRIES:
+                self._entries.clear()
+        # An unknown key is remembered too: guessing costs no query per attempt either.
+        self._entries[(workspace_id, key_id)] = (now + self.ttl, found)
+        return found

@@ -1,0 +1,229 @@
+"""Failures at send time: transient ones are attempted again with backoff on the frozen clock,
+permanent ones are final, and a connector that keeps failing pauses the execution until an
+operator resumes it. Real sinks (an HTTP receiver, aiosmtpd); time moves only when the test says."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from datetime import timedelta
+from typing import Any
+
+import httpx
+import pytest
+from fastapi import FastAPI
+from pydantic import SecretStr
+from typer.testing import CliRunner
+
+from herald.cli import app as cli
+from herald.clock import FrozenClock
+from herald.config import Settings
+from tests.campaigns import lifecycle_helpers as h
+from tests.conftest import TEST_SECRET_KEY
+from tests.delivery.builders import outbox_rows, push_connector, smtp_connector
+from tests.delivery.conftest import add_users
+from tests.delivery.servers import HttpReceiver, SmtpServer
+from tests.delivery.test_engine_send import EMAIL, PUSH, publish, stats, status, tick
+from tests.factories import Tenant
+
+RETRY = timedelta(seconds=30)  # the first wait; doubled after each failed attempt
+
+
+@pytest.fixture
+def settings(database_url: str) -> Settings:
+    return Settings(
+        database_url=database_url,
+        redis_url=None,
+        base_url="http://testserver",
+        secret_key=SecretStr(TEST_SECRET_KEY),
+        delivery_max_attempts=3,
+        delivery_retry_seconds=RETRY.total_seconds(),
+        delivery_error_threshold=3,
+    )
+
+
+def _android(*names: str) -> list[dict[str, Any]]:
+    return [{"customer_id": name, "push_id": f"tok-{name}", "platform": "ANDROID"} for name in names]
+
+
+def _ids(webhook: HttpReceiver) -> list[str]:
+    return [str(request.json()["id"]) for request in webhook.received]
+
+
+async def _run(stats_of: dict[str, Any]) -> dict[str, Any]:
+    [run] = stats_of["executions"]
+    return dict(run)
+
+
+class TestWebhook:
+    async def test_a_5xx_is_attempted_again_after_the_backoff_under_the_same_id(
+        self,
+        app: FastAPI,
+        client: httpx.AsyncClient,
+        workspace: Tenant,
+        webhook: HttpReceiver,
+        clock: FrozenClock,
+    ) -> None:
+        await push_connector(app, workspace, webhook)
+        await add_users(app, workspace.workspace_id, *_android("ana"))
+        webhook.status = 503
+        campaign_id = await publish(client, workspace, PUSH)
+        await tick(app, workspace)
+        assert await status(client, workspace, campaign_id) == "SENDING"
+        [row] = await outbox_rows(app, workspace)
+        assert (row.status, row.attempts, row.failure_reason) == ("PENDING", 1, "The webhook answered 503.")
+        assert row.next_attempt_at == clock.now() + RETRY
+        run = await _run(await stats(client, workspace, campaign_id))
+        assert (run["status"], run["pending"], run["retrying"], run["sent"]) == ("DISPATCHING", 1, 1, 0)
+
+        webhook.status = 204
+        clock.advance(RETRY - timedelta(seconds=1))
+        await tick(app, workspace)  # not due yet: nothing is attempted
+        assert len(webhook.received) == 1
+        clock.advance(seconds=1)
+        await tick(app, workspace)
+        assert await status(client, workspace, campaign_id) == "SENT"
+        ids = _ids(webhook)
+        assert len(ids) == 2
+        assert ids[0] == ids[1] == row.id
+        [row] = await outbox_rows(app, workspace)
+        assert (row.status, row.attempts, row.next_attempt_at) == ("SENT", 2, None)
+        run = await _run(await stats(client, workspace, campaign_id))
+        assert (run["status"], run["pending"], run["sent"], run["failed"]) == ("DONE", 0, 1, 0)
+
+    async def test_attempts_are_bounded_and_the_wait_doubles(
+        self,
+        app: FastAPI,
+        client: httpx.AsyncClient,
+        workspace: Tenant,
+        webhook: HttpReceiver,
+        clock: FrozenClock,
+    ) -> None:
+        await push_connector(app, workspace, webhook)
+        await add_users(app, workspace.workspace_id, *_android("ana"))
+        webhook.status = 429
+        campaign_id = await publish(client, workspace, PUSH)
+        await tick(app, workspace)
+        clock.advance(RETRY)
+        await tick(app, workspace)
+        [row] = await outbox_rows(app, workspace)
+        assert (row.attempts, row.next_attempt_at) == (2, clock.now() + 2 * RETRY)
+        clock.advance(2 * RETRY)
+        await tick(app, workspace)
+        assert await status(client, workspace, campaign_id) == "SENT"
+        assert len(webhook.received) == 3
+        [row] = await outbox_rows(app, workspace)
+        assert (row.status, row.attempts) == ("FAILED", 3)
+        assert row.failure_reason == "Gave up after 3 attempts: The webhook answered 429."
+        run = await _run(await stats(client, workspace, campaign_id))
+        assert (run["sent"], run["failed"]) == (0, 1)
+
+    async def test_a_4xx_is_final(
+        self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant, webhook: HttpReceiver
+    ) -> None:
+        await push_connector(app, workspace, webhook)
+        await add_users(app, workspace.workspace_id, *_android("ana"))
+        webhook.status = 400
+        campaign_id = await publish(client, workspace, PUSH)
+        await tick(app, workspace)
+        assert await status(client, workspace, campaign_id) == "SENT"
+        [row] = await outbox_rows(app, workspace)
+        assert (row.status, row.attempts, row.failure_reason) == ("FAILED", 1, "The webhook answered 400.")
+
+
+class TestSmtp:
+    async def test_a_4xx_reply_is_attempted_again_and_a_5xx_is_final(
+        self,
+        app: FastAPI,
+        client: httpx.AsyncClient,
+        workspace: Tenant,
+        smtp_server: SmtpServer,
+        clock: FrozenClock,
+    ) -> None:
+        await smtp_connector(app, workspace, smtp_server, senders=["news@shop.example"])
+        await add_users(app, workspace.workspace_id, {"customer_id": "ana", "email": "ana@example.com"})
+        sink = smtp_server.controller.handler
+        sink.refuse_rcpt = "451 4.3.0 Try again later"
+        first = await publish(client, workspace, EMAIL)
+        await tick(app, workspace)
+        [row] = await outbox_rows(app, workspace)
+        assert (row.status, row.attempts) == ("PENDING", 1)
+        assert "451" in (row.failure_reason or "")
+        sink.refuse_rcpt = None
+        clock.advance(RETRY)
+        await tick(app, workspace)
+        assert await status(client, workspace, first) == "SENT"
+        assert [mail.rcpt_tos for mail in smtp_server.received] == [["ana@example.com"]]
+
+        sink.refuse_rcpt = "550 5.1.1 No such user"
+        body = copy.deepcopy(EMAIL)
+        body["basic_details"]["name"] = "Summer"
+        second = await publish(client, workspace, body)
+        await tick(app, workspace)
+        assert await status(client, workspace, second) == "SENT"
+        rows = [r for r in await outbox_rows(app, workspace) if r.campaign_id == second]
+        assert [(r.status, r.attempts) for r in rows] == [("FAILED", 1)]
+        assert "550" in (rows[0].failure_reason or "")
+
+
+class TestErrorThreshold:
+    async def test_a_failing_connector_pauses_the_execution_until_resumed(
+        self,
+        app: FastAPI,
+        client: httpx.AsyncClient,
+        workspace: Tenant,
+        webhook: HttpReceiver,
+        clock: FrozenClock,
+        database_url: str,
+        monkeypatch: pytest.MonkeyPatch,
+    ) -> None:
+        await push_connector(app, workspace, webhook)
+        await add_users(app, workspace.workspace_id, *_android(*(f"u{i:02d}" for i in range(10))))
+        webhook.status = 502
+        campaign_id = await publish(client, workspace, PUSH)
+        await tick(app, workspace)
+        # Three failed attempts in a row (the threshold), then nobody else is attempted.
+        assert len(webhook.received) == 3
+        assert await status(client, workspace, campaign_id) == "SENDING"
+        run = await _run(await stats(client, workspace, campaign_id))
+        assert run["status"] == "PAUSED"
+        assert run["reason"] == (
+            "Connector 'push-gw' failed 3 attempts in a row; the last: The webhook answered 502."
+        )
+        assert (run["pending"], run["retrying"], run["sent"], run["failed"]) == (10, 3, 0, 0)
+        clock.advance(hours=1)
+        await tick(app, workspace)  # paused: even the retries that are due wait
+        assert len(webhook.received) == 3
+
+        webhook.status = 204  # the receiver is fixed; an operator resumes the delivery
+        monkeypatch.setenv("HERALD_DATABASE_URL", database_url)
+        runner = CliRunner()
+        args = ["campaigns", "resume-delivery", campaign_id, "-w", workspace.workspace_id]
+        resumed = await asyncio.to_thread(runner.invoke, cli, args)
+        assert resumed.exit_code == 0, resumed.output
+        assert f"resumed the delivery of {campaign_id}" in resumed.output
+        again = await asyncio.to_thread(runner.invoke, cli, args)
+        assert again.exit_code == 1
+        assert "no paused delivery" in again.output
+
+        await tick(app, workspace)
+        assert await status(client, workspace, campaign_id) == "SENT"
+        ids = _ids(webhook)
+        assert len(ids) == 13
+        assert len(set(ids)) == 10
+        run = await _run(await stats(client, workspace, campaign_id))
+        assert (run["status"], run["reason"], run["sent"]) == ("DONE", None, 10)
+
+    async def test_stop_ends_a_paused_execution(
+        self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant, webhook: HttpReceiver
+    ) -> None:
+        await push_connector(app, workspace, webhook)
+        await add_users(app, workspace.workspace_id, *_android("a", "b", "c", "d"))
+        webhook.status = 500
+        campaign_id = await publish(client, workspace, PUSH)
+        await tick(app, workspace)
+        assert (await _run(await stats(client, workspace, campaign_id)))["status"] == "PAUSED"
+        response = await h.action(client, workspace, campaign_id, "STOP")
+        assert response.status_code == 200, response.text
+        await tick(app, workspace)
+        assert (await _run(await stats(client, workspace, campaign_id)))["status"] == "STOPPED"

@@ -1,0 +1,287 @@
+"""Exactly once across `kill -9`: three `herald worker` processes share one PostgreSQL (+ Redis) and
+deliver one campaign to a few thousand users through a real HTTP receiver; one worker is killed
+mid-execution and started again.
+
+The workers poll once an hour, so the campaign is sent because the publish woke them (NOTIFY).
+Time is a shared file clock: the test moves it past the dead worker's lease instead of waiting.
+What a receiver sees: every user gets exactly one delivery id, and a repeat of an id can only be
+the one message the killed worker had in flight (its outcome unknown, it is sent again under the
+same id, which a receiver drops by it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+from fastapi import FastAPI
+from sqlalchemy import func, insert, select
+
+from herald.audience.models import User
+from herald.clock import FileClock
+from herald.config import Settings
+from herald.db import create_database
+from herald.delivery.config import ConnectorInput
+from herald.delivery.engine.models import Execution, ExecutionUser
+from herald.delivery.engine.run import delivery_id
+from herald.delivery.models import OutboxEntry
+from tests.campaigns import lifecycle_helpers as h
+from tests.delivery.builders import HOOK_SECRET, create_campaign
+from tests.delivery.conftest import OPEN_LIMITS
+from tests.delivery.test_engine_send import PUSH
+from tests.factories import Tenant, add_connector
+from tests.ops.served import server_env, tenant
+from tests.system.cluster import Server, serve
+
+PG_URL = os.environ.get("HERALD_TEST_DATABASE_URL")
+REDIS_URL = os.environ.get("HERALD_TEST_REDIS_URL")
+pytestmark = pytest.mark.skipif(
+    not (PG_URL and REDIS_URL),
+    reason="multi-process tests need HERALD_TEST_DATABASE_URL and HERALD_TEST_REDIS_URL (shared state)",
+)
+USERS = 2000
+WORKERS = 3
+LEASE = timedelta(minutes=5)
+
+
+@dataclass
+class Receiver:
+    """An HTTP receiver counting the delivery id of every POST (it answers 204)."""
+
+    ids: list[str] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def start(self) -> tuple[ThreadingHTTPServer, str]:
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                with receiver.lock:
+                    receiver.ids.append(str(orjson.loads(body)["id"]))
+                self.send_response(204)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        host, port = server.server_address[:2]
+        return server, f"http://{host!s}:{port}/hooks"
+
+    def count(self) -> int:
+        with self.lock:
+            return len(self.ids)
+
+
+@dataclass
+class Worker:
+    process: subprocess.Popen[bytes]
+    log: Path
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(timeout=10)
+
+
+def _start_worker(env: dict[str, str], log: Path) -> Worker:
+    """A `herald worker` polling hourly, once it listens for wake-ups."""
+    with log.open("ab") as sink:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "herald", "worker", "--interval", "3600"],
+            env=env,
+            start_new_session=True,
+            stdout=subprocess.DEVNULL,
+            stderr=sink,
+        )
+    worker = Worker(process, log)
+    _wait(lambda: "listening for wake-ups" in log.read_text(encoding="utf-8"), f"{log.name} listening")
+    return worker
+
+
+def _wait(condition: Any, what: str, timeout: float = 120.0) -> None:
+    """Wait for another process's effect (a bound against hanging, not a speed assertion)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"never happened: {what}")
+
+
+def _add_users(database_url: str, workspace_id: str, count: int) -> None:
+    async def add() -> None:
+        database = create_database(Settings(database_url=database_url))
+        now = datetime.now(UTC)
+        rows = [
+            {
+                "workspace_id": workspace_id,
+                "customer_id": f"user-{i:05d}",
+                "push_id": f"tok-{i:05d}",
+                "attributes": {"platform": "ANDROID"},
+                "email_opt_out": False,
+                "push_opt_out": False,
+                "sms_opt_out": False,
+                "created_at": now,
+                "updated_at": now,
+            }
+            for i in range(count)
+        ]
+        try:
+            async with database.writer() as session:
+                await session.execute(insert(User), rows)
+                await session.commit()
+        finally:
+            await database.dispose()
+
+    asyncio.run(add())
+
+
+def _states(database_url: str, workspace_id: str) -> tuple[str | None, dict[str, int]]:
+    """The execution's id and its users by state."""
+
+    async def read() -> tuple[str | None, dict[str, int]]:
+        database = create_database(Settings(database_url=database_url))
+        try:
+            async with database.reader() as session:
+                execution = await session.scalar(
+                    select(Execution.id).where(Execution.workspace_id == workspace_id)
+                )
+                rows = (
+                    await session.execute(
+                        select(ExecutionUser.state, func.count())
+                        .where(ExecutionUser.workspace_id == workspace_id)
+                        .group_by(ExecutionUser.state)
+                    )
+                ).all()
+                return execution, {str(state): int(n) for state, n in rows}
+        finally:
+            await database.dispose()
+
+    return asyncio.run(read())
+
+
+def _outbox(database_url: str, workspace_id: str) -> list[tuple[str, str]]:
+    async def read() -> list[tuple[str, str]]:
+        database = create_database(Settings(database_url=database_url))
+        try:
+            async with database.reader() as session:
+                rows = await session.execute(
+                    select(OutboxEntry.id, OutboxEntry.status).where(OutboxEntry.workspace_id == workspace_id)
+                )
+                return [(str(i), str(s)) for i, s in rows.all()]
+        finally:
+            await database.dispose()
+
+    return asyncio.run(read())
+
+
+@pytest.fixture
+def receiver() -> Iterator[tuple[Receiver, str]]:
+    found = Receiver()
+    server, url = found.start()
+    yield found, url
+    server.shutdown()
+    server.server_close()
+
+
+def test_every_user_gets_exactly_one_delivery_id_across_a_killed_worker(
+    database_url: str, tmp_path: Path, receiver: tuple[Receiver, str]
+) -> None:
+    sink, url = receiver
+    clock_file = str(tmp_path / "now")
+    start = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
+    FileClock.write(clock_file, start)
+
+    async def connector(app: FastAPI, made: Tenant) -> None:
+        given = ConnectorInput(
+            "push-gw", "CUSTOM_API", channel="push", url=url, secret=HOOK_SECRET, timeout=10
+        )
+        await add_connector(app, made, given)
+
+    workspace = tenant(database_url, setup=connector, rate_limits=OPEN_LIMITS)
+    _add_users(database_url, workspace.workspace_id, USERS)
+    env = server_env(
+        database_url,
+        clock_file=clock_file,
+        redis_url=str(REDIS_URL),
+        log_level="info",
+        delivery_lease_seconds=str(LEASE.total_seconds()),
+    )
+    (tmp_path / "tmp").mkdir()
+    env["TMPDIR"] = str(tmp_path / "tmp")
+    api: Server = serve(env, 1)
+    workers = [_start_worker(env, tmp_path / f"worker-{n}.log") for n in range(WORKERS)]
+    try:
+        body = copy.deepcopy(PUSH)
+        body["basic_details"]["platforms"] = ["ANDROID"]
+
+        async def publish() -> str:
+            async with httpx.AsyncClient(base_url=api.url, timeout=30) as client:
+                campaign_id = await create_campaign(client, workspace, body)
+                await h.publish(client, workspace, campaign_id)
+                return campaign_id
+
+        campaign_id = asyncio.run(publish())
+        _wait(lambda: sink.count() >= USERS // 5, "a fifth of the audience reached the receiver")
+        workers[0].kill()  # mid-execution: it holds a claimed batch and maybe a message in flight
+
+        # The live workers send everything they can, then go back to sleep; what is left is the
+        # dead worker's batch, CLAIMED until its lease runs out.
+        def settled_but_the_dead_batch() -> bool:
+            _, states = _states(database_url, workspace.workspace_id)
+            before = sink.count()
+            time.sleep(0.5)
+            return states.get("PENDING", 0) == 0 and sink.count() == before
+
+        _wait(settled_but_the_dead_batch, "the live workers are idle")
+        execution_id, states = _states(database_url, workspace.workspace_id)
+        assert states.get("CLAIMED", 0) > 0  # the killed worker's batch is waiting for its lease
+        assert sink.count() < USERS + 1
+
+        FileClock.write(clock_file, start + LEASE + timedelta(minutes=1))
+        workers[0] = _start_worker(env, tmp_path / "worker-0-again.log")  # ticks at start
+        _wait(lambda: _states(database_url, workspace.workspace_id)[1].get("SENT", 0) == USERS, "all SENT")
+
+        async def status() -> str:
+            async with httpx.AsyncClient(base_url=api.url, timeout=30) as client:
+                return str((await h.get(client, workspace, campaign_id))["status"])
+
+        _wait(lambda: asyncio.run(status()) == "SENT", "the campaign is SENT")
+    finally:
+        for worker in workers:
+            worker.kill()
+        api.kill()
+
+    assert execution_id is not None
+    expected = {delivery_id(execution_id, f"user-{i:05d}", "ANDROID") for i in range(USERS)}
+    received = Counter(sink.ids)
+    assert set(received) == expected  # none missing, none extra: one id per user
+    repeats = {i: n for i, n in received.items() if n > 1}
+    # Only the message the killed worker had in flight may arrive twice, under its one id.
+    assert len(repeats) <= 1
+    assert all(n == 2 for n in repeats.values())
+    rows = _outbox(database_url, workspace.workspace_id)
+    assert sorted(i for i, _ in rows) == sorted(expected)
+    assert {s for _, s in rows} == {"SENT"}
+    _, states = _states(database_url, workspace.workspace_id)
+    assert states == {"SENT": USERS}
