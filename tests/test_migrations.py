@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
+from pathlib import Path
 from typing import Any
 
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
+from sqlalchemy import text
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from herald.migrate import alembic_config
+from herald.migrate import alembic_config, upgrade
 from herald.models import Base
 
 
@@ -35,3 +38,45 @@ async def test_head_matches_the_models(database_url: str) -> None:
 
 def test_there_is_one_head(database_url: str) -> None:
     assert len(ScriptDirectory.from_config(alembic_config(database_url)).get_heads()) == 1
+
+
+def test_push_tokens_are_backfilled_from_push_id_and_platform(tmp_path: Path) -> None:
+    """0011: a user's `push_id` with a `platform` attribute naming a platform becomes that platform's
+    token; other users keep only their `push_id` (sent the campaign's first platform, as before)."""
+    url = f"sqlite+aiosqlite:///{tmp_path / 'backfill.db'}"
+    upgrade(url, "0010")
+    at = "2026-01-15 12:00:00.000000"
+
+    async def seed_and_read() -> list[Any]:
+        engine = create_async_engine(url)
+        try:
+            async with engine.begin() as connection:
+                await connection.exec_driver_sql(
+                    "INSERT INTO workspaces (id, name, features, rate_limits, created_at) "
+                    f"VALUES ('W1', 'w', '{{}}', '{{}}', '{at}')"
+                )
+                for customer_id, push_id, attributes in (
+                    ("a", "tok-a", '{"platform": "android"}'),
+                    ("i", "tok-i", '{"platform": "IOS"}'),
+                    ("x", "tok-x", '{"platform": "TV"}'),
+                    ("b", "tok-b", "{}"),
+                    ("n", None, '{"platform": "IOS"}'),
+                ):
+                    await connection.execute(
+                        text(
+                            "INSERT INTO audience_users (workspace_id, customer_id, push_id, email_opt_out, "
+                            "push_opt_out, sms_opt_out, attributes, created_at, updated_at) "
+                            "VALUES ('W1', :c, :p, 0, 0, 0, :a, :t, :t)"
+                        ),
+                        {"c": customer_id, "p": push_id, "a": attributes, "t": at},
+                    )
+            await asyncio.to_thread(upgrade, url)
+            async with engine.connect() as connection:
+                rows = await connection.exec_driver_sql(
+                    "SELECT customer_id, platform, token FROM audience_push_tokens ORDER BY customer_id"
+                )
+                return [tuple(row) for row in rows.all()]
+        finally:
+            await engine.dispose()
+
+    assert asyncio.run(seed_and_read()) == [("a", "ANDROID", "tok-a"), ("i", "IOS", "tok-i")]

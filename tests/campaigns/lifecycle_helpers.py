@@ -14,8 +14,9 @@ from sqlalchemy import select
 
 from herald.campaigns import importer
 from herald.campaigns.models import Campaign
+from herald.delivery.config import ConnectorInput
 from tests.campaigns.payloads import ALL_FEATURES
-from tests.factories import Tenant, make_tenant
+from tests.factories import Tenant, add_connector, make_tenant
 
 BASE = "/v5/campaigns"
 V1 = "/core-services/v1/campaigns"
@@ -28,8 +29,24 @@ PUBLISHER = "publisher@example.com"
 
 
 async def workspace(app: FastAPI, *, versioning: bool = True, **features: bool) -> Tenant:
+    """A workspace with the features on, limits out of the way, and connectors the payloads can be
+    published with (the e-mail ones they name, one push connector)."""
     flags = {**dict.fromkeys(ALL_FEATURES, True), "versioning": versioning, **features}
-    return await make_tenant(app, features=flags, rate_limits=OPEN_LIMITS)
+    tenant = await make_tenant(app, features=flags, rate_limits=OPEN_LIMITS)
+    await add_payload_connectors(app, tenant)
+    return tenant
+
+
+async def add_payload_connectors(app: FastAPI, tenant: Tenant) -> None:
+    await add_connector(app, tenant, ConnectorInput("transactional-smtp", "CUSTOM_SMTP", host="127.0.0.1"))
+    await add_connector(
+        app, tenant, ConnectorInput("marketing-api", "CUSTOM_API", url="https://hooks.example.com/in")
+    )
+    await add_connector(
+        app,
+        tenant,
+        ConnectorInput("push-gw", "CUSTOM_API", channel="push", url="https://hooks.example.com/push"),
+    )
 
 
 async def create(client: httpx.AsyncClient, tenant: Tenant, body: dict[str, Any]) -> str:

@@ -15,10 +15,10 @@ from sqlalchemy import select, update
 
 from herald.campaigns.models import Campaign
 from herald.clock import FrozenClock
-from herald.delivery.config import ConnectorInput
 from herald.workspaces.scopes import Scope
+from tests.campaigns import lifecycle_helpers as h
 from tests.campaigns.payloads import ALL_FEATURES, PAYLOADS
-from tests.factories import Tenant, add_connector, add_key, make_tenant
+from tests.factories import Tenant, add_key, make_tenant
 
 BASE = "/v5/campaigns"
 MINIMAL_PUSH = {"channel": "PUSH", "campaign_delivery_type": "ONE_TIME", "created_by": "ana@example.com"}
@@ -34,10 +34,7 @@ OPEN_LIMITS = {
 async def workspace(app: FastAPI) -> Tenant:
     """A workspace with every feature on, limits out of the way, and the payloads' connectors."""
     tenant = await make_tenant(app, features=dict.fromkeys(ALL_FEATURES, True), rate_limits=OPEN_LIMITS)
-    await add_connector(app, tenant, ConnectorInput("transactional-smtp", "CUSTOM_SMTP", host="127.0.0.1"))
-    await add_connector(
-        app, tenant, ConnectorInput("marketing-api", "CUSTOM_API", url="https://hooks.example.com/in")
-    )
+    await h.add_payload_connectors(app, tenant)
     return tenant
 
 

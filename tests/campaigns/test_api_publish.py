@@ -12,10 +12,12 @@ import pytest
 from fastapi import FastAPI
 
 from herald.campaigns import review
+from herald.delivery import connectors as delivery_connectors
+from herald.delivery.config import ConnectorInput
 from herald.workspaces.scopes import Scope
 from tests.campaigns import lifecycle_helpers as h
-from tests.campaigns.payloads import PAYLOADS, variant
-from tests.factories import Tenant, add_key
+from tests.campaigns.payloads import ALL_FEATURES, PAYLOADS, variant
+from tests.factories import Tenant, add_connector, add_key, make_tenant
 
 MINIMAL_PUSH = {"channel": "PUSH", "campaign_delivery_type": "ONE_TIME", "created_by": "ana@example.com"}
 ANDROID_TITLE = "campaign_content.content.push.android.basic_details.title"
@@ -114,6 +116,59 @@ class TestPublish:
             "message": "'status' is not a recognised field here.",
         }
         assert (await h.get(client, ws, campaign_id))["status"] == "DRAFT"
+
+
+class TestDeliverable:
+    """Publish refuses what the delivery engine could not send, naming the field."""
+
+    async def _refused(self, client: httpx.AsyncClient, tenant: Tenant, campaign_id: str) -> dict[str, Any]:
+        response = await h.v1_patch(client, tenant, campaign_id)
+        assert response.status_code == 422, response.text
+        assert (await h.get(client, tenant, campaign_id))["status"] == "DRAFT"
+        error: dict[str, Any] = response.json()["error"]
+        return error
+
+    async def test_an_email_campaign_whose_connector_was_removed_is_422(
+        self, app: FastAPI, client: httpx.AsyncClient, ws: Tenant
+    ) -> None:
+        campaign_id = await h.create(client, ws, PAYLOADS["email_one_time_promotional"])
+        async with app.state.herald.database.writer() as session:
+            await delivery_connectors.remove_connector(session, ws.workspace_id, "marketing-api")
+            await session.commit()
+        error = await self._refused(client, ws, campaign_id)
+        assert [(d["code"], d["target"]) for d in error["details"]] == [
+            ("INVALID_ENUM_VALUE", "connector.connector_name")
+        ]
+        assert "marketing-api" in error["details"][0]["message"]
+
+    async def test_a_push_campaign_without_a_push_connector_is_422(
+        self, app: FastAPI, client: httpx.AsyncClient
+    ) -> None:
+        bare = await make_tenant(app, features=dict.fromkeys(ALL_FEATURES, True), rate_limits=h.OPEN_LIMITS)
+        campaign_id = await h.create(client, bare, PAYLOADS["push_multi_locale_ab"])
+        error = await self._refused(client, bare, campaign_id)
+        assert [(d["code"], d["target"]) for d in error["details"]] == [
+            ("REQUIRED_FIELD_MISSING", "connector")
+        ]
+        assert "herald connectors add" in error["details"][0]["message"]
+
+    async def test_a_push_campaign_with_several_push_connectors_is_422(
+        self, app: FastAPI, client: httpx.AsyncClient, ws: Tenant
+    ) -> None:
+        await add_connector(
+            app, ws, ConnectorInput("push-b", "CUSTOM_API", channel="push", url="https://hooks.example.com/b")
+        )
+        campaign_id = await h.create(client, ws, PAYLOADS["push_multi_locale_ab"])
+        error = await self._refused(client, ws, campaign_id)
+        assert [d["target"] for d in error["details"]] == ["connector"]
+        assert "push-b, push-gw" in error["details"][0]["message"]
+
+    async def test_validate_reports_the_same_problem(self, app: FastAPI, client: httpx.AsyncClient) -> None:
+        bare = await make_tenant(app, features=dict.fromkeys(ALL_FEATURES, True), rate_limits=h.OPEN_LIMITS)
+        campaign_id = await h.create(client, bare, PAYLOADS["push_multi_locale_ab"])
+        response = await client.post(f"{h.BASE}/{campaign_id}/validate", headers=bare.headers(campaigns=True))
+        assert response.status_code == 200
+        assert [e["field"] for e in response.json()["data"]["errors"]] == ["connector"]
 
 
 class TestBodyAndAccess:

@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 from fastapi import FastAPI
 
-from herald.audience.models import Segment, SegmentMember, User
+from herald.audience import service as audience_service
+from herald.audience.models import Segment, SegmentMember
 from herald.ids import object_id
 from herald.services import Services
 from tests.delivery.servers import (
@@ -71,18 +72,14 @@ async def workspace(app: FastAPI) -> Tenant:
 
 
 async def add_users(app: FastAPI, workspace_id: str, *users: dict[str, Any]) -> None:
-    """Users as the audience store keeps them: standard columns, the rest in `attributes`."""
+    """Users written the way the ingestion API writes them (`customer_id` plus attributes)."""
     services: Services = app.state.herald
     now = services.clock.now()
-    columns = {"customer_id", "email", "mobile", "first_name", "last_name", "gaid", "push_id", "timezone"}
-    columns |= {"email_opt_out", "push_opt_out", "sms_opt_out"}
     async with services.database.writer() as session:
         for user in users:
-            standard = {key: value for key, value in user.items() if key in columns}
-            custom = {key: value for key, value in user.items() if key not in columns}
-            session.add(
-                User(workspace_id=workspace_id, attributes=custom, created_at=now, updated_at=now, **standard)
-            )
+            attributes = {key: value for key, value in user.items() if key != "customer_id"}
+            raw = {"type": "customer", "customer_id": user["customer_id"], "attributes": attributes}
+            await audience_service.ingest_customer(session, workspace_id, raw, now)
         await session.commit()
 
 

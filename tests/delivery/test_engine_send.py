@@ -8,16 +8,21 @@ import contextlib
 import copy
 import json
 import threading
+from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import httpx
+import pytest
 from fastapi import FastAPI
+from typer.testing import CliRunner
 
 from herald.campaigns import worker
+from herald.cli import app as cli
 from herald.clock import FrozenClock
 from herald.delivery.config import ConnectorInput
+from herald.delivery.engine.split import assign_variations
 from herald.services import Services
 from tests.campaigns import lifecycle_helpers as h
 from tests.delivery.builders import HOOK_SECRET, create_campaign, outbox_rows, push_connector, smtp_connector
@@ -154,6 +159,7 @@ class TestEmail:
         )
         assert run["suppressed"] == {
             "opted_out": 1,
+            "unsubscribed": 0,
             "no_address": 1,
             "audience_limit": 0,
             "no_user": 0,
@@ -209,6 +215,43 @@ class TestEmail:
             15,
         )
 
+    async def test_manual_variations_split_what_the_control_group_leaves_exactly(
+        self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant, smtp_server: SmtpServer
+    ) -> None:
+        await smtp_connector(app, workspace, smtp_server, senders=["news@shop.example"])
+        users = [{"customer_id": f"u{i:03d}", "email": f"u{i:03d}@example.com"} for i in range(200)]
+        await add_users(app, workspace.workspace_id, *users)
+        body = copy.deepcopy(EMAIL)
+        email = body["campaign_content"]["content"]["email"]
+        body["campaign_content"] = {
+            "variation_details": {
+                "distribution_type": "MANUAL",
+                "no_of_variations": 2,
+                "manual_distribution_percentage": {"variation_1": 30, "variation_2": 70},
+            },
+            "content": {
+                "default": {
+                    "variation_1": {"email": {**email, "subject": "A"}},
+                    "variation_2": {"email": {**email, "subject": "B"}},
+                }
+            },
+        }
+        body["control_group_details"] = {
+            "is_campaign_control_group_enabled": True,
+            "campaign_control_group_percentage": 10,
+        }
+        campaign_id = await publish(client, workspace, body)
+        await tick(app, workspace)
+        assert await status(client, workspace, campaign_id) == "SENT"
+        subjects = [str(mail.message["Subject"]) for mail in smtp_server.received]
+        assert (subjects.count("A"), subjects.count("B")) == (54, 126)  # 30 % and 70 % of 180
+        # The engine's cut is the pure rule's: the same users get the same variation.
+        held = {f"u{i:03d}" for i in range(200)} - {m.rcpt_tos[0].split("@")[0] for m in smtp_server.received}
+        left = [f"u{i:03d}" for i in range(200) if f"u{i:03d}" not in held]
+        expected = assign_variations(campaign_id, left, [("variation_1", 30.0), ("variation_2", 70.0)])
+        got = {m.rcpt_tos[0].split("@")[0]: str(m.message["Subject"]) for m in smtp_server.received}
+        assert got == {user: "A" if v == "variation_1" else "B" for user, v in expected.items()}
+
     async def test_the_audience_limit_caps_the_users_sent_to(
         self, app: FastAPI, client: httpx.AsyncClient, smtp_server: SmtpServer
     ) -> None:
@@ -239,6 +282,67 @@ class TestEmail:
             "/v5/campaigns/0123456789abcdef01234567/stats", headers=workspace.headers(campaigns=True)
         )
         assert response.status_code == 404
+
+
+class TestCommandLine:
+    """`herald campaigns stats` shows the API's figures; `herald outbox list --campaign` narrows."""
+
+    async def test_stats_and_outbox_of_a_sent_campaign(
+        self,
+        app: FastAPI,
+        client: httpx.AsyncClient,
+        workspace: Tenant,
+        smtp_server: SmtpServer,
+        monkeypatch: pytest.MonkeyPatch,
+        database_url: str,
+    ) -> None:
+        monkeypatch.setenv("HERALD_DATABASE_URL", database_url)
+        monkeypatch.delenv("HERALD_REDIS_URL", raising=False)
+        await smtp_connector(app, workspace, smtp_server, senders=["news@shop.example"])
+        users = [{"customer_id": f"u{i}", "email": f"u{i}@example.com"} for i in range(4)]
+        await add_users(app, workspace.workspace_id, *users, {"customer_id": "x", "email_opt_out": True})
+        body = copy.deepcopy(EMAIL)
+        body["control_group_details"] = {
+            "is_campaign_control_group_enabled": True,
+            "campaign_control_group_percentage": 25,
+        }
+        campaign_id = await publish(client, workspace, body)
+        other_id = await publish(client, workspace, EMAIL)
+        await tick(app, workspace)
+        ws = workspace.workspace_id
+
+        shown = await _cli("campaigns", "stats", campaign_id, "-w", ws, "--json")
+        assert json.loads(shown) == await stats(client, workspace, campaign_id)
+        table = (await _cli("campaigns", "stats", campaign_id, "-w", ws)).splitlines()
+        assert table[0] == f"campaign {campaign_id}  status SENT"
+        figures = {line[:24].strip(): line[24:].split() for line in table[1:]}
+        assert figures["status"] == ["DONE"]
+        assert (figures["audience"], figures["held out: control_group"]) == (["5"], ["1"])
+        assert (figures["suppressed: opted_out"], figures["sent"], figures["failed"]) == (["1"], ["3"], ["0"])
+        unknown = await asyncio.to_thread(
+            runner.invoke, cli, ["campaigns", "stats", "0123456789abcdef01234567", "-w", ws]
+        )
+        assert unknown.exit_code == 1
+        assert "No campaign with this id" in unknown.output
+
+        listed = await _cli("outbox", "list", "-w", ws, "--campaign", campaign_id, "--json")
+        rows = [json.loads(line) for line in listed.splitlines()]
+        assert len(rows) == 3
+        assert {row["campaign_id"] for row in rows} == {campaign_id}
+        everything = await _cli("outbox", "list", "-w", ws, "--json")
+        assert {json.loads(line)["campaign_id"] for line in everything.splitlines()} == {
+            campaign_id,
+            other_id,
+        }
+
+
+runner = CliRunner()
+
+
+async def _cli(*args: str) -> str:
+    result = await asyncio.to_thread(runner.invoke, cli, list(args))
+    assert result.exit_code == 0, result.output
+    return str(result.output)
 
 
 class TestPush:
@@ -280,12 +384,14 @@ class _Gate:
         self.release = threading.Event()
         self.count = 0
         self.ids: list[str] = []  # the delivery id of each request, in arrival order
+        self.bodies: list[dict[str, Any]] = []
         gate = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
-                gate.ids.append(json.loads(body)["id"])
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", "0"))))
+                gate.ids.append(body["id"])
+                gate.bodies.append(body)
                 gate.count += 1
                 gate.arrived.set()
                 gate.release.wait(30)
@@ -311,7 +417,9 @@ class _Gate:
         self.server.server_close()
 
 
-async def _publish_to_gate(app: FastAPI, client: httpx.AsyncClient, workspace: Tenant, gate: _Gate) -> str:
+async def _publish_to_gate(
+    app: FastAPI, client: httpx.AsyncClient, workspace: Tenant, gate: _Gate, body: dict[str, Any] = PUSH
+) -> str:
     """A push connector to `gate`, five users with Android tokens, and a published campaign to them."""
     await add_connector(
         app,
@@ -320,7 +428,7 @@ async def _publish_to_gate(app: FastAPI, client: httpx.AsyncClient, workspace: T
     )
     users = [{"customer_id": f"u{i}", "push_id": f"tok-{i}", "platform": "ANDROID"} for i in range(5)]
     await add_users(app, workspace.workspace_id, *users)
-    return await publish(client, workspace, PUSH)
+    return await publish(client, workspace, body)
 
 
 class TestStop:
@@ -343,6 +451,60 @@ class TestStop:
             assert gate.count == 1
             rows = await outbox_rows(app, workspace)
             assert [(r.status, r.is_test) for r in rows] == [("SENT", False)]
+        finally:
+            gate.stop()
+
+
+class TestChangesWhileSending:
+    async def test_a_content_change_applies_to_the_messages_not_yet_handed_over(
+        self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant
+    ) -> None:
+        gate = _Gate()
+        try:
+            campaign_id = await _publish_to_gate(app, client, workspace, gate)
+            running = asyncio.create_task(tick(app, workspace, one_at_a_time=True))
+            assert await asyncio.to_thread(gate.arrived.wait, 30)  # the first message is in flight
+            assert await status(client, workspace, campaign_id) == "SENDING"
+            content = copy.deepcopy(PUSH["campaign_content"])
+            content["content"]["push"]["android"]["basic_details"]["title"] = "Changed"
+            changed = await client.patch(
+                f"/v5/campaigns/{campaign_id}",
+                json={"campaign_content": content, "updated_by": "crm@example.com"},
+                headers=workspace.write_headers(campaigns=True),
+            )
+            assert changed.status_code == 200, changed.text
+            gate.release.set()
+            assert await running == 2  # ACTIVE → SENDING → SENT
+            titles = [body["message"]["basic_details"]["title"] for body in gate.bodies]
+            assert titles == ["Hi you", "Changed", "Changed", "Changed", "Changed"]
+            assert await status(client, workspace, campaign_id) == "SENT"
+        finally:
+            gate.stop()
+
+    async def test_expiry_time_ends_dispatch(
+        self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant, clock: FrozenClock
+    ) -> None:
+        gate = _Gate()
+        try:
+            body = copy.deepcopy(PUSH)
+            expiry = clock.now() + timedelta(hours=1)
+            body["scheduling_details"] = {
+                "delivery_type": "ASAP",
+                "expiry_time": expiry.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            }
+            campaign_id = await _publish_to_gate(app, client, workspace, gate, body)
+            running = asyncio.create_task(tick(app, workspace, one_at_a_time=True))
+            assert await asyncio.to_thread(gate.arrived.wait, 30)
+            clock.advance(hours=2)
+            await tick(app, workspace)  # another worker's tick: the campaign expired
+            assert await status(client, workspace, campaign_id) == "SENT"
+            gate.release.set()
+            await running
+            assert gate.count == 1  # nothing handed over after the expiry
+            await tick(app, workspace)
+            assert gate.count == 1
+            [run] = (await stats(client, workspace, campaign_id))["executions"]
+            assert (run["status"], run["sent"], run["pending"]) == ("STOPPED", 1, 4)
         finally:
             gate.stop()
 

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import random
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from herald.delivery.engine.split import (
+    assign_variations,
     control_group_size,
     html_with_utm,
     locale_for,
     rank_of,
-    variation_for,
+    split_sizes,
     with_utm,
 )
 
@@ -23,7 +26,7 @@ def held_out(campaign_id: str, users: list[str], percentage: float) -> set[str]:
     return set(sorted(users, key=lambda user: rank_of(campaign_id, user))[:size])
 
 
-@settings(max_examples=20, deadline=None)
+@settings(max_examples=40, deadline=None)
 @given(campaign_id=st.text(min_size=1, max_size=24), percentage=st.integers(min_value=0, max_value=100))
 def test_the_control_group_share_is_exact_to_one_point_on_10000_users(
     campaign_id: str, percentage: int
@@ -44,14 +47,65 @@ def test_control_groups_differ_between_campaigns() -> None:
     assert held_out("campaign-a", USERS[:1000], 10) != held_out("campaign-b", USERS[:1000], 10)
 
 
-@settings(max_examples=10, deadline=None)
-@given(first=st.integers(min_value=0, max_value=100))
-def test_variations_follow_the_manual_percentages_and_are_stable(first: int) -> None:
-    shares = [("variation_1", float(first)), ("variation_2", float(100 - first))]
-    chosen = [variation_for("c1", user, shares) for user in USERS]
-    share = chosen.count("variation_1") / len(USERS) * 100
-    assert abs(share - first) <= 2  # a hash bucket per user: statistical, not exact
-    assert chosen == [variation_for("c1", user, shares) for user in USERS]
+@st.composite
+def manual_shares(draw: st.DrawFn) -> list[tuple[str, float]]:
+    """2 to 5 variations with whole percentages adding up to 100 (MANUAL distribution)."""
+    count = draw(st.integers(min_value=2, max_value=5))
+    cuts = sorted(draw(st.lists(st.integers(0, 100), min_size=count - 1, max_size=count - 1)))
+    edges = [0, *cuts, 100]
+    return [(f"variation_{i + 1}", float(edges[i + 1] - edges[i])) for i in range(count)]
+
+
+@settings(max_examples=25, deadline=None)
+@given(campaign_id=st.text(min_size=1, max_size=24), shares=manual_shares())
+def test_manual_variations_are_exact_to_one_point_on_10000_users(
+    campaign_id: str, shares: list[tuple[str, float]]
+) -> None:
+    chosen = assign_variations(campaign_id, USERS, shares)
+    for name, percentage in shares:
+        share = sum(1 for v in chosen.values() if v == name) / len(USERS) * 100
+        assert abs(share - percentage) <= 1, (name, share, percentage)
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    campaign_id=st.text(min_size=1, max_size=24),
+    shares=manual_shares(),
+    control=st.integers(min_value=0, max_value=90),
+)
+def test_variations_split_exactly_what_the_control_group_leaves(
+    campaign_id: str, shares: list[tuple[str, float]], control: int
+) -> None:
+    held = held_out(campaign_id, USERS, control)
+    left = [user for user in USERS if user not in held]
+    chosen = assign_variations(campaign_id, left, shares)
+    for name, percentage in shares:
+        count = sum(1 for v in chosen.values() if v == name)
+        assert abs(count - len(left) * percentage / 100) <= 1
+
+
+@settings(max_examples=15, deadline=None)
+@given(campaign_id=st.text(min_size=1, max_size=24), shares=manual_shares(), seed=st.randoms())
+def test_a_user_gets_the_same_variation_on_every_evaluation(
+    campaign_id: str, shares: list[tuple[str, float]], seed: random.Random
+) -> None:
+    users = USERS[:2000]
+    shuffled = list(users)
+    seed.shuffle(shuffled)
+    assert assign_variations(campaign_id, users, shares) == assign_variations(campaign_id, shuffled, shares)
+
+
+@given(total=st.integers(min_value=0, max_value=1_000_000), shares=manual_shares())
+def test_split_sizes_add_up_and_are_within_one_user(total: int, shares: list[tuple[str, float]]) -> None:
+    sizes = split_sizes(total, shares)
+    assert sum(sizes) == total
+    for size, (_, percentage) in zip(sizes, shares, strict=True):
+        assert abs(size - total * percentage / 100) <= 1
+
+
+def test_variations_differ_between_campaigns() -> None:
+    shares = [("variation_1", 50.0), ("variation_2", 50.0)]
+    assert assign_variations("a", USERS[:1000], shares) != assign_variations("b", USERS[:1000], shares)
 
 
 def test_locale_matches_exactly_then_by_language_else_default() -> None:

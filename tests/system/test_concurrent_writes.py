@@ -13,22 +13,27 @@ import asyncio
 import copy
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
+from datetime import UTC, datetime
 from functools import partial
 from typing import Any
 
 import httpx
 import pytest
+from pydantic import SecretStr
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from herald.audience.models import User
 from herald.campaigns.models import Campaign
 from herald.config import Settings
 from herald.db import create_database
+from herald.delivery import connectors as delivery_connectors
+from herald.delivery.config import ConnectorInput
 from herald.http.limits import BUCKETS
 from herald.workspaces import service as workspaces_service
 from herald.workspaces.models import FEATURES as FEATURE_FLAGS
 from herald.workspaces.models import Workspace
 from tests.campaigns.payloads import PUSH_ONE_TIME, PUSH_PERIODIC
+from tests.conftest import TEST_SECRET_KEY
 from tests.factories import Tenant
 from tests.system.cluster import Cluster, two_servers
 from tests.system.test_multiprocess import OPEN, PG_URL, REDIS_URL, _burst, _rows, _tenant
@@ -157,8 +162,29 @@ def test_concurrent_earlier_api_updates_all_land(cluster: Cluster, database_url:
     }
 
 
+def _add_push_connector(database_url: str, tenant: Tenant) -> None:
+    """The workspace's push connector: a Push campaign cannot be published without one."""
+
+    async def add() -> None:
+        database = create_database(Settings(database_url=database_url))
+        try:
+            async with database.writer() as session:
+                given = ConnectorInput(
+                    "push-gw", "CUSTOM_API", channel="push", url="https://hooks.example.com/p"
+                )
+                await delivery_connectors.add_connector(
+                    session, datetime.now(UTC), tenant.workspace_id, given, SecretStr(TEST_SECRET_KEY)
+                )
+                await session.commit()
+        finally:
+            await database.dispose()
+
+    asyncio.run(add())
+
+
 def test_status_actions_racing_patches_lose_nothing(cluster: Cluster, database_url: str) -> None:
     tenant = _tenant(database_url, LIMITS, FEATURES)
+    _add_push_connector(database_url, tenant)
     body = copy.deepcopy(PUSH_PERIODIC)
     campaign_id = _create(cluster, tenant, body)
     [published] = _burst(

@@ -212,6 +212,7 @@ async def _write_users(
             outcomes = []
             for run in store.runs(batch):
                 outcomes += await pgcopy.upsert_users(session, workspace_id, run, now)
+            await store.sync_push_tokens(session, workspace_id, batch, now)
         else:
             outcomes = await store.write_customers(session, workspace_id, batch, now)
         await session.commit()

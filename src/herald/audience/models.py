@@ -57,6 +57,26 @@ class User(Base):
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
 
 
+class PushToken(Base):
+    """A user's push token on one platform: a user with the app on Android and iOS has two, and a
+    Push campaign sends one message per platform it has a token for.
+
+    Written from the customer attributes: `push_id` with `platform` (ANDROID, IOS, WEB; sent in the
+    same object or stored before) is the token of that platform. `push_id` alone stays what it was
+    (the user's `push_id`): a user with no per-platform token is sent the first platform of a campaign
+    on it, as before tokens were per platform.
+    """
+
+    __tablename__ = "audience_push_tokens"
+    __table_args__ = (ForeignKeyConstraint(["workspace_id"], ["workspaces.id"]),)
+
+    workspace_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    customer_id: Mapped[str] = mapped_column(String(200), primary_key=True)
+    platform: Mapped[str] = mapped_column(String(16), primary_key=True)
+    token: Mapped[str] = mapped_column(String(500))
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
 class Event(Base):
     __tablename__ = "audience_events"
     __table_args__ = (

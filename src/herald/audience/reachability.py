@@ -1,8 +1,9 @@
 """How many users a campaign can reach now: its audience on its channel, counted in the database.
 
 The audience is the campaign's stored `segmentation_details` (none, as triggered campaigns may have:
-every user) minus opt-outs (unless the campaign sends to them), counting only users with an address
-on the channel (an e-mail address, a push id, a mobile number). Caching the figure (C7 serves it for
+every user) minus opt-outs (unless the campaign sends to them) and users unsubscribed from a
+PROMOTIONAL e-mail's category, counting only users with an address on the channel: exactly the users
+the delivery engine's execution would materialise (`segmentation.audience.reach_of`). Caching the figure (C7 serves it for
 24 hours) is the caller's business.
 """
 
@@ -12,7 +13,7 @@ from datetime import datetime
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from herald.audience.segmentation.audience import count_audience
+from herald.audience.segmentation.audience import count_audience, reach_of
 from herald.campaigns.models import Campaign
 from herald.errors import NotFound
 
@@ -24,7 +25,13 @@ async def reachability_count(
     cannot be evaluated (e.g. a custom segment it names no longer exists)."""
     if campaign.workspace_id != workspace_id:
         raise NotFound("No campaign with this id exists in the workspace.", target="campaign_id")
-    segmentation = (campaign.components or {}).get("segmentation_details")
+    components = campaign.components or {}
     return await count_audience(
-        session, workspace_id, campaign.channel, segmentation, now, reachable_only=True
+        session,
+        workspace_id,
+        campaign.channel,
+        components.get("segmentation_details"),
+        now,
+        reachable_only=True,
+        reach=reach_of(campaign.channel, components),
     )

@@ -13,15 +13,17 @@ from datetime import datetime
 from functools import cache
 from typing import Any, Literal, TypeVar, cast
 
-from sqlalchemy import Insert, String, Table, and_, bindparam, exists, func, insert, select
+from sqlalchemy import Insert, String, Table, and_, bindparam, delete, exists, func, insert, literal, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.sql.elements import ColumnElement
 
 from herald.audience.attributes import FLAG_COLUMNS
 from herald.audience.ingest import CustomerWrite, EventWrite
-from herald.audience.models import Event, User
-from herald.db import PortableJSON
+from herald.audience.models import Event, PushToken, User
+from herald.audience.segmentation.dialect import dialect_for
+from herald.campaigns.schemas.filters import FilterDataType
+from herald.db import PortableJSON, UTCDateTime
 from herald.ids import object_id
 
 Outcome = Literal["created", "updated", "skipped"]
@@ -144,6 +146,70 @@ async def upsert_customers(
             groups.setdefault(tuple(sorted(write.columns)), []).append(_row(workspace_id, write, now))
         for keys, rows in groups.items():
             await session.execute(_upsert(dialect, keys), rows)
+    await sync_push_tokens(session, workspace_id, writes, now)
+
+
+PLATFORMS = ("ANDROID", "IOS", "WEB")
+_tokens = cast(Table, PushToken.__table__)
+
+
+async def push_tokens(
+    session: AsyncSession, workspace_id: str, ids: Sequence[str]
+) -> dict[str, dict[str, str]]:
+    """The per-platform push tokens of these users: customer id -> platform -> token."""
+    found: dict[str, dict[str, str]] = {}
+    for chunk in chunks(list(dict.fromkeys(ids)), ID_CHUNK):
+        rows = await session.execute(
+            select(_tokens.c.customer_id, _tokens.c.platform, _tokens.c.token).where(
+                _tokens.c.workspace_id == workspace_id, _tokens.c.customer_id.in_(chunk)
+            )
+        )
+        for customer_id, platform, token in rows.all():
+            found.setdefault(customer_id, {})[platform] = token
+    return found
+
+
+async def sync_push_tokens(
+    session: AsyncSession, workspace_id: str, writes: Sequence[CustomerWrite], now: datetime
+) -> None:
+    """Per-platform tokens follow the writes just applied (see `models.PushToken`): a user's
+    `push_id` becomes the token of its `platform`; `push_id: null` removes the token of the platform
+    sent with it, or every token of the user when none is."""
+    touched = [w.customer_id for w in writes if "push_id" in w.columns or "platform" in w.patch]
+    if not touched:
+        return
+    for write in writes:
+        if "push_id" in write.columns and not write.columns["push_id"]:
+            removed = delete(_tokens).where(
+                _tokens.c.workspace_id == workspace_id, _tokens.c.customer_id == write.customer_id
+            )
+            named = write.patch.get("platform")
+            if isinstance(named, str):
+                removed = removed.where(_tokens.c.platform == named.upper())
+            await session.execute(removed)
+    dialect = dialect_of(session)
+    platform = func.upper(
+        dialect_for(dialect).json_scalar(_users.c.attributes, "platform", FilterDataType.STRING)
+    )
+    for chunk in chunks(list(dict.fromkeys(touched)), ID_CHUNK):
+        source = select(
+            _users.c.workspace_id, _users.c.customer_id, platform, _users.c.push_id, literal(now, UTCDateTime)
+        ).where(
+            _users.c.workspace_id == workspace_id,
+            _users.c.customer_id.in_(chunk),
+            _users.c.push_id.is_not(None),
+            _users.c.push_id != "",
+            platform.in_(PLATFORMS),
+        )
+        statement = (postgresql.insert if dialect == "postgresql" else sqlite.insert)(_tokens).from_select(
+            ["workspace_id", "customer_id", "platform", "token", "updated_at"], source
+        )
+        await session.execute(
+            statement.on_conflict_do_update(
+                index_elements=["workspace_id", "customer_id", "platform"],
+                set_={"token": statement.excluded.token, "updated_at": statement.excluded.updated_at},
+            )
+        )
 
 
 async def write_customers(

@@ -25,7 +25,7 @@ from herald.campaigns import lifecycle, repository, service, v1_merge
 from herald.campaigns.models import Campaign
 from herald.campaigns.schemas.campaign import EmailCampaignUpdate, PushCampaignUpdate, RequestId
 from herald.campaigns.schemas.common import CampaignStatus, DeliveryType, EmailAddress, Feature
-from herald.campaigns.validation import Stage, UpdateModels, validate_campaign
+from herald.campaigns.validation import UpdateModels
 from herald.errors import Unprocessable
 from herald.ids import object_id
 from herald.problems import Problem
@@ -70,7 +70,7 @@ async def update_and_publish(
     if not publishing:
         return await service.apply_update(session, prepared, now)
 
-    problems = validate_campaign(prepared.merged, Stage.DRAFT_PUBLISH, workspace.features)
+    problems = await service.publish_problems(session, workspace, prepared.merged)
     if problems:
         raise Unprocessable(_publish_message(problems), details=problems)
     await wake_on_commit(session)  # an ASAP campaign starts sending at the next tick: make it now

@@ -282,12 +282,20 @@ async def validate_stored(session: AsyncSession, workspace: Workspace, campaign_
     document, problems = load_document(channel, delivery_type, row.components)
     if document is None:
         return problems
-    # An Email campaign must name one of the workspace's configured e-mail connectors.
-    configured = await delivery_connectors.configured_names(session, workspace.id)
+    return await publish_problems(session, workspace, document)
+
+
+async def publish_problems(
+    session: AsyncSession, workspace: Workspace, document: CampaignDocument
+) -> list[Problem]:
+    """DRAFT_PUBLISH with the workspace's connectors: what C4 reports and what L1 refuses to publish.
+    An Email campaign must name one of its e-mail connectors; a Push campaign needs a push
+    connector the engine can choose (the one named, or the only one)."""
     return validate_campaign(
         document,
         Stage.DRAFT_PUBLISH,
         workspace.features,
-        configured_connectors=configured,
+        configured_connectors=await delivery_connectors.configured_names(session, workspace.id),
+        push_connectors=await delivery_connectors.configured_names(session, workspace.id, Channel.PUSH),
         check_template=check_template,
     )

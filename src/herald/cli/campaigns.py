@@ -6,8 +6,9 @@ import asyncio
 import logging.config
 import signal
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
+import orjson
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -22,6 +23,7 @@ from herald.db import create_database
 from herald.delivery.engine import pause
 from herald.errors import HeraldError
 from herald.ops.logs import logging_config
+from herald.workspaces.service import AdminError, get_workspace
 
 campaigns = typer.Typer(help="Import and review campaigns.", no_args_is_help=True)
 
@@ -86,6 +88,63 @@ def reject_campaign(
     if problem:
         _fail([problem])
     typer.echo(f"rejected {campaign_id}")
+
+
+@campaigns.command("stats")
+def campaign_stats(
+    campaign_id: Annotated[str, typer.Argument(help="The campaign_id.")],
+    workspace: WorkspaceOpt,
+    as_json: Annotated[bool, typer.Option("--json", help="The API's stats object, as JSON.")] = False,
+) -> None:
+    """Delivery stats per execution: the figures of GET /v5/campaigns/{campaign_id}/stats."""
+    from herald.delivery.engine import stats
+
+    async def work(session: AsyncSession) -> dict[str, Any] | str:
+        try:
+            await get_workspace(session, workspace)
+            return await stats.campaign_stats(session, workspace, campaign_id)
+        except (HeraldError, AdminError) as exc:
+            return exc.message if isinstance(exc, HeraldError) else str(exc)
+
+    found = run_in_session(work)
+    if isinstance(found, str):
+        _fail([found])
+        return
+    if as_json:
+        typer.echo(orjson.dumps(found).decode())
+        return
+    typer.echo(stats_table(found))
+
+
+def stats_table(data: dict[str, Any]) -> str:
+    """The stats as a readable table: one column per execution, one row per figure."""
+    runs = data["executions"]
+    lines = [f"campaign {data['campaign_id']}  status {data['status']}"]
+    if not runs:
+        lines.append("no execution yet")
+        return "\n".join(lines)
+    rows: list[tuple[str, list[str]]] = [
+        ("execution", [str(run["id"]) for run in runs]),
+        ("status", [str(run["status"]) for run in runs]),
+        ("audience", [str(run["audience"]) for run in runs]),
+    ]
+    for name in runs[0]["held_out"]:
+        rows.append((f"held out: {name}", [str(run["held_out"].get(name, 0)) for run in runs]))
+    for name in runs[0]["suppressed"]:
+        rows.append((f"suppressed: {name}", [str(run["suppressed"].get(name, 0)) for run in runs]))
+    rows += [
+        ("pending", [str(run["pending"]) for run in runs]),
+        ("sent", [str(run["sent"]) for run in runs]),
+        ("failed", [str(run["failed"]) for run in runs]),
+    ]
+    if any(run.get("reason") for run in runs):
+        rows.append(("reason", [str(run.get("reason") or "") for run in runs]))
+    width = max(len(label) for label, _ in rows)
+    columns = [max(len(row[1][i]) for row in rows) for i in range(len(runs))]
+    for label, values in rows:
+        cells = "  ".join(value.rjust(columns[i]) for i, value in enumerate(values))
+        lines.append(f"{label.ljust(width)}  {cells}")
+    return "\n".join(lines)
 
 
 @campaigns.command("resume-delivery")

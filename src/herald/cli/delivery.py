@@ -150,12 +150,14 @@ def outbox_list(
     workspace: WorkspaceOpt,
     limit: Annotated[int, typer.Option(min=1, max=outbox.MAX_LIST_LIMIT, help="Rows, newest first.")] = 20,
     as_json: JsonOpt = False,
+    campaign: Annotated[str | None, typer.Option(help="Only the sends of this campaign_id.")] = None,
 ) -> None:
     """The newest sends of a workspace, with status and failure reason."""
 
     async def work(session: AsyncSession) -> list[dict[str, Any]]:
         await get_workspace(session, workspace)
-        return [outbox.entry_view(row) for row in await outbox.list_entries(session, workspace, limit)]
+        rows = await outbox.list_entries(session, workspace, limit, campaign)
+        return [outbox.entry_view(row) for row in rows]
 
     for view in run_in_session(work):
         if as_json:

@@ -91,9 +91,11 @@ async def remove_connector(session: AsyncSession, workspace_id: str, name: str) 
     await session.flush()
 
 
-async def configured_names(session: AsyncSession, workspace_id: str) -> frozenset[str]:
-    """Names of the workspace's e-mail connectors: what an Email campaign's `connector` may name."""
-    return frozenset(row.name for row in await list_connectors(session, workspace_id, Channel.EMAIL))
+async def configured_names(
+    session: AsyncSession, workspace_id: str, channel: Channel = Channel.EMAIL
+) -> frozenset[str]:
+    """Names of the workspace's connectors of `channel`: what a campaign's `connector` may name."""
+    return frozenset(row.name for row in await list_connectors(session, workspace_id, channel))
 
 
 def connector_view(row: Connector) -> dict[str, Any]:

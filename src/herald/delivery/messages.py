@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -35,6 +35,17 @@ class Recipient:
     profile: dict[str, Any] | None = None
     unreachable_reason: str | None = None
     contact: dict[str, str | None] = field(default_factory=dict)  # ids a push gateway may need
+    # Push tokens by platform (`audience.models.PushToken`); empty: `address` (push_id) serves all.
+    tokens: dict[str, str] = field(default_factory=dict)
+
+    def on(self, platform: Platform | None) -> Recipient:
+        """This recipient as a message for `platform` reaches it: its token there (None when it
+        has tokens but none for that platform), else the one address it has."""
+        if platform is None or not self.tokens:
+            return self
+        token = self.tokens.get(platform.value)
+        reason = None if token else f"User '{self.customer_id}' has no {platform.value} push token."
+        return replace(self, address=token, unreachable_reason=reason)
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +60,8 @@ class Envelope:
     recipient: Recipient
     message: dict[str, Any]  # the rendered Push platform object or Email object
     now: datetime
+    # Push: the campaign's `advanced` settings for this platform (`delivery.push_options`).
+    advanced: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -307,13 +307,15 @@ async def pending_count(session: AsyncSession) -> int:
     return int(await session.scalar(query) or 0)
 
 
-async def list_entries(session: AsyncSession, workspace_id: str, limit: int = 20) -> Sequence[OutboxEntry]:
-    """Newest first."""
-    query = (
-        select(OutboxEntry)
-        .where(OutboxEntry.workspace_id == workspace_id)
-        .order_by(OutboxEntry.created_at.desc(), OutboxEntry.id.desc())
-        .limit(max(1, min(limit, MAX_LIST_LIMIT)))
+async def list_entries(
+    session: AsyncSession, workspace_id: str, limit: int = 20, campaign_id: str | None = None
+) -> Sequence[OutboxEntry]:
+    """Newest first; only the sends of `campaign_id` (live and test) when given."""
+    query = select(OutboxEntry).where(OutboxEntry.workspace_id == workspace_id)
+    if campaign_id is not None:
+        query = query.where(OutboxEntry.campaign_id == campaign_id)
+    query = query.order_by(OutboxEntry.created_at.desc(), OutboxEntry.id.desc()).limit(
+        max(1, min(limit, MAX_LIST_LIMIT))
     )
     return (await session.scalars(query)).all()
 

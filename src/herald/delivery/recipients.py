@@ -12,15 +12,17 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from sqlalchemy import or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import InstrumentedAttribute
 
+from herald.audience import store as audience_store
 from herald.audience.models import Segment, SegmentMember, User
 from herald.campaigns.schemas.common import Channel
+from herald.db import Database
 from herald.delivery.messages import Recipient
 from herald.delivery.testsend_request import MAX_RECIPIENTS, Identifier
 from herald.personalization import users
@@ -71,7 +73,27 @@ async def resolve(
     else:
         resolution = await _resolve_users(session, workspace_id, channel, identifier, values)
     resolution.recipients = _unique(resolution.recipients)[:MAX_RECIPIENTS]
+    if channel is Channel.PUSH:
+        resolution.recipients = await with_push_tokens(session, workspace_id, resolution.recipients)
     return resolution
+
+
+async def with_push_tokens(
+    session: AsyncSession, workspace_id: str, recipients: list[Recipient]
+) -> list[Recipient]:
+    """The recipients with their per-platform push tokens (one query)."""
+    ids = [r.customer_id for r in recipients if r.customer_id is not None]
+    tokens = await audience_store.push_tokens(session, workspace_id, ids) if ids else {}
+    return [replace(r, tokens=tokens[r.customer_id]) if r.customer_id in tokens else r for r in recipients]
+
+
+async def push_recipient(database: Database, workspace_id: str, recipient: Recipient) -> Recipient:
+    """A live send's recipient with its push tokens (Email recipients as they are)."""
+    if "push_id" not in recipient.contact:
+        return recipient
+    async with database.reader() as session:
+        [found] = await with_push_tokens(session, workspace_id, [recipient])
+    return found
 
 
 async def _resolve_users(

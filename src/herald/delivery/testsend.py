@@ -20,6 +20,7 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from herald.campaigns import repository as campaigns_repository
+from herald.campaigns.schemas.advanced import Advanced
 from herald.campaigns.schemas.basic_details import BasicDetails
 from herald.campaigns.schemas.common import CREATABLE_CHANNELS, Channel, DeliveryType
 from herald.campaigns.schemas.connector import Connector as ConnectorRef
@@ -33,6 +34,7 @@ from herald.delivery.config import is_smtp
 from herald.delivery.dispatch import Dispatcher
 from herald.delivery.messages import Envelope, Outcome, Recipient
 from herald.delivery.models import Connector
+from herald.delivery.push_options import push_options
 from herald.delivery.rendering import (
     PreparedContent,
     RenderError,
@@ -69,6 +71,7 @@ class _Source:
     basic_details: BasicDetails | None
     connector: ConnectorRef | None
     campaign_id: str | None
+    advanced: Advanced | None = None
 
 
 @dataclass(frozen=True)
@@ -78,6 +81,7 @@ class _Plan:
     messages: list[SlotMessage]
     recipients: list[Recipient]
     prepared: PreparedContent
+    advanced: Advanced | None = None
 
 
 async def test_campaign(
@@ -128,7 +132,12 @@ async def _source(session: AsyncSession, workspace_id: str, request: CampaignTes
             ],
         )
     return _Source(
-        channel, document.campaign_content, document.basic_details, document.connector, row.campaign_id
+        channel,
+        document.campaign_content,
+        document.basic_details,
+        document.connector,
+        row.campaign_id,
+        document.advanced if channel is Channel.PUSH else None,
     )
 
 
@@ -176,7 +185,7 @@ async def _plan(session: AsyncSession, workspace_id: str, request: CampaignTestR
         if not draft_mode:
             raise
         raise Unprocessable("The saved content cannot be personalized.", details=exc.details) from None
-    return _Plan(choice.connector, source.campaign_id, messages, recipients, prepared)
+    return _Plan(choice.connector, source.campaign_id, messages, recipients, prepared, source.advanced)
 
 
 async def _recipients(
@@ -233,11 +242,22 @@ async def _execute(
     rendered = [await _personalized(request, plan.prepared, recipient) for recipient in plan.recipients]
     outcomes: dict[str, list[tuple[Recipient, Outcome]]] = {}
     for item in plan.messages:
-        for recipient, (content, reason) in zip(plan.recipients, rendered, strict=True):
+        for listed, (content, rendering_failed) in zip(plan.recipients, rendered, strict=True):
             now = clock.now()
+            recipient = listed.on(item.slot.platform)  # its token on this platform
+            reason = rendering_failed or (recipient.unreachable_reason if recipient.address is None else None)
             message = message_at(content or plan.prepared.campaign_content, item.path)
+            advanced = push_options(plan.advanced, item.slot.platform, now) if item.slot.platform else None
             envelope = Envelope(
-                object_id(now), workspace_id, plan.campaign_id, True, item.slot, recipient, message, now
+                object_id(now),
+                workspace_id,
+                plan.campaign_id,
+                True,
+                item.slot,
+                recipient,
+                message,
+                now,
+                advanced,
             )
             if reason is not None:
                 outcome = await dispatcher.unsent(plan.connector, envelope, reason)

@@ -4,7 +4,9 @@ Body (UTF-8 JSON):
     {"id": <delivery id>, "test": bool, "workspace_id", "campaign_id": str|null,
      "channel": "PUSH"|"EMAIL", "platform": "ANDROID"|"IOS"|"WEB"|null, "locale", "variation",
      "recipient": {"address", "customer_id", + for Push "push_id", "gaid"},
-     "message": <the rendered Push platform object or Email object>, "created_at": ISO 8601 UTC}
+     "message": <the rendered Push platform object or Email object>, "created_at": ISO 8601 UTC,
+     + for Push with `advanced` settings "advanced": {"expires_at"?, "expiration_settings"?,
+       "priority"?} (see `delivery.push_options`)}
 Any 2xx answer is success. Redirects are not followed (a signed request is never replayed to a
 host the connector does not name); a 3xx, 4xx or 5xx answer is a failure with its status. A 5xx,
 408 or 429 answer, a timeout or no connection is transient (a live send is attempted again later,
@@ -64,6 +66,8 @@ def _payload(envelope: Envelope) -> dict[str, Any]:
         "message": envelope.message,
         "created_at": rfc3339(envelope.now),
     }
+    if envelope.advanced is not None:
+        payload["advanced"] = envelope.advanced
     return payload
 
 

@@ -3,34 +3,91 @@
 Audience = (all users if `is_all_user_campaign`, else the users `included_filters` matches; nobody
 when it has no filters) minus the users `excluded_filters` matches, minus the users opted out of
 the channel (`email_opt_out` / `push_opt_out` / `sms_opt_out`) unless
-`send_campaign_to_opt_out_users` is true. With `reachable_only`, users without an address on the
-channel (email, push id, mobile number) are left out as well.
+`send_campaign_to_opt_out_users` is true, minus (PROMOTIONAL Email) the users unsubscribed from the
+campaign's `subscription_category` (their `unsubscribed_categories` attribute lists it). With
+`reachable_only`, users without an address on the channel (email, push id, mobile number) are left
+out as well.
+
+`Reach` holds what the campaign adds to its segmentation (`reach_of` reads it from the stored
+components): the engine's execution and C7's reachability count both take it from there, so both
+count the same users.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 from pydantic import ValidationError
-from sqlalchemy import Select, and_, false, func, not_, select, true
+from sqlalchemy import Select, Table, and_, exists, false, func, not_, or_, select, true
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.sql.elements import ColumnElement
 
+from herald.audience.models import PushToken
 from herald.audience.segmentation.catalog import SegmentCatalog, load_segments
 from herald.audience.segmentation.compiler import Compiler
 from herald.audience.segmentation.dialect import SqlDialect, dialect_for
+from herald.campaigns.schemas.filters import FilterGroup
 from herald.campaigns.schemas.segmentation import SegmentationDetails
 from herald.errors import ValidationFailed
 from herald.problems import Problem
 from herald.pydantic_errors import problems_from_validation_error
 
 ROOT = "segmentation_details"
+# A user's custom attribute: the subscription categories (strings) they unsubscribed from.
+UNSUBSCRIBED_ATTRIBUTE = "unsubscribed_categories"
 OPT_OUT_COLUMN = {"PUSH": "push_opt_out", "EMAIL": "email_opt_out", "SMS": "sms_opt_out"}
 ADDRESS_COLUMN = {"PUSH": "push_id", "EMAIL": "email", "SMS": "mobile"}
 
 Segmentation = SegmentationDetails | Mapping[str, Any] | None
+
+
+@dataclass(frozen=True)
+class Reach:
+    """What a campaign adds to its segmentation on its channel."""
+
+    # PROMOTIONAL Email: users unsubscribed from this category are left out.
+    subscription_category: str | None = None
+    # Push: a user is reachable with a token for one of these platforms (any platform when empty),
+    # or with only a `push_id` and no per-platform token (see `audience.models.PushToken`).
+    platforms: tuple[str, ...] = ()
+
+
+def reach_of(channel: str, components: Mapping[str, Any] | None) -> Reach:
+    """The campaign's `Reach`, from its stored components (one reading for engine and C7)."""
+    details = (components or {}).get("basic_details")
+    if not isinstance(details, Mapping):
+        return Reach()
+    if str(channel) == "PUSH":
+        platforms = details.get("platforms")
+        listed = tuple(str(p).upper() for p in platforms) if isinstance(platforms, list) else ()
+        return Reach(platforms=listed)
+    if str(channel) != "EMAIL":
+        return Reach()
+    category = details.get("subscription_category")
+    if details.get("content_type") != "PROMOTIONAL" or not isinstance(category, str) or not category:
+        return Reach()
+    return Reach(subscription_category=category)
+
+
+def _unsubscribed(category: str) -> FilterGroup:
+    return FilterGroup.model_validate(
+        {
+            "filter_operator": "and",
+            "filters": [
+                {
+                    "filter_type": "user_attributes",
+                    "data_type": "string",
+                    "name": UNSUBSCRIBED_ATTRIBUTE,
+                    "operator": "is",
+                    "value": category,
+                    "case_sensitive": True,
+                }
+            ],
+        }
+    )
 
 
 def read_segmentation(segmentation_details: Segmentation) -> tuple[SegmentationDetails | None, list[Problem]]:
@@ -53,7 +110,12 @@ def _require(segmentation_details: Segmentation) -> SegmentationDetails:
 
 
 def _audience(
-    compiler: Compiler, details: SegmentationDetails, channel: str, reachable_only: bool
+    compiler: Compiler,
+    details: SegmentationDetails,
+    channel: str,
+    reachable_only: bool,
+    reach: Reach,
+    subscribed_only: bool,
 ) -> ColumnElement[bool]:
     users = compiler.users
     conditions: list[ColumnElement[bool]] = [compiler.in_workspace()]
@@ -71,12 +133,32 @@ def _audience(
     opt_out = OPT_OUT_COLUMN.get(str(channel))
     if opt_out is not None and not details.send_campaign_to_opt_out_users:
         conditions.append(users.c[opt_out] == false())
+    # An unsubscription is an opt-out of one category: even a campaign sent to opted-out users
+    # respects it. `subscribed_only=False` lets the engine count those users apart.
+    if reach.subscription_category is not None and subscribed_only:
+        unsubscribed = compiler.where(_unsubscribed(reach.subscription_category), (ROOT,))
+        conditions.append(not_(func.coalesce(unsubscribed, false())))
     address = ADDRESS_COLUMN.get(str(channel))
     if reachable_only and address is not None:
-        conditions.append(and_(users.c[address].is_not(None), users.c[address] != ""))
+        has_address = and_(users.c[address].is_not(None), users.c[address] != "")
+        if str(channel) == "PUSH":
+            conditions.append(_push_reachable(compiler, has_address, reach.platforms))
+        else:
+            conditions.append(has_address)
     if compiler.problems:
         raise ValidationFailed(compiler.problems)
     return and_(*conditions)
+
+
+def _push_reachable(
+    compiler: Compiler, has_push_id: ColumnElement[bool], platforms: tuple[str, ...]
+) -> ColumnElement[bool]:
+    """A token for one of `platforms`, or a bare `push_id` and no per-platform token at all."""
+    users = compiler.users
+    tokens = cast(Table, PushToken.__table__)
+    mine = and_(tokens.c.workspace_id == users.c.workspace_id, tokens.c.customer_id == users.c.customer_id)
+    listed = and_(mine, tokens.c.platform.in_(platforms)) if platforms else mine
+    return or_(exists().where(listed), and_(has_push_id, not_(exists().where(mine))))
 
 
 def _compiler(
@@ -100,6 +182,8 @@ def audience_query(
     dialect: str | SqlDialect,
     segments: SegmentCatalog | None = None,
     reachable_only: bool = False,
+    reach: Reach = Reach(),
+    subscribed_only: bool = True,
 ) -> Select[tuple[str]]:
     """SELECT of the audience's customer ids. Raises ValidationFailed (400) for invalid filters.
 
@@ -107,7 +191,7 @@ def audience_query(
     """
     details = _require(segmentation_details)
     compiler = _compiler(details, workspace_id, now, dialect, segments)
-    where = _audience(compiler, details, channel, reachable_only)
+    where = _audience(compiler, details, channel, reachable_only, reach, subscribed_only)
     return select(compiler.users.c.customer_id).select_from(compiler.from_clause()).where(where)
 
 
@@ -120,11 +204,13 @@ def audience_count_query(
     dialect: str | SqlDialect,
     segments: SegmentCatalog | None = None,
     reachable_only: bool = False,
+    reach: Reach = Reach(),
+    subscribed_only: bool = True,
 ) -> Select[tuple[int]]:
     """SELECT count(*) of the audience (the same rules as `audience_query`)."""
     details = _require(segmentation_details)
     compiler = _compiler(details, workspace_id, now, dialect, segments)
-    where = _audience(compiler, details, channel, reachable_only)
+    where = _audience(compiler, details, channel, reachable_only, reach, subscribed_only)
     return select(func.count()).select_from(compiler.from_clause()).where(where)
 
 
@@ -147,6 +233,7 @@ async def count_audience(
     now: datetime,
     *,
     reachable_only: bool = False,
+    reach: Reach = Reach(),
 ) -> int:
     """How many users the audience holds, counted by the database in one statement."""
     segments = await segments_for(session, workspace_id, segmentation_details)
@@ -158,5 +245,6 @@ async def count_audience(
         dialect=session_dialect(session),
         segments=segments,
         reachable_only=reachable_only,
+        reach=reach,
     )
     return int((await session.execute(query)).scalar_one())

@@ -230,7 +230,7 @@ class ExecutionStats(BaseModel):
     held_out: ExecutionHeldOut
     suppressed: dict[str, int] = Field(
         description=(
-            "Users not sent to, by reason: opted_out, no_address, audience_limit, no_user, "
+            "Users not sent to, by reason: opted_out, unsubscribed, no_address, audience_limit, no_user, "
             "frequency_cap, dnd (quiet hours last past the campaign's expiry), minimum_delay "
             "(likewise)."
         )

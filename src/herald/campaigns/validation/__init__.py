@@ -72,6 +72,7 @@ def validate_campaign(
     sent: frozenset[str] | None = None,
     *,
     configured_connectors: frozenset[str] | None = None,
+    push_connectors: frozenset[str] | None = None,
     check_template: TemplateCheck | None = None,
     previous: CampaignDocument | None = None,
 ) -> list[Problem]:
@@ -80,6 +81,7 @@ def validate_campaign(
     - `features`: the workspace's feature flags that are on.
     - `sent`: the component names the request carried (create and patch); None means all present.
     - `configured_connectors`: names of the workspace's configured connectors; None skips that check.
+    - `push_connectors`: names of the workspace's push connectors; None skips that check.
     - `check_template`: personalization parser (message or None); defaults to `balanced_delimiters`.
     - `previous`: the stored campaign on DRAFT_PATCH, to detect a change of Push template type.
     """
@@ -89,6 +91,7 @@ def validate_campaign(
         features=features,
         check_template=check_template or balanced_delimiters,
         configured_connectors=configured_connectors,
+        push_connectors=push_connectors,
         previous=previous,
     )
     if stage is Stage.DRAFT_PUBLISH or sent is None:

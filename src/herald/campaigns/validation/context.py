@@ -29,6 +29,8 @@ class Context:
     features: frozenset[str]
     check_template: TemplateCheck
     configured_connectors: frozenset[str] | None = None
+    # Names of the workspace's push connectors; None skips the check (publish sets it).
+    push_connectors: frozenset[str] | None = None
     previous: CampaignDocument | None = None
 
     @property

@@ -28,6 +28,7 @@ def check_publish(ctx: Context) -> list[Problem]:
     problems = _check_basic_details(ctx)
     if ctx.channel is Channel.PUSH:
         problems += _check_push_content(ctx)
+        problems += _check_push_connector(ctx)
     elif ctx.channel is Channel.EMAIL:
         problems += _check_email_content(ctx)
         problems += _check_connector(ctx)
@@ -140,6 +141,25 @@ def _check_connector(ctx: Context) -> list[Problem]:
             )
         ]
     return []
+
+
+def _check_push_connector(ctx: Context) -> list[Problem]:
+    # A Push campaign names no connector: it goes through the workspace's only push connector (as
+    # test sends do by default). With none, or several, the engine could send nothing.
+    known = ctx.push_connectors
+    if known is None or len(known) == 1:
+        return []
+    if not known:
+        message = (
+            "No push connector is configured in this workspace; add one with "
+            "`herald connectors add --type CUSTOM_API --channel push`."
+        )
+    else:
+        message = (
+            f"This workspace has several push connectors ({', '.join(sorted(known))}); a Push "
+            "campaign is sent through the only one, so remove the others."
+        )
+    return [required("connector", message)]
 
 
 def _check_locales(ctx: Context) -> list[Problem]:

@@ -10,16 +10,35 @@ tracking parameters are the engine's own.
 from __future__ import annotations
 
 import copy
+import logging
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
+from sqlalchemy import Select, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from herald.campaigns.schemas.common import Channel
+from herald.campaigns.models import Campaign
+from herald.campaigns.schemas.common import CampaignStatus, Channel, DeliveryType
 from herald.campaigns.schemas.content import DEFAULT_LOCALE
+from herald.campaigns.validation import load_document
+from herald.db import Database
+from herald.delivery.engine.models import Execution, ExecutionUser
 from herald.delivery.engine.resolve import LiveCampaign
-from herald.delivery.engine.split import html_with_utm, locale_for, variation_for, with_utm
+from herald.delivery.engine.split import (
+    VARIATION_MODULUS,
+    VariationKey,
+    html_with_utm,
+    locale_for,
+    rank_of,
+    variation_bounds_at,
+    variation_for,
+    variation_key,
+    with_utm,
+)
+from herald.delivery.messages import Recipient
 from herald.delivery.models import Connector
+from herald.delivery.push_options import push_options
 from herald.delivery.rendering import (
     PreparedContent,
     message_at,
@@ -32,6 +51,9 @@ from herald.delivery.testsend_plan import SlotMessage, slot_messages
 from herald.errors import ValidationFailed
 
 Group = tuple[str, str]  # (locale, variation)
+Version = tuple[str, int]
+
+log = logging.getLogger("herald.delivery.engine")
 
 
 @dataclass
@@ -44,11 +66,18 @@ class SendPlan:
     prepared: dict[Group, PreparedContent] = field(default_factory=dict)
     locales: list[str] = field(default_factory=list)
     shares: list[tuple[str, float]] = field(default_factory=list)
+    # The variation key of the last user of each variation but the last (None: that one is empty).
+    bounds: list[VariationKey | None] = field(default_factory=list)
     utm: dict[str, str] = field(default_factory=dict)
+    # (row id, revision) of the campaign version planned from: a new version or any write since
+    # means the content may have changed (`live_version`).
+    version: Version | None = None
 
     def group_for(self, customer_id: str, profile: dict[str, Any]) -> Group:
         locale = locale_for(profile.get("locale"), self.locales, DEFAULT_LOCALE)
-        variation = variation_for(self.campaign.campaign_id, customer_id, self.shares)
+        names = [name for name, _ in self.shares]
+        key = variation_key(rank_of(self.campaign.campaign_id, customer_id), customer_id)
+        variation = variation_for(key, self.bounds, names)
         if (locale, variation) not in self.groups:  # a locale without this variation: the default's
             locale = (
                 DEFAULT_LOCALE if (DEFAULT_LOCALE, variation) in self.groups else next(iter(self.groups))[0]
@@ -58,15 +87,28 @@ class SendPlan:
         return locale, variation
 
     def messages_for(self, group: Group, profile: dict[str, Any]) -> list[SlotMessage]:
-        """The messages of the group this user gets: Email's one, or Push's for the platform of the
-        user's token (its `platform` attribute; without one, the campaign's first platform)."""
+        """The messages of the group a user may get: Email's one, Push's for every campaign
+        platform (which of them a user gets depends on its tokens: `deliveries`)."""
         messages = self.groups[group]
-        if self.channel is Channel.EMAIL:
-            return messages[:1]
-        named = profile.get("platform")
-        if not isinstance(named, str) or not named:
-            return messages[:1]
-        return [m for m in messages if m.slot.platform is not None and m.slot.platform.value == named.upper()]
+        return messages[:1] if self.channel is Channel.EMAIL else messages
+
+    def deliveries(self, group: Group, recipient: Recipient) -> list[tuple[SlotMessage, Recipient]]:
+        """The messages this user is sent, each with the recipient as it reaches them: Email's one;
+        Push's for every campaign platform it has a token for (one message per platform), or, for a
+        user with only a `push_id`, the campaign's first platform."""
+        messages = self.groups[group]
+        if self.channel is Channel.EMAIL or not recipient.tokens:
+            return [(messages[0], recipient)] if messages and recipient.address else []
+        return [
+            (message, recipient.on(message.slot.platform))
+            for message in messages
+            if message.slot.platform is not None and message.slot.platform.value in recipient.tokens
+        ]
+
+    def advanced_for(self, item: SlotMessage, now: datetime) -> dict[str, Any] | None:
+        if self.channel is not Channel.PUSH:
+            return None
+        return push_options(self.campaign.document.advanced, item.slot.platform, now)
 
     async def render(self, group: Group, profile: dict[str, Any], item: SlotMessage) -> dict[str, Any]:
         """The message for this user; raises RenderError when it cannot be rendered for them."""
@@ -97,12 +139,51 @@ def _shares(campaign: LiveCampaign, variations: list[str]) -> list[tuple[str, fl
     return [(name, 100 / len(variations)) for name in variations]
 
 
-async def plan_sends(session: AsyncSession, campaign: LiveCampaign) -> SendPlan:
+async def _variation_bounds(
+    session: AsyncSession, execution: Execution, shares: list[tuple[str, float]]
+) -> list[VariationKey | None]:
+    """Where the MANUAL split cuts the execution's audience (less the control group), read in one
+    ordered pass by the database: exact shares to one user, the same for every worker and tick."""
+    mine = [ExecutionUser.workspace_id == execution.workspace_id, ExecutionUser.execution_id == execution.id]
+    # Read again: the caller's row may predate the resolution that fixed the control group.
+    threshold = await session.scalar(
+        select(Execution.control_threshold).where(
+            Execution.workspace_id == execution.workspace_id, Execution.id == execution.id
+        )
+    )
+    if threshold is not None:
+        mine.append(ExecutionUser.rank > threshold)
+    total = int(await session.scalar(select(func.count()).select_from(ExecutionUser).where(*mine)) or 0)
+    positions = variation_bounds_at(total, shares)
+    wanted = [position + 1 for position in positions if position >= 0]
+    key = ExecutionUser.rank % VARIATION_MODULUS
+    # Ties of the key (1 in 2^31 per pair) are broken by customer id as Python orders it; a
+    # collation that orders ids otherwise could move one tied user across a cut.
+    numbered = (
+        select(
+            key.label("key"),
+            ExecutionUser.customer_id,
+            func.row_number().over(order_by=(key, ExecutionUser.customer_id)).label("n"),
+        )
+        .where(*mine)
+        .subquery()
+    )
+    found: dict[int, VariationKey] = {}
+    if wanted:
+        rows = await session.execute(
+            select(numbered.c.n, numbered.c.key, numbered.c.customer_id).where(numbered.c.n.in_(wanted))
+        )
+        found = {int(n): (int(k), str(c)) for n, k, c in rows.all()}
+    return [found.get(position + 1) if position >= 0 else None for position in positions]
+
+
+async def plan_sends(session: AsyncSession, campaign: LiveCampaign, execution: Execution) -> SendPlan:
     document = campaign.document
     channel = Channel(campaign.channel)
     choice = await choose_connector(session, campaign.workspace_id, channel, None, document.connector)
     problems = [*choice.bad_request, *choice.unprocessable]
     plan = SendPlan(campaign, channel, choice.connector, "; ".join(p.message for p in problems) or None)
+    plan.version = await _version(session, campaign.workspace_id, campaign.campaign_id)
     content = document.campaign_content
     if content is None:
         plan.problem = plan.problem or "The campaign has no content."
@@ -114,6 +195,8 @@ async def plan_sends(session: AsyncSession, campaign: LiveCampaign) -> SendPlan:
         return plan
     plan.locales = list(dict.fromkeys(locale for locale, _ in plan.groups))
     plan.shares = _shares(campaign, list(dict.fromkeys(variation for _, variation in plan.groups)))
+    if len(plan.shares) > 1:
+        plan.bounds = await _variation_bounds(session, execution, plan.shares)
     if document.utm_params is not None:
         plan.utm = {k: str(v) for k, v in document.utm_params.model_dump(exclude_none=True).items()}
     try:
@@ -125,3 +208,54 @@ async def plan_sends(session: AsyncSession, campaign: LiveCampaign) -> SendPlan:
     except ValidationFailed as exc:
         plan.problem = plan.problem or "; ".join(f"{d.target}: {d.message}" for d in exc.details)
     return plan
+
+
+def _latest(workspace_id: str, campaign_id: str) -> Select[tuple[str, str, int]]:
+    return select(Campaign.status, Campaign.id, Campaign.revision).where(
+        Campaign.workspace_id == workspace_id, Campaign.campaign_id == campaign_id, Campaign.is_latest
+    )
+
+
+async def _version(session: AsyncSession, workspace_id: str, campaign_id: str) -> Version | None:
+    row = (await session.execute(_latest(workspace_id, campaign_id))).first()
+    return None if row is None else (str(row.id), int(row.revision))
+
+
+async def live_version(
+    database: Database, workspace_id: str, campaign_id: str
+) -> tuple[bool, Version | None]:
+    """Whether the campaign is still SENDING, and the version it is at (one indexed read)."""
+    async with database.reader() as session:
+        row = (await session.execute(_latest(workspace_id, campaign_id))).first()
+    if row is None:
+        return False, None
+    return row.status == CampaignStatus.SENDING.value, (str(row.id), int(row.revision))
+
+
+def live_campaign(row: Campaign) -> LiveCampaign | None:
+    """The engine's reading of a stored campaign version; None (logged) when it cannot be read."""
+    document, problems = load_document(Channel(row.channel), DeliveryType(row.delivery_type), row.components)
+    if document is None:
+        log.error(
+            "campaign %s/%s cannot be read for sending: %s", row.workspace_id, row.campaign_id, problems
+        )
+        return None
+    return LiveCampaign(row.workspace_id, row.campaign_id, row.channel, document, dict(row.components or {}))
+
+
+async def replan(database: Database, plan: SendPlan, execution: Execution) -> SendPlan:
+    """The plan made again from the campaign's latest version: a content change to a SENDING
+    campaign applies to every message not yet handed to a connector. The old plan when the new
+    version cannot be read."""
+    async with database.reader() as session:
+        row = await session.scalar(
+            select(Campaign).where(
+                Campaign.workspace_id == plan.campaign.workspace_id,
+                Campaign.campaign_id == plan.campaign.campaign_id,
+                Campaign.is_latest,
+            )
+        )
+        campaign = live_campaign(row) if row is not None else None
+        if campaign is None:
+            return plan
+        return await plan_sends(session, campaign, execution)

@@ -45,6 +45,8 @@ class Execution(Base):
     resolved_after: Mapped[str | None] = mapped_column(String(200), nullable=True)
     # Users the segmentation selected but the channel's rules leave out, counted at resolution.
     opted_out: Mapped[int] = mapped_column(BigInteger, default=0)
+    # Unsubscribed from the subscription category of a PROMOTIONAL e-mail.
+    unsubscribed: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
     no_address: Mapped[int] = mapped_column(BigInteger, default=0)
     # Users materialised (eligible: not opted out, with an address on the channel).
     audience: Mapped[int] = mapped_column(BigInteger, default=0)

@@ -1,11 +1,12 @@
 """An execution's start: its row created once, its audience resolved and materialised in chunks.
 
 The audience is the segmentation engine's (the same rules as C7's reachability count): the users
-`segmentation_details` selects, minus opt-outs unless the campaign sends to them, minus users with
-no address on the channel. The two left-out groups are counted (stats show them by reason); the
-rest is written to `delivery_execution_users` keyset page by keyset page, so neither the worker nor
-the database holds the whole audience in memory, and a worker that stops half-way resumes after the
-last customer id written. Users in the workspace's global control group (when the campaign takes
+`segmentation_details` selects, minus opt-outs unless the campaign sends to them, minus users
+unsubscribed from a PROMOTIONAL e-mail's category, minus users with no address on the channel. The
+left-out groups are counted (stats show them by reason); the rest is streamed in customer-id order
+and written to `delivery_execution_users` page by page, so neither the worker nor the database holds
+the whole audience in memory, and a worker that stops half-way resumes after the last customer id
+written. Users in the workspace's global control group (when the campaign takes
 part in it) are written HELD_OUT at once; then the campaign control group is fixed among the rest:
 the ⌊p·N⌉ users with the smallest rank.
 """
@@ -21,8 +22,10 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from herald.audience.segmentation.audience import (
+    Reach,
     audience_count_query,
     audience_query,
+    reach_of,
     segments_for,
     session_dialect,
 )
@@ -56,6 +59,10 @@ class LiveCampaign:
     document: CampaignDocument
     components: dict[str, Any]
 
+    @property
+    def reach(self) -> Reach:
+        return reach_of(self.channel, self.components)
+
 
 def _segmentation(campaign: LiveCampaign, with_opted_out: bool) -> dict[str, Any]:
     found = campaign.components.get("segmentation_details")
@@ -80,6 +87,7 @@ async def start_execution(database: Database, campaign: LiveCampaign, now: datet
                     run=1,
                     status=ExecutionStatus.RESOLVING,
                     opted_out=0,
+                    unsubscribed=0,
                     no_address=0,
                     audience=0,
                     dispatched=0,
@@ -117,6 +125,7 @@ async def _count(session: AsyncSession, campaign: LiveCampaign, now: datetime, *
         now,
         dialect=session_dialect(session),
         segments=segments,
+        reach=campaign.reach,
         **rules,
     )
     return int((await session.execute(query)).scalar_one())
@@ -129,10 +138,19 @@ async def resolve(database: Database, campaign: LiveCampaign, execution: Executi
     after = execution.resolved_after
     if after is None and execution.audience == 0:
         async with database.reader() as session:
-            everyone = await _count(session, campaign, now, with_opted_out=True)
-            allowed = await _count(session, campaign, now, with_opted_out=False)
+            everyone = await _count(session, campaign, now, with_opted_out=True, subscribed_only=False)
+            allowed = await _count(session, campaign, now, with_opted_out=False, subscribed_only=False)
+            subscribed = allowed
+            if campaign.reach.subscription_category is not None:
+                subscribed = await _count(session, campaign, now, with_opted_out=False)
             reachable = await _count(session, campaign, now, with_opted_out=False, reachable_only=True)
-        await _update(database, execution, opted_out=everyone - allowed, no_address=allowed - reachable)
+        await _update(
+            database,
+            execution,
+            opted_out=everyone - allowed,
+            unsubscribed=allowed - subscribed,
+            no_address=subscribed - reachable,
+        )
     # One query streams the audience in customer-id order (from the resume point); each page is
     # written in a transaction of its own. A query per page would evaluate the filters again from
     # the start of the audience for every page: quadratic in the audience's size.
@@ -147,6 +165,7 @@ async def resolve(database: Database, campaign: LiveCampaign, execution: Executi
             dialect=session_dialect(session),
             segments=segments,
             reachable_only=True,
+            reach=campaign.reach,
         ).subquery()
         query = select(selected.c.customer_id).order_by(selected.c.customer_id)
         if after is not None:

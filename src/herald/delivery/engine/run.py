@@ -37,17 +37,20 @@ from herald.campaigns.schemas.common import CampaignStatus
 from herald.db import Database
 from herald.delivery.dispatch import Dispatcher
 from herald.delivery.engine import controls
-from herald.delivery.engine.content import SendPlan
+from herald.delivery.engine.content import SendPlan, live_version, replan
 from herald.delivery.engine.models import Execution, ExecutionUser
 from herald.delivery.engine.pause import pause
 from herald.delivery.messages import Envelope, Outcome
 from herald.delivery.models import OutboxEntry
-from herald.delivery.recipients import recipient_for
+from herald.delivery.recipients import push_recipient, recipient_for
 from herald.delivery.rendering import RenderError
 
 log = logging.getLogger("herald.delivery.engine")
 
 BATCH = 200  # users claimed at once, at least; a window larger than that is claimed whole
+
+
+NO_TOKEN = "The user has no push token for the campaign's platforms."
 
 
 class UserState:
@@ -241,14 +244,16 @@ async def _existing(database: Database, workspace_id: str, outbox_id: str) -> Ou
 
 
 async def _envelopes(
-    plan: SendPlan, execution: Execution, item: _Claimed, now: datetime
+    database: Database, plan: SendPlan, execution: Execution, item: _Claimed, now: datetime
 ) -> list[tuple[Envelope, str | None]]:
     """The user's messages, rendered, each with the reason it cannot be sent (else None)."""
     recipient = recipient_for(item.user, item.customer_id, plan.channel)
+    recipient = await push_recipient(database, execution.workspace_id, recipient)
     profile = recipient.profile or {}
     group = plan.group_for(item.customer_id, profile)
     found: list[tuple[Envelope, str | None]] = []
-    for message in plan.messages_for(group, profile):
+    # None left: the user's tokens changed since the audience was resolved (see `_results`).
+    for message, reached in plan.deliveries(group, recipient):
         platform = message.slot.platform.value if message.slot.platform else plan.channel.value
         try:
             body = await plan.render(group, profile, message)
@@ -261,9 +266,10 @@ async def _envelopes(
             plan.campaign.campaign_id,
             False,
             message.slot,
-            recipient,
+            reached,
             body,
             now,
+            plan.advanced_for(message, now),
         )
         found.append((envelope, reason))
     return found
@@ -284,7 +290,7 @@ async def _send_window(
         reason = plan.problem or "The campaign has nothing to send."
         await _record_users(database, execution, {item.customer_id: _Result(False, reason) for item in users})
         return True
-    messages = [(item, await _envelopes(plan, execution, item, now)) for item in users]
+    messages = [(item, await _envelopes(database, plan, execution, item, now)) for item in users]
     ready = [envelope for _, found in messages for envelope, reason in found if reason is None]
     unsendable = len(ready) < sum(len(found) for _, found in messages)
     outcomes: dict[str, Outcome] = {}
@@ -331,6 +337,9 @@ def _results(
     """Where each user stands after its messages' outcomes."""
     results: dict[str, _Result] = {}
     for item, found in messages:
+        if not found:
+            results[item.customer_id] = _Result(False, NO_TOKEN)
+            continue
         failures: list[str] = []
         retry_at: datetime | None = None
         for envelope, _ in found:
@@ -387,6 +396,9 @@ async def dispatch(
         if claimed is None:
             return not await _in_flight(database, execution)
         for start in range(0, len(claimed), window):
+            _, version = await live_version(database, execution.workspace_id, execution.campaign_id)
+            if version != plan.version:  # changed while SENDING: the rest get the new content
+                plan = await replan(database, plan, execution)
             if not await _send_window(
                 database, dispatcher, plan, execution, claimed[start : start + window], now
             ):

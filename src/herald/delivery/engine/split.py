@@ -4,7 +4,9 @@ group, variation, locale, tracking parameters.
 Every choice derives from a hash of (campaign, user), so the same user lands on the same side on
 every evaluation. The control group is not "hash below p" (that is only right on average: ±1 point
 on 10,000 users fails one time in twenty at 50 %) but "the ⌊p·N⌉ users with the smallest hash":
-exact by construction, still decided by the user's hash alone once the audience is known.
+exact by construction, still decided by the user's hash alone once the audience is known. MANUAL
+variations are cut the same way, in a second order (the variation key), over the users the control
+group leaves: each gets its percentage of them to one user.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from html.parser import HTMLParser
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 RANK_BITS = 62  # fits a signed BIGINT on every engine
+# The global control group is "hash below p" in steps of 0.01 %: a stable share of the workspace's
+# users, the same for every campaign (no audience to cut exactly).
 _BUCKETS = 10_000
 
 
@@ -40,16 +44,61 @@ def control_group_size(audience: int, percentage: float | None) -> int:
     return min(audience, int(audience * float(percentage) / 100 + 0.5))
 
 
-def variation_for(campaign_id: str, customer_id: str, shares: Sequence[tuple[str, float]]) -> str:
-    """The variation a user gets: `shares` are (variation, percentage) in order; the user's bucket
-    (0..9,999, from its hash) falls in one of the cumulative ranges. A shortfall goes to the last."""
-    bucket = rank_of(campaign_id, customer_id, "variation") % _BUCKETS
-    edge = 0.0
-    for variation, percentage in shares:
-        edge += float(percentage) * _BUCKETS / 100
-        if bucket < edge:
-            return variation
-    return shares[-1][0]
+# A user's variation key: a second, independent order over the audience (the control group takes the
+# smallest ranks; the key reads the rank's low bits). SQL computes it the same way (`rank % M`).
+VARIATION_MODULUS = 2**31 - 1
+
+VariationKey = tuple[int, str]  # (rank % VARIATION_MODULUS, customer id): ties broken by the id
+
+
+def variation_key(rank: int, customer_id: str) -> VariationKey:
+    return rank % VARIATION_MODULUS, customer_id
+
+
+def split_sizes(total: int, shares: Sequence[tuple[str, float]]) -> list[int]:
+    """How many of `total` users each variation gets: cumulative shares rounded to the nearest
+    user, so each variation is within one user of its percentage and the sizes add up to `total`."""
+    sizes: list[int] = []
+    cumulative, edge = 0.0, 0
+    for index, (_, percentage) in enumerate(shares):
+        cumulative += float(percentage)
+        upper = total if index == len(shares) - 1 else min(total, int(total * cumulative / 100 + 0.5))
+        sizes.append(max(0, upper - edge))
+        edge = max(edge, upper)
+    return sizes
+
+
+def variation_bounds_at(total: int, shares: Sequence[tuple[str, float]]) -> list[int]:
+    """The 0-based positions (in variation-key order) of the last user of every variation but the
+    last; -1 for an empty leading variation."""
+    positions: list[int] = []
+    edge = 0
+    for size in split_sizes(total, shares)[:-1]:
+        edge += size
+        positions.append(edge - 1)
+    return positions
+
+
+def variation_for(key: VariationKey, bounds: Sequence[VariationKey | None], names: Sequence[str]) -> str:
+    """The variation of the user with `key`: the first whose bound (the key of its last user) is at or
+    after it. `bounds[i]` None means variation i is empty."""
+    for name, bound in zip(names, bounds, strict=False):
+        if bound is not None and key <= bound:
+            return name
+    return names[-1]
+
+
+def assign_variations(
+    campaign_id: str, users: Sequence[str], shares: Sequence[tuple[str, float]]
+) -> dict[str, str]:
+    """The split of `users` (the audience left after hold-outs) over `shares`, as the engine makes it:
+    users in variation-key order, cut at `variation_bounds_at`."""
+    ordered = sorted(variation_key(rank_of(campaign_id, user), user) for user in users)
+    bounds = [ordered[i] if i >= 0 else None for i in variation_bounds_at(len(ordered), shares)]
+    names = [name for name, _ in shares]
+    return {
+        user: variation_for(variation_key(rank_of(campaign_id, user), user), bounds, names) for user in users
+    }
 
 
 def locale_for(user_locale: object, locales: Sequence[str], default: str) -> str:

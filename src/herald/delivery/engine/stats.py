@@ -64,6 +64,7 @@ async def _one(session: AsyncSession, execution: Execution) -> dict[str, Any]:
     by_state = dict.fromkeys(_STATES, 0)
     suppressed = {
         "opted_out": execution.opted_out,
+        "unsubscribed": execution.unsubscribed,
         "no_address": execution.no_address,
         "audience_limit": 0,
         "no_user": 0,
@@ -88,7 +89,7 @@ async def _one(session: AsyncSession, execution: Execution) -> dict[str, Any]:
         "started_at": rfc3339(execution.created_at),
         "updated_at": rfc3339(execution.updated_at),
         # Selected by the segmentation, before the channel's suppressions.
-        "audience": execution.audience + execution.opted_out + execution.no_address,
+        "audience": execution.audience + execution.opted_out + execution.unsubscribed + execution.no_address,
         "held_out": held_out,
         "suppressed": suppressed,
         "pending": by_state["PENDING"] + by_state["CLAIMED"] + by_state["RETRY"],

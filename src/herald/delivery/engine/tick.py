@@ -60,13 +60,13 @@ async def _sending(database: Database, workspace_id: str) -> list[LiveCampaign]:
 
 
 async def _stop_executions(database: Database, workspace_id: str, now: datetime) -> None:
-    """Executions whose campaign was stopped end STOPPED (their pending users stay unsent), paused
-    ones included."""
+    """Executions whose campaign was stopped, or reached its `expiry_time` (SENT before every user
+    was settled), end STOPPED (their pending users stay unsent), paused ones included."""
     live = [ExecutionStatus.RESOLVING, ExecutionStatus.DISPATCHING, PAUSED]
     stopped = select(Campaign.campaign_id).where(
         Campaign.workspace_id == workspace_id,
         Campaign.is_latest,
-        Campaign.status == CampaignStatus.STOPPED.value,
+        Campaign.status.in_([CampaignStatus.STOPPED.value, CampaignStatus.SENT.value]),
     )
     unfinished = select(Execution.id).where(
         Execution.workspace_id == workspace_id,
@@ -142,7 +142,7 @@ async def _run_one(
     if execution.status == PAUSED:
         return False  # until resumed (`engine.pause`)
     async with database.reader() as session:
-        plan = await plan_sends(session, campaign)
+        plan = await plan_sends(session, campaign, execution)
         rules = await controls.load(session, campaign, store)
     done = await dispatch(database, dispatcher, plan, execution, now, lease, rules)
     if done:
