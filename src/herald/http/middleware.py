@@ -201,7 +201,8 @@ class HeraldMiddleware:
         if isinstance(exc, IntegrityError):
             # A concurrent request won a race the handler's own checks could not see.
             status, code, message = 409, "CONFLICT", "A concurrent request changed the same data; retry."
-        elif isinstance(exc, DBAPIError) and exc.connection_invalidated:
+        elif isinstance(exc, DBAPIError) and (exc.connection_invalidated or _unavailable(exc)):
+            log.warning("database unavailable: %s", exc.orig)
             status, code, message = 503, "SERVICE_UNAVAILABLE", "The database is unavailable; retry."
         else:
             log.exception("unhandled error", exc_info=exc)
@@ -294,6 +295,17 @@ class HeraldMiddleware:
         if json_depth_exceeds(body, self.settings.max_json_depth):
             return f"The JSON body nests deeper than {self.settings.max_json_depth} levels."
         return None
+
+
+# SQLSTATE classes of a database that cannot serve now, whatever the request: 08 connection
+# exception, 53 insufficient resources (e.g. 53300 too many connections), 57P operator intervention
+# (shutting down, cannot connect now).
+_UNAVAILABLE_STATES = ("08", "53", "57P")
+
+
+def _unavailable(exc: DBAPIError) -> bool:
+    state = getattr(exc.orig, "sqlstate", None) or getattr(exc.orig, "pgcode", None)
+    return isinstance(state, str) and state.startswith(_UNAVAILABLE_STATES)
 
 
 def _parts(captured: list[Message]) -> tuple[int, dict[str, str], bytes]:
