@@ -27,7 +27,7 @@ class Settings(BaseSettings):
     # How long a process keeps an API key's row and its workspace's settings (herald.workspaces.credentials):
     # the bound on how late a revoked key, a changed scope, rate limit or feature flag takes effect.
     credentials_cache_seconds: float = 1.0
-    # Connections a process keeps open (PostgreSQL: its limit too, so processes × this must stay
+    # Connections a process keeps open (PostgreSQL: its limit too, so processes times this must stay
     # under the server's max_connections; SQLite: as many again in a burst). An API request holds
     # one from its first statement to its end, so this is about the number of requests a process
     # has in flight at once; with fewer, requests wait for one (or, with an overflow, connections

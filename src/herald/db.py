@@ -165,7 +165,7 @@ def create_database(settings: Settings) -> Database:
         # No ping before each checkout (a round trip per request): a connection found dead is
         # invalidated with the whole pool, that one request answers 503 "retry", the next ones
         # get fresh connections.
-        # At most `db_pool_size` connections per process (no overflow): processes × pool size must
+        # At most `db_pool_size` connections per process (no overflow): processes times pool size must
         # stay under the server's max_connections; a request beyond them waits for a connection.
         engine = create_async_engine(url, pool_size=settings.db_pool_size, max_overflow=0)
         # Reading requests see one snapshot across their statements (a page and its total count).
