@@ -5,8 +5,9 @@ mid-execution and started again.
 The workers poll once an hour, so the campaign is sent because the publish woke them (NOTIFY).
 Time is a shared file clock: the test moves it past the dead worker's lease instead of waiting.
 What a receiver sees: every user gets exactly one delivery id, and a repeat of an id can only be
-the one message the killed worker had in flight (its outcome unknown, it is sent again under the
-same id, which a receiver drops by it).
+one of the messages the killed worker had in flight (their outcome unknown, they are sent again
+under the same ids, which a receiver drops). The receiver holds requests once a fifth of the
+audience has arrived, so the worker killed is caught mid-window, whatever the machine's speed.
 """
 
 from __future__ import annotations
@@ -62,10 +63,16 @@ LEASE = timedelta(minutes=5)
 
 @dataclass
 class Receiver:
-    """An HTTP receiver counting the delivery id of every POST (it answers 204)."""
+    """An HTTP receiver counting the delivery id of every POST (it answers 204). Once `hold_after`
+    messages have arrived, it holds further requests unanswered until `opened` is set: the workers
+    are then caught mid-window, each holding a claimed batch."""
 
     ids: list[str] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    hold_after: int | None = None
+    opened: threading.Event = field(default_factory=threading.Event)
+    held: int = 0
+    port: int = 0
 
     def start(self) -> tuple[ThreadingHTTPServer, str]:
         receiver = self
@@ -73,6 +80,11 @@ class Receiver:
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                with receiver.lock:
+                    hold = receiver.hold_after is not None and len(receiver.ids) >= receiver.hold_after
+                    receiver.held += hold
+                if hold:
+                    receiver.opened.wait(120)
                 with receiver.lock:
                     receiver.ids.append(str(orjson.loads(body)["id"]))
                 self.send_response(204)
@@ -84,15 +96,39 @@ class Receiver:
 
         class Server(ThreadingHTTPServer):
             request_queue_size = 128  # a worker has several requests on the way at once
+            daemon_threads = True
 
         server = Server(("127.0.0.1", 0), Handler)
         threading.Thread(target=server.serve_forever, daemon=True).start()
         host, port = server.server_address[:2]
+        self.port = int(port)
         return server, f"http://{host!s}:{port}/hooks"
 
     def count(self) -> int:
         with self.lock:
             return len(self.ids)
+
+    def holding(self) -> int:
+        with self.lock:
+            return self.held
+
+
+def _connected_to(pid: int, port: int) -> bool:
+    """Whether process `pid` has a TCP connection open to 127.0.0.1:`port` (Linux /proc)."""
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[8:-1])
+    for line in Path(f"/proc/{pid}/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        remote_port = int(fields[2].rsplit(":", 1)[1], 16)
+        if remote_port == port and fields[9] in inodes and fields[3] == "01":  # ESTABLISHED
+            return True
+    return False
 
 
 @dataclass
@@ -244,9 +280,18 @@ def test_every_user_gets_exactly_one_delivery_id_across_a_killed_worker(
                 await h.publish(client, workspace, campaign_id)
                 return campaign_id
 
+        sink.hold_after = USERS // 5
         campaign_id = asyncio.run(publish())
-        _wait(lambda: sink.count() >= USERS // 5, "a fifth of the audience reached the receiver")
-        workers[0].kill()  # mid-execution: it holds a claimed batch and maybe a message in flight
+        _wait(lambda: sink.holding() > 0, "a fifth of the audience reached the receiver, the rest is held")
+        # The victim is a worker caught mid-window: it has requests held at the receiver, so it
+        # holds a claimed batch and messages in flight.
+        _wait(
+            lambda: any(_connected_to(w.process.pid, sink.port) for w in workers),
+            "a worker with requests held at the receiver",
+        )
+        victim = next(n for n, w in enumerate(workers) if _connected_to(w.process.pid, sink.port))
+        workers[victim].kill()
+        sink.opened.set()
 
         # The live workers send everything they can, then go back to sleep; what is left is the
         # dead worker's batch, CLAIMED until its lease runs out.
@@ -262,7 +307,7 @@ def test_every_user_gets_exactly_one_delivery_id_across_a_killed_worker(
         assert sink.count() < USERS + 1
 
         FileClock.write(clock_file, start + LEASE + timedelta(minutes=1))
-        workers[0] = _start_worker(env, tmp_path / "worker-0-again.log")  # ticks at start
+        workers[victim] = _start_worker(env, tmp_path / "worker-again.log")  # ticks at start
         _wait(lambda: _states(database_url, workspace.workspace_id)[1].get("SENT", 0) == USERS, "all SENT")
 
         async def status() -> str:
