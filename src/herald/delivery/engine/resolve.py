@@ -13,6 +13,7 @@ the ⌊p·N⌉ users with the smallest rank.
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -175,6 +176,9 @@ async def resolve(database: Database, campaign: LiveCampaign, execution: Executi
             after = await _write_page(database, campaign, execution, after, list(page), share)
             if after is None:
                 return  # another worker is resolving it
+            # SQLite's statements run on the event loop's thread (herald.sqlite_inline) and complete
+            # without suspending: let the requests of an embedding `herald serve` in between pages.
+            await asyncio.sleep(0)
     await _fix_control_group(database, campaign, execution, now)
 
 

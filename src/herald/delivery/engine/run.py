@@ -21,6 +21,7 @@ campaign's connector reaches its error threshold, the execution is PAUSED (`engi
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import logging
 from collections.abc import Awaitable, Callable
@@ -390,6 +391,7 @@ async def dispatch(
     campaign is still SENDING, and after each window the connector's error threshold is checked."""
     window = dispatcher.window(plan.connector)
     while True:
+        await asyncio.sleep(0)  # between batches, the requests of an embedding server (see resolve)
         if not await _still_sending(database, execution):
             return False
         claimed = await _claim(database, plan, rules, execution, now, lease, max(BATCH, window))
