@@ -88,7 +88,8 @@ def _engine(url: str) -> str:
 # --- set-up -----------------------------------------------------------------------------------
 
 
-async def _add_users(settings: Settings, workspace_id: str, count: int) -> None:
+async def add_users(settings: Settings, workspace_id: str, count: int) -> None:
+    """`count` users `u00000000`... with an e-mail address and an Android push token."""
     database = create_database(settings)
     now = datetime.now(UTC)
     try:
@@ -129,7 +130,7 @@ async def _add_connector(settings: Settings, workspace_id: str, given: Connector
 async def _workspace(settings: Settings, prefix: str, users: int, connector: ConnectorInput) -> Credentials:
     workspace_id = f"{prefix}{uuid.uuid4().hex[:8].upper()}"
     credentials = await prepare_workspace(settings, workspace_id)
-    await _add_users(settings, workspace_id, users)
+    await add_users(settings, workspace_id, users)
     await _add_connector(settings, workspace_id, connector)
     return credentials
 

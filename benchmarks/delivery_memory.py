@@ -28,10 +28,9 @@ from typing import Any
 import httpx
 from cryptography.fernet import Fernet
 from pydantic import SecretStr
-from sqlalchemy import insert
 
 from benchmarks.common import Figure, argument_parser, prepare_workspace, summary
-from herald.audience.models import User
+from benchmarks.delivery import add_users
 from herald.config import Settings
 from herald.db import create_database
 from herald.delivery.config import ConnectorInput
@@ -39,7 +38,6 @@ from herald.delivery.connectors import add_connector
 from herald.main import create_app
 
 TARGET_MB = 300.0
-CHUNK = 10_000
 
 
 def _sink() -> tuple[ThreadingHTTPServer, str]:
@@ -63,27 +61,10 @@ async def _setup(settings: Settings, users: int, send: int, url: str) -> str:
     """A workspace with `users` push users, a connector to the sink and a published campaign."""
     workspace_id = f"MEM{uuid.uuid4().hex[:8].upper()}"
     credentials = await prepare_workspace(settings, workspace_id, {"campaign_audience_limit": True})
+    await add_users(settings, workspace_id, users)
     database = create_database(settings)
     now = datetime.now(UTC)
     try:
-        for start in range(0, users, CHUNK):
-            rows = [
-                {
-                    "workspace_id": workspace_id,
-                    "customer_id": f"u{i:08d}",
-                    "push_id": f"tok-{i:08d}",
-                    "attributes": {"platform": "ANDROID"},
-                    "email_opt_out": False,
-                    "push_opt_out": False,
-                    "sms_opt_out": False,
-                    "created_at": now,
-                    "updated_at": now,
-                }
-                for i in range(start, min(users, start + CHUNK))
-            ]
-            async with database.writer() as session:
-                await session.execute(insert(User), rows)
-                await session.commit()
         async with database.writer() as session:
             given = ConnectorInput("sink", "CUSTOM_API", channel="push", url=url, secret="s" * 32, timeout=10)
             await add_connector(session, now, workspace_id, given, settings.secret_key)
