@@ -79,11 +79,7 @@ class Database:
     reader: async_sessionmaker[AsyncSession]
     # For a read that is one statement (a statement is its own snapshot): no transaction around it
     # on PostgreSQL, which saves its BEGIN and COMMIT round trips. SQLite: the reader.
-    single_statement_reader: async_sessionmaker[AsyncSession] | None = None
-
-    def __post_init__(self) -> None:
-        if self.single_statement_reader is None:
-            self.single_statement_reader = self.reader
+    single_statement_reader: async_sessionmaker[AsyncSession]
 
     async def dispose(self) -> None:
         await self.engine.dispose()
@@ -179,9 +175,11 @@ def create_database(settings: Settings) -> Database:
                 engine.execution_options(isolation_level="AUTOCOMMIT"), expire_on_commit=False
             ),
         )
+    reader = async_sessionmaker(read_engine, expire_on_commit=False)
     return Database(
         engine=engine,
         read_engine=read_engine,
         writer=async_sessionmaker(engine, expire_on_commit=False),
-        reader=async_sessionmaker(read_engine, expire_on_commit=False),
+        reader=reader,
+        single_statement_reader=reader,
     )

@@ -37,7 +37,7 @@ class UnitOfWork:
         if self._session is None:
             if self.for_write:
                 factory = self.database.writer
-            elif self.single_statement and self.database.single_statement_reader is not None:
+            elif self.single_statement:
                 factory = self.database.single_statement_reader
             else:
                 factory = self.database.reader
