@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import orjson
-from fastapi import APIRouter, Header, Query
+from fastapi import APIRouter, Header
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.requests import Request
 from starlette.responses import Response
@@ -19,6 +19,7 @@ from herald.errors import BadRequest
 from herald.http.auth import Caller
 from herald.http.docs import error_responses
 from herald.http.operation import Operation, guarded, reserve_quota, services_of, unit_of_work
+from herald.http.query_model import query_model
 from herald.http.responses import json_response, response_id
 from herald.workspaces.models import enabled_features
 from herald.workspaces.scopes import Scope
@@ -117,7 +118,7 @@ async def get_campaign(
     request: Request,
     campaign_id: str,
     caller: Annotated[Caller, guarded(GET)],
-    query: Annotated[GetQuery, Query()],
+    query: Annotated[GetQuery, query_model(GetQuery)],
 ) -> Response:
     row = await service.get_campaign_or_version(
         unit_of_work(request).session(), caller.workspace_id, campaign_id, query.version_number

@@ -7,14 +7,17 @@ guard add to every operation (auth, request ids, rate-limit headers, gateway err
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from fastapi.routing import APIRoute
+from pydantic import BaseModel
 from starlette.routing import BaseRoute
 
 from herald.config import Settings
 from herald.http.docs import GatewayError, error_responses
 from herald.http.operation import REQUIRED_MARK, Operation, documented_headers, guard_of
+from herald.http.query_model import model_of, query_parameters
 
 _INT = {"type": "integer"}
 # What `herald.http.guards.parse_uuid4` accepts, in its canonical (hyphenated) spelling. A string with
@@ -56,21 +59,32 @@ def _rename_token(document: Any, token: str) -> Any:
     return document
 
 
-def guarded_operations(routes: Iterable[BaseRoute]) -> dict[tuple[str, str], Operation]:
-    """(path, lower-case method) -> the operation whose guard the route depends on."""
-    found: dict[tuple[str, str], Operation] = {}
+@dataclass(frozen=True)
+class Documented:
+    """What an operation reads outside its signature's parameters: its guard's headers and a query
+    model (`herald.http.query_model`); `enrich` writes both into the document."""
+
+    guard: Operation | None = None
+    query: type[BaseModel] | None = None
+
+
+def guarded_operations(routes: Iterable[BaseRoute]) -> dict[tuple[str, str], Documented]:
+    """(path, lower-case method) -> the route's guard and query model, for the routes with either."""
+    found: dict[tuple[str, str], Documented] = {}
     for route in routes:
         if not isinstance(route, APIRoute):
             continue
+        guard: Operation | None = None
+        query: type[BaseModel] | None = None
         dependants = list(route.dependant.dependencies)
         while dependants:
             dependant = dependants.pop(0)
-            operation = guard_of(dependant.call)
-            if operation is not None:
-                for method in route.methods or ():
-                    found[(route.path_format, method.lower())] = operation
-                break
+            guard = guard or guard_of(dependant.call)
+            query = query or model_of(dependant.call)
             dependants.extend(dependant.dependencies)
+        if guard is not None or query is not None:
+            for method in route.methods or ():
+                found[(route.path_format, method.lower())] = Documented(guard, query)
     return found
 
 
@@ -184,7 +198,7 @@ def _integral_bounds(node: Any) -> None:
 
 
 def enrich(
-    document: dict[str, Any], settings: Settings, guarded: dict[tuple[str, str], Operation]
+    document: dict[str, Any], settings: Settings, guarded: dict[tuple[str, str], Documented]
 ) -> dict[str, Any]:
     """The framework's document of the app's routes, completed: `guarded` (see `guarded_operations`)
     names the operations that authenticate, whose guard's headers and shared answers are added."""
@@ -199,9 +213,14 @@ def enrich(
     }
     for path, path_item in document.get("paths", {}).items():
         for method, operation in path_item.items():
-            guard = guarded.get((path, method))
-            if isinstance(operation, dict) and guard is not None:
-                operation.setdefault("parameters", []).extend(documented_headers(guard))
+            documented = guarded.get((path, method))
+            if not isinstance(operation, dict) or documented is None:
+                continue
+            parameters = operation.setdefault("parameters", [])
+            if documented.query is not None:  # after the path's parameters, as the framework orders them
+                parameters.extend(query_parameters(documented.query))
+            if documented.guard is not None:
+                parameters.extend(documented_headers(documented.guard))
                 _complete_operation(method, operation)
     _drop_unused_schemas(document)
     _integral_bounds(document)

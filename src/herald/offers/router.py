@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Path, Query
+from fastapi import APIRouter, Body, Path
 from starlette.requests import Request
 from starlette.responses import Response
 
 from herald.http.auth import Caller
 from herald.http.docs import ErrorEnvelope, documented_as, error_responses
 from herald.http.operation import Operation, guarded, services_of, unit_of_work
+from herald.http.query_model import query_model
 from herald.http.responses import json_response, response_id
 from herald.offers import service, templates, writes
 from herald.offers.list_query import OffersListQuery
@@ -65,7 +66,7 @@ def _answer(request: Request, data: Any, status: int = 200, kind: str = "offer")
 async def list_offers(
     request: Request,
     caller: Annotated[Caller, guarded(LIST_OFFERS)],
-    query: Annotated[OffersListQuery, Query()],
+    query: Annotated[OffersListQuery, query_model(OffersListQuery)],
 ) -> Response:
     now = services_of(request).clock.now()
     items, pagination = await service.list_offers(
@@ -107,7 +108,7 @@ async def create_offer(
 async def list_templates(
     request: Request,
     caller: Annotated[Caller, guarded(LIST_TEMPLATES)],
-    query: Annotated[TemplatesQuery, Query()],
+    query: Annotated[TemplatesQuery, query_model(TemplatesQuery)],
 ) -> Response:
     items, pagination = await templates.list_templates(
         unit_of_work(request).session(), caller.workspace_id, query
