@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from datetime import datetime
+from functools import lru_cache
 from typing import Any
 
+import orjson
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from herald.ids import offer_public_id, tag_public_id
 from herald.offers import cursor as offers_cursor
 from herald.offers import repository
 from herald.offers.list_query import OffersListQuery
-from herald.offers.status import effective_status
-from herald.timefmt import rfc3339
 
 
 async def list_offers(
@@ -22,10 +23,10 @@ async def list_offers(
     rows, total = await repository.list_page(session, workspace_id, query, now)
     has_more = len(rows) > query.limit
     rows = rows[: query.limit]
-    selected = query.selected_fields
-    items = [_summary(row, selected, now) for row in rows]
+    summary = _summary_of(query.selected_fields)
+    items = [summary(row) for row in rows]
     pagination = {
-        "next_cursor": offers_cursor.encode(rows[-1].id) if has_more else None,
+        "next_cursor": offers_cursor.encode(rows[-1][0]) if has_more else None,
         "limit": query.limit,
         "has_more": has_more,
         "total_count": total,
@@ -33,21 +34,35 @@ async def list_offers(
     return items, pagination
 
 
-def _summary(row: Any, selected: tuple[str, ...], now: datetime) -> dict[str, Any]:
-    """The selected fields of one row, in the summary's order; absent values are left out."""
-    item: dict[str, Any] = {}
-    for name in selected:
-        if name == "id":
-            item["id"] = offer_public_id(row.id)
-        elif name == "status":
-            item["status"] = effective_status(
-                row.stored_status, row.start_datetime, row.expiry_datetime, now
-            ).value
-        elif name == "tags":
-            if row.tags:
-                item["tags"] = [tag_public_id(tag) for tag in row.tags]
-        elif name == "created_at":
-            item["created_at"] = rfc3339(row.created_at)
-        elif (value := getattr(row, name)) is not None:  # name, created_by
-            item[name] = value
-    return item
+def _tags(text: str | None) -> list[str] | None:
+    tags = orjson.loads(text) if text else None
+    return [tag_public_id(tag) for tag in tags] if tags else None
+
+
+# How each summary field is shown from its column (see `repository.list_page`); absent values are
+# left out of the item.
+_SHOWN: dict[str, Callable[[Any], Any] | None] = {
+    "name": None,  # as read
+    "status": None,
+    "tags": _tags,
+    "created_at": None,
+    "created_by": None,
+}
+
+
+@lru_cache(maxsize=64)
+def _summary_of(selected: tuple[str, ...]) -> Callable[[Sequence[Any]], dict[str, Any]]:
+    """The function that makes one item from a page row: the selected fields, in summary order."""
+    shown = [(name, _SHOWN[name]) for name in selected if name != "id"]
+    with_id = "id" in selected
+
+    def summary(row: Sequence[Any]) -> dict[str, Any]:
+        item: dict[str, Any] = {"id": offer_public_id(row[0])} if with_id else {}
+        for (name, show), value in zip(shown, row[1:], strict=False):
+            if show is not None:
+                value = show(value)
+            if value is not None:
+                item[name] = value
+        return item
+
+    return summary

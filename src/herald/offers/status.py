@@ -6,7 +6,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import ColumnElement, and_, false, or_
+from sqlalchemy import ColumnElement, and_, case, false, literal, or_
 
 from herald.offers.models import STORED_ARCHIVED, STORED_DRAFT, STORED_PUBLISHED, Offer
 
@@ -51,3 +51,15 @@ def status_predicate(status: OfferStatus, now: datetime | ColumnElement[Any]) ->
         case OfferStatus.ACTIVE:
             return and_(published, started, ~expired)
     return false()
+
+
+def status_column(now: ColumnElement[Any]) -> ColumnElement[str]:
+    """SQL twin of `effective_status(...).value`, for a page whose rows are formatted without Python
+    date-times (the row then carries the status as text)."""
+    return case(
+        (Offer.stored_status == STORED_ARCHIVED, literal(OfferStatus.ARCHIVED.value)),
+        (Offer.stored_status == STORED_DRAFT, literal(OfferStatus.DRAFT.value)),
+        (Offer.start_datetime > now, literal(OfferStatus.SCHEDULED.value)),
+        (Offer.expiry_datetime <= now, literal(OfferStatus.EXPIRED.value)),
+        else_=literal(OfferStatus.ACTIVE.value),
+    )
