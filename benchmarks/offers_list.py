@@ -94,9 +94,9 @@ def bare_app(settings: Settings) -> Starlette:
     query = OffersListQuery(limit=50)
 
     async def offers(_request: Request) -> JSONResponse:
-        async with database.reader() as session:
-            page, total = await repository.list_page(session, WORKSPACE, query, datetime.now(UTC))
-        items = [{"id": f"offer_{row.id}", "name": row.name} for row in page[:50]]
+        async with database.single_statement_engine.connect() as connection:
+            page, total = await repository.list_page(connection, WORKSPACE, query, datetime.now(UTC))
+        items = [{"id": f"offer_{row[0]}", "name": row[1]} for row in page[:50]]
         return JSONResponse({"data": items, "total_count": total})
 
     return Starlette(routes=[Route("/offers", offers)])

@@ -77,8 +77,11 @@ class Database:
     read_engine: AsyncEngine
     writer: async_sessionmaker[AsyncSession]
     reader: async_sessionmaker[AsyncSession]
-    # For a read that is one statement (a statement is its own snapshot): no transaction around it
-    # on PostgreSQL, which saves its BEGIN and COMMIT round trips. SQLite: the reader.
+    # For a read that is one statement (a statement is its own snapshot): no transaction around it,
+    # which saves a BEGIN and a COMMIT (on PostgreSQL two round trips). Connections of this engine
+    # serve the statement itself (`UnitOfWork.connection`); sessions of it, anything else the request
+    # reads.
+    single_statement_engine: AsyncEngine
     single_statement_reader: async_sessionmaker[AsyncSession]
 
     async def dispose(self) -> None:
@@ -98,6 +101,9 @@ def register_sqlite_functions(dbapi_connection: Any) -> None:
 
 
 _SQLITE_LOCK_TIMEOUT = 30.0
+# Execution option of SQLite's single-statement connections: no BEGIN (the driver runs each
+# statement in its own implicit transaction, a snapshot of its own).
+SINGLE_STATEMENT = "herald_single_statement"
 
 
 def _sqlite_engine(url: str, *, immediate: bool, pool_size: int) -> AsyncEngine:
@@ -125,7 +131,8 @@ def _sqlite_engine(url: str, *, immediate: bool, pool_size: int) -> AsyncEngine:
     @event.listens_for(engine.sync_engine, "begin")
     def _on_begin(connection: Any) -> None:
         if not immediate:
-            connection.exec_driver_sql("BEGIN")
+            if not connection.get_execution_options().get(SINGLE_STATEMENT):
+                connection.exec_driver_sql("BEGIN")
             return
         await_only(gate.acquire())
         connection.info["holds_write_gate"] = True
@@ -157,6 +164,7 @@ def create_database(settings: Settings) -> Database:
     if url.startswith("sqlite"):
         engine = _sqlite_engine(url, immediate=True, pool_size=settings.db_pool_size)
         read_engine = _sqlite_engine(url, immediate=False, pool_size=settings.db_pool_size)
+        single_statement = read_engine.execution_options(**{SINGLE_STATEMENT: True})
     else:
         # No ping before each checkout (a round trip per request): a connection found dead is
         # invalidated with the whole pool, that one request answers 503 "retry", the next ones
@@ -166,20 +174,12 @@ def create_database(settings: Settings) -> Database:
         engine = create_async_engine(url, pool_size=settings.db_pool_size, max_overflow=0)
         # Reading requests see one snapshot across their statements (a page and its total count).
         read_engine = engine.execution_options(isolation_level="REPEATABLE READ")
-        return Database(
-            engine=engine,
-            read_engine=read_engine,
-            writer=async_sessionmaker(engine, expire_on_commit=False),
-            reader=async_sessionmaker(read_engine, expire_on_commit=False),
-            single_statement_reader=async_sessionmaker(
-                engine.execution_options(isolation_level="AUTOCOMMIT"), expire_on_commit=False
-            ),
-        )
-    reader = async_sessionmaker(read_engine, expire_on_commit=False)
+        single_statement = engine.execution_options(isolation_level="AUTOCOMMIT")
     return Database(
         engine=engine,
         read_engine=read_engine,
         writer=async_sessionmaker(engine, expire_on_commit=False),
-        reader=reader,
-        single_statement_reader=reader,
+        reader=async_sessionmaker(read_engine, expire_on_commit=False),
+        single_statement_engine=single_statement,
+        single_statement_reader=async_sessionmaker(single_statement, expire_on_commit=False),
     )

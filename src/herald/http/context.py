@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
 from herald.db import Database
 
@@ -26,12 +26,22 @@ class UnitOfWork:
     database: Database
     for_write: bool
     _session: AsyncSession | None = None
+    _connection: AsyncConnection | None = None
     # Undo steps outside the database (e.g. giving back a reserved quota slot) run when the request fails.
     on_failure: list[Callback] = field(default_factory=list)
     idempotency: Claim | None = None
     rate_limit: Decision | None = None
     # A read whose statements need no common snapshot (see `Operation.single_statement`).
     single_statement: bool = False
+
+    async def connection(self) -> AsyncConnection:
+        """A Core connection for the request's statements: the session's, or for a single-statement
+        read one outside any session and transaction (no ORM bookkeeping, no BEGIN or COMMIT)."""
+        if not self.single_statement or self.for_write:
+            return await self.session().connection()
+        if self._connection is None:
+            self._connection = await self.database.single_statement_engine.connect()
+        return self._connection
 
     def session(self) -> AsyncSession:
         if self._session is None:
@@ -57,6 +67,9 @@ class UnitOfWork:
             await self._session.rollback()
 
     async def close(self) -> None:
+        if self._connection is not None:
+            await self._connection.close()
+            self._connection = None
         if self._session is not None:
             await self._session.close()
             self._session = None

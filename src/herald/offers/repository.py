@@ -23,7 +23,7 @@ from sqlalchemy import (
     select,
 )
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
 from herald.db import UTCDateTime
 from herald.offers.list_query import OffersListQuery
@@ -150,7 +150,7 @@ def _statements(shape: _Shape) -> tuple[Select[Any], Select[Any]]:
 
 
 async def list_page(
-    session: AsyncSession, workspace_id: str, query: OffersListQuery, now: datetime
+    connection: AsyncConnection, workspace_id: str, query: OffersListQuery, now: datetime
 ) -> tuple[Sequence[Any], int]:
     """One page (limit + 1 rows, newest first, after the cursor) and the count of all matches. A
     row is (id, the selected fields as `_summary_columns` reads them..., total_count).
@@ -162,9 +162,8 @@ async def list_page(
     """
     page, count = _statements(_shape(query))
     values = _parameters(workspace_id, query, now)
-    # Through the Core connection: plain rows of the selected columns, without the ORM's result
-    # machinery (a quarter of an O1 request's CPU when run through `session.execute`).
-    connection = await session.connection()
+    # On a Core connection: plain rows of the selected columns, without the ORM's result machinery
+    # (a quarter of an O1 request's CPU when run through `session.execute`).
     rows = (await connection.execute(page, values)).all()
     total = rows[0][-1] if rows else (await connection.execute(count, values)).scalar()
     return rows, int(total or 0)
