@@ -12,8 +12,9 @@ Starts, side by side in one run, each on a free loopback port:
 - `mock`: Prism 5.14.2 (`benchmarks/peers/package.json`; `npm ci` there once) mocking Herald's own
   `/openapi.json` with `-v silent`.
 
-Then drives every scenario on every peer with wrk (`-t2 -c32`, `--seconds` each, the peers in turns),
-and prints each ratio with its target and pass / MISS (the `BENCH` summary line as every benchmark).
+Then drives every scenario on every peer with wrk (`-t2 -c32`, one uncounted second of warm-up, then
+`--seconds` each, the peers in turns), and prints each ratio with its target and pass / MISS (the
+`BENCH` summary line as every benchmark).
 """
 
 from __future__ import annotations
@@ -397,6 +398,9 @@ def measure(
                 credentials,
                 ids,
             )
+            # One second of the same load first, not counted, on every side alike: what is measured is
+            # the steady state, not the first requests' lazy work (statement compilation, caches).
+            wrk.run(peer.url, lua, seconds=1, connections=connections)
             result = wrk.run(peer.url, lua, seconds=seconds, connections=connections)
             lua.unlink()
             results[name] = result
