@@ -163,10 +163,12 @@ def bare_app(database: Database, features: frozenset[str]) -> Starlette:
     async def create(request: Request) -> Response:
         raw = orjson.loads(await request.body())
         async with database.writer() as session:
-            row = await service.create_campaign(session, workspace, raw, datetime.now(UTC), no_quota)
+            campaign_id, status = await service.create_campaign(
+                session, workspace, raw, datetime.now(UTC), no_quota
+            )
             await session.commit()
         return Response(
-            orjson.dumps({"id": row.id, "status": row.status}), 201, media_type="application/json"
+            orjson.dumps({"id": campaign_id, "status": status}), 201, media_type="application/json"
         )
 
     return Starlette(routes=[Route("/campaigns", create, methods=["POST"])])

@@ -82,6 +82,10 @@ def create_app(
         version="5.0.0",
         summary=f"Herald {__version__}",
         lifespan=lifespan,
+        # Herald reports through its own Prometheus metrics and request logs (`herald.ops`); the
+        # framework's OpenTelemetry bridge would look up its providers on every request (a sixth of
+        # a `/healthz` answer) to find none configured.
+        telemetry={"tracing": False, "metrics": False, "logs": False},
         # Served by herald.http.documentation (the document names the address it was read from).
         openapi_url=None,
         docs_url=None,

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import delete, select
+from sqlalchemy import bindparam, delete, insert, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from herald.campaigns.models import Campaign, CampaignRequestId, CampaignTag
@@ -62,15 +63,46 @@ def add_tags(session: AsyncSession, row: Campaign, tags: Iterable[str]) -> None:
     )
 
 
+_HELD = select(CampaignRequestId.campaign_id, CampaignRequestId.expires_at).where(
+    CampaignRequestId.workspace_id == bindparam("workspace_id"),
+    CampaignRequestId.request_id == bindparam("request_id"),
+)
+_RELEASE = delete(CampaignRequestId).where(
+    CampaignRequestId.workspace_id == bindparam("workspace_id"),
+    CampaignRequestId.request_id == bindparam("request_id"),
+)
+
+
 async def held_request_id(
     session: AsyncSession, workspace_id: str, request_id: str, now: datetime
-) -> CampaignRequestId | None:
-    """The live hold on a create `request_id`, if any; an expired hold is removed."""
-    held = await session.get(CampaignRequestId, (workspace_id, request_id))
+) -> str | None:
+    """The campaign holding a create `request_id`, if the hold is live; an expired hold is removed.
+    (Core statements on the session's connection: the ORM's identity lookup cost more than the
+    whole insert of a campaign.)"""
+    connection = await session.connection()
+    key = {"workspace_id": workspace_id, "request_id": request_id}
+    held = (await connection.execute(_HELD, key)).first()
     if held is None:
         return None
     if held.expires_at <= now:
-        await session.delete(held)
-        await session.flush()
+        await connection.execute(_RELEASE, key)
         return None
-    return held
+    return str(held.campaign_id)
+
+
+async def insert_new(
+    session: AsyncSession, values: dict[str, Any], request_id_hold: dict[str, Any] | None
+) -> None:
+    """A new campaign row (first version), its tag rows and the hold on its create `request_id`, as
+    Core inserts on the session's connection (no ORM instance: nothing reads the row back)."""
+    connection = await session.connection()
+    await connection.execute(insert(Campaign), values)
+    if request_id_hold is not None:
+        await connection.execute(insert(CampaignRequestId), request_id_hold)
+    tags = dict.fromkeys(values.get("tags") or ())
+    if tags:
+        rows = [
+            {"workspace_id": values["workspace_id"], "tag": tag, "campaign_row_id": values["id"]}
+            for tag in tags
+        ]
+        await connection.execute(insert(CampaignTag), rows)

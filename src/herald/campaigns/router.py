@@ -90,14 +90,14 @@ async def create_campaign(request: Request, caller: Annotated[Caller, guarded(CR
     async def reserve() -> None:
         await reserve_quota(request, caller, "campaign_create_success", CREATE.name)
 
-    row = await service.create_campaign(
+    campaign_id, status = await service.create_campaign(
         unit_of_work(request).session(),
         workspace_of(caller),
         json_body(request),
         services_of(request).clock.now(),
         reserve,
     )
-    return json_response(_envelope(request, {"id": row.id, "status": row.status}), status=201)
+    return json_response(_envelope(request, {"id": campaign_id, "status": status}), status=201)
 
 
 @router.get(

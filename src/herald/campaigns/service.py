@@ -17,7 +17,7 @@ from sqlalchemy.orm.exc import StaleDataError
 from herald.campaigns import repository
 from herald.campaigns.editability import not_editable
 from herald.campaigns.lifecycle import schedule_instants
-from herald.campaigns.models import Campaign, CampaignRequestId
+from herald.campaigns.models import Campaign
 from herald.campaigns.schemas.campaign import CampaignDocument, CampaignUpdate, sent_components
 from herald.campaigns.schemas.common import CampaignStatus, Channel, DeliveryType
 from herald.campaigns.validation import (
@@ -62,7 +62,8 @@ def derived_columns(components: dict[str, Any]) -> dict[str, Any]:
 
 async def create_campaign(
     session: AsyncSession, workspace: Workspace, raw: object, now: datetime, reserve_success: Reserve
-) -> Campaign:
+) -> tuple[str, str]:
+    """A new draft from a C1 body: its id and status."""
     body, problems = parse_create(raw)
     if body is None:
         raise ValidationFailed(problems)
@@ -73,47 +74,44 @@ async def create_campaign(
 
     campaign_id = object_id(now)
     if body.request_id is not None:
-        held = await repository.held_request_id(session, workspace.id, body.request_id, now)
-        if held is not None:
-            raise _duplicate_request_id(held.campaign_id)
+        holder = await repository.held_request_id(session, workspace.id, body.request_id, now)
+        if holder is not None:
+            raise _duplicate_request_id(holder)
     await reserve_success()
 
     components = document.components_json()
-    derived = derived_columns(components)
-    row = Campaign(
-        workspace_id=workspace.id,
-        id=campaign_id,
-        campaign_id=campaign_id,
-        version_number=1,
-        is_latest=True,
-        revision=1,
-        channel=document.channel.value,
-        delivery_type=document.delivery_type.value,
-        status=CampaignStatus.DRAFT.value,
-        created_by=body.created_by,
-        created_at=now,
-        updated_at=now,
-        request_id=body.request_id,
-        components=components,
-        **derived,
-    )
-    session.add(row)
+    status = CampaignStatus.DRAFT.value
+    values = {
+        "workspace_id": workspace.id,
+        "id": campaign_id,
+        "campaign_id": campaign_id,
+        "version_number": 1,
+        "is_latest": True,
+        "revision": 1,
+        "channel": document.channel.value,
+        "delivery_type": document.delivery_type.value,
+        "status": status,
+        "created_by": body.created_by,
+        "created_at": now,
+        "updated_at": now,
+        "request_id": body.request_id,
+        "components": components,
+        **derived_columns(components),
+    }
+    hold = None
     if body.request_id is not None:
-        session.add(
-            CampaignRequestId(
-                workspace_id=workspace.id,
-                request_id=body.request_id,
-                campaign_id=campaign_id,
-                expires_at=now + REQUEST_ID_HOLD[document.channel],
-            )
-        )
+        hold = {
+            "workspace_id": workspace.id,
+            "request_id": body.request_id,
+            "campaign_id": campaign_id,
+            "expires_at": now + REQUEST_ID_HOLD[document.channel],
+        }
     try:
-        await session.flush()
+        await repository.insert_new(session, values, hold)
     except IntegrityError:
         # A concurrent create with the same request_id committed first.
         raise _duplicate_request_id(None) from None
-    repository.add_tags(session, row, row.tags)
-    return row
+    return campaign_id, status
 
 
 def _duplicate_request_id(campaign_id: str | None) -> DuplicateRequestId:

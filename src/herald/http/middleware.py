@@ -78,7 +78,7 @@ class HeraldMiddleware:
             await _send_raw(send, 503, [(b"content-type", b"text/html; charset=utf-8")], GATEWAY_503_HTML)
             return
 
-        base_url.bind(self.settings.base_url, scope)
+        base_url.bind(scope)
         given = next((value for name, value in headers if name == self.request_id_header), None)
         request_id = parse_uuid4(given.decode("latin-1")) if given is not None else None
         state = request_state(scope)
