@@ -210,12 +210,13 @@ async def claim_in(session: AsyncSession, claim: Claim, now: datetime) -> None:
     first one's record, which it replays."""
     if not await _holds_key_lock(session, claim):
         raise DuplicateIdempotencyKey(target="Idempotency-Key")
-    record = (await session.execute(_LOOKUP, _key_of(claim))).first()
+    connection = await session.connection()  # Core statements: no ORM session work per call
+    record = (await connection.execute(_LOOKUP, _key_of(claim))).first()
     if record is None:
         return
     abandoned = record.state == IN_FLIGHT and record.locked_until <= now
     if record.expires_at <= now or abandoned:
-        await session.execute(_FORGET, _key_of(claim))  # it is replaced by this request's record
+        await connection.execute(_FORGET, _key_of(claim))  # it is replaced by this request's record
         return
     _answer_recorded(record, claim)
     raise DuplicateIdempotencyKey(target="Idempotency-Key")  # claimed by `claim`, still leased
@@ -241,7 +242,8 @@ async def record_in(
     session: AsyncSession, claim: Claim, status: int, headers: dict[str, str], body: bytes, now: datetime
 ) -> None:
     """Record the answer of a `claim_in` claim in the request's transaction (committed with its effect)."""
-    await session.execute(_RECORD, _record_values(claim, status, headers, body, now))
+    connection = await session.connection()
+    await connection.execute(_RECORD, _record_values(claim, status, headers, body, now))
 
 
 async def record_refusal(
