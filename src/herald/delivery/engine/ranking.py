@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import BigInteger, LargeBinary, String, cast, func, literal
+from sqlalchemy import BigInteger, Integer, LargeBinary, String, cast, func, literal
 from sqlalchemy.dialects.postgresql import BIT
 from sqlalchemy.sql.elements import ColumnElement
 
@@ -32,7 +32,7 @@ def rank_sql(
         first8 = func.substr(func.encode(digest, "hex"), 1, 16)
         signed = cast(cast(literal("x", String) + first8, BIT(64)), BigInteger)
         # `>>` on a signed bigint extends the sign; the mask keeps the 62 bits `rank_of` keeps.
-        return signed.op(">>")(64 - RANK_BITS).op("&")(literal(_MASK, BigInteger))
+        return signed.op(">>")(literal(64 - RANK_BITS, Integer)).op("&")(literal(_MASK, BigInteger))
     return func.herald_rank(literal(purpose, String), literal(key, String), customer_id, type_=BigInteger)
 
 
