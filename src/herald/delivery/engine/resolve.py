@@ -269,9 +269,13 @@ async def resolve_chunk(
             .limit(size)
         )
         table = cast(Table, ExecutionUser.__table__)
+        # Written in rank order: the two indexes on rank then take the chunk's rows in one ordered
+        # pass instead of one random descent each (on a large audience, most of a chunk's time).
+        ranked = chunk.subquery()
         result = await session.execute(
             insert(table).from_select(
-                ["workspace_id", "execution_id", "customer_id", "rank", "state", "reason"], chunk
+                ["workspace_id", "execution_id", "customer_id", "rank", "state", "reason"],
+                select(*ranked.c).order_by(ranked.c[3]),
             )
         )
         inserted = int(getattr(result, "rowcount", 0) or 0)
