@@ -177,6 +177,21 @@ async def _variation_bounds(
     return [found.get(position + 1) if position >= 0 else None for position in positions]
 
 
+def streams(campaign: LiveCampaign) -> bool:
+    """Whether the campaign's users can be sent while its audience is still being written: not when
+    a MANUAL split over several variations cuts the whole audience (`_variation_bounds`), nor when
+    an audience limit picks which users are sent (by rank, over the whole audience)."""
+    document = campaign.document
+    limit = document.campaign_audience_limit
+    if limit is not None and limit.is_campaign_audience_limit_enabled:
+        return False
+    content = document.campaign_content
+    if content is None:
+        return True
+    variations = {item.slot.variation for item in slot_messages(content, document.basic_details)}
+    return len(variations) <= 1
+
+
 async def plan_sends(session: AsyncSession, campaign: LiveCampaign, execution: Execution) -> SendPlan:
     document = campaign.document
     channel = Channel(campaign.channel)

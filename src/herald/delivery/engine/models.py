@@ -17,7 +17,9 @@ from herald.db import Base, UTCDateTime
 
 
 class Execution(Base):
-    """One run of a campaign: RESOLVING (audience being materialised) → DISPATCHING → DONE;
+    """One run of a campaign: RESOLVING (audience being counted, or materialised before any send
+    for a campaign that cannot stream it) → DISPATCHING (sending; the audience may still be being
+    written: `resolved_at`) → DONE;
     STOPPED when the campaign was stopped before every user was settled; FAILED (with `reason`)
     when its audience could not be resolved; PAUSED (with `reason`) while a connector kept
     failing, until someone resumes it (`delivery.engine.pause`)."""
@@ -41,14 +43,19 @@ class Execution(Base):
     campaign_id: Mapped[str] = mapped_column(String(24))
     run: Mapped[int] = mapped_column(Integer, default=1)
     status: Mapped[str] = mapped_column(String(16))
-    # Resolution resumes after this customer id if the worker stopped half-way.
+    # Resolution resumes after this customer id if the worker stopped half-way ("" once prepared:
+    # counts taken and control group fixed, nobody written yet; None before).
     resolved_after: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    # When the whole audience was written (None while chunks are still being written, possibly
+    # while the first users are already being sent).
+    resolved_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
     # Users the segmentation selected but the channel's rules leave out, counted at resolution.
     opted_out: Mapped[int] = mapped_column(BigInteger, default=0)
     # Unsubscribed from the subscription category of a PROMOTIONAL e-mail.
     unsubscribed: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
     no_address: Mapped[int] = mapped_column(BigInteger, default=0)
-    # Users materialised (eligible: not opted out, with an address on the channel).
+    # Users materialised (eligible: not opted out, with an address on the channel); while the
+    # audience is still being written, the users counted for it when the execution was prepared.
     audience: Mapped[int] = mapped_column(BigInteger, default=0)
     # Users with a hash at or below it are the campaign control group (None: no control group).
     control_threshold: Mapped[int | None] = mapped_column(BigInteger, nullable=True)

@@ -2,13 +2,17 @@
 
 The audience is the segmentation engine's (the same rules as C7's reachability count): the users
 `segmentation_details` selects, minus opt-outs unless the campaign sends to them, minus users
-unsubscribed from a PROMOTIONAL e-mail's category, minus users with no address on the channel. The
-left-out groups are counted (stats show them by reason); the rest is streamed in customer-id order
-and written to `delivery_execution_users` page by page, so neither the worker nor the database holds
+unsubscribed from a PROMOTIONAL e-mail's category, minus users with no address on the channel.
+
+`prepare` counts the left-out groups (stats show them by reason) and fixes the campaign control
+group before any user is written: the ⌊p·N⌉ users with the smallest rank, found by the database
+over the audience query. Every user written after that is dispatchable at once, so a campaign
+whose audience can be cut chunk by chunk (`content.streams`) is DISPATCHING from then on, while
+`resolve_chunk` writes the rest in customer-id order: one INSERT ... SELECT per chunk, the
+database selecting, ranking (`ranking.rank_sql`) and splitting off the workspace's global control
+group (written HELD_OUT) without a row passing through Python; neither worker nor database holds
 the whole audience in memory, and a worker that stops half-way resumes after the last customer id
-written. Users in the workspace's global control group (when the campaign takes
-part in it) are written HELD_OUT at once; then the campaign control group is fixed among the rest:
-the ⌊p·N⌉ users with the smallest rank.
+written. `resolved_at` records that the whole audience is written.
 """
 
 from __future__ import annotations
@@ -16,11 +20,12 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import func, insert, select, update
+from sqlalchemy import Select, Table, case, func, insert, literal, not_, null, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.sql.elements import ColumnElement
 
 from herald.audience.segmentation.audience import (
     Reach,
@@ -33,13 +38,15 @@ from herald.audience.segmentation.audience import (
 from herald.campaigns.schemas.campaign import CampaignDocument
 from herald.db import Database
 from herald.delivery.engine.models import Execution, ExecutionUser
-from herald.delivery.engine.split import control_group_size, in_global_control, rank_of
+from herald.delivery.engine.ranking import in_global_control_sql, rank_sql
+from herald.delivery.engine.split import control_group_size
 from herald.ids import object_id
 from herald.wake import wake_on_commit
 from herald.workspaces.delivery_settings import settings_of
 from herald.workspaces.models import Workspace
 
-CHUNK = 1000  # users resolved per keyset page (one read, one write transaction)
+FIRST_CHUNK = 1000  # users of the first chunk written (dispatchable as soon as it commits)
+MAX_CHUNK = 50_000  # users written by one statement at most
 
 
 class ExecutionStatus:
@@ -132,54 +139,191 @@ async def _count(session: AsyncSession, campaign: LiveCampaign, now: datetime, *
     return int((await session.execute(query)).scalar_one())
 
 
-async def resolve(database: Database, campaign: LiveCampaign, execution: Execution, now: datetime) -> None:
-    """Materialise the rest of the audience and fix the control group; the execution then
-    DISPATCHING. Raises ValidationFailed if the filters cannot be evaluated."""
-    details = _segmentation(campaign, with_opted_out=False)
-    after = execution.resolved_after
-    if after is None and execution.audience == 0:
-        async with database.reader() as session:
-            everyone = await _count(session, campaign, now, with_opted_out=True, subscribed_only=False)
-            allowed = await _count(session, campaign, now, with_opted_out=False, subscribed_only=False)
-            subscribed = allowed
-            if campaign.reach.subscription_category is not None:
-                subscribed = await _count(session, campaign, now, with_opted_out=False)
-            reachable = await _count(session, campaign, now, with_opted_out=False, reachable_only=True)
-        await _update(
-            database,
-            execution,
-            opted_out=everyone - allowed,
-            unsubscribed=allowed - subscribed,
-            no_address=subscribed - reachable,
-        )
-    # One query streams the audience in customer-id order (from the resume point); each page is
-    # written in a transaction of its own. A query per page would evaluate the filters again from
-    # the start of the audience for every page: quadratic in the audience's size.
+async def prepare(
+    database: Database, campaign: LiveCampaign, execution: Execution, now: datetime, *, streaming: bool
+) -> Execution:
+    """Count the left-out groups and fix the control group before any user is written, so each
+    chunk written after is dispatchable at once; with `streaming` the execution is DISPATCHING from
+    here on, while the rest of its audience is written (`resolve_chunk`). Raises ValidationFailed if
+    the filters cannot be evaluated."""
     async with database.reader() as session:
-        segments = await segments_for(session, campaign.workspace_id, details)
-        share = await _global_control(session, campaign)
-        selected = audience_query(
-            details,
-            campaign.channel,
-            campaign.workspace_id,
-            now,
-            dialect=session_dialect(session),
-            segments=segments,
-            reachable_only=True,
-            reach=campaign.reach,
-        ).subquery()
-        query = select(selected.c.customer_id).order_by(selected.c.customer_id)
-        if after is not None:
-            query = query.where(selected.c.customer_id > after)
-        stream = await session.stream_scalars(query.execution_options(yield_per=CHUNK))
-        async for page in stream.partitions(CHUNK):
-            after = await _write_page(database, campaign, execution, after, list(page), share)
-            if after is None:
-                return  # another worker is resolving it
-            # SQLite's statements run on the event loop's thread (herald.sqlite_inline) and complete
-            # without suspending: let the requests of an embedding `herald serve` in between pages.
-            await asyncio.sleep(0)
-    await _fix_control_group(database, campaign, execution, now)
+        everyone = await _count(session, campaign, now, with_opted_out=True, subscribed_only=False)
+        allowed = await _count(session, campaign, now, with_opted_out=False, subscribed_only=False)
+        subscribed = allowed
+        if campaign.reach.subscription_category is not None:
+            subscribed = await _count(session, campaign, now, with_opted_out=False)
+        reachable = await _count(session, campaign, now, with_opted_out=False, reachable_only=True)
+        threshold = await _control_threshold(session, campaign, now, reachable)
+    async with database.writer() as session:
+        current = await session.scalar(_locked(execution))
+        assert current is not None
+        if current.resolved_after is None and current.status == ExecutionStatus.RESOLVING:
+            current.opted_out = everyone - allowed
+            current.unsubscribed = allowed - subscribed
+            current.no_address = subscribed - reachable
+            # The users still to be written count as pending in the stats until they are.
+            current.audience = reachable
+            current.control_threshold = threshold
+            current.resolved_after = ""  # before every customer id: nothing written yet
+            current.updated_at = now
+            if streaming:
+                current.status = ExecutionStatus.DISPATCHING
+                await wake_on_commit(session)  # other workers share the dispatch
+        await session.commit()
+    found = await _execution(database, campaign)
+    assert found is not None
+    return found
+
+
+async def _control_threshold(
+    session: AsyncSession, campaign: LiveCampaign, now: datetime, reachable: int
+) -> int | None:
+    """The rank of the last user of the campaign control group (None: no control group): the
+    ⌊p·N⌉ smallest ranks among the users the global control group leaves, found by the database
+    over the audience query before anything is written."""
+    control = campaign.document.control_group_details
+    percentage = (
+        control.campaign_control_group_percentage
+        if control is not None and control.is_campaign_control_group_enabled
+        else None
+    )
+    if not percentage or reachable == 0:
+        return None
+    dialect = session_dialect(session)
+    share = await _global_control(session, campaign)
+    selected = await _selected(session, campaign, now)
+    customer_id = selected.selected_columns[0]
+    held = in_global_control_sql(dialect, campaign.workspace_id, customer_id, share)
+    eligible = reachable
+    if held is not None:
+        selected = selected.where(not_(held))
+        eligible = int(
+            (await session.execute(select(func.count()).select_from(selected.subquery()))).scalar_one()
+        )
+    size = control_group_size(eligible, percentage)
+    if size == 0:
+        return None
+    rank = rank_sql(dialect, campaign.campaign_id, customer_id)
+    found = await session.scalar(selected.with_only_columns(rank).order_by(rank).offset(size - 1).limit(1))
+    return int(found) if found is not None else None
+
+
+async def _selected(session: AsyncSession, campaign: LiveCampaign, now: datetime) -> Select[tuple[str]]:
+    """The audience to materialise (reachable users), as the segmentation engine selects it."""
+    details = _segmentation(campaign, with_opted_out=False)
+    segments = await segments_for(session, campaign.workspace_id, details)
+    return audience_query(
+        details,
+        campaign.channel,
+        campaign.workspace_id,
+        now,
+        dialect=session_dialect(session),
+        segments=segments,
+        reachable_only=True,
+        reach=campaign.reach,
+    )
+
+
+def next_chunk_size(size: int) -> int:
+    """Users written by the chunk after one of `size`: the first chunk is small, so the first users
+    are dispatchable within milliseconds; then they grow (each chunk is one statement over the
+    audience query, seeking past the last customer id written), capped so a chunk holds SQLite's
+    write lock briefly."""
+    return min(MAX_CHUNK, size * 4)
+
+
+async def resolve_chunk(
+    database: Database, campaign: LiveCampaign, execution: Execution, now: datetime, size: int = FIRST_CHUNK
+) -> bool | None:
+    """Write the next chunk of the audience (one INSERT ... SELECT: the database selects, ranks and
+    splits off the global control group; no user row passes through Python). True when the whole
+    audience is written (the execution records when); False when there is more; None when another
+    worker is writing it or the execution is no longer running. Raises ValidationFailed if the
+    filters cannot be evaluated any more."""
+    async with database.writer() as session:
+        current = await session.scalar(_locked(execution))
+        if current is None or current.resolved_at is not None:
+            return True if current is not None else None
+        if current.status not in (ExecutionStatus.RESOLVING, ExecutionStatus.DISPATCHING):
+            return None  # stopped, paused or failed: resumed by a later tick
+        after = current.resolved_after
+        assert after is not None, "prepare() first"
+        dialect = session_dialect(session)
+        selected = await _selected(session, campaign, now)
+        customer_id = selected.selected_columns[0]
+        rank = rank_sql(dialect, campaign.campaign_id, customer_id)
+        held = in_global_control_sql(
+            dialect, campaign.workspace_id, customer_id, await _global_control(session, campaign)
+        )
+        state: ColumnElement[Any] = literal("PENDING")
+        reason: ColumnElement[Any] = null()
+        if held is not None:
+            state = case((held, literal("HELD_OUT")), else_=literal("PENDING"))
+            reason = case((held, literal("GLOBAL_CONTROL")), else_=null())
+        chunk = (
+            selected.with_only_columns(
+                literal(execution.workspace_id), literal(execution.id), customer_id, rank, state, reason
+            )
+            .where(customer_id > after)
+            .order_by(customer_id)
+            .limit(size)
+        )
+        table = cast(Table, ExecutionUser.__table__)
+        # Written in rank order: the two indexes on rank then take the chunk's rows in one ordered
+        # pass instead of one random descent each (on a large audience, most of a chunk's time).
+        ranked = chunk.subquery()
+        result = await session.execute(
+            insert(table).from_select(
+                ["workspace_id", "execution_id", "customer_id", "rank", "state", "reason"],
+                select(*ranked.c).order_by(ranked.c[3]),
+            )
+        )
+        inserted = int(getattr(result, "rowcount", 0) or 0)
+        if inserted < size:  # the audience is exhausted: the execution holds all of it
+            current.audience = int(
+                await session.scalar(
+                    select(func.count()).select_from(ExecutionUser).where(*_users_of(execution))
+                )
+                or 0
+            )
+            current.resolved_at = now
+            if current.status == ExecutionStatus.RESOLVING:
+                current.status = ExecutionStatus.DISPATCHING
+            await wake_on_commit(session)  # workers that found it resolving share the dispatch
+        if inserted:
+            last = await session.scalar(
+                select(func.max(ExecutionUser.customer_id)).where(*_users_of(execution))
+            )
+            current.resolved_after = last
+        current.updated_at = now
+        await session.commit()
+        return inserted < size
+
+
+async def resolve(database: Database, campaign: LiveCampaign, execution: Execution, now: datetime) -> bool:
+    """Write the whole remaining audience, chunk after chunk (from the resume point); True when it
+    is written, False when another worker is writing it or the execution stopped."""
+    size = FIRST_CHUNK
+    while True:
+        done = await resolve_chunk(database, campaign, execution, now, size)
+        if done is not False:
+            return bool(done)
+        size = next_chunk_size(size)
+        # SQLite's statements run on the event loop's thread (herald.sqlite_inline) and complete
+        # without suspending: let the requests of an embedding `herald serve` in between chunks.
+        await asyncio.sleep(0)
+
+
+def _users_of(execution: Execution) -> tuple[ColumnElement[bool], ...]:
+    return (ExecutionUser.workspace_id == execution.workspace_id, ExecutionUser.execution_id == execution.id)
+
+
+def _locked(execution: Execution) -> Select[tuple[Execution]]:
+    return (
+        select(Execution)
+        .where(Execution.workspace_id == execution.workspace_id, Execution.id == execution.id)
+        .with_for_update()
+    )
 
 
 async def _global_control(session: AsyncSession, campaign: LiveCampaign) -> float | None:
@@ -189,107 +333,3 @@ async def _global_control(session: AsyncSession, campaign: LiveCampaign) -> floa
         return None
     workspace = await session.get(Workspace, campaign.workspace_id)
     return settings_of(workspace.delivery if workspace is not None else None).global_control
-
-
-async def _update(database: Database, execution: Execution, **values: Any) -> None:
-    async with database.writer() as session:
-        await session.execute(
-            update(Execution)
-            .where(Execution.workspace_id == execution.workspace_id, Execution.id == execution.id)
-            .values(**values)
-        )
-        await session.commit()
-
-
-async def _write_page(
-    database: Database,
-    campaign: LiveCampaign,
-    execution: Execution,
-    after: str | None,
-    ids: list[str],
-    global_share: float | None,
-) -> str | None:
-    """Write one page if nobody else has; the new resume point, or None when someone else did."""
-    async with database.writer() as session:
-        current = await session.scalar(
-            select(Execution.resolved_after)
-            .where(Execution.workspace_id == execution.workspace_id, Execution.id == execution.id)
-            .with_for_update()
-        )
-        if current != after:
-            return None
-        await session.execute(
-            insert(ExecutionUser),
-            [
-                {
-                    "workspace_id": execution.workspace_id,
-                    "execution_id": execution.id,
-                    "customer_id": customer_id,
-                    "rank": rank_of(campaign.campaign_id, customer_id),
-                    **(
-                        {"state": "HELD_OUT", "reason": "GLOBAL_CONTROL"}
-                        if in_global_control(execution.workspace_id, customer_id, global_share)
-                        else {"state": "PENDING", "reason": None}
-                    ),
-                }
-                for customer_id in ids
-            ],
-        )
-        await session.execute(
-            update(Execution)
-            .where(Execution.workspace_id == execution.workspace_id, Execution.id == execution.id)
-            .values(resolved_after=ids[-1], audience=Execution.audience + len(ids))
-        )
-        await session.commit()
-    return ids[-1]
-
-
-async def _fix_control_group(
-    database: Database, campaign: LiveCampaign, execution: Execution, now: datetime
-) -> None:
-    control = campaign.document.control_group_details
-    percentage = (
-        control.campaign_control_group_percentage
-        if control is not None and control.is_campaign_control_group_enabled
-        else None
-    )
-    async with database.writer() as session:
-        where = (
-            ExecutionUser.workspace_id == execution.workspace_id,
-            ExecutionUser.execution_id == execution.id,
-            ExecutionUser.state == "PENDING",  # not the global control group
-        )
-        eligible = int(
-            await session.scalar(select(func.count()).select_from(ExecutionUser).where(*where)) or 0
-        )
-        audience = int(
-            await session.scalar(select(func.count()).select_from(ExecutionUser).where(*where[:2])) or 0
-        )
-        size = control_group_size(eligible, percentage)
-        threshold = None
-        if size > 0:
-            threshold = await session.scalar(
-                select(ExecutionUser.rank)
-                .where(*where)
-                .order_by(ExecutionUser.rank)
-                .offset(size - 1)
-                .limit(1)
-            )
-        await session.execute(
-            update(Execution)
-            .where(
-                Execution.workspace_id == execution.workspace_id,
-                Execution.id == execution.id,
-                Execution.status == ExecutionStatus.RESOLVING,
-            )
-            .values(
-                status=ExecutionStatus.DISPATCHING,
-                control_threshold=threshold,
-                audience=audience,
-                updated_at=now,
-            )
-        )
-        # Workers that found the execution still resolving went back to sleep: wake them to share
-        # the dispatch.
-        await wake_on_commit(session)
-        await session.commit()

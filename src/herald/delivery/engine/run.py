@@ -179,7 +179,7 @@ async def _claim(
     return claimed
 
 
-async def _still_sending(database: Database, execution: Execution) -> bool:
+async def still_sending(database: Database, execution: Execution) -> bool:
     """The campaign is SENDING (not stopped) and the execution DISPATCHING (not paused)."""
     async with database.reader() as session:
         return await _sending_in(session, execution)
@@ -317,7 +317,7 @@ async def _send_window(
         if not unsendable:
             return True
         outcomes = {envelope.delivery_id: outcome for envelope, outcome in zip(ready, delivered, strict=True)}
-    elif not await _still_sending(database, execution):
+    elif not await still_sending(database, execution):
         return False
     for _, found in messages:
         for envelope, why in found:
@@ -392,7 +392,7 @@ async def dispatch(
     window = dispatcher.window(plan.connector)
     while True:
         await asyncio.sleep(0)  # between batches, the requests of an embedding server (see resolve)
-        if not await _still_sending(database, execution):
+        if not await still_sending(database, execution):
             return False
         claimed = await _claim(database, plan, rules, execution, now, lease, max(BATCH, window))
         if claimed is None:

@@ -18,12 +18,16 @@ from html.parser import HTMLParser
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 RANK_BITS = 62  # fits a signed BIGINT on every engine
+RANK = "rank"
+GLOBAL_CONTROL = "global-control"
 # The global control group is "hash below p" in steps of 0.01 %: a stable share of the workspace's
 # users, the same for every campaign (no audience to cut exactly).
-_BUCKETS = 10_000
+GLOBAL_CONTROL_BUCKETS = 10_000
 
 
-def rank_of(campaign_id: str, customer_id: str, purpose: str = "rank") -> int:
+def rank_of(campaign_id: str, customer_id: str, purpose: str = RANK) -> int:
+    """The hash that orders an execution's users and decides its hold-outs. The database computes
+    the same value while it materialises an audience (`ranking.rank_sql`)."""
     digest = hashlib.sha256(f"{purpose}\x00{campaign_id}\x00{customer_id}".encode()).digest()
     return int.from_bytes(digest[:8], "big") >> (64 - RANK_BITS)
 
@@ -33,8 +37,8 @@ def in_global_control(workspace_id: str, customer_id: str, percentage: float | N
     alone, so the same users are held out of every campaign, whatever its audience."""
     if not percentage:
         return False
-    bucket = rank_of(workspace_id, customer_id, "global-control") % _BUCKETS
-    return bucket < float(percentage) * _BUCKETS / 100
+    bucket = rank_of(workspace_id, customer_id, GLOBAL_CONTROL) % GLOBAL_CONTROL_BUCKETS
+    return bucket < float(percentage) * GLOBAL_CONTROL_BUCKETS / 100
 
 
 def control_group_size(audience: int, percentage: float | None) -> int:

@@ -62,6 +62,9 @@ async def _one(session: AsyncSession, execution: Execution) -> dict[str, Any]:
         or 0
     )
     by_state = dict.fromkeys(_STATES, 0)
+    written = sum(int(count) for _, _, count in counts)
+    # While the audience is still being written, the users not written yet are pending too.
+    unwritten = max(0, execution.audience - written) if execution.resolved_at is None else 0
     suppressed = {
         "opted_out": execution.opted_out,
         "unsubscribed": execution.unsubscribed,
@@ -92,7 +95,7 @@ async def _one(session: AsyncSession, execution: Execution) -> dict[str, Any]:
         "audience": execution.audience + execution.opted_out + execution.unsubscribed + execution.no_address,
         "held_out": held_out,
         "suppressed": suppressed,
-        "pending": by_state["PENDING"] + by_state["CLAIMED"] + by_state["RETRY"],
+        "pending": by_state["PENDING"] + by_state["CLAIMED"] + by_state["RETRY"] + unwritten,
         # Of the pending users, those waiting for another attempt after a transient failure.
         "retrying": by_state["RETRY"],
         # Of the pending users, those waiting for the end of quiet hours or of the minimum delay.

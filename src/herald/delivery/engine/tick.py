@@ -17,11 +17,20 @@ from herald.config import Settings
 from herald.db import Database
 from herald.delivery.dispatch import Dispatcher
 from herald.delivery.engine import controls
-from herald.delivery.engine.content import plan_sends
+from herald.delivery.engine.content import plan_sends, streams
 from herald.delivery.engine.models import Execution
 from herald.delivery.engine.pause import PAUSED
-from herald.delivery.engine.resolve import ExecutionStatus, LiveCampaign, resolve, start_execution
-from herald.delivery.engine.run import dispatch
+from herald.delivery.engine.resolve import (
+    FIRST_CHUNK,
+    ExecutionStatus,
+    LiveCampaign,
+    next_chunk_size,
+    prepare,
+    resolve,
+    resolve_chunk,
+    start_execution,
+)
+from herald.delivery.engine.run import dispatch, still_sending
 from herald.delivery.engine.throttle import ThrottleStore, open_store
 from herald.errors import HeraldError
 
@@ -120,34 +129,54 @@ async def _run_one(
     lease: timedelta,
 ) -> bool:
     execution = await start_execution(database, campaign, now)
-    if execution.status == ExecutionStatus.RESOLVING:
-        try:
-            await resolve(database, campaign, execution, now)
-        except HeraldError as exc:
-            # E.g. a custom segment the filters name was deleted since publish: nobody can be
-            # chosen, so the execution ends FAILED with the reason (stats show it) and the
-            # campaign is settled rather than left SENDING for ever.
-            log.error(
-                "campaign %s/%s: audience cannot be resolved: %s",
-                campaign.workspace_id,
-                campaign.campaign_id,
-                exc,
-            )
-            await _end(
-                database, execution, ExecutionStatus.FAILED, now, f"The audience cannot be resolved: {exc}"
-            )
+    try:
+        if execution.status == ExecutionStatus.RESOLVING and execution.resolved_after is None:
+            execution = await prepare(database, campaign, execution, now, streaming=streams(campaign))
+        if execution.status == ExecutionStatus.RESOLVING:
+            # Not streamed (or prepared by a worker that died): the whole audience first.
+            if not await resolve(database, campaign, execution, now):
+                return False  # another worker is writing it
+            execution = await start_execution(database, campaign, now)
+        if execution.status in (ExecutionStatus.DONE, ExecutionStatus.FAILED):
             return True
-    if execution.status in (ExecutionStatus.DONE, ExecutionStatus.FAILED):
+        if execution.status != ExecutionStatus.DISPATCHING:
+            return False  # PAUSED until resumed (`engine.pause`), or STOPPED
+        async with database.reader() as session:
+            plan = await plan_sends(session, campaign, execution)
+            rules = await controls.load(session, campaign, store)
+        # Streamed: a chunk of the audience written, its users sent, the next chunk (larger) ...
+        written = execution.resolved_at is not None
+        size = FIRST_CHUNK
+        while True:
+            if not written:
+                found = await resolve_chunk(database, campaign, execution, now, size)
+                size = next_chunk_size(size)
+                if found is None:  # another worker is writing it: send what is there
+                    await dispatch(database, dispatcher, plan, execution, now, lease, rules)
+                    return False
+                written = found
+            settled = await dispatch(database, dispatcher, plan, execution, now, lease, rules)
+            if written:
+                break
+            if not await still_sending(database, execution):
+                return False  # stopped or paused: the rest is written when it goes on
+    except HeraldError as exc:
+        # E.g. a custom segment the filters name was deleted since publish: nobody can be
+        # chosen, so the execution ends FAILED with the reason (stats show it) and the
+        # campaign is settled rather than left SENDING for ever.
+        log.error(
+            "campaign %s/%s: audience cannot be resolved: %s",
+            campaign.workspace_id,
+            campaign.campaign_id,
+            exc,
+        )
+        await _end(
+            database, execution, ExecutionStatus.FAILED, now, f"The audience cannot be resolved: {exc}"
+        )
         return True
-    if execution.status == PAUSED:
-        return False  # until resumed (`engine.pause`)
-    async with database.reader() as session:
-        plan = await plan_sends(session, campaign, execution)
-        rules = await controls.load(session, campaign, store)
-    done = await dispatch(database, dispatcher, plan, execution, now, lease, rules)
-    if done:
+    if settled:
         await _end(database, execution, ExecutionStatus.DONE, now, None)
-    return done
+    return settled
 
 
 async def _end(
