@@ -210,10 +210,18 @@ def due_at(
 # --- the EVENT execution of a campaign --------------------------------------------------------
 
 
+_executions: dict[tuple[str, str], Execution] = {}
+
+
 async def event_execution(database: Database, campaign: LiveCampaign, now: datetime) -> Execution:
-    """The campaign's one EVENT execution (run 1), created DISPATCHING at first need."""
+    """The campaign's one EVENT execution (run 1), created DISPATCHING at first need (its id never
+    changes: known ones are not read again)."""
+    key = (campaign.workspace_id, campaign.campaign_id)
+    if key in _executions:
+        return _executions[key]
     found = await _find(database, campaign)
     if found is not None:
+        _executions[key] = found
         return found
     try:
         async with database.writer() as session:
@@ -254,12 +262,16 @@ async def _find(database: Database, campaign: LiveCampaign) -> Execution | None:
         return found
 
 
+# (campaign row id, revision) -> the engine's reading of it: a version is validated once.
+_live_cache: dict[tuple[str, int], LiveCampaign | None] = {}
+
+
 async def active_triggered(
     session: AsyncSession, workspace_id: str, kind: DeliveryType
 ) -> list[LiveCampaign]:
-    rows = (
-        await session.scalars(
-            select(Campaign)
+    versions = (
+        await session.execute(
+            select(Campaign.id, Campaign.revision)
             .where(
                 Campaign.workspace_id == workspace_id,
                 Campaign.is_latest,
@@ -270,7 +282,18 @@ async def active_triggered(
             .order_by(Campaign.id)
         )
     ).all()
-    return [found for row in rows if (found := live_campaign(row)) is not None]
+    found: list[LiveCampaign] = []
+    for row_id, revision in versions:
+        key = (str(row_id), int(revision))
+        if key not in _live_cache:
+            row = await session.get(Campaign, (workspace_id, row_id))
+            if len(_live_cache) > 10_000:
+                _live_cache.clear()
+            _live_cache[key] = live_campaign(row) if row is not None else None
+        live = _live_cache[key]
+        if live is not None:
+            found.append(live)
+    return found
 
 
 # --- firing -----------------------------------------------------------------------------------
