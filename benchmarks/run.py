@@ -39,6 +39,10 @@ BENCHMARKS: list[tuple[str, list[str]]] = [
             *("--audience-users", scaled(1_000_000, least=1000)),
         ],
     ),
+    (
+        "benchmarks.triggers",
+        ["--rate", scaled(1000, least=50), "--seconds", "10", "--users", scaled(2000, least=100)],
+    ),
 ]
 
 

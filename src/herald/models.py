@@ -3,7 +3,7 @@
 from herald.audience.models import Event, Segment, SegmentMember, User
 from herald.campaigns.models import Campaign, CampaignReachability, CampaignRequestId, CampaignTag
 from herald.db import Base
-from herald.delivery.engine.models import Execution, ExecutionUser
+from herald.delivery.engine.models import Execution, ExecutionUser, TriggerInbox
 from herald.delivery.models import Connector, OutboxEntry
 from herald.http.idempotency import IdempotencyRecord
 from herald.offers.models import Offer, OfferTag
@@ -33,6 +33,7 @@ __all__ = [
     "Segment",
     "SegmentMember",
     "Tag",
+    "TriggerInbox",
     "User",
     "Workspace",
 ]

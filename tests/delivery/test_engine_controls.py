@@ -85,6 +85,7 @@ class TestSettingsCli:
             "frequency-cap-week\toff",
             "dnd\t22:00-08:00",
             "timezone\tEurope/Paris",
+            "minimum-delay\toff",
         ]
 
 

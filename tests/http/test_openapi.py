@@ -124,6 +124,7 @@ OPERATION_IDS = {
     ("post", "/v1/customer/{workspace_id}"): "ingestCustomer",
     ("post", "/v1/event/{workspace_id}"): "ingestEvents",
     ("post", "/v1/transition/{workspace_id}"): "ingestTransition",
+    ("post", "/v1/business-event/{workspace_id}"): "raiseBusinessEvent",
     ("get", "/v5/campaigns/{campaign_id}/stats"): "getCampaignStats",
     ("get", "/healthz"): "getHealth",
     ("get", "/readyz"): "getReadiness",

@@ -21,6 +21,7 @@ from herald.audience.schemas import (
     TransitionObject,
     TransitionResponse,
 )
+from herald.delivery.engine import business
 from herald.errors import BadRequest
 from herald.http.auth import Caller, basic_credentials, unauthenticated
 from herald.http.docs import documented_as, error_responses
@@ -32,6 +33,8 @@ router = APIRouter(prefix="/v1", tags=["audience data"])
 
 # One operation for the three routes: they share one rate-limit counter per API key.
 INGEST = Operation("ingest", Scope.DATA_WRITE, "ingest", idempotency="optional")
+# Herald extension: raising a business event shares the ingestion bucket and scope.
+BUSINESS_EVENT = Operation("business_event", Scope.DATA_WRITE, "ingest", idempotency="optional")
 ERRORS = error_responses(400, 401, 403, 409, 413, 429, 503)
 
 
@@ -120,3 +123,28 @@ async def ingest_transition(
     now = services_of(request).clock.now()
     data = await service.ingest_transition(unit_of_work(request).session(), caller.workspace_id, body, now)
     return _answer(request, "transition", data)
+
+
+@router.post(
+    "/business-event/{workspace_id}",
+    summary="Raise a business event (Herald extension)",
+    operation_id="raiseBusinessEvent",
+    status_code=202,
+    response_model=None,
+    responses={202: {"model": business.BusinessEventResponse}, **ERRORS},
+)
+async def raise_business_event(
+    request: Request,
+    workspace_id: str,
+    caller: Annotated[Caller, _guarded(BUSINESS_EVENT)],
+    body: Annotated[Any, Body(), documented_as(business.BusinessEventObject)],
+) -> Response:
+    """Starts a run of every ACTIVE BUSINESS_EVENT_TRIGGERED campaign whose
+    `basic_details.business_event` is `name`, to its audience, with `attributes` as `event.*` in
+    personalization. 202: the runs are started (`campaigns_started` may be 0); the worker sends them."""
+    name, attributes = business.parse(body)
+    now = services_of(request).clock.now()
+    data = await business.raise_event(
+        unit_of_work(request).session(), caller.workspace_id, name, attributes, now
+    )
+    return json_response({"response_id": response_id(request), "type": "business_event", "data": data}, 202)

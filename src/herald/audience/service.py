@@ -19,6 +19,7 @@ from herald.audience.ingest import (
     parse_event,
     parse_transition,
 )
+from herald.delivery.engine import triggers
 from herald.errors import ValidationFailed
 
 
@@ -38,6 +39,8 @@ async def ingest_event(session: AsyncSession, workspace_id: str, raw: Any, now: 
         raise ValidationFailed(problems)
     created = await store.ensure_users(session, workspace_id, [batch.customer_id], now)
     ids = await store.insert_events(session, workspace_id, batch.events, now)
+    # Live events fire event-triggered campaigns (an import of past events does not).
+    await triggers.enqueue(session, workspace_id, list(zip(ids, batch.events, strict=True)), now)
     return {
         "customer_id": batch.customer_id,
         "accepted": len(ids),
@@ -77,7 +80,8 @@ async def ingest_transition(
             events += element.events
     await store.insert_bare_users(session, workspace_id, made_by_events, now)
     await store.upsert_customers(session, workspace_id, writes, now)
-    await store.insert_events(session, workspace_id, events, now)
+    ids = await store.insert_events(session, workspace_id, events, now)
+    await triggers.enqueue(session, workspace_id, list(zip(ids, events, strict=True)), now)
     return {
         "elements": len(elements),
         "customers": {**counts, "skipped_customer_ids": skipped},

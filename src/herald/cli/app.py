@@ -65,6 +65,7 @@ LAZY: dict[str, Lazy] = {
     ),
     "audience": Lazy("herald.cli.audience:audience", "Users and events: bulk import."),
     "segments": Lazy("herald.cli.audience:segments", "Custom segments (filter-based or static lists)."),
+    "events": Lazy("herald.cli.events:events", "Business events: start the campaigns waiting for one."),
 }
 
 

@@ -27,6 +27,8 @@ SETTINGS: dict[str, str] = {
     "frequency-cap-week": "at most N messages per user in any 7 days, across capping campaigns",
     "dnd": "quiet window HH:MM-HH:MM in the user's timezone, e.g. 22:00-08:00",
     "timezone": "IANA timezone for users without one (default UTC)",
+    "minimum-delay": "at least N hours between two messages of event-triggered campaigns to a user "
+    "(campaigns with ignore_global_minimum_delay are exempt)",
 }
 OFF = ("off", "none", "default")
 _CLOCK = re.compile(r"^([01]\d|2[0-3]):([0-5]\d)$")
@@ -40,6 +42,7 @@ class DeliverySettings:
     dnd_start: time | None = None
     dnd_end: time | None = None
     timezone: str = "UTC"
+    min_delay_hours: int | None = None  # between two event-triggered messages to a user
 
     @property
     def dnd(self) -> tuple[time, time] | None:
@@ -69,6 +72,10 @@ def parse_value(key: str, value: str) -> Any:
         if not 0 <= share <= 100:
             raise AdminError("global-control must be a percentage from 0 to 100")
         return share
+    if key == "minimum-delay":
+        if not value.strip().isdigit() or int(value) < 1:
+            raise AdminError("minimum-delay must be a whole number of hours, at least 1 (or 'off')")
+        return int(value)
     if key in ("frequency-cap-day", "frequency-cap-week"):
         if not value.strip().isdigit() or int(value) < 1:
             raise AdminError(f"{key} must be a whole number of messages, at least 1 (or 'off')")
@@ -102,6 +109,7 @@ def settings_of(stored: dict[str, Any] | None) -> DeliverySettings:
         dnd_start=start,
         dnd_end=end,
         timezone=stored.get("timezone") or "UTC",
+        min_delay_hours=stored.get("minimum-delay"),
     )
 
 

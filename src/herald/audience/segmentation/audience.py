@@ -15,7 +15,7 @@ count the same users.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, cast
@@ -167,9 +167,10 @@ def _compiler(
     now: datetime,
     dialect: str | SqlDialect,
     segments: SegmentCatalog | None,
+    customers: Sequence[str] | None = None,
 ) -> Compiler:
     return Compiler(
-        dialect_for(dialect) if isinstance(dialect, str) else dialect, workspace_id, now, segments
+        dialect_for(dialect) if isinstance(dialect, str) else dialect, workspace_id, now, segments, customers
     )
 
 
@@ -184,13 +185,15 @@ def audience_query(
     reachable_only: bool = False,
     reach: Reach = Reach(),
     subscribed_only: bool = True,
+    customers: Sequence[str] | None = None,
 ) -> Select[tuple[str]]:
     """SELECT of the audience's customer ids. Raises ValidationFailed (400) for invalid filters.
 
-    `segments` must hold the custom segments the filters refer to (`catalog.load_segments`).
+    `segments` must hold the custom segments the filters refer to (`catalog.load_segments`);
+    `customers`, when given, limits the question to those users (which of them are in it).
     """
     details = _require(segmentation_details)
-    compiler = _compiler(details, workspace_id, now, dialect, segments)
+    compiler = _compiler(details, workspace_id, now, dialect, segments, customers)
     where = _audience(compiler, details, channel, reachable_only, reach, subscribed_only)
     return select(compiler.users.c.customer_id).select_from(compiler.from_clause()).where(where)
 

@@ -15,7 +15,7 @@ problems compiles to no query.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -71,8 +71,12 @@ class Compiler:
         workspace_id: str,
         now: datetime,
         segments: SegmentCatalog | None = None,
+        customers: Sequence[str] | None = None,
     ) -> None:
         self.dialect = dialect
+        # When set, only these users are evaluated: their events alone are counted (a trigger asks
+        # about the few users who just acted, not the whole workspace).
+        self.customers = list(customers) if customers is not None else None
         self.workspace_id = workspace_id
         self.predicates = Predicates(dialect, now.astimezone(UTC))
         self.segments = segments or {}
@@ -96,7 +100,33 @@ class Compiler:
         return joined
 
     def in_workspace(self) -> ColumnElement[bool]:
+        if self.customers is not None:
+            return and_(
+                self.users.c.workspace_id == self.workspace_id, self.users.c.customer_id.in_(self.customers)
+            )
         return self.users.c.workspace_id == self.workspace_id
+
+    def triggering_event(self, group: FilterGroup, events: FromClause, path: Path) -> ColumnElement[bool]:
+        """Whether one row of `events` (joined to this compiler's user row) is an action the group
+        waits for: the action of one of its action filters that asks for the action to have been
+        done (not `executed: false`, not `exactly`/`atmost` 0), with the attributes that filter asks for."""
+        scope = _Scope(
+            AttributeSource(events.c.attributes, {}), lambda: user_source(self.users), on_events=True
+        )
+        parts: list[ColumnElement[bool]] = []
+        for index, item in enumerate(group.filters):
+            if not isinstance(item, ActionFilter) or item.executed is False:
+                continue
+            execution = item.execution
+            if execution is not None and execution.type is not ExecutionType.ATLEAST and execution.count == 0:
+                continue
+            test = events.c.action == item.action_name
+            if item.attributes is not None:
+                test = and_(
+                    test, self._group(item.attributes, (*path, "filters", index, "attributes"), scope)
+                )
+            parts.append(test)
+        return or_(*parts) if parts else false()
 
     # ---- groups and filters ---------------------------------------------------------------------
 
@@ -163,6 +193,8 @@ class Compiler:
 
         of_action = events.c.action == item.action_name
         conditions = [events.c.workspace_id == self.workspace_id, of_action]
+        if self.customers is not None:
+            conditions.append(events.c.customer_id.in_(self.customers))
         if item.attributes is not None:
             scope = _Scope(AttributeSource(events.c.attributes, {}), user, on_events=True)
             # Only events of the action pay for their attribute tests: PostgreSQL orders a WHERE

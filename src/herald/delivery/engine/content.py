@@ -31,6 +31,7 @@ from herald.delivery.engine.split import (
     html_with_utm,
     locale_for,
     rank_of,
+    share_bounds,
     variation_bounds_at,
     variation_for,
     variation_key,
@@ -110,9 +111,12 @@ class SendPlan:
             return None
         return push_options(self.campaign.document.advanced, item.slot.platform, now)
 
-    async def render(self, group: Group, profile: dict[str, Any], item: SlotMessage) -> dict[str, Any]:
-        """The message for this user; raises RenderError when it cannot be rendered for them."""
-        content = await personalize_content(self.prepared[group], profile, {})
+    async def render(
+        self, group: Group, profile: dict[str, Any], item: SlotMessage, event: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """The message for this user (`event`: the triggering event's attributes, `event.*`);
+        raises RenderError when it cannot be rendered for them."""
+        content = await personalize_content(self.prepared[group], profile, event or {})
         message = copy.deepcopy(message_at(content, item.path))
         if self.utm:
             _tag(message, self.channel, self.utm)
@@ -210,7 +214,11 @@ async def plan_sends(session: AsyncSession, campaign: LiveCampaign, execution: E
         return plan
     plan.locales = list(dict.fromkeys(locale for locale, _ in plan.groups))
     plan.shares = _shares(campaign, list(dict.fromkeys(variation for _, variation in plan.groups)))
-    if len(plan.shares) > 1:
+    if len(plan.shares) > 1 and execution.trigger:
+        # A triggered audience is never complete: each user's variation is the share its key falls
+        # in (exact on average, the same for the user at every firing).
+        plan.bounds = share_bounds(plan.shares)
+    elif len(plan.shares) > 1:
         plan.bounds = await _variation_bounds(session, execution, plan.shares)
     if document.utm_params is not None:
         plan.utm = {k: str(v) for k, v in document.utm_params.model_dump(exclude_none=True).items()}

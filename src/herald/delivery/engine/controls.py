@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, time, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -123,9 +123,34 @@ class Rules:
     min_delay: timedelta | None = None
     expiry: datetime | None = None
     audience_limit: AudienceLimit | None = None
+    # Triggered campaigns: a message is about something that just happened, so quiet hours and the
+    # minimum delays drop it instead of deferring it; DND holds it only with queuing, for at most
+    # `dnd_queue`.
+    triggered: bool = False
+    dnd_queue: timedelta | None = None
+    # The workspace's minimum delay between two event-triggered messages to a user.
+    global_min_delay: timedelta | None = None
 
 
-async def load(session: AsyncSession, campaign: LiveCampaign, store: ThrottleStore) -> Rules:
+async def load(
+    session: AsyncSession, campaign: LiveCampaign, store: ThrottleStore, trigger: str | None = None
+) -> Rules:
+    rules = await _load(session, campaign, store)
+    if trigger is None:
+        return rules
+    controls = campaign.document.delivery_controls
+    queue = None
+    if controls is not None and getattr(controls, "queuing_enabled", None):
+        hours = getattr(controls, "queue_duration", None)
+        queue = timedelta(hours=hours) if isinstance(hours, int) and hours > 0 else None
+    global_delay = None
+    ignore = bool(getattr(controls, "ignore_global_minimum_delay", False)) if controls is not None else False
+    if trigger == "EVENT" and rules.settings.min_delay_hours and not ignore:
+        global_delay = timedelta(hours=rules.settings.min_delay_hours)
+    return replace(rules, triggered=True, dnd_queue=queue, global_min_delay=global_delay)
+
+
+async def _load(session: AsyncSession, campaign: LiveCampaign, store: ThrottleStore) -> Rules:
     document = campaign.document
     workspace = await session.get(Workspace, campaign.workspace_id)
     settings = settings_of(workspace.delivery if workspace is not None else None)
@@ -288,12 +313,16 @@ async def _timing(
     """Frequency caps, minimum delay and quiet hours; the candidates still to send now."""
     settings = rules.settings
     window = None if rules.bypass_dnd else settings.dnd
-    if not candidates or not (rules.capped or rules.min_delay or window):
+    if not candidates or not (rules.capped or rules.min_delay or window or rules.global_min_delay):
         return candidates
     history: dict[str, list[tuple[str | None, datetime]]] = defaultdict(list)
     capping: set[str] = set()
-    if rules.capped or rules.min_delay:
-        since = now - max(WEEK if rules.capped else timedelta(0), rules.min_delay or timedelta(0))
+    if rules.capped or rules.min_delay or rules.global_min_delay:
+        since = now - max(
+            WEEK if rules.capped else timedelta(0),
+            rules.min_delay or timedelta(0),
+            rules.global_min_delay or timedelta(0),
+        )
         found = await _history(session, execution.workspace_id, [c for c, _ in candidates], since)
         for customer_id, campaign_id, at in found:
             history[customer_id].append((campaign_id, at))
@@ -309,10 +338,17 @@ async def _timing(
             continue
         mine = [at for campaign, at in past if campaign == execution.campaign_id]
         due, reason = delay_until(max(mine, default=None), now, rules.min_delay), Reason.MINIMUM_DELAY
+        if due is None and rules.global_min_delay is not None:
+            last = max((at for _, at in past), default=None)
+            due = delay_until(last, now, rules.global_min_delay)
         if due is None:
             due, reason = quiet_until(now, window, zone(user.timezone, settings.timezone)), Reason.DND
         if due is None:
             left.append((customer_id, user))
+        elif rules.triggered and not (
+            reason == Reason.DND and rules.dnd_queue and due - now <= rules.dnd_queue
+        ):
+            decision.suppressed[reason].append(customer_id)  # too late to be about the event
         elif rules.expiry is not None and due >= rules.expiry:
             decision.suppressed[reason].append(customer_id)  # the campaign ends before the user may get it
         else:

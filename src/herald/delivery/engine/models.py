@@ -9,11 +9,12 @@ hold-outs deterministically.
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import BigInteger, ForeignKeyConstraint, Index, Integer, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
-from herald.db import Base, UTCDateTime
+from herald.db import Base, PortableJSON, UTCDateTime
 
 
 class Execution(Base):
@@ -64,6 +65,11 @@ class Execution(Base):
     reason: Mapped[str | None] = mapped_column(Text, nullable=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    # None for a one-time run; EVENT: the one long-lived execution of an EVENT_TRIGGERED campaign,
+    # each firing a user row of its own (`engine.triggers`); BUSINESS: one raise of a business event.
+    trigger: Mapped[str | None] = mapped_column(String(16), nullable=True)
+    # BUSINESS: the event's attributes, `event.*` in every user's personalization.
+    event: Mapped[dict[str, Any] | None] = mapped_column(PortableJSON, nullable=True)
 
 
 class ExecutionUser(Base):
@@ -96,6 +102,8 @@ class ExecutionUser(Base):
     workspace_id: Mapped[str] = mapped_column(String(64), primary_key=True)
     execution_id: Mapped[str] = mapped_column(String(24), primary_key=True)
     customer_id: Mapped[str] = mapped_column(String(200), primary_key=True)
+    # The event that fired this row in an EVENT execution (a user fires once per event); '' otherwise.
+    firing: Mapped[str] = mapped_column(String(24), primary_key=True, default="", server_default="")
     # Hash of (campaign, user), 62 bits: orders the work and decides the control group.
     rank: Mapped[int] = mapped_column(BigInteger)
     state: Mapped[str] = mapped_column(String(16))
@@ -103,6 +111,8 @@ class ExecutionUser(Base):
     claimed_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
     # RETRY: the next attempt; PENDING: deferred by the delivery controls until then.
     not_before: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    # EVENT: the firing event's attributes (`event.*` in personalization).
+    event: Mapped[dict[str, Any] | None] = mapped_column(PortableJSON, nullable=True)
 
 
 class ThrottleWindow(Base):
@@ -116,3 +126,22 @@ class ThrottleWindow(Base):
     campaign_id: Mapped[str] = mapped_column(String(24), primary_key=True)
     minute: Mapped[datetime] = mapped_column(UTCDateTime, primary_key=True)
     used: Mapped[int] = mapped_column(BigInteger, default=0)
+
+
+class TriggerInbox(Base):
+    """An event ingested through the API while EVENT_TRIGGERED campaigns naming its action were
+    ACTIVE: written in the ingestion's transaction (so an event is never lost nor seen twice), read
+    and deleted by the worker in the transaction that writes its firings (`engine.triggers`)."""
+
+    __tablename__ = "delivery_trigger_inbox"
+    __table_args__ = (
+        Index("ix_delivery_trigger_inbox_workspace_id_received_at", "workspace_id", "received_at"),
+        ForeignKeyConstraint(["workspace_id"], ["workspaces.id"]),
+    )
+
+    workspace_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    event_id: Mapped[str] = mapped_column(String(24), primary_key=True)
+    customer_id: Mapped[str] = mapped_column(String(200))
+    # The public ids of the campaigns that were ACTIVE and name the action (a PAUSEd one is not here).
+    campaigns: Mapped[list[str]] = mapped_column(PortableJSON)
+    received_at: Mapped[datetime] = mapped_column(UTCDateTime)

@@ -170,7 +170,8 @@ async def prepare(
                 current.status = ExecutionStatus.DISPATCHING
                 await wake_on_commit(session)  # other workers share the dispatch
         await session.commit()
-    found = await _execution(database, campaign)
+    async with database.reader() as session:  # this execution, whichever run it is
+        found = await session.get(Execution, (execution.workspace_id, execution.id))
     assert found is not None
     return found
 

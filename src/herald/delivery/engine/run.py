@@ -27,8 +27,9 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
-from sqlalchemy import and_, or_, select, update
+from sqlalchemy import and_, or_, select, tuple_, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -68,6 +69,8 @@ class UserState:
 class _Claimed:
     customer_id: str
     user: User
+    firing: str = ""  # the event of an EVENT execution's firing
+    event: dict[str, Any] | None = None  # its attributes: `event.*` in personalization
 
 
 @dataclass(frozen=True)
@@ -79,9 +82,11 @@ class _Result:
     retry_at: datetime | None = None
 
 
-def delivery_id(execution_id: str, customer_id: str, platform: str) -> str:
-    """The stable id of the one message of (execution, user, platform): outbox key and webhook id."""
-    return hashlib.sha256(f"{execution_id}\x00{customer_id}\x00{platform}".encode()).hexdigest()[:24]
+def delivery_id(execution_id: str, customer_id: str, platform: str, firing: str = "") -> str:
+    """The stable id of the one message of (execution, user, platform[, firing event]): outbox key
+    and webhook id."""
+    key = f"{execution_id}\x00{customer_id}\x00{platform}" + (f"\x00{firing}" if firing else "")
+    return hashlib.sha256(key.encode()).hexdigest()[:24]
 
 
 def _mine(execution: Execution) -> tuple[object, ...]:
@@ -94,14 +99,22 @@ async def _set_users(
     ids: list[str],
     state: str,
     reason: str | None = None,
+    firings: dict[str, str] | None = None,
     **more: object,
 ) -> None:
-    if ids:
-        await session.execute(
-            update(ExecutionUser)
-            .where(*_mine(execution), ExecutionUser.customer_id.in_(ids))  # type: ignore[arg-type]
-            .values(state=state, reason=reason, **more)
-        )
+    """Set the state of users of the batch in hand; `firings` names the one row of each user an
+    EVENT execution's batch holds (a user has one row per event there)."""
+    if not ids:
+        return
+    if firings:
+        which = tuple_(ExecutionUser.customer_id, ExecutionUser.firing).in_([(c, firings[c]) for c in ids])
+    else:
+        which = ExecutionUser.customer_id.in_(ids)
+    await session.execute(
+        update(ExecutionUser)
+        .where(*_mine(execution), which)  # type: ignore[arg-type]
+        .values(state=state, reason=reason, **more)
+    )
 
 
 async def _claim(
@@ -123,7 +136,14 @@ async def _claim(
         assert current is not None
         rows = (
             await session.execute(
-                select(ExecutionUser.customer_id, ExecutionUser.rank, ExecutionUser.state, User)
+                select(
+                    ExecutionUser.customer_id,
+                    ExecutionUser.rank,
+                    ExecutionUser.state,
+                    User,
+                    ExecutionUser.firing,
+                    ExecutionUser.event,
+                )
                 .outerjoin(
                     User,
                     and_(
@@ -144,31 +164,54 @@ async def _claim(
                         and_(ExecutionUser.state == UserState.RETRY, ExecutionUser.not_before <= now),
                     ),
                 )
-                .order_by(ExecutionUser.rank)
+                # An EVENT execution's firings go in the order of their events (first come, first
+                # served); a run's users in rank order.
+                .order_by(ExecutionUser.firing if execution.trigger == "EVENT" else ExecutionUser.rank)
                 .limit(size)
                 .with_for_update(skip_locked=True, of=ExecutionUser)
             )
         ).all()
         if not rows:
             return None
+        # One row per user in a batch: the controls decide per user (a second firing of the same
+        # user waits for the next batch, which sees this one's message for the minimum delay).
+        firings: dict[str, str] = {}
+        events: dict[str, dict[str, Any] | None] = {}
+        unique = []
+        for row in rows:
+            if row[0] not in firings:
+                firings[row[0]], events[row[0]] = row[4], row[5]
+                unique.append(row)
         # Users CLAIMED or RETRY were decided and counted before (by this worker, or by one that
         # died): only their unsettled sends are left.
         taken = (UserState.CLAIMED, UserState.RETRY)
-        claimed = [_Claimed(c, user) for c, _, state, user in rows if state in taken and user is not None]
+        claimed = [
+            _Claimed(c, user, firings[c], events[c])
+            for c, _, state, user, *_ in unique
+            if state in taken and user is not None
+        ]
         reclaimed = len(claimed)
         fresh = [
-            (c, rank, user) for c, rank, state, user in rows if not (state in taken and user is not None)
+            (c, rank, user)
+            for c, rank, state, user, *_ in unique
+            if not (state in taken and user is not None)
         ]
         decision = await controls.decide(session, rules, plan, current, fresh, now)
         for reason, ids in decision.held.items():
-            await _set_users(session, execution, ids, UserState.HELD_OUT, reason)
+            await _set_users(session, execution, ids, UserState.HELD_OUT, reason, firings)
         for reason, ids in decision.suppressed.items():
-            await _set_users(session, execution, ids, UserState.SUPPRESSED, reason)
+            await _set_users(session, execution, ids, UserState.SUPPRESSED, reason, firings)
         for due, ids in decision.deferred_by_time().items():
-            await _set_users(session, execution, ids, UserState.PENDING, not_before=due)
-        claimed += [_Claimed(c, user) for c, user in decision.send]
+            await _set_users(session, execution, ids, UserState.PENDING, None, firings, not_before=due)
+        claimed += [_Claimed(c, user, firings[c], events[c]) for c, user in decision.send]
         await _set_users(
-            session, execution, [c.customer_id for c in claimed], UserState.CLAIMED, claimed_at=now
+            session,
+            execution,
+            [c.customer_id for c in claimed],
+            UserState.CLAIMED,
+            None,
+            firings,
+            claimed_at=now,
         )
         if not claimed and not decision.progressed:
             await session.rollback()
@@ -202,7 +245,9 @@ async def _sending_in(session: AsyncSession, execution: Execution) -> bool:
             )
         )
     ).first()
-    return found is not None and tuple(found) == (CampaignStatus.SENDING.value, "DISPATCHING")
+    # A triggered campaign sends while ACTIVE (PAUSE stops it); a one-time one while SENDING.
+    live = CampaignStatus.ACTIVE if execution.trigger else CampaignStatus.SENDING
+    return found is not None and tuple(found) == (live.value, "DISPATCHING")
 
 
 async def _in_flight(database: Database, execution: Execution) -> bool:
@@ -220,13 +265,29 @@ async def _in_flight(database: Database, execution: Execution) -> bool:
         return found.first() is not None
 
 
-async def _release(database: Database, execution: Execution, ids: list[str]) -> None:
+def _firings(users: list[_Claimed]) -> dict[str, str] | None:
+    """The row of each user in hand, for an EVENT execution (None: one row per user)."""
+    found = {item.customer_id: item.firing for item in users}
+    return found if any(found.values()) else None
+
+
+async def _release(database: Database, execution: Execution, users: list[_Claimed]) -> None:
     """Users claimed but not handed over when the campaign stopped or the execution paused:
     pending again, uncounted (a later claim decides and counts them again)."""
-    if not ids:
+    if not users:
         return
+    ids = [item.customer_id for item in users]
     async with database.writer() as session:
-        await _set_users(session, execution, ids, UserState.PENDING, claimed_at=None, not_before=None)
+        await _set_users(
+            session,
+            execution,
+            ids,
+            UserState.PENDING,
+            None,
+            _firings(users),
+            claimed_at=None,
+            not_before=None,
+        )
         await session.execute(
             update(Execution)
             .where(Execution.workspace_id == execution.workspace_id, Execution.id == execution.id)
@@ -257,12 +318,12 @@ async def _envelopes(
     for message, reached in plan.deliveries(group, recipient):
         platform = message.slot.platform.value if message.slot.platform else plan.channel.value
         try:
-            body = await plan.render(group, profile, message)
+            body = await plan.render(group, profile, message, item.event or execution.event or {})
             reason = plan.problem if plan.connector is not None else plan.problem or "No connector."
         except RenderError as exc:
             body, reason = message.message(), f"Personalization failed: {exc}"
         envelope = Envelope(
-            delivery_id(execution.id, item.customer_id, platform),
+            delivery_id(execution.id, item.customer_id, platform, item.firing),
             execution.workspace_id,
             plan.campaign.campaign_id,
             False,
@@ -287,9 +348,11 @@ async def _send_window(
     """Send the messages of a window of users side by side and record where each user stands;
     False, with nothing handed over, when the campaign is no longer SENDING (or the execution no
     longer DISPATCHING) at the moment the window's outbox rows would be written."""
+    firings = _firings(users)
     if not plan.groups:
         reason = plan.problem or "The campaign has nothing to send."
-        await _record_users(database, execution, {item.customer_id: _Result(False, reason) for item in users})
+        results = {item.customer_id: _Result(False, reason) for item in users}
+        await _record_users(database, execution, results, firings)
         return True
     messages = [(item, await _envelopes(database, plan, execution, item, now)) for item in users]
     ready = [envelope for _, found in messages for envelope, reason in found if reason is None]
@@ -301,7 +364,7 @@ async def _send_window(
         async def write(session: AsyncSession) -> None:
             if not unsendable:
                 found = dict(zip((envelope.delivery_id for envelope in ready), delivered, strict=True))
-                await _write_users(session, execution, _results(messages, found))
+                await _write_users(session, execution, _results(messages, found), firings)
 
         return write
 
@@ -328,7 +391,7 @@ async def _send_window(
                     outcomes[envelope.delivery_id] = await _existing(
                         database, execution.workspace_id, envelope.delivery_id
                     )
-    await _record_users(database, execution, _results(messages, outcomes))
+    await _record_users(database, execution, _results(messages, outcomes), firings)
     return True
 
 
@@ -356,13 +419,17 @@ def _results(
     return results
 
 
-async def _record_users(database: Database, execution: Execution, results: dict[str, _Result]) -> None:
+async def _record_users(
+    database: Database, execution: Execution, results: dict[str, _Result], firings: dict[str, str] | None
+) -> None:
     async with database.writer() as session:
-        await _write_users(session, execution, results)
+        await _write_users(session, execution, results, firings)
         await session.commit()
 
 
-async def _write_users(session: AsyncSession, execution: Execution, results: dict[str, _Result]) -> None:
+async def _write_users(
+    session: AsyncSession, execution: Execution, results: dict[str, _Result], firings: dict[str, str] | None
+) -> None:
     """Each user's state after its messages (one statement per distinct end)."""
     ends: dict[tuple[str, str | None, datetime | None], list[str]] = {}
     for customer_id, result in results.items():
@@ -373,7 +440,7 @@ async def _write_users(session: AsyncSession, execution: Execution, results: dic
         ends.setdefault((state, result.reason, result.retry_at), []).append(customer_id)
     for (state, reason, retry_at), ids in ends.items():
         more: dict[str, object] = {"not_before": retry_at, "claimed_at": None} if retry_at else {}
-        await _set_users(session, execution, ids, state, reason, **more)
+        await _set_users(session, execution, ids, state, reason, firings, **more)
 
 
 async def dispatch(
@@ -404,10 +471,10 @@ async def dispatch(
             if not await _send_window(
                 database, dispatcher, plan, execution, claimed[start : start + window], now
             ):
-                await _release(database, execution, [c.customer_id for c in claimed[start:]])
+                await _release(database, execution, claimed[start:])
                 return False
             failing = dispatcher.failing(plan.connector) if plan.connector is not None else None
             if failing is not None:
                 await pause(database, execution, failing, now)
-                await _release(database, execution, [c.customer_id for c in claimed[start + window :]])
+                await _release(database, execution, claimed[start + window :])
                 return False

@@ -83,6 +83,17 @@ def variation_bounds_at(total: int, shares: Sequence[tuple[str, float]]) -> list
     return positions
 
 
+def share_bounds(shares: Sequence[tuple[str, float]]) -> list[VariationKey | None]:
+    """Bounds cutting the variation keys' range by the cumulative shares (for an audience that is
+    never complete, where `variation_bounds_at` has no N to cut)."""
+    bounds: list[VariationKey | None] = []
+    cumulative = 0.0
+    for _, percentage in shares[:-1]:
+        cumulative += float(percentage)
+        bounds.append((int(VARIATION_MODULUS * cumulative / 100), "\U0010ffff"))
+    return bounds
+
+
 def variation_for(key: VariationKey, bounds: Sequence[VariationKey | None], names: Sequence[str]) -> str:
     """The variation of the user with `key`: the first whose bound (the key of its last user) is at or
     after it. `bounds[i]` None means variation i is empty."""

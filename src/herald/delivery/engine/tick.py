@@ -1,13 +1,16 @@
 """The engine's part of a worker tick: every one-time campaign of a workspace that is SENDING gets
 its execution started, resolved and dispatched; the campaigns whose every user is settled are
-returned for the worker to mark SENT (one loop, one notion of "what is due now")."""
+returned for the worker to mark SENT (one loop, one notion of "what is due now"). ACTIVE triggered
+campaigns have their inboxed events turned into firings (`triggers.fire`), and their executions
+with users due are dispatched: the EVENT execution of an event-triggered campaign (never done), and
+each raise of a business event (resolved like a one-time run, DONE when settled)."""
 
 from __future__ import annotations
 
 import logging
 from datetime import datetime, timedelta
 
-from sqlalchemy import select, update
+from sqlalchemy import and_, or_, select, update
 
 from herald.campaigns.models import Campaign
 from herald.campaigns.schemas.common import CampaignStatus, Channel, DeliveryType
@@ -16,9 +19,9 @@ from herald.clock import FrozenClock
 from herald.config import Settings
 from herald.db import Database
 from herald.delivery.dispatch import Dispatcher
-from herald.delivery.engine import controls
-from herald.delivery.engine.content import plan_sends, streams
-from herald.delivery.engine.models import Execution
+from herald.delivery.engine import controls, triggers
+from herald.delivery.engine.content import SendPlan, live_version, plan_sends, streams
+from herald.delivery.engine.models import Execution, ExecutionUser
 from herald.delivery.engine.pause import PAUSED
 from herald.delivery.engine.resolve import (
     FIRST_CHUNK,
@@ -107,17 +110,126 @@ async def run_executions(
     finished: list[str] = []
     await _stop_executions(database, workspace_id, now)
     campaigns = await _sending(database, workspace_id)
-    if not campaigns:
+    lease = timedelta(seconds=settings.delivery_lease_seconds)
+    await triggers.fire(database, workspace_id, now)
+    triggered = await _triggered_due(database, workspace_id, now, lease)
+    if not campaigns and not triggered:
         return finished
     async with (
         Dispatcher(settings, FrozenClock(now), database.writer) as dispatcher,
         open_store(settings) as store,
     ):
-        lease = timedelta(seconds=settings.delivery_lease_seconds)
         for campaign in campaigns:
             if await _run_one(database, dispatcher, store, campaign, now, lease):
                 finished.append(campaign.campaign_id)
+        for campaign, execution in triggered:
+            await _run_triggered(database, dispatcher, store, campaign, execution, now, lease)
     return finished
+
+
+async def _triggered_due(
+    database: Database, workspace_id: str, now: datetime, lease: timedelta
+) -> list[tuple[LiveCampaign, Execution]]:
+    """The executions of ACTIVE triggered campaigns with work now: a business raise still
+    resolving, or users due (pending and not deferred past now, claimed past their lease, a retry)."""
+    async with database.reader() as session:
+        campaigns = {
+            c.campaign_id: c
+            for kind in (DeliveryType.EVENT_TRIGGERED, DeliveryType.BUSINESS_EVENT_TRIGGERED)
+            for c in await triggers.active_triggered(session, workspace_id, kind)
+        }
+        if not campaigns:
+            return []
+        due = (
+            select(ExecutionUser.customer_id)
+            .where(
+                ExecutionUser.workspace_id == Execution.workspace_id,
+                ExecutionUser.execution_id == Execution.id,
+                or_(
+                    and_(
+                        ExecutionUser.state == "PENDING",
+                        or_(ExecutionUser.not_before.is_(None), ExecutionUser.not_before <= now),
+                    ),
+                    and_(ExecutionUser.state == "CLAIMED", ExecutionUser.claimed_at < now - lease),
+                    and_(ExecutionUser.state == "RETRY", ExecutionUser.not_before <= now),
+                ),
+            )
+            .exists()
+        )
+        rows = (
+            await session.scalars(
+                select(Execution)
+                .where(
+                    Execution.workspace_id == workspace_id,
+                    Execution.trigger.is_not(None),
+                    Execution.campaign_id.in_(list(campaigns)),
+                    or_(
+                        Execution.status == ExecutionStatus.RESOLVING,
+                        and_(Execution.status == ExecutionStatus.DISPATCHING, due),
+                    ),
+                )
+                .order_by(Execution.id)
+            )
+        ).all()
+    return [(campaigns[e.campaign_id], e) for e in rows]
+
+
+# (workspace, execution) -> the plan last made for it: an EVENT execution is dispatched at every
+# wake-up, and its content is read again only when the campaign changed (`live_version`).
+_plans: dict[tuple[str, str], SendPlan] = {}
+
+
+async def _plan_for(database: Database, campaign: LiveCampaign, execution: Execution) -> SendPlan:
+    key = (execution.workspace_id, execution.id)
+    known = _plans.get(key)
+    if known is not None:
+        _, version = await live_version(database, execution.workspace_id, execution.campaign_id)
+        if version == known.version:
+            return known
+    async with database.reader() as session:
+        plan = await plan_sends(session, campaign, execution)
+    if len(_plans) > 1000:
+        _plans.clear()
+    _plans[key] = plan
+    return plan
+
+
+async def _run_triggered(
+    database: Database,
+    dispatcher: Dispatcher,
+    store: ThrottleStore,
+    campaign: LiveCampaign,
+    execution: Execution,
+    now: datetime,
+    lease: timedelta,
+) -> None:
+    if execution.status == ExecutionStatus.RESOLVING:  # a business event's raise
+        try:
+            if execution.resolved_after is None:
+                execution = await prepare(database, campaign, execution, now, streaming=False)
+            await resolve(database, campaign, execution, now)
+        except HeraldError as exc:
+            log.error(
+                "campaign %s/%s: audience cannot be resolved: %s",
+                campaign.workspace_id,
+                campaign.campaign_id,
+                exc,
+            )
+            await _end(
+                database, execution, ExecutionStatus.FAILED, now, f"The audience cannot be resolved: {exc}"
+            )
+            return
+        async with database.reader() as session:
+            current = await session.get(Execution, (execution.workspace_id, execution.id))
+        if current is None or current.status != ExecutionStatus.DISPATCHING:
+            return
+        execution = current
+    plan = await _plan_for(database, campaign, execution)
+    async with database.reader() as session:
+        rules = await controls.load(session, campaign, store, execution.trigger)
+    done = await dispatch(database, dispatcher, plan, execution, now, lease, rules)
+    if done and execution.trigger == triggers.BUSINESS:
+        await _end(database, execution, ExecutionStatus.DONE, now, None)
 
 
 async def _run_one(

@@ -1,0 +1,537 @@
+"""Event-triggered campaigns: an event ingested through the API becomes firings of the campaigns it
+matches, user rows of the campaign's one long-lived EVENT execution that the engine dispatches like
+any other (controls, outbox, stats).
+
+1. Ingestion (`/v1/event`, `/v1/transition`; not historical imports) calls `enqueue` in its own
+   transaction: each event whose action an ACTIVE EVENT_TRIGGERED campaign waits for is written to
+   the trigger inbox with those campaigns' ids, and the workers are woken at the commit
+   (`herald.wake`). A campaign PAUSED at that moment is not listed: its events never fire it.
+2. The worker (`fire`) takes inbox rows (`FOR UPDATE SKIP LOCKED`: several workers take disjoint
+   rows), evaluates each campaign's trigger with the segmentation compiler (the event is one of the
+   actions `included_filters` waits for, with its attributes; the user then matches
+   `included_filters`, counts included, and `secondary_included_filters`; the user is in the
+   campaign's audience), and writes one user row per (event, user) with the time it is due, in the
+   transaction that deletes the inbox rows: each (campaign, event, user) fires exactly once.
+3. The engine's dispatch sends the firings when due; the outbox id of each message is derived from
+   (execution, user, platform, event), so a platform gets one message per firing.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any, cast
+
+from pydantic import ValidationError
+from sqlalchemy import Table, and_, delete, insert, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from herald.audience.attributes import parse_datetime_text
+from herald.audience.best_time import best_hour, next_at_hour
+from herald.audience.ingest import EventWrite
+from herald.audience.models import Event, User
+from herald.audience.segmentation.audience import audience_query, session_dialect
+from herald.audience.segmentation.catalog import load_segments
+from herald.audience.segmentation.compiler import Compiler
+from herald.audience.segmentation.dialect import dialect_for
+from herald.campaigns.models import Campaign
+from herald.campaigns.schemas.common import CampaignStatus, Channel, DeliveryType, Granularity
+from herald.campaigns.schemas.filters import ActionFilter, ExecutionType, FilterGroup
+from herald.campaigns.schemas.trigger import TriggerCondition, TriggerDelayType, TriggerRelation
+from herald.db import Database
+from herald.delivery.engine.content import live_campaign
+from herald.delivery.engine.controls import zone
+from herald.delivery.engine.models import Execution, ExecutionUser, TriggerInbox
+from herald.delivery.engine.resolve import ExecutionStatus, LiveCampaign, _global_control, _segmentation
+from herald.delivery.engine.split import RANK_BITS, in_global_control, rank_of
+from herald.errors import ValidationFailed
+from herald.ids import object_id
+from herald.wake import wake_on_commit
+from herald.workspaces.delivery_settings import settings_of
+from herald.workspaces.models import Workspace
+
+log = logging.getLogger("herald.delivery.engine")
+
+EVENT = "EVENT"
+BUSINESS = "BUSINESS"
+INBOX_BATCH = 500  # inbox rows taken at once by a worker
+BEST_TIME_DAYS = 90  # the past events a user's best hour is learnt from
+
+_UNIT = {
+    Granularity.MINUTES: timedelta(minutes=1),
+    Granularity.HOURS: timedelta(hours=1),
+    Granularity.DAYS: timedelta(days=1),
+}
+
+
+class Dropped:
+    """Why a firing is written SUPPRESSED instead of waiting to be sent."""
+
+    TRIGGER_TIME = "TRIGGER_TIME"  # BEFORE: the anchor attribute is missing or already past
+
+
+# --- what a trigger waits for -----------------------------------------------------------------
+
+
+def trigger_of(components: Mapping[str, Any] | None) -> TriggerCondition | None:
+    raw = (components or {}).get("trigger_condition")
+    if not isinstance(raw, dict):
+        return None
+    try:
+        return TriggerCondition.model_validate(raw)
+    except ValidationError:
+        return None
+
+
+def awaited_actions(trigger: TriggerCondition | None) -> frozenset[str]:
+    """The action names whose events may fire the trigger (as `Compiler.triggering_event` reads
+    them: action filters that ask for the action to have been done)."""
+    group = trigger.included_filters if trigger is not None else None
+    if group is None:
+        return frozenset()
+    names: set[str] = set()
+    for item in group.filters:
+        if not isinstance(item, ActionFilter) or item.executed is False:
+            continue
+        execution = item.execution
+        if execution is not None and execution.type is not ExecutionType.ATLEAST and execution.count == 0:
+            continue
+        names.add(item.action_name)
+    return frozenset(names)
+
+
+# (campaign row id, revision) -> the actions it waits for: a row is parsed once per version.
+_actions_cache: dict[tuple[str, int], frozenset[str]] = {}
+
+
+async def _watching(session: AsyncSession, workspace_id: str) -> dict[str, list[str]]:
+    """Action name -> the ACTIVE EVENT_TRIGGERED campaigns (public ids) waiting for it."""
+    rows = (
+        await session.execute(
+            select(Campaign.id, Campaign.revision, Campaign.campaign_id).where(
+                Campaign.workspace_id == workspace_id,
+                Campaign.is_latest,
+                Campaign.status == CampaignStatus.ACTIVE.value,
+                Campaign.delivery_type == DeliveryType.EVENT_TRIGGERED.value,
+            )
+        )
+    ).all()
+    found: dict[str, list[str]] = defaultdict(list)
+    for row_id, revision, campaign_id in rows:
+        key = (str(row_id), int(revision))
+        actions = _actions_cache.get(key)
+        if actions is None:
+            components = await session.scalar(
+                select(Campaign.components).where(
+                    Campaign.workspace_id == workspace_id, Campaign.id == row_id
+                )
+            )
+            actions = awaited_actions(trigger_of(components))
+            if len(_actions_cache) > 10_000:
+                _actions_cache.clear()
+            _actions_cache[key] = actions
+        for action in actions:
+            found[action].append(campaign_id)
+    return found
+
+
+async def enqueue(
+    session: AsyncSession, workspace_id: str, events: Sequence[tuple[str, EventWrite]], now: datetime
+) -> int:
+    """Inbox the events that ACTIVE event-triggered campaigns wait for (in the ingestion's own
+    transaction) and wake the workers at its commit; how many were inboxed."""
+    if not events:
+        return 0
+    watching = await _watching(session, workspace_id)
+    if not watching:
+        return 0
+    rows = [
+        {
+            "workspace_id": workspace_id,
+            "event_id": event_id,
+            "customer_id": event.customer_id,
+            "campaigns": sorted(set(watching[event.action])),
+            "received_at": now,
+        }
+        for event_id, event in events
+        if event.action in watching
+    ]
+    if rows:
+        await session.execute(insert(TriggerInbox), rows)
+        await wake_on_commit(session)
+    return len(rows)
+
+
+# --- when a firing is due ---------------------------------------------------------------------
+
+
+def _amount(value: int | None, granularity: Granularity | None) -> timedelta:
+    return (value or 0) * _UNIT.get(granularity or Granularity.MINUTES, timedelta(minutes=1))
+
+
+def due_at(
+    trigger: TriggerCondition | None,
+    occurred_at: datetime,
+    attributes: Mapping[str, Any],
+    now: datetime,
+    hour: int | None = None,
+    tz: Any = UTC,
+) -> datetime | None:
+    """When a firing of an event at `occurred_at` is to be sent (`now` or earlier: at once); None
+    when it cannot be (BEFORE an anchor attribute that is missing or already past). `hour` is the
+    user's best hour (INTELLIGENT_DELAY) in `tz`."""
+    kind = trigger.trigger_delay_type if trigger is not None else None
+    if trigger is None or kind in (None, TriggerDelayType.ASAP):
+        return now
+    if kind is TriggerDelayType.INTELLIGENT_DELAY:
+        window = trigger.intelligent_delay_optimization
+        if window is None:
+            return now
+        earliest = occurred_at + _amount(window.min_delay_value, window.min_delay_granularity)
+        latest = occurred_at + _amount(window.max_delay_value, window.max_delay_granularity)
+        return next_at_hour(max(earliest, now), latest, hour, tz)
+    delay = _amount(trigger.trigger_delay_value, trigger.trigger_delay_granularity)
+    if trigger.trigger_relation is TriggerRelation.BEFORE:
+        name = trigger.trigger_attr_name()
+        value = attributes.get(name) if name else None
+        anchor = parse_datetime_text(value) if isinstance(value, str) else None
+        if anchor is None and isinstance(value, int | float) and not isinstance(value, bool):
+            anchor = datetime.fromtimestamp(value, UTC)
+        if anchor is None or anchor <= now:
+            return None
+        return max(anchor - delay, now)
+    return max(occurred_at + delay, now)
+
+
+# --- the EVENT execution of a campaign --------------------------------------------------------
+
+
+_executions: dict[tuple[str, str], Execution] = {}
+
+
+async def event_execution(database: Database, campaign: LiveCampaign, now: datetime) -> Execution:
+    """The campaign's one EVENT execution (run 1), created DISPATCHING at first need (its id never
+    changes: known ones are not read again)."""
+    key = (campaign.workspace_id, campaign.campaign_id)
+    if key in _executions:
+        return _executions[key]
+    found = await _find(database, campaign)
+    if found is not None:
+        _executions[key] = found
+        return found
+    try:
+        async with database.writer() as session:
+            session.add(
+                Execution(
+                    workspace_id=campaign.workspace_id,
+                    id=object_id(now),
+                    campaign_id=campaign.campaign_id,
+                    run=1,
+                    status=ExecutionStatus.DISPATCHING,
+                    trigger=EVENT,
+                    opted_out=0,
+                    unsubscribed=0,
+                    no_address=0,
+                    audience=0,
+                    dispatched=0,
+                    created_at=now,
+                    updated_at=now,
+                )
+            )
+            await session.commit()
+    except IntegrityError:
+        pass  # another worker created it first
+    created = await _find(database, campaign)
+    assert created is not None
+    return created
+
+
+async def _find(database: Database, campaign: LiveCampaign) -> Execution | None:
+    async with database.reader() as session:
+        found: Execution | None = await session.scalar(
+            select(Execution).where(
+                Execution.workspace_id == campaign.workspace_id,
+                Execution.campaign_id == campaign.campaign_id,
+                Execution.run == 1,
+            )
+        )
+        return found
+
+
+# (campaign row id, revision) -> the engine's reading of it: a version is validated once.
+_live_cache: dict[tuple[str, int], LiveCampaign | None] = {}
+
+
+async def active_triggered(
+    session: AsyncSession, workspace_id: str, kind: DeliveryType
+) -> list[LiveCampaign]:
+    versions = (
+        await session.execute(
+            select(Campaign.id, Campaign.revision)
+            .where(
+                Campaign.workspace_id == workspace_id,
+                Campaign.is_latest,
+                Campaign.status == CampaignStatus.ACTIVE.value,
+                Campaign.delivery_type == kind.value,
+                Campaign.channel.in_([Channel.EMAIL.value, Channel.PUSH.value]),
+            )
+            .order_by(Campaign.id)
+        )
+    ).all()
+    found: list[LiveCampaign] = []
+    for row_id, revision in versions:
+        key = (str(row_id), int(revision))
+        if key not in _live_cache:
+            row = await session.get(Campaign, (workspace_id, row_id))
+            if len(_live_cache) > 10_000:
+                _live_cache.clear()
+            _live_cache[key] = live_campaign(row) if row is not None else None
+        live = _live_cache[key]
+        if live is not None:
+            found.append(live)
+    return found
+
+
+# --- firing -----------------------------------------------------------------------------------
+
+
+async def fire(database: Database, workspace_id: str, now: datetime) -> int:
+    """Turn the workspace's inboxed events into firings; how many user rows were written."""
+    written = 0
+    while True:
+        async with database.reader() as session:
+            waiting = await session.scalar(
+                select(TriggerInbox.event_id).where(TriggerInbox.workspace_id == workspace_id).limit(1)
+            )
+            if waiting is None:
+                return written
+            campaigns = {
+                c.campaign_id: c
+                for c in await active_triggered(session, workspace_id, DeliveryType.EVENT_TRIGGERED)
+            }
+        executions = {cid: await event_execution(database, c, now) for cid, c in campaigns.items()}
+        taken, count = await _fire_batch(database, workspace_id, campaigns, executions, now)
+        written += count
+        if taken < INBOX_BATCH:
+            return written
+
+
+async def _fire_batch(
+    database: Database,
+    workspace_id: str,
+    campaigns: dict[str, LiveCampaign],
+    executions: dict[str, Execution],
+    now: datetime,
+) -> tuple[int, int]:
+    async with database.writer() as session:
+        inbox = (
+            await session.scalars(
+                select(TriggerInbox)
+                .where(TriggerInbox.workspace_id == workspace_id)
+                .order_by(TriggerInbox.received_at, TriggerInbox.event_id)
+                .limit(INBOX_BATCH)
+                .with_for_update(skip_locked=True)
+            )
+        ).all()
+        if not inbox:
+            return 0, 0
+        ids = [row.event_id for row in inbox]
+        events = {
+            e.id: e
+            for e in (
+                await session.scalars(
+                    select(Event).where(Event.workspace_id == workspace_id, Event.id.in_(ids))
+                )
+            ).all()
+        }
+        by_campaign: dict[str, list[Event]] = defaultdict(list)
+        for row in inbox:
+            event = events.get(row.event_id)
+            for campaign_id in row.campaigns:
+                # Not ACTIVE any more (paused, expired since): the event does not fire it.
+                if event is not None and campaign_id in campaigns:
+                    by_campaign[campaign_id].append(event)
+        written = 0
+        for campaign_id, fired in by_campaign.items():
+            try:
+                written += await _fire_campaign(
+                    session, campaigns[campaign_id], executions[campaign_id], fired, now
+                )
+            except ValidationFailed as exc:  # e.g. a custom segment deleted since publish
+                log.error("campaign %s/%s: trigger cannot be evaluated: %s", workspace_id, campaign_id, exc)
+        await session.execute(
+            delete(TriggerInbox).where(
+                TriggerInbox.workspace_id == workspace_id, TriggerInbox.event_id.in_(ids)
+            )
+        )
+        await session.commit()
+    return len(inbox), written
+
+
+async def _fire_campaign(
+    session: AsyncSession, campaign: LiveCampaign, execution: Execution, events: list[Event], now: datetime
+) -> int:
+    trigger = campaign.document.trigger_condition
+    included = trigger.included_filters if trigger is not None else None
+    if trigger is None or included is None:
+        return 0
+    matched = await _matching(session, campaign, trigger, included, events, now)
+    if not matched:
+        return 0
+    users = {
+        u.customer_id: u
+        for u in (
+            await session.scalars(
+                select(User).where(
+                    User.workspace_id == campaign.workspace_id,
+                    User.customer_id.in_({e.customer_id for e in matched}),
+                )
+            )
+        ).all()
+    }
+    hours = await _best_hours(session, campaign, trigger, users, now)
+    workspace = await session.get(Workspace, campaign.workspace_id)
+    default_zone = settings_of(workspace.delivery if workspace is not None else None).timezone
+    global_share = await _global_control(session, campaign)
+    control = campaign.document.control_group_details
+    percentage = (
+        control.campaign_control_group_percentage
+        if control is not None and control.is_campaign_control_group_enabled
+        else None
+    )
+    rows: list[dict[str, Any]] = []
+    for event in matched:
+        user = users.get(event.customer_id)
+        tz = zone(user.timezone if user is not None else None, default_zone)
+        due = due_at(
+            trigger, event.occurred_at, event.attributes or {}, now, hours.get(event.customer_id), tz
+        )
+        rank = rank_of(campaign.campaign_id, event.customer_id)
+        state, reason = "PENDING", None
+        if in_global_control(campaign.workspace_id, event.customer_id, global_share):
+            state, reason = "HELD_OUT", "GLOBAL_CONTROL"
+        elif percentage and rank < float(percentage) / 100 * 2**RANK_BITS:
+            state, reason = "HELD_OUT", "CONTROL_GROUP"
+        elif due is None:
+            state, reason = "SUPPRESSED", Dropped.TRIGGER_TIME
+        rows.append(
+            {
+                "workspace_id": campaign.workspace_id,
+                "execution_id": execution.id,
+                "customer_id": event.customer_id,
+                "firing": event.id,
+                "rank": rank,
+                "state": state,
+                "reason": reason,
+                "not_before": due if due is not None and due > now else None,
+                "event": dict(event.attributes or {}),
+            }
+        )
+    await session.execute(_insert_new(session), rows)
+    await session.execute(
+        update(Execution)
+        .where(Execution.workspace_id == execution.workspace_id, Execution.id == execution.id)
+        .values(audience=Execution.audience + len(rows), updated_at=now)
+    )
+    return len(rows)
+
+
+def _insert_new(session: AsyncSession) -> Any:
+    """INSERT that skips a firing already written (the primary key is (execution, user, event))."""
+    table = cast(Table, ExecutionUser.__table__)
+    if session_dialect(session) == "postgresql":
+        return postgresql.insert(table).on_conflict_do_nothing()
+    return sqlite.insert(table).on_conflict_do_nothing()
+
+
+async def _matching(
+    session: AsyncSession,
+    campaign: LiveCampaign,
+    trigger: TriggerCondition,
+    included: FilterGroup,
+    events: list[Event],
+    now: datetime,
+) -> list[Event]:
+    """The events that fire the campaign: an awaited action with the attributes asked for, by a
+    user who matches both filter groups and is in the audience. Raises ValidationFailed."""
+    workspace_id = campaign.workspace_id
+    customers = sorted({e.customer_id for e in events})
+    details = _segmentation(campaign, with_opted_out=False)
+    secondary = trigger.secondary_included_filters
+    seg_included = details.get("included_filters")
+    seg_excluded = details.get("excluded_filters")
+    groups: list[FilterGroup | None] = [included, secondary]
+    for raw in (seg_included, seg_excluded):
+        groups.append(FilterGroup.model_validate(raw) if isinstance(raw, dict) else None)
+    segments = await load_segments(session, workspace_id, groups)
+    dialect = dialect_for(session_dialect(session))
+    path = ("trigger_condition", "included_filters")
+
+    compiler = Compiler(dialect, workspace_id, now, segments, customers)
+    fired = Event.__table__.alias("fired")
+    is_awaited = compiler.triggering_event(included, fired, path)
+    user_matches = compiler.where(included, path)
+    if secondary is not None and secondary.filters:
+        user_matches = and_(
+            user_matches, compiler.where(secondary, ("trigger_condition", "secondary_included_filters"))
+        )
+    if compiler.problems:
+        raise ValidationFailed(compiler.problems)
+    joined = compiler.from_clause().join(
+        fired,
+        and_(
+            fired.c.workspace_id == compiler.users.c.workspace_id,
+            fired.c.customer_id == compiler.users.c.customer_id,
+        ),
+    )
+    query = (
+        select(fired.c.id)
+        .select_from(joined)
+        .where(compiler.in_workspace(), fired.c.id.in_([e.id for e in events]), is_awaited, user_matches)
+    )
+    awaited = set((await session.scalars(query)).all())
+    if not awaited:
+        return []
+    audience = audience_query(
+        details,
+        campaign.channel,
+        workspace_id,
+        now,
+        dialect=dialect,
+        segments=segments,
+        reachable_only=True,
+        reach=campaign.reach,
+        customers=sorted({e.customer_id for e in events if e.id in awaited}),
+    )
+    members = set((await session.scalars(audience)).all())
+    return [e for e in events if e.id in awaited and e.customer_id in members]
+
+
+async def _best_hours(
+    session: AsyncSession,
+    campaign: LiveCampaign,
+    trigger: TriggerCondition,
+    users: dict[str, User],
+    now: datetime,
+) -> dict[str, int | None]:
+    """INTELLIGENT_DELAY: each user's best hour, in their timezone, from their recent events."""
+    if trigger.trigger_delay_type is not TriggerDelayType.INTELLIGENT_DELAY or not users:
+        return {}
+    workspace = await session.get(Workspace, campaign.workspace_id)
+    default_zone = settings_of(workspace.delivery if workspace is not None else None).timezone
+    rows = await session.execute(
+        select(Event.customer_id, Event.occurred_at).where(
+            Event.workspace_id == campaign.workspace_id,
+            Event.customer_id.in_(list(users)),
+            Event.occurred_at > now - timedelta(days=BEST_TIME_DAYS),
+        )
+    )
+    hours: dict[str, list[int]] = defaultdict(list)
+    for customer_id, at in rows.all():
+        user = users[customer_id]
+        hours[customer_id].append(at.astimezone(zone(user.timezone, default_zone)).hour)
+    return {customer_id: best_hour(found) for customer_id, found in hours.items()}

@@ -1,0 +1,459 @@
+"""Event- and business-event-triggered campaigns end to end: events through /v1/event and
+/v1/transition, business events through /v1/business-event and the CLI, worker ticks on the frozen
+clock, messages counted at the real HTTP receiver."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from datetime import UTC, datetime
+from typing import Any
+
+import httpx
+from fastapi import FastAPI
+
+from herald.campaigns import worker
+from herald.clock import FrozenClock
+from herald.config import Settings
+from herald.services import Services
+from tests.campaigns import lifecycle_helpers as h
+from tests.delivery.builders import push_connector
+from tests.delivery.conftest import OPEN_LIMITS, add_users
+from tests.delivery.servers import HttpReceiver
+from tests.delivery.test_engine_controls import herald
+from tests.delivery.test_engine_send import PUSH, publish, stats, tick
+from tests.delivery.test_engine_wake import HOUR, _until
+from tests.factories import Tenant, make_tenant
+
+CART = {"filter_operator": "and", "filters": [{"filter_type": "actions", "action_name": "added_to_cart"}]}
+
+EVENT: dict[str, Any] = {
+    **copy.deepcopy(PUSH),
+    "campaign_delivery_type": "EVENT_TRIGGERED",
+    "basic_details": {"name": "Cart", "platforms": ["ANDROID"]},
+    "campaign_content": {
+        "content": {
+            "push": {
+                "android": {
+                    "template_type": "BASIC",
+                    "basic_details": {
+                        "title": "Still want {{ event.product | default('it') }}?",
+                        "message": "Hi {{UserAttribute['first_name'] | default('you')}}",
+                    },
+                }
+            }
+        }
+    },
+    "trigger_condition": {"included_filters": CART, "trigger_delay_type": "ASAP"},
+    "delivery_controls": {"bypass_dnd": False},
+}
+EVENT.pop("scheduling_details")
+EVENT.pop("utm_params")
+
+BUSINESS: dict[str, Any] = {
+    **copy.deepcopy(EVENT),
+    "campaign_delivery_type": "BUSINESS_EVENT_TRIGGERED",
+    "basic_details": {"name": "Drop", "platforms": ["ANDROID"], "business_event": "price_drop"},
+}
+BUSINESS.pop("trigger_condition")
+BUSINESS.pop("delivery_controls")
+BUSINESS["campaign_content"]["content"]["push"]["android"]["basic_details"]["title"] = (
+    "{{ event.product }} now {{ event.price }}"
+)
+
+
+def event_body(**changes: Any) -> dict[str, Any]:
+    body = copy.deepcopy(EVENT)
+    for key, value in changes.items():
+        body[key] = value
+    return body
+
+
+async def send_event(
+    client: httpx.AsyncClient, tenant: Tenant, customer_id: str, action: str, **attributes: Any
+) -> None:
+    body = {
+        "type": "event",
+        "customer_id": customer_id,
+        "actions": [{"action": action, "attributes": attributes}],
+    }
+    response = await client.post(
+        f"/v1/event/{tenant.workspace_id}", json=body, headers=tenant.write_headers()
+    )
+    assert response.status_code == 200, response.text
+
+
+def titles(webhook: HttpReceiver) -> list[tuple[str, str]]:
+    return [
+        (r.json()["recipient"]["customer_id"], r.json()["message"]["basic_details"]["title"])
+        for r in webhook.received
+    ]
+
+
+async def users(app: FastAPI, tenant: Tenant, *ids: str, **extra: Any) -> None:
+    await add_users(
+        app,
+        tenant.workspace_id,
+        *({"customer_id": c, "push_id": f"tok-{c}", "platform": "ANDROID", **extra} for c in ids),
+    )
+
+
+async def ready(app: FastAPI, tenant: Tenant, webhook: HttpReceiver, *ids: str) -> None:
+    await push_connector(app, tenant, webhook)
+    await users(app, tenant, *ids)
+
+
+class TestEventTriggered:
+    async def test_a_matching_event_sends_once_with_its_attributes(
+        self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant, webhook: HttpReceiver
+    ) -> None:
+        await ready(app, workspace, webhook, "ana", "bo")
+        campaign_id = await publish(client, workspace, EVENT)
+        await send_event(client, workspace, "ana", "added_to_cart", product="Boots")
+        await send_event(client, workspace, "bo", "viewed_page")  # another action: nothing
+        await tick(app, workspace)
+        await tick(app, workspace)
+        assert titles(webhook) == [("ana", "Still want Boots?")]
+        # A second event is a second firing: one more message.
+        await send_event(client, workspace, "ana", "added_to_cart", product="Hat")
+        await tick(app, workspace)
+        assert titles(webhook)[1:] == [("ana", "Still want Hat?")]
+        [run] = (await stats(client, workspace, campaign_id))["executions"]
+        assert (run["audience"], run["sent"], run["pending"]) == (2, 2, 0)
+        assert len({r.json()["id"] for r in webhook.received}) == 2
+
+    async def test_transition_events_fire_and_two_workers_send_each_firing_once(
+        self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant, webhook: HttpReceiver
+    ) -> None:
+        await ready(app, workspace, webhook, *(f"u{i}" for i in range(20)))
+        await publish(client, workspace, EVENT)
+        elements = [
+            {"type": "event", "customer_id": f"u{i}", "actions": [{"action": "added_to_cart"}]}
+            for i in range(20)
+        ]
+        response = await client.post(
+            f"/v1/transition/{workspace.workspace_id}",
+            json={"type": "transition", "elements": elements},
+            headers=workspace.write_headers(),
+        )
+        assert response.status_code == 200, response.text
+        await asyncio.gather(tick(app, workspace), tick(app, workspace))
+        await tick(app, workspace)
+        assert sorted(c for c, _ in titles(webhook)) == sorted(f"u{i}" for i in range(20))
+
+    async def test_attribute_count_and_secondary_filters_and_the_audience_decide(
+        self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant, webhook: HttpReceiver
+    ) -> None:
+        await ready(app, workspace, webhook, "ana", "bo", "cy")
+        await add_users(app, workspace.workspace_id, {"customer_id": "bo", "vip": True})
+        await add_users(app, workspace.workspace_id, {"customer_id": "cy", "vip": True, "banned": True})
+        await add_users(app, workspace.workspace_id, {"customer_id": "ana", "vip": True})
+        included = {
+            "filter_operator": "and",
+            "filters": [
+                {
+                    "filter_type": "actions",
+                    "action_name": "purchase",
+                    "execution": {"type": "atleast", "count": 2},
+                    "attributes": {
+                        "filter_operator": "and",
+                        "filters": [
+                            {
+                                "filter_type": "user_attributes",
+                                "data_type": "double",
+                                "name": "amount",
+                                "operator": "greaterThan",
+                                "value": 10,
+                            }
+                        ],
+                    },
+                }
+            ],
+        }
+        vip = {
+            "filter_operator": "and",
+            "filters": [
+                {
+                    "filter_type": "user_attributes",
+                    "data_type": "bool",
+                    "name": "vip",
+                    "operator": "is",
+                    "value": True,
+                }
+            ],
+        }
+        body = event_body(
+            trigger_condition={
+                "included_filters": included,
+                "secondary_included_filters": vip,
+                "trigger_delay_type": "ASAP",
+            },
+            segmentation_details={
+                "is_all_user_campaign": True,
+                "excluded_filters": {
+                    "filter_operator": "and",
+                    "filters": [
+                        {
+                            "filter_type": "user_attributes",
+                            "data_type": "bool",
+                            "name": "banned",
+                            "operator": "is",
+                            "value": True,
+                        }
+                    ],
+                },
+            },
+        )
+        await publish(client, workspace, body)
+        await send_event(client, workspace, "ana", "purchase", amount=50)  # first time: not yet twice
+        await send_event(client, workspace, "ana", "purchase", amount=5)  # too small
+        await tick(app, workspace)
+        assert titles(webhook) == []
+        await send_event(client, workspace, "ana", "purchase", amount=20)  # second above 10: fires
+        await send_event(client, workspace, "cy", "purchase", amount=20)
+        await send_event(client, workspace, "cy", "purchase", amount=20)  # excluded by the audience
+        await add_users(app, workspace.workspace_id, {"customer_id": "bo", "vip": False})
+        await send_event(client, workspace, "bo", "purchase", amount=20)
+        await send_event(client, workspace, "bo", "purchase", amount=20)  # not vip: secondary fails
+        await tick(app, workspace)
+        assert [c for c, _ in titles(webhook)] == ["ana"]
+
+    async def test_delay_after_the_event_and_before_an_attribute(
+        self,
+        app: FastAPI,
+        client: httpx.AsyncClient,
+        workspace: Tenant,
+        webhook: HttpReceiver,
+        clock: FrozenClock,
+    ) -> None:
+        clock.set(datetime(2026, 3, 2, 10, 0, tzinfo=UTC))
+        await ready(app, workspace, webhook, "ana", "bo")
+        after = {
+            **EVENT["trigger_condition"],
+            "trigger_delay_type": "DELAY",
+            "trigger_delay_value": 30,
+            "trigger_delay_granularity": "MINUTES",
+            "trigger_relation": "AFTER",
+        }
+        before = {
+            "included_filters": {
+                "filter_operator": "and",
+                "filters": [{"filter_type": "actions", "action_name": "booked"}],
+            },
+            "trigger_delay_type": "DELAY",
+            "trigger_delay_value": 2,
+            "trigger_delay_granularity": "HOURS",
+            "trigger_relation": "BEFORE",
+            "trigger_attr": "departure",  # contract: a plain string names the attribute
+        }
+        await publish(client, workspace, event_body(trigger_condition=after))
+        await publish(
+            client,
+            workspace,
+            event_body(trigger_condition=before, basic_details={"name": "Trip", "platforms": ["ANDROID"]}),
+        )
+        await send_event(client, workspace, "ana", "added_to_cart")
+        await send_event(client, workspace, "bo", "booked", departure="2026-03-02T15:00:00Z")
+        await send_event(
+            client, workspace, "ana", "booked", departure="2026-03-02T09:00:00Z"
+        )  # past: dropped
+        await tick(app, workspace)
+        assert titles(webhook) == []
+        clock.advance(minutes=29)
+        await tick(app, workspace)
+        assert titles(webhook) == []
+        clock.advance(minutes=1)  # 10:30
+        await tick(app, workspace)
+        assert [c for c, _ in titles(webhook)] == ["ana"]
+        clock.set(datetime(2026, 3, 2, 12, 59, tzinfo=UTC))
+        await tick(app, workspace)
+        assert len(webhook.received) == 1
+        clock.advance(minutes=1)  # 13:00, two hours before departure
+        await tick(app, workspace)
+        assert [c for c, _ in titles(webhook)] == ["ana", "bo"]
+
+    async def test_quiet_hours_hold_within_the_queue_duration_else_drop(
+        self,
+        app: FastAPI,
+        client: httpx.AsyncClient,
+        settings: Settings,
+        webhook: HttpReceiver,
+        clock: FrozenClock,
+    ) -> None:
+        tenant = await make_tenant(app, rate_limits=OPEN_LIMITS, features={"queuing": True})
+        await ready(app, tenant, webhook, "ana")
+        await herald(settings, "workspaces", "set", "-w", tenant.workspace_id, "dnd", "22:00-08:00")
+        clock.set(datetime(2026, 3, 2, 23, 0, tzinfo=UTC))  # DND ends in 9 hours
+        held = event_body(
+            delivery_controls={"bypass_dnd": False, "queuing_enabled": True, "queue_duration": 10}
+        )
+        dropped = event_body(
+            delivery_controls={"bypass_dnd": False, "queuing_enabled": True, "queue_duration": 2},
+            basic_details={"name": "Short", "platforms": ["ANDROID"]},
+        )
+        bypass = event_body(
+            delivery_controls={"bypass_dnd": True}, basic_details={"name": "Now", "platforms": ["ANDROID"]}
+        )
+        held_id = await publish(client, tenant, held)
+        dropped_id = await publish(client, tenant, dropped)
+        bypass_id = await publish(client, tenant, bypass)
+        await send_event(client, tenant, "ana", "added_to_cart")
+        await tick(app, tenant)
+        assert [r.json()["campaign_id"] for r in webhook.received] == [bypass_id]
+        [run] = (await stats(client, tenant, dropped_id))["executions"]
+        assert run["suppressed"]["dnd"] == 1
+        [run] = (await stats(client, tenant, held_id))["executions"]
+        assert (run["pending"], run["deferred"]) == (1, 1)
+        clock.set(datetime(2026, 3, 3, 8, 0, tzinfo=UTC))
+        await tick(app, tenant)
+        assert [r.json()["campaign_id"] for r in webhook.received] == [bypass_id, held_id]
+
+    async def test_campaign_and_workspace_minimum_delays(
+        self,
+        app: FastAPI,
+        client: httpx.AsyncClient,
+        settings: Settings,
+        workspace: Tenant,
+        webhook: HttpReceiver,
+        clock: FrozenClock,
+    ) -> None:
+        clock.set(datetime(2026, 3, 2, 10, 0, tzinfo=UTC))
+        await ready(app, workspace, webhook, "ana")
+        spaced = await publish(
+            client,
+            workspace,
+            event_body(
+                delivery_controls={
+                    "bypass_dnd": False,
+                    "minimum_delay_between_two_notification_in_hour": 3,
+                    "ignore_global_minimum_delay": True,
+                }
+            ),
+        )
+        await send_event(client, workspace, "ana", "added_to_cart")
+        await tick(app, workspace)
+        assert [r.json()["campaign_id"] for r in webhook.received] == [spaced]
+        clock.advance(hours=1)  # inside the campaign's 3 hours: dropped
+        await send_event(client, workspace, "ana", "added_to_cart")
+        await tick(app, workspace)
+        assert len(webhook.received) == 1
+        await herald(settings, "workspaces", "set", "-w", workspace.workspace_id, "minimum-delay", "2")
+        plain = await publish(
+            client, workspace, event_body(basic_details={"name": "Plain", "platforms": ["ANDROID"]})
+        )
+        exempt = await publish(
+            client,
+            workspace,
+            event_body(
+                basic_details={"name": "Exempt", "platforms": ["ANDROID"]},
+                delivery_controls={"bypass_dnd": False, "ignore_global_minimum_delay": True},
+            ),
+        )
+        clock.advance(minutes=30)  # 11:30: the last message (10:00) is inside the workspace's 2 hours
+        await send_event(client, workspace, "ana", "added_to_cart")
+        await tick(app, workspace)
+        assert [r.json()["campaign_id"] for r in webhook.received] == [spaced, exempt]
+        for campaign_id, dropped in ((spaced, 2), (plain, 1), (exempt, 0)):
+            [run] = (await stats(client, workspace, campaign_id))["executions"]
+            assert run["suppressed"]["minimum_delay"] == dropped, campaign_id
+
+    async def test_events_while_paused_do_not_fire_after_resume(
+        self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant, webhook: HttpReceiver
+    ) -> None:
+        await ready(app, workspace, webhook, "ana")
+        campaign_id = await publish(client, workspace, EVENT)
+        await h.action(client, workspace, campaign_id, "PAUSE")
+        await send_event(client, workspace, "ana", "added_to_cart", product="Paused")
+        await tick(app, workspace)
+        await h.action(client, workspace, campaign_id, "RESUME")
+        await tick(app, workspace)
+        assert titles(webhook) == []
+        await send_event(client, workspace, "ana", "added_to_cart", product="Live")
+        await tick(app, workspace)
+        assert titles(webhook) == [("ana", "Still want Live?")]
+
+    async def test_an_event_wakes_the_worker(
+        self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant, webhook: HttpReceiver
+    ) -> None:
+        await ready(app, workspace, webhook, "ana")
+        await publish(client, workspace, EVENT)
+        services: Services = app.state.herald
+        stop = asyncio.Event()
+        task = asyncio.create_task(
+            worker.run_forever(services.database, services.clock, HOUR, stop, services.settings)
+        )
+        try:
+            await asyncio.sleep(0)
+            await send_event(client, workspace, "ana", "added_to_cart", product="Now")
+            await _until(lambda: titles(webhook) == [("ana", "Still want Now?")], "the event is delivered")
+        finally:
+            stop.set()
+            await task
+
+
+class TestBusinessEvent:
+    async def test_a_raise_sends_to_the_audience_with_the_event_and_each_raise_is_a_run(
+        self,
+        app: FastAPI,
+        client: httpx.AsyncClient,
+        settings: Settings,
+        workspace: Tenant,
+        webhook: HttpReceiver,
+    ) -> None:
+        await ready(app, workspace, webhook, "ana", "bo")
+        await users(app, workspace, "cy", push_opt_out=True)
+        campaign_id = await publish(client, workspace, BUSINESS)
+        other = copy.deepcopy(BUSINESS)
+        other["basic_details"]["business_event"] = "restock"
+        await publish(client, workspace, other)
+        response = await client.post(
+            f"/v1/business-event/{workspace.workspace_id}",
+            json={"name": "price_drop", "attributes": {"product": "Boots", "price": 30}},
+            headers=workspace.write_headers(),
+        )
+        assert response.status_code == 202, response.text
+        data = response.json()["data"]
+        assert data["campaigns_started"] == 1
+        assert [(r["campaign_id"], r["run"]) for r in data["runs"]] == [(campaign_id, 1)]
+        await tick(app, workspace)
+        assert sorted(titles(webhook)) == [("ana", "Boots now 30"), ("bo", "Boots now 30")]
+        webhook.reset()
+        output = await herald(
+            settings,
+            "events",
+            "business",
+            "price_drop",
+            "-w",
+            workspace.workspace_id,
+            "--attr",
+            "product=Hat",
+            "--attr",
+            "price=12",
+        )
+        assert output.startswith("1 campaign(s) started")
+        await tick(app, workspace)
+        assert sorted(titles(webhook)) == [("ana", "Hat now 12"), ("bo", "Hat now 12")]
+        runs = (await stats(client, workspace, campaign_id))["executions"]
+        assert [(r["run"], r["status"], r["sent"]) for r in runs] == [(1, "DONE", 2), (2, "DONE", 2)]
+
+    async def test_bad_input(self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant) -> None:
+        path = f"/v1/business-event/{workspace.workspace_id}"
+        for body, target in [
+            ({"attributes": {}}, "name"),
+            ({"name": "x", "attributes": {"a": {"nested": {"too": "deep"}}}}, "attributes.a"),
+            ({"name": "x", "colour": 1}, "colour"),
+            ({"name": 5}, "name"),
+        ]:
+            response = await client.post(path, json=body, headers=workspace.write_headers())
+            assert response.status_code == 400, response.text
+            targets = [d["target"] for d in response.json()["error"]["details"]]
+            assert any(t.startswith(target) for t in targets), (body, targets)
+        other = await make_tenant(app)
+        response = await client.post(
+            f"/v1/business-event/{other.workspace_id}", json={"name": "x"}, headers=workspace.write_headers()
+        )
+        assert response.status_code == 401
+        assert response.json()["code"] == "ER001"
+        response = await client.post(path, json={"name": "nobody_waits"}, headers=workspace.write_headers())
+        assert response.status_code == 202
+        assert response.json()["data"] == {"name": "nobody_waits", "campaigns_started": 0, "runs": []}
