@@ -3,7 +3,7 @@
 from herald.audience.models import Event, Segment, SegmentMember, User
 from herald.campaigns.models import Campaign, CampaignReachability, CampaignRequestId, CampaignTag
 from herald.db import Base
-from herald.delivery.engine.models import Execution, ExecutionUser
+from herald.delivery.engine.models import AttributionWindow, Conversion, Execution, ExecutionUser
 from herald.delivery.models import Connector, OutboxEntry
 from herald.http.idempotency import IdempotencyRecord
 from herald.offers.models import Offer, OfferTag
@@ -12,6 +12,7 @@ from herald.workspaces.models import ApiKey, OfferTemplate, Tag, Workspace
 
 __all__ = [
     "ApiKey",
+    "AttributionWindow",
     "Base",
     "Campaign",
     "CampaignReachability",
@@ -20,6 +21,7 @@ __all__ = [
     "Connector",
     "ContentApi",
     "ContentBlock",
+    "Conversion",
     "CustomTemplate",
     "Event",
     "Execution",

@@ -19,7 +19,16 @@ from herald.audience.ingest import (
     parse_event,
     parse_transition,
 )
+from herald.delivery.engine import conversions
 from herald.errors import ValidationFailed
+
+
+def _stored(ids: list[str], events: list[EventWrite]) -> list[conversions.StoredEvent]:
+    """Stored events as conversion attribution reads them (sends of campaigns with goals)."""
+    return [
+        conversions.StoredEvent(event_id, e.customer_id, e.action, e.attributes, e.occurred_at)
+        for event_id, e in zip(ids, events, strict=True)
+    ]
 
 
 async def ingest_customer(
@@ -38,6 +47,7 @@ async def ingest_event(session: AsyncSession, workspace_id: str, raw: Any, now: 
         raise ValidationFailed(problems)
     created = await store.ensure_users(session, workspace_id, [batch.customer_id], now)
     ids = await store.insert_events(session, workspace_id, batch.events, now)
+    await conversions.attribute(session, workspace_id, _stored(ids, batch.events), now)
     return {
         "customer_id": batch.customer_id,
         "accepted": len(ids),
@@ -77,7 +87,8 @@ async def ingest_transition(
             events += element.events
     await store.insert_bare_users(session, workspace_id, made_by_events, now)
     await store.upsert_customers(session, workspace_id, writes, now)
-    await store.insert_events(session, workspace_id, events, now)
+    ids = await store.insert_events(session, workspace_id, events, now)
+    await conversions.attribute(session, workspace_id, _stored(ids, events), now)
     return {
         "elements": len(elements),
         "customers": {**counts, "skipped_customer_ids": skipped},

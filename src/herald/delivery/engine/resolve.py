@@ -32,6 +32,7 @@ from herald.audience.segmentation.audience import (
 )
 from herald.campaigns.schemas.campaign import CampaignDocument
 from herald.db import Database
+from herald.delivery.engine import conversions
 from herald.delivery.engine.models import Execution, ExecutionUser
 from herald.delivery.engine.split import control_group_size, in_global_control, rank_of
 from herald.ids import object_id
@@ -173,7 +174,7 @@ async def resolve(database: Database, campaign: LiveCampaign, execution: Executi
             query = query.where(selected.c.customer_id > after)
         stream = await session.stream_scalars(query.execution_options(yield_per=CHUNK))
         async for page in stream.partitions(CHUNK):
-            after = await _write_page(database, campaign, execution, after, list(page), share)
+            after = await _write_page(database, campaign, execution, after, list(page), share, now)
             if after is None:
                 return  # another worker is resolving it
             # SQLite's statements run on the event loop's thread (herald.sqlite_inline) and complete
@@ -208,6 +209,7 @@ async def _write_page(
     after: str | None,
     ids: list[str],
     global_share: float | None,
+    now: datetime,
 ) -> str | None:
     """Write one page if nobody else has; the new resume point, or None when someone else did."""
     async with database.writer() as session:
@@ -218,6 +220,7 @@ async def _write_page(
         )
         if current != after:
             return None
+        held = {c for c in ids if in_global_control(execution.workspace_id, c, global_share)}
         await session.execute(
             insert(ExecutionUser),
             [
@@ -228,13 +231,17 @@ async def _write_page(
                     "rank": rank_of(campaign.campaign_id, customer_id),
                     **(
                         {"state": "HELD_OUT", "reason": "GLOBAL_CONTROL"}
-                        if in_global_control(execution.workspace_id, customer_id, global_share)
+                        if customer_id in held
                         else {"state": "PENDING", "reason": None}
                     ),
                 }
                 for customer_id in ids
             ],
         )
+        goals = conversions.goals_of(campaign.components)
+        if goals is not None and held:  # their conversions count from now, when they were held out
+            users = [(c, None, "GLOBAL_CONTROL") for c in ids if c in held]
+            await conversions.open_windows(session, execution, goals, users, now)
         await session.execute(
             update(Execution)
             .where(Execution.workspace_id == execution.workspace_id, Execution.id == execution.id)
