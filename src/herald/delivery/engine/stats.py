@@ -9,6 +9,7 @@ from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from herald.campaigns import repository as campaigns_repository
+from herald.delivery.engine.conversion_stats import execution_conversions
 from herald.delivery.engine.models import Execution, ExecutionUser
 from herald.errors import NotFound
 from herald.ids import is_object_id
@@ -35,11 +36,13 @@ async def campaign_stats(session: AsyncSession, workspace_id: str, campaign_id: 
     return {
         "campaign_id": row.campaign_id,
         "status": row.status,
-        "executions": [await _one(session, e) for e in executions],
+        "executions": [await _one(session, e, row.components) for e in executions],
     }
 
 
-async def _one(session: AsyncSession, execution: Execution) -> dict[str, Any]:
+async def _one(
+    session: AsyncSession, execution: Execution, components: dict[str, Any] | None
+) -> dict[str, Any]:
     counts = (
         await session.execute(
             select(ExecutionUser.state, ExecutionUser.reason, func.count())
@@ -99,4 +102,5 @@ async def _one(session: AsyncSession, execution: Execution) -> dict[str, Any]:
         "deferred": deferred,
         "sent": by_state["SENT"],
         "failed": by_state["FAILED"],
+        "conversions": await execution_conversions(session, execution, components),
     }
