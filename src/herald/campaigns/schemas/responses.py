@@ -215,6 +215,13 @@ class ExecutionHeldOut(BaseModel):
     global_control: int = Field(description="The workspace's global control group.")
 
 
+class BroadcastStats(BaseModel):
+    id: str = Field(description="The message's outbox id, also the webhook's `id` (stable across attempts).")
+    status: Literal["PENDING", "SENT", "FAILED"]
+    failure_reason: str | None
+    attempts: int
+
+
 class ConversionFigures(BaseModel):
     users: int = Field(
         description="Users with an attribution window: sent (or, for the control, held out) while the campaign had goals."
@@ -282,6 +289,9 @@ class ExecutionStats(BaseModel):
     )
     sent: int
     failed: int
+    broadcast: BroadcastStats | None = Field(
+        description="A BROADCAST_LIVE_ACTIVITY campaign's one message per execution; null for other campaigns."
+    )
     conversions: ExecutionConversions | None = Field(
         description="Null when the campaign has no conversion goals (`conversion_goal_details.goals`)."
     )

@@ -1,5 +1,6 @@
 """The engine's part of a worker tick: every one-time campaign of a workspace that is SENDING gets
-its execution started, resolved and dispatched; the campaigns whose every user is settled are
+its execution started, resolved and dispatched (a live-activity campaign its one broadcast,
+`engine.broadcast`); the campaigns whose every user is settled are
 returned for the worker to mark SENT (one loop, one notion of "what is due now")."""
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from herald.clock import FrozenClock
 from herald.config import Settings
 from herald.db import Database
 from herald.delivery.dispatch import Dispatcher
-from herald.delivery.engine import controls
+from herald.delivery.engine import broadcast, controls
 from herald.delivery.engine.content import plan_sends
 from herald.delivery.engine.models import Execution
 from herald.delivery.engine.pause import PAUSED
@@ -98,13 +99,15 @@ async def run_executions(
     finished: list[str] = []
     await _stop_executions(database, workspace_id, now)
     campaigns = await _sending(database, workspace_id)
-    if not campaigns:
+    live_activities = await broadcast.due(database, workspace_id)
+    if not campaigns and not live_activities:
         return finished
     async with (
         Dispatcher(settings, FrozenClock(now), database.writer) as dispatcher,
         open_store(settings) as store,
     ):
         lease = timedelta(seconds=settings.delivery_lease_seconds)
+        await broadcast.run_broadcasts(database, dispatcher, live_activities, now, lease)
         for campaign in campaigns:
             if await _run_one(database, dispatcher, store, campaign, now, lease):
                 finished.append(campaign.campaign_id)
