@@ -4,6 +4,7 @@ to a real HTTP receiver, the users' events ingested through /v1/event, /v1/trans
 
 from __future__ import annotations
 
+import asyncio
 import copy
 from datetime import timedelta
 from pathlib import Path
@@ -209,6 +210,28 @@ class TestSentUsers:
         )
         figures = await conversions(client, workspace, campaign_id)
         assert (figures["sent"]["converted_users"], figures["sent"]["conversions"]) == (1, 1)
+
+
+class TestExactlyOnce:
+    async def test_concurrent_requests_with_the_same_goal_event_convert_once(
+        self,
+        app: FastAPI,
+        client: httpx.AsyncClient,
+        clock: FrozenClock,
+        workspace: Tenant,
+        webhook: HttpReceiver,
+    ) -> None:
+        # On PostgreSQL the requests run in transactions side by side; the conversions' primary
+        # key leaves one row whatever their interleaving.
+        await push_connector(app, workspace, webhook)
+        [user] = await push_users(app, workspace, 1)
+        campaign_id = await publish(client, workspace, with_goals(PURCHASE))
+        await tick(app, workspace)
+        clock.advance(minutes=5)
+        await asyncio.gather(*(event(client, workspace, user, order(20 + i)) for i in range(8)))
+        figures = await conversions(client, workspace, campaign_id)
+        assert (figures["sent"]["conversions"], figures["sent"]["converted_users"]) == (1, 1)
+        assert figures["sent"]["revenue"] in {20.0 + i for i in range(8)}
 
 
 class TestControlGroups:
