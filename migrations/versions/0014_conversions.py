@@ -69,5 +69,7 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     op.drop_table("delivery_conversions")
-    op.drop_index("ix_delivery_attribution_windows_ws_customer_closes", table_name="delivery_attribution_windows")
+    op.drop_index(
+        "ix_delivery_attribution_windows_ws_customer_closes", table_name="delivery_attribution_windows"
+    )
     op.drop_table("delivery_attribution_windows")
