@@ -3,7 +3,13 @@
 from herald.audience.models import Event, Segment, SegmentMember, User
 from herald.campaigns.models import Campaign, CampaignReachability, CampaignRequestId, CampaignTag
 from herald.db import Base
-from herald.delivery.engine.models import Execution, ExecutionUser, TriggerInbox
+from herald.delivery.engine.models import (
+    AttributionWindow,
+    Conversion,
+    Execution,
+    ExecutionUser,
+    TriggerInbox,
+)
 from herald.delivery.models import Connector, OutboxEntry
 from herald.http.idempotency import IdempotencyRecord
 from herald.offers.models import Offer, OfferTag
@@ -12,6 +18,7 @@ from herald.workspaces.models import ApiKey, OfferTemplate, Tag, Workspace
 
 __all__ = [
     "ApiKey",
+    "AttributionWindow",
     "Base",
     "Campaign",
     "CampaignReachability",
@@ -20,6 +27,7 @@ __all__ = [
     "Connector",
     "ContentApi",
     "ContentBlock",
+    "Conversion",
     "CustomTemplate",
     "Event",
     "Execution",

@@ -32,7 +32,8 @@ from herald.audience import dryrun, pgcopy, store
 from herald.audience.ingest import CustomerWrite, EventWrite, parse_customer, parse_import_event
 from herald.audience.models import Event, User
 from herald.db import Database, PortableJSON
-from herald.ids import object_id, object_ids
+from herald.delivery.engine import conversions
+from herald.ids import object_ids
 from herald.problems import Problem
 
 DEFAULT_BATCH = 20_000  # measured: fewer, larger transactions cost ~15% less CPU than 10k on SQLite
@@ -229,20 +230,31 @@ async def _write_events(database: Database, batch: list[EventWrite], options: Im
     workspace_id, now = options.workspace_id, options.now
     # In index order, the batch's index entries land on neighbouring pages (fewer pages touched).
     batch.sort(key=lambda event: (event.customer_id, event.occurred_at))
+    ids = object_ids(now, len(batch))
     async with database.writer() as session:
         dialect = store.dialect_of(session)
         if dialect == "postgresql" and options.use_copy:
-            await pgcopy.copy_events(session, _records(workspace_id, batch, now, lambda value: value))
+            await pgcopy.copy_events(session, _records(workspace_id, batch, ids, now, lambda value: value))
         elif dialect == "sqlite":
-            await _sqlite_events(session, workspace_id, batch, now)
+            await _sqlite_events(session, workspace_id, batch, ids, now)
         else:
-            rows = [store.event_row(workspace_id, event, object_id(now), now) for event in batch]
+            rows = [
+                store.event_row(workspace_id, event, event_id, now)
+                for event, event_id in zip(batch, ids, strict=True)
+            ]
             await session.execute(insert(cast(Table, Event.__table__)), rows)
+        # Imported events whose time falls in a sent (or held-out) user's attribution window
+        # convert like ingested ones (`delivery.engine.conversions`).
+        stored = [
+            conversions.StoredEvent(event_id, e.customer_id, e.action, e.attributes, e.occurred_at)
+            for e, event_id in zip(batch, ids, strict=True)
+        ]
+        await conversions.attribute(session, workspace_id, stored, now)
         await session.commit()
 
 
 def _records(
-    workspace_id: str, batch: list[EventWrite], now: datetime, at: Callable[[datetime], Any]
+    workspace_id: str, batch: list[EventWrite], ids: list[str], now: datetime, at: Callable[[datetime], Any]
 ) -> list[Any]:
     """Event rows as tuples in `pgcopy.EVENT_COLUMNS` order, attributes as JSON text (made with orjson)."""
     received = at(now)
@@ -258,17 +270,17 @@ def _records(
             at(event.occurred_at),
             received,
         )
-        for event, event_id in zip(batch, object_ids(now, len(batch)), strict=True)
+        for event, event_id in zip(batch, ids, strict=True)
     ]
 
 
 async def _sqlite_events(
-    session: AsyncSession, workspace_id: str, batch: list[EventWrite], now: datetime
+    session: AsyncSession, workspace_id: str, batch: list[EventWrite], ids: list[str], now: datetime
 ) -> None:
     # The driver's executemany with values already in their stored form: Core's per-row parameter
     # processing (JSON with the stdlib, datetimes in two steps) cost more than SQLite's own work.
     connection = await session.connection()
-    await connection.exec_driver_sql(_SQLITE_INSERT, _records(workspace_id, batch, now, sqlite_datetime))
+    await connection.exec_driver_sql(_SQLITE_INSERT, _records(workspace_id, batch, ids, now, sqlite_datetime))
 
 
 _SQLITE_INSERT = (

@@ -19,8 +19,16 @@ from herald.audience.ingest import (
     parse_event,
     parse_transition,
 )
-from herald.delivery.engine import triggers
+from herald.delivery.engine import conversions, triggers
 from herald.errors import ValidationFailed
+
+
+def _stored(ids: list[str], events: list[EventWrite]) -> list[conversions.StoredEvent]:
+    """Stored events as conversion attribution reads them (sends of campaigns with goals)."""
+    return [
+        conversions.StoredEvent(event_id, e.customer_id, e.action, e.attributes, e.occurred_at)
+        for event_id, e in zip(ids, events, strict=True)
+    ]
 
 
 async def ingest_customer(
@@ -41,6 +49,7 @@ async def ingest_event(session: AsyncSession, workspace_id: str, raw: Any, now: 
     ids = await store.insert_events(session, workspace_id, batch.events, now)
     # Live events fire event-triggered campaigns (an import of past events does not).
     await triggers.enqueue(session, workspace_id, list(zip(ids, batch.events, strict=True)), now)
+    await conversions.attribute(session, workspace_id, _stored(ids, batch.events), now)
     return {
         "customer_id": batch.customer_id,
         "accepted": len(ids),
@@ -82,6 +91,7 @@ async def ingest_transition(
     await store.upsert_customers(session, workspace_id, writes, now)
     ids = await store.insert_events(session, workspace_id, events, now)
     await triggers.enqueue(session, workspace_id, list(zip(ids, events, strict=True)), now)
+    await conversions.attribute(session, workspace_id, _stored(ids, events), now)
     return {
         "elements": len(elements),
         "customers": {**counts, "skipped_customer_ids": skipped},

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging.config
 import signal
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -137,6 +138,7 @@ def stats_table(data: dict[str, Any]) -> str:
         ("sent", [str(run["sent"]) for run in runs]),
         ("failed", [str(run["failed"]) for run in runs]),
     ]
+    rows += _conversion_rows(runs)
     if any(run.get("reason") for run in runs):
         rows.append(("reason", [str(run.get("reason") or "") for run in runs]))
     width = max(len(label) for label, _ in rows)
@@ -145,6 +147,42 @@ def stats_table(data: dict[str, Any]) -> str:
         cells = "  ".join(value.rjust(columns[i]) for i, value in enumerate(values))
         lines.append(f"{label.ljust(width)}  {cells}")
     return "\n".join(lines)
+
+
+def _figure(value: Any) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.4f}" if isinstance(value, float) else str(value)
+
+
+def _conversion_rows(runs: list[dict[str, Any]]) -> list[tuple[str, list[str]]]:
+    """Conversions, revenue, rate and uplift of the sent users, each variation and the control."""
+    if not any(run.get("conversions") for run in runs):
+        return []
+
+    def variation(name: str) -> Callable[[dict[str, Any]], dict[str, Any] | None]:
+        return lambda found: next((v for v in found["variations"] if v["variation"] == name), None)
+
+    groups: list[tuple[str, Callable[[dict[str, Any]], dict[str, Any] | None]]] = [
+        ("sent", lambda found: found["sent"]),
+        ("control", lambda found: found["control"]),
+    ]
+    listed = (
+        v["variation"] for run in runs if run.get("conversions") for v in run["conversions"]["variations"]
+    )
+    groups += [(name, variation(name)) for name in sorted(set(listed))]
+    rows: list[tuple[str, list[str]]] = []
+    for label, pick in groups:
+        for figure in ("users", "conversions", "revenue", "conversion_rate", "uplift"):
+            if label == "control" and figure == "uplift":
+                continue
+            values = []
+            for run in runs:
+                found = run.get("conversions")
+                chosen = pick(found) if found else None
+                values.append(_figure(chosen.get(figure)) if chosen else "-")
+            rows.append((f"conversions {label}: {figure}", values))
+    return rows
 
 
 @campaigns.command("resume-delivery")

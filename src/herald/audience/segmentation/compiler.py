@@ -296,3 +296,35 @@ def compile_filter_group(
         .where(compiler.in_workspace(), where)
     )
     return query, []
+
+
+def event_predicate(
+    group: FilterGroup,
+    events: FromClause,
+    *,
+    workspace_id: str,
+    now: datetime,
+    dialect: str | SqlDialect,
+    path: Path = (),
+) -> tuple[ColumnElement[bool] | None, list[Problem]]:
+    """The predicate of `group` over the attributes of a row of `events` (an `audience_events`
+    alias), as an action filter's `attributes` would test them: for callers that test given events
+    (conversion goals) rather than count a user's. Dynamic values are not allowed here."""
+    compiler = Compiler(
+        dialect_for(dialect) if isinstance(dialect, str) else dialect, workspace_id, now, None
+    )
+    subject = AttributeSource(events.c.attributes, {})
+    dynamic: list[bool] = []
+
+    def user() -> AttributeSource:
+        dynamic.append(True)
+        return subject
+
+    predicate = compiler._group(group, path, _Scope(subject, user, on_events=True))
+    if dynamic:
+        compiler.problems.append(
+            Problem("INVALID_TYPE", join_path(*path), "A dynamic value cannot be used on a given event.")
+        )
+    if compiler.problems:
+        return None, compiler.problems
+    return predicate, []

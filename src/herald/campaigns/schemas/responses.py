@@ -215,6 +215,53 @@ class ExecutionHeldOut(BaseModel):
     global_control: int = Field(description="The workspace's global control group.")
 
 
+class BroadcastStats(BaseModel):
+    id: str = Field(description="The message's outbox id, also the webhook's `id` (stable across attempts).")
+    status: Literal["PENDING", "SENT", "FAILED"]
+    failure_reason: str | None
+    attempts: int
+
+
+class ConversionFigures(BaseModel):
+    users: int = Field(
+        description="Users with an attribution window: sent (or, for the control, held out) while the campaign had goals."
+    )
+    converted_users: int = Field(description="Of them, users with at least one conversion.")
+    conversions: int = Field(description="Conversions: at most one per (user, goal).")
+    revenue: float = Field(
+        description="Sum of the conversions' revenue: the goal's `revenue_attribute` of the converting event, when a number."
+    )
+    conversion_rate: float | None = Field(description="converted_users / users; null when users is 0.")
+
+
+_UPLIFT = (
+    "(conversion_rate - control.conversion_rate) / control.conversion_rate; null when there is no "
+    "control user or the control group's conversion rate is 0."
+)
+
+
+class VariationConversions(ConversionFigures):
+    variation: str = Field(description="The variation of the users' messages, e.g. `variation_1`.")
+    uplift: float | None = Field(description=_UPLIFT)
+
+
+class SentConversions(ConversionFigures):
+    uplift: float | None = Field(description=_UPLIFT)
+
+
+class ExecutionConversions(BaseModel):
+    """Conversions of an execution: a user's goal event within the attribution window after the
+    message was sent to them or, for control users, after they were held out."""
+
+    attribution_window_in_hours: int
+    goals: list[str] = Field(description="The goals' names, in the campaign's order.")
+    sent: SentConversions = Field(description="Every user sent to, all variations together.")
+    control: ConversionFigures = Field(
+        description="Users held out: the campaign control group and the global control group."
+    )
+    variations: list[VariationConversions] = Field(description="Users sent to, per variation, by name.")
+
+
 class ExecutionStats(BaseModel):
     """One execution (run) of a campaign, as `GET /v5/campaigns/{campaign_id}/stats` counts it."""
 
@@ -242,6 +289,12 @@ class ExecutionStats(BaseModel):
     )
     sent: int
     failed: int
+    broadcast: BroadcastStats | None = Field(
+        description="A BROADCAST_LIVE_ACTIVITY campaign's one message per execution; null for other campaigns."
+    )
+    conversions: ExecutionConversions | None = Field(
+        description="Null when the campaign has no conversion goals (`conversion_goal_details.goals`)."
+    )
 
 
 class CampaignStats(BaseModel):

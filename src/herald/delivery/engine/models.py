@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import BigInteger, ForeignKeyConstraint, Index, Integer, String, Text
+from sqlalchemy import BigInteger, Double, ForeignKeyConstraint, Index, Integer, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from herald.db import Base, PortableJSON, UTCDateTime
@@ -145,3 +145,54 @@ class TriggerInbox(Base):
     # The public ids of the campaigns that were ACTIVE and name the action (a PAUSEd one is not here).
     campaigns: Mapped[list[str]] = mapped_column(PortableJSON)
     received_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+class AttributionWindow(Base):
+    """A user of an execution whose campaign has conversion goals, from the moment the message was
+    SENT (`held_out` None, with its `variation`) or the user was HELD_OUT (`held_out`: CONTROL_GROUP
+    or GLOBAL_CONTROL, when the message would have gone), until `closes_at`
+    (`attribution_window_in_hours` later). Ingestion finds a user's open windows through
+    `ix_..._ws_customer_closes`, so attributing an event is one indexed read."""
+
+    __tablename__ = "delivery_attribution_windows"
+    __table_args__ = (
+        Index(
+            "ix_delivery_attribution_windows_ws_customer_closes",
+            "workspace_id",
+            "customer_id",
+            "closes_at",
+        ),
+        ForeignKeyConstraint(["workspace_id"], ["workspaces.id"]),
+    )
+
+    workspace_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    execution_id: Mapped[str] = mapped_column(String(24), primary_key=True)
+    customer_id: Mapped[str] = mapped_column(String(200), primary_key=True)
+    campaign_id: Mapped[str] = mapped_column(String(24))
+    variation: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    held_out: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    opened_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    closes_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+class Conversion(Base):
+    """A goal reached by a user within an attribution window: at most one per (execution, user,
+    goal), which the primary key makes structural whatever the number of ingesting processes."""
+
+    __tablename__ = "delivery_conversions"
+    __table_args__ = (ForeignKeyConstraint(["workspace_id"], ["workspaces.id"]),)
+
+    workspace_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    execution_id: Mapped[str] = mapped_column(String(24), primary_key=True)
+    customer_id: Mapped[str] = mapped_column(String(200), primary_key=True)
+    # The goal's position in `conversion_goal_details.goals` (fixed while the campaign is live).
+    goal: Mapped[int] = mapped_column(Integer, primary_key=True)
+    campaign_id: Mapped[str] = mapped_column(String(24))
+    goal_name: Mapped[str] = mapped_column(String(200))
+    variation: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    held_out: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    event_id: Mapped[str] = mapped_column(String(24))
+    occurred_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    # The event's `revenue_attribute` when it is a number (else None: not counted as revenue).
+    revenue: Mapped[float | None] = mapped_column(Double, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)

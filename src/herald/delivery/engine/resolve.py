@@ -37,6 +37,7 @@ from herald.audience.segmentation.audience import (
 )
 from herald.campaigns.schemas.campaign import CampaignDocument
 from herald.db import Database
+from herald.delivery.engine import conversions
 from herald.delivery.engine.models import Execution, ExecutionUser
 from herald.delivery.engine.ranking import in_global_control_sql, rank_sql
 from herald.delivery.engine.split import control_group_size
@@ -295,6 +296,20 @@ async def resolve_chunk(
             last = await session.scalar(
                 select(func.max(ExecutionUser.customer_id)).where(*_users_of(execution))
             )
+            goals = conversions.goals_of(campaign.components)
+            if goals is not None and held is not None:
+                # The chunk's global control users: their conversions count from now, when they
+                # were held out (the campaign control group's windows open when they are claimed).
+                held_ids = await session.scalars(
+                    select(ExecutionUser.customer_id).where(
+                        *_users_of(execution),
+                        ExecutionUser.customer_id > after,
+                        ExecutionUser.state == "HELD_OUT",
+                        ExecutionUser.reason == "GLOBAL_CONTROL",
+                    )
+                )
+                users = [(customer, None, "GLOBAL_CONTROL") for customer in held_ids]
+                await conversions.open_windows(session, execution, goals, users, now)
             current.resolved_after = last
         current.updated_at = now
         await session.commit()

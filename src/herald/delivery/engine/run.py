@@ -38,7 +38,7 @@ from herald.campaigns.models import Campaign
 from herald.campaigns.schemas.common import CampaignStatus
 from herald.db import Database
 from herald.delivery.dispatch import Dispatcher
-from herald.delivery.engine import controls
+from herald.delivery.engine import controls, conversions
 from herald.delivery.engine.content import SendPlan, live_version, replan
 from herald.delivery.engine.models import Execution, ExecutionUser
 from herald.delivery.engine.pause import pause
@@ -80,6 +80,7 @@ class _Result:
     sent: bool
     reason: str | None = None
     retry_at: datetime | None = None
+    variation: str | None = None  # of the user's messages (their attribution window's)
 
 
 def delivery_id(execution_id: str, customer_id: str, platform: str, firing: str = "") -> str:
@@ -197,8 +198,11 @@ async def _claim(
             if not (state in taken and user is not None)
         ]
         decision = await controls.decide(session, rules, plan, current, fresh, now)
+        goals = conversions.goals_of(plan.campaign.components)
         for reason, ids in decision.held.items():
             await _set_users(session, execution, ids, UserState.HELD_OUT, reason, firings)
+            if goals is not None:  # their conversions count from when they would have been sent
+                await conversions.open_windows(session, current, goals, [(c, None, reason) for c in ids], now)
         for reason, ids in decision.suppressed.items():
             await _set_users(session, execution, ids, UserState.SUPPRESSED, reason, firings)
         for due, ids in decision.deferred_by_time().items():
@@ -352,7 +356,7 @@ async def _send_window(
     if not plan.groups:
         reason = plan.problem or "The campaign has nothing to send."
         results = {item.customer_id: _Result(False, reason) for item in users}
-        await _record_users(database, execution, results, firings)
+        await _record_users(database, execution, results, firings, plan, now)
         return True
     messages = [(item, await _envelopes(database, plan, execution, item, now)) for item in users]
     ready = [envelope for _, found in messages for envelope, reason in found if reason is None]
@@ -364,7 +368,7 @@ async def _send_window(
         async def write(session: AsyncSession) -> None:
             if not unsendable:
                 found = dict(zip((envelope.delivery_id for envelope in ready), delivered, strict=True))
-                await _write_users(session, execution, _results(messages, found), firings)
+                await _write_users(session, execution, _results(messages, found), firings, plan, now)
 
         return write
 
@@ -391,7 +395,7 @@ async def _send_window(
                     outcomes[envelope.delivery_id] = await _existing(
                         database, execution.workspace_id, envelope.delivery_id
                     )
-    await _record_users(database, execution, _results(messages, outcomes), firings)
+    await _record_users(database, execution, _results(messages, outcomes), firings, plan, now)
     return True
 
 
@@ -413,24 +417,38 @@ def _results(
             if not outcome.sent:
                 failures.append(outcome.reason or "The send failed.")
         joined = "; ".join(failures) or None
+        variation = found[0][0].slot.variation
         results[item.customer_id] = (
-            _Result(False, joined, retry_at) if retry_at is not None else _Result(not failures, joined)
+            _Result(False, joined, retry_at, variation)
+            if retry_at is not None
+            else _Result(not failures, joined, variation=variation)
         )
     return results
 
 
 async def _record_users(
-    database: Database, execution: Execution, results: dict[str, _Result], firings: dict[str, str] | None
+    database: Database,
+    execution: Execution,
+    results: dict[str, _Result],
+    firings: dict[str, str] | None,
+    plan: SendPlan,
+    now: datetime,
 ) -> None:
     async with database.writer() as session:
-        await _write_users(session, execution, results, firings)
+        await _write_users(session, execution, results, firings, plan, now)
         await session.commit()
 
 
 async def _write_users(
-    session: AsyncSession, execution: Execution, results: dict[str, _Result], firings: dict[str, str] | None
+    session: AsyncSession,
+    execution: Execution,
+    results: dict[str, _Result],
+    firings: dict[str, str] | None,
+    plan: SendPlan,
+    now: datetime,
 ) -> None:
-    """Each user's state after its messages (one statement per distinct end)."""
+    """Each user's state after its messages (one statement per distinct end); users SENT for a
+    campaign with conversion goals get their attribution window."""
     ends: dict[tuple[str, str | None, datetime | None], list[str]] = {}
     for customer_id, result in results.items():
         if result.retry_at is not None:
@@ -441,6 +459,12 @@ async def _write_users(
     for (state, reason, retry_at), ids in ends.items():
         more: dict[str, object] = {"not_before": retry_at, "claimed_at": None} if retry_at else {}
         await _set_users(session, execution, ids, state, reason, firings, **more)
+    goals = conversions.goals_of(plan.campaign.components)
+    sent = [
+        (c, result.variation, None) for c, result in results.items() if result.sent and not result.retry_at
+    ]
+    if goals is not None and sent:
+        await conversions.open_windows(session, execution, goals, sent, now)
 
 
 async def dispatch(

@@ -9,7 +9,11 @@ from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from herald.campaigns import repository as campaigns_repository
+from herald.campaigns.schemas.common import DeliveryType
+from herald.delivery.engine.broadcast import broadcast_id
+from herald.delivery.engine.conversion_stats import execution_conversions
 from herald.delivery.engine.models import Execution, ExecutionUser
+from herald.delivery.models import OutboxEntry
 from herald.errors import NotFound
 from herald.ids import is_object_id
 from herald.timefmt import rfc3339
@@ -25,6 +29,7 @@ async def campaign_stats(session: AsyncSession, workspace_id: str, campaign_id: 
     )
     if row is None:
         raise NotFound("No campaign with this id exists in the workspace.", target="campaign_id")
+    live_activity = row.delivery_type == DeliveryType.BROADCAST_LIVE_ACTIVITY.value
     executions = (
         await session.scalars(
             select(Execution)
@@ -35,11 +40,13 @@ async def campaign_stats(session: AsyncSession, workspace_id: str, campaign_id: 
     return {
         "campaign_id": row.campaign_id,
         "status": row.status,
-        "executions": [await _one(session, e) for e in executions],
+        "executions": [await _one(session, e, row.components, live_activity) for e in executions],
     }
 
 
-async def _one(session: AsyncSession, execution: Execution) -> dict[str, Any]:
+async def _one(
+    session: AsyncSession, execution: Execution, components: dict[str, Any] | None, live_activity: bool
+) -> dict[str, Any]:
     counts = (
         await session.execute(
             select(ExecutionUser.state, ExecutionUser.reason, func.count())
@@ -102,4 +109,18 @@ async def _one(session: AsyncSession, execution: Execution) -> dict[str, Any]:
         "deferred": deferred,
         "sent": by_state["SENT"],
         "failed": by_state["FAILED"],
+        "conversions": await execution_conversions(session, execution, components),
+        "broadcast": await _broadcast(session, execution) if live_activity else None,
+    }
+
+
+async def _broadcast(session: AsyncSession, execution: Execution) -> dict[str, Any]:
+    """A live activity's one message: its outbox id and how it went (PENDING until attempted)."""
+    message_id = broadcast_id(execution.id)
+    row = await session.get(OutboxEntry, (execution.workspace_id, message_id))
+    return {
+        "id": message_id,
+        "status": row.status if row is not None else "PENDING",
+        "failure_reason": row.failure_reason if row is not None else None,
+        "attempts": row.attempts if row is not None else 0,
     }

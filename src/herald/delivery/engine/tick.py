@@ -1,9 +1,10 @@
 """The engine's part of a worker tick: every one-time campaign of a workspace that is SENDING gets
-its execution started, resolved and dispatched; the campaigns whose every user is settled are
-returned for the worker to mark SENT (one loop, one notion of "what is due now"). ACTIVE triggered
-campaigns have their inboxed events turned into firings (`triggers.fire`), and their executions
-with users due are dispatched: the EVENT execution of an event-triggered campaign (never done), and
-each raise of a business event (resolved like a one-time run, DONE when settled)."""
+its execution started, resolved and dispatched (a live-activity campaign its one broadcast,
+`engine.broadcast`); the campaigns whose every user is settled are returned for the worker to mark
+SENT (one loop, one notion of "what is due now"). ACTIVE triggered campaigns have their inboxed
+events turned into firings (`triggers.fire`), and their executions with users due are dispatched:
+the EVENT execution of an event-triggered campaign (never done), and each raise of a business event
+(resolved like a one-time run, DONE when settled)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from herald.clock import FrozenClock
 from herald.config import Settings
 from herald.db import Database
 from herald.delivery.dispatch import Dispatcher
-from herald.delivery.engine import controls, triggers
+from herald.delivery.engine import broadcast, controls, triggers
 from herald.delivery.engine.content import SendPlan, live_version, plan_sends, streams
 from herald.delivery.engine.models import Execution, ExecutionUser
 from herald.delivery.engine.pause import PAUSED
@@ -113,12 +114,14 @@ async def run_executions(
     lease = timedelta(seconds=settings.delivery_lease_seconds)
     await triggers.fire(database, workspace_id, now)
     triggered = await _triggered_due(database, workspace_id, now, lease)
-    if not campaigns and not triggered:
+    live_activities = await broadcast.due(database, workspace_id)
+    if not campaigns and not triggered and not live_activities:
         return finished
     async with (
         Dispatcher(settings, FrozenClock(now), database.writer) as dispatcher,
         open_store(settings) as store,
     ):
+        await broadcast.run_broadcasts(database, dispatcher, live_activities, now, lease)
         for campaign in campaigns:
             if await _run_one(database, dispatcher, store, campaign, now, lease):
                 finished.append(campaign.campaign_id)

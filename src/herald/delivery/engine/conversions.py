@@ -1,0 +1,295 @@
+"""Conversions: a user's events that reach a campaign's goal within its attribution window.
+
+When the engine settles a user of a campaign with `conversion_goal_details.goals` (SENT, or
+HELD_OUT in the campaign or global control group), it opens the user's attribution window: from
+then (`opened_at`: when the message went, or would have gone) for `attribution_window_in_hours`
+(`DEFAULT_WINDOW_HOURS` when absent). Attribution happens as events are stored, in the storing
+transaction, so a conversion is visible as soon as its event is:
+
+- ingestion (`/v1/event`, `/v1/transition`, `herald audience import`) calls `attribute` with the
+  events it wrote; one indexed read finds the users' windows that may contain them;
+- opening windows calls `catch_up` for events of those users stored earlier with a time inside the
+  window (an event that arrived while the message was being sent, or an import of events that
+  happened after it).
+
+An event converts a window's goal when its action is the goal's `goal_event_name`, its time
+(`occurred_at`, as sent; historical imports included) lies in [opened_at, closes_at), and its
+attributes satisfy `goal_event_attribute`, evaluated by the segmentation compiler
+(`segmentation.goal_filter` + `event_predicate`: the one filter language). A goal whose condition
+cannot be read there never converts. At most one conversion per (execution, user, goal): the
+primary key of `delivery_conversions`, inserted with ON CONFLICT DO NOTHING, makes that hold across
+any number of ingesting processes; the first event stored wins, with its revenue: the event's
+`revenue_attribute` when it is a JSON number (a string, even of digits, or a missing value counts
+the conversion without revenue).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, cast
+
+from pydantic import ValidationError
+from sqlalchemy import Insert, Table, and_, select
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from herald.audience.models import Event
+from herald.audience.segmentation import event_predicate, goal_filter
+from herald.campaigns.models import Campaign
+from herald.campaigns.schemas.goals import CampaignGoal, ConversionGoalDetails
+from herald.delivery.engine.models import AttributionWindow, Conversion, Execution
+
+DEFAULT_WINDOW_HOURS = 24
+_CHUNK = 500  # customer ids per IN list
+_events = cast(Table, Event.__table__)
+
+
+@dataclass(frozen=True, slots=True)
+class StoredEvent:
+    """An event as written: its id, whose, what, its attributes and when it happened."""
+
+    id: str
+    customer_id: str
+    action: str
+    attributes: dict[str, Any]
+    occurred_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class _Window:
+    execution_id: str
+    customer_id: str
+    campaign_id: str
+    variation: str | None
+    held_out: str | None
+    opened_at: datetime
+    closes_at: datetime
+
+
+def goals_of(components: dict[str, Any] | None) -> ConversionGoalDetails | None:
+    """The campaign's conversion goals, or None when it has none (no windows are opened)."""
+    raw = (components or {}).get("conversion_goal_details")
+    if not isinstance(raw, dict):
+        return None
+    try:
+        details = ConversionGoalDetails.model_validate(raw)
+    except ValidationError:
+        return None
+    return details if details.goals else None
+
+
+def window_length(details: ConversionGoalDetails) -> timedelta:
+    return timedelta(hours=details.attribution_window_in_hours or DEFAULT_WINDOW_HOURS)
+
+
+def _insert_ignore(session: AsyncSession, table: Any) -> Insert:
+    if session.get_bind().dialect.name == "postgresql":
+        return postgresql.insert(table).on_conflict_do_nothing()
+    return sqlite.insert(table).on_conflict_do_nothing()
+
+
+def _chunks(items: Sequence[str]) -> Iterable[Sequence[str]]:
+    for start in range(0, len(items), _CHUNK):
+        yield items[start : start + _CHUNK]
+
+
+# --- windows ----------------------------------------------------------------------------------
+
+
+async def open_windows(
+    session: AsyncSession,
+    execution: Execution,
+    details: ConversionGoalDetails,
+    users: Sequence[tuple[str, str | None, str | None]],
+    at: datetime,
+) -> None:
+    """Open the attribution windows of `users` (customer id, variation, held-out reason) at `at`,
+    once (a window already open stays as it was), then attribute events already stored in them."""
+    if not users:
+        return
+    closes_at = at + window_length(details)
+    await session.execute(
+        _insert_ignore(session, AttributionWindow),
+        [
+            {
+                "workspace_id": execution.workspace_id,
+                "execution_id": execution.id,
+                "customer_id": customer_id,
+                "campaign_id": execution.campaign_id,
+                "variation": variation,
+                "held_out": held_out,
+                "opened_at": at,
+                "closes_at": closes_at,
+            }
+            for customer_id, variation, held_out in users
+        ],
+    )
+    await catch_up(session, execution.workspace_id, [c for c, _, _ in users], details, at)
+
+
+async def catch_up(
+    session: AsyncSession,
+    workspace_id: str,
+    customer_ids: Sequence[str],
+    details: ConversionGoalDetails,
+    since: datetime,
+) -> int:
+    """Attribute the goal events of `customer_ids` stored before their windows opened."""
+    names = sorted({goal.goal_event_name for goal in details.goals or []})
+    found: list[StoredEvent] = []
+    for chunk in _chunks(list(customer_ids)):
+        rows = await session.execute(
+            select(
+                _events.c.id,
+                _events.c.customer_id,
+                _events.c.action,
+                _events.c.attributes,
+                _events.c.occurred_at,
+            ).where(
+                _events.c.workspace_id == workspace_id,
+                _events.c.customer_id.in_(chunk),
+                _events.c.occurred_at >= since,
+                _events.c.action.in_(names),
+            )
+        )
+        found += [StoredEvent(*row) for row in rows.all()]
+    return await attribute(session, workspace_id, found, since)
+
+
+# --- attribution ------------------------------------------------------------------------------
+
+
+async def attribute(
+    session: AsyncSession, workspace_id: str, events: Sequence[StoredEvent], now: datetime
+) -> int:
+    """Record the conversions `events` (just stored, in this transaction) make; how many are new."""
+    if not events:
+        return 0
+    earliest = min(event.occurred_at for event in events)
+    latest = max(event.occurred_at for event in events)
+    customers = sorted({event.customer_id for event in events})
+    windows: list[_Window] = []
+    for chunk in _chunks(customers):
+        rows = await session.execute(
+            select(
+                AttributionWindow.execution_id,
+                AttributionWindow.customer_id,
+                AttributionWindow.campaign_id,
+                AttributionWindow.variation,
+                AttributionWindow.held_out,
+                AttributionWindow.opened_at,
+                AttributionWindow.closes_at,
+            ).where(
+                AttributionWindow.workspace_id == workspace_id,
+                AttributionWindow.customer_id.in_(chunk),
+                AttributionWindow.closes_at > earliest,
+                AttributionWindow.opened_at <= latest,
+            )
+        )
+        windows += [_Window(*row) for row in rows.all()]
+    if not windows:
+        return 0
+    wanted = sorted({window.campaign_id for window in windows})
+    rows = await session.execute(
+        select(Campaign.campaign_id, Campaign.components).where(
+            Campaign.workspace_id == workspace_id, Campaign.is_latest, Campaign.campaign_id.in_(wanted)
+        )
+    )
+    goals = {campaign_id: goals_of(found) for campaign_id, found in rows.all()}
+    by_user: dict[str, list[StoredEvent]] = defaultdict(list)
+    for event in sorted(events, key=lambda e: (e.occurred_at, e.id)):
+        by_user[event.customer_id].append(event)
+    # (window, goal index) -> the candidate events, earliest first.
+    candidates: dict[tuple[_Window, int], list[StoredEvent]] = {}
+    for window in windows:
+        details = goals.get(window.campaign_id)
+        if details is None:
+            continue
+        for index, goal in enumerate(details.goals or []):
+            inside = [
+                event
+                for event in by_user[window.customer_id]
+                if event.action == goal.goal_event_name
+                and window.opened_at <= event.occurred_at < window.closes_at
+            ]
+            if inside:
+                candidates[(window, index)] = inside
+    matching = await _matching(session, workspace_id, goals, candidates, now)
+    rows_to_write: list[dict[str, Any]] = []
+    for (window, index), inside in candidates.items():
+        goal = (goals[window.campaign_id].goals or [])[index]  # type: ignore[union-attr]
+        first = next((event for event in inside if event.id in matching[(window.campaign_id, index)]), None)
+        if first is None:
+            continue
+        rows_to_write.append(
+            {
+                "workspace_id": workspace_id,
+                "execution_id": window.execution_id,
+                "customer_id": window.customer_id,
+                "goal": index,
+                "campaign_id": window.campaign_id,
+                "goal_name": goal.goal_name,
+                "variation": window.variation,
+                "held_out": window.held_out,
+                "event_id": first.id,
+                "occurred_at": first.occurred_at,
+                "revenue": revenue_of(goal, first.attributes),
+                "created_at": now,
+            }
+        )
+    if not rows_to_write:
+        return 0
+    result = await session.execute(_insert_ignore(session, Conversion), rows_to_write)
+    return max(int(getattr(result, "rowcount", 0) or 0), 0)
+
+
+async def _matching(
+    session: AsyncSession,
+    workspace_id: str,
+    goals: dict[str, ConversionGoalDetails | None],
+    candidates: dict[tuple[_Window, int], list[StoredEvent]],
+    now: datetime,
+) -> dict[tuple[str, int], set[str]]:
+    """Per (campaign, goal), the candidate event ids whose attributes satisfy the goal's condition:
+    all of them without a condition; else those the segmentation compiler's predicate selects."""
+    ids: dict[tuple[str, int], set[str]] = defaultdict(set)
+    for (window, index), inside in candidates.items():
+        ids[(window.campaign_id, index)].update(event.id for event in inside)
+    matching: dict[tuple[str, int], set[str]] = defaultdict(set)
+    dialect = session.get_bind().dialect.name
+    for (campaign_id, index), event_ids in ids.items():
+        goal = (goals[campaign_id].goals or [])[index]  # type: ignore[union-attr]
+        if goal.goal_event_attribute is None:
+            matching[(campaign_id, index)] = event_ids
+            continue
+        # A condition the filter language cannot read never converts (see the module's docstring).
+        group, _ = goal_filter(goal.goal_event_attribute)
+        if group is None:
+            continue
+        predicate, _ = event_predicate(group, _events, workspace_id=workspace_id, now=now, dialect=dialect)
+        if predicate is None:
+            continue
+        listed = sorted(event_ids)
+        for chunk in _chunks(listed):
+            rows = await session.execute(
+                select(_events.c.id).where(
+                    and_(_events.c.workspace_id == workspace_id, _events.c.id.in_(chunk), predicate)
+                )
+            )
+            matching[(campaign_id, index)].update(rows.scalars().all())
+    return matching
+
+
+def revenue_of(goal: CampaignGoal, attributes: dict[str, Any]) -> float | None:
+    """The event's revenue for `goal`: its `revenue_attribute` when that is a finite JSON number."""
+    if not goal.revenue_attribute:
+        return None
+    value = attributes.get(goal.revenue_attribute)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    number = float(value)
+    return number if math.isfinite(number) else None

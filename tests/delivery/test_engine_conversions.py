@@ -1,0 +1,345 @@
+"""Conversions end to end: a published campaign with goals sent by worker ticks on the frozen clock
+to a real HTTP receiver, the users' events ingested through /v1/event, /v1/transition and
+`herald audience import`, and the figures read from GET /v5/campaigns/{id}/stats and the CLI."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+from fastapi import FastAPI
+
+from herald.clock import FrozenClock
+from herald.config import Settings
+from herald.delivery.engine.split import in_global_control
+from herald.timefmt import rfc3339
+from tests.delivery.builders import push_connector
+from tests.delivery.conftest import OPEN_LIMITS
+from tests.delivery.servers import HttpReceiver
+from tests.delivery.test_engine_controls import herald, push_users
+from tests.delivery.test_engine_send import PUSH, publish, stats, tick
+from tests.factories import Tenant, make_tenant
+
+PURCHASE = {
+    "goal_name": "Purchase",
+    "goal_event_name": "Order Completed",
+    "goal_event_attribute": {
+        "name": "order_value",
+        "condition": "greaterThan",
+        "data_type": "DOUBLE",
+        "value": "10",
+    },
+    "is_primary_goal": True,
+    "revenue_attribute": "order_value",
+    "revenue_currency": "EUR",
+}
+OPENED = {"goal_name": "Open", "goal_event_name": "App Opened", "is_primary_goal": False}
+
+
+def with_goals(*goals: dict[str, Any], hours: int = 24, body: dict[str, Any] = PUSH) -> dict[str, Any]:
+    found = copy.deepcopy(body)
+    found["basic_details"]["platforms"] = ["ANDROID"]
+    found["campaign_content"]["content"]["push"].pop("ios", None)
+    found["conversion_goal_details"] = {"attribution_window_in_hours": hours, "goals": list(goals)}
+    return found
+
+
+def with_variations(body: dict[str, Any]) -> dict[str, Any]:
+    body = copy.deepcopy(body)
+    android = body["campaign_content"]["content"]["push"]["android"]
+    body["campaign_content"] = {
+        "variation_details": {
+            "distribution_type": "MANUAL",
+            "no_of_variations": 2,
+            "manual_distribution_percentage": {"variation_1": 50, "variation_2": 50},
+        },
+        "content": {
+            "default": {
+                "variation_1": {"push": {"android": android}},
+                "variation_2": {
+                    "push": {"android": {**android, "basic_details": {"title": "B", "message": "B"}}}
+                },
+            }
+        },
+    }
+    return body
+
+
+async def event(
+    client: httpx.AsyncClient, tenant: Tenant, customer_id: str, *actions: dict[str, Any]
+) -> None:
+    response = await client.post(
+        f"/v1/event/{tenant.workspace_id}",
+        json={"type": "event", "customer_id": customer_id, "actions": list(actions)},
+        headers=tenant.headers(),
+    )
+    assert response.status_code < 300, response.text
+
+
+def order(value: Any, **extra: Any) -> dict[str, Any]:
+    return {"action": "Order Completed", "attributes": {"order_value": value}, **extra}
+
+
+def opened() -> dict[str, Any]:
+    return {"action": "App Opened", "attributes": {}}
+
+
+async def transition(
+    client: httpx.AsyncClient, tenant: Tenant, events: list[tuple[str, dict[str, Any]]]
+) -> None:
+    elements = [{"type": "event", "customer_id": c, "actions": [action]} for c, action in events]
+    response = await client.post(
+        f"/v1/transition/{tenant.workspace_id}",
+        json={"type": "transition", "elements": elements},
+        headers=tenant.headers(),
+    )
+    assert response.status_code < 300, response.text
+
+
+async def conversions(client: httpx.AsyncClient, tenant: Tenant, campaign_id: str) -> dict[str, Any]:
+    [run] = (await stats(client, tenant, campaign_id))["executions"]
+    found: dict[str, Any] = run["conversions"]
+    return found
+
+
+def sent_to(webhook: HttpReceiver) -> dict[str, str]:
+    """customer id -> the variation of the message it received."""
+    return {r.json()["recipient"]["customer_id"]: r.json()["variation"] for r in webhook.received}
+
+
+class TestSentUsers:
+    async def test_a_goal_event_in_the_window_converts_once_with_its_revenue(
+        self,
+        app: FastAPI,
+        client: httpx.AsyncClient,
+        clock: FrozenClock,
+        workspace: Tenant,
+        webhook: HttpReceiver,
+    ) -> None:
+        await push_connector(app, workspace, webhook)
+        users = await push_users(app, workspace, 5)
+        campaign_id = await publish(client, workspace, with_goals(PURCHASE, OPENED, hours=24))
+        await tick(app, workspace)
+        assert len(webhook.received) == 5
+        figures = await conversions(client, workspace, campaign_id)
+        assert figures["sent"]["users"] == 5
+        assert figures["sent"]["conversions"] == 0
+        clock.advance(hours=1)
+        # Two matching events (separate requests): one conversion, the first event's revenue.
+        await event(client, workspace, users[0], order(50))
+        await event(client, workspace, users[0], order(70))
+        await event(client, workspace, users[1], order(30.5))
+        await event(client, workspace, users[2], order(5))  # the attribute condition is not met
+        await event(client, workspace, users[3], order("99"))  # a string is no number: no match
+        await event(client, workspace, users[0], opened())  # another goal: a conversion of its own
+        figures = await conversions(client, workspace, campaign_id)
+        assert figures["goals"] == ["Purchase", "Open"]
+        assert figures["attribution_window_in_hours"] == 24
+        assert figures["sent"] == {
+            "users": 5,
+            "converted_users": 2,
+            "conversions": 3,
+            "revenue": 80.5,
+            "conversion_rate": 0.4,
+            "uplift": None,  # no control group
+        }
+        assert figures["control"]["users"] == 0
+        assert figures["control"]["conversion_rate"] is None
+        assert [v["variation"] for v in figures["variations"]] == ["variation_1"]
+        assert figures["variations"][0]["conversions"] == 3
+        # The window is [sent, sent + 24 h): at 25 h after the send nothing converts any more.
+        clock.advance(hours=24)
+        await event(client, workspace, users[4], order(40))
+        await event(
+            client, workspace, users[4], order(40, current_time=rfc3339(clock.now() - timedelta(hours=2)))
+        )
+        figures = await conversions(client, workspace, campaign_id)
+        assert figures["sent"]["conversions"] == 4  # the event timed 23 h after the send counts
+        assert figures["sent"]["revenue"] == 120.5
+
+    async def test_events_before_the_send_do_not_convert_and_imports_inside_the_window_do(
+        self,
+        app: FastAPI,
+        client: httpx.AsyncClient,
+        clock: FrozenClock,
+        settings: Settings,
+        workspace: Tenant,
+        webhook: HttpReceiver,
+        tmp_path: Path,
+    ) -> None:
+        await push_connector(app, workspace, webhook)
+        users = await push_users(app, workspace, 3)
+        await event(client, workspace, users[0], opened())  # before any send
+        clock.advance(minutes=1)
+        campaign_id = await publish(client, workspace, with_goals(OPENED, hours=2))
+        await tick(app, workspace)
+        assert (await conversions(client, workspace, campaign_id))["sent"]["conversions"] == 0
+        sent = clock.now()
+        clock.advance(hours=5)
+        lines = [
+            {
+                "customer_id": users[1],
+                "action": "App Opened",
+                "occurred_at": rfc3339(sent + timedelta(hours=1)),
+            },
+            {
+                "customer_id": users[2],
+                "action": "App Opened",
+                "occurred_at": rfc3339(sent + timedelta(hours=3)),
+            },
+        ]
+        (tmp_path / "users.jsonl").write_text("")
+        (tmp_path / "events.jsonl").write_text(
+            "\n".join(orjson.dumps(line).decode() for line in lines) + "\n"
+        )
+        await herald(
+            settings,
+            "audience",
+            "import",
+            str(tmp_path / "users.jsonl"),
+            str(tmp_path / "events.jsonl"),
+            "-w",
+            workspace.workspace_id,
+            "--no-progress",
+        )
+        figures = await conversions(client, workspace, campaign_id)
+        assert (figures["sent"]["converted_users"], figures["sent"]["conversions"]) == (1, 1)
+
+
+class TestExactlyOnce:
+    async def test_concurrent_requests_with_the_same_goal_event_convert_once(
+        self,
+        app: FastAPI,
+        client: httpx.AsyncClient,
+        clock: FrozenClock,
+        workspace: Tenant,
+        webhook: HttpReceiver,
+    ) -> None:
+        # On PostgreSQL the requests run in transactions side by side; the conversions' primary
+        # key leaves one row whatever their interleaving.
+        await push_connector(app, workspace, webhook)
+        [user] = await push_users(app, workspace, 1)
+        campaign_id = await publish(client, workspace, with_goals(PURCHASE))
+        await tick(app, workspace)
+        clock.advance(minutes=5)
+        await asyncio.gather(*(event(client, workspace, user, order(20 + i)) for i in range(8)))
+        figures = await conversions(client, workspace, campaign_id)
+        assert (figures["sent"]["conversions"], figures["sent"]["converted_users"]) == (1, 1)
+        assert figures["sent"]["revenue"] in {20.0 + i for i in range(8)}
+
+
+class TestControlGroups:
+    async def test_control_users_convert_from_when_they_were_held_out_and_uplift_is_per_variation(
+        self,
+        app: FastAPI,
+        client: httpx.AsyncClient,
+        clock: FrozenClock,
+        workspace: Tenant,
+        webhook: HttpReceiver,
+    ) -> None:
+        await push_connector(app, workspace, webhook)
+        users = await push_users(app, workspace, 40)
+        body = with_variations(with_goals(OPENED))
+        body["control_group_details"] = {
+            "is_campaign_control_group_enabled": True,
+            "campaign_control_group_percentage": 25,
+        }
+        campaign_id = await publish(client, workspace, body)
+        await tick(app, workspace)
+        received = sent_to(webhook)
+        control = sorted(set(users) - set(received))
+        first = sorted(c for c, v in received.items() if v == "variation_1")
+        second = sorted(c for c, v in received.items() if v == "variation_2")
+        assert (len(control), len(first), len(second)) == (10, 15, 15)
+        clock.advance(minutes=30)
+        converting = control[:2] + first[:6] + second[:3]
+        await transition(client, workspace, [(c, opened()) for c in converting])
+        await transition(client, workspace, [(c, opened()) for c in converting])  # again: still once each
+        figures = await conversions(client, workspace, campaign_id)
+        assert figures["control"] == {
+            "users": 10,
+            "converted_users": 2,
+            "conversions": 2,
+            "revenue": 0.0,
+            "conversion_rate": 0.2,
+        }
+        by_name = {v["variation"]: v for v in figures["variations"]}
+        assert (by_name["variation_1"]["users"], by_name["variation_1"]["conversions"]) == (15, 6)
+        assert (by_name["variation_2"]["users"], by_name["variation_2"]["conversions"]) == (15, 3)
+        assert by_name["variation_1"]["conversion_rate"] == pytest.approx(0.4)
+        assert by_name["variation_1"]["uplift"] == pytest.approx(1.0)  # (0.4 - 0.2) / 0.2
+        assert by_name["variation_2"]["uplift"] == pytest.approx(0.0)  # (0.2 - 0.2) / 0.2
+        assert figures["sent"]["conversion_rate"] == pytest.approx(0.3)
+        assert figures["sent"]["uplift"] == pytest.approx(0.5)
+        table = await herald(
+            app.state.herald.settings, "campaigns", "stats", campaign_id, "-w", workspace.workspace_id
+        )
+        assert "conversions variation_1: uplift" in table
+        assert "1.0000" in table
+
+    async def test_global_control_users_count_as_control(
+        self,
+        app: FastAPI,
+        client: httpx.AsyncClient,
+        clock: FrozenClock,
+        settings: Settings,
+        workspace: Tenant,
+        webhook: HttpReceiver,
+    ) -> None:
+        await push_connector(app, workspace, webhook)
+        users = await push_users(app, workspace, 30)
+        await herald(settings, "workspaces", "set", "-w", workspace.workspace_id, "global-control", "30")
+        held = sorted(u for u in users if in_global_control(workspace.workspace_id, u, 30))
+        assert 0 < len(held) < 30
+        body = with_goals(OPENED)
+        body["control_group_details"] = {"is_global_control_group_enabled": True}
+        campaign_id = await publish(client, workspace, body)
+        await tick(app, workspace)
+        received = sorted(sent_to(webhook))
+        assert received == sorted(set(users) - set(held))
+        await transition(client, workspace, [(c, opened()) for c in [*held, *received[:1]]])
+        figures = await conversions(client, workspace, campaign_id)
+        assert (figures["control"]["users"], figures["control"]["converted_users"]) == (len(held), len(held))
+        assert figures["control"]["conversion_rate"] == 1.0
+        assert figures["sent"]["converted_users"] == 1
+        assert figures["sent"]["uplift"] == pytest.approx(1 / len(received) - 1)
+
+
+class TestIsolation:
+    async def test_events_of_another_workspace_never_convert(
+        self,
+        app: FastAPI,
+        client: httpx.AsyncClient,
+        workspace: Tenant,
+        webhook: HttpReceiver,
+    ) -> None:
+        other = await make_tenant(app, rate_limits=OPEN_LIMITS)
+        await push_connector(app, workspace, webhook)
+        users = await push_users(app, workspace, 2)
+        await push_users(app, other, 2)  # the same customer ids
+        campaign_id = await publish(client, workspace, with_goals(OPENED))
+        await tick(app, workspace)
+        await transition(client, other, [(c, opened()) for c in users])
+        assert (await conversions(client, workspace, campaign_id))["sent"]["conversions"] == 0
+        await event(client, workspace, users[0], opened())
+        assert (await conversions(client, workspace, campaign_id))["sent"]["conversions"] == 1
+        response = await client.get(
+            f"/v5/campaigns/{campaign_id}/stats", headers=other.headers(campaigns=True)
+        )
+        assert response.status_code == 404
+
+    async def test_a_campaign_without_goals_has_no_conversions_block(
+        self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant, webhook: HttpReceiver
+    ) -> None:
+        await push_connector(app, workspace, webhook)
+        await push_users(app, workspace, 1)
+        campaign_id = await publish(client, workspace, PUSH)
+        await tick(app, workspace)
+        [run] = (await stats(client, workspace, campaign_id))["executions"]
+        assert run["conversions"] is None
