@@ -3,7 +3,7 @@
 from herald.audience.models import Event, Segment, SegmentMember, User
 from herald.campaigns.models import Campaign, CampaignReachability, CampaignRequestId, CampaignTag
 from herald.db import Base
-from herald.delivery.engine.models import Execution, ExecutionUser
+from herald.delivery.engine.models import BestTime, Execution, ExecutionUser, PeriodicResume
 from herald.delivery.models import Connector, OutboxEntry
 from herald.http.idempotency import IdempotencyRecord
 from herald.offers.models import Offer, OfferTag
@@ -13,6 +13,7 @@ from herald.workspaces.models import ApiKey, OfferTemplate, Tag, Workspace
 __all__ = [
     "ApiKey",
     "Base",
+    "BestTime",
     "Campaign",
     "CampaignReachability",
     "CampaignRequestId",
@@ -29,6 +30,7 @@ __all__ = [
     "OfferTag",
     "OfferTemplate",
     "OutboxEntry",
+    "PeriodicResume",
     "ProductSet",
     "Segment",
     "SegmentMember",

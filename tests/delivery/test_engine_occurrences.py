@@ -5,6 +5,7 @@ pattern names, numbering, count and expiry bounds)."""
 from __future__ import annotations
 
 import calendar
+import itertools
 from datetime import UTC, date, datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
@@ -60,7 +61,11 @@ class TestExamples:
     def test_last_and_first_weekdays_of_the_month(self) -> None:
         start = datetime(2026, 1, 1, 10, 0, tzinfo=UTC)
         last_friday = Recurrence(M, start, ZoneInfo("UTC"), count=3, nth_weekdays=frozenset({(-1, 4)}))
-        assert [a.date() for a in all_of(last_friday)] == [date(2026, 1, 30), date(2026, 2, 27), date(2026, 3, 27)]
+        assert [a.date() for a in all_of(last_friday)] == [
+            date(2026, 1, 30),
+            date(2026, 2, 27),
+            date(2026, 3, 27),
+        ]
         first_monday = Recurrence(M, start, ZoneInfo("UTC"), count=2, nth_weekdays=frozenset({(1, 0)}))
         assert [a.date() for a in all_of(first_monday)] == [date(2026, 1, 5), date(2026, 2, 2)]
 
@@ -81,9 +86,11 @@ class TestExamples:
         assert latest(rec, start - timedelta(seconds=1)) is None
         now = start + timedelta(days=1, hours=1)
         found = latest(rec, now)
-        assert found is not None and found.run == 2
+        assert found is not None
+        assert found.run == 2
         after = following(rec, now)
-        assert after is not None and (after.run, after.at) == (3, start + timedelta(days=2))
+        assert after is not None
+        assert (after.run, after.at) == (3, start + timedelta(days=2))
         assert following(rec, start + timedelta(days=2)) is None  # the count is reached
 
     def test_an_occurrence_at_the_expiry_still_runs(self) -> None:
@@ -93,7 +100,9 @@ class TestExamples:
         assert following(rec, start + timedelta(days=2)) is None
 
 
-starts = st.datetimes(min_value=datetime(2024, 1, 1), max_value=datetime(2029, 12, 31), timezones=st.just(UTC))
+starts = st.datetimes(
+    min_value=datetime(2024, 1, 1), max_value=datetime(2029, 12, 31), timezones=st.just(UTC)
+)
 weekday_sets = st.frozensets(st.integers(0, 6), max_size=3)
 recurrences = st.builds(
     Recurrence,
@@ -105,9 +114,7 @@ recurrences = st.builds(
     expiry=st.none(),
     days_of_week=weekday_sets,
     dates_of_month=st.frozensets(st.integers(1, 31), max_size=3),
-    nth_weekdays=st.frozensets(
-        st.tuples(st.sampled_from([1, 2, 3, 4, -1]), st.integers(0, 6)), max_size=2
-    ),
+    nth_weekdays=st.frozensets(st.tuples(st.sampled_from([1, 2, 3, 4, -1]), st.integers(0, 6)), max_size=2),
 )
 
 
@@ -141,7 +148,7 @@ class TestProperties:
         until = rec.start + timedelta(days=400)
         found = list(occurrences(rec, until))
         assert [o.run for o in found] == list(range(1, len(found) + 1))
-        assert all(a.at < b.at for a, b in zip(found, found[1:], strict=False))
+        assert all(a.at < b.at for a, b in itertools.pairwise(found))
         for occurrence in found:
             assert rec.start <= occurrence.at <= until
             wall = occurrence.at.astimezone(rec.zone)
@@ -167,7 +174,9 @@ class TestProperties:
 
     @settings(max_examples=100, deadline=None)
     @given(recurrences, st.integers(0, 300), st.integers(0, 300))
-    def test_expiry_bounds_and_latest_agree_with_the_list(self, rec: Recurrence, expire: int, at: int) -> None:
+    def test_expiry_bounds_and_latest_agree_with_the_list(
+        self, rec: Recurrence, expire: int, at: int
+    ) -> None:
         expiry = rec.start + timedelta(days=expire)
         bounded = Recurrence(**{**rec.__dict__, "expiry": expiry})
         found = list(occurrences(bounded, FAR))
@@ -184,4 +193,4 @@ class TestProperties:
         rec = Recurrence(D, start, zone, every=every, count=30)
         days = [o.at.astimezone(zone).date() for o in occurrences(rec, FAR)]
         assert len(days) == 30
-        assert all((b - a).days == every for a, b in zip(days, days[1:], strict=False))
+        assert all((b - a).days == every for a, b in itertools.pairwise(days))

@@ -57,6 +57,11 @@ class Execution(Base):
     reason: Mapped[str | None] = mapped_column(Text, nullable=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    # The moment the run is for: a periodic occurrence, a one-time campaign's `start_time` (the
+    # per-user send times count from it); None for ASAP.
+    scheduled_for: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    # A periodic run's child campaign (`parent_id` = the campaign), shown by C6/C7.
+    child_campaign_id: Mapped[str | None] = mapped_column(String(24), nullable=True)
 
 
 class ExecutionUser(Base):
@@ -109,3 +114,29 @@ class ThrottleWindow(Base):
     campaign_id: Mapped[str] = mapped_column(String(24), primary_key=True)
     minute: Mapped[datetime] = mapped_column(UTCDateTime, primary_key=True)
     used: Mapped[int] = mapped_column(BigInteger, default=0)
+
+
+class PeriodicResume(Base):
+    """When a PERIODIC campaign was last resumed: occurrences before it (missed while it was
+    PAUSED) are never run, so a resume continues with the next occurrence, without catching up."""
+
+    __tablename__ = "delivery_periodic_resumes"
+    __table_args__ = (ForeignKeyConstraint(["workspace_id"], ["workspaces.id"]),)
+
+    workspace_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    campaign_id: Mapped[str] = mapped_column(String(24), primary_key=True)
+    resumed_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+class BestTime(Base):
+    """A user's best time to send (SEND_IN_BTS): the local hour at which the user's events cluster,
+    in `timezone`; None when the user has no events. Recomputed at most once a day."""
+
+    __tablename__ = "delivery_best_times"
+    __table_args__ = (ForeignKeyConstraint(["workspace_id"], ["workspaces.id"]),)
+
+    workspace_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    customer_id: Mapped[str] = mapped_column(String(200), primary_key=True)
+    hour: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    timezone: Mapped[str] = mapped_column(String(64))
+    computed_at: Mapped[datetime] = mapped_column(UTCDateTime)

@@ -107,9 +107,8 @@ def _month_days(rec: Recurrence, year: int, month: int) -> list[date]:
             days.add(first + 7 * ((length - first) // 7))
         elif first + 7 * (week - 1) <= length:
             days.add(first + 7 * (week - 1))
-    if not (rec.dates_of_month or rec.days_of_week or rec.nth_weekdays):
-        if rec.start_date.day <= length:
-            days.add(rec.start_date.day)
+    if not (rec.dates_of_month or rec.days_of_week or rec.nth_weekdays) and rec.start_date.day <= length:
+        days.add(rec.start_date.day)
     return [date(year, month, d) for d in sorted(days)]
 
 

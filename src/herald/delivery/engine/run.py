@@ -180,7 +180,8 @@ async def _claim(
 
 
 async def _still_sending(database: Database, execution: Execution) -> bool:
-    """The campaign is SENDING (not stopped) and the execution DISPATCHING (not paused)."""
+    """The campaign is SENDING (a periodic one ACTIVE: not stopped or paused) and the execution
+    DISPATCHING (not paused)."""
     async with database.reader() as session:
         return await _sending_in(session, execution)
 
@@ -202,7 +203,12 @@ async def _sending_in(session: AsyncSession, execution: Execution) -> bool:
             )
         )
     ).first()
-    return found is not None and tuple(found) == (CampaignStatus.SENDING.value, "DISPATCHING")
+    # A one-time campaign sends while SENDING; a periodic one runs while ACTIVE (PAUSED stops it).
+    return (
+        found is not None
+        and found[0] in (CampaignStatus.SENDING.value, CampaignStatus.ACTIVE.value)
+        and found[1] == "DISPATCHING"
+    )
 
 
 async def _in_flight(database: Database, execution: Execution) -> bool:

@@ -86,6 +86,10 @@ async def _one(session: AsyncSession, execution: Execution) -> dict[str, Any]:
         "run": execution.run,
         "status": execution.status,
         "reason": execution.reason,
+        # The occurrence a periodic run is for (a one-time campaign's start_time; None for ASAP).
+        "scheduled_for": rfc3339(execution.scheduled_for) if execution.scheduled_for else None,
+        # A periodic run's child campaign.
+        "child_campaign_id": execution.child_campaign_id,
         "started_at": rfc3339(execution.created_at),
         "updated_at": rfc3339(execution.updated_at),
         # Selected by the segmentation, before the channel's suppressions.

@@ -1,14 +1,17 @@
 """The engine's part of a worker tick: every one-time campaign of a workspace that is SENDING gets
-its execution started, resolved and dispatched; the campaigns whose every user is settled are
-returned for the worker to mark SENT (one loop, one notion of "what is due now")."""
+its execution started, resolved and dispatched; every ACTIVE periodic campaign gets its due
+occurrence started and its runs advanced (`periodic.py`); the campaigns whose every user is
+settled (periodic: whose schedule is over) are returned for the worker to mark SENT (one loop, one
+notion of "what is due now")."""
 
 from __future__ import annotations
 
 import logging
 from datetime import datetime, timedelta
 
-from sqlalchemy import select, update
+from sqlalchemy import and_, or_, select, update
 
+from herald.campaigns.lifecycle import schedule_instants
 from herald.campaigns.models import Campaign
 from herald.campaigns.schemas.common import CampaignStatus, Channel, DeliveryType
 from herald.campaigns.validation import load_document
@@ -16,7 +19,7 @@ from herald.clock import FrozenClock
 from herald.config import Settings
 from herald.db import Database
 from herald.delivery.dispatch import Dispatcher
-from herald.delivery.engine import controls
+from herald.delivery.engine import controls, periodic
 from herald.delivery.engine.content import plan_sends
 from herald.delivery.engine.models import Execution
 from herald.delivery.engine.pause import PAUSED
@@ -61,12 +64,19 @@ async def _sending(database: Database, workspace_id: str) -> list[LiveCampaign]:
 
 async def _stop_executions(database: Database, workspace_id: str, now: datetime) -> None:
     """Executions whose campaign was stopped, or reached its `expiry_time` (SENT before every user
-    was settled), end STOPPED (their pending users stay unsent), paused ones included."""
+    was settled), or, periodic, was PAUSED, end STOPPED (their pending users stay unsent), paused
+    ones included; a periodic run's child campaign with them."""
     live = [ExecutionStatus.RESOLVING, ExecutionStatus.DISPATCHING, PAUSED]
     stopped = select(Campaign.campaign_id).where(
         Campaign.workspace_id == workspace_id,
         Campaign.is_latest,
-        Campaign.status.in_([CampaignStatus.STOPPED.value, CampaignStatus.SENT.value]),
+        or_(
+            Campaign.status.in_([CampaignStatus.STOPPED.value, CampaignStatus.SENT.value]),
+            and_(
+                Campaign.status == CampaignStatus.PAUSED.value,
+                Campaign.delivery_type == DeliveryType.PERIODIC.value,
+            ),
+        ),
     )
     unfinished = select(Execution.id).where(
         Execution.workspace_id == workspace_id,
@@ -78,27 +88,27 @@ async def _stop_executions(database: Database, workspace_id: str, now: datetime)
         if (await session.execute(unfinished.limit(1))).first() is None:
             return
     async with database.writer() as session:
+        ids = list((await session.scalars(unfinished)).all())
         await session.execute(
             update(Execution)
-            .where(
-                Execution.workspace_id == workspace_id,
-                Execution.status.in_(live),
-                Execution.campaign_id.in_(stopped),
-            )
+            .where(Execution.workspace_id == workspace_id, Execution.id.in_(ids))
             .values(status=ExecutionStatus.STOPPED, updated_at=now)
             .execution_options(synchronize_session=False)
         )
+        await periodic.settle_children(session, workspace_id, ids)
         await session.commit()
 
 
 async def run_executions(
     database: Database, settings: Settings, now: datetime, workspace_id: str
 ) -> list[str]:
-    """Advance the workspace's executions; the public ids of the campaigns now completely sent."""
+    """Advance the workspace's executions; the public ids of the campaigns now completely sent (a
+    one-time campaign whose users are all settled, a periodic one whose schedule is over)."""
     finished: list[str] = []
     await _stop_executions(database, workspace_id, now)
     campaigns = await _sending(database, workspace_id)
-    if not campaigns:
+    repeating = await periodic.active(database, workspace_id)
+    if not campaigns and not repeating:
         return finished
     async with (
         Dispatcher(settings, FrozenClock(now), database.writer) as dispatcher,
@@ -106,9 +116,28 @@ async def run_executions(
     ):
         lease = timedelta(seconds=settings.delivery_lease_seconds)
         for campaign in campaigns:
-            if await _run_one(database, dispatcher, store, campaign, now, lease):
+            execution = await start_execution(database, campaign, now, 1, _start_of(campaign))
+            if await _run_one(database, dispatcher, store, campaign, execution, now, lease):
                 finished.append(campaign.campaign_id)
+        for each in repeating:
+            await periodic.due_runs(database, each, now)
+            runs = await periodic.live_runs(database, workspace_id, each.campaign.campaign_id)
+            in_flight = False
+            for execution in runs:
+                in_flight |= not await _run_one(
+                    database, dispatcher, store, each.campaign, execution, now, lease
+                )
+            if not in_flight and periodic.schedule_over(each.recurrence, now):
+                finished.append(each.campaign.campaign_id)
     return finished
+
+
+def _start_of(campaign: LiveCampaign) -> datetime | None:
+    """A one-time campaign's `start_time` (the per-user send times count from it); None for ASAP."""
+    details = campaign.document.scheduling_details
+    if details is None or details.delivery_type is None or details.delivery_type.value == "ASAP":
+        return None
+    return schedule_instants(campaign.components)[0]
 
 
 async def _run_one(
@@ -116,10 +145,10 @@ async def _run_one(
     dispatcher: Dispatcher,
     store: ThrottleStore,
     campaign: LiveCampaign,
+    execution: Execution,
     now: datetime,
     lease: timedelta,
 ) -> bool:
-    execution = await start_execution(database, campaign, now)
     if execution.status == ExecutionStatus.RESOLVING:
         try:
             await resolve(database, campaign, execution, now)
@@ -159,4 +188,5 @@ async def _end(
             .where(Execution.workspace_id == execution.workspace_id, Execution.id == execution.id)
             .values(status=status, reason=reason, updated_at=now)
         )
+        await periodic.settle_children(session, execution.workspace_id, [execution.id])
         await session.commit()
