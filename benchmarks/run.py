@@ -39,6 +39,7 @@ BENCHMARKS: list[tuple[str, list[str]]] = [
             *("--audience-users", scaled(1_000_000, least=1000)),
         ],
     ),
+    ("benchmarks.delivery_periodic", ["--users", scaled(100_000, least=100)]),
 ]
 
 
