@@ -102,6 +102,10 @@ class TestDaily:
         assert by_id[campaign_id]["total_child_campaigns"] == 3
         assert all(by_id[k["campaign_id"]]["parent_campaign_id"] == campaign_id for k in kids)
         assert len(await h.meta_rows(client, workspace)) == 1
+        child_stats = await stats(client, workspace, kids[0]["campaign_id"])
+        assert [e["id"] for e in child_stats["executions"]] == [
+            e["id"] for e in executions if e["child_campaign_id"] == kids[0]["campaign_id"]
+        ]
         # A run follows its parent: no status action on it.
         response = await h.action(client, workspace, kids[0]["campaign_id"], "PAUSE")
         assert response.status_code == 422, response.text

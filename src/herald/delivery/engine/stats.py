@@ -25,11 +25,15 @@ async def campaign_stats(session: AsyncSession, workspace_id: str, campaign_id: 
     )
     if row is None:
         raise NotFound("No campaign with this id exists in the workspace.", target="campaign_id")
+    mine = (
+        # A periodic run's child campaign: the one execution of its parent that is this run.
+        (Execution.campaign_id == row.parent_id, Execution.child_campaign_id == row.campaign_id)
+        if row.parent_id is not None
+        else (Execution.campaign_id == row.campaign_id,)
+    )
     executions = (
         await session.scalars(
-            select(Execution)
-            .where(Execution.workspace_id == workspace_id, Execution.campaign_id == row.campaign_id)
-            .order_by(Execution.run)
+            select(Execution).where(Execution.workspace_id == workspace_id, *mine).order_by(Execution.run)
         )
     ).all()
     return {
