@@ -37,7 +37,7 @@ def periodic(start_time: str, timezone: str = "Europe/Paris", **details: Any) ->
 
 
 def runs_of(webhook: HttpReceiver) -> Counter[str]:
-    """Messages per delivery id prefix is not visible: count per (customer, message id)."""
+    """Messages received per customer."""
     return Counter(r.json()["recipient"]["customer_id"] for r in webhook.received)
 
 
