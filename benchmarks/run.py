@@ -43,6 +43,7 @@ BENCHMARKS: list[tuple[str, list[str]]] = [
         "benchmarks.triggers",
         ["--rate", scaled(1000, least=50), "--seconds", "10", "--users", scaled(2000, least=100)],
     ),
+    ("benchmarks.delivery_periodic", ["--users", scaled(100_000, least=100)]),
 ]
 
 

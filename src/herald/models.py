@@ -5,9 +5,11 @@ from herald.campaigns.models import Campaign, CampaignReachability, CampaignRequ
 from herald.db import Base
 from herald.delivery.engine.models import (
     AttributionWindow,
+    BestTime,
     Conversion,
     Execution,
     ExecutionUser,
+    PeriodicResume,
     TriggerInbox,
 )
 from herald.delivery.models import Connector, OutboxEntry
@@ -20,6 +22,7 @@ __all__ = [
     "ApiKey",
     "AttributionWindow",
     "Base",
+    "BestTime",
     "Campaign",
     "CampaignReachability",
     "CampaignRequestId",
@@ -37,6 +40,7 @@ __all__ = [
     "OfferTag",
     "OfferTemplate",
     "OutboxEntry",
+    "PeriodicResume",
     "ProductSet",
     "Segment",
     "SegmentMember",

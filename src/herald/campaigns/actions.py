@@ -20,6 +20,7 @@ from herald.campaigns import lifecycle, service
 from herald.campaigns.lifecycle import Action
 from herald.campaigns.models import Campaign
 from herald.campaigns.schemas.common import CampaignStatus, DeliveryType
+from herald.delivery.engine import periodic
 from herald.errors import InvalidState, NotFound, Unprocessable, ValidationFailed
 from herald.pydantic_errors import problems_from_validation_error
 from herald.schemas import APIModel
@@ -62,6 +63,12 @@ async def change_status(
 ) -> tuple[Campaign, Action]:
     body = parse_status_body(raw)
     row = await service.get_campaign(session, workspace_id, campaign_id, for_update=True)
+    if row.parent_id is not None:
+        raise Unprocessable(
+            f"{body.action.value} cannot be applied to a run of a periodic campaign; "
+            f"apply it to the campaign {row.parent_id}.",
+            target="action",
+        )
     for _ in range(_ATTEMPTS):
         current = CampaignStatus(row.status)
         paused_from = CampaignStatus(row.paused_from) if row.paused_from else None
@@ -87,6 +94,9 @@ async def change_status(
             .execution_options(synchronize_session=False)
         )
         if getattr(result, "rowcount", 0) == 1:
+            if body.action is Action.RESUME and row.delivery_type == DeliveryType.PERIODIC.value:
+                # Occurrences missed while paused are skipped: the next run is the next one after now.
+                await periodic.record_resume(session, workspace_id, row.campaign_id, now)
             await wake_on_commit(session)  # e.g. a STOP: the engine ends its execution now
             return await _reload(session, row), body.action
         row = await _reload(session, row)

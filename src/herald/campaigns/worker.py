@@ -7,8 +7,9 @@ One tick looks, workspace by workspace, for latest versions whose time has come 
 compare-and-set makes sure that no transition is ever applied twice, whatever the interleaving.
 
 After the transitions, the delivery engine (`delivery.engine`) advances the executions of the one-time
-campaigns that are SENDING; a campaign whose every user is settled is moved SENDING → SENT here,
-with the same compare-and-set.
+campaigns that are SENDING and the runs of the periodic campaigns that are ACTIVE; a one-time
+campaign whose every user is settled is moved SENDING → SENT here, a periodic one whose schedule is
+over ACTIVE → SENT, with the same compare-and-set.
 
 `run_tick(database, now)` is one tick; `run_forever` repeats it (the `herald worker` command, and
 `herald serve` in-process on a one-process SQLite deployment), at once when woken (`herald.wake`:
@@ -59,6 +60,8 @@ def _due(workspace_id: str | None, now: datetime) -> list[ColumnElement[bool]]:
     return [
         *([Campaign.workspace_id == workspace_id] if workspace_id is not None else []),
         Campaign.is_latest.expression,
+        # A periodic run's child campaign follows its run (`delivery.engine.periodic`), not the clock.
+        Campaign.parent_id.is_(None),
         or_(
             and_(Campaign.status == _S.SCHEDULED.value, Campaign.start_at <= now),
             and_(Campaign.status.in_([_S.ACTIVE.value, _S.PAUSED.value]), Campaign.expiry_at <= now),
@@ -139,24 +142,32 @@ async def _tick_workspace(database: Database, workspace_id: str, now: datetime) 
 async def _finish(
     database: Database, workspace_id: str, campaign_ids: list[str], now: datetime
 ) -> list[Applied]:
-    """SENDING → SENT for one-time campaigns whose execution settled every user."""
+    """→ SENT for campaigns the delivery engine is done with: a one-time campaign SENDING whose
+    execution settled every user, a periodic one ACTIVE whose schedule is over."""
     applied: list[Applied] = []
     if not campaign_ids:
         return applied
     async with database.writer() as session:
         rows = (
             await session.execute(
-                select(Campaign.id).where(
+                select(Campaign.id, Campaign.status).where(
                     Campaign.workspace_id == workspace_id,
                     Campaign.is_latest,
                     Campaign.campaign_id.in_(campaign_ids),
-                    Campaign.status == _S.SENDING.value,
+                    or_(
+                        Campaign.status == _S.SENDING.value,
+                        and_(
+                            Campaign.status == _S.ACTIVE.value,
+                            Campaign.delivery_type == DeliveryType.PERIODIC.value,
+                        ),
+                    ),
                 )
             )
         ).all()
-        for (row_id,) in rows:
-            if await _step(session, workspace_id, row_id, _S.SENDING, _S.SENT, now):
-                applied.append(Applied(workspace_id, row_id, _S.SENDING, _S.SENT))
+        for row_id, status in rows:
+            before = CampaignStatus(status)
+            if await _step(session, workspace_id, row_id, before, _S.SENT, now):
+                applied.append(Applied(workspace_id, row_id, before, _S.SENT))
         await session.commit()
     return applied
 

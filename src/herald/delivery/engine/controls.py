@@ -1,7 +1,8 @@
 """Delivery controls: what happens to each user of a claimed batch before anything is sent.
 
 In order, for a user not yet decided: campaign control group (held out), gone since resolution or
-no message for its platform (suppressed), frequency caps (suppressed), the campaign's minimum
+no message for its platform (suppressed), the user's own send time (SEND_IN_USER_TIMEZONE,
+SEND_IN_BTS: deferred until then, or suppressed, `send_time.py`), frequency caps (suppressed), the campaign's minimum
 delay and the workspace's quiet hours (deferred: the user stays PENDING until `not_before`; suppressed
 if that is past the campaign's `expiry_time`), the audience limit (suppressed once reached), and
 the throttle (the users beyond this minute's budget stay PENDING for a later tick). The global
@@ -28,6 +29,7 @@ from herald.audience.models import User
 from herald.campaigns.models import Campaign
 from herald.campaigns.schemas.audience_limit import AudienceLimitFrequency
 from herald.campaigns.schemas.common import Channel
+from herald.delivery.engine import best_times, send_time
 from herald.delivery.engine.content import SendPlan
 from herald.delivery.engine.models import Execution, ExecutionUser
 from herald.delivery.engine.resolve import LiveCampaign
@@ -53,6 +55,7 @@ class Reason:
     MINIMUM_DELAY = "MINIMUM_DELAY"
     DND = "DND"
     AUDIENCE_LIMIT = "AUDIENCE_LIMIT"
+    EXPIRED = "EXPIRED"  # the user's own send time is after the campaign's expiry_time
 
 
 # --- pure rules ------------------------------------------------------------------------------
@@ -310,8 +313,10 @@ async def _timing(
     now: datetime,
     decision: Decision,
 ) -> list[tuple[str, User]]:
-    """Frequency caps, minimum delay and quiet hours; the candidates still to send now."""
+    """Per-user send time, frequency caps, minimum delay and quiet hours; the candidates still to
+    send now."""
     settings = rules.settings
+    candidates = await _send_time(session, rules, plan, execution, candidates, now, decision)
     window = None if rules.bypass_dnd else settings.dnd
     if not candidates or not (rules.capped or rules.min_delay or window or rules.global_min_delay):
         return candidates
@@ -353,4 +358,38 @@ async def _timing(
             decision.suppressed[reason].append(customer_id)  # the campaign ends before the user may get it
         else:
             decision.deferred[customer_id] = due
+    return left
+
+
+async def _send_time(
+    session: AsyncSession,
+    rules: Rules,
+    plan: SendPlan,
+    execution: Execution,
+    candidates: list[tuple[str, User]],
+    now: datetime,
+    decision: Decision,
+) -> list[tuple[str, User]]:
+    """Users whose own send time (`send_time.py`) is later wait for it; users it skips are
+    suppressed; the rest go on."""
+    rule = send_time.rule_of(
+        plan.campaign.document.scheduling_details, execution.scheduled_for, execution.created_at
+    )
+    if rule is None or not candidates:
+        return candidates
+    zones = {customer_id: zone(user.timezone, rules.settings.timezone) for customer_id, user in candidates}
+    hours: dict[str, int | None] = {}
+    if rule.mode is send_time.BTS:
+        hours = await best_times.hours(session, execution.workspace_id, zones, now)
+    left: list[tuple[str, User]] = []
+    for customer_id, user in candidates:
+        moment = send_time.moment_for(rule, zones[customer_id], hours.get(customer_id))
+        if moment.skipped is not None:
+            decision.suppressed[moment.skipped].append(customer_id)
+        elif moment.at is None or moment.at <= now:
+            left.append((customer_id, user))
+        elif rules.expiry is not None and moment.at >= rules.expiry:
+            decision.suppressed[Reason.EXPIRED].append(customer_id)  # the campaign ends before it
+        else:
+            decision.deferred[customer_id] = moment.at
     return left

@@ -70,6 +70,11 @@ class Execution(Base):
     trigger: Mapped[str | None] = mapped_column(String(16), nullable=True)
     # BUSINESS: the event's attributes, `event.*` in every user's personalization.
     event: Mapped[dict[str, Any] | None] = mapped_column(PortableJSON, nullable=True)
+    # The moment the run is for: a periodic occurrence, a one-time campaign's `start_time` (the
+    # per-user send times count from it); None for ASAP.
+    scheduled_for: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    # A periodic run's child campaign (`parent_id` = the campaign), shown by C6/C7.
+    child_campaign_id: Mapped[str | None] = mapped_column(String(24), nullable=True)
 
 
 class ExecutionUser(Base):
@@ -196,3 +201,29 @@ class Conversion(Base):
     # The event's `revenue_attribute` when it is a number (else None: not counted as revenue).
     revenue: Mapped[float | None] = mapped_column(Double, nullable=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+class PeriodicResume(Base):
+    """When a PERIODIC campaign was last resumed: occurrences before it (missed while it was
+    PAUSED) are never run, so a resume continues with the next occurrence, without catching up."""
+
+    __tablename__ = "delivery_periodic_resumes"
+    __table_args__ = (ForeignKeyConstraint(["workspace_id"], ["workspaces.id"]),)
+
+    workspace_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    campaign_id: Mapped[str] = mapped_column(String(24), primary_key=True)
+    resumed_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+class BestTime(Base):
+    """A user's best time to send (SEND_IN_BTS): the local hour at which the user's events cluster,
+    in `timezone`; None when the user has no events. Recomputed at most once a day."""
+
+    __tablename__ = "delivery_best_times"
+    __table_args__ = (ForeignKeyConstraint(["workspace_id"], ["workspaces.id"]),)
+
+    workspace_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    customer_id: Mapped[str] = mapped_column(String(200), primary_key=True)
+    hour: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    timezone: Mapped[str] = mapped_column(String(64))
+    computed_at: Mapped[datetime] = mapped_column(UTCDateTime)

@@ -18,6 +18,7 @@ written. `resolved_at` records that the whole audience is written.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, cast
@@ -81,44 +82,57 @@ def _segmentation(campaign: LiveCampaign, with_opted_out: bool) -> dict[str, Any
     return details
 
 
-async def start_execution(database: Database, campaign: LiveCampaign, now: datetime) -> Execution:
-    """The campaign's execution, created if it has none yet (one per one-time campaign)."""
-    found = await _execution(database, campaign)
+async def start_execution(
+    database: Database,
+    campaign: LiveCampaign,
+    now: datetime,
+    run: int = 1,
+    scheduled_for: datetime | None = None,
+    with_run: Callable[[AsyncSession, Execution], Awaitable[None]] | None = None,
+) -> Execution:
+    """The campaign's execution of `run`, created if there is none yet (one per one-time campaign,
+    one per periodic occurrence); `with_run` writes what goes with a new run in its transaction (a
+    periodic run's child campaign). The unique index on (workspace, campaign, run) makes a second
+    worker racing to start the same run use the first one's."""
+    found = await _execution(database, campaign, run)
     if found is not None:
         return found
     try:
         async with database.writer() as session:
-            session.add(
-                Execution(
-                    workspace_id=campaign.workspace_id,
-                    id=object_id(now),
-                    campaign_id=campaign.campaign_id,
-                    run=1,
-                    status=ExecutionStatus.RESOLVING,
-                    opted_out=0,
-                    unsubscribed=0,
-                    no_address=0,
-                    audience=0,
-                    dispatched=0,
-                    created_at=now,
-                    updated_at=now,
-                )
+            execution = Execution(
+                workspace_id=campaign.workspace_id,
+                id=object_id(now),
+                campaign_id=campaign.campaign_id,
+                run=run,
+                status=ExecutionStatus.RESOLVING,
+                opted_out=0,
+                unsubscribed=0,
+                no_address=0,
+                audience=0,
+                dispatched=0,
+                created_at=now,
+                updated_at=now,
+                scheduled_for=scheduled_for,
             )
+            session.add(execution)
+            await session.flush()
+            if with_run is not None:
+                await with_run(session, execution)
             await session.commit()
     except IntegrityError:
         pass  # another worker started it first: use theirs
-    created = await _execution(database, campaign)
+    created = await _execution(database, campaign, run)
     assert created is not None
     return created
 
 
-async def _execution(database: Database, campaign: LiveCampaign) -> Execution | None:
+async def _execution(database: Database, campaign: LiveCampaign, run: int) -> Execution | None:
     async with database.reader() as session:
         found: Execution | None = await session.scalar(
             select(Execution).where(
                 Execution.workspace_id == campaign.workspace_id,
                 Execution.campaign_id == campaign.campaign_id,
-                Execution.run == 1,
+                Execution.run == run,
             )
         )
         return found

@@ -227,7 +227,8 @@ async def _claim(
 
 
 async def still_sending(database: Database, execution: Execution) -> bool:
-    """The campaign is SENDING (not stopped) and the execution DISPATCHING (not paused)."""
+    """The campaign is live (a one-time one SENDING; a periodic or triggered one ACTIVE: not stopped
+    or paused) and the execution DISPATCHING (not paused)."""
     async with database.reader() as session:
         return await _sending_in(session, execution)
 
@@ -249,9 +250,12 @@ async def _sending_in(session: AsyncSession, execution: Execution) -> bool:
             )
         )
     ).first()
-    # A triggered campaign sends while ACTIVE (PAUSE stops it); a one-time one while SENDING.
-    live = CampaignStatus.ACTIVE if execution.trigger else CampaignStatus.SENDING
-    return found is not None and tuple(found) == (live.value, "DISPATCHING")
+    # A one-time campaign sends while SENDING; periodic and triggered ones while ACTIVE (PAUSE stops them).
+    return (
+        found is not None
+        and found[0] in (CampaignStatus.SENDING.value, CampaignStatus.ACTIVE.value)
+        and found[1] == "DISPATCHING"
+    )
 
 
 async def _in_flight(database: Database, execution: Execution) -> bool:

@@ -30,11 +30,15 @@ async def campaign_stats(session: AsyncSession, workspace_id: str, campaign_id: 
     if row is None:
         raise NotFound("No campaign with this id exists in the workspace.", target="campaign_id")
     live_activity = row.delivery_type == DeliveryType.BROADCAST_LIVE_ACTIVITY.value
+    mine = (
+        # A periodic run's child campaign: the one execution of its parent that is this run.
+        (Execution.campaign_id == row.parent_id, Execution.child_campaign_id == row.campaign_id)
+        if row.parent_id is not None
+        else (Execution.campaign_id == row.campaign_id,)
+    )
     executions = (
         await session.scalars(
-            select(Execution)
-            .where(Execution.workspace_id == workspace_id, Execution.campaign_id == row.campaign_id)
-            .order_by(Execution.run)
+            select(Execution).where(Execution.workspace_id == workspace_id, *mine).order_by(Execution.run)
         )
     ).all()
     return {
@@ -96,6 +100,10 @@ async def _one(
         "run": execution.run,
         "status": execution.status,
         "reason": execution.reason,
+        # The occurrence a periodic run is for (a one-time campaign's start_time; None for ASAP).
+        "scheduled_for": rfc3339(execution.scheduled_for) if execution.scheduled_for else None,
+        # A periodic run's child campaign.
+        "child_campaign_id": execution.child_campaign_id,
         "started_at": rfc3339(execution.created_at),
         "updated_at": rfc3339(execution.updated_at),
         # Selected by the segmentation, before the channel's suppressions.

@@ -1,10 +1,11 @@
 """The engine's part of a worker tick: every one-time campaign of a workspace that is SENDING gets
 its execution started, resolved and dispatched (a live-activity campaign its one broadcast,
-`engine.broadcast`); the campaigns whose every user is settled are returned for the worker to mark
-SENT (one loop, one notion of "what is due now"). ACTIVE triggered campaigns have their inboxed
-events turned into firings (`triggers.fire`), and their executions with users due are dispatched:
-the EVENT execution of an event-triggered campaign (never done), and each raise of a business event
-(resolved like a one-time run, DONE when settled)."""
+`engine.broadcast`); every ACTIVE periodic campaign gets its due occurrence started and its runs
+advanced (`periodic.py`); ACTIVE triggered campaigns have their inboxed events turned into firings
+(`triggers.fire`), and their executions with users due are dispatched: the EVENT execution of an
+event-triggered campaign (never done), and each raise of a business event (resolved like a one-time
+run, DONE when settled). The campaigns whose every user is settled (periodic: whose schedule is
+over) are returned for the worker to mark SENT (one loop, one notion of "what is due now")."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from datetime import datetime, timedelta
 
 from sqlalchemy import and_, or_, select, update
 
+from herald.campaigns.lifecycle import schedule_instants
 from herald.campaigns.models import Campaign
 from herald.campaigns.schemas.common import CampaignStatus, Channel, DeliveryType
 from herald.campaigns.validation import load_document
@@ -20,7 +22,7 @@ from herald.clock import FrozenClock
 from herald.config import Settings
 from herald.db import Database
 from herald.delivery.dispatch import Dispatcher
-from herald.delivery.engine import broadcast, controls, triggers
+from herald.delivery.engine import broadcast, controls, periodic, triggers
 from herald.delivery.engine.content import SendPlan, live_version, plan_sends, streams
 from herald.delivery.engine.models import Execution, ExecutionUser
 from herald.delivery.engine.pause import PAUSED
@@ -74,12 +76,19 @@ async def _sending(database: Database, workspace_id: str) -> list[LiveCampaign]:
 
 async def _stop_executions(database: Database, workspace_id: str, now: datetime) -> None:
     """Executions whose campaign was stopped, or reached its `expiry_time` (SENT before every user
-    was settled), end STOPPED (their pending users stay unsent), paused ones included."""
+    was settled), or, periodic, was PAUSED, end STOPPED (their pending users stay unsent), paused
+    ones included; a periodic run's child campaign with them."""
     live = [ExecutionStatus.RESOLVING, ExecutionStatus.DISPATCHING, PAUSED]
     stopped = select(Campaign.campaign_id).where(
         Campaign.workspace_id == workspace_id,
         Campaign.is_latest,
-        Campaign.status.in_([CampaignStatus.STOPPED.value, CampaignStatus.SENT.value]),
+        or_(
+            Campaign.status.in_([CampaignStatus.STOPPED.value, CampaignStatus.SENT.value]),
+            and_(
+                Campaign.status == CampaignStatus.PAUSED.value,
+                Campaign.delivery_type == DeliveryType.PERIODIC.value,
+            ),
+        ),
     )
     unfinished = select(Execution.id).where(
         Execution.workspace_id == workspace_id,
@@ -91,23 +100,22 @@ async def _stop_executions(database: Database, workspace_id: str, now: datetime)
         if (await session.execute(unfinished.limit(1))).first() is None:
             return
     async with database.writer() as session:
+        ids = list((await session.scalars(unfinished)).all())
         await session.execute(
             update(Execution)
-            .where(
-                Execution.workspace_id == workspace_id,
-                Execution.status.in_(live),
-                Execution.campaign_id.in_(stopped),
-            )
+            .where(Execution.workspace_id == workspace_id, Execution.id.in_(ids))
             .values(status=ExecutionStatus.STOPPED, updated_at=now)
             .execution_options(synchronize_session=False)
         )
+        await periodic.settle_children(session, workspace_id, ids)
         await session.commit()
 
 
 async def run_executions(
     database: Database, settings: Settings, now: datetime, workspace_id: str
 ) -> list[str]:
-    """Advance the workspace's executions; the public ids of the campaigns now completely sent."""
+    """Advance the workspace's executions; the public ids of the campaigns now completely sent (a
+    one-time campaign whose users are all settled, a periodic one whose schedule is over)."""
     finished: list[str] = []
     await _stop_executions(database, workspace_id, now)
     campaigns = await _sending(database, workspace_id)
@@ -115,7 +123,8 @@ async def run_executions(
     await triggers.fire(database, workspace_id, now)
     triggered = await _triggered_due(database, workspace_id, now, lease)
     live_activities = await broadcast.due(database, workspace_id)
-    if not campaigns and not triggered and not live_activities:
+    repeating = await periodic.active(database, workspace_id)
+    if not campaigns and not triggered and not live_activities and not repeating:
         return finished
     async with (
         Dispatcher(settings, FrozenClock(now), database.writer) as dispatcher,
@@ -123,10 +132,21 @@ async def run_executions(
     ):
         await broadcast.run_broadcasts(database, dispatcher, live_activities, now, lease)
         for campaign in campaigns:
-            if await _run_one(database, dispatcher, store, campaign, now, lease):
+            execution = await start_execution(database, campaign, now, 1, _start_of(campaign))
+            if await _run_one(database, dispatcher, store, campaign, execution, now, lease):
                 finished.append(campaign.campaign_id)
         for campaign, execution in triggered:
             await _run_triggered(database, dispatcher, store, campaign, execution, now, lease)
+        for each in repeating:
+            await periodic.due_runs(database, each, now)
+            runs = await periodic.live_runs(database, workspace_id, each.campaign.campaign_id)
+            in_flight = False
+            for execution in runs:
+                in_flight |= not await _run_one(
+                    database, dispatcher, store, each.campaign, execution, now, lease
+                )
+            if not in_flight and periodic.schedule_over(each.recurrence, now):
+                finished.append(each.campaign.campaign_id)
     return finished
 
 
@@ -235,15 +255,23 @@ async def _run_triggered(
         await _end(database, execution, ExecutionStatus.DONE, now, None)
 
 
+def _start_of(campaign: LiveCampaign) -> datetime | None:
+    """A one-time campaign's `start_time` (the per-user send times count from it); None for ASAP."""
+    details = campaign.document.scheduling_details
+    if details is None or details.delivery_type is None or details.delivery_type.value == "ASAP":
+        return None
+    return schedule_instants(campaign.components)[0]
+
+
 async def _run_one(
     database: Database,
     dispatcher: Dispatcher,
     store: ThrottleStore,
     campaign: LiveCampaign,
+    execution: Execution,
     now: datetime,
     lease: timedelta,
 ) -> bool:
-    execution = await start_execution(database, campaign, now)
     try:
         if execution.status == ExecutionStatus.RESOLVING and execution.resolved_after is None:
             execution = await prepare(database, campaign, execution, now, streaming=streams(campaign))
@@ -251,7 +279,10 @@ async def _run_one(
             # Not streamed (or prepared by a worker that died): the whole audience first.
             if not await resolve(database, campaign, execution, now):
                 return False  # another worker is writing it
-            execution = await start_execution(database, campaign, now)
+            async with database.reader() as session:  # now DISPATCHING
+                current = await session.get(Execution, (execution.workspace_id, execution.id))
+            assert current is not None
+            execution = current
         if execution.status in (ExecutionStatus.DONE, ExecutionStatus.FAILED):
             return True
         if execution.status != ExecutionStatus.DISPATCHING:
@@ -303,4 +334,5 @@ async def _end(
             .where(Execution.workspace_id == execution.workspace_id, Execution.id == execution.id)
             .values(status=status, reason=reason, updated_at=now)
         )
+        await periodic.settle_children(session, execution.workspace_id, [execution.id])
         await session.commit()

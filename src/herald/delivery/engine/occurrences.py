@@ -1,0 +1,177 @@
+"""When a PERIODIC campaign runs: its occurrences as instants, from `scheduling_details`. Pure: no
+I/O, no clock (callers pass `now`).
+
+Every occurrence is at `start_time`'s wall clock in the campaign timezone (`scheduling_details.timezone`,
+else UTC), on the days `periodic_details` names, so a daily 09:00 stays 09:00 across DST changes. A
+wall clock that does not exist that day (spring forward) is read with the offset before the change
+(02:30 becomes 03:30); one that exists twice (fall back) is the first of the two.
+
+- DAILY: every `repeat_frequency` days from the start date.
+- WEEKLY: in every `repeat_frequency`-th week (Monday-based, counted from the start's week), on each
+  of `repeat_on_days_of_week` (default: the start's weekday).
+- MONTHLY: in every `repeat_frequency`-th month from the start's month, on each of
+  `repeat_on_date_of_month` (a month without that date has no run: no 31st in April), each weekday of
+  `repeat_on_days_of_week`, each `{week_granularity, repeat_on_days_of_week}` (FIRST ... FOURTH, LAST);
+  with none of them, on the start's date of month.
+
+Occurrences before the start instant are not counted; they are numbered 1, 2, ... from there, end
+after `no_of_occurences` and at `expiry_time` (an occurrence at the expiry instant itself still runs).
+"""
+
+from __future__ import annotations
+
+import calendar
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, time, timedelta
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from herald.campaigns.schemas.scheduling import SchedulingDetails, SendingFrequency
+
+WEEKDAYS = ("MONDAY", "TUESDAY", "WEDNESDAY", "THURSDAY", "FRIDAY", "SATURDAY", "SUNDAY")
+WEEKS = {"FIRST": 1, "SECOND": 2, "THIRD": 3, "FOURTH": 4, "LAST": -1}
+
+
+@dataclass(frozen=True)
+class Recurrence:
+    frequency: SendingFrequency
+    start: datetime  # aware: the first possible occurrence
+    zone: ZoneInfo
+    every: int = 1
+    count: int | None = None
+    expiry: datetime | None = None
+    days_of_week: frozenset[int] = frozenset()  # 0 = Monday
+    dates_of_month: frozenset[int] = frozenset()
+    # (week of the month: 1-4, or -1 for the last, weekday)
+    nth_weekdays: frozenset[tuple[int, int]] = frozenset()
+
+    @property
+    def wall_clock(self) -> time:
+        return self.start.astimezone(self.zone).time().replace(tzinfo=None, fold=0)
+
+    @property
+    def start_date(self) -> date:
+        return self.start.astimezone(self.zone).date()
+
+
+@dataclass(frozen=True)
+class Occurrence:
+    run: int  # 1, 2, ...
+    at: datetime  # UTC
+
+
+def zone_named(name: str | None) -> ZoneInfo:
+    try:
+        return ZoneInfo(name) if name else ZoneInfo("UTC")
+    except (ZoneInfoNotFoundError, ValueError):
+        return ZoneInfo("UTC")
+
+
+def recurrence_of(details: SchedulingDetails, start: datetime, expiry: datetime | None) -> Recurrence | None:
+    """The recurrence a PERIODIC campaign's `scheduling_details` describe (start and expiry as the
+    stored instants); None without `periodic_details`."""
+    periodic = details.periodic_details
+    if periodic is None:
+        return None
+    return Recurrence(
+        frequency=periodic.sending_frequency,
+        start=start,
+        zone=zone_named(details.timezone),
+        every=max(1, int(periodic.repeat_frequency or 1)),
+        count=int(periodic.no_of_occurences) if periodic.no_of_occurences else None,
+        expiry=expiry,
+        days_of_week=frozenset(WEEKDAYS.index(d.value) for d in periodic.repeat_on_days_of_week or []),
+        dates_of_month=frozenset(int(d) for d in periodic.repeat_on_date_of_month or []),
+        nth_weekdays=frozenset(
+            (WEEKS[item.week_granularity.value], WEEKDAYS.index(day.value))
+            for item in periodic.repeat_on_days_of_week_for_month or []
+            for day in item.repeat_on_days_of_week
+        ),
+    )
+
+
+def local_instant(day: date, wall: time, zone: ZoneInfo) -> datetime:
+    """`wall` on `day` in `zone`, as a UTC instant (see the module's note on DST)."""
+    return datetime.combine(day, wall, tzinfo=zone).astimezone(UTC)
+
+
+def _month_days(rec: Recurrence, year: int, month: int) -> list[date]:
+    length = calendar.monthrange(year, month)[1]
+    days: set[int] = {d for d in rec.dates_of_month if d <= length}
+    first_weekday = date(year, month, 1).weekday()
+    for weekday in rec.days_of_week:
+        days.update(range(1 + (weekday - first_weekday) % 7, length + 1, 7))
+    for week, weekday in rec.nth_weekdays:
+        first = 1 + (weekday - first_weekday) % 7
+        if week == -1:
+            days.add(first + 7 * ((length - first) // 7))
+        elif first + 7 * (week - 1) <= length:
+            days.add(first + 7 * (week - 1))
+    if not (rec.dates_of_month or rec.days_of_week or rec.nth_weekdays) and rec.start_date.day <= length:
+        days.add(rec.start_date.day)
+    return [date(year, month, d) for d in sorted(days)]
+
+
+def _days(rec: Recurrence, until: date) -> Iterator[date]:
+    """Candidate local dates in order, from the start date through `until`."""
+    first = rec.start_date
+    if rec.frequency is SendingFrequency.DAILY:
+        day = first
+        while day <= until:
+            yield day
+            day += timedelta(days=rec.every)
+    elif rec.frequency is SendingFrequency.WEEKLY:
+        weekdays = sorted(rec.days_of_week or {first.weekday()})
+        monday = first - timedelta(days=first.weekday())
+        while monday <= until:
+            for weekday in weekdays:
+                day = monday + timedelta(days=weekday)
+                if first <= day <= until:
+                    yield day
+            monday += timedelta(weeks=rec.every)
+    else:
+        year, month = first.year, first.month
+        while date(year, month, 1) <= until:
+            for day in _month_days(rec, year, month):
+                if first <= day <= until:
+                    yield day
+            month += rec.every
+            year, month = year + (month - 1) // 12, (month - 1) % 12 + 1
+
+
+def occurrences(rec: Recurrence, until: datetime) -> Iterator[Occurrence]:
+    """The occurrences at or before `until`, in order (bounded however the schedule is set)."""
+    wall = rec.wall_clock
+    last_day = until.astimezone(rec.zone).date() + timedelta(days=1)
+    run = 0
+    for day in _days(rec, last_day):
+        at = local_instant(day, wall, rec.zone)
+        if at < rec.start:
+            continue
+        if at > until or (rec.expiry is not None and at > rec.expiry):
+            return
+        run += 1
+        yield Occurrence(run, at)
+        if rec.count is not None and run >= rec.count:
+            return
+
+
+def latest(rec: Recurrence, now: datetime) -> Occurrence | None:
+    """The last occurrence at or before `now`, if any."""
+    found = None
+    for found in occurrences(rec, now):  # noqa: B007 - the last one is the answer
+        pass
+    return found
+
+
+def following(rec: Recurrence, now: datetime) -> Occurrence | None:
+    """The first occurrence after `now`, if any: None once the count or the expiry ends the
+    schedule. Searched far enough ahead for any pattern (a 29 February every year needs four)."""
+    before = latest(rec, now)
+    if before is not None and rec.count is not None and before.run >= rec.count:
+        return None
+    horizon = timedelta(days=4 * 366 + 2 * 31 * rec.every)
+    for occurrence in occurrences(rec, now + horizon):
+        if occurrence.at > now:
+            return occurrence
+    return None

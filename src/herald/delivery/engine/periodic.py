@@ -1,0 +1,233 @@
+"""PERIODIC campaigns in the worker tick: each occurrence (`occurrences.py`) becomes one execution of
+the campaign (`Execution.run` = the occurrence's number) and one child campaign (`parent_id` = the
+campaign; C6 lists it with `include_child_campaigns`, C7 counts it in `total_child_campaigns`).
+
+- A campaign runs while ACTIVE. At a tick, the latest occurrence at or before `now` is started
+  unless it has an execution already; the unique index on (workspace, campaign, run) lets exactly
+  one worker create it (with its child, in the same transaction), however many tick at once. An
+  occurrence missed while no worker ran is started late (once); earlier ones are skipped.
+- Each run resolves its audience when it starts, with the campaign's latest version (content
+  changes apply from the next run, and to the messages a run has not yet sent), and the INSTANCE
+  audience limit counts per run.
+- PAUSE stops the run in flight (its unsent users stay unsent) and skips the occurrences while
+  PAUSED; RESUME records the moment (`PeriodicResume`), and only occurrences from then on run:
+  the next one after the resume, no catch-up burst.
+- Once the schedule has no occurrence left (`no_of_occurences` reached, or past `expiry_time`)
+  and no run is in flight, the campaign is done: the worker moves it ACTIVE → SENT, as the
+  lifecycle does at `expiry_time`.
+- A child is SENDING while its run is, then SENT (DONE) or STOPPED (stopped, paused, or its
+  audience could not be resolved).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import select, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from herald.campaigns.models import Campaign, CampaignTag
+from herald.campaigns.schemas.common import CampaignStatus, Channel, DeliveryType
+from herald.db import Database
+from herald.delivery.engine.content import live_campaign
+from herald.delivery.engine.models import Execution, PeriodicResume
+from herald.delivery.engine.occurrences import Occurrence, Recurrence, following, latest, recurrence_of
+from herald.delivery.engine.pause import PAUSED
+from herald.delivery.engine.resolve import ExecutionStatus, LiveCampaign, start_execution
+from herald.ids import object_id
+
+log = logging.getLogger("herald.delivery.engine")
+
+LIVE = (ExecutionStatus.RESOLVING, ExecutionStatus.DISPATCHING, PAUSED)
+CHILD_STATUS = {
+    ExecutionStatus.DONE: CampaignStatus.SENT.value,
+    ExecutionStatus.STOPPED: CampaignStatus.STOPPED.value,
+    ExecutionStatus.FAILED: CampaignStatus.STOPPED.value,
+}
+
+
+@dataclass(frozen=True)
+class PeriodicCampaign:
+    campaign: LiveCampaign
+    row: Campaign
+    recurrence: Recurrence
+
+
+async def active(database: Database, workspace_id: str) -> list[PeriodicCampaign]:
+    """The workspace's ACTIVE periodic Push and Email campaigns (not their children)."""
+    async with database.reader() as session:
+        rows = (
+            await session.scalars(
+                select(Campaign)
+                .where(
+                    Campaign.workspace_id == workspace_id,
+                    Campaign.is_latest,
+                    Campaign.status == CampaignStatus.ACTIVE.value,
+                    Campaign.delivery_type == DeliveryType.PERIODIC.value,
+                    Campaign.parent_id.is_(None),
+                    Campaign.channel.in_([Channel.EMAIL.value, Channel.PUSH.value]),
+                )
+                .order_by(Campaign.id)
+            )
+        ).all()
+    found: list[PeriodicCampaign] = []
+    for row in rows:
+        campaign = live_campaign(row)
+        details = campaign.document.scheduling_details if campaign is not None else None
+        if campaign is None or details is None or row.start_at is None:
+            continue
+        recurrence = recurrence_of(details, row.start_at, row.expiry_at)
+        if recurrence is None:
+            log.error("campaign %s/%s has no periodic_details", workspace_id, row.campaign_id)
+            continue
+        found.append(PeriodicCampaign(campaign, row, recurrence))
+    return found
+
+
+async def _resumed_at(database: Database, workspace_id: str, campaign_id: str) -> datetime | None:
+    async with database.reader() as session:
+        found: datetime | None = await session.scalar(
+            select(PeriodicResume.resumed_at).where(
+                PeriodicResume.workspace_id == workspace_id, PeriodicResume.campaign_id == campaign_id
+            )
+        )
+        return found
+
+
+async def record_resume(session: AsyncSession, workspace_id: str, campaign_id: str, now: datetime) -> None:
+    """A RESUME of a periodic campaign at `now`: occurrences before it are never run (the caller
+    commits, with the status change)."""
+    found = await session.get(PeriodicResume, (workspace_id, campaign_id))
+    if found is None:
+        session.add(PeriodicResume(workspace_id=workspace_id, campaign_id=campaign_id, resumed_at=now))
+    else:
+        found.resumed_at = now
+
+
+async def _has_run(database: Database, workspace_id: str, campaign_id: str, run: int) -> bool:
+    async with database.reader() as session:
+        found = await session.scalar(
+            select(Execution.id).where(
+                Execution.workspace_id == workspace_id,
+                Execution.campaign_id == campaign_id,
+                Execution.run == run,
+            )
+        )
+        return found is not None
+
+
+def _child_writer(
+    parent: Campaign, occurrence: Occurrence, now: datetime
+) -> Callable[[AsyncSession, Execution], Awaitable[None]]:
+    async def write(session: AsyncSession, execution: Execution) -> None:
+        child_id = object_id(now)
+        session.add(
+            Campaign(
+                workspace_id=parent.workspace_id,
+                id=child_id,
+                campaign_id=child_id,
+                version_number=1,
+                is_latest=True,
+                revision=1,
+                channel=parent.channel,
+                delivery_type=parent.delivery_type,
+                status=CampaignStatus.SENDING.value,
+                name=f"{parent.name or 'Run'} #{occurrence.run}",
+                tags=list(parent.tags or []),
+                created_by=parent.created_by,
+                created_at=now,
+                updated_at=now,
+                sent_time=now,
+                parent_id=parent.campaign_id,
+                components=dict(parent.components or {}),
+                start_at=occurrence.at,
+            )
+        )
+        await session.flush()
+        session.add_all(
+            CampaignTag(workspace_id=parent.workspace_id, tag=tag, campaign_row_id=child_id)
+            for tag in dict.fromkeys(parent.tags or [])
+        )
+        execution.child_campaign_id = child_id
+
+    return write
+
+
+async def due_runs(database: Database, periodic: PeriodicCampaign, now: datetime) -> None:
+    """Start the occurrence due at `now`, unless it ran (or was started) already or was missed
+    while the campaign was paused."""
+    occurrence = latest(periodic.recurrence, now)
+    if occurrence is None:
+        return
+    campaign = periodic.campaign
+    if await _has_run(database, campaign.workspace_id, campaign.campaign_id, occurrence.run):
+        return
+    resumed = await _resumed_at(database, campaign.workspace_id, campaign.campaign_id)
+    if resumed is not None and occurrence.at < resumed:
+        return  # missed while PAUSED: skipped
+    execution = await start_execution(
+        database, campaign, now, occurrence.run, occurrence.at, _child_writer(periodic.row, occurrence, now)
+    )
+    log.info(
+        "campaign %s/%s: run %d for %s started (execution %s)",
+        campaign.workspace_id,
+        campaign.campaign_id,
+        occurrence.run,
+        occurrence.at.isoformat(),
+        execution.id,
+    )
+
+
+async def live_runs(database: Database, workspace_id: str, campaign_id: str) -> list[Execution]:
+    """The campaign's runs not yet ended (paused ones included), oldest first."""
+    async with database.reader() as session:
+        return list(
+            (
+                await session.scalars(
+                    select(Execution)
+                    .where(
+                        Execution.workspace_id == workspace_id,
+                        Execution.campaign_id == campaign_id,
+                        Execution.status.in_(LIVE),
+                    )
+                    .order_by(Execution.run)
+                )
+            ).all()
+        )
+
+
+def schedule_over(recurrence: Recurrence, now: datetime) -> bool:
+    """No occurrence is left after `now` (a schedule with neither count nor expiry never ends)."""
+    bounded = recurrence.count is not None or recurrence.expiry is not None
+    return bounded and following(recurrence, now) is None
+
+
+async def settle_children(session: AsyncSession, workspace_id: str, execution_ids: list[str]) -> None:
+    """Children of these runs, once ended, take their run's end (SENDING → SENT or STOPPED)."""
+    if not execution_ids:
+        return
+    ended = (
+        await session.execute(
+            select(Execution.child_campaign_id, Execution.status).where(
+                Execution.workspace_id == workspace_id,
+                Execution.id.in_(execution_ids),
+                Execution.child_campaign_id.is_not(None),
+                Execution.status.in_(list(CHILD_STATUS)),
+            )
+        )
+    ).all()
+    for child_id, status in ended:
+        await session.execute(
+            update(Campaign)
+            .where(
+                Campaign.workspace_id == workspace_id,
+                Campaign.campaign_id == child_id,
+                Campaign.is_latest,
+                Campaign.status == CampaignStatus.SENDING.value,
+            )
+            .values(status=CHILD_STATUS[status], revision=Campaign.revision + 1)
+            .execution_options(synchronize_session=False)
+        )

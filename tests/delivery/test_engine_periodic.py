@@ -1,0 +1,258 @@
+"""PERIODIC campaigns end to end: published through the API, driven by worker ticks on the frozen
+clock, each run delivered to a real HTTP receiver and visible as a child campaign (C6, C7, stats)."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from collections import Counter
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import httpx
+from fastapi import FastAPI
+
+from herald.campaigns import worker
+from herald.clock import FrozenClock
+from herald.services import Services
+from tests.campaigns import lifecycle_helpers as h
+from tests.delivery.builders import push_connector
+from tests.delivery.conftest import OPEN_LIMITS
+from tests.delivery.servers import HttpReceiver
+from tests.delivery.test_engine_controls import push_users, receivers
+from tests.delivery.test_engine_send import PUSH, publish, stats, status, tick
+from tests.factories import Tenant, make_tenant
+
+
+def periodic(start_time: str, timezone: str = "Europe/Paris", **details: Any) -> dict[str, Any]:
+    body = copy.deepcopy(PUSH)
+    body["campaign_delivery_type"] = "PERIODIC"
+    body["scheduling_details"] = {
+        "delivery_type": "AT_FIXED_TIME",
+        "start_time": start_time,
+        "timezone": timezone,
+        "periodic_details": {"sending_frequency": "DAILY", "repeat_frequency": 1, **details},
+    }
+    return body
+
+
+def runs_of(webhook: HttpReceiver) -> Counter[str]:
+    """Messages received per customer."""
+    return Counter(r.json()["recipient"]["customer_id"] for r in webhook.received)
+
+
+async def at(app: FastAPI, clock: FrozenClock, tenant: Tenant, moment: datetime) -> None:
+    clock.set(moment)
+    await tick(app, tenant)
+
+
+async def children(client: httpx.AsyncClient, tenant: Tenant, parent: str) -> list[dict[str, Any]]:
+    rows = await h.found(client, tenant, include_child_campaigns=True)
+    return sorted((r for r in rows if r.get("parent_id") == parent), key=lambda r: r["campaign_id"])
+
+
+class TestDaily:
+    async def test_three_occurrences_send_three_runs_seen_as_children(
+        self,
+        app: FastAPI,
+        client: httpx.AsyncClient,
+        workspace: Tenant,
+        webhook: HttpReceiver,
+        clock: FrozenClock,
+    ) -> None:
+        await push_connector(app, workspace, webhook)
+        users = await push_users(app, workspace, 3)
+        clock.set(datetime(2026, 3, 2, 7, 0, tzinfo=UTC))
+        campaign_id = await publish(client, workspace, periodic("2026-03-02T10:00:00", no_of_occurences=3))
+        assert await status(client, workspace, campaign_id) == "SCHEDULED"
+        await at(app, clock, workspace, datetime(2026, 3, 2, 8, 59, tzinfo=UTC))  # Paris 09:59
+        assert webhook.received == []
+        await at(app, clock, workspace, datetime(2026, 3, 2, 9, 0, tzinfo=UTC))
+        assert receivers(webhook) == users
+        assert await status(client, workspace, campaign_id) == "ACTIVE"
+        await at(app, clock, workspace, datetime(2026, 3, 2, 15, 0, tzinfo=UTC))
+        await at(app, clock, workspace, datetime(2026, 3, 3, 8, 59, tzinfo=UTC))
+        assert len(webhook.received) == 3  # nothing between occurrences
+        await at(app, clock, workspace, datetime(2026, 3, 3, 9, 0, tzinfo=UTC))
+        assert len(webhook.received) == 6
+        await at(app, clock, workspace, datetime(2026, 3, 4, 9, 30, tzinfo=UTC))
+        assert runs_of(webhook) == dict.fromkeys(users, 3)
+        assert len({r.json()["id"] for r in webhook.received}) == 9  # one id per run and user
+        assert await status(client, workspace, campaign_id) == "SENT"
+        await at(app, clock, workspace, datetime(2026, 3, 5, 9, 0, tzinfo=UTC))
+        assert len(webhook.received) == 9
+
+        executions = (await stats(client, workspace, campaign_id))["executions"]
+        assert [(e["run"], e["status"], e["sent"]) for e in executions] == [(n, "DONE", 3) for n in (1, 2, 3)]
+        assert [e["scheduled_for"] for e in executions] == [
+            "2026-03-02T09:00:00Z",
+            "2026-03-03T09:00:00Z",
+            "2026-03-04T09:00:00Z",
+        ]
+        # C6: children only with include_child_campaigns.
+        kids = await children(client, workspace, campaign_id)
+        assert [k["status"] for k in kids] == ["SENT"] * 3
+        assert {k["campaign_id"] for k in kids} == {e["child_campaign_id"] for e in executions}
+        assert all(k["campaign_delivery_type"] == "PERIODIC" for k in kids)
+        plain = await h.found(client, workspace)
+        assert [r["campaign_id"] for r in plain] == [campaign_id]
+        # C7: the parent counts its children, each child names its parent.
+        meta = await h.meta_rows(client, workspace, include_child_campaigns=True)
+        by_id = {row["campaign_id"]: row for row in meta}
+        assert by_id[campaign_id]["total_child_campaigns"] == 3
+        assert all(by_id[k["campaign_id"]]["parent_campaign_id"] == campaign_id for k in kids)
+        assert len(await h.meta_rows(client, workspace)) == 1
+        child_stats = await stats(client, workspace, kids[0]["campaign_id"])
+        assert [e["id"] for e in child_stats["executions"]] == [
+            e["id"] for e in executions if e["child_campaign_id"] == kids[0]["campaign_id"]
+        ]
+        # A run follows its parent: no status action on it.
+        response = await h.action(client, workspace, kids[0]["campaign_id"], "PAUSE")
+        assert response.status_code == 422, response.text
+
+    async def test_the_wall_clock_is_kept_across_a_dst_change(
+        self,
+        app: FastAPI,
+        client: httpx.AsyncClient,
+        workspace: Tenant,
+        webhook: HttpReceiver,
+        clock: FrozenClock,
+    ) -> None:
+        await push_connector(app, workspace, webhook)
+        await push_users(app, workspace, 2)
+        clock.set(datetime(2026, 3, 27, 12, 0, tzinfo=UTC))
+        # 09:00 in Paris: 08:00 UTC on 28 March, 07:00 UTC from 29 March (summer time).
+        campaign_id = await publish(client, workspace, periodic("2026-03-28T09:00:00", no_of_occurences=3))
+        await at(app, clock, workspace, datetime(2026, 3, 28, 8, 0, tzinfo=UTC))
+        assert len(webhook.received) == 2
+        await at(app, clock, workspace, datetime(2026, 3, 29, 6, 59, tzinfo=UTC))
+        assert len(webhook.received) == 2
+        await at(app, clock, workspace, datetime(2026, 3, 29, 7, 0, tzinfo=UTC))
+        assert len(webhook.received) == 4
+        await at(app, clock, workspace, datetime(2026, 3, 30, 7, 0, tzinfo=UTC))
+        assert len(webhook.received) == 6
+        executions = (await stats(client, workspace, campaign_id))["executions"]
+        assert [e["scheduled_for"] for e in executions] == [
+            "2026-03-28T08:00:00Z",
+            "2026-03-29T07:00:00Z",
+            "2026-03-30T07:00:00Z",
+        ]
+        assert await status(client, workspace, campaign_id) == "SENT"
+
+
+class TestPauseResume:
+    async def test_runs_due_while_paused_are_skipped_and_resume_does_not_catch_up(
+        self,
+        app: FastAPI,
+        client: httpx.AsyncClient,
+        workspace: Tenant,
+        webhook: HttpReceiver,
+        clock: FrozenClock,
+    ) -> None:
+        await push_connector(app, workspace, webhook)
+        await push_users(app, workspace, 2)
+        clock.set(datetime(2026, 3, 1, 12, 0, tzinfo=UTC))
+        campaign_id = await publish(
+            client, workspace, periodic("2026-03-02T09:00:00", "UTC", no_of_occurences=4)
+        )
+        await at(app, clock, workspace, datetime(2026, 3, 2, 9, 0, tzinfo=UTC))
+        assert len(webhook.received) == 2
+        assert (await h.action(client, workspace, campaign_id, "PAUSE")).status_code == 200
+        await at(app, clock, workspace, datetime(2026, 3, 3, 9, 0, tzinfo=UTC))
+        await at(app, clock, workspace, datetime(2026, 3, 4, 9, 0, tzinfo=UTC))
+        assert len(webhook.received) == 2
+        clock.set(datetime(2026, 3, 4, 12, 0, tzinfo=UTC))
+        assert (await h.action(client, workspace, campaign_id, "RESUME")).status_code == 200
+        await tick(app, workspace)
+        assert len(webhook.received) == 2  # the run of 4 March at 09:00 is not caught up
+        await at(app, clock, workspace, datetime(2026, 3, 5, 9, 0, tzinfo=UTC))
+        assert len(webhook.received) == 4
+        executions = (await stats(client, workspace, campaign_id))["executions"]
+        assert [e["run"] for e in executions] == [1, 4]
+        assert await status(client, workspace, campaign_id) == "SENT"  # the fourth was the last
+
+
+class TestMonthly:
+    async def test_the_31st_runs_only_in_months_that_have_one(
+        self,
+        app: FastAPI,
+        client: httpx.AsyncClient,
+        workspace: Tenant,
+        webhook: HttpReceiver,
+        clock: FrozenClock,
+    ) -> None:
+        await push_connector(app, workspace, webhook)
+        await push_users(app, workspace, 1)
+        clock.set(datetime(2026, 1, 30, 12, 0, tzinfo=UTC))
+        body = periodic("2026-01-31T10:00:00", "UTC", no_of_occurences=2)
+        body["scheduling_details"]["periodic_details"] = {
+            "sending_frequency": "MONTHLY",
+            "repeat_frequency": 1,
+            "no_of_occurences": 2,
+            "repeat_on_date_of_month": [31],
+        }
+        campaign_id = await publish(client, workspace, body)
+        await at(app, clock, workspace, datetime(2026, 1, 31, 10, 0, tzinfo=UTC))
+        assert len(webhook.received) == 1
+        for day in (datetime(2026, 2, 28, 10, 0, tzinfo=UTC), datetime(2026, 3, 1, 10, 0, tzinfo=UTC)):
+            await at(app, clock, workspace, day)  # February has no 31st
+        assert len(webhook.received) == 1
+        await at(app, clock, workspace, datetime(2026, 3, 31, 10, 0, tzinfo=UTC))
+        assert len(webhook.received) == 2
+        executions = (await stats(client, workspace, campaign_id))["executions"]
+        assert [e["scheduled_for"] for e in executions] == ["2026-01-31T10:00:00Z", "2026-03-31T10:00:00Z"]
+        assert await status(client, workspace, campaign_id) == "SENT"
+
+
+class TestRuns:
+    async def test_the_instance_limit_counts_per_run_and_the_audience_is_read_at_each_run(
+        self, app: FastAPI, client: httpx.AsyncClient, webhook: HttpReceiver, clock: FrozenClock
+    ) -> None:
+        tenant = await make_tenant(app, features={"campaign_audience_limit": True}, rate_limits=OPEN_LIMITS)
+        await push_connector(app, tenant, webhook)
+        await push_users(app, tenant, 3)
+        clock.set(datetime(2026, 3, 1, 12, 0, tzinfo=UTC))
+        body = periodic("2026-03-02T09:00:00", "UTC", no_of_occurences=2)
+        body["campaign_audience_limit"] = {
+            "is_campaign_audience_limit_enabled": True,
+            "metric": "SENT",
+            "frequency": "INSTANCE",
+            "limit": 2,
+        }
+        campaign_id = await publish(client, tenant, body)
+        await at(app, clock, tenant, datetime(2026, 3, 2, 9, 0, tzinfo=UTC))
+        assert len(webhook.received) == 2
+        clock.set(datetime(2026, 3, 2, 12, 0, tzinfo=UTC))
+        await push_users(app, tenant, 5)  # two users more for the next run
+        await at(app, clock, tenant, datetime(2026, 3, 3, 9, 0, tzinfo=UTC))
+        assert len(webhook.received) == 4
+        executions = (await stats(client, tenant, campaign_id))["executions"]
+        assert [(e["audience"], e["sent"], e["suppressed"]["audience_limit"]) for e in executions] == [
+            (3, 2, 1),
+            (5, 2, 3),
+        ]
+
+    async def test_several_workers_start_each_run_once(
+        self,
+        app: FastAPI,
+        client: httpx.AsyncClient,
+        workspace: Tenant,
+        webhook: HttpReceiver,
+        clock: FrozenClock,
+    ) -> None:
+        services: Services = app.state.herald
+        await push_connector(app, workspace, webhook)
+        users = await push_users(app, workspace, 4)
+        clock.set(datetime(2026, 3, 1, 12, 0, tzinfo=UTC))
+        campaign_id = await publish(
+            client, workspace, periodic("2026-03-02T09:00:00", "UTC", no_of_occurences=2)
+        )
+
+        async def worker_tick() -> None:
+            await worker.run_tick(services.database, clock.now(), [workspace.workspace_id], services.settings)
+
+        for day in (2, 3):
+            clock.set(datetime(2026, 3, day, 9, 0, tzinfo=UTC) + timedelta(seconds=1))
+            await asyncio.gather(worker_tick(), worker_tick(), worker_tick())
+        assert runs_of(webhook) == dict.fromkeys(users, 2)
+        assert len(await children(client, workspace, campaign_id)) == 2

@@ -1,0 +1,261 @@
+"""Per-user send times: SEND_IN_USER_TIMEZONE and SEND_IN_BTS, end to end (published through the API,
+worker ticks on the frozen clock, a real HTTP receiver) and their pure rules."""
+
+from __future__ import annotations
+
+import copy
+from datetime import UTC, datetime, timedelta
+from typing import Any
+from zoneinfo import ZoneInfo
+
+import httpx
+from fastapi import FastAPI
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from herald.audience import service as audience_service
+from herald.clock import FrozenClock
+from herald.delivery.engine.send_time import BTS, USER_TIMEZONE, Moment, SendTimeRule, best_hour, moment_for
+from herald.services import Services
+from tests.delivery.builders import push_connector
+from tests.delivery.conftest import add_users
+from tests.delivery.servers import HttpReceiver
+from tests.delivery.test_engine_controls import receivers
+from tests.delivery.test_engine_send import PUSH, publish, stats, status, tick
+from tests.factories import Tenant
+
+UTC_ZONE = ZoneInfo("UTC")
+TOKYO = ZoneInfo("Asia/Tokyo")
+NEW_YORK = ZoneInfo("America/New_York")
+PARIS = ZoneInfo("Europe/Paris")
+
+
+def scheduled(**scheduling: Any) -> dict[str, Any]:
+    body = copy.deepcopy(PUSH)
+    body["scheduling_details"] = scheduling
+    return body
+
+
+async def users(app: FastAPI, tenant: Tenant, **zones: str | None) -> None:
+    await add_users(
+        app,
+        tenant.workspace_id,
+        *(
+            {
+                "customer_id": name,
+                "push_id": f"tok-{name}",
+                "platform": "ANDROID",
+                **({"timezone": zone} if zone else {}),
+            }
+            for name, zone in zones.items()
+        ),
+    )
+
+
+async def add_events(app: FastAPI, tenant: Tenant, customer_id: str, *moments: datetime) -> None:
+    services: Services = app.state.herald
+    now = services.clock.now()
+    async with services.database.writer() as session:
+        raw = {
+            "type": "event",
+            "customer_id": customer_id,
+            "actions": [
+                {"action": "app_opened", "current_time": m.strftime("%Y-%m-%dT%H:%M:%SZ")} for m in moments
+            ],
+        }
+        await audience_service.ingest_event(session, tenant.workspace_id, raw, now)
+        await session.commit()
+
+
+async def at(app: FastAPI, clock: FrozenClock, tenant: Tenant, moment: datetime) -> None:
+    clock.set(moment)
+    await tick(app, tenant)
+
+
+class TestUserTimezone:
+    async def test_each_user_at_the_local_wall_clock_and_passed_users_skipped(
+        self,
+        app: FastAPI,
+        client: httpx.AsyncClient,
+        workspace: Tenant,
+        webhook: HttpReceiver,
+        clock: FrozenClock,
+    ) -> None:
+        await push_connector(app, workspace, webhook)
+        # 09:00 local: Tokyo 00:00 UTC (passed when the campaign starts at 09:00 UTC), London 09:00
+        # UTC, the default timezone (UTC) 09:00, New York 14:00 UTC.
+        await users(
+            app, workspace, tokyo="Asia/Tokyo", london="Europe/London", plain=None, ny="America/New_York"
+        )
+        clock.set(datetime(2026, 3, 2, 8, 0, tzinfo=UTC))
+        body = scheduled(
+            delivery_type="SEND_IN_USER_TIMEZONE",
+            start_time="2026-03-02T09:00:00",
+            user_timezone_details={"send_in_user_timezone": True, "send_if_user_timezone_has_passed": False},
+        )
+        campaign_id = await publish(client, workspace, body)
+        await at(app, clock, workspace, datetime(2026, 3, 2, 9, 0, tzinfo=UTC))
+        assert receivers(webhook) == ["london", "plain"]
+        [run] = (await stats(client, workspace, campaign_id))["executions"]
+        assert run["suppressed"]["timezone_passed"] == 1
+        assert (run["deferred"], run["pending"]) == (1, 1)
+        await at(app, clock, workspace, datetime(2026, 3, 2, 13, 59, tzinfo=UTC))
+        assert len(webhook.received) == 2
+        await at(app, clock, workspace, datetime(2026, 3, 2, 14, 0, tzinfo=UTC))
+        assert receivers(webhook) == ["london", "ny", "plain"]
+        assert await status(client, workspace, campaign_id) == "SENT"
+
+    async def test_passed_users_are_sent_at_once_when_allowed(
+        self,
+        app: FastAPI,
+        client: httpx.AsyncClient,
+        workspace: Tenant,
+        webhook: HttpReceiver,
+        clock: FrozenClock,
+    ) -> None:
+        await push_connector(app, workspace, webhook)
+        await users(app, workspace, tokyo="Asia/Tokyo", ny="America/New_York")
+        clock.set(datetime(2026, 3, 2, 8, 0, tzinfo=UTC))
+        body = scheduled(
+            delivery_type="SEND_IN_USER_TIMEZONE",
+            start_time="2026-03-02T09:00:00",
+            user_timezone_details={"send_in_user_timezone": True, "send_if_user_timezone_has_passed": True},
+        )
+        await publish(client, workspace, body)
+        await at(app, clock, workspace, datetime(2026, 3, 2, 9, 0, tzinfo=UTC))
+        assert receivers(webhook) == ["tokyo"]
+        await at(app, clock, workspace, datetime(2026, 3, 2, 14, 0, tzinfo=UTC))
+        assert receivers(webhook) == ["ny", "tokyo"]
+
+
+class TestBestTimeToSend:
+    async def test_users_at_their_cluster_hour_else_at_the_fallbacks(
+        self,
+        app: FastAPI,
+        client: httpx.AsyncClient,
+        workspace: Tenant,
+        webhook: HttpReceiver,
+        clock: FrozenClock,
+    ) -> None:
+        await push_connector(app, workspace, webhook)
+        await users(app, workspace, evening=None, fresh=None, late=None, paris="Europe/Paris")
+        clock.set(datetime(2026, 3, 1, 23, 0, tzinfo=UTC))
+        for day in range(20, 28):
+            base = datetime(2026, 2, day, tzinfo=UTC)
+            await add_events(
+                app,
+                workspace,
+                "evening",
+                base + timedelta(hours=18, minutes=5),
+                base + timedelta(hours=18, minutes=50),
+                base + timedelta(hours=7),  # fewer mornings than evenings
+            )
+            await add_events(app, workspace, "late", base + timedelta(hours=22, minutes=30))
+            await add_events(
+                app, workspace, "paris", base + timedelta(hours=19, minutes=40)
+            )  # 20:40 in Paris
+        body = scheduled(
+            delivery_type="SEND_IN_BTS",
+            start_time="2026-03-02T06:00:00",
+            timezone="UTC",
+            bts_details={
+                "send_in_bts": True,
+                "if_user_bts_is_not_available": "SEND_AT_START_TIME",
+                "if_user_bts_outside_time_window": "SEND_AT_WINDOW_END",
+                "window_end_time": "2026-03-02T21:00:00Z",
+            },
+        )
+        campaign_id = await publish(client, workspace, body)
+        await at(app, clock, workspace, datetime(2026, 3, 2, 6, 0, tzinfo=UTC))
+        assert receivers(webhook) == ["fresh"]  # no events: at the start
+        await at(app, clock, workspace, datetime(2026, 3, 2, 17, 59, tzinfo=UTC))
+        assert receivers(webhook) == ["fresh"]
+        await at(app, clock, workspace, datetime(2026, 3, 2, 18, 0, tzinfo=UTC))
+        assert receivers(webhook) == ["evening", "fresh"]
+        await at(app, clock, workspace, datetime(2026, 3, 2, 19, 0, tzinfo=UTC))  # 20:00 in Paris
+        assert receivers(webhook) == ["evening", "fresh", "paris"]
+        await at(app, clock, workspace, datetime(2026, 3, 2, 20, 59, tzinfo=UTC))
+        assert len(webhook.received) == 3
+        await at(app, clock, workspace, datetime(2026, 3, 2, 21, 0, tzinfo=UTC))  # 22:00 is past the window
+        assert receivers(webhook) == ["evening", "fresh", "late", "paris"]
+        assert await status(client, workspace, campaign_id) == "SENT"
+
+    async def test_users_without_a_best_time_can_be_skipped(
+        self,
+        app: FastAPI,
+        client: httpx.AsyncClient,
+        workspace: Tenant,
+        webhook: HttpReceiver,
+        clock: FrozenClock,
+    ) -> None:
+        await push_connector(app, workspace, webhook)
+        await users(app, workspace, known=None, unknown=None)
+        clock.set(datetime(2026, 3, 1, 23, 0, tzinfo=UTC))
+        await add_events(app, workspace, "known", datetime(2026, 3, 1, 10, 15, tzinfo=UTC))
+        body = scheduled(
+            delivery_type="SEND_IN_BTS",
+            start_time="2026-03-02T06:00:00",
+            timezone="UTC",
+            bts_details={"send_in_bts": True, "if_user_bts_is_not_available": "DO_NOT_SEND"},
+        )
+        campaign_id = await publish(client, workspace, body)
+        await at(app, clock, workspace, datetime(2026, 3, 2, 10, 0, tzinfo=UTC))
+        assert receivers(webhook) == ["known"]
+        [run] = (await stats(client, workspace, campaign_id))["executions"]
+        assert run["suppressed"]["bts_not_available"] == 1
+
+
+START = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
+
+
+class TestRules:
+    def test_user_timezone_moments(self) -> None:
+        rule = SendTimeRule(USER_TIMEZONE, START, START, UTC_ZONE)
+        assert moment_for(rule, TOKYO, None) == Moment(skipped="TIMEZONE_PASSED")
+        assert moment_for(rule, NEW_YORK, None) == Moment(at=datetime(2026, 3, 2, 14, 0, tzinfo=UTC))
+        assert moment_for(rule, UTC_ZONE, None) == Moment(at=START)
+
+    def test_bts_fallbacks(self) -> None:
+        end = START + timedelta(hours=5)
+        rule = SendTimeRule(BTS, START, START, UTC_ZONE, window_end=end, if_outside="SEND_AT_WINDOW_END")
+        assert moment_for(rule, UTC_ZONE, None) == Moment(at=START)  # default: the start time
+        assert moment_for(rule, UTC_ZONE, 11) == Moment(at=START + timedelta(hours=2))
+        assert moment_for(rule, UTC_ZONE, 8) == Moment(at=end)  # 08:00 is tomorrow: outside
+        skipping = SendTimeRule(BTS, START, START, UTC_ZONE, window_end=end, if_outside="DO_NOT_SEND")
+        assert moment_for(skipping, UTC_ZONE, 20) == Moment(skipped="BTS_OUTSIDE_WINDOW")
+
+    @settings(max_examples=100, deadline=None)
+    @given(
+        st.lists(
+            st.datetimes(
+                min_value=datetime(2026, 1, 1), max_value=datetime(2026, 12, 31), timezones=st.just(UTC)
+            ),
+            max_size=40,
+        ),
+        st.sampled_from([UTC_ZONE, TOKYO, NEW_YORK, PARIS]),
+    )
+    def test_the_best_hour_is_a_most_frequent_local_hour(
+        self, moments: list[datetime], zone: ZoneInfo
+    ) -> None:
+        hour = best_hour(moments, zone)
+        if not moments:
+            assert hour is None
+            return
+        local = [m.astimezone(zone).hour for m in moments]
+        assert hour is not None
+        assert local.count(hour) == max(local.count(h) for h in local)
+
+    @settings(max_examples=100, deadline=None)
+    @given(st.integers(0, 23), st.sampled_from([UTC_ZONE, TOKYO, NEW_YORK, PARIS]), st.integers(0, 300))
+    def test_a_bts_moment_is_at_the_hour_within_a_day_of_the_start(
+        self, hour: int, zone: ZoneInfo, days: int
+    ) -> None:
+        start = START + timedelta(days=days, minutes=17)
+        rule = SendTimeRule(BTS, start, start, UTC_ZONE, if_outside="SEND_AT_WINDOW_END")
+        moment = moment_for(rule, zone, hour)
+        assert moment.at is not None
+        assert start <= moment.at <= start + timedelta(days=1)
+        if moment.at < start + timedelta(days=1):
+            local = moment.at.astimezone(zone)
+            assert local.minute == 0
+            assert local.hour in (hour, hour + 1)
