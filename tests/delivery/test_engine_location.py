@@ -57,7 +57,9 @@ def device_body(**controls: Any) -> dict[str, Any]:
     return body
 
 
-async def move(client: httpx.AsyncClient, tenant: Tenant, customer_id: str, where: tuple[float, float]) -> None:
+async def move(
+    client: httpx.AsyncClient, tenant: Tenant, customer_id: str, where: tuple[float, float]
+) -> None:
     await send_event(client, tenant, customer_id, "location_update", latitude=where[0], longitude=where[1])
 
 
@@ -149,7 +151,9 @@ class TestLocationTriggered:
         clock.set(START)
         await ready(app, workspace, webhook, "ana")
         body = location_body(
-            fence("ENTRY", response_time_value="0"), send_limit_value="2", send_limit_granularity_in_hours="24"
+            fence("ENTRY", response_time_value="0"),
+            send_limit_value="2",
+            send_limit_granularity_in_hours="24",
         )
         campaign_id = await publish(client, workspace, body)
         for _ in range(3):  # three entries in the day: two messages
