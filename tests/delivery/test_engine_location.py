@@ -257,3 +257,27 @@ class TestDeviceTriggered:
             assert response.status_code == 200, response.text
         await tick(app, workspace)
         assert [c for c, _ in titles(webhook)] == ["bo"]  # ana's event is 3 hours old
+
+    async def test_expiry_ends_the_campaign_and_its_waiting_firings(
+        self,
+        app: FastAPI,
+        client: httpx.AsyncClient,
+        workspace: Tenant,
+        webhook: HttpReceiver,
+        clock: FrozenClock,
+    ) -> None:
+        clock.set(START)
+        await ready(app, workspace, webhook, "ana")
+        body = location_body(fence("ENTRY", response_time_value="30"))
+        body["scheduling_details"] = {"expiry_time": "2026-03-02T11:00:00Z"}
+        campaign_id = await publish(client, workspace, body)
+        clock.set(datetime(2026, 3, 2, 10, 45, tzinfo=UTC))
+        await move(client, workspace, "ana", HERE)  # due 11:15, after the expiry
+        await tick(app, workspace)
+        clock.set(datetime(2026, 3, 2, 11, 20, tzinfo=UTC))
+        await tick(app, workspace)
+        await tick(app, workspace)
+        assert titles(webhook) == []
+        assert (await h.get(client, workspace, campaign_id))["status"] == "SENT"
+        [run] = (await stats(client, workspace, campaign_id))["executions"]
+        assert run["status"] == "STOPPED"
