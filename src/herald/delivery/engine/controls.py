@@ -28,7 +28,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from herald.audience.models import User
 from herald.campaigns.models import Campaign
 from herald.campaigns.schemas.audience_limit import AudienceLimitFrequency
-from herald.campaigns.schemas.common import Channel
+from herald.campaigns.schemas.common import Channel, DeliveryType
 from herald.delivery.engine import best_times, send_time
 from herald.delivery.engine.content import SendPlan
 from herald.delivery.engine.models import Execution, ExecutionUser
@@ -148,7 +148,9 @@ async def load(
         queue = timedelta(hours=hours) if isinstance(hours, int) and hours > 0 else None
     global_delay = None
     ignore = bool(getattr(controls, "ignore_global_minimum_delay", False)) if controls is not None else False
-    if trigger == "EVENT" and rules.settings.min_delay_hours and not ignore:
+    # The workspace's minimum delay is between messages of event-triggered campaigns only.
+    event_triggered = campaign.document.delivery_type is DeliveryType.EVENT_TRIGGERED
+    if trigger == "EVENT" and event_triggered and rules.settings.min_delay_hours and not ignore:
         global_delay = timedelta(hours=rules.settings.min_delay_hours)
     return replace(rules, triggered=True, dnd_queue=queue, global_min_delay=global_delay)
 
@@ -167,7 +169,12 @@ async def _load(session: AsyncSession, campaign: LiveCampaign, store: ThrottleSt
     has_caps = settings.cap_day is not None or settings.cap_week is not None
     if controls is None:
         return Rules(settings, store, capped=has_caps, expiry=expiry, audience_limit=audience_limit)
-    delay = controls.minimum_delay_between_two_notification_in_hour
+    delay: float | None = controls.minimum_delay_between_two_notification_in_hour
+    # DEVICE_TRIGGERED: at most one message of the campaign per user within this many hours, which
+    # is a minimum delay between two of its messages (the longer of the two applies).
+    show = getattr(controls, "max_time_to_show_message_of_same_camapign", None)
+    if show is not None and float(show) > 0:
+        delay = max(delay or 0, float(show))
     return Rules(
         settings,
         store,

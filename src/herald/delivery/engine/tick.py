@@ -158,7 +158,7 @@ async def _triggered_due(
     async with database.reader() as session:
         campaigns = {
             c.campaign_id: c
-            for kind in (DeliveryType.EVENT_TRIGGERED, DeliveryType.BUSINESS_EVENT_TRIGGERED)
+            for kind in (*triggers.FIRED_BY_EVENTS, DeliveryType.BUSINESS_EVENT_TRIGGERED)
             for c in await triggers.active_triggered(session, workspace_id, kind)
         }
         if not campaigns:

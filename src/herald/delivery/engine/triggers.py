@@ -72,6 +72,19 @@ class Dropped:
     """Why a firing is written SUPPRESSED instead of waiting to be sent."""
 
     TRIGGER_TIME = "TRIGGER_TIME"  # BEFORE: the anchor attribute is missing or already past
+    SEND_LIMIT = "SEND_LIMIT"  # LOCATION: the user had `send_limit_value` messages in the window
+    LEFT_GEOFENCE = "LEFT_GEOFENCE"  # LOCATION dwell: the user left before the dwell time was up
+
+
+# The delivery types whose campaigns are fired from ingested events (DEVICE_TRIGGERED: its event
+# condition, evaluated here on the server; LOCATION_TRIGGERED: position updates, `engine.location`).
+FIRED_BY_EVENTS = (
+    DeliveryType.EVENT_TRIGGERED,
+    DeliveryType.DEVICE_TRIGGERED,
+    DeliveryType.LOCATION_TRIGGERED,
+)
+# The action of the position updates a LOCATION_TRIGGERED campaign waits for.
+LOCATION_ACTION = "location_update"
 
 
 # --- what a trigger waits for -----------------------------------------------------------------
@@ -109,21 +122,23 @@ _actions_cache: dict[tuple[str, int], frozenset[str]] = {}
 
 
 async def _watching(session: AsyncSession, workspace_id: str) -> dict[str, list[str]]:
-    """Action name -> the ACTIVE EVENT_TRIGGERED campaigns (public ids) waiting for it."""
+    """Action name -> the ACTIVE campaigns fired by events (public ids) waiting for it."""
     rows = (
         await session.execute(
-            select(Campaign.id, Campaign.revision, Campaign.campaign_id).where(
+            select(Campaign.id, Campaign.revision, Campaign.campaign_id, Campaign.delivery_type).where(
                 Campaign.workspace_id == workspace_id,
                 Campaign.is_latest,
                 Campaign.status == CampaignStatus.ACTIVE.value,
-                Campaign.delivery_type == DeliveryType.EVENT_TRIGGERED.value,
+                Campaign.delivery_type.in_([kind.value for kind in FIRED_BY_EVENTS]),
             )
         )
     ).all()
     found: dict[str, list[str]] = defaultdict(list)
-    for row_id, revision, campaign_id in rows:
+    for row_id, revision, campaign_id, kind in rows:
         key = (str(row_id), int(revision))
         actions = _actions_cache.get(key)
+        if actions is None and kind == DeliveryType.LOCATION_TRIGGERED.value:
+            actions = _actions_cache[key] = frozenset({LOCATION_ACTION})
         if actions is None:
             components = await session.scalar(
                 select(Campaign.components).where(
@@ -311,7 +326,8 @@ async def fire(database: Database, workspace_id: str, now: datetime) -> int:
                 return written
             campaigns = {
                 c.campaign_id: c
-                for c in await active_triggered(session, workspace_id, DeliveryType.EVENT_TRIGGERED)
+                for kind in FIRED_BY_EVENTS
+                for c in await active_triggered(session, workspace_id, kind)
             }
         executions = {cid: await event_execution(database, c, now) for cid, c in campaigns.items()}
         taken, count = await _fire_batch(database, workspace_id, campaigns, executions, now)
@@ -355,12 +371,17 @@ async def _fire_batch(
                 # Not ACTIVE any more (paused, expired since): the event does not fire it.
                 if event is not None and campaign_id in campaigns:
                     by_campaign[campaign_id].append(event)
+        # Imported here: `engine.location` builds on this module's helpers.
+        from herald.delivery.engine.location import fire_location
+
         written = 0
         for campaign_id, fired in by_campaign.items():
+            campaign = campaigns[campaign_id]
+            fire_one = _fire_campaign
+            if campaign.document.delivery_type is DeliveryType.LOCATION_TRIGGERED:
+                fire_one = fire_location
             try:
-                written += await _fire_campaign(
-                    session, campaigns[campaign_id], executions[campaign_id], fired, now
-                )
+                written += await fire_one(session, campaign, executions[campaign_id], fired, now)
             except ValidationFailed as exc:  # e.g. a custom segment deleted since publish
                 log.error("campaign %s/%s: trigger cannot be evaluated: %s", workspace_id, campaign_id, exc)
         await session.execute(
@@ -379,7 +400,8 @@ async def _fire_campaign(
     included = trigger.included_filters if trigger is not None else None
     if trigger is None or included is None:
         return 0
-    matched = await _matching(session, campaign, trigger, included, events, now)
+    events = [e for e in events if not stale(campaign, e, now)]
+    matched = await _matching(session, campaign, trigger, included, events, now) if events else []
     if not matched:
         return 0
     users = {
@@ -396,13 +418,7 @@ async def _fire_campaign(
     hours = await _best_hours(session, campaign, trigger, users, now)
     workspace = await session.get(Workspace, campaign.workspace_id)
     default_zone = settings_of(workspace.delivery if workspace is not None else None).timezone
-    global_share = await _global_control(session, campaign)
-    control = campaign.document.control_group_details
-    percentage = (
-        control.campaign_control_group_percentage
-        if control is not None and control.is_campaign_control_group_enabled
-        else None
-    )
+    held_out = await holdout(session, campaign)
     rows: list[dict[str, Any]] = []
     for event in matched:
         user = users.get(event.customer_id)
@@ -411,26 +427,77 @@ async def _fire_campaign(
             trigger, event.occurred_at, event.attributes or {}, now, hours.get(event.customer_id), tz
         )
         rank = rank_of(campaign.campaign_id, event.customer_id)
-        state, reason = "PENDING", None
-        if in_global_control(campaign.workspace_id, event.customer_id, global_share):
-            state, reason = "HELD_OUT", "GLOBAL_CONTROL"
-        elif percentage and rank < float(percentage) / 100 * 2**RANK_BITS:
-            state, reason = "HELD_OUT", "CONTROL_GROUP"
-        elif due is None:
+        state, reason = held_out(event.customer_id, rank) or ("PENDING", None)
+        if state == "PENDING" and due is None:
             state, reason = "SUPPRESSED", Dropped.TRIGGER_TIME
         rows.append(
-            {
-                "workspace_id": campaign.workspace_id,
-                "execution_id": execution.id,
-                "customer_id": event.customer_id,
-                "firing": event.id,
-                "rank": rank,
-                "state": state,
-                "reason": reason,
-                "not_before": due if due is not None and due > now else None,
-                "event": dict(event.attributes or {}),
-            }
+            firing_row(
+                execution, event.customer_id, event.id, rank, state, reason, due, now, event.attributes
+            )
         )
+    return await write_firings(session, execution, rows, now)
+
+
+def stale(campaign: LiveCampaign, event: Event, now: datetime) -> bool:
+    """DEVICE_TRIGGERED: an event older than `expiry_time_of_sync_data_in_hour` (its time against
+    now) is data the device would no longer act on; it does not fire."""
+    controls = campaign.document.delivery_controls
+    hours = getattr(controls, "expiry_time_of_sync_data_in_hour", None) if controls is not None else None
+    if campaign.document.delivery_type is not DeliveryType.DEVICE_TRIGGERED or hours is None:
+        return False
+    return event.occurred_at < now - timedelta(hours=float(hours))
+
+
+async def holdout(session: AsyncSession, campaign: LiveCampaign) -> Any:
+    """A function (customer, rank) -> (HELD_OUT, reason) for a user of the global or the campaign's
+    control group, else None."""
+    global_share = await _global_control(session, campaign)
+    control = campaign.document.control_group_details
+    percentage = (
+        control.campaign_control_group_percentage
+        if control is not None and control.is_campaign_control_group_enabled
+        else None
+    )
+
+    def held_out(customer_id: str, rank: int) -> tuple[str, str] | None:
+        if in_global_control(campaign.workspace_id, customer_id, global_share):
+            return "HELD_OUT", "GLOBAL_CONTROL"
+        if percentage and rank < float(percentage) / 100 * 2**RANK_BITS:
+            return "HELD_OUT", "CONTROL_GROUP"
+        return None
+
+    return held_out
+
+
+def firing_row(
+    execution: Execution,
+    customer_id: str,
+    firing: str,
+    rank: int,
+    state: str,
+    reason: str | None,
+    due: datetime | None,
+    now: datetime,
+    attributes: Mapping[str, Any] | None,
+) -> dict[str, Any]:
+    return {
+        "workspace_id": execution.workspace_id,
+        "execution_id": execution.id,
+        "customer_id": customer_id,
+        "firing": firing,
+        "rank": rank,
+        "state": state,
+        "reason": reason,
+        "not_before": due if due is not None and due > now else None,
+        "event": dict(attributes or {}),
+    }
+
+
+async def write_firings(
+    session: AsyncSession, execution: Execution, rows: list[dict[str, Any]], now: datetime
+) -> int:
+    if not rows:
+        return 0
     await session.execute(_insert_new(session), rows)
     await session.execute(
         update(Execution)
@@ -496,19 +563,34 @@ async def _matching(
     awaited = set((await session.scalars(query)).all())
     if not awaited:
         return []
+    members = await in_audience(session, campaign, {e.customer_id for e in events if e.id in awaited}, now)
+    return [e for e in events if e.id in awaited and e.customer_id in members]
+
+
+async def in_audience(
+    session: AsyncSession, campaign: LiveCampaign, customers: set[str], now: datetime
+) -> set[str]:
+    """Those of `customers` in the campaign's audience (segmentation, opt-outs, an address)."""
+    if not customers:
+        return set()
+    details = _segmentation(campaign, with_opted_out=False)
+    groups: list[FilterGroup | None] = [
+        FilterGroup.model_validate(raw) if isinstance(raw, dict) else None
+        for raw in (details.get("included_filters"), details.get("excluded_filters"))
+    ]
+    segments = await load_segments(session, campaign.workspace_id, groups)
     audience = audience_query(
         details,
         campaign.channel,
-        workspace_id,
+        campaign.workspace_id,
         now,
-        dialect=dialect,
+        dialect=dialect_for(session_dialect(session)),
         segments=segments,
         reachable_only=True,
         reach=campaign.reach,
-        customers=sorted({e.customer_id for e in events if e.id in awaited}),
+        customers=sorted(customers),
     )
-    members = set((await session.scalars(audience)).all())
-    return [e for e in events if e.id in awaited and e.customer_id in members]
+    return set((await session.scalars(audience)).all())
 
 
 async def _best_hours(

@@ -1,0 +1,331 @@
+"""Location-triggered campaigns: position updates ingested as `location_update` events (attributes
+`latitude`, `longitude`, degrees) fire the campaign's geofences (`basic_details.geofences`) on the
+same machinery as event triggers (`engine.triggers`: inbox, one EVENT execution, a user row per
+firing, dispatch).
+
+A user is inside a geofence when the haversine distance from its centre is at most `radius` metres.
+Each update is compared with the user's previous one (the latest `location_update` before it, any
+age; none counts as outside):
+
+- ENTRY: outside → inside fires, due `response_time` after the update;
+- EXIT: inside → outside fires, due `response_time` after the update;
+- dwell: entering writes the firing at once, due `dwell_time` + `response_time` after the entry
+  (keyed by the entering update, so once per stay); an update outside before it is due cancels it
+  (SUPPRESSED, LEFT_GEOFENCE). The worker's tick sends it when due if the user never left.
+
+One update fires a campaign at most once (the firing is keyed by (user, update)). Before a firing
+is written the user must be in the audience (`segmentation_details`) and match the trigger's
+`included_filters` when it has any; `send_limit_value` per `send_limit_granularity_in_hours`
+counts the user's messages of the campaign sent in that window plus firings still waiting: over it,
+the firing is SUPPRESSED (SEND_LIMIT).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import and_, func, or_, select, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from herald.audience.models import Event
+from herald.audience.segmentation.audience import session_dialect
+from herald.audience.segmentation.catalog import load_segments
+from herald.audience.segmentation.compiler import Compiler
+from herald.audience.segmentation.dialect import dialect_for
+from herald.campaigns.schemas.basic_details import Geofence, GeofenceTrigger, PushBasicDetails
+from herald.campaigns.schemas.common import Granularity
+from herald.delivery.engine.models import Execution, ExecutionUser
+from herald.delivery.engine.resolve import LiveCampaign
+from herald.delivery.engine.split import rank_of
+from herald.delivery.engine.triggers import (
+    LOCATION_ACTION,
+    Dropped,
+    firing_row,
+    holdout,
+    in_audience,
+    write_firings,
+)
+from herald.errors import ValidationFailed
+
+EARTH_RADIUS_M = 6_371_008.8  # mean Earth radius
+WAITING = ("PENDING", "CLAIMED", "RETRY")
+
+_UNIT = {
+    Granularity.MINUTES: timedelta(minutes=1),
+    Granularity.HOURS: timedelta(hours=1),
+    Granularity.DAYS: timedelta(days=1),
+}
+
+
+# --- geometry and transitions (pure) ----------------------------------------------------------
+
+
+def distance_m(lat1: float, lon1: float, lat2: float, lon2: float) -> float:
+    """Great-circle (haversine) distance in metres."""
+    p1, p2 = math.radians(lat1), math.radians(lat2)
+    dp, dl = p2 - p1, math.radians(lon2 - lon1)
+    h = math.sin(dp / 2) ** 2 + math.cos(p1) * math.cos(p2) * math.sin(dl / 2) ** 2
+    return 2 * EARTH_RADIUS_M * math.asin(min(1.0, math.sqrt(h)))
+
+
+def position(attributes: Any) -> tuple[float, float] | None:
+    """(latitude, longitude) of a `location_update`'s attributes; None when either is missing,
+    not a number or out of range."""
+    if not isinstance(attributes, dict):
+        return None
+    try:
+        lat, lon = float(attributes["latitude"]), float(attributes["longitude"])
+    except (KeyError, TypeError, ValueError):
+        return None
+    if not (-90 <= lat <= 90 and -180 <= lon <= 180):
+        return None
+    return lat, lon
+
+
+@dataclass(frozen=True)
+class Fence:
+    name: str
+    latitude: float
+    longitude: float
+    radius: float
+    triggered_at: GeofenceTrigger
+    dwell: timedelta
+    response: timedelta
+
+    def contains(self, where: tuple[float, float] | None) -> bool:
+        return where is not None and distance_m(self.latitude, self.longitude, *where) <= self.radius
+
+
+def _amount(value: str | None, granularity: Granularity | None) -> timedelta:
+    return float(value or 0) * _UNIT.get(granularity or Granularity.MINUTES, timedelta(minutes=1))
+
+
+def fences_of(campaign: LiveCampaign) -> list[Fence]:
+    details = campaign.document.basic_details
+    found = details.geofences if isinstance(details, PushBasicDetails) else None
+    items: list[Geofence] = found if isinstance(found, list) else [found] if found is not None else []
+    return [
+        Fence(
+            g.name,
+            float(g.latitude),
+            float(g.longitude),
+            float(g.radius),
+            g.triggered_at,
+            _amount(g.dwell_time_value, g.dwell_time_granularity),
+            _amount(g.response_time_value, g.response_time_granularity),
+        )
+        for g in items
+    ]
+
+
+@dataclass(frozen=True)
+class Crossing:
+    """What one update does to one geofence: fire (with the time it is due) or cancel a dwell."""
+
+    fence: Fence
+    due: datetime | None  # None: cancel the fence's dwell firings still waiting
+    transition: str
+
+
+def crossings(
+    fences: list[Fence], before: tuple[float, float] | None, after: tuple[float, float], at: datetime
+) -> list[Crossing]:
+    found: list[Crossing] = []
+    for fence in fences:
+        was, now_in = fence.contains(before), fence.contains(after)
+        if was == now_in:
+            continue
+        kind = fence.triggered_at
+        if kind is GeofenceTrigger.ENTRY and now_in:
+            found.append(Crossing(fence, at + fence.response, "ENTRY"))
+        elif kind is GeofenceTrigger.EXIT and not now_in:
+            found.append(Crossing(fence, at + fence.response, "EXIT"))
+        elif kind is GeofenceTrigger.DWELL:
+            due = at + fence.dwell + fence.response if now_in else None
+            found.append(Crossing(fence, due, "DWELL"))
+    return found
+
+
+# --- firing -----------------------------------------------------------------------------------
+
+
+async def fire_location(
+    session: AsyncSession, campaign: LiveCampaign, execution: Execution, events: list[Event], now: datetime
+) -> int:
+    """Write the firings (and dwell cancellations) of a batch of inboxed updates; how many rows
+    were written. Raises ValidationFailed when the trigger's filters cannot be evaluated."""
+    fences = fences_of(campaign)
+    updates = sorted(
+        (e for e in events if e.action == LOCATION_ACTION and position(e.attributes) is not None),
+        key=lambda e: (e.occurred_at, e.id),
+    )
+    if not fences or not updates:
+        return 0
+    by_user: dict[str, list[Event]] = defaultdict(list)
+    for event in updates:
+        by_user[event.customer_id].append(event)
+    eligible = await _qualified(session, campaign, set(by_user), now)
+    held_out = await holdout(session, campaign)
+    limit = _send_limit(campaign)
+    rows: list[dict[str, Any]] = []
+    for customer_id, mine in by_user.items():
+        if customer_id not in eligible:
+            continue
+        before = await _previous(session, campaign.workspace_id, customer_id, mine[0])
+        used = await _used(session, execution, customer_id, now, limit[1]) if limit else 0
+        rank = rank_of(campaign.campaign_id, customer_id)
+        for event in mine:
+            after = position(event.attributes)
+            assert after is not None
+            fired = False
+            for crossing in crossings(fences, before, after, event.occurred_at):
+                if crossing.due is None:
+                    await _cancel_dwell(session, execution, customer_id, crossing.fence, event, rows)
+                    continue
+                if fired:
+                    continue  # one firing per update
+                fired = True
+                state, reason = held_out(customer_id, rank) or ("PENDING", None)
+                if state == "PENDING" and limit is not None and used >= limit[0]:
+                    state, reason = "SUPPRESSED", Dropped.SEND_LIMIT
+                elif state == "PENDING":
+                    used += 1
+                attributes = {
+                    **(event.attributes or {}),
+                    "geofence": crossing.fence.name,
+                    "transition": crossing.transition,
+                }
+                rows.append(
+                    firing_row(
+                        execution, customer_id, event.id, rank, state, reason, crossing.due, now, attributes
+                    )
+                )
+            before = after
+    return await write_firings(session, execution, rows, now)
+
+
+def _send_limit(campaign: LiveCampaign) -> tuple[int, timedelta] | None:
+    controls = campaign.document.delivery_controls
+    value = getattr(controls, "send_limit_value", None)
+    hours = getattr(controls, "send_limit_granularity_in_hours", None)
+    if value is None or hours is None:
+        return None
+    return int(float(value)), timedelta(hours=float(hours))
+
+
+async def _used(
+    session: AsyncSession, execution: Execution, customer_id: str, now: datetime, window: timedelta
+) -> int:
+    """The user's messages of this campaign sent within `window`, plus firings still waiting."""
+    count = await session.scalar(
+        select(func.count()).where(
+            ExecutionUser.workspace_id == execution.workspace_id,
+            ExecutionUser.execution_id == execution.id,
+            ExecutionUser.customer_id == customer_id,
+            or_(
+                ExecutionUser.state.in_(WAITING),
+                and_(ExecutionUser.state == "SENT", ExecutionUser.claimed_at > now - window),
+            ),
+        )
+    )
+    return int(count or 0)
+
+
+async def _previous(
+    session: AsyncSession, workspace_id: str, customer_id: str, first: Event
+) -> tuple[float, float] | None:
+    """The user's position before `first`: the latest earlier update with a valid position."""
+    rows = await session.scalars(
+        select(Event.attributes)
+        .where(
+            Event.workspace_id == workspace_id,
+            Event.customer_id == customer_id,
+            Event.action == LOCATION_ACTION,
+            or_(
+                Event.occurred_at < first.occurred_at,
+                and_(Event.occurred_at == first.occurred_at, Event.id < first.id),
+            ),
+        )
+        .order_by(Event.occurred_at.desc(), Event.id.desc())
+        .limit(5)
+    )
+    for attributes in rows.all():
+        found = position(attributes)
+        if found is not None:
+            return found
+    return None
+
+
+async def _cancel_dwell(
+    session: AsyncSession,
+    execution: Execution,
+    customer_id: str,
+    fence: Fence,
+    left: Event,
+    pending: list[dict[str, Any]],
+) -> None:
+    """The user left `fence` at `left`: its dwell firings not yet due by then are not sent."""
+
+    def stays(event: Any, due: datetime | None) -> bool:
+        return not (
+            isinstance(event, dict)
+            and event.get("geofence") == fence.name
+            and event.get("transition") == "DWELL"
+            and due is not None
+            and due > left.occurred_at
+        )
+
+    for row in pending:
+        mine = row["customer_id"] == customer_id and row["state"] == "PENDING"
+        if mine and not stays(row["event"], row["not_before"]):
+            row["state"], row["reason"] = "SUPPRESSED", Dropped.LEFT_GEOFENCE
+    waiting = await session.execute(
+        select(ExecutionUser.firing, ExecutionUser.event, ExecutionUser.not_before).where(
+            ExecutionUser.workspace_id == execution.workspace_id,
+            ExecutionUser.execution_id == execution.id,
+            ExecutionUser.customer_id == customer_id,
+            ExecutionUser.state == "PENDING",
+        )
+    )
+    cancelled = [firing for firing, event, due in waiting.all() if not stays(event, due)]
+    if cancelled:
+        await session.execute(
+            update(ExecutionUser)
+            .where(
+                ExecutionUser.workspace_id == execution.workspace_id,
+                ExecutionUser.execution_id == execution.id,
+                ExecutionUser.customer_id == customer_id,
+                ExecutionUser.state == "PENDING",
+                ExecutionUser.firing.in_(cancelled),
+            )
+            .values(state="SUPPRESSED", reason=Dropped.LEFT_GEOFENCE)
+        )
+
+
+async def _qualified(
+    session: AsyncSession, campaign: LiveCampaign, customers: set[str], now: datetime
+) -> set[str]:
+    """Those of `customers` in the audience who match the trigger's `included_filters` (as a whole,
+    when it has filters)."""
+    members = await in_audience(session, campaign, customers, now)
+    trigger = campaign.document.trigger_condition
+    included = trigger.included_filters if trigger is not None else None
+    if not members or included is None or not included.filters:
+        return members
+    segments = await load_segments(session, campaign.workspace_id, [included])
+    compiler = Compiler(
+        dialect_for(session_dialect(session)), campaign.workspace_id, now, segments, sorted(members)
+    )
+    matches = compiler.where(included, ("trigger_condition", "included_filters"))
+    if compiler.problems:
+        raise ValidationFailed(compiler.problems)
+    query = (
+        select(compiler.users.c.customer_id)
+        .select_from(compiler.from_clause())
+        .where(compiler.in_workspace(), matches)
+    )
+    return set((await session.scalars(query)).all()) & members

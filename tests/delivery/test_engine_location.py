@@ -1,0 +1,283 @@
+"""Location- and device-triggered campaigns end to end: position updates and events through
+/v1/event, worker ticks on the frozen clock, messages counted at the real HTTP receiver."""
+
+from __future__ import annotations
+
+import copy
+from datetime import UTC, datetime
+from typing import Any
+
+import httpx
+from fastapi import FastAPI
+
+from herald.clock import FrozenClock
+from tests.campaigns import lifecycle_helpers as h
+from tests.delivery.servers import HttpReceiver
+from tests.delivery.test_engine_send import publish, stats, tick
+from tests.delivery.test_engine_triggers import CART, EVENT, ready, send_event, titles
+from tests.factories import Tenant
+
+# A geofence of 200 m around a shop; HERE is inside it, NEAR 500 m north (outside), FAR elsewhere.
+SHOP = (48.8566, 2.3522)
+HERE = (48.8570, 2.3525)
+NEAR = (48.8611, 2.3522)
+FAR = (48.9000, 2.4000)
+
+
+def fence(triggered_at: str = "ENTRY", **extra: Any) -> dict[str, Any]:
+    return {
+        "name": "shop",
+        "latitude": str(SHOP[0]),
+        "longitude": str(SHOP[1]),
+        "radius": "200",
+        "triggered_at": triggered_at,
+        "response_time_value": "10",
+        "response_time_granularity": "MINUTES",
+        **extra,
+    }
+
+
+def location_body(geofence: dict[str, Any], **controls: Any) -> dict[str, Any]:
+    body = copy.deepcopy(EVENT)
+    body["campaign_delivery_type"] = "LOCATION_TRIGGERED"
+    body["basic_details"] = {"name": "Shop", "platforms": ["ANDROID"], "geofences": [geofence]}
+    body["campaign_content"]["content"]["push"]["android"]["basic_details"]["title"] = (
+        "{{ event.transition }} {{ event.geofence }}"
+    )
+    body["trigger_condition"] = {}
+    body["delivery_controls"] = {"bypass_dnd": False, **controls}
+    return body
+
+
+def device_body(**controls: Any) -> dict[str, Any]:
+    body = copy.deepcopy(EVENT)
+    body["campaign_delivery_type"] = "DEVICE_TRIGGERED"
+    body["trigger_condition"] = {"included_filters": CART}
+    body["delivery_controls"] = {"bypass_dnd": False, **controls}
+    return body
+
+
+async def move(
+    client: httpx.AsyncClient, tenant: Tenant, customer_id: str, where: tuple[float, float]
+) -> None:
+    await send_event(client, tenant, customer_id, "location_update", latitude=where[0], longitude=where[1])
+
+
+START = datetime(2026, 3, 2, 10, 0, tzinfo=UTC)
+
+
+class TestLocationTriggered:
+    async def test_entry_fires_once_after_the_response_time_and_outside_does_not(
+        self,
+        app: FastAPI,
+        client: httpx.AsyncClient,
+        workspace: Tenant,
+        webhook: HttpReceiver,
+        clock: FrozenClock,
+    ) -> None:
+        clock.set(START)
+        await ready(app, workspace, webhook, "ana", "bo")
+        campaign_id = await publish(client, workspace, location_body(fence("ENTRY")))
+        assert (await h.get(client, workspace, campaign_id))["status"] == "ACTIVE"
+        await move(client, workspace, "bo", NEAR)  # outside: nothing
+        await move(client, workspace, "ana", NEAR)
+        await move(client, workspace, "ana", HERE)  # entry
+        await move(client, workspace, "ana", HERE)  # still inside: no second entry
+        await tick(app, workspace)
+        clock.advance(minutes=9)
+        await tick(app, workspace)
+        assert titles(webhook) == []
+        clock.advance(minutes=1)  # the response time after the entry
+        await tick(app, workspace)
+        assert titles(webhook) == [("ana", "ENTRY shop")]
+        await tick(app, workspace)
+        assert len(webhook.received) == 1
+        [run] = (await stats(client, workspace, campaign_id))["executions"]
+        assert (run["audience"], run["sent"], run["pending"]) == (1, 1, 0)
+
+    async def test_exit_fires_for_an_exit_geofence(
+        self,
+        app: FastAPI,
+        client: httpx.AsyncClient,
+        workspace: Tenant,
+        webhook: HttpReceiver,
+        clock: FrozenClock,
+    ) -> None:
+        clock.set(START)
+        await ready(app, workspace, webhook, "ana")
+        await publish(client, workspace, location_body(fence("EXIT", response_time_value="0")))
+        await move(client, workspace, "ana", HERE)  # entering an EXIT geofence: nothing
+        await tick(app, workspace)
+        assert titles(webhook) == []
+        await move(client, workspace, "ana", FAR)
+        await tick(app, workspace)
+        assert titles(webhook) == [("ana", "EXIT shop")]
+
+    async def test_dwell_fires_only_after_the_dwell_time(
+        self,
+        app: FastAPI,
+        client: httpx.AsyncClient,
+        workspace: Tenant,
+        webhook: HttpReceiver,
+        clock: FrozenClock,
+    ) -> None:
+        clock.set(START)
+        await ready(app, workspace, webhook, "ana", "bo")
+        dwell = fence("dwell", dwell_time_value="30", dwell_time_granularity="MINUTES")
+        campaign_id = await publish(client, workspace, location_body(dwell))
+        await move(client, workspace, "ana", HERE)
+        await move(client, workspace, "bo", HERE)
+        await tick(app, workspace)
+        clock.advance(minutes=20)
+        await move(client, workspace, "bo", FAR)  # bo leaves before the dwell time: never sent
+        await tick(app, workspace)
+        clock.advance(minutes=19)  # 39 minutes: dwell 30 + response 10 not yet up
+        await tick(app, workspace)
+        assert titles(webhook) == []
+        clock.advance(minutes=1)  # no update from ana since: the tick finds her still inside
+        await tick(app, workspace)
+        assert titles(webhook) == [("ana", "DWELL shop")]
+        [run] = (await stats(client, workspace, campaign_id))["executions"]
+        assert run["suppressed"]["left_geofence"] == 1
+
+    async def test_the_send_limit_caps_messages_per_window(
+        self,
+        app: FastAPI,
+        client: httpx.AsyncClient,
+        workspace: Tenant,
+        webhook: HttpReceiver,
+        clock: FrozenClock,
+    ) -> None:
+        clock.set(START)
+        await ready(app, workspace, webhook, "ana")
+        body = location_body(
+            fence("ENTRY", response_time_value="0"),
+            send_limit_value="2",
+            send_limit_granularity_in_hours="24",
+        )
+        campaign_id = await publish(client, workspace, body)
+        for _ in range(3):  # three entries in the day: two messages
+            await move(client, workspace, "ana", HERE)
+            await tick(app, workspace)
+            clock.advance(minutes=5)
+            await move(client, workspace, "ana", FAR)
+            clock.advance(minutes=5)
+        await tick(app, workspace)
+        assert titles(webhook) == [("ana", "ENTRY shop")] * 2
+        [run] = (await stats(client, workspace, campaign_id))["executions"]
+        assert (run["sent"], run["suppressed"]["send_limit"]) == (2, 1)
+        clock.advance(hours=24)  # a new window
+        await move(client, workspace, "ana", HERE)
+        await tick(app, workspace)
+        assert len(webhook.received) == 3
+
+    async def test_users_outside_the_audience_do_not_fire(
+        self,
+        app: FastAPI,
+        client: httpx.AsyncClient,
+        workspace: Tenant,
+        webhook: HttpReceiver,
+        clock: FrozenClock,
+    ) -> None:
+        clock.set(START)
+        await ready(app, workspace, webhook, "ana", "bo")
+        body = location_body(fence("ENTRY", response_time_value="0"))
+        body["segmentation_details"] = {
+            "is_all_user_campaign": True,
+            "excluded_filters": {
+                "filter_operator": "and",
+                "filters": [
+                    {
+                        "filter_type": "user_attributes",
+                        "data_type": "string",
+                        "name": "customer_id",
+                        "operator": "is",
+                        "value": "bo",
+                    }
+                ],
+            },
+        }
+        await publish(client, workspace, body)
+        await move(client, workspace, "ana", HERE)
+        await move(client, workspace, "bo", HERE)
+        await tick(app, workspace)
+        assert [c for c, _ in titles(webhook)] == ["ana"]
+
+
+class TestDeviceTriggered:
+    async def test_fires_on_a_matching_event_and_keeps_the_max_time_to_show(
+        self,
+        app: FastAPI,
+        client: httpx.AsyncClient,
+        workspace: Tenant,
+        webhook: HttpReceiver,
+        clock: FrozenClock,
+    ) -> None:
+        clock.set(START)
+        await ready(app, workspace, webhook, "ana")
+        campaign_id = await publish(
+            client, workspace, device_body(max_time_to_show_message_of_same_camapign="4")
+        )
+        assert (await h.get(client, workspace, campaign_id))["status"] == "ACTIVE"
+        await send_event(client, workspace, "ana", "viewed_page")  # not the awaited action
+        await send_event(client, workspace, "ana", "added_to_cart", product="Boots")
+        await tick(app, workspace)
+        assert titles(webhook) == [("ana", "Still want Boots?")]
+        clock.advance(hours=3)  # within 4 hours of the last message: dropped
+        await send_event(client, workspace, "ana", "added_to_cart", product="Hat")
+        await tick(app, workspace)
+        assert len(webhook.received) == 1
+        clock.advance(hours=1)
+        await send_event(client, workspace, "ana", "added_to_cart", product="Cap")
+        await tick(app, workspace)
+        assert titles(webhook)[1:] == [("ana", "Still want Cap?")]
+        [run] = (await stats(client, workspace, campaign_id))["executions"]
+        assert (run["sent"], run["suppressed"]["minimum_delay"]) == (2, 1)
+
+    async def test_an_event_older_than_the_sync_data_expiry_does_not_fire(
+        self,
+        app: FastAPI,
+        client: httpx.AsyncClient,
+        workspace: Tenant,
+        webhook: HttpReceiver,
+        clock: FrozenClock,
+    ) -> None:
+        clock.set(START)
+        await ready(app, workspace, webhook, "ana", "bo")
+        await publish(client, workspace, device_body(expiry_time_of_sync_data_in_hour="2"))
+        for customer_id, at in (("ana", "2026-03-02T07:00:00Z"), ("bo", "2026-03-02T09:00:00Z")):
+            body = {
+                "type": "event",
+                "customer_id": customer_id,
+                "actions": [{"action": "added_to_cart", "current_time": at}],
+            }
+            response = await client.post(
+                f"/v1/event/{workspace.workspace_id}", json=body, headers=workspace.write_headers()
+            )
+            assert response.status_code == 200, response.text
+        await tick(app, workspace)
+        assert [c for c, _ in titles(webhook)] == ["bo"]  # ana's event is 3 hours old
+
+    async def test_expiry_ends_the_campaign_and_its_waiting_firings(
+        self,
+        app: FastAPI,
+        client: httpx.AsyncClient,
+        workspace: Tenant,
+        webhook: HttpReceiver,
+        clock: FrozenClock,
+    ) -> None:
+        clock.set(START)
+        await ready(app, workspace, webhook, "ana")
+        body = location_body(fence("ENTRY", response_time_value="30"))
+        body["scheduling_details"] = {"expiry_time": "2026-03-02T11:00:00Z"}
+        campaign_id = await publish(client, workspace, body)
+        clock.set(datetime(2026, 3, 2, 10, 45, tzinfo=UTC))
+        await move(client, workspace, "ana", HERE)  # due 11:15, after the expiry
+        await tick(app, workspace)
+        clock.set(datetime(2026, 3, 2, 11, 20, tzinfo=UTC))
+        await tick(app, workspace)
+        await tick(app, workspace)
+        assert titles(webhook) == []
+        assert (await h.get(client, workspace, campaign_id))["status"] == "SENT"
+        [run] = (await stats(client, workspace, campaign_id))["executions"]
+        assert run["status"] == "STOPPED"
