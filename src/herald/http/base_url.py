@@ -23,7 +23,9 @@ def of_request(configured: str | None, scope: Scope) -> str:
         return configured.rstrip("/")
     host = next((value for name, value in scope["headers"] if name == b"host"), None)
     server = scope.get("server")
-    return _base(scope.get("scheme", "http"), host, tuple(server) if server is not None else None)
+    key = (scope.get("scheme", "http"), host, tuple(server) if server is not None else None)
+    # Only ordinary host names are remembered: a client sending ever new long ones fills no cache.
+    return _base(*key) if host is None or len(host) <= 255 else _base.__wrapped__(*key)
 
 
 @lru_cache(maxsize=256)
