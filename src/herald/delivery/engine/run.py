@@ -27,6 +27,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from sqlalchemy import and_, or_, select, update
 from sqlalchemy.exc import IntegrityError
@@ -38,13 +39,14 @@ from herald.campaigns.schemas.common import CampaignStatus
 from herald.db import Database
 from herald.delivery.dispatch import Dispatcher
 from herald.delivery.engine import controls
-from herald.delivery.engine.content import SendPlan, live_version, replan
+from herald.delivery.engine.content import Group, SendPlan, live_version, replan
 from herald.delivery.engine.models import Execution, ExecutionUser
 from herald.delivery.engine.pause import pause
-from herald.delivery.messages import Envelope, Outcome
+from herald.delivery.messages import Envelope, Outcome, Recipient
 from herald.delivery.models import OutboxEntry
-from herald.delivery.recipients import push_recipient, recipient_for
+from herald.delivery.recipients import recipient_for, with_push_tokens
 from herald.delivery.rendering import RenderError
+from herald.delivery.testsend_plan import SlotMessage
 
 log = logging.getLogger("herald.delivery.engine")
 
@@ -245,35 +247,46 @@ async def _existing(database: Database, workspace_id: str, outbox_id: str) -> Ou
 
 
 async def _envelopes(
-    database: Database, plan: SendPlan, execution: Execution, item: _Claimed, now: datetime
-) -> list[tuple[Envelope, str | None]]:
-    """The user's messages, rendered, each with the reason it cannot be sent (else None)."""
-    recipient = recipient_for(item.user, item.customer_id, plan.channel)
-    recipient = await push_recipient(database, execution.workspace_id, recipient)
-    profile = recipient.profile or {}
-    group = plan.group_for(item.customer_id, profile)
-    found: list[tuple[Envelope, str | None]] = []
-    # None left: the user's tokens changed since the audience was resolved (see `_results`).
-    for message, reached in plan.deliveries(group, recipient):
-        platform = message.slot.platform.value if message.slot.platform else plan.channel.value
-        try:
-            body = await plan.render(group, profile, message)
-            reason = plan.problem if plan.connector is not None else plan.problem or "No connector."
-        except RenderError as exc:
-            body, reason = message.message(), f"Personalization failed: {exc}"
-        envelope = Envelope(
-            delivery_id(execution.id, item.customer_id, platform),
-            execution.workspace_id,
-            plan.campaign.campaign_id,
-            False,
-            message.slot,
-            reached,
-            body,
-            now,
-            plan.advanced_for(message, now),
-        )
-        found.append((envelope, reason))
-    return found
+    database: Database, plan: SendPlan, execution: Execution, users: list[_Claimed], now: datetime
+) -> list[tuple[_Claimed, list[tuple[Envelope, str | None]]]]:
+    """Each user's messages, rendered, each with the reason it cannot be sent (else None). The
+    window's push tokens are read in one query and its users rendered in one worker-thread hop."""
+    recipients = [recipient_for(item.user, item.customer_id, plan.channel) for item in users]
+    if any("push_id" in recipient.contact for recipient in recipients):
+        async with database.reader() as session:
+            recipients = await with_push_tokens(session, execution.workspace_id, recipients)
+    wanted: list[tuple[Group, dict[str, Any], list[tuple[SlotMessage, Recipient]]]] = []
+    for item, recipient in zip(users, recipients, strict=True):
+        profile = recipient.profile or {}
+        group = plan.group_for(item.customer_id, profile)
+        # None left: the user's tokens changed since the audience was resolved (see `_results`).
+        wanted.append((group, profile, plan.deliveries(group, recipient)))
+    bodies = await plan.render_many(
+        [(group, profile, [message for message, _ in found]) for group, profile, found in wanted]
+    )
+    reason = plan.problem if plan.connector is not None else plan.problem or "No connector."
+    messages: list[tuple[_Claimed, list[tuple[Envelope, str | None]]]] = []
+    for item, (_, _, found), rendered in zip(users, wanted, bodies, strict=True):
+        envelopes: list[tuple[Envelope, str | None]] = []
+        for (message, reached), body in zip(found, rendered, strict=True):
+            platform = message.slot.platform.value if message.slot.platform else plan.channel.value
+            why = reason
+            if isinstance(body, RenderError):
+                body, why = message.message(), f"Personalization failed: {body}"
+            envelope = Envelope(
+                delivery_id(execution.id, item.customer_id, platform),
+                execution.workspace_id,
+                plan.campaign.campaign_id,
+                False,
+                message.slot,
+                reached,
+                body,
+                now,
+                plan.advanced_for(message, now),
+            )
+            envelopes.append((envelope, why))
+        messages.append((item, envelopes))
+    return messages
 
 
 async def _send_window(
@@ -291,7 +304,7 @@ async def _send_window(
         reason = plan.problem or "The campaign has nothing to send."
         await _record_users(database, execution, {item.customer_id: _Result(False, reason) for item in users})
         return True
-    messages = [(item, await _envelopes(database, plan, execution, item, now)) for item in users]
+    messages = await _envelopes(database, plan, execution, users, now)
     ready = [envelope for _, found in messages for envelope, reason in found if reason is None]
     unsendable = len(ready) < sum(len(found) for _, found in messages)
     outcomes: dict[str, Outcome] = {}
