@@ -46,6 +46,9 @@ from herald.wake import wake_on_commit
 from herald.workspaces.delivery_settings import settings_of
 from herald.workspaces.models import Workspace
 
+# `Execution.audience` of a streamed execution whose left-out groups are not counted yet (they are
+# taken with its second chunk): the stats count only the users written so far until then.
+UNCOUNTED = -1
 FIRST_CHUNK = 1000  # users of the first chunk written (dispatchable as soon as it commits)
 MAX_CHUNK = 50_000  # users written by one statement at most
 
@@ -165,18 +168,20 @@ async def prepare(
     chunk written after is dispatchable at once; with `streaming` the execution is DISPATCHING from
     here on, while the rest of its audience is written (`resolve_chunk`). Raises ValidationFailed if
     the filters cannot be evaluated."""
-    async with database.reader() as session:
-        everyone, allowed, subscribed, reachable = await _counts(session, campaign, now)
-        threshold = await _control_threshold(session, campaign, now, reachable)
+    # Without a control group to fix, the counts are for the stats only: a streamed execution
+    # takes them with its second chunk (`resolve_chunk`), once its first users are on their way.
+    deferred = streaming and _control_percentage(campaign) is None
+    counts: tuple[int, int, int, int] | None = None
+    threshold: int | None = None
+    if not deferred:
+        async with database.reader() as session:
+            counts = await _counts(session, campaign, now)
+            threshold = await _control_threshold(session, campaign, now, counts[3])
     async with database.writer() as session:
         current = await session.scalar(_locked(execution))
         assert current is not None
         if current.resolved_after is None and current.status == ExecutionStatus.RESOLVING:
-            current.opted_out = everyone - allowed
-            current.unsubscribed = allowed - subscribed
-            current.no_address = subscribed - reachable
-            # The users still to be written count as pending in the stats until they are.
-            current.audience = reachable
+            _set_counts(current, counts)
             current.control_threshold = threshold
             current.resolved_after = ""  # before every customer id: nothing written yet
             current.updated_at = now
@@ -189,18 +194,33 @@ async def prepare(
     return found
 
 
+def _set_counts(execution: Execution, counts: tuple[int, int, int, int] | None) -> None:
+    """The left-out groups and the audience on the execution (None: not counted yet)."""
+    if counts is None:
+        execution.audience = UNCOUNTED
+        return
+    everyone, allowed, subscribed, reachable = counts
+    execution.opted_out = everyone - allowed
+    execution.unsubscribed = allowed - subscribed
+    execution.no_address = subscribed - reachable
+    # The users still to be written count as pending in the stats until they are.
+    execution.audience = reachable
+
+
+def _control_percentage(campaign: LiveCampaign) -> float | None:
+    control = campaign.document.control_group_details
+    if control is None or not control.is_campaign_control_group_enabled:
+        return None
+    return control.campaign_control_group_percentage or None
+
+
 async def _control_threshold(
     session: AsyncSession, campaign: LiveCampaign, now: datetime, reachable: int
 ) -> int | None:
     """The rank of the last user of the campaign control group (None: no control group): the
     ⌊p·N⌉ smallest ranks among the users the global control group leaves, found by the database
     over the audience query before anything is written."""
-    control = campaign.document.control_group_details
-    percentage = (
-        control.campaign_control_group_percentage
-        if control is not None and control.is_campaign_control_group_enabled
-        else None
-    )
+    percentage = _control_percentage(campaign)
     if not percentage or reachable == 0:
         return None
     dialect = session_dialect(session)
@@ -262,6 +282,8 @@ async def resolve_chunk(
             return None  # stopped, paused or failed: resumed by a later tick
         after = current.resolved_after
         assert after is not None, "prepare() first"
+        if current.audience == UNCOUNTED and after != "":  # the first chunk is written (`prepare`)
+            _set_counts(current, await _counts(session, campaign, now))
         dialect = session_dialect(session)
         selected = await _selected(session, campaign, now)
         customer_id = selected.selected_columns[0]
@@ -294,6 +316,8 @@ async def resolve_chunk(
         )
         inserted = int(getattr(result, "rowcount", 0) or 0)
         if inserted < size:  # the audience is exhausted: the execution holds all of it
+            if current.audience == UNCOUNTED:
+                _set_counts(current, await _counts(session, campaign, now))
             current.audience = int(
                 await session.scalar(
                     select(func.count()).select_from(ExecutionUser).where(*_users_of(execution))
