@@ -246,11 +246,17 @@ async def _existing(database: Database, workspace_id: str, outbox_id: str) -> Ou
     return Outcome(False, reason or "The message could not be sent.")
 
 
+# Each user with its messages, each message with the reason it cannot be sent (else None).
+_Messages = list[tuple[_Claimed, list[tuple[Envelope, str | None]]]]
+
+
 async def _envelopes(
     database: Database, plan: SendPlan, execution: Execution, users: list[_Claimed], now: datetime
-) -> list[tuple[_Claimed, list[tuple[Envelope, str | None]]]]:
-    """Each user's messages, rendered, each with the reason it cannot be sent (else None). The
-    window's push tokens are read in one query and its users rendered in one worker-thread hop."""
+) -> _Messages:
+    """Each user's messages, rendered. The users' push tokens are read in one query and the users
+    rendered in one worker-thread hop (a claimed batch at once: none of that between windows)."""
+    if not plan.groups:
+        return [(item, []) for item in users]  # nothing to send (`_send_window` says why)
     recipients = [recipient_for(item.user, item.customer_id, plan.channel) for item in users]
     if any("push_id" in recipient.contact for recipient in recipients):
         async with database.reader() as session:
@@ -265,7 +271,7 @@ async def _envelopes(
         [(group, profile, [message for message, _ in found]) for group, profile, found in wanted]
     )
     reason = plan.problem if plan.connector is not None else plan.problem or "No connector."
-    messages: list[tuple[_Claimed, list[tuple[Envelope, str | None]]]] = []
+    messages: _Messages = []
     for item, (_, _, found), rendered in zip(users, wanted, bodies, strict=True):
         envelopes: list[tuple[Envelope, str | None]] = []
         for (message, reached), body in zip(found, rendered, strict=True):
@@ -294,17 +300,17 @@ async def _send_window(
     dispatcher: Dispatcher,
     plan: SendPlan,
     execution: Execution,
-    users: list[_Claimed],
-    now: datetime,
+    messages: _Messages,
 ) -> bool:
-    """Send the messages of a window of users side by side and record where each user stands;
-    False, with nothing handed over, when the campaign is no longer SENDING (or the execution no
-    longer DISPATCHING) at the moment the window's outbox rows would be written."""
+    """Send the messages of a window of users (rendered by `_envelopes`) side by side and record
+    where each user stands; False, with nothing handed over, when the campaign is no longer SENDING
+    (or the execution no longer DISPATCHING) at the moment the window's outbox rows would be
+    written."""
     if not plan.groups:
         reason = plan.problem or "The campaign has nothing to send."
-        await _record_users(database, execution, {item.customer_id: _Result(False, reason) for item in users})
+        results = {item.customer_id: _Result(False, reason) for item, _ in messages}
+        await _record_users(database, execution, results)
         return True
-    messages = await _envelopes(database, plan, execution, users, now)
     ready = [envelope for _, found in messages for envelope, reason in found if reason is None]
     unsendable = len(ready) < sum(len(found) for _, found in messages)
     outcomes: dict[str, Outcome] = {}
@@ -410,13 +416,18 @@ async def dispatch(
         claimed = await _claim(database, plan, rules, execution, now, lease, max(BATCH, window))
         if claimed is None:
             return not await _in_flight(database, execution)
+        rendered: _Messages | None = None
+        offset = 0  # the position in `claimed` of the first user of `rendered`
         for start in range(0, len(claimed), window):
             _, version = await live_version(database, execution.workspace_id, execution.campaign_id)
             if version != plan.version:  # changed while SENDING: the rest get the new content
                 plan = await replan(database, plan, execution)
-            if not await _send_window(
-                database, dispatcher, plan, execution, claimed[start : start + window], now
-            ):
+                rendered = None
+            if rendered is None:
+                rendered = await _envelopes(database, plan, execution, claimed[start:], now)
+                offset = start
+            messages = rendered[start - offset : start - offset + window]
+            if not await _send_window(database, dispatcher, plan, execution, messages):
                 await _release(database, execution, [c.customer_id for c in claimed[start:]])
                 return False
             failing = dispatcher.failing(plan.connector) if plan.connector is not None else None
