@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import Select, Table, case, func, insert, literal, not_, null, select
+from sqlalchemy import Select, Table, case, func, insert, literal, not_, null, select, text
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.sql.elements import ColumnElement
@@ -328,6 +328,8 @@ async def resolve_chunk(
             if current.status == ExecutionStatus.RESOLVING:
                 current.status = ExecutionStatus.DISPATCHING
             await wake_on_commit(session)  # workers that found it resolving share the dispatch
+        if inserted and dialect == "postgresql":
+            await _planner_statistics(session)
         if inserted:
             last = await session.scalar(
                 select(func.max(ExecutionUser.customer_id)).where(*_users_of(execution))
@@ -350,6 +352,20 @@ async def resolve(database: Database, campaign: LiveCampaign, execution: Executi
         # SQLite's statements run on the event loop's thread (herald.sqlite_inline) and complete
         # without suspending: let the requests of an embedding `herald serve` in between chunks.
         await asyncio.sleep(0)
+
+
+async def _planner_statistics(session: AsyncSession) -> None:
+    """PostgreSQL: statistics of the users table when the planner has none worth the name (never
+    analysed, or analysed nearly empty; autovacuum may be off or not have come by yet). Without
+    them it estimates one row per execution and may take the (execution, state, rank) index for
+    an update by customer id, reading every user of the execution for each window (measured: 1 s
+    per update at 100,000 users, 30 messages/s) instead of the primary key."""
+    table = ExecutionUser.__tablename__
+    known = await session.scalar(
+        text("SELECT reltuples FROM pg_class WHERE oid = CAST(:t AS regclass)"), {"t": table}
+    )
+    if known is not None and float(known) < FIRST_CHUNK:
+        await session.execute(text(f"ANALYZE {table}"))
 
 
 def _users_of(execution: Execution) -> tuple[ColumnElement[bool], ...]:
