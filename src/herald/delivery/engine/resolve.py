@@ -305,8 +305,9 @@ async def resolve_chunk(
             .limit(size)
         )
         table = cast(Table, ExecutionUser.__table__)
-        # Written in rank order: the two indexes on rank then take the chunk's rows in one ordered
-        # pass instead of one random descent each (on a large audience, most of a chunk's time).
+        # Written in rank order: the (execution, state, rank) index then takes the chunk's rows in
+        # one ordered pass instead of one random descent each (on a large audience, most of a
+        # chunk's time).
         ranked = chunk.subquery()
         result = await session.execute(
             insert(table).from_select(

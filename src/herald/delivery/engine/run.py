@@ -123,34 +123,42 @@ async def _claim(
             .with_for_update()
         )
         assert current is not None
-        rows = (
-            await session.execute(
-                select(ExecutionUser.customer_id, ExecutionUser.rank, ExecutionUser.state, User)
-                .outerjoin(
-                    User,
-                    and_(
-                        User.workspace_id == ExecutionUser.workspace_id,
-                        User.customer_id == ExecutionUser.customer_id,
-                    ),
-                )
-                .where(
-                    *_mine(execution),  # type: ignore[arg-type]
-                    or_(
-                        and_(
-                            ExecutionUser.state == UserState.PENDING,
-                            or_(ExecutionUser.not_before.is_(None), ExecutionUser.not_before <= now),
-                        ),
-                        and_(
-                            ExecutionUser.state == UserState.CLAIMED, ExecutionUser.claimed_at < now - lease
-                        ),
-                        and_(ExecutionUser.state == UserState.RETRY, ExecutionUser.not_before <= now),
-                    ),
-                )
-                .order_by(ExecutionUser.rank)
-                .limit(size)
-                .with_for_update(skip_locked=True, of=ExecutionUser)
+        claimable = (
+            select(ExecutionUser.customer_id, ExecutionUser.rank, ExecutionUser.state, User)
+            .outerjoin(
+                User,
+                and_(
+                    User.workspace_id == ExecutionUser.workspace_id,
+                    User.customer_id == ExecutionUser.customer_id,
+                ),
             )
-        ).all()
+            .where(*_mine(execution))  # type: ignore[arg-type]
+            .order_by(ExecutionUser.rank)
+            .with_for_update(skip_locked=True, of=ExecutionUser)
+        )
+        # One state per statement, so each walks the (execution, state, rank) index from its first
+        # claimable user: a single statement over the three states walks the rank index through
+        # every user settled so far (each claim slower than the last: 1 s at 30,000 sent).
+        # Taken-over and due retries first (decided before: only their sends are left), then users
+        # never claimed, in rank order.
+        rows = list(
+            (
+                await session.execute(
+                    claimable.where(
+                        ExecutionUser.state == UserState.CLAIMED, ExecutionUser.claimed_at < now - lease
+                    ).limit(size)
+                )
+            ).all()
+        )
+        if len(rows) < size:
+            retries = claimable.where(ExecutionUser.state == UserState.RETRY, ExecutionUser.not_before <= now)
+            rows += (await session.execute(retries.limit(size - len(rows)))).all()
+        if len(rows) < size:
+            fresh_ones = claimable.where(
+                ExecutionUser.state == UserState.PENDING,
+                or_(ExecutionUser.not_before.is_(None), ExecutionUser.not_before <= now),
+            )
+            rows += (await session.execute(fresh_ones.limit(size - len(rows)))).all()
         if not rows:
             return None
         # Users CLAIMED or RETRY were decided and counted before (by this worker, or by one that
