@@ -10,6 +10,7 @@ from fastapi import FastAPI
 
 from herald.audience.reachability import reachability_count
 from herald.audience.segmentation import audience_query, load_segments
+from herald.audience.segmentation.audience import Reach, audience_count_query, audience_counts_query
 from herald.audience.segmentation.reference import Reference
 from herald.campaigns import repository
 from herald.errors import NotFound, ValidationFailed
@@ -248,3 +249,43 @@ async def test_a_campaign_with_a_bad_filter_value_is_400_at_its_path(
     assert [(d["code"], d["target"]) for d in details] == [
         ("INVALID_ENUM_VALUE", "segmentation_details.included_filters.filters.0.value.unit")
     ]
+
+
+@pytest.mark.parametrize("channel", ["EMAIL", "PUSH", "SMS"])
+@pytest.mark.parametrize(
+    "segmentation",
+    [
+        details(is_all_user_campaign=True),
+        details(included_filters=PUNE_OR_MUMBAI, excluded_filters=BOUGHT),
+        details(is_all_user_campaign=True, send_campaign_to_opt_out_users=True),
+    ],
+    ids=["all", "included-minus-excluded", "opted-out-too"],
+)
+async def test_the_counts_of_one_statement_are_the_counts_of_each_rule(
+    app: FastAPI, channel: str, segmentation: dict[str, Any]
+) -> None:
+    workspace_id = await seed(app, USERS, EVENTS, SEGMENTS)
+    now = services(app).clock.now()
+    reach = Reach(subscription_category="news") if channel == "EMAIL" else Reach()
+    async with services(app).database.reader() as session:
+        catalog = await load_segments(session, workspace_id, [segment_group(segmentation)])
+        dialect = session.get_bind().dialect.name
+
+        async def count(given: dict[str, Any], **rules: bool) -> int:
+            query = audience_count_query(
+                given, channel, workspace_id, now, dialect=dialect, segments=catalog, reach=reach, **rules
+            )
+            return int((await session.execute(query)).scalar_one())
+
+        everyone = {**segmentation, "send_campaign_to_opt_out_users": True}
+        expected = (
+            await count(everyone, subscribed_only=False),
+            await count(segmentation, subscribed_only=False),
+            await count(segmentation),
+            await count(segmentation, reachable_only=True),
+        )
+        query = audience_counts_query(
+            segmentation, channel, workspace_id, now, dialect=dialect, segments=catalog, reach=reach
+        )
+        assert tuple((await session.execute(query)).one()) == expected
+    assert expected[0] >= expected[1] >= expected[3]

@@ -26,6 +26,7 @@ from herald.delivery.engine.resolve import (
 from herald.delivery.engine.split import control_group_size, in_global_control, rank_of
 from herald.services import Services
 from tests.delivery.builders import push_connector
+from tests.delivery.conftest import add_users
 from tests.delivery.servers import HttpReceiver
 from tests.delivery.test_engine_controls import push_users, receivers
 from tests.delivery.test_engine_send import PUSH, publish, stats, tick
@@ -121,3 +122,51 @@ class TestStreamedResolution:
         [run] = (await stats(client, workspace, campaign_id))["executions"]
         assert (run["status"], run["pending"], run["sent"]) == ("DONE", 0, len(users) - size)
         assert run["held_out"] == {"control_group": size, "global_control": 0}
+
+    async def test_without_a_control_group_the_counts_come_with_the_second_chunk(
+        self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant, webhook: HttpReceiver
+    ) -> None:
+        await push_connector(app, workspace, webhook)
+        users = await push_users(app, workspace, 30)
+        await add_users(
+            app,
+            workspace.workspace_id,
+            {"customer_id": "opted", "push_id": "tok-opted", "platform": "ANDROID", "push_opt_out": True},
+            {"customer_id": "silent"},  # no push token
+        )
+        campaign_id = await publish(client, workspace, PUSH)
+        services: Services = app.state.herald
+        now = services.clock.now()
+        campaign = await _live(app, workspace, campaign_id)
+        execution = await start_execution(services.database, campaign, now)
+        execution = await prepare(services.database, campaign, execution, now, streaming=True)
+        assert execution.status == "DISPATCHING"  # nothing counted: the first chunk may go at once
+        assert await resolve_chunk(services.database, campaign, execution, now, 10) is False
+        [run] = (await stats(client, workspace, campaign_id))["executions"]
+        # Until the counts are taken, the stats show the users written so far.
+        assert (run["audience"], run["pending"], run["suppressed"]["opted_out"]) == (10, 10, 0)
+        assert await resolve_chunk(services.database, campaign, execution, now, 10) is False
+        [run] = (await stats(client, workspace, campaign_id))["executions"]
+        suppressed = (run["suppressed"]["opted_out"], run["suppressed"]["no_address"])
+        assert (run["audience"], run["pending"], suppressed) == (len(users) + 2, len(users), (1, 1))
+        await tick(app, workspace)
+        assert receivers(webhook) == sorted(users)
+        [run] = (await stats(client, workspace, campaign_id))["executions"]
+        assert (run["status"], run["audience"], run["sent"], run["pending"]) == ("DONE", 32, 30, 0)
+
+    async def test_an_audience_within_the_first_chunk_is_counted_with_it(
+        self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant, webhook: HttpReceiver
+    ) -> None:
+        await push_connector(app, workspace, webhook)
+        users = await push_users(app, workspace, 5)
+        await add_users(app, workspace.workspace_id, {"customer_id": "silent"})
+        campaign_id = await publish(client, workspace, PUSH)
+        services: Services = app.state.herald
+        now = services.clock.now()
+        campaign = await _live(app, workspace, campaign_id)
+        execution = await start_execution(services.database, campaign, now)
+        execution = await prepare(services.database, campaign, execution, now, streaming=True)
+        assert await resolve_chunk(services.database, campaign, execution, now, 10) is True
+        [run] = (await stats(client, workspace, campaign_id))["executions"]
+        assert (run["audience"], run["pending"], run["suppressed"]["no_address"]) == (6, 5, 1)
+        assert len(users) == 5

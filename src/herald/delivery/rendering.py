@@ -10,7 +10,7 @@ Only the messages a test sends are prepared (`pruned_content`), so narrowed-away
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -72,6 +72,22 @@ async def personalize_content(
     try:
         result = await personalize.personalize(prepared.prepared, user, event)
     except Unprocessable as exc:
-        reasons = "; ".join(f"{detail.target}: {detail.message}" for detail in exc.details)
-        raise RenderError(reasons or exc.message) from None
+        raise _render_error(exc) from None
     return result.content
+
+
+async def personalize_contents(
+    items: Sequence[tuple[PreparedContent, Mapping[str, Any]]], event: Mapping[str, Any]
+) -> list[dict[str, Any] | RenderError]:
+    """`personalize_content` for many recipients at once (one worker-thread hop): each one's
+    content, or the RenderError saying why it cannot be rendered for them."""
+    done = await personalize.personalize_many([(item.prepared, user) for item, user in items], event)
+    return [
+        found.content if isinstance(found, personalize.Personalized) else _render_error(found)
+        for found in done
+    ]
+
+
+def _render_error(exc: Unprocessable) -> RenderError:
+    reasons = "; ".join(f"{detail.target}: {detail.message}" for detail in exc.details)
+    return RenderError(reasons or exc.message)

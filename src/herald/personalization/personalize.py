@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -204,3 +204,42 @@ async def personalize(
             "The content cannot be personalized for this user.", target=target, details=problems
         )
     return Personalized(content, missing)
+
+
+def _outcome(rendered: tuple[dict[str, Any], list[Missing], list[Problem]]) -> Personalized | Unprocessable:
+    content, missing, problems = rendered
+    if problems:
+        target = problems[0].target if len(problems) == 1 else None
+        return Unprocessable(
+            "The content cannot be personalized for this user.", target=target, details=problems
+        )
+    return Personalized(content, missing)
+
+
+async def personalize_many(
+    items: Sequence[tuple[Prepared, Mapping[str, Any]]],
+    event: Mapping[str, Any],
+    *,
+    limits: Limits = DEFAULT_LIMITS,
+    resolver: Resolver = content_api.system_resolver,
+    transport: httpx.AsyncBaseTransport | None = None,
+) -> list[Personalized | Unprocessable]:
+    """`personalize` for many (content, user) pairs, each with its own budget, rendered in one
+    worker-thread hop: a hop per user costs more than rendering a short template (a delivery
+    window renders hundreds). Each item's outcome is its content, or why it cannot be rendered."""
+    datas: list[RenderData] = []
+    for prepared, user in items:
+        answers = (
+            await content_api.fetch_all(_api_calls(prepared, user, event), resolver, transport)
+            if prepared.apis
+            else {}
+        )
+        datas.append(RenderData(user, event, prepared.blocks, prepared.product_sets, answers))
+
+    def render_all() -> list[Personalized | Unprocessable]:
+        return [
+            _outcome(_render_all(prepared, data, limits))
+            for (prepared, _), data in zip(items, datas, strict=True)
+        ]
+
+    return await anyio.to_thread.run_sync(render_all)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -42,8 +43,10 @@ from herald.delivery.models import Connector
 from herald.delivery.push_options import push_options
 from herald.delivery.rendering import (
     PreparedContent,
+    RenderError,
     message_at,
     personalize_content,
+    personalize_contents,
     prepare_content,
     pruned_content,
 )
@@ -116,7 +119,28 @@ class SendPlan:
     ) -> dict[str, Any]:
         """The message for this user (`event`: the triggering event's attributes, `event.*`);
         raises RenderError when it cannot be rendered for them."""
-        content = await personalize_content(self.prepared[group], profile, event or {})
+        return self._message(await personalize_content(self.prepared[group], profile, event or {}), item)
+
+    async def render_many(
+        self,
+        wanted: Sequence[tuple[Group, dict[str, Any], Sequence[SlotMessage]]],
+        event: dict[str, Any] | None = None,
+    ) -> list[list[dict[str, Any] | RenderError]]:
+        """`render` for a window of users sharing one `event` (none, or a business event's): each
+        user's content rendered once for all its messages, every user's in one worker-thread hop;
+        per message, its body or why it cannot be rendered."""
+        contents = await personalize_contents(
+            [(self.prepared[group], profile) for group, profile, _ in wanted], event or {}
+        )
+        found: list[list[dict[str, Any] | RenderError]] = []
+        for (_, _, messages), content in zip(wanted, contents, strict=True):
+            if isinstance(content, RenderError):
+                found.append([content for _ in messages])
+            else:
+                found.append([self._message(content, item) for item in messages])
+        return found
+
+    def _message(self, content: dict[str, Any], item: SlotMessage) -> dict[str, Any]:
         message = copy.deepcopy(message_at(content, item.path))
         if self.utm:
             _tag(message, self.channel, self.utm)

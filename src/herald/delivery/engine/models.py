@@ -95,12 +95,6 @@ class ExecutionUser(Base):
             "state",
             "rank",
         ),
-        Index(
-            "ix_delivery_execution_users_ws_execution_rank",
-            "workspace_id",
-            "execution_id",
-            "rank",
-        ),
         ForeignKeyConstraint(["workspace_id"], ["workspaces.id"]),
     )
 

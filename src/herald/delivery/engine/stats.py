@@ -75,7 +75,9 @@ async def _one(
     by_state = dict.fromkeys(_STATES, 0)
     written = sum(int(count) for _, _, count in counts)
     # While the audience is still being written, the users not written yet are pending too.
-    unwritten = max(0, execution.audience - written) if execution.resolved_at is None else 0
+    # An audience not counted yet (`resolve.UNCOUNTED`, for a moment after the first chunk): as written.
+    audience = execution.audience if execution.audience >= 0 else written
+    unwritten = max(0, audience - written) if execution.resolved_at is None else 0
     suppressed = {
         "opted_out": execution.opted_out,
         "unsubscribed": execution.unsubscribed,
@@ -107,7 +109,7 @@ async def _one(
         "started_at": rfc3339(execution.created_at),
         "updated_at": rfc3339(execution.updated_at),
         # Selected by the segmentation, before the channel's suppressions.
-        "audience": execution.audience + execution.opted_out + execution.unsubscribed + execution.no_address,
+        "audience": audience + execution.opted_out + execution.unsubscribed + execution.no_address,
         "held_out": held_out,
         "suppressed": suppressed,
         "pending": by_state["PENDING"] + by_state["CLAIMED"] + by_state["RETRY"] + unwritten,
