@@ -26,10 +26,9 @@ from sqlalchemy import and_, or_, select, update
 from herald.campaigns.models import Campaign
 from herald.campaigns.schemas.common import CampaignStatus, Channel, DeliveryType, Platform
 from herald.campaigns.schemas.content import DEFAULT_LOCALE
-from herald.campaigns.validation import load_document
 from herald.db import Database
 from herald.delivery.dispatch import Dispatcher
-from herald.delivery.engine.content import plan_sends
+from herald.delivery.engine.content import live_campaign, plan_sends
 from herald.delivery.engine.models import Execution
 from herald.delivery.engine.resolve import ExecutionStatus, LiveCampaign, start_execution
 from herald.delivery.engine.run import delivery_id
@@ -68,20 +67,7 @@ async def due(database: Database, workspace_id: str) -> list[LiveCampaign]:
                 .order_by(Campaign.id)
             )
         ).all()
-    found: list[LiveCampaign] = []
-    for row in rows:
-        document, problems = load_document(
-            Channel(row.channel), DeliveryType(row.delivery_type), row.components
-        )
-        if document is None:
-            log.error(
-                "campaign %s/%s cannot be read for sending: %s", workspace_id, row.campaign_id, problems
-            )
-            continue
-        found.append(
-            LiveCampaign(workspace_id, row.campaign_id, row.channel, document, dict(row.components or {}))
-        )
-    return found
+    return [campaign for row in rows if (campaign := live_campaign(row)) is not None]
 
 
 async def _take(database: Database, execution: Execution, now: datetime, lease: timedelta) -> bool:

@@ -23,7 +23,6 @@ from herald.delivery.engine.models import Execution
 from herald.delivery.engine.resolve import ExecutionStatus
 from herald.delivery.engine.triggers import BUSINESS
 from herald.errors import ValidationFailed
-from herald.ids import object_id
 from herald.problems import Problem
 from herald.pydantic_errors import problems_from_validation_error
 from herald.schemas import APIModel, ResponseModel
@@ -98,21 +97,14 @@ async def raise_event(
                 Execution.workspace_id == workspace_id, Execution.campaign_id == campaign_id
             )
         )
-        execution = Execution(
-            workspace_id=workspace_id,
-            id=object_id(now),
-            campaign_id=campaign_id,
-            run=int(last or 0) + 1,
-            status=ExecutionStatus.RESOLVING,
+        execution = Execution.starting(
+            workspace_id,
+            campaign_id,
+            int(last or 0) + 1,
+            ExecutionStatus.RESOLVING,
+            now,
             trigger=BUSINESS,
             event=attributes,
-            opted_out=0,
-            unsubscribed=0,
-            no_address=0,
-            audience=0,
-            dispatched=0,
-            created_at=now,
-            updated_at=now,
         )
         session.add(execution)
         runs.append({"campaign_id": campaign_id, "execution_id": execution.id, "run": execution.run})

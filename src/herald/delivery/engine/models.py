@@ -15,6 +15,7 @@ from sqlalchemy import BigInteger, Double, ForeignKeyConstraint, Index, Integer,
 from sqlalchemy.orm import Mapped, mapped_column
 
 from herald.db import Base, PortableJSON, UTCDateTime
+from herald.ids import object_id
 
 
 class Execution(Base):
@@ -75,6 +76,27 @@ class Execution(Base):
     scheduled_for: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
     # A periodic run's child campaign (`parent_id` = the campaign), shown by C6/C7.
     child_campaign_id: Mapped[str | None] = mapped_column(String(24), nullable=True)
+
+    @classmethod
+    def starting(
+        cls, workspace_id: str, campaign_id: str, run: int, status: str, now: datetime, **more: Any
+    ) -> Execution:
+        """A new run of a campaign, nothing counted yet (`more`: its trigger, event, schedule)."""
+        return cls(
+            workspace_id=workspace_id,
+            id=object_id(now),
+            campaign_id=campaign_id,
+            run=run,
+            status=status,
+            opted_out=0,
+            unsubscribed=0,
+            no_address=0,
+            audience=0,
+            dispatched=0,
+            created_at=now,
+            updated_at=now,
+            **more,
+        )
 
 
 class ExecutionUser(Base):

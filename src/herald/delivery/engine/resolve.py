@@ -44,7 +44,6 @@ from herald.delivery.engine import conversions
 from herald.delivery.engine.models import Execution, ExecutionUser
 from herald.delivery.engine.ranking import in_global_control_sql, rank_sql
 from herald.delivery.engine.split import control_group_size
-from herald.ids import object_id
 from herald.wake import wake_on_commit
 from herald.workspaces.delivery_settings import settings_of
 from herald.workspaces.models import Workspace
@@ -104,19 +103,12 @@ async def start_execution(
         return found
     try:
         async with database.writer() as session:
-            execution = Execution(
-                workspace_id=campaign.workspace_id,
-                id=object_id(now),
-                campaign_id=campaign.campaign_id,
-                run=run,
-                status=ExecutionStatus.RESOLVING,
-                opted_out=0,
-                unsubscribed=0,
-                no_address=0,
-                audience=0,
-                dispatched=0,
-                created_at=now,
-                updated_at=now,
+            execution = Execution.starting(
+                campaign.workspace_id,
+                campaign.campaign_id,
+                run,
+                ExecutionStatus.RESOLVING,
+                now,
                 scheduled_for=scheduled_for,
             )
             session.add(execution)

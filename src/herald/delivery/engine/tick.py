@@ -17,13 +17,12 @@ from sqlalchemy import and_, or_, select, update
 from herald.campaigns.lifecycle import schedule_instants
 from herald.campaigns.models import Campaign
 from herald.campaigns.schemas.common import CampaignStatus, Channel, DeliveryType
-from herald.campaigns.validation import load_document
 from herald.clock import FrozenClock
 from herald.config import Settings
 from herald.db import Database
 from herald.delivery.dispatch import Dispatcher
 from herald.delivery.engine import broadcast, controls, periodic, triggers
-from herald.delivery.engine.content import SendPlan, live_version, plan_sends, streams
+from herald.delivery.engine.content import SendPlan, live_campaign, live_version, plan_sends, streams
 from herald.delivery.engine.models import Execution, ExecutionUser
 from herald.delivery.engine.pause import PAUSED
 from herald.delivery.engine.resolve import (
@@ -58,20 +57,7 @@ async def _sending(database: Database, workspace_id: str) -> list[LiveCampaign]:
                 .order_by(Campaign.id)
             )
         ).all()
-    found: list[LiveCampaign] = []
-    for row in rows:
-        document, problems = load_document(
-            Channel(row.channel), DeliveryType(row.delivery_type), row.components
-        )
-        if document is None:
-            log.error(
-                "campaign %s/%s cannot be read for sending: %s", workspace_id, row.campaign_id, problems
-            )
-            continue
-        found.append(
-            LiveCampaign(workspace_id, row.campaign_id, row.channel, document, dict(row.components or {}))
-        )
-    return found
+    return [campaign for row in rows if (campaign := live_campaign(row)) is not None]
 
 
 async def _stop_executions(database: Database, workspace_id: str, now: datetime) -> None:

@@ -49,7 +49,6 @@ from herald.delivery.engine.models import Execution, ExecutionUser, TriggerInbox
 from herald.delivery.engine.resolve import ExecutionStatus, LiveCampaign, _global_control, _segmentation
 from herald.delivery.engine.split import RANK_BITS, in_global_control, rank_of
 from herald.errors import ValidationFailed
-from herald.ids import object_id
 from herald.wake import wake_on_commit
 from herald.workspaces.delivery_settings import settings_of
 from herald.workspaces.models import Workspace
@@ -241,20 +240,13 @@ async def event_execution(database: Database, campaign: LiveCampaign, now: datet
     try:
         async with database.writer() as session:
             session.add(
-                Execution(
-                    workspace_id=campaign.workspace_id,
-                    id=object_id(now),
-                    campaign_id=campaign.campaign_id,
-                    run=1,
-                    status=ExecutionStatus.DISPATCHING,
+                Execution.starting(
+                    campaign.workspace_id,
+                    campaign.campaign_id,
+                    1,
+                    ExecutionStatus.DISPATCHING,
+                    now,
                     trigger=EVENT,
-                    opted_out=0,
-                    unsubscribed=0,
-                    no_address=0,
-                    audience=0,
-                    dispatched=0,
-                    created_at=now,
-                    updated_at=now,
                 )
             )
             await session.commit()
