@@ -196,6 +196,16 @@ async def probe_ingest(client: httpx.AsyncClient, world: World) -> None:
         assert response.status_code == 401, response.text
 
 
+async def probe_business_event(client: httpx.AsyncClient, world: World) -> None:
+    # B's credentials on A's path: refused like ingestion, so no campaign of A starts a run.
+    response = await client.post(
+        f"/v1/business-event/{world.a.workspace_id}",
+        json={"name": "price_drop", "attributes": {"product": "Boots"}},
+        headers=world.b.headers(),
+    )
+    assert response.status_code == 401, response.text
+
+
 PROBES: dict[tuple[str, str], Probe] = {
     ("GET", "/v5/offers"): probe_list_offers,
     ("POST", "/v5/offers"): probe_create_offer,
@@ -216,6 +226,7 @@ PROBES: dict[tuple[str, str], Probe] = {
     ("POST", "/v1/customer/{workspace_id}"): probe_ingest,
     ("POST", "/v1/event/{workspace_id}"): probe_ingest,
     ("POST", "/v1/transition/{workspace_id}"): probe_ingest,
+    ("POST", "/v1/business-event/{workspace_id}"): probe_business_event,
 }
 
 
