@@ -22,7 +22,6 @@ from sqlalchemy.orm import InstrumentedAttribute
 from herald.audience import store as audience_store
 from herald.audience.models import Segment, SegmentMember, User
 from herald.campaigns.schemas.common import Channel
-from herald.db import Database
 from herald.delivery.messages import Recipient
 from herald.delivery.testsend_request import MAX_RECIPIENTS, Identifier
 from herald.personalization import users
@@ -85,15 +84,6 @@ async def with_push_tokens(
     ids = [r.customer_id for r in recipients if r.customer_id is not None]
     tokens = await audience_store.push_tokens(session, workspace_id, ids) if ids else {}
     return [replace(r, tokens=tokens[r.customer_id]) if r.customer_id in tokens else r for r in recipients]
-
-
-async def push_recipient(database: Database, workspace_id: str, recipient: Recipient) -> Recipient:
-    """A live send's recipient with its push tokens (Email recipients as they are)."""
-    if "push_id" not in recipient.contact:
-        return recipient
-    async with database.reader() as session:
-        [found] = await with_push_tokens(session, workspace_id, [recipient])
-    return found
 
 
 async def _resolve_users(

@@ -114,12 +114,10 @@ class SendPlan:
             return None
         return push_options(self.campaign.document.advanced, item.slot.platform, now)
 
-    async def render(
-        self, group: Group, profile: dict[str, Any], item: SlotMessage, event: dict[str, Any] | None = None
-    ) -> dict[str, Any]:
-        """The message for this user (`event`: the triggering event's attributes, `event.*`);
+    async def render(self, group: Group, profile: dict[str, Any], item: SlotMessage) -> dict[str, Any]:
+        """The message for this user, without an event (a user's send goes through `render_many`);
         raises RenderError when it cannot be rendered for them."""
-        return self._message(await personalize_content(self.prepared[group], profile, event or {}), item)
+        return self._message(await personalize_content(self.prepared[group], profile, {}), item)
 
     async def render_many(
         self,
