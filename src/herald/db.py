@@ -121,7 +121,9 @@ def _sqlite_engine(url: str, *, immediate: bool, pool_size: int) -> AsyncEngine:
     in_memory = path in ("", ":memory:")  # one connection, kept: SQLAlchemy's StaticPool takes no size
     pool = {} if in_memory else {"pool_size": pool_size, "max_overflow": pool_size}
     engine = create_async_engine(
-        url, async_creator=sqlite_inline.connector(path, _SQLITE_LOCK_TIMEOUT), **pool
+        make_url(url).set(drivername=sqlite_inline.DRIVER),
+        async_creator=sqlite_inline.connector(path, _SQLITE_LOCK_TIMEOUT),
+        **pool,
     )
     # SQLite has one writer at a time. Within this process, writers queue on an asyncio lock
     # instead of in SQLite's busy loop, so waiting costs no pooled connection and no thread.
