@@ -46,7 +46,7 @@ def _is_busy(error: sqlite3.OperationalError) -> bool:
     return code in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED) or "database is locked" in str(error)
 
 
-async def _retry_busy(patience: float, call: Callable[[], Any]) -> Any:
+async def retry_busy(patience: float, call: Callable[[], Any]) -> Any:
     """`call()`, retried while SQLite answers BUSY (the statement did not run), up to `patience`
     seconds, sleeping on the event loop in between."""
     try:
@@ -85,7 +85,7 @@ class InlineCursor(AsyncAdapt_aiosqlite_cursor):
         connection: InlineConnection = self._adapt_connection  # type: ignore[assignment]
         cursor = connection.sqlite.cursor()
         try:
-            await _retry_busy(connection.patience, lambda: call(cursor))
+            await retry_busy(connection.patience, lambda: call(cursor))
             if fetch and cursor.description:
                 self.description = cursor.description
                 self.lastrowid = self.rowcount = -1
@@ -129,7 +129,7 @@ class InlineConnection(AsyncAdapt_aiosqlite_connection):
         self.sqlite.rollback()
 
     def commit(self) -> None:
-        await_only(_retry_busy(self.patience, self.sqlite.commit))
+        await_only(retry_busy(self.patience, self.sqlite.commit))
 
     def close(self) -> None:
         self.sqlite.close()
@@ -176,3 +176,23 @@ def connector(path: str, patience: float) -> Callable[[], Any]:
         return connection, patience
 
     return connect
+
+
+def _lower(value: object) -> object:
+    return value.lower() if isinstance(value, str) else value
+
+
+def register_functions(dbapi_connection: Any) -> None:
+    """SQL functions SQLite lacks. `herald_lower`: Unicode lower-casing (SQLite's `lower()` folds
+    ASCII letters only), so case-insensitive filters mean the same on SQLite as on PostgreSQL.
+    `herald_rank(purpose, key, customer_id)`: the delivery engine's per-user hash
+    (`delivery.engine.split.rank_of`), so an audience is ranked inside its INSERT ... SELECT."""
+    from herald.delivery.engine.split import rank_of  # a leaf module: stdlib only
+
+    dbapi_connection.create_function("herald_lower", 1, _lower, deterministic=True)
+    dbapi_connection.create_function(
+        "herald_rank",
+        3,
+        lambda purpose, key, customer_id: rank_of(key, customer_id, purpose),
+        deterministic=True,
+    )
