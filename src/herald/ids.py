@@ -62,3 +62,13 @@ def tag_public_id(raw: str) -> str:
 def parse_tag_id(value: str) -> str:
     """Requests may name a tag as `tag_<id>` or as the raw `<id>`."""
     return value[len(TAG_PREFIX) :] if value.startswith(TAG_PREFIX) else value
+
+
+def uuid4_text() -> str:
+    """A random UUID v4 in its canonical text form, as `str(uuid.uuid4())` gives it (without building
+    a `UUID` object: one is made for every request, its id)."""
+    raw = bytearray(os.urandom(16))
+    raw[6] = (raw[6] & 0x0F) | 0x40  # version 4
+    raw[8] = (raw[8] & 0x3F) | 0x80  # RFC 4122 variant
+    h = raw.hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"

@@ -16,13 +16,14 @@ For every HTTP request it
 from __future__ import annotations
 
 import logging
-import uuid
 from typing import Any
 
+import orjson
 from sqlalchemy.exc import DBAPIError, IntegrityError
 from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from herald.errors import error_body
 from herald.http import base_url, endpoint, idempotency
 from herald.http.context import UnitOfWork, request_state
 from herald.http.guards import (
@@ -36,13 +37,15 @@ from herald.http.guards import (
     parse_uuid4,
 )
 from herald.http.limits import headers_for
-from herald.http.responses import GATEWAY_503_HTML, HEALTH_PATH, HEALTHY, error_response
+from herald.http.responses import GATEWAY_503_HTML, HEALTH_PATH, HEALTHY, body_request_id, error_response
 from herald.http.route_table import RouteTable
+from herald.ids import uuid4_text
 from herald.problems import Problem
 from herald.services import Services
 
 log = logging.getLogger("herald.http")
 
+_JSON_CONTENT_TYPE = (b"content-type", b"application/json")
 BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
@@ -87,7 +90,7 @@ class HeraldMiddleware:
         # A malformed request id is refused by the route's guard, after authentication (a caller
         # without credentials learns 401 first); the answer still carries a fresh id of ours.
         state["request_id_invalid"] = given is not None and request_id is None
-        request_id = request_id or str(uuid.uuid4())
+        request_id = request_id or uuid4_text()
         state["request_id"] = request_id
         table = self._routes(scope)
         if scope["path"] == HEALTH_PATH and scope["method"] in READ_METHODS:
@@ -247,18 +250,17 @@ class HeraldMiddleware:
         raw_body: bytes | None = None,
         headers: list[tuple[bytes, bytes]] | None = None,
     ) -> None:
-        response = error_response(
-            request_id,
-            base_url.current(self.settings.base_url),
-            status=status,
+        body = error_body(
+            f"resp_{request_id}",
             code=code,
             message=message,
+            doc_base=base_url.current(self.settings.base_url),
             target=target,
-            details=details,
-            raw_body=raw_body,
+            details=details or [],
+            request_id=body_request_id(raw_body),
         )
-        raw = [*response.raw_headers, *(headers or []), (self.request_id_header, request_id.encode())]
-        await _send_raw(send, status, raw, bytes(response.body))
+        raw = [_JSON_CONTENT_TYPE, *(headers or []), (self.request_id_header, request_id.encode())]
+        await _send_raw(send, status, raw, orjson.dumps(body))
 
     async def _read_body(self, headers: list[tuple[bytes, bytes]], receive: Receive) -> bytes:
         limit = self.settings.max_body_bytes

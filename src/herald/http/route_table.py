@@ -51,7 +51,14 @@ class RouteTable:
             else:
                 literal.setdefault(path, set()).update(methods)
                 self.literal_routes.setdefault(path, route)
-        self._templates = templates
+        # Templates by the first segment of their prefix: a path is tried against those of its own
+        # first segment only (a 404's lookup no longer walks every template), and against those
+        # whose first segment is itself a parameter (None: tried for every path).
+        self._templates: dict[str | None, list[_Template]] = {}
+        for template in templates:
+            literal_first = "/" in template.prefix[1:]
+            key = _first_segment(template.prefix) if literal_first else None
+            self._templates.setdefault(key, []).append(template)
         self._literal = {path: frozenset(methods) for path, methods in literal.items()}
         # The literal paths' answers, worked out once (templated paths are unbounded: never kept).
         self._known = {path: self._find(path) for path in self._literal}
@@ -63,7 +70,7 @@ class RouteTable:
     def _find(self, path: str) -> Lookup:
         matches = [
             (t.parameters, t.methods)
-            for t in self._templates
+            for t in (*self._templates.get(_first_segment(path), ()), *self._templates.get(None, ()))
             if path.startswith(t.prefix) and t.pattern.match(path)
         ]
         if path in self._literal:
@@ -76,3 +83,8 @@ class RouteTable:
             method for parameters, methods in matches if parameters == fewest for method in methods
         )
         return Lookup(served, allow)
+
+
+def _first_segment(path: str) -> str:
+    """`/v5/campaigns/x` → `v5`."""
+    return path[1:].split("/", 1)[0]

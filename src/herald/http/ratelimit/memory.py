@@ -7,10 +7,10 @@ so under asyncio the check-all-then-add-all step cannot interleave with another 
 from __future__ import annotations
 
 import bisect
+import itertools
 import math
 from collections.abc import Sequence
 from operator import itemgetter
-from uuid import uuid4
 
 from herald.http.ratelimit.core import Decision, Window, check_windows, decide
 
@@ -25,6 +25,7 @@ class MemoryRateLimitStore:
         # caller time, which keeps memory bounded by the keys active within the longest window.
         self._sweep_every = sweep_every
         self._next_sweep = -math.inf
+        self._tokens = itertools.count(1)
 
     def __len__(self) -> int:
         """Number of logs held (for tests and metrics)."""
@@ -36,7 +37,7 @@ class MemoryRateLimitStore:
         logs = [self._live_log(key, w, now) for w in windows]
         token = None
         if all(len(log) < w.limit for log, w in zip(logs, windows, strict=True)):
-            token = uuid4().hex
+            token = str(next(self._tokens))  # unique within this store, which is this process's
             for log in logs:
                 bisect.insort(log, (now, token))
         counts = [len(log) for log in logs]
