@@ -122,13 +122,17 @@ class SendPlan:
     async def render_many(
         self,
         wanted: Sequence[tuple[Group, dict[str, Any], Sequence[SlotMessage]]],
-        event: dict[str, Any] | None = None,
+        events: Sequence[dict[str, Any] | None],
     ) -> list[list[dict[str, Any] | RenderError]]:
-        """`render` for a window of users sharing one `event` (none, or a business event's): each
-        user's content rendered once for all its messages, every user's in one worker-thread hop;
-        per message, its body or why it cannot be rendered."""
+        """`render` for a window of users, each with its event (`event.*`: none, a business
+        event's, or the event of the user's firing): each user's content rendered once for all its
+        messages, every user's in one worker-thread hop; per message, its body or why it cannot be
+        rendered."""
         contents = await personalize_contents(
-            [(self.prepared[group], profile) for group, profile, _ in wanted], event or {}
+            [
+                (self.prepared[group], profile, event or {})
+                for (group, profile, _), event in zip(wanted, events, strict=True)
+            ]
         )
         found: list[list[dict[str, Any] | RenderError]] = []
         for (_, _, messages), content in zip(wanted, contents, strict=True):

@@ -344,13 +344,13 @@ async def _envelopes(
         # None left: the user's tokens changed since the audience was resolved (see `_results`).
         wanted.append((group, profile, plan.deliveries(group, recipient)))
     renders = [(group, profile, [message for message, _ in found]) for group, profile, found in wanted]
-    if execution.trigger == "EVENT":  # each firing with its own event: rendered user by user
-        bodies = [
-            (await plan.render_many([one], item.event or {}))[0]
-            for item, one in zip(users, renders, strict=True)
-        ]
-    else:  # no event, or a business event's attributes for every user
-        bodies = await plan.render_many(renders, execution.event or {})
+    # Each firing of an EVENT execution with its own event; else no event, or a business event's
+    # attributes for every user.
+    if execution.trigger == "EVENT":
+        events = [item.event for item in users]
+    else:
+        events = [execution.event] * len(users)
+    bodies = await plan.render_many(renders, events)
     reason = plan.problem if plan.connector is not None else plan.problem or "No connector."
     messages: _Messages = []
     for item, (_, _, found), rendered in zip(users, wanted, bodies, strict=True):
