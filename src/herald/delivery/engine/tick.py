@@ -35,9 +35,10 @@ from herald.delivery.engine.resolve import (
     resolve_chunk,
     start_execution,
 )
-from herald.delivery.engine.run import dispatch, still_sending
+from herald.delivery.engine.run import Lane, dispatch, dispatch_lanes, still_sending
 from herald.delivery.engine.throttle import ThrottleStore, open_store
 from herald.errors import HeraldError
+from herald.wake import wake_here
 
 log = logging.getLogger("herald.delivery.engine")
 
@@ -106,7 +107,8 @@ async def run_executions(
     await _stop_executions(database, workspace_id, now)
     campaigns = await _sending(database, workspace_id)
     lease = timedelta(seconds=settings.delivery_lease_seconds)
-    await triggers.fire(database, workspace_id, now)
+    if await triggers.fire(database, workspace_id, now):
+        wake_here()  # more events wait in the inbox: the next tick takes them once these are sent
     triggered = await _triggered_due(database, workspace_id, now, lease)
     live_activities = await broadcast.due(database, workspace_id)
     repeating = await periodic.active(database, workspace_id)
@@ -121,8 +123,15 @@ async def run_executions(
             execution = await start_execution(database, campaign, now, 1, _start_of(campaign))
             if await _run_one(database, dispatcher, store, campaign, execution, now, lease):
                 finished.append(campaign.campaign_id)
+        # The EVENT executions together (one claim, one window for all of them); a business
+        # event's raises one by one (each resolved first, DONE when settled).
+        lanes: list[Lane] = []
         for campaign, execution in triggered:
-            await _run_triggered(database, dispatcher, store, campaign, execution, now, lease)
+            if execution.trigger == triggers.EVENT and execution.status == ExecutionStatus.DISPATCHING:
+                lanes.append(await _lane(database, store, campaign, execution))
+            else:
+                await _run_triggered(database, dispatcher, store, campaign, execution, now, lease)
+        await dispatch_lanes(database, dispatcher, lanes, now, lease)
         for each in repeating:
             await periodic.due_runs(database, each, now)
             runs = await periodic.live_runs(database, workspace_id, each.campaign.campaign_id)
@@ -201,6 +210,15 @@ async def _plan_for(database: Database, campaign: LiveCampaign, execution: Execu
         _plans.clear()
     _plans[key] = plan
     return plan
+
+
+async def _lane(
+    database: Database, store: ThrottleStore, campaign: LiveCampaign, execution: Execution
+) -> Lane:
+    plan = await _plan_for(database, campaign, execution)
+    async with database.reader() as session:
+        rules = await controls.load(session, campaign, store, execution.trigger)
+    return Lane(plan, execution, rules)
 
 
 async def _run_triggered(
