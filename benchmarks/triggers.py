@@ -246,7 +246,7 @@ def growth(samples: list[tuple[float, int]]) -> float:
     return statistics.linear_regression([t for t, _ in half], [float(b) for _, b in half]).slope
 
 
-async def add_sink(settings: Settings, workspace: str, port: int) -> None:
+async def add_sink(settings: Settings, workspace: str, port: int, batch: int) -> None:
     database = create_database(settings)
     try:
         async with database.writer() as session:
@@ -261,6 +261,7 @@ async def add_sink(settings: Settings, workspace: str, port: int) -> None:
                     url=f"http://127.0.0.1:{port}/",
                     secret="s" * 32,
                     timeout=5,
+                    batch_size=batch if batch > 1 else None,
                 ),
                 settings.secret_key,
             )
@@ -286,6 +287,8 @@ async def main() -> None:
     parser.add_argument("--connections", type=int, default=16)
     parser.add_argument("--serve-workers", type=int, default=2, help="API processes on PostgreSQL")
     parser.add_argument("--delivery-concurrency", type=int, default=32)
+    parser.add_argument("--pool-size", type=int, default=10, help="database connections per process")
+    parser.add_argument("--sink-batch", type=int, default=1, help="the connector's batch_size")
     parser.add_argument("--redis-url", default=os.environ.get("HERALD_BENCH_REDIS_URL"))
     args = parser.parse_args()
     key = Fernet.generate_key().decode()
@@ -299,7 +302,7 @@ async def main() -> None:
     progress = Progress()
     sink = Sink(progress)
     server = await asyncio.start_server(sink.handle, "127.0.0.1", 0)
-    await add_sink(settings, workspace, server.sockets[0].getsockname()[1])
+    await add_sink(settings, workspace, server.sockets[0].getsockname()[1], args.sink_batch)
 
     port = free_port()
     env = {
@@ -307,6 +310,7 @@ async def main() -> None:
         "HERALD_SECRET_KEY": key,
         "HERALD_WORKER_INTERVAL_SECONDS": "3600",
         "HERALD_DELIVERY_CONCURRENCY": str(args.delivery_concurrency),
+        "HERALD_DB_POOL_SIZE": str(args.pool_size),
     }
     serve = [sys.executable, "-m", "herald", "serve", "--port", str(port)]
     with contextlib.ExitStack() as stack:
@@ -336,7 +340,13 @@ async def main() -> None:
         figures = await drive(args, settings, credentials, workspace, port, progress)
     server.close()
     rows, summary_figures, lost = figures
-    print(table(f"triggers :: {engine} ({args.campaigns} campaigns, batch {args.batch}, lost {lost})", rows))
+    print(
+        table(
+            f"triggers :: {engine} ({args.campaigns} campaigns, {args.batch} events per request, "
+            f"{args.sink_batch} messages per webhook call, lost {lost})",
+            rows,
+        )
+    )
     summary("triggers", engine, summary_figures)
     if lost:
         raise SystemExit(f"{lost} firings never reached the sink")

@@ -39,7 +39,7 @@ from herald.campaigns.schemas.common import CampaignStatus
 from herald.db import Database
 from herald.delivery.dispatch import Dispatcher
 from herald.delivery.engine import controls, conversions
-from herald.delivery.engine.content import Group, SendPlan, live_version, replan
+from herald.delivery.engine.content import Group, SendPlan, live_version, live_versions, replan
 from herald.delivery.engine.models import Execution, ExecutionUser
 from herald.delivery.engine.pause import pause
 from herald.delivery.messages import Envelope, Outcome, Recipient
@@ -342,16 +342,25 @@ _Messages = list[tuple[_Claimed, list[tuple[Envelope, str | None]]]]
 
 
 async def _envelopes(
-    database: Database, plan: SendPlan, execution: Execution, users: list[_Claimed], now: datetime
+    database: Database,
+    plan: SendPlan,
+    execution: Execution,
+    users: list[_Claimed],
+    now: datetime,
+    session: AsyncSession | None = None,
 ) -> _Messages:
-    """Each user's messages, rendered. The users' push tokens are read in one query and the users
-    rendered in one worker-thread hop (a claimed batch at once: none of that between windows)."""
+    """Each user's messages, rendered. The users' push tokens are read in one query (in `session`
+    when given) and the users rendered in one worker-thread hop (a claimed batch at once: none of
+    that between windows)."""
     if not plan.groups:
         return [(item, []) for item in users]  # nothing to send (`_send_window` says why)
     recipients = [recipient_for(item.user, item.customer_id, plan.channel) for item in users]
     if any("push_id" in recipient.contact for recipient in recipients):
-        async with database.reader() as session:
+        if session is not None:
             recipients = await with_push_tokens(session, execution.workspace_id, recipients)
+        else:
+            async with database.reader() as own:
+                recipients = await with_push_tokens(own, execution.workspace_id, recipients)
     wanted: list[tuple[Group, dict[str, Any], list[tuple[SlotMessage, Recipient]]]] = []
     for item, recipient in zip(users, recipients, strict=True):
         profile = recipient.profile or {}
@@ -603,6 +612,8 @@ async def dispatch_lanes(
         await asyncio.sleep(0)  # between rounds, the requests of an embedding server
         async with database.reader() as session:
             lanes = [lane for lane in lanes if await _sending_in(session, lane.execution)]
+        if not lanes:
+            return
         claimed: list[tuple[Lane, list[_Claimed]]] = []
         async with database.writer() as session:
             for lane in lanes:
@@ -626,17 +637,22 @@ async def _send_lanes(
     changed meanwhile) lane by lane as `dispatch` sends them."""
     shared: dict[str, list[tuple[Lane, _Messages]]] = {}
     alone: list[tuple[Lane, list[_Claimed], _Messages | None]] = []
-    for lane, users in claimed:
-        plan = lane.plan
-        _, version = await live_version(database, lane.execution.workspace_id, lane.execution.campaign_id)
-        if version != plan.version or plan.connector is None or not plan.groups or not users:
-            alone.append((lane, users, None))
-            continue
-        messages = await _envelopes(database, plan, lane.execution, users, now)
-        if any(not found or any(why is not None for _, why in found) for _, found in messages):
-            alone.append((lane, users, messages))
-            continue
-        shared.setdefault(plan.connector.id, []).append((lane, messages))
+    workspace_id = claimed[0][0].execution.workspace_id
+    async with database.reader() as session:  # one session for every lane (see `dispatch_lanes`)
+        versions = await live_versions(
+            session, workspace_id, [lane.execution.campaign_id for lane, _ in claimed]
+        )
+        for lane, users in claimed:
+            plan = lane.plan
+            version = versions.get(lane.execution.campaign_id)
+            if version != plan.version or plan.connector is None or not plan.groups or not users:
+                alone.append((lane, users, None))
+                continue
+            messages = await _envelopes(database, plan, lane.execution, users, now, session)
+            if any(not found or any(why is not None for _, why in found) for _, found in messages):
+                alone.append((lane, users, messages))
+                continue
+            shared.setdefault(plan.connector.id, []).append((lane, messages))
     for group in shared.values():
         if not await _send_shared(database, dispatcher, group, now):
             alone += [(lane, [item for item, _ in messages], messages) for lane, messages in group]

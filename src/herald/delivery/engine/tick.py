@@ -22,7 +22,14 @@ from herald.config import Settings
 from herald.db import Database
 from herald.delivery.dispatch import Dispatcher
 from herald.delivery.engine import broadcast, controls, periodic, triggers
-from herald.delivery.engine.content import SendPlan, live_campaign, live_version, plan_sends, streams
+from herald.delivery.engine.content import (
+    SendPlan,
+    live_campaign,
+    live_version,
+    live_versions,
+    plan_sends,
+    streams,
+)
 from herald.delivery.engine.models import Execution, ExecutionUser
 from herald.delivery.engine.pause import PAUSED
 from herald.delivery.engine.resolve import (
@@ -125,12 +132,13 @@ async def run_executions(
                 finished.append(campaign.campaign_id)
         # The EVENT executions together (one claim, one window for all of them); a business
         # event's raises one by one (each resolved first, DONE when settled).
-        lanes: list[Lane] = []
+        events: list[tuple[LiveCampaign, Execution]] = []
         for campaign, execution in triggered:
             if execution.trigger == triggers.EVENT and execution.status == ExecutionStatus.DISPATCHING:
-                lanes.append(await _lane(database, store, campaign, execution))
+                events.append((campaign, execution))
             else:
                 await _run_triggered(database, dispatcher, store, campaign, execution, now, lease)
+        lanes = await _lanes(database, store, workspace_id, events)
         await dispatch_lanes(database, dispatcher, lanes, now, lease)
         for each in repeating:
             await periodic.due_runs(database, each, now)
@@ -212,13 +220,28 @@ async def _plan_for(database: Database, campaign: LiveCampaign, execution: Execu
     return plan
 
 
-async def _lane(
-    database: Database, store: ThrottleStore, campaign: LiveCampaign, execution: Execution
-) -> Lane:
-    plan = await _plan_for(database, campaign, execution)
+async def _lanes(
+    database: Database,
+    store: ThrottleStore,
+    workspace_id: str,
+    events: list[tuple[LiveCampaign, Execution]],
+) -> list[Lane]:
+    """The EVENT executions with their plans (made again only for a campaign changed since) and
+    delivery controls, read in one session: each session the worker opens costs it a turn of the
+    event loop, which it shares with the API's requests in an embedding server."""
+    if not events:
+        return []
+    lanes: list[Lane] = []
     async with database.reader() as session:
-        rules = await controls.load(session, campaign, store, execution.trigger)
-    return Lane(plan, execution, rules)
+        versions = await live_versions(session, workspace_id, [c.campaign_id for c, _ in events])
+        for campaign, execution in events:
+            key = (execution.workspace_id, execution.id)
+            plan = _plans.get(key)
+            if plan is None or plan.version != versions.get(campaign.campaign_id):
+                plan = _plans[key] = await plan_sends(session, campaign, execution)
+            rules = await controls.load(session, campaign, store, execution.trigger)
+            lanes.append(Lane(plan, execution, rules))
+    return lanes
 
 
 async def _run_triggered(
