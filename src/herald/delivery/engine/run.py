@@ -39,7 +39,14 @@ from herald.campaigns.schemas.common import CampaignStatus
 from herald.db import Database
 from herald.delivery.dispatch import Dispatcher
 from herald.delivery.engine import controls, conversions
-from herald.delivery.engine.content import Group, SendPlan, live_version, live_versions, replan
+from herald.delivery.engine.content import (
+    Group,
+    SendPlan,
+    live_version,
+    live_versions,
+    render_plans,
+    replan,
+)
 from herald.delivery.engine.models import Execution, ExecutionUser
 from herald.delivery.engine.pause import pause
 from herald.delivery.messages import Envelope, Outcome, Recipient
@@ -347,57 +354,74 @@ async def _envelopes(
     execution: Execution,
     users: list[_Claimed],
     now: datetime,
-    session: AsyncSession | None = None,
 ) -> _Messages:
-    """Each user's messages, rendered. The users' push tokens are read in one query (in `session`
-    when given) and the users rendered in one worker-thread hop (a claimed batch at once: none of
-    that between windows)."""
-    if not plan.groups:
-        return [(item, []) for item in users]  # nothing to send (`_send_window` says why)
-    recipients = [recipient_for(item.user, item.customer_id, plan.channel) for item in users]
-    if any("push_id" in recipient.contact for recipient in recipients):
-        if session is not None:
+    """Each user's messages, rendered (see `_envelopes_of`)."""
+    async with database.reader() as session:
+        return (await _envelopes_of(session, [(plan, execution, users)], now))[0]
+
+
+async def _envelopes_of(
+    session: AsyncSession, batches: list[tuple[SendPlan, Execution, list[_Claimed]]], now: datetime
+) -> list[_Messages]:
+    """Each user's messages, rendered, for batches of several executions: the users' push tokens
+    read in one query per batch, every user of every batch rendered in one worker-thread hop (a
+    claimed batch at once: none of that between windows)."""
+    parts = []
+    for plan, execution, users in batches:
+        recipients = [recipient_for(item.user, item.customer_id, plan.channel) for item in users]
+        if plan.groups and any("push_id" in recipient.contact for recipient in recipients):
             recipients = await with_push_tokens(session, execution.workspace_id, recipients)
+        wanted: list[tuple[Group, dict[str, Any], list[tuple[SlotMessage, Recipient]]]] = []
+        for item, recipient in zip(users, recipients, strict=True) if plan.groups else ():
+            profile = recipient.profile or {}
+            group = plan.group_for(item.customer_id, profile)
+            # None left: the user's tokens changed since the audience was resolved (`_results`).
+            wanted.append((group, profile, plan.deliveries(group, recipient)))
+        # Each firing of an EVENT execution with its own event; else no event, or a business
+        # event's attributes for every user.
+        if execution.trigger == "EVENT":
+            events = [item.event for item in users]
         else:
-            async with database.reader() as own:
-                recipients = await with_push_tokens(own, execution.workspace_id, recipients)
-    wanted: list[tuple[Group, dict[str, Any], list[tuple[SlotMessage, Recipient]]]] = []
-    for item, recipient in zip(users, recipients, strict=True):
-        profile = recipient.profile or {}
-        group = plan.group_for(item.customer_id, profile)
-        # None left: the user's tokens changed since the audience was resolved (see `_results`).
-        wanted.append((group, profile, plan.deliveries(group, recipient)))
-    renders = [(group, profile, [message for message, _ in found]) for group, profile, found in wanted]
-    # Each firing of an EVENT execution with its own event; else no event, or a business event's
-    # attributes for every user.
-    if execution.trigger == "EVENT":
-        events = [item.event for item in users]
-    else:
-        events = [execution.event] * len(users)
-    bodies = await plan.render_many(renders, events)
-    reason = plan.problem if plan.connector is not None else plan.problem or "No connector."
-    messages: _Messages = []
-    for item, (_, _, found), rendered in zip(users, wanted, bodies, strict=True):
-        envelopes: list[tuple[Envelope, str | None]] = []
-        for (message, reached), body in zip(found, rendered, strict=True):
-            platform = message.slot.platform.value if message.slot.platform else plan.channel.value
-            why = reason
-            if isinstance(body, RenderError):
-                body, why = message.message(), f"Personalization failed: {body}"
-            envelope = Envelope(
-                delivery_id(execution.id, item.customer_id, platform, item.firing),
-                execution.workspace_id,
-                plan.campaign.campaign_id,
-                False,
-                message.slot,
-                reached,
-                body,
-                now,
-                plan.advanced_for(message, now),
-            )
-            envelopes.append((envelope, why))
-        messages.append((item, envelopes))
-    return messages
+            events = [execution.event] * len(users)
+        parts.append((plan, wanted, events if plan.groups else []))
+    renders = [
+        (
+            plan,
+            [(group, profile, [message for message, _ in found]) for group, profile, found in wanted],
+            events,
+        )
+        for plan, wanted, events in parts
+    ]
+    bodies_of = await render_plans(renders)
+    found_of: list[_Messages] = []
+    for (plan, execution, users), (_, wanted, _), bodies in zip(batches, parts, bodies_of, strict=True):
+        if not plan.groups:
+            found_of.append([(item, []) for item in users])  # nothing to send (`_send_window` says why)
+            continue
+        reason = plan.problem if plan.connector is not None else plan.problem or "No connector."
+        messages: _Messages = []
+        for item, (_, _, found), rendered in zip(users, wanted, bodies, strict=True):
+            envelopes: list[tuple[Envelope, str | None]] = []
+            for (message, reached), body in zip(found, rendered, strict=True):
+                platform = message.slot.platform.value if message.slot.platform else plan.channel.value
+                why = reason
+                if isinstance(body, RenderError):
+                    body, why = message.message(), f"Personalization failed: {body}"
+                envelope = Envelope(
+                    delivery_id(execution.id, item.customer_id, platform, item.firing),
+                    execution.workspace_id,
+                    plan.campaign.campaign_id,
+                    False,
+                    message.slot,
+                    reached,
+                    body,
+                    now,
+                    plan.advanced_for(message, now),
+                )
+                envelopes.append((envelope, why))
+            messages.append((item, envelopes))
+        found_of.append(messages)
+    return found_of
 
 
 async def _send_window(
@@ -642,17 +666,22 @@ async def _send_lanes(
         versions = await live_versions(
             session, workspace_id, [lane.execution.campaign_id for lane, _ in claimed]
         )
+        ready: list[tuple[Lane, list[_Claimed]]] = []
         for lane, users in claimed:
             plan = lane.plan
             version = versions.get(lane.execution.campaign_id)
             if version != plan.version or plan.connector is None or not plan.groups or not users:
                 alone.append((lane, users, None))
-                continue
-            messages = await _envelopes(database, plan, lane.execution, users, now, session)
-            if any(not found or any(why is not None for _, why in found) for _, found in messages):
-                alone.append((lane, users, messages))
-                continue
-            shared.setdefault(plan.connector.id, []).append((lane, messages))
+            else:
+                ready.append((lane, users))
+        batches = [(lane.plan, lane.execution, users) for lane, users in ready]
+        rendered_of = await _envelopes_of(session, batches, now)
+    for (lane, users), messages in zip(ready, rendered_of, strict=True):
+        if any(not found or any(why is not None for _, why in found) for _, found in messages):
+            alone.append((lane, users, messages))
+            continue
+        assert lane.plan.connector is not None
+        shared.setdefault(lane.plan.connector.id, []).append((lane, messages))
     for group in shared.values():
         if not await _send_shared(database, dispatcher, group, now):
             alone += [(lane, [item for item, _ in messages], messages) for lane, messages in group]
