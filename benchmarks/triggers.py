@@ -4,18 +4,21 @@
   by an in-process signal at each ingestion's commit);
 - PostgreSQL: `herald serve --workers N` and a separate `herald worker` (woken by LISTEN/NOTIFY).
 
-The worker's poll interval is an hour: only the wake-ups on commit find the work. This process
+Each run starts from a fresh database (on PostgreSQL the named database is dropped and created
+again). The worker's poll interval is an hour: only the wake-ups on commit find the work. This process
 drives the ingestion (a raw keep-alive HTTP/1.1 client, so the driver costs little of the shared
 CPU) and is the sink: a raw asyncio HTTP server on 127.0.0.1 recording when each message arrives.
 
     python -m benchmarks.triggers [--rate 1000] [--seconds 10] [--batch 1] [--users 2000]
                                   [--campaigns 10] [--connections 16] [--serve-workers 2]
-                                  [--bare-rate R] [--database-url URL] [--redis-url URL]
+                                  [--bare-rate R] [--sink-batch 1] [--pool-size 10]
+                                  [--database-url URL] [--redis-url URL]
 
 `--campaigns` ACTIVE EVENT_TRIGGERED Push campaigns (ASAP), each waiting for an action of its own;
 events go round-robin over the actions at `--rate` events per second for `--seconds`, so each event
 fires exactly one campaign. `--batch 1` sends each event alone (`POST /v1/event`); `--batch N`
 sends N events of N users per request (`POST /v1/transition`), as a client batching its events does.
+`--sink-batch N` gives the sink's connector `batch_size` N (N messages per webhook call).
 Figures:
 - event → sink latency p50 / p95 (from the ingestion's 200, i.e. after its commit, to the message's
   arrival at the sink; target p95 <= 1 s);
@@ -43,7 +46,7 @@ from cryptography.fernet import Fernet
 from pydantic import SecretStr
 
 from benchmarks.common import Figure, argument_parser, prepare_workspace, summary, table
-from benchmarks.peers import free_port, herald_env, started
+from benchmarks.peers import free_port, herald_env, recreate_postgres, started
 from herald.clock import SystemClock
 from herald.config import Settings
 from herald.db import create_database
@@ -295,8 +298,11 @@ async def main() -> None:
     settings = Settings(database_url=args.database_url, redis_url=None, secret_key=SecretStr(key))
     sqlite = args.database_url.startswith("sqlite")
     engine = "sqlite" if sqlite else "postgresql"
-    if sqlite:  # a fresh file each run
+    # A fresh database each run (the campaigns of an earlier run would still be ACTIVE).
+    if sqlite:
         fresh(Path(args.database_url.split("///", 1)[1]))
+    else:
+        await recreate_postgres(args.database_url)
     workspace = f"{WORKSPACE}-{uuid.uuid4().hex[:8]}"
     credentials = await prepare_workspace(settings, workspace)
     progress = Progress()
