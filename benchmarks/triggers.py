@@ -4,8 +4,8 @@
   by an in-process signal at each ingestion's commit);
 - PostgreSQL: `herald serve --workers N` and a separate `herald worker` (woken by LISTEN/NOTIFY).
 
-Each run starts from a fresh database (on PostgreSQL the named database is dropped and created
-again). The worker's poll interval is an hour: only the wake-ups on commit find the work. This process
+Each run starts from a fresh database (on PostgreSQL `<name>_triggers` beside the database named,
+dropped and created again). The worker's poll interval is an hour: only the wake-ups on commit find the work. This process
 drives the ingestion (a raw keep-alive HTTP/1.1 client, so the driver costs little of the shared
 CPU) and is the sink: a raw asyncio HTTP server on 127.0.0.1 recording when each message arrives.
 
@@ -295,14 +295,16 @@ async def main() -> None:
     parser.add_argument("--redis-url", default=os.environ.get("HERALD_BENCH_REDIS_URL"))
     args = parser.parse_args()
     key = Fernet.generate_key().decode()
-    settings = Settings(database_url=args.database_url, redis_url=None, secret_key=SecretStr(key))
     sqlite = args.database_url.startswith("sqlite")
     engine = "sqlite" if sqlite else "postgresql"
-    # A fresh database each run (the campaigns of an earlier run would still be ACTIVE).
+    # A fresh database each run (the campaigns of an earlier run would still be ACTIVE); on
+    # PostgreSQL a sibling of the one named, so the data of other benchmarks stays.
     if sqlite:
         fresh(Path(args.database_url.split("///", 1)[1]))
     else:
+        args.database_url += "_triggers"
         await recreate_postgres(args.database_url)
+    settings = Settings(database_url=args.database_url, redis_url=None, secret_key=SecretStr(key))
     workspace = f"{WORKSPACE}-{uuid.uuid4().hex[:8]}"
     credentials = await prepare_workspace(settings, workspace)
     progress = Progress()
