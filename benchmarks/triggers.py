@@ -1,75 +1,151 @@
-"""Event-triggered delivery under sustained ingestion, in one process: the API app (through ASGI)
-and the worker loop (`run_forever`, an hourly poll: only the wake-up on commit finds the work), a
-raw asyncio HTTP sink on 127.0.0.1 recording when each message arrives.
+"""Event-triggered delivery under sustained ingestion, over real sockets, as deployed:
 
-    python -m benchmarks.triggers [--rate 1000] [--seconds 10] [--users 2000] [--campaigns 10]
-                                  [--concurrency 16] [--database-url URL]
+- SQLite (the default `--database-url`): one `herald serve` process, its worker in-process (woken
+  by an in-process signal at each ingestion's commit);
+- PostgreSQL: `herald serve --workers N` and a separate `herald worker` (woken by LISTEN/NOTIFY).
+
+Each run starts from a fresh database (on PostgreSQL `<name>_triggers` beside the database named,
+dropped and created again). The worker's poll interval is an hour: only the wake-ups on commit find the work. This process
+drives the ingestion (a raw keep-alive HTTP/1.1 client, so the driver costs little of the shared
+CPU) and is the sink: a raw asyncio HTTP server on 127.0.0.1 recording when each message arrives.
+
+    python -m benchmarks.triggers [--rate 1000] [--seconds 10] [--batch 1] [--users 2000]
+                                  [--campaigns 10] [--connections 16] [--serve-workers 2]
+                                  [--bare-rate R] [--sink-batch 1] [--pool-size 10]
+                                  [--database-url URL] [--redis-url URL]
 
 `--campaigns` ACTIVE EVENT_TRIGGERED Push campaigns (ASAP), each waiting for an action of its own;
-events go round-robin over the actions at `--rate` per second for `--seconds`, so each event fires
-exactly one campaign. Figures:
+events go round-robin over the actions at `--rate` events per second for `--seconds`, so each event
+fires exactly one campaign. `--batch 1` sends each event alone (`POST /v1/event`); `--batch N`
+sends N events of N users per request (`POST /v1/transition`), as a client batching its events does.
+`--sink-batch N` gives the sink's connector `batch_size` N (N messages per webhook call).
+Figures:
 - event → sink latency p50 / p95 (from the ingestion's 200, i.e. after its commit, to the message's
   arrival at the sink; target p95 <= 1 s);
-- ingestion rate achieved with the campaigns active, and its ratio to the same ingestion with no
-  campaign waiting (the bare reference, run first, side by side);
-- backlog: firings not yet at the sink when ingestion stops, in seconds of ingestion (it must not
-  grow: target <= 1 s), and the time to drain it.
+- ingestion rate achieved with the campaigns active, beside the same ingestion with no campaign
+  waiting (the bare reference, run first, side by side, at `--bare-rate`, default `--rate`);
+- backlog: firings acknowledged but not yet at the sink, sampled every second; its growth over the
+  second half of the ingestion (firings per second, by least squares: 0 when the worker keeps up),
+  its value when ingestion stops (target <= 1 s of ingestion) and the time to drain it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import statistics
+import sys
 import time
 import uuid
+from pathlib import Path
 from typing import Any
 
-import httpx
 import orjson
 from cryptography.fernet import Fernet
 from pydantic import SecretStr
 
 from benchmarks.common import Figure, argument_parser, prepare_workspace, summary, table
-from herald.campaigns import worker
+from benchmarks.peers import free_port, herald_env, recreate_postgres, started
+from herald.clock import SystemClock
 from herald.config import Settings
+from herald.db import create_database
 from herald.delivery.config import ConnectorInput
 from herald.delivery.connectors import add_connector
-from herald.main import create_app
-from herald.services import Services
 
 WORKSPACE = "bench-triggers"
 
 
-class Sink:
-    """Answers every POST 204 and records (event sequence number, arrival time) from the title."""
+class Progress:
+    """Which events were acknowledged and which arrived, and how many did both (the backlog is the
+    acknowledged ones that have not arrived yet)."""
 
     def __init__(self) -> None:
+        self.acknowledged: dict[int, float] = {}
         self.arrived: dict[int, float] = {}
+        self.both = 0
+
+    def ack(self, seq: int, at: float) -> None:
+        self.acknowledged[seq] = at
+        if seq in self.arrived:
+            self.both += 1
+
+    def arrive(self, seq: int, at: float) -> None:
+        if seq in self.arrived:
+            return
+        self.arrived[seq] = at
+        if seq in self.acknowledged:
+            self.both += 1
+
+    @property
+    def backlog(self) -> int:
+        return len(self.acknowledged) - self.both
+
+
+class Sink:
+    """Answers every POST 204 and records each message's arrival (its title is the event's number)."""
+
+    def __init__(self, progress: Progress) -> None:
+        self.progress = progress
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             while True:
                 head = await reader.readuntil(b"\r\n\r\n")
-                length = 0
-                for line in head.split(b"\r\n"):
-                    if line.lower().startswith(b"content-length:"):
-                        length = int(line.split(b":", 1)[1])
+                length = _content_length(head)
                 body = await reader.readexactly(length) if length else b""
                 now = time.perf_counter()
                 with contextlib.suppress(Exception):
                     for message in _messages(orjson.loads(body)):
-                        self.arrived.setdefault(int(message["message"]["basic_details"]["title"]), now)
+                        self.progress.arrive(int(message["message"]["basic_details"]["title"]), now)
                 writer.write(b"HTTP/1.1 204 No Content\r\nContent-Length: 0\r\n\r\n")
                 await writer.drain()
-        except (asyncio.IncompleteReadError, ConnectionError):
-            pass
+        except (asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError):
+            pass  # the worker closed the connection, or the benchmark is over
         finally:
             writer.close()
 
 
+def _content_length(head: bytes) -> int:
+    for line in head.split(b"\r\n"):
+        if line.lower().startswith(b"content-length:"):
+            return int(line.split(b":", 1)[1])
+    return 0
+
+
 def _messages(payload: Any) -> list[dict[str, Any]]:
     return payload if isinstance(payload, list) else [payload]
+
+
+class Client:
+    """One keep-alive HTTP/1.1 connection: a request, then its answer (Content-Length bodies)."""
+
+    def __init__(self, port: int, headers: dict[str, str]) -> None:
+        self._port = port
+        self._head = "".join(f"{name}: {value}\r\n" for name, value in headers.items())
+        self._reader: asyncio.StreamReader | None = None
+        self._writer: asyncio.StreamWriter | None = None
+
+    async def request(self, method: str, path: str, body: Any, **headers: str) -> tuple[int, bytes]:
+        if self._reader is None or self._writer is None:
+            self._reader, self._writer = await asyncio.open_connection("127.0.0.1", self._port)
+        payload = orjson.dumps(body) if body is not None else b""
+        extra = "".join(f"{name.replace('_', '-')}: {value}\r\n" for name, value in headers.items())
+        self._writer.write(
+            (
+                f"{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n{self._head}{extra}"
+                f"Content-Type: application/json\r\nContent-Length: {len(payload)}\r\n\r\n"
+            ).encode()
+            + payload
+        )
+        head = await self._reader.readuntil(b"\r\n\r\n")
+        status = int(head.split(b" ", 2)[1])
+        length = _content_length(head)
+        return status, await self._reader.readexactly(length) if length else b""
+
+    def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
 
 
 def campaign(index: int) -> dict[str, Any]:
@@ -100,183 +176,293 @@ def campaign(index: int) -> dict[str, Any]:
     }
 
 
+def _event(seq: int, users: int, campaigns: int) -> dict[str, Any]:
+    return {
+        "type": "event",
+        "customer_id": f"u{seq % users}",
+        "actions": [{"action": f"act{seq % campaigns}", "attributes": {"seq": seq}}],
+    }
+
+
 async def ingest(
-    client: httpx.AsyncClient,
-    path: str,
-    headers: dict[str, str],
+    clients: list[Client],
+    workspace: str,
+    progress: Progress,
     rate: float,
     seconds: float,
     users: int,
     campaigns: int,
-    concurrency: int,
+    batch: int,
     first: int,
-) -> tuple[dict[int, float], float]:
-    """Events paced at `rate`; when each was acknowledged, and the rate achieved."""
-    acknowledged: dict[int, float] = {}
-    total = int(rate * seconds)
+    samples: list[tuple[float, int]] | None = None,
+) -> float:
+    """Events paced at `rate` (`batch` per request) over the clients' connections, each request's
+    events acknowledged at its 200; the event rate achieved. With `samples`, the backlog is sampled
+    every second meanwhile."""
+    requests = max(1, int(rate * seconds) // batch)
     start = time.perf_counter()
-    queue: asyncio.Queue[int] = asyncio.Queue()
-    for seq in range(first, first + total):
-        queue.put_nowait(seq)
+    next_request = 0
 
-    async def one() -> None:
-        while not queue.empty():
-            seq = queue.get_nowait()
-            due = start + (seq - first) / rate
-            delay = due - time.perf_counter()
+    async def one(client: Client) -> None:
+        nonlocal next_request
+        while next_request < requests:
+            index = next_request
+            next_request += 1
+            delay = start + index * batch / rate - time.perf_counter()
             if delay > 0:
                 await asyncio.sleep(delay)
-            body = {
-                "type": "event",
-                "customer_id": f"u{seq % users}",
-                "actions": [{"action": f"act{seq % campaigns}", "attributes": {"seq": seq}}],
-            }
-            response = await client.post(path, json=body, headers=headers)
-            assert response.status_code == 200, response.text
-            acknowledged[seq] = time.perf_counter()
+            seqs = range(first + index * batch, first + (index + 1) * batch)
+            if batch == 1:
+                status, body = await client.request(
+                    "POST", f"/v1/event/{workspace}", _event(seqs[0], users, campaigns)
+                )
+            else:
+                elements = [_event(seq, users, campaigns) for seq in seqs]
+                status, body = await client.request(
+                    "POST", f"/v1/transition/{workspace}", {"type": "transition", "elements": elements}
+                )
+            assert status == 200, body
+            now = time.perf_counter()
+            for seq in seqs:
+                progress.ack(seq, now)
 
-    await asyncio.gather(*(one() for _ in range(concurrency)))
-    return acknowledged, total / (time.perf_counter() - start)
+    async def sample() -> None:
+        assert samples is not None
+        while True:
+            await asyncio.sleep(1)
+            samples.append((time.perf_counter() - start, progress.backlog))
+
+    sampler = asyncio.create_task(sample()) if samples is not None else None
+    try:
+        await asyncio.gather(*(one(client) for client in clients))
+    finally:
+        if sampler is not None:
+            sampler.cancel()
+    return requests * batch / (time.perf_counter() - start)
+
+
+def growth(samples: list[tuple[float, int]]) -> float:
+    """The backlog's slope (firings per second) over the second half of the samples."""
+    half = samples[len(samples) // 2 :]
+    if len(half) < 2:
+        return 0.0
+    return statistics.linear_regression([t for t, _ in half], [float(b) for _, b in half]).slope
+
+
+async def add_sink(settings: Settings, workspace: str, port: int, batch: int) -> None:
+    database = create_database(settings)
+    try:
+        async with database.writer() as session:
+            await add_connector(
+                session,
+                SystemClock().now(),
+                workspace,
+                ConnectorInput(
+                    "sink",
+                    "CUSTOM_API",
+                    channel="push",
+                    url=f"http://127.0.0.1:{port}/",
+                    secret="s" * 32,
+                    timeout=5,
+                    batch_size=batch if batch > 1 else None,
+                ),
+                settings.secret_key,
+            )
+            await session.commit()
+    finally:
+        await database.dispose()
+
+
+def fresh(path: Path) -> None:
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
 
 
 async def main() -> None:
     parser = argument_parser(__doc__, "herald-bench-triggers.db")
-    parser.add_argument("--rate", type=float, default=1000)
+    parser.add_argument("--rate", type=float, default=1000, help="events per second")
+    parser.add_argument("--bare-rate", type=float, default=None, help="the bare reference's (default --rate)")
     parser.add_argument("--seconds", type=float, default=10)
+    parser.add_argument("--bare-seconds", type=float, default=None, help="default: half of --seconds, <= 20")
+    parser.add_argument("--batch", type=int, default=1, help="events per request")
     parser.add_argument("--users", type=int, default=2000)
     parser.add_argument("--campaigns", type=int, default=10)
-    parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--connections", type=int, default=16)
+    parser.add_argument("--serve-workers", type=int, default=2, help="API processes on PostgreSQL")
+    parser.add_argument("--delivery-concurrency", type=int, default=32)
+    parser.add_argument("--pool-size", type=int, default=10, help="database connections per process")
+    parser.add_argument("--sink-batch", type=int, default=1, help="the connector's batch_size")
+    parser.add_argument("--redis-url", default=os.environ.get("HERALD_BENCH_REDIS_URL"))
     args = parser.parse_args()
-    key = SecretStr(Fernet.generate_key().decode())
-    settings = Settings(
-        database_url=args.database_url, redis_url=None, secret_key=key, delivery_concurrency=32
-    )
-    engine = "sqlite" if args.database_url.startswith("sqlite") else "postgresql"
+    key = Fernet.generate_key().decode()
+    sqlite = args.database_url.startswith("sqlite")
+    engine = "sqlite" if sqlite else "postgresql"
+    # A fresh database each run (the campaigns of an earlier run would still be ACTIVE); on
+    # PostgreSQL a sibling of the one named, so the data of other benchmarks stays.
+    if sqlite:
+        fresh(Path(args.database_url.split("///", 1)[1]))
+    else:
+        args.database_url += "_triggers"
+        await recreate_postgres(args.database_url)
+    settings = Settings(database_url=args.database_url, redis_url=None, secret_key=SecretStr(key))
     workspace = f"{WORKSPACE}-{uuid.uuid4().hex[:8]}"
     credentials = await prepare_workspace(settings, workspace)
-    sink = Sink()
+    progress = Progress()
+    sink = Sink(progress)
     server = await asyncio.start_server(sink.handle, "127.0.0.1", 0)
-    port = server.sockets[0].getsockname()[1]
-    app = create_app(settings)
-    services: Services = app.state.herald
-    database = services.database
-    async with database.writer() as session:
-        await add_connector(
-            session,
-            services.clock.now(),
-            workspace,
-            ConnectorInput(
-                "sink",
-                "CUSTOM_API",
-                channel="push",
-                url=f"http://127.0.0.1:{port}/",
-                secret="s" * 32,
-                timeout=5,
-            ),
-            settings.secret_key,
-        )
-        await session.commit()
-    transport = httpx.ASGITransport(app=app)
-    headers = credentials.headers(settings)
-    async with httpx.AsyncClient(transport=transport, base_url="http://bench", timeout=60) as client:
-        elements = [
-            {
-                "type": "customer",
-                "customer_id": f"u{i}",
-                "attributes": {"push_id": f"t{i}", "platform": "ANDROID"},
-            }
-            for i in range(args.users)
-        ]
-        for start in range(0, len(elements), 1000):
-            response = await client.post(
-                f"/v1/transition/{workspace}",
-                json={"type": "transition", "elements": elements[start : start + 1000]},
-                headers=headers,
+    await add_sink(settings, workspace, server.sockets[0].getsockname()[1], args.sink_batch)
+
+    port = free_port()
+    env = {
+        **herald_env(args.database_url, args.redis_url),
+        "HERALD_SECRET_KEY": key,
+        "HERALD_WORKER_INTERVAL_SECONDS": "3600",
+        "HERALD_DELIVERY_CONCURRENCY": str(args.delivery_concurrency),
+        "HERALD_DB_POOL_SIZE": str(args.pool_size),
+    }
+    serve = [sys.executable, "-m", "herald", "serve", "--port", str(port)]
+    with contextlib.ExitStack() as stack:
+        if sqlite:
+            stack.enter_context(started("herald-sqlite", serve, env, port, "/healthz"))
+        else:
+            worker_env = {**env, "HERALD_IN_PROCESS_WORKER": "false"}
+            stack.enter_context(
+                started(
+                    "herald-pg",
+                    [*serve, "--workers", str(args.serve_workers)],
+                    worker_env,
+                    port,
+                    "/healthz",
+                )
             )
-            assert response.status_code == 200, response.text
-        path = f"/v1/event/{workspace}"
+            # `herald worker` serves nothing: it is probed through the API's port.
+            stack.enter_context(
+                started(
+                    "herald-worker",
+                    [sys.executable, "-m", "herald", "worker", "--interval", "3600"],
+                    worker_env,
+                    port,
+                    "/healthz",
+                )
+            )
+        figures = await drive(args, settings, credentials, workspace, port, progress)
+    server.close()
+    rows, summary_figures, lost = figures
+    print(
+        table(
+            f"triggers :: {engine} ({args.campaigns} campaigns, {args.batch} events per request, "
+            f"{args.sink_batch} messages per webhook call, lost {lost})",
+            rows,
+        )
+    )
+    summary("triggers", engine, summary_figures)
+    if lost:
+        raise SystemExit(f"{lost} firings never reached the sink")
+
+
+async def drive(
+    args: Any, settings: Settings, credentials: Any, workspace: str, port: int, progress: Progress
+) -> tuple[list[tuple[str, str]], list[Figure], int]:
+    headers = credentials.headers(settings)
+    clients = [Client(port, headers) for _ in range(args.connections)]
+    write = Client(port, credentials.headers(settings, campaigns=True))
+    try:
+        for start in range(0, args.users, 1000):
+            elements = [
+                {
+                    "type": "customer",
+                    "customer_id": f"u{i}",
+                    "attributes": {"push_id": f"t{i}", "platform": "ANDROID"},
+                }
+                for i in range(start, min(args.users, start + 1000))
+            ]
+            status, body = await clients[0].request(
+                "POST", f"/v1/transition/{workspace}", {"type": "transition", "elements": elements}
+            )
+            assert status == 200, body
         # The bare reference: the same ingestion with no campaign waiting for the events.
-        _, bare_rate = await ingest(
-            client,
-            path,
-            headers,
-            args.rate,
-            args.seconds / 2,
+        bare_seconds = args.bare_seconds or min(args.seconds / 2, 20)
+        bare_rate = await ingest(
+            clients,
+            workspace,
+            Progress(),
+            args.bare_rate or args.rate,
+            bare_seconds,
             args.users,
             args.campaigns,
-            args.concurrency,
+            args.batch,
             0,
         )
-        write = {**credentials.headers(settings, campaigns=True)}
         for index in range(args.campaigns):
-            response = await client.post(
-                "/v5/campaigns", json=campaign(index), headers={**write, "Idempotency-Key": uuid.uuid4().hex}
+            status, body = await write.request(
+                "POST", "/v5/campaigns", campaign(index), Idempotency_Key=uuid.uuid4().hex
             )
-            assert response.status_code == 201, response.text
-            campaign_id = response.json()["data"]["id"]
-            response = await client.patch(
+            assert status == 201, body
+            campaign_id = orjson.loads(body)["data"]["id"]
+            status, body = await write.request(
+                "PATCH",
                 f"/core-services/v1/campaigns/{campaign_id}",
-                json={"request_id": uuid.uuid4().hex, "updated_by": "bench@example.com", "status": "PUBLISH"},
-                headers={**write, "Idempotency-Key": uuid.uuid4().hex},
+                {"request_id": uuid.uuid4().hex, "updated_by": "bench@example.com", "status": "PUBLISH"},
+                Idempotency_Key=uuid.uuid4().hex,
             )
-            assert response.status_code == 204, response.text
-        stop = asyncio.Event()
-        loop = asyncio.create_task(worker.run_forever(database, services.clock, 3600, stop, settings))
-        await asyncio.sleep(0.5)  # the first tick creates the campaigns' executions
-        first = 10_000_000
-        acknowledged, rate = await ingest(
-            client,
-            path,
-            headers,
+            assert status == 204, body
+        await asyncio.sleep(1)  # the publish wakes the worker: it creates the campaigns' executions
+        samples: list[tuple[float, int]] = []
+        rate = await ingest(
+            clients,
+            workspace,
+            progress,
             args.rate,
             args.seconds,
             args.users,
             args.campaigns,
-            args.concurrency,
-            first,
+            args.batch,
+            10_000_000,
+            samples,
         )
         ended = time.perf_counter()
-        backlog = sum(1 for seq in acknowledged if seq not in sink.arrived)
+        backlog = progress.backlog
         for _ in range(2400):  # at most 2 minutes to drain
-            if all(seq in sink.arrived for seq in acknowledged):
+            if progress.backlog == 0:
                 break
             await asyncio.sleep(0.05)
         drained = time.perf_counter() - ended
-        stop.set()
-        await loop
-    server.close()
-    await database.dispose()
-    latencies = sorted((sink.arrived[s] - at) * 1000 for s, at in acknowledged.items() if s in sink.arrived)
-    lost = len(acknowledged) - len(latencies)
+    finally:
+        for client in (*clients, write):
+            client.close()
+    arrived = progress.arrived
+    latencies = sorted(
+        max(0.0, arrived[seq] - at) * 1000 for seq, at in progress.acknowledged.items() if seq in arrived
+    )
+    lost = len(progress.acknowledged) - len(latencies)
     p50 = statistics.median(latencies) if latencies else float("inf")
     p95 = latencies[int(len(latencies) * 0.95) - 1] if latencies else float("inf")
     backlog_seconds = backlog / max(rate, 1)
-    print(
-        table(
-            f"triggers :: {engine} ({args.campaigns} campaigns, {len(acknowledged)} events, lost {lost})",
-            [
-                ("ingestion, bare (no campaign waiting)", f"{bare_rate:,.0f} events/s"),
-                ("ingestion, campaigns waiting", f"{rate:,.0f} events/s"),
-                ("event -> sink p50", f"{p50:,.1f} ms"),
-                ("event -> sink p95", f"{p95:,.1f} ms"),
-                ("backlog at the end of ingestion", f"{backlog} firings ({backlog_seconds:.2f} s)"),
-                ("drained after", f"{drained:.2f} s"),
-            ],
-        )
-    )
-    summary(
-        "triggers",
-        engine,
-        [
-            Figure("event->sink p50", p50, "ms"),
-            Figure("event->sink p95", p95, "ms", at_most=1000),
-            Figure("events/s ingested", rate, "/s", at_least=args.rate),
-            Figure("ingestion vs bare", rate / bare_rate if bare_rate else 0.0, "", at_least=0.5),
-            Figure("backlog (s of ingestion)", backlog_seconds, "", at_most=1.0),
-        ],
-    )
-    if lost:
-        raise SystemExit(f"{lost} firings never reached the sink")
+    slope = growth(samples)
+    peak = max((b for _, b in samples), default=0)
+    rows = [
+        ("events", f"{len(progress.acknowledged):,} in {args.seconds:g} s, {args.batch} per request"),
+        (
+            "ingestion, bare (no campaign waiting)",
+            f"{bare_rate:,.0f} events/s (offered {args.bare_rate or args.rate:,.0f})",
+        ),
+        ("ingestion, campaigns waiting", f"{rate:,.0f} events/s (offered {args.rate:,.0f})"),
+        ("event -> sink p50", f"{p50:,.1f} ms"),
+        ("event -> sink p95", f"{p95:,.1f} ms"),
+        ("event -> sink max", f"{latencies[-1] if latencies else float('inf'):,.1f} ms"),
+        ("backlog: peak / at the end of ingestion", f"{peak} / {backlog} firings ({backlog_seconds:.2f} s)"),
+        ("backlog growth, second half", f"{slope:+.1f} firings/s"),
+        ("drained after", f"{drained:.2f} s"),
+    ]
+    figures = [
+        Figure("event->sink p50", p50, "ms"),
+        Figure("event->sink p95", p95, "ms", at_most=1000),
+        Figure("events/s ingested", rate, "/s", at_least=args.rate),
+        Figure("ingestion vs bare", rate / bare_rate if bare_rate else 0.0, "", at_least=0.5),
+        Figure("backlog (s of ingestion)", backlog_seconds, "", at_most=1.0),
+        Figure("backlog growth", slope, "/s"),
+    ]
+    return rows, figures, lost
 
 
 if __name__ == "__main__":

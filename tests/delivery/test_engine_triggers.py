@@ -143,6 +143,38 @@ class TestEventTriggered:
         await tick(app, workspace)
         assert sorted(c for c, _ in titles(webhook)) == sorted(f"u{i}" for i in range(20))
 
+    async def test_two_workers_send_the_firings_of_several_campaigns_each_once(
+        self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant, webhook: HttpReceiver
+    ) -> None:
+        # The EVENT executions of a workspace are claimed and sent together (one window for all
+        # campaigns): still one message per firing, whichever worker takes which lane.
+        customers = [f"u{i}" for i in range(12)]
+        await ready(app, workspace, webhook, *customers)
+        viewed = {"filter_operator": "and", "filters": [{"filter_type": "actions", "action_name": "viewed"}]}
+        cart_id = await publish(client, workspace, EVENT)
+        viewed_id = await publish(
+            client,
+            workspace,
+            event_body(trigger_condition={"included_filters": viewed, "trigger_delay_type": "ASAP"}),
+        )
+        elements = [
+            {"type": "event", "customer_id": c, "actions": [{"action": action}]}
+            for c in customers
+            for action in ("added_to_cart", "viewed", "added_to_cart")
+        ]
+        response = await client.post(
+            f"/v1/transition/{workspace.workspace_id}",
+            json={"type": "transition", "elements": elements},
+            headers=workspace.write_headers(),
+        )
+        assert response.status_code == 200, response.text
+        await asyncio.gather(tick(app, workspace), tick(app, workspace))
+        await tick(app, workspace)
+        await tick(app, workspace)
+        assert sorted(c for c, _ in titles(webhook, cart_id)) == sorted(customers * 2)
+        assert sorted(c for c, _ in titles(webhook, viewed_id)) == sorted(customers)
+        assert len({r.json()["id"] for r in webhook.received}) == len(webhook.received) == 36
+
     async def test_attribute_count_and_secondary_filters_and_the_audience_decide(
         self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant, webhook: HttpReceiver
     ) -> None:

@@ -15,7 +15,10 @@ messages per POST; SMTP connections are kept between messages (`smtp.SmtpSession
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Sequence
+import contextlib
+import functools
+import ssl
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Self
@@ -51,14 +54,13 @@ class Dispatcher:
         # Failed attempts in a row per connector, and the last reason (reset by a success).
         self._streak: dict[str, tuple[int, str]] = {}
         self._secrets: dict[str, dict[str, str] | SecretKeyError] = {}
-        # Redirects are never followed: the signature is for the URL the connector names. As many
-        # connections are kept alive as requests may be in flight, so none is opened per message.
-        flight = max(1, settings.delivery_concurrency)
-        self._client = httpx.AsyncClient(
-            follow_redirects=False,
-            trust_env=False,
-            limits=httpx.Limits(max_connections=max(100, flight), max_keepalive_connections=flight),
-        )
+        # At most `delivery_concurrency` requests in flight, each on a lane of its own: an HTTP
+        # client with one kept-alive connection. One client pooling that many connections would
+        # walk its whole pool (twice per request, quadratically in its size) on every request; at a
+        # few hundred messages a second that walk was most of the worker's time.
+        self._flight = asyncio.Semaphore(max(1, settings.delivery_concurrency))
+        self._idle: list[httpx.AsyncClient] = []
+        self._lanes: list[httpx.AsyncClient] = []
         self._smtp = SmtpSessions()
 
     async def __aenter__(self) -> Self:
@@ -67,8 +69,31 @@ class Dispatcher:
     async def __aexit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        await self._client.aclose()
+        # Side by side: one after the other, each close waits a turn of the (maybe busy) loop.
+        await asyncio.gather(*(client.aclose() for client in self._lanes))
         await self._smtp.close()
+
+    @contextlib.asynccontextmanager
+    async def _lane(self) -> AsyncIterator[httpx.AsyncClient]:
+        """A client to send one request on, held while it is in flight (the last one released
+        first: its connection is the likeliest to be open still)."""
+        async with self._flight:
+            client = self._idle.pop() if self._idle else self._new_lane()
+            try:
+                yield client
+            finally:
+                self._idle.append(client)
+
+    def _new_lane(self) -> httpx.AsyncClient:
+        # Redirects are never followed: the signature is for the URL the connector names.
+        client = httpx.AsyncClient(
+            follow_redirects=False,
+            trust_env=False,
+            verify=tls_context(),
+            limits=httpx.Limits(max_connections=1, max_keepalive_connections=1),
+        )
+        self._lanes.append(client)
+        return client
 
     async def send(self, connector: Connector, envelope: Envelope) -> Outcome:
         """Record PENDING, attempt, record the outcome. Raises only if the PENDING row cannot be
@@ -166,13 +191,11 @@ class Dispatcher:
         settings = connector.settings or {}
         size = 1 if is_smtp(connector.type) else max(1, int(settings.get("batch_size") or 1))
         groups = [envelopes[start : start + size] for start in range(0, len(envelopes), size)]
-        flight = asyncio.Semaphore(max(1, self._settings.delivery_concurrency))
 
         async def attempt(group: Sequence[Envelope]) -> list[Outcome]:
-            async with flight:
-                if size == 1:
-                    return [await self._attempt(connector, group[0])]
-                return [await self._attempt(connector, group[0], group)] * len(group)
+            if size == 1:
+                return [await self._attempt(connector, group[0])]
+            return [await self._attempt(connector, group[0], group)] * len(group)
 
         done = await asyncio.gather(*(attempt(group) for group in groups))
         return [outcome for outcomes in done for outcome in outcomes]
@@ -206,16 +229,26 @@ class Dispatcher:
             settings = connector.settings or {}
             time_limit = float(settings.get("timeout") or self._settings.delivery_timeout_seconds)
             if is_smtp(connector.type):
-                outcome = await self._smtp.send(connector.id, settings, secrets, envelope, time_limit)
-            elif batch is not None:
-                outcome = await send_webhook_batch(self._client, settings, secrets, batch, time_limit)
+                async with self._flight:
+                    outcome = await self._smtp.send(connector.id, settings, secrets, envelope, time_limit)
             else:
-                outcome = await send_webhook(self._client, settings, secrets, envelope, time_limit)
+                async with self._lane() as client:
+                    if batch is not None:
+                        outcome = await send_webhook_batch(client, settings, secrets, batch, time_limit)
+                    else:
+                        outcome = await send_webhook(client, settings, secrets, envelope, time_limit)
         if outcome.connector_down and outcome.reason:
             self._down[connector.id] = (
                 f"connector '{connector.name}' failed earlier in this batch: {outcome.reason}"
             )
         return outcome
+
+
+@functools.cache
+def tls_context() -> ssl.SSLContext:
+    """The certificate store every webhook client verifies against, loaded once per process (a
+    client loading its own took about 50 ms, and a dispatcher is opened for each worker tick)."""
+    return httpx.create_ssl_context(trust_env=False)
 
 
 def retry_delay(settings: Settings, attempts: int) -> timedelta:

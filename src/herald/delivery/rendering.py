@@ -77,11 +77,11 @@ async def personalize_content(
 
 
 async def personalize_contents(
-    items: Sequence[tuple[PreparedContent, Mapping[str, Any]]], event: Mapping[str, Any]
+    items: Sequence[tuple[PreparedContent, Mapping[str, Any], Mapping[str, Any]]],
 ) -> list[dict[str, Any] | RenderError]:
-    """`personalize_content` for many recipients at once (one worker-thread hop): each one's
-    content, or the RenderError saying why it cannot be rendered for them."""
-    done = await personalize.personalize_many([(item.prepared, user) for item, user in items], event)
+    """`personalize_content` for many (content, recipient, event) at once (one worker-thread hop):
+    each one's content, or the RenderError saying why it cannot be rendered for them."""
+    done = await personalize.personalize_many([(item.prepared, user, event) for item, user, event in items])
     return [
         found.content if isinstance(found, personalize.Personalized) else _render_error(found)
         for found in done

@@ -217,18 +217,18 @@ def _outcome(rendered: tuple[dict[str, Any], list[Missing], list[Problem]]) -> P
 
 
 async def personalize_many(
-    items: Sequence[tuple[Prepared, Mapping[str, Any]]],
-    event: Mapping[str, Any],
+    items: Sequence[tuple[Prepared, Mapping[str, Any], Mapping[str, Any]]],
     *,
     limits: Limits = DEFAULT_LIMITS,
     resolver: Resolver = content_api.system_resolver,
     transport: httpx.AsyncBaseTransport | None = None,
 ) -> list[Personalized | Unprocessable]:
-    """`personalize` for many (content, user) pairs, each with its own budget, rendered in one
-    worker-thread hop: a hop per user costs more than rendering a short template (a delivery
-    window renders hundreds). Each item's outcome is its content, or why it cannot be rendered."""
+    """`personalize` for many (content, user, event) triples, each with its own budget, rendered in
+    one worker-thread hop: a hop per user costs more than rendering a short template (a delivery
+    window renders hundreds, each firing of an event-triggered campaign with its own event). Each
+    item's outcome is its content, or why it cannot be rendered."""
     datas: list[RenderData] = []
-    for prepared, user in items:
+    for prepared, user, event in items:
         answers = (
             await content_api.fetch_all(_api_calls(prepared, user, event), resolver, transport)
             if prepared.apis
@@ -239,7 +239,7 @@ async def personalize_many(
     def render_all() -> list[Personalized | Unprocessable]:
         return [
             _outcome(_render_all(prepared, data, limits))
-            for (prepared, _), data in zip(items, datas, strict=True)
+            for (prepared, _, _), data in zip(items, datas, strict=True)
         ]
 
     return await anyio.to_thread.run_sync(render_all)

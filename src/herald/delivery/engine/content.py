@@ -122,27 +122,50 @@ class SendPlan:
     async def render_many(
         self,
         wanted: Sequence[tuple[Group, dict[str, Any], Sequence[SlotMessage]]],
-        event: dict[str, Any] | None = None,
+        events: Sequence[dict[str, Any] | None],
     ) -> list[list[dict[str, Any] | RenderError]]:
-        """`render` for a window of users sharing one `event` (none, or a business event's): each
-        user's content rendered once for all its messages, every user's in one worker-thread hop;
-        per message, its body or why it cannot be rendered."""
-        contents = await personalize_contents(
-            [(self.prepared[group], profile) for group, profile, _ in wanted], event or {}
-        )
-        found: list[list[dict[str, Any] | RenderError]] = []
-        for (_, _, messages), content in zip(wanted, contents, strict=True):
-            if isinstance(content, RenderError):
-                found.append([content for _ in messages])
-            else:
-                found.append([self._message(content, item) for item in messages])
-        return found
+        """`render` for a window of users, each with its event (`event.*`: none, a business
+        event's, or the event of the user's firing): see `render_plans`."""
+        return (await render_plans([(self, wanted, events)]))[0]
 
     def _message(self, content: dict[str, Any], item: SlotMessage) -> dict[str, Any]:
         message = copy.deepcopy(message_at(content, item.path))
         if self.utm:
             _tag(message, self.channel, self.utm)
         return message
+
+
+async def render_plans(
+    parts: Sequence[
+        tuple[
+            SendPlan,
+            Sequence[tuple[Group, dict[str, Any], Sequence[SlotMessage]]],
+            Sequence[dict[str, Any] | None],
+        ]
+    ],
+) -> list[list[list[dict[str, Any] | RenderError]]]:
+    """Windows of users of several plans (campaigns), each user with its event: each user's content
+    rendered once for all its messages, every user of every plan in one worker-thread hop; per
+    plan, per user, per message, its body or why it cannot be rendered."""
+    contents = await personalize_contents(
+        [
+            (plan.prepared[group], profile, event or {})
+            for plan, wanted, events in parts
+            for (group, profile, _), event in zip(wanted, events, strict=True)
+        ]
+    )
+    found: list[list[list[dict[str, Any] | RenderError]]] = []
+    at = 0
+    for plan, wanted, _ in parts:
+        bodies: list[list[dict[str, Any] | RenderError]] = []
+        for (_, _, messages), content in zip(wanted, contents[at : at + len(wanted)], strict=True):
+            if isinstance(content, RenderError):
+                bodies.append([content for _ in messages])
+            else:
+                bodies.append([plan._message(content, item) for item in messages])
+        at += len(wanted)
+        found.append(bodies)
+    return found
 
 
 def _tag(message: dict[str, Any], channel: Channel, utm: dict[str, str]) -> None:
@@ -264,6 +287,18 @@ def _latest(workspace_id: str, campaign_id: str) -> Select[tuple[str, str, int]]
 async def _version(session: AsyncSession, workspace_id: str, campaign_id: str) -> Version | None:
     row = (await session.execute(_latest(workspace_id, campaign_id))).first()
     return None if row is None else (str(row.id), int(row.revision))
+
+
+async def live_versions(
+    session: AsyncSession, workspace_id: str, campaign_ids: list[str]
+) -> dict[str, Version]:
+    """`live_version`'s version for several campaigns in one read (a campaign not found is left out)."""
+    rows = await session.execute(
+        select(Campaign.campaign_id, Campaign.id, Campaign.revision).where(
+            Campaign.workspace_id == workspace_id, Campaign.campaign_id.in_(campaign_ids), Campaign.is_latest
+        )
+    )
+    return {str(campaign_id): (str(row_id), int(revision)) for campaign_id, row_id, revision in rows}
 
 
 async def live_version(

@@ -39,7 +39,14 @@ from herald.campaigns.schemas.common import CampaignStatus
 from herald.db import Database
 from herald.delivery.dispatch import Dispatcher
 from herald.delivery.engine import controls, conversions
-from herald.delivery.engine.content import Group, SendPlan, live_version, replan
+from herald.delivery.engine.content import (
+    Group,
+    SendPlan,
+    live_version,
+    live_versions,
+    render_plans,
+    replan,
+)
 from herald.delivery.engine.models import Execution, ExecutionUser
 from herald.delivery.engine.pause import pause
 from herald.delivery.messages import Envelope, Outcome, Recipient
@@ -130,108 +137,123 @@ async def _claim(
 ) -> list[_Claimed] | None:
     """The next batch to send (maybe empty after hold-outs); None when no user can be claimed now."""
     async with database.writer() as session:
-        current = await session.scalar(
-            select(Execution)
-            .where(Execution.workspace_id == execution.workspace_id, Execution.id == execution.id)
-            .with_for_update()
-        )
-        assert current is not None
-        claimable = (
-            select(
-                ExecutionUser.customer_id,
-                ExecutionUser.rank,
-                ExecutionUser.state,
-                User,
-                ExecutionUser.firing,
-                ExecutionUser.event,
-            )
-            .outerjoin(
-                User,
-                and_(
-                    User.workspace_id == ExecutionUser.workspace_id,
-                    User.customer_id == ExecutionUser.customer_id,
-                ),
-            )
-            .where(*_mine(execution))  # type: ignore[arg-type]
-            # An EVENT execution's firings go in the order of their events (first come, first
-            # served); a run's users in rank order.
-            .order_by(ExecutionUser.firing if execution.trigger == "EVENT" else ExecutionUser.rank)
-            .with_for_update(skip_locked=True, of=ExecutionUser)
-        )
-        # One state per statement, so each walks the (execution, state, rank) index from its first
-        # claimable user: a single statement over the three states walks the rank index through
-        # every user settled so far (each claim slower than the last: 1 s at 30,000 sent).
-        # Taken-over and due retries first (decided before: only their sends are left), then users
-        # never claimed, in rank order.
-        rows = list(
-            (
-                await session.execute(
-                    claimable.where(
-                        ExecutionUser.state == UserState.CLAIMED, ExecutionUser.claimed_at < now - lease
-                    ).limit(size)
-                )
-            ).all()
-        )
-        if len(rows) < size:
-            retries = claimable.where(ExecutionUser.state == UserState.RETRY, ExecutionUser.not_before <= now)
-            rows += (await session.execute(retries.limit(size - len(rows)))).all()
-        if len(rows) < size:
-            fresh_ones = claimable.where(
-                ExecutionUser.state == UserState.PENDING,
-                or_(ExecutionUser.not_before.is_(None), ExecutionUser.not_before <= now),
-            )
-            rows += (await session.execute(fresh_ones.limit(size - len(rows)))).all()
-        if not rows:
-            return None
-        # One row per user in a batch: the controls decide per user (a second firing of the same
-        # user waits for the next batch, which sees this one's message for the minimum delay).
-        firings: dict[str, str] = {}
-        events: dict[str, dict[str, Any] | None] = {}
-        unique = []
-        for row in rows:
-            if row[0] not in firings:
-                firings[row[0]], events[row[0]] = row[4], row[5]
-                unique.append(row)
-        # Users CLAIMED or RETRY were decided and counted before (by this worker, or by one that
-        # died): only their unsettled sends are left.
-        taken = (UserState.CLAIMED, UserState.RETRY)
-        claimed = [
-            _Claimed(c, user, firings[c], events[c])
-            for c, _, state, user, *_ in unique
-            if state in taken and user is not None
-        ]
-        reclaimed = len(claimed)
-        fresh = [
-            (c, rank, user)
-            for c, rank, state, user, *_ in unique
-            if not (state in taken and user is not None)
-        ]
-        decision = await controls.decide(session, rules, plan, current, fresh, now)
-        goals = conversions.goals_of(plan.campaign.components)
-        for reason, ids in decision.held.items():
-            await _set_users(session, execution, ids, UserState.HELD_OUT, reason, firings)
-            if goals is not None:  # their conversions count from when they would have been sent
-                await conversions.open_windows(session, current, goals, [(c, None, reason) for c in ids], now)
-        for reason, ids in decision.suppressed.items():
-            await _set_users(session, execution, ids, UserState.SUPPRESSED, reason, firings)
-        for due, ids in decision.deferred_by_time().items():
-            await _set_users(session, execution, ids, UserState.PENDING, None, firings, not_before=due)
-        claimed += [_Claimed(c, user, firings[c], events[c]) for c, user in decision.send]
-        await _set_users(
-            session,
-            execution,
-            [c.customer_id for c in claimed],
-            UserState.CLAIMED,
-            None,
-            firings,
-            claimed_at=now,
-        )
-        if not claimed and not decision.progressed:
+        claimed = await _claim_in(session, plan, rules, execution, now, lease, size)
+        if claimed is None:
             await session.rollback()
-            return None  # everyone left waits for a later tick (throttle, deferral, limit)
-        current.dispatched += len(claimed) - reclaimed  # a reclaimed user was counted already
-        current.updated_at = now
+            return None
         await session.commit()
+    return claimed
+
+
+async def _claim_in(
+    session: AsyncSession,
+    plan: SendPlan,
+    rules: controls.Rules,
+    execution: Execution,
+    now: datetime,
+    lease: timedelta,
+    size: int,
+) -> list[_Claimed] | None:
+    """`_claim` in the caller's write transaction (left for the caller to end: None, nothing
+    changed, when no user can be claimed now)."""
+    current = await session.scalar(
+        select(Execution)
+        .where(Execution.workspace_id == execution.workspace_id, Execution.id == execution.id)
+        .with_for_update()
+    )
+    assert current is not None
+    claimable = (
+        select(
+            ExecutionUser.customer_id,
+            ExecutionUser.rank,
+            ExecutionUser.state,
+            User,
+            ExecutionUser.firing,
+            ExecutionUser.event,
+        )
+        .outerjoin(
+            User,
+            and_(
+                User.workspace_id == ExecutionUser.workspace_id,
+                User.customer_id == ExecutionUser.customer_id,
+            ),
+        )
+        .where(*_mine(execution))  # type: ignore[arg-type]
+        # An EVENT execution's firings go in the order of their events (first come, first
+        # served); a run's users in rank order.
+        .order_by(ExecutionUser.firing if execution.trigger == "EVENT" else ExecutionUser.rank)
+        .with_for_update(skip_locked=True, of=ExecutionUser)
+    )
+    # One state per statement, so each walks the (execution, state, rank) index from its first
+    # claimable user: a single statement over the three states walks the rank index through
+    # every user settled so far (each claim slower than the last: 1 s at 30,000 sent).
+    # Taken-over and due retries first (decided before: only their sends are left), then users
+    # never claimed, in rank order.
+    rows = list(
+        (
+            await session.execute(
+                claimable.where(
+                    ExecutionUser.state == UserState.CLAIMED, ExecutionUser.claimed_at < now - lease
+                ).limit(size)
+            )
+        ).all()
+    )
+    if len(rows) < size:
+        retries = claimable.where(ExecutionUser.state == UserState.RETRY, ExecutionUser.not_before <= now)
+        rows += (await session.execute(retries.limit(size - len(rows)))).all()
+    if len(rows) < size:
+        fresh_ones = claimable.where(
+            ExecutionUser.state == UserState.PENDING,
+            or_(ExecutionUser.not_before.is_(None), ExecutionUser.not_before <= now),
+        )
+        rows += (await session.execute(fresh_ones.limit(size - len(rows)))).all()
+    if not rows:
+        return None
+    # One row per user in a batch: the controls decide per user (a second firing of the same
+    # user waits for the next batch, which sees this one's message for the minimum delay).
+    firings: dict[str, str] = {}
+    events: dict[str, dict[str, Any] | None] = {}
+    unique = []
+    for row in rows:
+        if row[0] not in firings:
+            firings[row[0]], events[row[0]] = row[4], row[5]
+            unique.append(row)
+    # Users CLAIMED or RETRY were decided and counted before (by this worker, or by one that
+    # died): only their unsettled sends are left.
+    taken = (UserState.CLAIMED, UserState.RETRY)
+    claimed = [
+        _Claimed(c, user, firings[c], events[c])
+        for c, _, state, user, *_ in unique
+        if state in taken and user is not None
+    ]
+    reclaimed = len(claimed)
+    fresh = [
+        (c, rank, user) for c, rank, state, user, *_ in unique if not (state in taken and user is not None)
+    ]
+    decision = await controls.decide(session, rules, plan, current, fresh, now)
+    goals = conversions.goals_of(plan.campaign.components)
+    for reason, ids in decision.held.items():
+        await _set_users(session, execution, ids, UserState.HELD_OUT, reason, firings)
+        if goals is not None:  # their conversions count from when they would have been sent
+            await conversions.open_windows(session, current, goals, [(c, None, reason) for c in ids], now)
+    for reason, ids in decision.suppressed.items():
+        await _set_users(session, execution, ids, UserState.SUPPRESSED, reason, firings)
+    for due, ids in decision.deferred_by_time().items():
+        await _set_users(session, execution, ids, UserState.PENDING, None, firings, not_before=due)
+    claimed += [_Claimed(c, user, firings[c], events[c]) for c, user in decision.send]
+    await _set_users(
+        session,
+        execution,
+        [c.customer_id for c in claimed],
+        UserState.CLAIMED,
+        None,
+        firings,
+        claimed_at=now,
+    )
+    if not claimed and not decision.progressed:
+        return None  # everyone left waits for a later tick (throttle, deferral, limit)
+    current.dispatched += len(claimed) - reclaimed  # a reclaimed user was counted already
+    current.updated_at = now
     return claimed
 
 
@@ -327,53 +349,79 @@ _Messages = list[tuple[_Claimed, list[tuple[Envelope, str | None]]]]
 
 
 async def _envelopes(
-    database: Database, plan: SendPlan, execution: Execution, users: list[_Claimed], now: datetime
+    database: Database,
+    plan: SendPlan,
+    execution: Execution,
+    users: list[_Claimed],
+    now: datetime,
 ) -> _Messages:
-    """Each user's messages, rendered. The users' push tokens are read in one query and the users
-    rendered in one worker-thread hop (a claimed batch at once: none of that between windows)."""
-    if not plan.groups:
-        return [(item, []) for item in users]  # nothing to send (`_send_window` says why)
-    recipients = [recipient_for(item.user, item.customer_id, plan.channel) for item in users]
-    if any("push_id" in recipient.contact for recipient in recipients):
-        async with database.reader() as session:
+    """Each user's messages, rendered (see `_envelopes_of`)."""
+    async with database.reader() as session:
+        return (await _envelopes_of(session, [(plan, execution, users)], now))[0]
+
+
+async def _envelopes_of(
+    session: AsyncSession, batches: list[tuple[SendPlan, Execution, list[_Claimed]]], now: datetime
+) -> list[_Messages]:
+    """Each user's messages, rendered, for batches of several executions: the users' push tokens
+    read in one query per batch, every user of every batch rendered in one worker-thread hop (a
+    claimed batch at once: none of that between windows)."""
+    parts = []
+    for plan, execution, users in batches:
+        recipients = [recipient_for(item.user, item.customer_id, plan.channel) for item in users]
+        if plan.groups and any("push_id" in recipient.contact for recipient in recipients):
             recipients = await with_push_tokens(session, execution.workspace_id, recipients)
-    wanted: list[tuple[Group, dict[str, Any], list[tuple[SlotMessage, Recipient]]]] = []
-    for item, recipient in zip(users, recipients, strict=True):
-        profile = recipient.profile or {}
-        group = plan.group_for(item.customer_id, profile)
-        # None left: the user's tokens changed since the audience was resolved (see `_results`).
-        wanted.append((group, profile, plan.deliveries(group, recipient)))
-    renders = [(group, profile, [message for message, _ in found]) for group, profile, found in wanted]
-    if execution.trigger == "EVENT":  # each firing with its own event: rendered user by user
-        bodies = [
-            (await plan.render_many([one], item.event or {}))[0]
-            for item, one in zip(users, renders, strict=True)
-        ]
-    else:  # no event, or a business event's attributes for every user
-        bodies = await plan.render_many(renders, execution.event or {})
-    reason = plan.problem if plan.connector is not None else plan.problem or "No connector."
-    messages: _Messages = []
-    for item, (_, _, found), rendered in zip(users, wanted, bodies, strict=True):
-        envelopes: list[tuple[Envelope, str | None]] = []
-        for (message, reached), body in zip(found, rendered, strict=True):
-            platform = message.slot.platform.value if message.slot.platform else plan.channel.value
-            why = reason
-            if isinstance(body, RenderError):
-                body, why = message.message(), f"Personalization failed: {body}"
-            envelope = Envelope(
-                delivery_id(execution.id, item.customer_id, platform, item.firing),
-                execution.workspace_id,
-                plan.campaign.campaign_id,
-                False,
-                message.slot,
-                reached,
-                body,
-                now,
-                plan.advanced_for(message, now),
-            )
-            envelopes.append((envelope, why))
-        messages.append((item, envelopes))
-    return messages
+        wanted: list[tuple[Group, dict[str, Any], list[tuple[SlotMessage, Recipient]]]] = []
+        for item, recipient in zip(users, recipients, strict=True) if plan.groups else ():
+            profile = recipient.profile or {}
+            group = plan.group_for(item.customer_id, profile)
+            # None left: the user's tokens changed since the audience was resolved (`_results`).
+            wanted.append((group, profile, plan.deliveries(group, recipient)))
+        # Each firing of an EVENT execution with its own event; else no event, or a business
+        # event's attributes for every user.
+        if execution.trigger == "EVENT":
+            events = [item.event for item in users]
+        else:
+            events = [execution.event] * len(users)
+        parts.append((plan, wanted, events if plan.groups else []))
+    renders = [
+        (
+            plan,
+            [(group, profile, [message for message, _ in found]) for group, profile, found in wanted],
+            events,
+        )
+        for plan, wanted, events in parts
+    ]
+    bodies_of = await render_plans(renders)
+    found_of: list[_Messages] = []
+    for (plan, execution, users), (_, wanted, _), bodies in zip(batches, parts, bodies_of, strict=True):
+        if not plan.groups:
+            found_of.append([(item, []) for item in users])  # nothing to send (`_send_window` says why)
+            continue
+        reason = plan.problem if plan.connector is not None else plan.problem or "No connector."
+        messages: _Messages = []
+        for item, (_, _, found), rendered in zip(users, wanted, bodies, strict=True):
+            envelopes: list[tuple[Envelope, str | None]] = []
+            for (message, reached), body in zip(found, rendered, strict=True):
+                platform = message.slot.platform.value if message.slot.platform else plan.channel.value
+                why = reason
+                if isinstance(body, RenderError):
+                    body, why = message.message(), f"Personalization failed: {body}"
+                envelope = Envelope(
+                    delivery_id(execution.id, item.customer_id, platform, item.firing),
+                    execution.workspace_id,
+                    plan.campaign.campaign_id,
+                    False,
+                    message.slot,
+                    reached,
+                    body,
+                    now,
+                    plan.advanced_for(message, now),
+                )
+                envelopes.append((envelope, why))
+            messages.append((item, envelopes))
+        found_of.append(messages)
+    return found_of
 
 
 async def _send_window(
@@ -524,22 +572,152 @@ async def dispatch(
         claimed = await _claim(database, plan, rules, execution, now, lease, max(BATCH, window))
         if claimed is None:
             return not await _in_flight(database, execution)
-        rendered: _Messages | None = None
-        offset = 0  # the position in `claimed` of the first user of `rendered`
-        for start in range(0, len(claimed), window):
-            _, version = await live_version(database, execution.workspace_id, execution.campaign_id)
-            if version != plan.version:  # changed while SENDING: the rest get the new content
-                plan = await replan(database, plan, execution)
-                rendered = None
-            if rendered is None:
-                rendered = await _envelopes(database, plan, execution, claimed[start:], now)
-                offset = start
-            messages = rendered[start - offset : start - offset + window]
-            if not await _send_window(database, dispatcher, plan, execution, messages, now):
-                await _release(database, execution, claimed[start:])
-                return False
-            failing = dispatcher.failing(plan.connector) if plan.connector is not None else None
-            if failing is not None:
-                await pause(database, execution, failing, now)
-                await _release(database, execution, claimed[start + window :])
-                return False
+        plan, going = await _send_batch(database, dispatcher, plan, execution, claimed, now)
+        if not going:
+            return False
+
+
+async def _send_batch(
+    database: Database,
+    dispatcher: Dispatcher,
+    plan: SendPlan,
+    execution: Execution,
+    claimed: list[_Claimed],
+    now: datetime,
+    rendered: _Messages | None = None,
+) -> tuple[SendPlan, bool]:
+    """Send a claimed batch window by window (`rendered`: its messages, when the caller has them
+    already); the plan (replanned if the content changed meanwhile) and False when sending stopped
+    (the campaign no longer SENDING, or its connector failing: the execution is paused), the users
+    not handed over released."""
+    window = dispatcher.window(plan.connector)
+    offset = 0  # the position in `claimed` of the first user of `rendered`
+    for start in range(0, len(claimed), window):
+        _, version = await live_version(database, execution.workspace_id, execution.campaign_id)
+        if version != plan.version:  # changed while SENDING: the rest get the new content
+            plan = await replan(database, plan, execution)
+            rendered = None
+        if rendered is None:
+            rendered = await _envelopes(database, plan, execution, claimed[start:], now)
+            offset = start
+        messages = rendered[start - offset : start - offset + window]
+        if not await _send_window(database, dispatcher, plan, execution, messages, now):
+            await _release(database, execution, claimed[start:])
+            return plan, False
+        failing = dispatcher.failing(plan.connector) if plan.connector is not None else None
+        if failing is not None:
+            await pause(database, execution, failing, now)
+            await _release(database, execution, claimed[start + window :])
+            return plan, False
+    return plan, True
+
+
+@dataclass
+class Lane:
+    """An EVENT execution dispatched together with the other EVENT executions of its workspace
+    (`dispatch_lanes`): its content and its delivery controls."""
+
+    plan: SendPlan
+    execution: Execution
+    rules: controls.Rules
+
+
+async def dispatch_lanes(
+    database: Database, dispatcher: Dispatcher, lanes: list[Lane], now: datetime, lease: timedelta
+) -> None:
+    """`dispatch` for the EVENT executions of a workspace at once, round after round: every lane's
+    next batch claimed in one write transaction, and the messages of all of them handed over in one
+    window (their outbox rows begun in one transaction, their outcomes and the users' states
+    recorded in one more). A lane's claim, controls and outbox ids are those of `dispatch`; only
+    the transactions are shared, so that on SQLite (one writer, queued behind the API's
+    writes) a round costs three write transactions whatever the number of campaigns, not three per
+    campaign."""
+    while lanes:
+        await asyncio.sleep(0)  # between rounds, the requests of an embedding server
+        async with database.reader() as session:
+            lanes = [lane for lane in lanes if await _sending_in(session, lane.execution)]
+        if not lanes:
+            return
+        claimed: list[tuple[Lane, list[_Claimed]]] = []
+        async with database.writer() as session:
+            for lane in lanes:
+                window = dispatcher.window(lane.plan.connector)
+                size = max(BATCH, window)
+                found = await _claim_in(session, lane.plan, lane.rules, lane.execution, now, lease, size)
+                if found is not None:
+                    claimed.append((lane, found))
+            await session.commit()
+        if not claimed:
+            return
+        lanes = [lane for lane, _ in claimed]
+        await _send_lanes(database, dispatcher, claimed, now)
+
+
+async def _send_lanes(
+    database: Database, dispatcher: Dispatcher, claimed: list[tuple[Lane, list[_Claimed]]], now: datetime
+) -> None:
+    """The claimed batches of several lanes: those through one connector whose every message can be
+    sent go out in one window; the others (nothing to send, a user without a token, content
+    changed meanwhile) lane by lane as `dispatch` sends them."""
+    shared: dict[str, list[tuple[Lane, _Messages]]] = {}
+    alone: list[tuple[Lane, list[_Claimed], _Messages | None]] = []
+    workspace_id = claimed[0][0].execution.workspace_id
+    async with database.reader() as session:  # one session for every lane (see `dispatch_lanes`)
+        versions = await live_versions(
+            session, workspace_id, [lane.execution.campaign_id for lane, _ in claimed]
+        )
+        ready: list[tuple[Lane, list[_Claimed]]] = []
+        for lane, users in claimed:
+            plan = lane.plan
+            version = versions.get(lane.execution.campaign_id)
+            if version != plan.version or plan.connector is None or not plan.groups or not users:
+                alone.append((lane, users, None))
+            else:
+                ready.append((lane, users))
+        batches = [(lane.plan, lane.execution, users) for lane, users in ready]
+        rendered_of = await _envelopes_of(session, batches, now)
+    for (lane, users), messages in zip(ready, rendered_of, strict=True):
+        if any(not found or any(why is not None for _, why in found) for _, found in messages):
+            alone.append((lane, users, messages))
+            continue
+        assert lane.plan.connector is not None
+        shared.setdefault(lane.plan.connector.id, []).append((lane, messages))
+    for group in shared.values():
+        if not await _send_shared(database, dispatcher, group, now):
+            alone += [(lane, [item for item, _ in messages], messages) for lane, messages in group]
+    for lane, users, rendered in alone:
+        lane.plan, _ = await _send_batch(
+            database, dispatcher, lane.plan, lane.execution, users, now, rendered
+        )
+
+
+async def _send_shared(
+    database: Database, dispatcher: Dispatcher, group: list[tuple[Lane, _Messages]], now: datetime
+) -> bool:
+    """One window for the lanes of one connector, every message sendable; False, with nothing
+    written or handed over, when one of the campaigns is no longer sending (each lane is then sent
+    on its own, which releases the users of a stopped one)."""
+    connector = group[0][0].plan.connector
+    assert connector is not None
+    ready = [envelope for _, messages in group for _, found in messages for envelope, _ in found]
+
+    async def allowed(session: AsyncSession) -> bool:
+        return all([await _sending_in(session, lane.execution) for lane, _ in group])
+
+    def users_too(delivered: list[Outcome]) -> Callable[[AsyncSession], Awaitable[None]]:
+        async def write(session: AsyncSession) -> None:
+            found = dict(zip((envelope.delivery_id for envelope in ready), delivered, strict=True))
+            for lane, messages in group:
+                firings = _firings([item for item, _ in messages])
+                results = _results(messages, found)
+                await _write_users(session, lane.execution, results, firings, lane.plan, now)
+
+        return write
+
+    if await dispatcher.deliver_many(connector, ready, allowed, users_too) is None:
+        return False
+    failing = dispatcher.failing(connector)
+    if failing is not None:
+        for lane, _ in group:
+            await pause(database, lane.execution, failing, now)
+    return True

@@ -22,7 +22,14 @@ from herald.config import Settings
 from herald.db import Database
 from herald.delivery.dispatch import Dispatcher
 from herald.delivery.engine import broadcast, controls, periodic, triggers
-from herald.delivery.engine.content import SendPlan, live_campaign, live_version, plan_sends, streams
+from herald.delivery.engine.content import (
+    SendPlan,
+    live_campaign,
+    live_version,
+    live_versions,
+    plan_sends,
+    streams,
+)
 from herald.delivery.engine.models import Execution, ExecutionUser
 from herald.delivery.engine.pause import PAUSED
 from herald.delivery.engine.resolve import (
@@ -35,9 +42,10 @@ from herald.delivery.engine.resolve import (
     resolve_chunk,
     start_execution,
 )
-from herald.delivery.engine.run import dispatch, still_sending
+from herald.delivery.engine.run import Lane, dispatch, dispatch_lanes, still_sending
 from herald.delivery.engine.throttle import ThrottleStore, open_store
 from herald.errors import HeraldError
+from herald.wake import wake_here
 
 log = logging.getLogger("herald.delivery.engine")
 
@@ -106,7 +114,8 @@ async def run_executions(
     await _stop_executions(database, workspace_id, now)
     campaigns = await _sending(database, workspace_id)
     lease = timedelta(seconds=settings.delivery_lease_seconds)
-    await triggers.fire(database, workspace_id, now)
+    if await triggers.fire(database, workspace_id, now):
+        wake_here()  # more events wait in the inbox: the next tick takes them once these are sent
     triggered = await _triggered_due(database, workspace_id, now, lease)
     live_activities = await broadcast.due(database, workspace_id)
     repeating = await periodic.active(database, workspace_id)
@@ -121,8 +130,16 @@ async def run_executions(
             execution = await start_execution(database, campaign, now, 1, _start_of(campaign))
             if await _run_one(database, dispatcher, store, campaign, execution, now, lease):
                 finished.append(campaign.campaign_id)
+        # The EVENT executions together (one claim, one window for all of them); a business
+        # event's raises one by one (each resolved first, DONE when settled).
+        events: list[tuple[LiveCampaign, Execution]] = []
         for campaign, execution in triggered:
-            await _run_triggered(database, dispatcher, store, campaign, execution, now, lease)
+            if execution.trigger == triggers.EVENT and execution.status == ExecutionStatus.DISPATCHING:
+                events.append((campaign, execution))
+            else:
+                await _run_triggered(database, dispatcher, store, campaign, execution, now, lease)
+        lanes = await _lanes(database, store, workspace_id, events)
+        await dispatch_lanes(database, dispatcher, lanes, now, lease)
         for each in repeating:
             await periodic.due_runs(database, each, now)
             runs = await periodic.live_runs(database, workspace_id, each.campaign.campaign_id)
@@ -201,6 +218,30 @@ async def _plan_for(database: Database, campaign: LiveCampaign, execution: Execu
         _plans.clear()
     _plans[key] = plan
     return plan
+
+
+async def _lanes(
+    database: Database,
+    store: ThrottleStore,
+    workspace_id: str,
+    events: list[tuple[LiveCampaign, Execution]],
+) -> list[Lane]:
+    """The EVENT executions with their plans (made again only for a campaign changed since) and
+    delivery controls, read in one session: each session the worker opens costs it a turn of the
+    event loop, which it shares with the API's requests in an embedding server."""
+    if not events:
+        return []
+    lanes: list[Lane] = []
+    async with database.reader() as session:
+        versions = await live_versions(session, workspace_id, [c.campaign_id for c, _ in events])
+        for campaign, execution in events:
+            key = (execution.workspace_id, execution.id)
+            plan = _plans.get(key)
+            if plan is None or plan.version != versions.get(campaign.campaign_id):
+                plan = _plans[key] = await plan_sends(session, campaign, execution)
+            rules = await controls.load(session, campaign, store, execution.trigger)
+            lanes.append(Lane(plan, execution, rules))
+    return lanes
 
 
 async def _run_triggered(

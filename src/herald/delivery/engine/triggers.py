@@ -227,46 +227,43 @@ def due_at(
 _executions: dict[tuple[str, str], Execution] = {}
 
 
-async def event_execution(database: Database, campaign: LiveCampaign, now: datetime) -> Execution:
-    """The campaign's one EVENT execution (run 1), created DISPATCHING at first need (its id never
-    changes: known ones are not read again)."""
-    key = (campaign.workspace_id, campaign.campaign_id)
-    if key in _executions:
-        return _executions[key]
-    found = await _find(database, campaign)
-    if found is not None:
-        _executions[key] = found
-        return found
-    try:
-        async with database.writer() as session:
-            session.add(
-                Execution.starting(
-                    campaign.workspace_id,
-                    campaign.campaign_id,
-                    1,
-                    ExecutionStatus.DISPATCHING,
-                    now,
-                    trigger=EVENT,
-                )
-            )
-            await session.commit()
-    except IntegrityError:
-        pass  # another worker created it first
-    created = await _find(database, campaign)
-    assert created is not None
-    return created
+async def event_executions(
+    database: Database, workspace_id: str, campaign_ids: list[str], now: datetime
+) -> dict[str, Execution]:
+    """Each campaign's one EVENT execution (run 1), created DISPATCHING at first need, those
+    missing in one transaction (their ids never change: known ones are not read again)."""
+    missing = [cid for cid in campaign_ids if (workspace_id, cid) not in _executions]
+    if missing:
+        found = await _find(database, workspace_id, missing)
+        if len(found) < len(missing):
+            try:
+                async with database.writer() as session:
+                    session.add_all(
+                        Execution.starting(
+                            workspace_id, cid, 1, ExecutionStatus.DISPATCHING, now, trigger=EVENT
+                        )
+                        for cid in missing
+                        if cid not in found
+                    )
+                    await session.commit()
+            except IntegrityError:
+                pass  # another worker created one of them first
+            found = await _find(database, workspace_id, missing)
+        for cid, execution in found.items():
+            _executions[(workspace_id, cid)] = execution
+    return {cid: _executions[(workspace_id, cid)] for cid in campaign_ids}
 
 
-async def _find(database: Database, campaign: LiveCampaign) -> Execution | None:
+async def _find(database: Database, workspace_id: str, campaign_ids: list[str]) -> dict[str, Execution]:
     async with database.reader() as session:
-        found: Execution | None = await session.scalar(
+        rows = await session.scalars(
             select(Execution).where(
-                Execution.workspace_id == campaign.workspace_id,
-                Execution.campaign_id == campaign.campaign_id,
+                Execution.workspace_id == workspace_id,
+                Execution.campaign_id.in_(campaign_ids),
                 Execution.run == 1,
             )
         )
-        return found
+        return {execution.campaign_id: execution for execution in rows}
 
 
 # (campaign row id, revision) -> the engine's reading of it: a version is validated once.
@@ -306,26 +303,25 @@ async def active_triggered(
 # --- firing -----------------------------------------------------------------------------------
 
 
-async def fire(database: Database, workspace_id: str, now: datetime) -> int:
-    """Turn the workspace's inboxed events into firings; how many user rows were written."""
-    written = 0
-    while True:
-        async with database.reader() as session:
-            waiting = await session.scalar(
-                select(TriggerInbox.event_id).where(TriggerInbox.workspace_id == workspace_id).limit(1)
-            )
-            if waiting is None:
-                return written
-            campaigns = {
-                c.campaign_id: c
-                for kind in FIRED_BY_EVENTS
-                for c in await active_triggered(session, workspace_id, kind)
-            }
-        executions = {cid: await event_execution(database, c, now) for cid, c in campaigns.items()}
-        taken, count = await _fire_batch(database, workspace_id, campaigns, executions, now)
-        written += count
-        if taken < INBOX_BATCH:
-            return written
+async def fire(database: Database, workspace_id: str, now: datetime) -> bool:
+    """Turn a batch of the workspace's inboxed events (the oldest) into firings; whether more are
+    waiting. One batch per tick, not the whole inbox: under sustained ingestion the inbox refills
+    as fast as it is drained, and the firings written must be sent before the next batch is taken
+    (the tick goes on at once, `tick.run_executions`)."""
+    async with database.reader() as session:
+        waiting = await session.scalar(
+            select(TriggerInbox.event_id).where(TriggerInbox.workspace_id == workspace_id).limit(1)
+        )
+        if waiting is None:
+            return False
+        campaigns = {
+            c.campaign_id: c
+            for kind in FIRED_BY_EVENTS
+            for c in await active_triggered(session, workspace_id, kind)
+        }
+    executions = await event_executions(database, workspace_id, list(campaigns), now)
+    taken, _ = await _fire_batch(database, workspace_id, campaigns, executions, now)
+    return taken >= INBOX_BATCH
 
 
 async def _fire_batch(
