@@ -9,6 +9,19 @@ Rules every page follows (C7 meta shares them):
   only the latest version of each campaign is (older versions are an opt-in view);
 - order: `created_at` descending, then `id` descending; the last page is the first one with fewer
   than `limit` rows.
+
+How a page is read (`paged`) depends on the engine, because the visible statuses are a set (by default
+six of eight) and a workspace may hold thousands of rows of the others (drafts, say):
+- PostgreSQL plans the one statement from its statistics: it walks (workspace_id, created_at, id)
+  while the visible rows are common and reads the status index when they are rare.
+- SQLite keeps no statistics (Herald never runs ANALYZE) and always walks (workspace_id, created_at,
+  id), reading every hidden row it passes: a workspace of 3,000 drafts read all of them for an empty
+  page. There the page's ids are a merge of one walk per visible status over (workspace_id, status,
+  created_at, id, is_latest, parent_id, flow_id), each already in page order, which SQLite runs
+  lazily (MERGE (UNION ALL)): a page reads about as many index entries as it skips and shows, never
+  the rows of statuses not shown, and then reads only its own rows. (PostgreSQL 15 does not merge
+  such branches, whose order comes from each branch's own `status = ...`; it would append and sort
+  every visible row, so it keeps the single statement.)
 """
 
 from __future__ import annotations
@@ -19,7 +32,7 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
-from sqlalchemy import ColumnElement, Select, and_, exists, or_, select
+from sqlalchemy import ColumnElement, Select, and_, exists, or_, select, union_all
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from herald.campaigns.models import Campaign, CampaignTag
@@ -115,10 +128,16 @@ def _like_pattern(text: str) -> str:
 
 
 def conditions(workspace_id: str, criteria: Criteria, *, versioning: bool) -> list[ColumnElement[bool]]:
-    where: list[ColumnElement[bool]] = [
+    return [
         Campaign.workspace_id == workspace_id,
         Campaign.status.in_(visible_statuses(criteria)),
+        *_filters(criteria, versioning=versioning),
     ]
+
+
+def _filters(criteria: Criteria, *, versioning: bool) -> list[ColumnElement[bool]]:
+    """Every condition but the workspace and the status."""
+    where: list[ColumnElement[bool]] = []
     if not versioning:
         where.append(Campaign.is_latest.expression)
     if not criteria.include_children:
@@ -157,14 +176,39 @@ def conditions(workspace_id: str, criteria: Criteria, *, versioning: bool) -> li
 
 
 def paged(
-    query: Select[T], workspace_id: str, criteria: Criteria, *, versioning: bool, limit: int, page: int
+    query: Select[T],
+    workspace_id: str,
+    criteria: Criteria,
+    *,
+    versioning: bool,
+    limit: int,
+    page: int,
+    dialect: str,
 ) -> Select[T]:
-    """`query` over campaigns with the criteria, the stable order and one page applied."""
-    return (
-        query.where(*conditions(workspace_id, criteria, versioning=versioning))
-        .order_by(Campaign.created_at.desc(), Campaign.id.desc())
+    """`query` over campaigns with the criteria, the stable order and one page applied (the engine's
+    way, module docstring)."""
+    offset = (page - 1) * limit
+    statuses = visible_statuses(criteria)
+    if dialect != "sqlite" or len(statuses) < 2:
+        return (
+            query.where(*conditions(workspace_id, criteria, versioning=versioning))
+            .order_by(Campaign.created_at.desc(), Campaign.id.desc())
+            .limit(limit)
+            .offset(offset)
+        )
+    where = [Campaign.workspace_id == workspace_id, *_filters(criteria, versioning=versioning)]
+    walks = union_all(
+        *(select(Campaign.id, Campaign.created_at).where(*where, Campaign.status == s) for s in statuses)
+    ).subquery("walks")
+    ids = (
+        select(walks.c.id, walks.c.created_at)
+        .order_by(walks.c.created_at.desc(), walks.c.id.desc())
         .limit(limit)
-        .offset((page - 1) * limit)
+        .offset(offset)
+        .subquery("page")
+    )
+    return query.join(ids, and_(Campaign.workspace_id == workspace_id, Campaign.id == ids.c.id)).order_by(
+        ids.c.created_at.desc(), ids.c.id.desc()
     )
 
 
@@ -179,5 +223,6 @@ async def search(
         versioning=versioning,
         limit=body.limit,
         page=body.page,
+        dialect=session.get_bind().dialect.name,
     )
     return list((await session.scalars(query)).all())
