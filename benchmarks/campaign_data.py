@@ -225,7 +225,10 @@ async def _load(engine: AsyncEngine, workspace_id: str, count: int) -> None:
                     statement = (
                         f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
                     )
-                    await driver.executemany(
+                    # A cursor's executemany: Herald's inline SQLite connection has no shortcut on
+                    # the connection itself (aiosqlite's has both).
+                    cursor = await driver.cursor()
+                    await cursor.executemany(
                         statement, [tuple(sqlite_value(v) for v in row.values()) for row in rows]
                     )
             loaded += len(campaigns)
