@@ -352,19 +352,20 @@ class TestQueryPlan:
         self, app: FastAPI, ws: Tenant, fields: dict[str, Any]
     ) -> None:
         body = SearchBody.model_validate({"limit": 15, "page": 1, "campaign_fields": fields})
-        query = search_module.paged(
-            search_module.select(search_module.Campaign),
+        database = app.state.herald.database
+        statement, parameters = search_module.ROWS.page(
             ws.workspace_id,
             search_module.search_criteria(body),
             versioning=True,
             limit=15,
             page=1,
-            dialect=app.state.herald.database.engine.dialect.name,
+            dialect=database.engine.dialect.name,
         )
-        database = app.state.herald.database
         async with database.engine.connect() as connection:
             dialect = connection.dialect.name
-            compiled = query.compile(dialect=connection.dialect, compile_kwargs={"literal_binds": True})
+            compiled = statement.params(parameters).compile(
+                dialect=connection.dialect, compile_kwargs={"literal_binds": True}
+            )
             if dialect == "postgresql":
                 await connection.execute(text("SET LOCAL enable_seqscan = off"))
                 plan = "\n".join(row[0] for row in await connection.execute(text(f"EXPLAIN {compiled}")))

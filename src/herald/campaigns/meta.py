@@ -16,9 +16,10 @@ from sqlalchemy.orm import aliased
 
 from herald.campaigns import reachability
 from herald.campaigns.models import Campaign
+from herald.campaigns.pages import Criteria, PageQuery
 from herald.campaigns.schemas.common import CampaignStatus, DeliveryType, Feature
 from herald.campaigns.schemas.search import MetaBody
-from herald.campaigns.search import Criteria, created_bounds, paged, parse_body
+from herald.campaigns.search import created_bounds, parse_body
 from herald.errors import ValidationFailed
 from herald.problems import Problem
 from herald.timefmt import meta_timestamp
@@ -98,8 +99,7 @@ def meta_row(
 
 
 # Each row's number of child campaigns (latest versions naming it as parent), correlated to the
-# page's row. Built once: building an alias and its column adaptation on every request cost more
-# than the page's statement itself.
+# page's row.
 _child = aliased(Campaign)
 _CHILDREN = (
     select(func.count())
@@ -111,6 +111,8 @@ _CHILDREN = (
     .correlate(Campaign)
     .scalar_subquery()
 )
+# The rows of a meta page: each stored campaign and its number of children.
+ROWS = PageQuery(select(Campaign, _CHILDREN))
 
 
 async def campaign_meta(
@@ -120,8 +122,7 @@ async def campaign_meta(
         raise _not_enabled()
     body = parse_body(MetaBody, raw)
     versioning = Feature.VERSIONING.value in features
-    query = paged(
-        select(Campaign, _CHILDREN),
+    statement, parameters = ROWS.page(
         workspace_id,
         meta_criteria(body),
         versioning=versioning,
@@ -129,7 +130,7 @@ async def campaign_meta(
         page=body.page,
         dialect=session.get_bind().dialect.name,
     )
-    rows = (await session.execute(query)).all()
+    rows = (await session.execute(statement, parameters)).all()
     out: list[dict[str, Any]] = []
     for row, count in rows:
         reach = await reachability.reach_of(session, row, now) if reachability.eligible(row) else None

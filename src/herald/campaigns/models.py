@@ -34,7 +34,7 @@ class Campaign(Base):
             postgresql_where=text("is_latest"),
         ),
         Index("ix_campaigns_workspace_id_created_at_id", "workspace_id", "created_at", "id"),
-        # Search and meta pages (campaigns.search.paged): per status already in page order (`id`
+        # Search and meta pages (campaigns.pages): per status already in page order (`id`
         # breaks ties), then the visibility columns, so a walk skips hidden rows in the index alone.
         Index(
             "ix_campaigns_workspace_id_status_created_at_id",
