@@ -3,14 +3,12 @@ tenancy, and one indexed SQL query per page."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import httpx
 import pytest
 from fastapi import FastAPI
-from sqlalchemy import event, text
+from sqlalchemy import text
 
 from herald.campaigns import search as search_module
 from herald.campaigns.schemas.search import SearchBody
@@ -311,28 +309,9 @@ class TestFilters:
 
 
 class TestQueryPlan:
-    @contextmanager
-    def _statements(self, app: FastAPI) -> Iterator[list[str]]:
-        seen: list[str] = []
-        engines = {
-            app.state.herald.database.engine.sync_engine,
-            app.state.herald.database.read_engine.sync_engine,
-        }
-
-        def record(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
-            seen.append(statement)
-
-        for engine in engines:
-            event.listen(engine, "before_cursor_execute", record)
-        try:
-            yield seen
-        finally:
-            for engine in engines:
-                event.remove(engine, "before_cursor_execute", record)
-
     async def test_one_query_per_page(self, app: FastAPI, client: httpx.AsyncClient, ws: Tenant) -> None:
         await h.seed(app, ws, *(h.line(basic_details={"name": f"c{n}", "tags": ["t"]}) for n in range(5)))
-        with self._statements(app) as statements:
+        with h.recorded_statements(app) as statements:
             rows = await h.found(
                 client,
                 ws,
