@@ -32,7 +32,7 @@ from starlette.routing import Route
 
 from benchmarks.campaign_data import ensure_campaigns, workspace_id_for
 from benchmarks.common import Figure, Timing, argument_parser, prepare_workspace, summary, timed_turns
-from herald.campaigns import search
+from herald.campaigns import pages, search
 from herald.campaigns.models import Campaign
 from herald.campaigns.schemas.search import MAX_PAGE_SIZE
 from herald.campaigns.views import campaign_view
@@ -64,9 +64,13 @@ def scenarios(last_page: int) -> list[Scenario]:
 
 async def last_page(database: Database, workspace_id: str) -> int:
     """The last page of the unfiltered search (the rows every state but DRAFT and ARCHIVED show)."""
-    where = search.conditions(workspace_id, search.Criteria(), versioning=False)
+    criteria = pages.Criteria()
+    statuses = pages.visible_statuses(criteria)
+    where = pages.conditions(pages.Shape.of(criteria, versioning=False, merged=0))
+    values = pages.parameters(workspace_id, criteria, statuses, merged=0, limit=1, offset=0)
+    count_all = select(func.count()).select_from(Campaign).where(*where, Campaign.status.in_(statuses))
     async with database.reader() as session:
-        count = int(await session.scalar(select(func.count()).select_from(Campaign).where(*where)) or 0)
+        count = int(await session.scalar(count_all, values) or 0)
     return max(1, -(-count // MAX_PAGE_SIZE))
 
 

@@ -211,6 +211,23 @@ class TestReachability:
         assert {d["last_updated_time"] for d in again.values()} == {"2026-01-16T12:00:00"}
         assert {d["count"] for d in again.values()} == {1003, 1004}
 
+    async def test_a_page_reads_its_cached_figures_in_one_statement(
+        self, app: FastAPI, client: httpx.AsyncClient, ws: Tenant, counted: list[str]
+    ) -> None:
+        await h.seed(
+            app,
+            ws,
+            *(h.line(channel="EMAIL", status="SCHEDULED", scheduling_details=FUTURE) for _ in range(4)),
+            h.line(status="ACTIVE"),
+        )
+        first = await h.meta_rows(client, ws)
+        assert len(counted) == 4
+        with h.recorded_statements(app) as statements:
+            again = await h.meta_rows(client, ws)
+        assert again == first
+        assert len(counted) == 4
+        assert len([s for s in statements if "campaign_reachability" in s]) == 1
+
     async def test_concurrent_requests_compute_once(
         self, app: FastAPI, client: httpx.AsyncClient, ws: Tenant, counted: list[str]
     ) -> None:

@@ -2,7 +2,8 @@
 
 Filters, visibility and order are Search's (`campaigns.search`); the page is one SQL query that
 also counts each row's child campaigns. Reachability is added for the rows that have it
-(`campaigns.reachability`). Off when the workspace's `campaign_meta` flag is off.
+(`campaigns.reachability`: the page's cached figures in one more query). Off when the workspace's
+`campaign_meta` flag is off.
 """
 
 from __future__ import annotations
@@ -16,9 +17,10 @@ from sqlalchemy.orm import aliased
 
 from herald.campaigns import reachability
 from herald.campaigns.models import Campaign
+from herald.campaigns.pages import Criteria, PageQuery
 from herald.campaigns.schemas.common import CampaignStatus, DeliveryType, Feature
 from herald.campaigns.schemas.search import MetaBody
-from herald.campaigns.search import Criteria, created_bounds, paged, parse_body
+from herald.campaigns.search import created_bounds, parse_body
 from herald.errors import ValidationFailed
 from herald.problems import Problem
 from herald.timefmt import meta_timestamp
@@ -97,6 +99,23 @@ def meta_row(
     return out
 
 
+# Each row's number of child campaigns (latest versions naming it as parent), correlated to the
+# page's row.
+_child = aliased(Campaign)
+_CHILDREN = (
+    select(func.count())
+    .where(
+        _child.workspace_id == Campaign.workspace_id,
+        _child.parent_id == Campaign.campaign_id,
+        _child.is_latest,
+    )
+    .correlate(Campaign)
+    .scalar_subquery()
+)
+# The rows of a meta page: each stored campaign and its number of children.
+ROWS = PageQuery(select(Campaign, _CHILDREN))
+
+
 async def campaign_meta(
     session: AsyncSession, workspace_id: str, features: frozenset[str], raw: object, now: datetime
 ) -> list[dict[str, Any]]:
@@ -104,28 +123,22 @@ async def campaign_meta(
         raise _not_enabled()
     body = parse_body(MetaBody, raw)
     versioning = Feature.VERSIONING.value in features
-    child = aliased(Campaign)
-    children = (
-        select(func.count())
-        .where(
-            child.workspace_id == Campaign.workspace_id,
-            child.parent_id == Campaign.campaign_id,
-            child.is_latest,
-        )
-        .correlate(Campaign)
-        .scalar_subquery()
-    )
-    query = paged(
-        select(Campaign, children),
+    statement, parameters = ROWS.page(
         workspace_id,
         meta_criteria(body),
         versioning=versioning,
         limit=body.limit,
         page=body.page,
+        dialect=session.get_bind().dialect.name,
     )
-    rows = (await session.execute(query)).all()
-    out: list[dict[str, Any]] = []
-    for row, count in rows:
-        reach = await reachability.reach_of(session, row, now) if reachability.eligible(row) else None
-        out.append(meta_row(row, int(count), reach, versioning=versioning))
-    return out
+    rows = (await session.execute(statement, parameters)).all()
+    reaches = await reachability.reaches(session, (row for row, _ in rows), now)
+    return [
+        meta_row(
+            row,
+            int(count),
+            reaches.get(row.campaign_id) if reachability.eligible(row) else None,
+            versioning=versioning,
+        )
+        for row, count in rows
+    ]

@@ -34,9 +34,21 @@ class Campaign(Base):
             postgresql_where=text("is_latest"),
         ),
         Index("ix_campaigns_workspace_id_created_at_id", "workspace_id", "created_at", "id"),
-        Index("ix_campaigns_workspace_id_status_created_at", "workspace_id", "status", "created_at"),
+        # Search and meta pages (campaigns.pages): per status already in page order (`id`
+        # breaks ties), then the visibility columns, so a walk skips hidden rows in the index alone.
+        Index(
+            "ix_campaigns_workspace_id_status_created_at_id",
+            "workspace_id",
+            "status",
+            "created_at",
+            "id",
+            "is_latest",
+            "parent_id",
+            "flow_id",
+        ),
         Index("ix_campaigns_workspace_id_channel_created_at", "workspace_id", "channel", "created_at"),
-        Index("ix_campaigns_workspace_id_parent_id", "workspace_id", "parent_id"),
+        # Children of a campaign (meta counts its latest ones), answered from the index alone.
+        Index("ix_campaigns_workspace_id_parent_id_is_latest", "workspace_id", "parent_id", "is_latest"),
         # The scheduled-transitions worker looks campaigns up by status and due time.
         Index("ix_campaigns_workspace_id_status_start_at", "workspace_id", "status", "start_at"),
         Index("ix_campaigns_workspace_id_status_expiry_at", "workspace_id", "status", "expiry_at"),

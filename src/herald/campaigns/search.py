@@ -9,27 +9,29 @@ Rules every page follows (C7 meta shares them):
   only the latest version of each campaign is (older versions are an opt-in view);
 - order: `created_at` descending, then `id` descending; the last page is the first one with fewer
   than `limit` rows.
+
+How a page is read, on each engine, is `campaigns.pages`'s concern.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from datetime import datetime
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
-from sqlalchemy import ColumnElement, Select, and_, exists, or_, select
+from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from herald.campaigns.models import Campaign, CampaignTag
-from herald.campaigns.schemas.common import CampaignStatus
+from herald.campaigns.models import Campaign
+from herald.campaigns.pages import CreatedBounds, Criteria, PageQuery
 from herald.campaigns.schemas.search import CreatedDate, SearchBody, bound_instant
 from herald.errors import ValidationFailed
 from herald.pydantic_errors import problems_from_validation_error
 
 M = TypeVar("M", bound=BaseModel)
-T = TypeVar("T", bound=tuple[Any, ...])
+
+# The rows of a Search page: stored campaigns as C2 shows them.
+ROWS = PageQuery(select(Campaign))
 
 
 def parse_body(model: type[M], raw: object) -> M:
@@ -37,30 +39,6 @@ def parse_body(model: type[M], raw: object) -> M:
         return model.model_validate(raw)
     except ValidationError as exc:
         raise ValidationFailed(problems_from_validation_error(exc, raw)) from None
-
-
-@dataclass(frozen=True)
-class CreatedBounds:
-    created_from: datetime | None = None
-    created_before: datetime | None = None
-    created_until: datetime | None = None
-
-
-@dataclass(frozen=True)
-class Criteria:
-    """What a page of campaigns must match; None or empty means "any"."""
-
-    ids: tuple[str, ...] = ()
-    name: str | None = None
-    channels: tuple[str, ...] | None = None
-    statuses: tuple[str, ...] | None = None
-    delivery_types: tuple[str, ...] | None = None
-    created_by: tuple[str, ...] | None = None
-    tags: tuple[str, ...] | None = None
-    created: CreatedBounds = CreatedBounds()
-    version_number: int | None = None
-    include_children: bool = False
-    include_archived: bool = False
 
 
 def _values(items: Sequence[Any] | None) -> tuple[str, ...] | None:
@@ -99,85 +77,16 @@ def search_criteria(body: SearchBody) -> Criteria:
     )
 
 
-def visible_statuses(criteria: Criteria) -> list[str]:
-    if criteria.statuses is None:
-        allowed = {status.value for status in CampaignStatus} - {CampaignStatus.DRAFT.value}
-    else:
-        allowed = set(criteria.statuses)
-    if not criteria.include_archived:
-        allowed.discard(CampaignStatus.ARCHIVED.value)
-    return sorted(allowed)
-
-
-def _like_pattern(text: str) -> str:
-    escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-    return f"%{escaped}%"
-
-
-def conditions(workspace_id: str, criteria: Criteria, *, versioning: bool) -> list[ColumnElement[bool]]:
-    where: list[ColumnElement[bool]] = [
-        Campaign.workspace_id == workspace_id,
-        Campaign.status.in_(visible_statuses(criteria)),
-    ]
-    if not versioning:
-        where.append(Campaign.is_latest.expression)
-    if not criteria.include_children:
-        where += [Campaign.parent_id.is_(None), Campaign.flow_id.is_(None)]
-    if criteria.ids:
-        where.append(or_(Campaign.id.in_(criteria.ids), Campaign.campaign_id.in_(criteria.ids)))
-    if criteria.name is not None:
-        where.append(Campaign.name.ilike(_like_pattern(criteria.name), escape="\\"))
-    for column, values in (
-        (Campaign.channel, criteria.channels),
-        (Campaign.delivery_type, criteria.delivery_types),
-        (Campaign.created_by, criteria.created_by),
-    ):
-        if values is not None:
-            where.append(column.in_(values))
-    if criteria.tags is not None:
-        where.append(
-            exists().where(
-                and_(
-                    CampaignTag.workspace_id == Campaign.workspace_id,
-                    CampaignTag.campaign_row_id == Campaign.id,
-                    CampaignTag.tag.in_(criteria.tags),
-                )
-            )
-        )
-    created = criteria.created
-    if created.created_from is not None:
-        where.append(Campaign.created_at >= created.created_from)
-    if created.created_before is not None:  # the end of a whole date, exclusive
-        where.append(Campaign.created_at < created.created_before)
-    if created.created_until is not None:  # a date-time, inclusive
-        where.append(Campaign.created_at <= created.created_until)
-    if criteria.version_number is not None:
-        where.append(Campaign.version_number == criteria.version_number)
-    return where
-
-
-def paged(
-    query: Select[T], workspace_id: str, criteria: Criteria, *, versioning: bool, limit: int, page: int
-) -> Select[T]:
-    """`query` over campaigns with the criteria, the stable order and one page applied."""
-    return (
-        query.where(*conditions(workspace_id, criteria, versioning=versioning))
-        .order_by(Campaign.created_at.desc(), Campaign.id.desc())
-        .limit(limit)
-        .offset((page - 1) * limit)
-    )
-
-
 async def search(
     session: AsyncSession, workspace_id: str, raw: object, *, versioning: bool
 ) -> list[Campaign]:
     body = parse_body(SearchBody, raw)
-    query = paged(
-        select(Campaign),
+    statement, parameters = ROWS.page(
         workspace_id,
         search_criteria(body),
         versioning=versioning,
         limit=body.limit,
         page=body.page,
+        dialect=session.get_bind().dialect.name,
     )
-    return list((await session.scalars(query)).all())
+    return list((await session.scalars(statement, parameters)).all())
