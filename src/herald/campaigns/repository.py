@@ -5,11 +5,30 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
+from typing import cast as typed
 
-from sqlalchemy import bindparam, delete, insert, select
+from sqlalchemy import Table, bindparam, delete, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from herald.campaigns.models import Campaign, CampaignRequestId, CampaignTag
+from herald.campaigns.models import Campaign, CampaignRequestId, CampaignTag, StoredCampaign
+
+_CAMPAIGNS = typed(Table, Campaign.__table__)
+# Built once, run as Core statements on the session's connection (C3 and C4 on every request): a
+# plain row of the columns a write of components needs, without the ORM's identity map and flush.
+_STORED = select(
+    *(_CAMPAIGNS.c[name] for name in ("id", "revision", "channel", "delivery_type", "status")),
+    _CAMPAIGNS.c.components,
+    _CAMPAIGNS.c.tags,
+).where(
+    _CAMPAIGNS.c.workspace_id == bindparam("workspace_id"),
+    _CAMPAIGNS.c.campaign_id == bindparam("campaign_id"),
+    _CAMPAIGNS.c.is_latest,
+)
+_STORED_LOCKED = _STORED.with_for_update()
+_TAGS = typed(Table, CampaignTag.__table__)
+_FORGET_TAGS = delete(_TAGS).where(
+    _TAGS.c.workspace_id == bindparam("workspace_id"), _TAGS.c.campaign_row_id == bindparam("row_id")
+)
 
 
 async def get_latest(
@@ -46,13 +65,42 @@ async def get_numbered_version(
     return (await session.scalars(query)).first()
 
 
-async def replace_tags(session: AsyncSession, row: Campaign, tags: Iterable[str]) -> None:
-    await session.execute(
-        delete(CampaignTag).where(
-            CampaignTag.workspace_id == row.workspace_id, CampaignTag.campaign_row_id == row.id
-        )
+async def stored_latest(
+    session: AsyncSession, workspace_id: str, campaign_id: str, *, for_update: bool = False
+) -> StoredCampaign | None:
+    """What `StoredCampaign` holds of the latest version; `for_update` locks it as `get_latest` does."""
+    connection = await session.connection()
+    statement = _STORED_LOCKED if for_update else _STORED
+    row = (
+        await connection.execute(statement, {"workspace_id": workspace_id, "campaign_id": campaign_id})
+    ).first()
+    return None if row is None else StoredCampaign(**row._mapping)
+
+
+async def write_stored(
+    session: AsyncSession, workspace_id: str, stored: StoredCampaign, values: dict[str, Any]
+) -> bool:
+    """Write `values` onto the row read as `stored`, if its revision is still the one read
+    (compare-and-set, as the ORM's version counter does for loaded rows): whether it was."""
+    connection = await session.connection()
+    statement = update(_CAMPAIGNS).where(
+        _CAMPAIGNS.c.workspace_id == workspace_id,
+        _CAMPAIGNS.c.id == stored.id,
+        _CAMPAIGNS.c.revision == stored.revision,
     )
-    add_tags(session, row, tags)
+    result = await connection.execute(statement.values(values))
+    return bool(result.rowcount == 1)
+
+
+async def replace_tags(session: AsyncSession, workspace_id: str, row_id: str, tags: Iterable[str]) -> None:
+    """The tag rows of a version row, replaced (Core statements on the session's connection)."""
+    connection = await session.connection()
+    await connection.execute(_FORGET_TAGS, {"workspace_id": workspace_id, "row_id": row_id})
+    rows = [
+        {"workspace_id": workspace_id, "tag": tag, "campaign_row_id": row_id} for tag in dict.fromkeys(tags)
+    ]
+    if rows:
+        await connection.execute(insert(_TAGS), rows)
 
 
 def add_tags(session: AsyncSession, row: Campaign, tags: Iterable[str]) -> None:
