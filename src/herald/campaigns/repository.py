@@ -8,9 +8,11 @@ from typing import Any
 from typing import cast as typed
 
 from sqlalchemy import Table, bindparam, delete, insert, select, update
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from herald.campaigns.models import Campaign, CampaignRequestId, CampaignTag, StoredCampaign
+from herald.db import UTCDateTime
 
 _CAMPAIGNS = typed(Table, Campaign.__table__)
 # Built once, run as Core statements on the session's connection (C3 and C4 on every request): a
@@ -100,7 +102,7 @@ async def replace_tags(session: AsyncSession, workspace_id: str, row_id: str, ta
         {"workspace_id": workspace_id, "tag": tag, "campaign_row_id": row_id} for tag in dict.fromkeys(tags)
     ]
     if rows:
-        await connection.execute(insert(_TAGS), rows)
+        await connection.execute(_INSERT_TAGS, rows)
 
 
 def add_tags(session: AsyncSession, row: Campaign, tags: Iterable[str]) -> None:
@@ -111,46 +113,49 @@ def add_tags(session: AsyncSession, row: Campaign, tags: Iterable[str]) -> None:
     )
 
 
-_HELD = select(CampaignRequestId.campaign_id, CampaignRequestId.expires_at).where(
-    CampaignRequestId.workspace_id == bindparam("workspace_id"),
-    CampaignRequestId.request_id == bindparam("request_id"),
-)
-_RELEASE = delete(CampaignRequestId).where(
-    CampaignRequestId.workspace_id == bindparam("workspace_id"),
-    CampaignRequestId.request_id == bindparam("request_id"),
+_HOLDS = typed(Table, CampaignRequestId.__table__)
+_HELD = select(_HOLDS.c.campaign_id).where(
+    _HOLDS.c.workspace_id == bindparam("workspace_id"), _HOLDS.c.request_id == bindparam("request_id")
 )
 
 
-async def held_request_id(
-    session: AsyncSession, workspace_id: str, request_id: str, now: datetime
-) -> str | None:
-    """The campaign holding a create `request_id`, if the hold is live; an expired hold is removed.
-    (Core statements on the session's connection: the ORM's identity lookup cost more than the
-    whole insert of a campaign.)"""
-    connection = await session.connection()
-    key = {"workspace_id": workspace_id, "request_id": request_id}
-    held = (await connection.execute(_HELD, key)).first()
-    if held is None:
-        return None
-    if held.expires_at <= now:
-        await connection.execute(_RELEASE, key)
-        return None
-    return str(held.campaign_id)
+def _take_hold(dialect_insert: Any) -> Any:
+    """Insert a hold, or take over an expired one in place; RETURNING says whether either happened
+    (a live hold is left alone and returns no row). One statement: no read before the write."""
+    statement = dialect_insert(_HOLDS)
+    return statement.on_conflict_do_update(
+        index_elements=[_HOLDS.c.workspace_id, _HOLDS.c.request_id],
+        set_={"campaign_id": statement.excluded.campaign_id, "expires_at": statement.excluded.expires_at},
+        where=_HOLDS.c.expires_at <= bindparam("now", type_=UTCDateTime()),
+    ).returning(_HOLDS.c.campaign_id)
 
 
-async def insert_new(
-    session: AsyncSession, values: dict[str, Any], request_id_hold: dict[str, Any] | None
-) -> None:
-    """A new campaign row (first version), its tag rows and the hold on its create `request_id`, as
-    Core inserts on the session's connection (no ORM instance: nothing reads the row back)."""
+_TAKE_HOLD = {"postgresql": _take_hold(postgresql.insert), "sqlite": _take_hold(sqlite.insert)}
+_INSERT_CAMPAIGN = insert(_CAMPAIGNS)
+_INSERT_TAGS = insert(_TAGS)
+
+
+async def hold_request_id(session: AsyncSession, hold: dict[str, Any], now: datetime) -> str | None:
+    """Hold a create `request_id` for a new campaign (`hold`: its row), unless a live hold has it:
+    None when this create now holds it, else the campaign holding it (the statement waits for a
+    concurrent create holding it to end, then sees its hold)."""
     connection = await session.connection()
-    await connection.execute(insert(Campaign), values)
-    if request_id_hold is not None:
-        await connection.execute(insert(CampaignRequestId), request_id_hold)
+    taken = await connection.execute(_TAKE_HOLD[connection.dialect.name], {**hold, "now": now})
+    if taken.first() is not None:
+        return None
+    key = {"workspace_id": hold["workspace_id"], "request_id": hold["request_id"]}
+    return str((await connection.execute(_HELD, key)).scalar_one())
+
+
+async def insert_new(session: AsyncSession, values: dict[str, Any]) -> None:
+    """A new campaign row (first version) and its tag rows, as Core inserts on the session's
+    connection (no ORM instance: nothing reads the row back)."""
+    connection = await session.connection()
+    await connection.execute(_INSERT_CAMPAIGN, values)
     tags = dict.fromkeys(values.get("tags") or ())
     if tags:
         rows = [
             {"workspace_id": values["workspace_id"], "tag": tag, "campaign_row_id": values["id"]}
             for tag in tags
         ]
-        await connection.execute(insert(CampaignTag), rows)
+        await connection.execute(_INSERT_TAGS, rows)

@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm.exc import StaleDataError
 
@@ -75,7 +74,13 @@ async def create_campaign(
 
     campaign_id = object_id(now)
     if body.request_id is not None:
-        holder = await repository.held_request_id(session, workspace.id, body.request_id, now)
+        hold = {
+            "workspace_id": workspace.id,
+            "request_id": body.request_id,
+            "campaign_id": campaign_id,
+            "expires_at": now + REQUEST_ID_HOLD[document.channel],
+        }
+        holder = await repository.hold_request_id(session, hold, now)
         if holder is not None:
             raise _duplicate_request_id(holder)
     await reserve_success()
@@ -99,26 +104,14 @@ async def create_campaign(
         "components": components,
         **derived_columns(components),
     }
-    hold = None
-    if body.request_id is not None:
-        hold = {
-            "workspace_id": workspace.id,
-            "request_id": body.request_id,
-            "campaign_id": campaign_id,
-            "expires_at": now + REQUEST_ID_HOLD[document.channel],
-        }
-    try:
-        await repository.insert_new(session, values, hold)
-    except IntegrityError:
-        # A concurrent create with the same request_id committed first.
-        raise _duplicate_request_id(None) from None
+    await repository.insert_new(session, values)
     return campaign_id, status
 
 
-def _duplicate_request_id(campaign_id: str | None) -> DuplicateRequestId:
-    owner = f" by campaign {campaign_id}" if campaign_id else ""
+def _duplicate_request_id(campaign_id: str) -> DuplicateRequestId:
     return DuplicateRequestId(
-        f"This request_id was already used{owner} in a successful create.", target="request_id"
+        f"This request_id was already used by campaign {campaign_id} in a successful create.",
+        target="request_id",
     )
 
 
