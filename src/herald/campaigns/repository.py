@@ -27,6 +27,12 @@ _STORED = select(
     _CAMPAIGNS.c.is_latest,
 )
 _STORED_LOCKED = _STORED.with_for_update()
+# The SET clause is the parameters' columns (one compiled form per set of columns).
+_WRITE_STORED = update(_CAMPAIGNS).where(
+    _CAMPAIGNS.c.workspace_id == bindparam("row_workspace_id"),
+    _CAMPAIGNS.c.id == bindparam("row_id"),
+    _CAMPAIGNS.c.revision == bindparam("row_revision"),
+)
 _TAGS = typed(Table, CampaignTag.__table__)
 _FORGET_TAGS = delete(_TAGS).where(
     _TAGS.c.workspace_id == bindparam("workspace_id"), _TAGS.c.campaign_row_id == bindparam("row_id")
@@ -85,12 +91,8 @@ async def write_stored(
     """Write `values` onto the row read as `stored`, if its revision is still the one read
     (compare-and-set, as the ORM's version counter does for loaded rows): whether it was."""
     connection = await session.connection()
-    statement = update(_CAMPAIGNS).where(
-        _CAMPAIGNS.c.workspace_id == workspace_id,
-        _CAMPAIGNS.c.id == stored.id,
-        _CAMPAIGNS.c.revision == stored.revision,
-    )
-    result = await connection.execute(statement.values(values))
+    key = {"row_workspace_id": workspace_id, "row_id": stored.id, "row_revision": stored.revision}
+    result = await connection.execute(_WRITE_STORED, {**values, **key})
     return bool(result.rowcount == 1)
 
 

@@ -181,6 +181,10 @@ _LOCKED = (
     .with_for_update()
 )
 _INSERT = insert(_OFFERS)
+# The SET clause is the parameters' columns (one compiled form per set of columns).
+_UPDATE = update(_OFFERS).where(
+    _OFFERS.c.workspace_id == bindparam("row_workspace_id"), _OFFERS.c.id == bindparam("row_id")
+)
 
 
 async def get_for_update(session: AsyncSession, workspace_id: str, offer_id: str) -> StoredOffer | None:
@@ -203,8 +207,7 @@ async def update_offer(
 ) -> None:
     """Write `values` (column name -> value) onto one offer's row."""
     connection = await session.connection()
-    statement = update(_OFFERS).where(_OFFERS.c.workspace_id == workspace_id, _OFFERS.c.id == offer_id)
-    await connection.execute(statement.values(values))
+    await connection.execute(_UPDATE, {**values, "row_workspace_id": workspace_id, "row_id": offer_id})
 
 
 async def existing_tags(session: AsyncSession, workspace_id: str, tag_ids: Sequence[str]) -> frozenset[str]:
