@@ -7,8 +7,7 @@ from datetime import datetime
 from typing import Any
 from typing import cast as typed
 
-from sqlalchemy import Table, bindparam, delete, insert, select, update
-from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy import Table, bindparam, delete, insert, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from herald.campaigns.models import Campaign, CampaignRequestId, CampaignTag, StoredCampaign
@@ -121,18 +120,22 @@ _HELD = select(_HOLDS.c.campaign_id).where(
 )
 
 
-def _take_hold(dialect_insert: Any) -> Any:
-    """Insert a hold, or take over an expired one in place; RETURNING says whether either happened
-    (a live hold is left alone and returns no row). One statement: no read before the write."""
-    statement = dialect_insert(_HOLDS)
-    return statement.on_conflict_do_update(
-        index_elements=[_HOLDS.c.workspace_id, _HOLDS.c.request_id],
-        set_={"campaign_id": statement.excluded.campaign_id, "expires_at": statement.excluded.expires_at},
-        where=_HOLDS.c.expires_at <= bindparam("now", type_=UTCDateTime()),
-    ).returning(_HOLDS.c.campaign_id)
-
-
-_TAKE_HOLD = {"postgresql": _take_hold(postgresql.insert), "sqlite": _take_hold(sqlite.insert)}
+# Insert a hold, or take over an expired one in place; RETURNING says whether either happened (a
+# live hold is left alone and returns no row). One statement, no read before the write. As text:
+# both engines speak this upsert alike, and a text statement is compiled once (a dialect's own
+# `insert().on_conflict_do_update()` is compiled again on every call).
+_TAKE_HOLD = (
+    text(
+        "INSERT INTO campaign_request_ids (workspace_id, request_id, campaign_id, expires_at) "
+        "VALUES (:workspace_id, :request_id, :campaign_id, :expires_at) "
+        "ON CONFLICT (workspace_id, request_id) DO UPDATE "
+        "SET campaign_id = excluded.campaign_id, expires_at = excluded.expires_at "
+        "WHERE campaign_request_ids.expires_at <= :now "
+        "RETURNING campaign_id"
+    )
+    .bindparams(bindparam("expires_at", type_=UTCDateTime()), bindparam("now", type_=UTCDateTime()))
+    .columns(_HOLDS.c.campaign_id)
+)
 _INSERT_CAMPAIGN = insert(_CAMPAIGNS)
 _INSERT_TAGS = insert(_TAGS)
 
@@ -142,7 +145,7 @@ async def hold_request_id(session: AsyncSession, hold: dict[str, Any], now: date
     None when this create now holds it, else the campaign holding it (the statement waits for a
     concurrent create holding it to end, then sees its hold)."""
     connection = await session.connection()
-    taken = await connection.execute(_TAKE_HOLD[connection.dialect.name], {**hold, "now": now})
+    taken = await connection.execute(_TAKE_HOLD, {**hold, "now": now})
     if taken.first() is not None:
         return None
     key = {"workspace_id": hold["workspace_id"], "request_id": hold["request_id"]}
