@@ -33,8 +33,11 @@ GET = Operation("C2", Scope.CAMPAIGNS_VIEW, "campaign_ops", campaigns=True)
 UPDATE = Operation(
     "C3", Scope.CAMPAIGNS_CREATE_MANAGE, "campaign_ops", campaigns=True, idempotency="required"
 )
-# C4 is a POST that only reads: it reads in a reading session of its own, so that on SQLite it
-# does not queue for (and hold) the one write lock a writing request's transaction takes.
+# C4 is a POST that only reads: it reads in a session of its own, so that on SQLite it does not
+# queue for (and hold) the one write lock a writing request's transaction takes. Its two reads (the
+# campaign, then the workspace's connector names) need no common snapshot: a connector added or
+# removed between them is as if it had changed just before or after the check. So they run
+# without a transaction around them (on PostgreSQL no BEGIN and COMMIT: two round trips fewer).
 VALIDATE = Operation("C4", Scope.CAMPAIGNS_VIEW, "campaign_ops", campaigns=True, request_transaction=False)
 
 
@@ -188,7 +191,7 @@ async def validate_campaign(
         body = json_body(request)
         if not isinstance(body, dict) or set(body) - {"request_id"}:
             raise BadRequest("The validate body may only carry request_id.")
-    async with services_of(request).database.reader() as session:
+    async with services_of(request).database.single_statement_reader() as session:
         problems = await service.validate_stored(session, workspace_of(caller), campaign_id)
     errors = [
         {"field": problem.target, "issue": problem.message, "code": problem.code} for problem in problems
