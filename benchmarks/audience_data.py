@@ -152,7 +152,7 @@ async def _insert(engine: AsyncEngine, table: str, rows: Iterator[dict[str, Any]
         for batch in _batches(rows):
             columns = list(batch[0])
             statement = f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
-            await driver.executemany(
+            driver.executemany(  # sqlite3, on the loop's thread (herald.sqlite_inline)
                 statement, [tuple(sqlite_value(v) for v in row.values()) for row in batch]
             )
             loaded += len(batch)

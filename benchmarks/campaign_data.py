@@ -225,7 +225,7 @@ async def _load(engine: AsyncEngine, workspace_id: str, count: int) -> None:
                     statement = (
                         f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
                     )
-                    await driver.executemany(
+                    driver.executemany(  # sqlite3 (herald.sqlite_inline)
                         statement, [tuple(sqlite_value(v) for v in row.values()) for row in rows]
                     )
             loaded += len(campaigns)

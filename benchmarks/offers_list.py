@@ -94,8 +94,7 @@ def bare_app(settings: Settings) -> Starlette:
     query = OffersListQuery(limit=50)
 
     async def offers(_request: Request) -> JSONResponse:
-        async with database.single_statement_engine.connect() as connection:
-            page, total = await repository.list_page(connection, WORKSPACE, query, datetime.now(UTC))
+        page, total = await repository.list_page(database.direct, WORKSPACE, query, datetime.now(UTC))
         items = [{"id": f"offer_{row[0]}", "name": row[1]} for row in page[:50]]
         return JSONResponse({"data": items, "total_count": total})
 

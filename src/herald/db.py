@@ -22,6 +22,7 @@ from sqlalchemy.util import await_only
 
 from herald import sqlite_inline
 from herald.config import Settings
+from herald.direct_reads import DirectReads
 
 NAMING_CONVENTION = {
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",
@@ -83,31 +84,14 @@ class Database:
     # reads.
     single_statement_engine: AsyncEngine
     single_statement_reader: async_sessionmaker[AsyncSession]
+    # The statement itself of such a read, run on the driver (`herald.direct_reads`).
+    direct: DirectReads
 
     async def dispose(self) -> None:
+        self.direct.close()
         await self.engine.dispose()
         if self.read_engine.sync_engine.pool is not self.engine.sync_engine.pool:
             await self.read_engine.dispose()
-
-
-def _lower(value: object) -> object:
-    return value.lower() if isinstance(value, str) else value
-
-
-def register_sqlite_functions(dbapi_connection: Any) -> None:
-    """SQL functions SQLite lacks. `herald_lower`: Unicode lower-casing (SQLite's `lower()` folds
-    ASCII letters only), so case-insensitive filters mean the same on SQLite as on PostgreSQL.
-    `herald_rank(purpose, key, customer_id)`: the delivery engine's per-user hash
-    (`delivery.engine.split.rank_of`), so an audience is ranked inside its INSERT ... SELECT."""
-    from herald.delivery.engine.split import rank_of  # a leaf module: stdlib only
-
-    dbapi_connection.create_function("herald_lower", 1, _lower, deterministic=True)
-    dbapi_connection.create_function(
-        "herald_rank",
-        3,
-        lambda purpose, key, customer_id: rank_of(key, customer_id, purpose),
-        deterministic=True,
-    )
 
 
 _SQLITE_LOCK_TIMEOUT = 30.0
@@ -121,7 +105,9 @@ def _sqlite_engine(url: str, *, immediate: bool, pool_size: int) -> AsyncEngine:
     in_memory = path in ("", ":memory:")  # one connection, kept: SQLAlchemy's StaticPool takes no size
     pool = {} if in_memory else {"pool_size": pool_size, "max_overflow": pool_size}
     engine = create_async_engine(
-        url, async_creator=sqlite_inline.connector(path, _SQLITE_LOCK_TIMEOUT), **pool
+        make_url(url).set(drivername=sqlite_inline.DRIVER),
+        async_creator=sqlite_inline.connector(path, _SQLITE_LOCK_TIMEOUT),
+        **pool,
     )
     # SQLite has one writer at a time. Within this process, writers queue on an asyncio lock
     # instead of in SQLite's busy loop, so waiting costs no pooled connection and no thread.
@@ -136,7 +122,7 @@ def _sqlite_engine(url: str, *, immediate: bool, pool_size: int) -> AsyncEngine:
         cursor.execute("PRAGMA synchronous=NORMAL")
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.close()
-        register_sqlite_functions(dbapi_connection)
+        sqlite_inline.register_functions(dbapi_connection)
 
     @event.listens_for(engine.sync_engine, "begin")
     def _on_begin(connection: Any) -> None:
@@ -192,4 +178,5 @@ def create_database(settings: Settings) -> Database:
         reader=async_sessionmaker(read_engine, expire_on_commit=False),
         single_statement_engine=single_statement,
         single_statement_reader=async_sessionmaker(single_statement, expire_on_commit=False),
+        direct=DirectReads(single_statement, busy_patience=_SQLITE_LOCK_TIMEOUT),
     )

@@ -10,6 +10,8 @@ from typing import Any
 
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
+from starlette.middleware.exceptions import ExceptionMiddleware
+from starlette.types import ASGIApp
 
 from herald import __version__
 from herald.audience.router import router as audience_router
@@ -92,8 +94,7 @@ def create_app(
         redoc_url=None,
     )
     app.state.herald = services
-    app.add_middleware(HeraldMiddleware, services=services)
-    app.add_middleware(ObserveMiddleware, count=settings.metrics)  # outermost: sees every answer
+    app.build_middleware_stack = lambda: _middleware_stack(app, services)  # type: ignore[method-assign]
     unwatch_pools = metrics.watch_pools(services.database) if settings.metrics else (lambda: None)
     handlers.install(app)
     # The routers' routes go straight into the app's one route list, in this order (delivery before
@@ -113,6 +114,21 @@ def create_app(
     documentation.install(app)
     readiness = probes.install(app, services)
     return app
+
+
+def _middleware_stack(app: FastAPI, services: Services) -> ASGIApp:
+    """Observe (outermost: sees every answer) → Herald (gateway rules, body, unit of work, and the
+    enveloped answer to any exception) → the exception handlers → the router.
+
+    The framework's own stack adds, around every request, a server-error layer (Herald's middleware
+    already answers every crash with the error envelope), an exception-telemetry layer (telemetry is
+    off), a body-limit layer (Herald's middleware reads the body within its own limit) and an exit
+    stack for uploaded files (no route takes a form); each re-wraps the request's `send`."""
+    handlers_by_key = {
+        key: value for key, value in app.exception_handlers.items() if key not in (500, Exception)
+    }
+    inner: ASGIApp = ExceptionMiddleware(app.router, handlers=handlers_by_key)
+    return ObserveMiddleware(HeraldMiddleware(inner, services=services), count=services.settings.metrics)
 
 
 def _extend_openapi(app: FastAPI, services: Services) -> None:

@@ -10,9 +10,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from herald.db import Database
+from herald.direct_reads import DirectReads
 
 if TYPE_CHECKING:
     from herald.http.idempotency import Claim
@@ -26,7 +27,6 @@ class UnitOfWork:
     database: Database
     for_write: bool
     _session: AsyncSession | None = None
-    _connection: AsyncConnection | None = None
     # Undo steps outside the database (e.g. giving back a reserved quota slot) run when the request fails.
     on_failure: list[Callback] = field(default_factory=list)
     idempotency: Claim | None = None
@@ -34,14 +34,12 @@ class UnitOfWork:
     # A read whose statements need no common snapshot (see `Operation.single_statement`).
     single_statement: bool = False
 
-    async def connection(self) -> AsyncConnection:
-        """A Core connection for the request's statements: the session's, or for a single-statement
-        read one outside any session and transaction (no ORM bookkeeping, no BEGIN or COMMIT)."""
+    def direct_reads(self) -> DirectReads:
+        """The statements of a single-statement read, run on the driver outside any session and
+        transaction (no ORM bookkeeping, no BEGIN or COMMIT; `herald.direct_reads`)."""
         if not self.single_statement or self.for_write:
-            return await self.session().connection()
-        if self._connection is None:
-            self._connection = await self.database.single_statement_engine.connect()
-        return self._connection
+            raise RuntimeError("direct reads serve single-statement reads only")
+        return self.database.direct
 
     def session(self) -> AsyncSession:
         if self._session is None:
@@ -67,9 +65,6 @@ class UnitOfWork:
             await self._session.rollback()
 
     async def close(self) -> None:
-        if self._connection is not None:
-            await self._connection.close()
-            self._connection = None
         if self._session is not None:
             await self._session.close()
             self._session = None

@@ -23,7 +23,7 @@ from sqlalchemy.exc import DBAPIError, IntegrityError
 from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from herald.http import base_url, idempotency
+from herald.http import base_url, endpoint, idempotency
 from herald.http.context import UnitOfWork, request_state
 from herald.http.guards import (
     has_control_characters,
@@ -64,8 +64,10 @@ class HeraldMiddleware:
         self._route_table: RouteTable | None = None
 
     def _routes(self, scope: Scope) -> RouteTable:
-        # Built at the first request: the app's routes are all added by then.
+        # Built at the first request: the app's routes are all added by then. Each route gets
+        # Herald's request handler at the same moment (`herald.http.endpoint`).
         if self._route_table is None:
+            endpoint.install(scope["app"].router.routes)
             self._route_table = RouteTable(scope["app"])
         return self._route_table
 

@@ -69,8 +69,8 @@ async def list_offers(
     query: Annotated[OffersListQuery, query_model(OffersListQuery)],
 ) -> Response:
     now = services_of(request).clock.now()
-    connection = await unit_of_work(request).connection()
-    items, pagination = await service.list_offers(connection, caller.workspace_id, query, now)
+    reads = unit_of_work(request).direct_reads()
+    items, pagination = await service.list_offers(reads, caller.workspace_id, query, now)
     return json_response(
         {"response_id": response_id(request), "type": "offer", "data": items, "pagination": pagination}
     )

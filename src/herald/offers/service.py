@@ -8,8 +8,8 @@ from functools import lru_cache
 from typing import Any
 
 import orjson
-from sqlalchemy.ext.asyncio import AsyncConnection
 
+from herald.direct_reads import DirectReads
 from herald.ids import offer_public_id, tag_public_id
 from herald.offers import cursor as offers_cursor
 from herald.offers import repository
@@ -17,10 +17,10 @@ from herald.offers.list_query import OffersListQuery
 
 
 async def list_offers(
-    connection: AsyncConnection, workspace_id: str, query: OffersListQuery, now: datetime
+    reads: DirectReads, workspace_id: str, query: OffersListQuery, now: datetime
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Items (only the selected fields) and the pagination block of one O1 page."""
-    rows, total = await repository.list_page(connection, workspace_id, query, now)
+    rows, total = await repository.list_page(reads, workspace_id, query, now)
     has_more = len(rows) > query.limit
     rows = rows[: query.limit]
     summary = _summary_of(query.selected_fields)

@@ -1,6 +1,6 @@
 """SQLite: JSON1 functions, `json_each` for arrays, and `herald_lower` for Unicode case folding.
 
-SQLite's own `lower()` folds ASCII letters only, so `herald.db` registers `herald_lower` (Python's
+SQLite's own `lower()` folds ASCII letters only, so `herald.sqlite_inline` registers `herald_lower` (Python's
 `str.lower`) on every SQLite connection. JSON paths quote the key (`$."name"`); a key containing a
 double quote cannot be written as a path, so such keys are found by scanning the document's members.
 """
