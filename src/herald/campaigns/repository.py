@@ -36,6 +36,8 @@ _TAGS = typed(Table, CampaignTag.__table__)
 _FORGET_TAGS = delete(_TAGS).where(
     _TAGS.c.workspace_id == bindparam("workspace_id"), _TAGS.c.campaign_row_id == bindparam("row_id")
 )
+_INSERT_CAMPAIGN = insert(_CAMPAIGNS)
+_INSERT_TAGS = insert(_TAGS)
 
 
 async def get_latest(
@@ -118,8 +120,6 @@ _HOLDS = typed(Table, CampaignRequestId.__table__)
 _HELD = select(_HOLDS.c.campaign_id).where(
     _HOLDS.c.workspace_id == bindparam("workspace_id"), _HOLDS.c.request_id == bindparam("request_id")
 )
-
-
 # Insert a hold, or take over an expired one in place; RETURNING says whether either happened (a
 # live hold is left alone and returns no row). One statement, no read before the write. As text:
 # both engines speak this upsert alike, and a text statement is compiled once (a dialect's own
@@ -136,8 +136,6 @@ _TAKE_HOLD = (
     .bindparams(bindparam("expires_at", type_=UTCDateTime()), bindparam("now", type_=UTCDateTime()))
     .columns(_HOLDS.c.campaign_id)
 )
-_INSERT_CAMPAIGN = insert(_CAMPAIGNS)
-_INSERT_TAGS = insert(_TAGS)
 
 
 async def hold_request_id(session: AsyncSession, hold: dict[str, Any], now: datetime) -> str | None:
