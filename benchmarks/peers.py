@@ -1,6 +1,7 @@
 """Herald against its peers over real sockets: the speed targets of the request path.
 
     python -m benchmarks.peers [--seconds 8] [--connections 32] [--only O1,C1] [--no-postgres]
+                               [--baseline DIR]
 
 Starts, side by side in one run, each on a free loopback port:
 
@@ -11,6 +12,10 @@ Starts, side by side in one run, each on a free loopback port:
   sqlite3, orjson, one Starlette route, the same page + count + Basic check), plus a bare `/healthz`;
 - `mock`: Prism 5.14.2 (`benchmarks/peers/package.json`; `npm ci` there once) mocking Herald's own
   `/openapi.json` with `-v silent`.
+
+With `--baseline DIR` (another checkout of Herald, e.g. the main branch's worktree), its code is served
+as well, the same two ways (`base-sqlite`, `base-pg`, on databases of their own), so a change is
+measured before and after in the same run, each scenario's sides one after the other.
 
 Then drives every scenario on every peer with wrk (`-t2 -c32`, one uncounted second of warm-up, then
 `--seconds` each, the peers in turns), and prints each ratio with its target and pass / MISS (the
@@ -209,11 +214,14 @@ def started(name: str, command: list[str], env: dict[str, str], port: int, probe
             os.killpg(process.pid, 9)
 
 
-def herald_env(database_url: str, redis_url: str | None = None) -> dict[str, str]:
+def herald_env(database_url: str, redis_url: str | None = None, source: Path | None = None) -> dict[str, str]:
+    """The environment of a served Herald; `source`: a checkout whose `src` is served instead."""
     env = {**os.environ, "HERALD_DATABASE_URL": database_url, "HERALD_LOG_LEVEL": "warning"}
     env.pop("HERALD_REDIS_URL", None)
     if redis_url:
         env["HERALD_REDIS_URL"] = redis_url
+    if source is not None:
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(source / "src"), env.get("PYTHONPATH")]))
     return env
 
 
@@ -290,6 +298,9 @@ def main() -> int:
     parser.add_argument(
         "--keep", action="store_true", help="after the run, print the peers' URLs and wait (for profiling)"
     )
+    parser.add_argument(
+        "--baseline", type=Path, help="another Herald checkout to serve too (before/after in one run)"
+    )
     args = parser.parse_args()
     if shutil.which("wrk") is None:
         print("wrk is not installed (apt-get install -y wrk); see benchmarks/README.md", file=sys.stderr)
@@ -308,12 +319,24 @@ def main() -> int:
         "HERALD_BENCH_POSTGRES_URL", "postgresql+asyncpg://postgres@127.0.0.1:5432/herald_bench_peers"
     )
     redis_url = os.environ.get("HERALD_BENCH_REDIS_URL", "redis://127.0.0.1:6379/0")
+    if args.baseline is not None and not args.no_postgres:
+        # Two PostgreSQL deployments of two processes each: 4 x 20 pooled connections would pass
+        # the server's default limit of 100 (a refused connection answers 503).
+        os.environ.setdefault("HERALD_DB_POOL_SIZE", "16")
     settings = Settings(database_url=sqlite_url)
     sqlite_credentials = asyncio.run(prepare(sqlite_url))
     pg_credentials = None
     if not args.no_postgres:
         asyncio.run(recreate_postgres(postgres_url))
         pg_credentials = asyncio.run(prepare(postgres_url))
+    base_sqlite_url = f"sqlite+aiosqlite:///{work / 'base.db'}"
+    base_postgres_url = postgres_url + "_base"
+    base_credentials: dict[str, Credentials] = {}
+    if args.baseline is not None:
+        base_credentials["base-sqlite"] = asyncio.run(prepare(base_sqlite_url))
+        if not args.no_postgres:
+            asyncio.run(recreate_postgres(base_postgres_url))
+            base_credentials["base-pg"] = asyncio.run(prepare(base_postgres_url))
 
     with ExitStack() as stack:
         port = free_port()
@@ -339,6 +362,15 @@ def main() -> int:
                 )
             )
             peers["herald-pg"] = (pg_peer, pg_credentials, fixtures(pg_peer, settings, pg_credentials))
+        for name, credentials in base_credentials.items():
+            port = free_port()
+            on_pg = name == "base-pg"
+            env = herald_env(
+                base_postgres_url if on_pg else base_sqlite_url, redis_url if on_pg else None, args.baseline
+            )
+            command = herald_command(port, 2 if on_pg else 1)
+            peer = stack.enter_context(started(name, command, env, port, "/healthz"))
+            peers[name] = (peer, credentials, fixtures(peer, settings, credentials))
         spec = work / "openapi.json"
         spec.write_bytes(httpx.get(sqlite_peer.url + "/openapi.json").content)
         port = free_port()
@@ -366,7 +398,8 @@ def _sides(scenario: Scenario, peers: dict[str, Any]) -> list[str]:
         return [name for name in ("herald-sqlite", "bare", "herald-pg", "mock") if name in peers]
     if scenario.name in ("healthz", "404"):
         return [name for name in ("herald-sqlite", "bare", "herald-pg") if name in peers]
-    return [name for name in ("herald-sqlite", "herald-pg", "mock") if name in peers]
+    sides = ("herald-sqlite", "base-sqlite", "herald-pg", "base-pg", "mock")
+    return [name for name in sides if name in peers]
 
 
 def measure(
@@ -436,6 +469,9 @@ def ratios(scenario: Scenario, results: dict[str, wrk.Result]) -> list[Figure]:
                     )
                 )
     if mock:
+        for name in ("base-pg", "base-sqlite"):  # the baseline's figures, for comparison (no target)
+            if name in results:
+                found.append(Figure(f"{scenario.name} {name} / mock req/s", (rps(name) or 0.0) / mock))
         if pg:
             goal = targets.get("mock_recommended")
             found.append(Figure(f"{scenario.name} pg x2 / mock req/s", pg / mock, at_least=goal))
@@ -443,7 +479,7 @@ def ratios(scenario: Scenario, results: dict[str, wrk.Result]) -> list[Figure]:
             goal = targets.get("mock_embedded")
             found.append(Figure(f"{scenario.name} sqlite / mock req/s", sqlite / mock, at_least=goal))
     if scenario.name == "C1":
-        for name in ("herald-sqlite", "herald-pg"):
+        for name in ("herald-sqlite", "herald-pg"):  # the baseline's p99 is in the table above
             if name in results:
                 found.append(Figure(f"C1 {name} p99 ms", results[name].p99_ms, "ms", at_most=100.0))
     return found

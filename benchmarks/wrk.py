@@ -2,7 +2,8 @@
 
 Every request a script sends is fresh where the contract needs it: `@UUID@` in a path, header or
 body becomes a new UUID v4 for each request, `@N@` a number unique in the run (thread id, counter
-and a run tag), so creates never collide on a name, a request_id or an Idempotency-Key.
+and a tag of the script and of each wrk run), so creates never collide on a name, a request_id or an
+Idempotency-Key.
 """
 
 from __future__ import annotations
@@ -18,7 +19,12 @@ _LUA = r"""
 local method, path, body, headers = [==[%(method)s]==], [==[%(path)s]==], %(body)s, {%(headers)s}
 local run, counter, threads = [==[%(run)s]==], 0, 0
 function setup(thread) threads = threads + 1; thread:set("tid", threads) end
-function init(args) math.randomseed(os.time() * 1000 + (tid or 0) * 7919 + os.clock() * 1e6) end
+function init(args)
+  math.randomseed(os.time() * 1000 + (tid or 0) * 7919 + os.clock() * 1e6)
+  -- Each wrk run of a script (the warm-up, then the measured run) counts from 1 again: a tag of
+  -- the run's own keeps its names apart from the earlier run's (O2 would answer 400 duplicates).
+  run = run .. string.format("%%06x", math.random(0, 16777215))
+end
 local function uuid()
   return (string.gsub("xxxxxxxx-xxxx-4xxx-yxxx-xxxxxxxxxxxx", "[xy]", function(c)
     return string.format("%%x", c == "x" and math.random(0, 15) or math.random(8, 11))

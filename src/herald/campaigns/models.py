@@ -6,6 +6,7 @@ version that C2/C3/C4/C5 act on.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -90,6 +91,23 @@ class Campaign(Base):
     # on every write so that time-driven transitions and meta can use them in SQL.
     start_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
     expiry_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+
+
+@dataclass(frozen=True)
+class StoredCampaign:
+    """What a write of components (C3, L1) and the publish checks (C4) read of a campaign's row."""
+
+    id: str
+    revision: int
+    channel: str
+    delivery_type: str
+    status: str
+    components: dict[str, Any]
+    tags: list[str]
+
+    @classmethod
+    def of(cls, row: Campaign) -> StoredCampaign:
+        return cls(row.id, row.revision, row.channel, row.delivery_type, row.status, row.components, row.tags)
 
 
 class CampaignTag(Base):

@@ -5,11 +5,39 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
+from typing import cast as typed
 
-from sqlalchemy import bindparam, delete, insert, select
+from sqlalchemy import Table, bindparam, delete, insert, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from herald.campaigns.models import Campaign, CampaignRequestId, CampaignTag
+from herald.campaigns.models import Campaign, CampaignRequestId, CampaignTag, StoredCampaign
+from herald.db import UTCDateTime
+
+_CAMPAIGNS = typed(Table, Campaign.__table__)
+# Built once, run as Core statements on the session's connection (C3 and C4 on every request): a
+# plain row of the columns a write of components needs, without the ORM's identity map and flush.
+_STORED = select(
+    *(_CAMPAIGNS.c[name] for name in ("id", "revision", "channel", "delivery_type", "status")),
+    _CAMPAIGNS.c.components,
+    _CAMPAIGNS.c.tags,
+).where(
+    _CAMPAIGNS.c.workspace_id == bindparam("workspace_id"),
+    _CAMPAIGNS.c.campaign_id == bindparam("campaign_id"),
+    _CAMPAIGNS.c.is_latest,
+)
+_STORED_LOCKED = _STORED.with_for_update()
+# The SET clause is the parameters' columns (one compiled form per set of columns).
+_WRITE_STORED = update(_CAMPAIGNS).where(
+    _CAMPAIGNS.c.workspace_id == bindparam("row_workspace_id"),
+    _CAMPAIGNS.c.id == bindparam("row_id"),
+    _CAMPAIGNS.c.revision == bindparam("row_revision"),
+)
+_TAGS = typed(Table, CampaignTag.__table__)
+_FORGET_TAGS = delete(_TAGS).where(
+    _TAGS.c.workspace_id == bindparam("workspace_id"), _TAGS.c.campaign_row_id == bindparam("row_id")
+)
+_INSERT_CAMPAIGN = insert(_CAMPAIGNS)
+_INSERT_TAGS = insert(_TAGS)
 
 
 async def get_latest(
@@ -46,13 +74,38 @@ async def get_numbered_version(
     return (await session.scalars(query)).first()
 
 
-async def replace_tags(session: AsyncSession, row: Campaign, tags: Iterable[str]) -> None:
-    await session.execute(
-        delete(CampaignTag).where(
-            CampaignTag.workspace_id == row.workspace_id, CampaignTag.campaign_row_id == row.id
-        )
-    )
-    add_tags(session, row, tags)
+async def stored_latest(
+    session: AsyncSession, workspace_id: str, campaign_id: str, *, for_update: bool = False
+) -> StoredCampaign | None:
+    """What `StoredCampaign` holds of the latest version; `for_update` locks it as `get_latest` does."""
+    connection = await session.connection()
+    statement = _STORED_LOCKED if for_update else _STORED
+    row = (
+        await connection.execute(statement, {"workspace_id": workspace_id, "campaign_id": campaign_id})
+    ).first()
+    return None if row is None else StoredCampaign(**row._mapping)
+
+
+async def write_stored(
+    session: AsyncSession, workspace_id: str, stored: StoredCampaign, values: dict[str, Any]
+) -> bool:
+    """Write `values` onto the row read as `stored`, if its revision is still the one read
+    (compare-and-set, as the ORM's version counter does for loaded rows): whether it was."""
+    connection = await session.connection()
+    key = {"row_workspace_id": workspace_id, "row_id": stored.id, "row_revision": stored.revision}
+    result = await connection.execute(_WRITE_STORED, {**values, **key})
+    return bool(result.rowcount == 1)
+
+
+async def replace_tags(session: AsyncSession, workspace_id: str, row_id: str, tags: Iterable[str]) -> None:
+    """The tag rows of a version row, replaced (Core statements on the session's connection)."""
+    connection = await session.connection()
+    await connection.execute(_FORGET_TAGS, {"workspace_id": workspace_id, "row_id": row_id})
+    rows = [
+        {"workspace_id": workspace_id, "tag": tag, "campaign_row_id": row_id} for tag in dict.fromkeys(tags)
+    ]
+    if rows:
+        await connection.execute(_INSERT_TAGS, rows)
 
 
 def add_tags(session: AsyncSession, row: Campaign, tags: Iterable[str]) -> None:
@@ -63,46 +116,49 @@ def add_tags(session: AsyncSession, row: Campaign, tags: Iterable[str]) -> None:
     )
 
 
-_HELD = select(CampaignRequestId.campaign_id, CampaignRequestId.expires_at).where(
-    CampaignRequestId.workspace_id == bindparam("workspace_id"),
-    CampaignRequestId.request_id == bindparam("request_id"),
+_HOLDS = typed(Table, CampaignRequestId.__table__)
+_HELD = select(_HOLDS.c.campaign_id).where(
+    _HOLDS.c.workspace_id == bindparam("workspace_id"), _HOLDS.c.request_id == bindparam("request_id")
 )
-_RELEASE = delete(CampaignRequestId).where(
-    CampaignRequestId.workspace_id == bindparam("workspace_id"),
-    CampaignRequestId.request_id == bindparam("request_id"),
+# Insert a hold, or take over an expired one in place; RETURNING says whether either happened (a
+# live hold is left alone and returns no row). One statement, no read before the write. As text:
+# both engines speak this upsert alike, and a text statement is compiled once (a dialect's own
+# `insert().on_conflict_do_update()` is compiled again on every call).
+_TAKE_HOLD = (
+    text(
+        "INSERT INTO campaign_request_ids (workspace_id, request_id, campaign_id, expires_at) "
+        "VALUES (:workspace_id, :request_id, :campaign_id, :expires_at) "
+        "ON CONFLICT (workspace_id, request_id) DO UPDATE "
+        "SET campaign_id = excluded.campaign_id, expires_at = excluded.expires_at "
+        "WHERE campaign_request_ids.expires_at <= :now "
+        "RETURNING campaign_id"
+    )
+    .bindparams(bindparam("expires_at", type_=UTCDateTime()), bindparam("now", type_=UTCDateTime()))
+    .columns(_HOLDS.c.campaign_id)
 )
 
 
-async def held_request_id(
-    session: AsyncSession, workspace_id: str, request_id: str, now: datetime
-) -> str | None:
-    """The campaign holding a create `request_id`, if the hold is live; an expired hold is removed.
-    (Core statements on the session's connection: the ORM's identity lookup cost more than the
-    whole insert of a campaign.)"""
+async def hold_request_id(session: AsyncSession, hold: dict[str, Any], now: datetime) -> str | None:
+    """Hold a create `request_id` for a new campaign (`hold`: its row), unless a live hold has it:
+    None when this create now holds it, else the campaign holding it (the statement waits for a
+    concurrent create holding it to end, then sees its hold)."""
     connection = await session.connection()
-    key = {"workspace_id": workspace_id, "request_id": request_id}
-    held = (await connection.execute(_HELD, key)).first()
-    if held is None:
+    taken = await connection.execute(_TAKE_HOLD, {**hold, "now": now})
+    if taken.first() is not None:
         return None
-    if held.expires_at <= now:
-        await connection.execute(_RELEASE, key)
-        return None
-    return str(held.campaign_id)
+    key = {"workspace_id": hold["workspace_id"], "request_id": hold["request_id"]}
+    return str((await connection.execute(_HELD, key)).scalar_one())
 
 
-async def insert_new(
-    session: AsyncSession, values: dict[str, Any], request_id_hold: dict[str, Any] | None
-) -> None:
-    """A new campaign row (first version), its tag rows and the hold on its create `request_id`, as
-    Core inserts on the session's connection (no ORM instance: nothing reads the row back)."""
+async def insert_new(session: AsyncSession, values: dict[str, Any]) -> None:
+    """A new campaign row (first version) and its tag rows, as Core inserts on the session's
+    connection (no ORM instance: nothing reads the row back)."""
     connection = await session.connection()
-    await connection.execute(insert(Campaign), values)
-    if request_id_hold is not None:
-        await connection.execute(insert(CampaignRequestId), request_id_hold)
+    await connection.execute(_INSERT_CAMPAIGN, values)
     tags = dict.fromkeys(values.get("tags") or ())
     if tags:
         rows = [
             {"workspace_id": values["workspace_id"], "tag": tag, "campaign_row_id": values["id"]}
             for tag in tags
         ]
-        await connection.execute(insert(CampaignTag), rows)
+        await connection.execute(_INSERT_TAGS, rows)

@@ -8,16 +8,15 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm.exc import StaleDataError
 
 from herald.campaigns import repository
 from herald.campaigns.editability import not_editable
 from herald.campaigns.lifecycle import schedule_instants
-from herald.campaigns.models import Campaign
+from herald.campaigns.models import Campaign, StoredCampaign
 from herald.campaigns.schemas.campaign import CampaignDocument, CampaignUpdate, sent_components
 from herald.campaigns.schemas.common import CampaignStatus, Channel, DeliveryType
 from herald.campaigns.validation import (
@@ -38,6 +37,7 @@ from herald.problems import Problem
 REQUEST_ID_HOLD = {Channel.PUSH: timedelta(hours=1), Channel.EMAIL: timedelta(days=1)}
 
 Reserve = Callable[[], Awaitable[None]]
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -74,7 +74,13 @@ async def create_campaign(
 
     campaign_id = object_id(now)
     if body.request_id is not None:
-        holder = await repository.held_request_id(session, workspace.id, body.request_id, now)
+        hold = {
+            "workspace_id": workspace.id,
+            "request_id": body.request_id,
+            "campaign_id": campaign_id,
+            "expires_at": now + REQUEST_ID_HOLD[document.channel],
+        }
+        holder = await repository.hold_request_id(session, hold, now)
         if holder is not None:
             raise _duplicate_request_id(holder)
     await reserve_success()
@@ -98,44 +104,57 @@ async def create_campaign(
         "components": components,
         **derived_columns(components),
     }
-    hold = None
-    if body.request_id is not None:
-        hold = {
-            "workspace_id": workspace.id,
-            "request_id": body.request_id,
-            "campaign_id": campaign_id,
-            "expires_at": now + REQUEST_ID_HOLD[document.channel],
-        }
-    try:
-        await repository.insert_new(session, values, hold)
-    except IntegrityError:
-        # A concurrent create with the same request_id committed first.
-        raise _duplicate_request_id(None) from None
+    await repository.insert_new(session, values)
     return campaign_id, status
 
 
-def _duplicate_request_id(campaign_id: str | None) -> DuplicateRequestId:
-    owner = f" by campaign {campaign_id}" if campaign_id else ""
+def _duplicate_request_id(campaign_id: str) -> DuplicateRequestId:
     return DuplicateRequestId(
-        f"This request_id was already used{owner} in a successful create.", target="request_id"
+        f"This request_id was already used by campaign {campaign_id} in a successful create.",
+        target="request_id",
     )
 
 
 async def get_campaign(
     session: AsyncSession, workspace_id: str, campaign_id: str, *, for_update: bool = False
 ) -> Campaign:
-    """The latest version of a campaign, by `campaign_id` (what C3, C4, C5 and L1 act on).
+    """The latest version of a campaign, by `campaign_id` (what C5 and L1 act on).
 
     A writer passes `for_update`: the row stays locked until its transaction ends (see
     `repository.get_latest`), so what it decides on is what it writes over.
     """
-    row: Campaign | None = None
+
+    async def latest() -> Campaign | None:
+        return await repository.get_latest(session, workspace_id, campaign_id, for_update=for_update)
+
+    return await _latest(session, workspace_id, campaign_id, latest, for_update)
+
+
+async def get_stored(
+    session: AsyncSession, workspace_id: str, campaign_id: str, *, for_update: bool = False
+) -> StoredCampaign:
+    """`get_campaign`, reading only what `StoredCampaign` holds, without an ORM instance (C3, C4)."""
+
+    async def latest() -> StoredCampaign | None:
+        return await repository.stored_latest(session, workspace_id, campaign_id, for_update=for_update)
+
+    return await _latest(session, workspace_id, campaign_id, latest, for_update)
+
+
+async def _latest(
+    session: AsyncSession,
+    workspace_id: str,
+    campaign_id: str,
+    latest: Callable[[], Awaitable[T | None]],
+    for_update: bool,
+) -> T:
+    row: T | None = None
     if is_object_id(campaign_id):
-        row = await repository.get_latest(session, workspace_id, campaign_id, for_update=for_update)
+        row = await latest()
         if row is None and for_update:
             # The version waited for stopped being the latest while we queued (a publish made a new
             # version): a new statement sees, and locks, the one that replaced it.
-            row = await repository.get_latest(session, workspace_id, campaign_id, for_update=True)
+            row = await latest()
     if row is None:
         snapshot = (
             await repository.get_version(session, workspace_id, campaign_id)
@@ -170,10 +189,9 @@ async def get_campaign_or_version(
 
 
 @dataclass(frozen=True)
-class PreparedUpdate:
-    """An update that passed every check, not yet written: the stored row and the merged campaign."""
+class CheckedUpdate:
+    """An update that passed every check: the body and the campaign it makes."""
 
-    row: Campaign
     body: CampaignUpdate
     merged: CampaignDocument
 
@@ -181,19 +199,26 @@ class PreparedUpdate:
     def components(self) -> dict[str, Any]:
         return self.merged.components_json()
 
+
+@dataclass(frozen=True)
+class PreparedUpdate(CheckedUpdate):
+    """A checked update of a loaded row, not yet written."""
+
+    row: Campaign
+
     @property
     def changes_components(self) -> bool:
         return self.components != self.row.components
 
 
-def prepare_update(
-    workspace: Workspace, row: Campaign, raw: object, models: UpdateModels | None = None
-) -> PreparedUpdate:
-    """Parse and check an update of `row` (contract §5 C3) without writing; raises on any problem.
+def check_update(
+    workspace: Workspace, stored: StoredCampaign, raw: object, models: UpdateModels | None = None
+) -> CheckedUpdate:
+    """Parse and check an update of `stored` (contract §5 C3) without writing; raises on any problem.
 
     `models` picks the body models per channel (L1 reads its own body with the same components).
     """
-    channel, delivery_type = Channel(row.channel), DeliveryType(row.delivery_type)
+    channel, delivery_type = Channel(stored.channel), DeliveryType(stored.delivery_type)
     body, problems = parse_update(
         raw, stored_channel=channel, stored_delivery_type=delivery_type, models=models
     )
@@ -202,35 +227,61 @@ def prepare_update(
     sent = sent_components(body)
     sent_json = {name: _component_json(body, name) for name in sent}
 
-    blocked = not_editable(CampaignStatus(row.status), row.components, sent_json)
+    blocked = not_editable(CampaignStatus(stored.status), stored.components, sent_json)
     if blocked:
-        raise InvalidState(_state_message(row.status), details=blocked)
+        raise InvalidState(_state_message(stored.status), details=blocked)
 
-    stored, stored_problems = load_document(channel, delivery_type, row.components)
-    if stored is None:
+    current, stored_problems = load_document(channel, delivery_type, stored.components)
+    if current is None:
         raise ValidationFailed(stored_problems, "The stored campaign cannot be read; resend every component.")
-    merged = stored.merged(body)
-    problems = validate_campaign(merged, Stage.DRAFT_PATCH, workspace.features, sent, previous=stored)
+    merged = current.merged(body)
+    problems = validate_campaign(merged, Stage.DRAFT_PATCH, workspace.features, sent, previous=current)
     if problems:
         raise ValidationFailed(problems)
-    return PreparedUpdate(row=row, body=body, merged=merged)
+    return CheckedUpdate(body=body, merged=merged)
+
+
+def prepare_update(
+    workspace: Workspace, row: Campaign, raw: object, models: UpdateModels | None = None
+) -> PreparedUpdate:
+    """`check_update` of a loaded row, kept with it for `apply_update`."""
+    checked = check_update(workspace, StoredCampaign.of(row), raw, models)
+    return PreparedUpdate(body=checked.body, merged=checked.merged, row=row)
+
+
+def _written_columns(checked: CheckedUpdate, now: datetime) -> dict[str, Any]:
+    """What a write of `checked` sets, the revision aside."""
+    components = checked.components
+    columns = {"components": components, **derived_columns(components), "updated_at": now}
+    if checked.body.updated_by is not None:
+        columns["updated_by"] = checked.body.updated_by
+    return columns
 
 
 async def apply_update(session: AsyncSession, prepared: PreparedUpdate, now: datetime) -> Campaign:
     """Write a prepared update onto its row, in place."""
     row = prepared.row
-    components = prepared.components
-    row.components = components
-    for name, value in derived_columns(components).items():
+    previous_tags = set(row.tags)
+    for name, value in _written_columns(prepared, now).items():
         setattr(row, name, value)
-    if prepared.body.updated_by is not None:
-        row.updated_by = prepared.body.updated_by
-    row.updated_at = now
     row.revision += 1
     await flush(session)
-    await repository.replace_tags(session, row, row.tags)
-    await session.flush()
+    if set(row.tags) != previous_tags:
+        await repository.replace_tags(session, row.workspace_id, row.id, row.tags)
     return row
+
+
+async def write_update(
+    session: AsyncSession, workspace_id: str, stored: StoredCampaign, checked: CheckedUpdate, now: datetime
+) -> int:
+    """Write a checked update onto the row read as `stored` (Core statements): its new revision."""
+    columns = _written_columns(checked, now)
+    revision = stored.revision + 1
+    if not await repository.write_stored(session, workspace_id, stored, {**columns, "revision": revision}):
+        raise stale()
+    if set(columns["tags"]) != set(stored.tags):
+        await repository.replace_tags(session, workspace_id, stored.id, columns["tags"])
+    return revision
 
 
 def stale() -> InvalidState:
@@ -256,12 +307,14 @@ async def update_campaign(
     raw: object,
     now: datetime,
     if_match: str | None,
-    current_etag: Callable[[Campaign], str],
-) -> Campaign:
-    row = await get_campaign(session, workspace.id, campaign_id, for_update=True)
-    if if_match is not None and if_match.strip() not in ("*", current_etag(row)):
+    current_etag: Callable[[str, int], str],
+) -> tuple[str, int]:
+    """C3: the row's id and its new revision."""
+    stored = await get_stored(session, workspace.id, campaign_id, for_update=True)
+    if if_match is not None and if_match.strip() not in ("*", current_etag(stored.id, stored.revision)):
         raise PreconditionFailed(target="If-Match")
-    return await apply_update(session, prepare_update(workspace, row, raw), now)
+    checked = check_update(workspace, stored, raw)
+    return stored.id, await write_update(session, workspace.id, stored, checked, now)
 
 
 def _component_json(body: Any, name: str) -> Any:
@@ -275,9 +328,9 @@ def _state_message(status: str) -> str:
 
 async def validate_stored(session: AsyncSession, workspace: Workspace, campaign_id: str) -> list[Problem]:
     """DRAFT_PUBLISH on the saved campaign, read-only."""
-    row = await get_campaign(session, workspace.id, campaign_id)
-    channel, delivery_type = Channel(row.channel), DeliveryType(row.delivery_type)
-    document, problems = load_document(channel, delivery_type, row.components)
+    stored = await get_stored(session, workspace.id, campaign_id)
+    channel, delivery_type = Channel(stored.channel), DeliveryType(stored.delivery_type)
+    document, problems = load_document(channel, delivery_type, stored.components)
     if document is None:
         return problems
     return await publish_problems(session, workspace, document)
@@ -289,11 +342,12 @@ async def publish_problems(
     """DRAFT_PUBLISH with the workspace's connectors: what C4 reports and what L1 refuses to publish.
     An Email campaign must name one of its e-mail connectors; a Push campaign needs a push
     connector the engine can choose (the one named, or the only one)."""
+    connectors = await delivery_connectors.configured_names(session, workspace.id)
     return validate_campaign(
         document,
         Stage.DRAFT_PUBLISH,
         workspace.features,
-        configured_connectors=await delivery_connectors.configured_names(session, workspace.id),
-        push_connectors=await delivery_connectors.configured_names(session, workspace.id, Channel.PUSH),
+        configured_connectors=connectors.get(Channel.EMAIL, frozenset()),
+        push_connectors=connectors.get(Channel.PUSH, frozenset()),
         check_template=check_template,
     )

@@ -9,7 +9,12 @@ from herald.timefmt import campaign_timestamp
 
 
 def etag(row: Campaign) -> str:
-    return f'"{row.id}-{row.revision}"'
+    return etag_of(row.id, row.revision)
+
+
+def etag_of(row_id: str, revision: int) -> str:
+    """The ETag of a version row at one revision (what `If-Match` names)."""
+    return f'"{row_id}-{revision}"'
 
 
 def campaign_view(row: Campaign, *, versioning: bool) -> dict[str, Any]:

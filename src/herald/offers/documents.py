@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from herald.ids import parse_tag_id, tag_public_id
-from herald.offers.models import Offer
+from herald.offers.models import StoredOffer
 from herald.offers.rules.scheduling import parse_zulu
 
 COLUMN_FIELDS = frozenset({"name", "priority", "created_by", "tags"})
@@ -29,7 +29,7 @@ class RowValues:
     document: dict[str, Any]
 
 
-def current_document(row: Offer) -> dict[str, Any]:
+def current_document(row: StoredOffer) -> dict[str, Any]:
     """The stored offer in request form."""
     document = dict(row.document or {})
     if isinstance(document.get("conversion"), dict):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -57,3 +58,22 @@ class OfferTag(Base):
     workspace_id: Mapped[str] = mapped_column(String(64), primary_key=True)
     tag_id: Mapped[str] = mapped_column(String(64), primary_key=True)
     offer_id: Mapped[str] = mapped_column(String(24), primary_key=True)
+
+
+@dataclass(frozen=True)
+class StoredOffer:
+    """An offer's row as a write reads it (O3, O5): plain values, no ORM instance to track."""
+
+    workspace_id: str
+    id: str
+    name: str
+    stored_status: str
+    priority: int | None
+    start_datetime: datetime | None
+    expiry_datetime: datetime | None
+    tags: list[str]
+    document: dict[str, Any]
+    created_at: datetime
+    created_by: str
+    updated_at: datetime
+    updated_by: str | None

@@ -7,11 +7,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, time, timedelta
 from functools import lru_cache
 from typing import Any
+from typing import cast as typed
 
 from sqlalchemy import (
     ColumnElement,
     Integer,
     Select,
+    Table,
     Text,
     bindparam,
     cast,
@@ -21,6 +23,7 @@ from sqlalchemy import (
     insert,
     or_,
     select,
+    update,
 )
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -28,7 +31,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from herald.db import UTCDateTime
 from herald.direct_reads import DirectReads
 from herald.offers.list_query import OffersListQuery
-from herald.offers.models import STORED_ARCHIVED, Offer, OfferTag
+from herald.offers.models import STORED_ARCHIVED, Offer, OfferTag, StoredOffer
 from herald.offers.status import OfferStatus, status_column, status_predicate
 from herald.timefmt_sql import rfc3339_text
 from herald.workspaces.models import OfferTemplate, Tag
@@ -170,10 +173,42 @@ async def list_page(
     return rows, int(total or 0)
 
 
-async def get_for_update(session: AsyncSession, workspace_id: str, offer_id: str) -> Offer | None:
-    """The offer, locked until the transaction ends (PostgreSQL; SQLite writers hold the database)."""
-    query = scoped(workspace_id).where(Offer.id == offer_id).with_for_update()
-    return (await session.scalars(query)).first()
+_OFFERS = typed(Table, Offer.__table__)
+# Built once: O3 and O5 run them on every request. Core statements on the session's connection: a
+# plain row in, the changed columns out, without the ORM's identity map, unit of work and flush.
+_LOCKED = (
+    select(_OFFERS)
+    .where(_OFFERS.c.workspace_id == bindparam("workspace_id"), _OFFERS.c.id == bindparam("offer_id"))
+    .with_for_update()
+)
+_INSERT = insert(_OFFERS)
+# The SET clause is the parameters' columns (one compiled form per set of columns).
+_UPDATE = update(_OFFERS).where(
+    _OFFERS.c.workspace_id == bindparam("row_workspace_id"), _OFFERS.c.id == bindparam("row_id")
+)
+
+
+async def get_for_update(session: AsyncSession, workspace_id: str, offer_id: str) -> StoredOffer | None:
+    """The offer's row, locked until the transaction ends (PostgreSQL; SQLite writers hold the
+    database)."""
+    connection = await session.connection()
+    key = {"workspace_id": workspace_id, "offer_id": offer_id}
+    row = (await connection.execute(_LOCKED, key)).first()
+    return None if row is None else StoredOffer(**row._mapping)
+
+
+async def insert_offer(session: AsyncSession, values: dict[str, Any]) -> None:
+    """A new offer row (every column given)."""
+    connection = await session.connection()
+    await connection.execute(_INSERT, values)
+
+
+async def update_offer(
+    session: AsyncSession, workspace_id: str, offer_id: str, values: dict[str, Any]
+) -> None:
+    """Write `values` (column name -> value) onto one offer's row."""
+    connection = await session.connection()
+    await connection.execute(_UPDATE, {**values, "row_workspace_id": workspace_id, "row_id": offer_id})
 
 
 async def existing_tags(session: AsyncSession, workspace_id: str, tag_ids: Sequence[str]) -> frozenset[str]:
@@ -217,6 +252,11 @@ async def replace_tags(
     await session.execute(
         delete(OfferTag).where(OfferTag.workspace_id == workspace_id, OfferTag.offer_id == offer_id)
     )
+    await add_tags(session, workspace_id, offer_id, tag_ids)
+
+
+async def add_tags(session: AsyncSession, workspace_id: str, offer_id: str, tag_ids: Sequence[str]) -> None:
+    """The tag rows of an offer that has none (yet)."""
     if tag_ids:
         await session.execute(
             insert(OfferTag),

@@ -7,7 +7,8 @@ rename that slips between our check and our write is reported as DUPLICATE_OFFER
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Awaitable, Iterable
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -17,7 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from herald.errors import ArchivedOffering, OfferNotFound, ValidationFailed
 from herald.ids import object_id, offer_public_id, parse_offer_id, parse_tag_id
 from herald.offers import documents, gates, parsing, repository, rules
-from herald.offers.models import STORED_ARCHIVED, STORED_DRAFT, STORED_PUBLISHED, Offer
+from herald.offers.models import STORED_ARCHIVED, STORED_DRAFT, STORED_PUBLISHED, StoredOffer
 from herald.offers.requests import OfferArchive, OfferCreate, OfferFields, OfferUpdate
 from herald.offers.rules.content import template_ids
 from herald.offers.rules.scheduling import EXPIRY, START
@@ -39,10 +40,9 @@ async def load_lookups(
     changed: frozenset[str],
     now: datetime,
     *,
-    except_id: str | None = None,
     draft: bool = False,
 ) -> rules.Lookups:
-    """Fetch only what the changed fields refer to."""
+    """Fetch only what the changed fields refer to (the name: see `check_all`)."""
     tags: frozenset[str] = frozenset()
     if "tags" in changed and values.tags:
         tags = await repository.existing_tags(session, workspace_id, [parse_tag_id(t) for t in values.tags])
@@ -51,10 +51,38 @@ async def load_lookups(
         templates = await repository.template_fields(
             session, workspace_id, sorted(template_ids(values.offer_content))
         )
-    taken = False
-    if "name" in changed and values.name is not None and rules.OFFER_NAME.match(values.name):
-        taken = bool(await repository.live_names(session, workspace_id, [values.name], except_id))
-    return rules.Lookups(now=now, existing_tags=tags, templates=templates, name_taken=taken, draft=draft)
+    return rules.Lookups(now=now, existing_tags=tags, templates=templates, draft=draft)
+
+
+async def check_all(
+    session: AsyncSession,
+    workspace_id: str,
+    values: OfferFields,
+    changed: frozenset[str],
+    now: datetime,
+    found: list[Problem],
+    failed: frozenset[str],
+    *,
+    except_id: str | None = None,
+    draft: bool = False,
+) -> None:
+    """Raise every problem of a write at once: `found` (parse errors, status gates) and the rules.
+
+    Whether a new name is taken is left to the live-name index when nothing else is wrong: the
+    write then fails on it and is answered DUPLICATE_OFFER_NAME, as the rule would have (one
+    statement fewer on every write that changes the name). A request refused anyway looks the name
+    up, so the clash is reported beside its other problems.
+    """
+    lookups = await load_lookups(session, workspace_id, values, changed, now, draft=draft)
+    problems = distinct([*found, *rules.check(values, changed, lookups, failed)])
+    if not problems:
+        return
+    name = values.name
+    checks_name = "name" in changed and name is not None and rules.OFFER_NAME.match(name)
+    if checks_name and await repository.live_names(session, workspace_id, [str(name)], except_id):
+        lookups = replace(lookups, name_taken=True)
+        problems = distinct([*found, *rules.check(values, changed, lookups, failed)])
+    raise ValidationFailed(problems)
 
 
 def distinct(problems: Iterable[Problem]) -> list[Problem]:
@@ -77,38 +105,41 @@ async def create_offer(session: AsyncSession, workspace_id: str, body: Any, now:
     """O2. Offers created through the API are published; drafts come from `herald offers import`."""
     parsed = parsing.parse(parsing.as_object(body), OfferCreate)
     changed = everything(parsed.valid)
-    lookups = await load_lookups(session, workspace_id, parsed.values, changed, now)
-    problems = distinct([*parsed.problems, *rules.check(parsed.values, changed, lookups, parsed.failed)])
-    if problems:
-        raise ValidationFailed(problems)
+    await check_all(session, workspace_id, parsed.values, changed, now, parsed.problems, parsed.failed)
     row = documents.row_values(parsed.valid)
-    offer = Offer(
-        workspace_id=workspace_id,
-        id=object_id(now),
-        name=row.name,
-        stored_status=STORED_PUBLISHED,
-        priority=row.priority,
-        start_datetime=row.start_datetime,
-        expiry_datetime=row.expiry_datetime,
-        tags=row.tags,
-        document=row.document,
-        created_at=now,
-        created_by=row.created_by,
-        updated_at=now,
-    )
-    session.add(offer)
+    offer_id = object_id(now)
+    values = {
+        "workspace_id": workspace_id,
+        "id": offer_id,
+        "name": row.name,
+        "stored_status": STORED_PUBLISHED,
+        "priority": row.priority,
+        "start_datetime": row.start_datetime,
+        "expiry_datetime": row.expiry_datetime,
+        "tags": row.tags,
+        "document": row.document,
+        "created_at": now,
+        "created_by": row.created_by,
+        "updated_at": now,
+        "updated_by": None,
+    }
+    await _written(repository.insert_offer(session, values), row.name)
+    await repository.add_tags(session, workspace_id, offer_id, row.tags)
+    status = effective_status(STORED_PUBLISHED, row.start_datetime, row.expiry_datetime, now)
+    return {"id": offer_public_id(offer_id), "status": status.value, "created_at": rfc3339(now)}
+
+
+async def _written(write: Awaitable[None], name: str) -> None:
+    """Run a write of an offer's row; a clash on the live-name index is the name's problem."""
     try:
-        await session.flush()
+        await write
     except IntegrityError as exc:
         if repository.is_duplicate_name(exc):
-            raise _duplicate_name(row.name) from None
+            raise _duplicate_name(name) from None
         raise
-    await repository.replace_tags(session, workspace_id, offer.id, row.tags)
-    status = effective_status(offer.stored_status, offer.start_datetime, offer.expiry_datetime, now)
-    return {"id": offer_public_id(offer.id), "status": status.value, "created_at": rfc3339(now)}
 
 
-async def _load(session: AsyncSession, workspace_id: str, public_id: str) -> Offer:
+async def _load(session: AsyncSession, workspace_id: str, public_id: str) -> StoredOffer:
     raw_id = parse_offer_id(public_id)
     offer = await repository.get_for_update(session, workspace_id, raw_id) if raw_id else None
     if offer is None:
@@ -131,38 +162,32 @@ async def update_offer(
     merged = documents.merge(current, parsed.valid)
     changed = gates.changed_fields(current, merged)
     values = OfferFields.model_validate(merged)
-    lookups = await load_lookups(
+    await check_all(
         session,
         workspace_id,
         values,
         changed,
         now,
+        [*parsed.problems, *gates.gate_problems(status, current, merged, changed)],
+        parsed.failed,
         except_id=offer.id,
         draft=offer.stored_status == STORED_DRAFT,
     )
-    problems = distinct(
-        [
-            *parsed.problems,
-            *gates.gate_problems(status, current, merged, changed),
-            *rules.check(values, changed, lookups, parsed.failed),
-        ]
-    )
-    if problems:
-        raise ValidationFailed(problems)
     row = documents.row_values(merged)
-    offer.name, offer.priority, offer.tags = row.name, row.priority, row.tags
-    offer.start_datetime, offer.expiry_datetime = row.start_datetime, row.expiry_datetime
-    offer.document = row.document
-    offer.updated_at, offer.updated_by = now, raw["updated_by"]
-    try:
-        await session.flush()
-    except IntegrityError as exc:
-        if repository.is_duplicate_name(exc):
-            raise _duplicate_name(row.name) from None
-        raise
+    columns = {
+        "name": row.name,
+        "priority": row.priority,
+        "tags": row.tags,
+        "start_datetime": row.start_datetime,
+        "expiry_datetime": row.expiry_datetime,
+        "document": row.document,
+        "updated_at": now,
+        "updated_by": raw["updated_by"],
+    }
+    await _written(repository.update_offer(session, workspace_id, offer.id, columns), row.name)
     if "tags" in changed:
         await repository.replace_tags(session, workspace_id, offer.id, row.tags)
-    status = effective_status(offer.stored_status, offer.start_datetime, offer.expiry_datetime, now)
+    status = effective_status(offer.stored_status, row.start_datetime, row.expiry_datetime, now)
     return {"id": public_id, "status": status.value, "updated_at": rfc3339(now)}
 
 
@@ -176,7 +201,6 @@ async def archive_offer(
     body, problems = parsing.parse_model(parsing.as_object(body), OfferArchive)
     if body is None:
         raise ValidationFailed(problems)
-    offer.stored_status = STORED_ARCHIVED
-    offer.updated_at, offer.updated_by = now, body.updated_by
-    await session.flush()
+    columns = {"stored_status": STORED_ARCHIVED, "updated_at": now, "updated_by": body.updated_by}
+    await repository.update_offer(session, workspace_id, offer.id, columns)
     return {"id": public_id, "status": STORED_ARCHIVED, "updated_at": rfc3339(now)}
