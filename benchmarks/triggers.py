@@ -28,7 +28,6 @@ from typing import Any
 import httpx
 import orjson
 from cryptography.fernet import Fernet
-from pydantic import SecretStr
 
 from benchmarks.common import Figure, argument_parser, prepare_workspace, summary, table
 from herald.campaigns import worker
@@ -147,7 +146,7 @@ async def main() -> None:
     parser.add_argument("--campaigns", type=int, default=10)
     parser.add_argument("--concurrency", type=int, default=16)
     args = parser.parse_args()
-    key = SecretStr(Fernet.generate_key().decode())
+    key = Fernet.generate_key().decode()
     settings = Settings(
         database_url=args.database_url, redis_url=None, secret_key=key, delivery_concurrency=32
     )
