@@ -43,7 +43,6 @@ import httpx
 import orjson
 from cryptography.fernet import Fernet
 from jinja2.sandbox import SandboxedEnvironment
-from pydantic import SecretStr
 from sqlalchemy import func, insert, select, true
 
 from benchmarks.common import Credentials, Figure, argument_parser, prepare_workspace, summary, table
@@ -679,7 +678,7 @@ def main() -> None:
     parser.add_argument(
         "--concurrency",
         type=int,
-        default=Settings.model_fields["delivery_concurrency"].default,
+        default=Settings.delivery_concurrency,
         help="messages in flight, both sides",
     )
     parser.add_argument("--batch-size", type=int, default=100, help="messages per POST in batched mode")
@@ -692,7 +691,7 @@ def main() -> None:
     parser.add_argument("--profile", help="record `herald serve` with py-spy --gil into this file (raw)")
     args = parser.parse_args()
     key = Fernet.generate_key().decode()
-    settings = Settings(database_url=args.database_url, redis_url=None, secret_key=SecretStr(key))
+    settings = Settings(database_url=args.database_url, redis_url=None, secret_key=key)
     if args.database_url.startswith("sqlite"):
         path = args.database_url.split("///", 1)[1]
         for suffix in ("", "-wal", "-shm"):

@@ -27,7 +27,6 @@ from typing import Any
 
 import httpx
 from cryptography.fernet import Fernet
-from pydantic import SecretStr
 
 from benchmarks.common import Figure, argument_parser, prepare_workspace, summary
 from benchmarks.delivery import add_users
@@ -121,7 +120,7 @@ def main() -> None:
     parser.add_argument("--send", type=int, default=10_000, help="messages let through to the sink")
     args = parser.parse_args()
     key = Fernet.generate_key().decode()
-    settings = Settings(database_url=args.database_url, redis_url=None, secret_key=SecretStr(key))
+    settings = Settings(database_url=args.database_url, redis_url=None, secret_key=key)
     sink, url = _sink()
     started = time.perf_counter()
     asyncio.run(_setup(settings, args.users, args.send, url))

@@ -25,7 +25,6 @@ from typing import Any
 
 import httpx
 from cryptography.fernet import Fernet
-from pydantic import SecretStr
 from sqlalchemy import insert
 
 from benchmarks.common import Figure, argument_parser, summary, table
@@ -210,12 +209,12 @@ def main() -> None:
     parser.add_argument(
         "--concurrency",
         type=int,
-        default=Settings.model_fields["delivery_concurrency"].default,
+        default=Settings.delivery_concurrency,
         help="messages in flight, both sides",
     )
     args = parser.parse_args()
     key = Fernet.generate_key().decode()
-    settings = Settings(database_url=args.database_url, redis_url=None, secret_key=SecretStr(key))
+    settings = Settings(database_url=args.database_url, redis_url=None, secret_key=key)
     if args.database_url.startswith("sqlite"):
         path = args.database_url.split("///", 1)[1]
         for suffix in ("", "-wal", "-shm"):

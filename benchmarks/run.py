@@ -44,6 +44,7 @@ BENCHMARKS: list[tuple[str, list[str]]] = [
         ["--rate", scaled(1000, least=50), "--seconds", "10", "--users", scaled(2000, least=100)],
     ),
     ("benchmarks.delivery_periodic", ["--users", scaled(100_000, least=100)]),
+    ("benchmarks.cli_startup", ["--runs", scaled(21, least=5), "--serve-runs", scaled(5, least=1)]),
 ]
 
 

@@ -43,7 +43,6 @@ from typing import Any
 
 import orjson
 from cryptography.fernet import Fernet
-from pydantic import SecretStr
 
 from benchmarks.common import Figure, argument_parser, prepare_workspace, summary, table
 from benchmarks.peers import free_port, herald_env, recreate_postgres, started
@@ -304,7 +303,7 @@ async def main() -> None:
     else:
         args.database_url += "_triggers"
         await recreate_postgres(args.database_url)
-    settings = Settings(database_url=args.database_url, redis_url=None, secret_key=SecretStr(key))
+    settings = Settings(database_url=args.database_url, redis_url=None, secret_key=key)
     workspace = f"{WORKSPACE}-{uuid.uuid4().hex[:8]}"
     credentials = await prepare_workspace(settings, workspace)
     progress = Progress()

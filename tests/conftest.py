@@ -18,7 +18,6 @@ import httpx
 import pytest
 from cryptography.fernet import Fernet
 from fastapi import FastAPI
-from pydantic import SecretStr
 from sqlalchemy.engine import make_url
 
 from herald.clock import FrozenClock
@@ -107,7 +106,7 @@ def settings(database_url: str) -> Settings:
         database_url=database_url,
         redis_url=None,
         base_url="http://testserver",
-        secret_key=SecretStr(TEST_SECRET_KEY),
+        secret_key=TEST_SECRET_KEY,
     )
 
 

@@ -22,7 +22,8 @@ def _imported_by(args: list[str], env: dict[str, str] | None = None) -> set[str]
         "import json, sys\n"
         "from herald.cli.app import app\n"
         f"try:\n    app({args!r})\nexcept SystemExit:\n    pass\n"
-        "print(json.dumps(sorted({m.split('.')[0] for m in sys.modules} | {m for m in sys.modules if m.startswith('herald.')})))\n"
+        "print(json.dumps(sorted({m.split('.')[0] for m in sys.modules}"
+        " | {m for m in sys.modules if m.startswith(('herald.', 'sqlalchemy.dialects.', 'sqlalchemy.ext.'))})))\n"
     )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, env=env)
     return set(json.loads(done.stdout.strip().splitlines()[-1]))
@@ -45,6 +46,20 @@ def test_keys_list_imports_settings_database_and_workspaces_only(database_url: s
         sorted(name for name in imported if name.split(".")[1:2] in (["campaigns"], ["offers"], ["audience"]))
         == []
     )
+    # Settings are a dataclass (pydantic is the web stack's); SQLite needs no PostgreSQL dialect.
+    assert imported & {"pydantic", "pydantic_settings"} == set()
+    if database_url.startswith("sqlite"):
+        assert "sqlalchemy.dialects.postgresql" not in imported
+
+
+def test_a_groups_command_help_imports_no_service() -> None:
+    imported = _imported_by(["campaigns", "stats", "--help"])
+    assert imported & (WEB | DATA) == set()
+    assert sorted(name for name in imported if name.startswith("herald.")) == [
+        "herald.cli",
+        "herald.cli.app",
+        "herald.cli.campaigns",
+    ]
 
 
 def test_help_lists_every_command_with_its_own_help() -> None:

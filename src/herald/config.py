@@ -1,16 +1,26 @@
-"""Settings, read from `HERALD_*` environment variables (and `.env`)."""
+"""Settings, read from `HERALD_*` environment variables (and `.env`).
+
+A plain dataclass, not a pydantic model: every command of the command line reads it, and importing
+pydantic with pydantic-settings took a third of `herald keys list` (benchmarks/README.md, "Command-line
+start-up"). The precedence is pydantic-settings' own: the constructor's arguments, then the
+environment (names case-insensitive), then `.env` in the working directory, then the defaults.
+"""
 
 from __future__ import annotations
 
+import dataclasses
+import os
+from dataclasses import dataclass, field
 from functools import cached_property
+from typing import Any
 
-from pydantic import SecretStr
-from pydantic_settings import BaseSettings, SettingsConfigDict
+_PREFIX = "herald_"
+_TRUE = frozenset({"1", "on", "t", "true", "y", "yes"})
+_FALSE = frozenset({"0", "off", "f", "false", "n", "no"})
 
 
-class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="HERALD_", env_file=".env", extra="ignore")
-
+@dataclass(init=False)
+class Settings:
     database_url: str = "sqlite+aiosqlite:///./herald.db"
     redis_url: str | None = None
     # Deployments may match the header names of their clients (`X-<token>-Request-Id`, `<token>-APPKEY`).
@@ -46,7 +56,7 @@ class Settings(BaseSettings):
     worker_interval_seconds: float = 15.0
     # Fernet key(s) that encrypt connector secrets at rest: comma-separated, the first encrypts and
     # every one decrypts (rotation). Without it, connectors that carry secrets cannot be stored.
-    secret_key: SecretStr | None = None
+    secret_key: str | None = field(default=None, repr=False)
     # Default time limit for one delivery attempt (SMTP session or webhook call), in seconds.
     delivery_timeout_seconds: float = 10.0
     # Requests a worker has in flight at once (webhook POSTs or SMTP connections). More is not
@@ -67,6 +77,22 @@ class Settings(BaseSettings):
     # Sandbox time travel and multi-process tests: read "now" from this file (epoch seconds).
     clock_file: str | None = None
 
+    def __init__(self, **given: Any) -> None:
+        """`Settings()` reads the environment; a keyword argument replaces what it would read."""
+        known = {f.name: f for f in dataclasses.fields(self)}
+        unknown = given.keys() - known.keys()
+        if unknown:
+            raise TypeError(f"unknown settings: {', '.join(sorted(unknown))}")
+        read = {**_dotenv(), **_environment()}
+        for name, spec in known.items():
+            if name in given:
+                value = _coerce(name, str(spec.type), given[name])
+            elif name in read:
+                value = _coerce(name, str(spec.type), read[name])
+            else:
+                value = spec.default
+            setattr(self, name, value)
+
     @cached_property
     def request_id_header(self) -> str:
         return f"X-{self.header_token}-Request-Id"
@@ -78,3 +104,47 @@ class Settings(BaseSettings):
     @property
     def is_sqlite(self) -> bool:
         return self.database_url.startswith("sqlite")
+
+
+def _environment() -> dict[str, str]:
+    return {
+        name.lower().removeprefix(_PREFIX): value
+        for name, value in os.environ.items()
+        if name.lower().startswith(_PREFIX)
+    }
+
+
+def _dotenv() -> dict[str, str]:
+    if not os.path.isfile(".env"):
+        return {}
+    from dotenv import dotenv_values  # only when there is a file to read
+
+    return {
+        name.lower().removeprefix(_PREFIX): value
+        for name, value in dotenv_values(".env", encoding="utf-8").items()
+        if name.lower().startswith(_PREFIX) and value is not None
+    }
+
+
+def _coerce(name: str, kind: str, value: Any) -> Any:
+    """`value` (a string from the environment, or what the caller gave) as the field's type, with the
+    conversions pydantic made: numbers from strings, booleans from on/off, yes/no, true/false, 1/0."""
+    if value is None and kind.endswith(" | None"):
+        return None
+    base = kind.removesuffix(" | None")
+    try:
+        if base == "str" and isinstance(value, str):
+            return value
+        if base == "bool":
+            if isinstance(value, bool):
+                return value
+            text = str(value).strip().lower()
+            if text in _TRUE or text in _FALSE:
+                return text in _TRUE
+        elif base == "int" and not isinstance(value, bool | float):
+            return int(value)
+        elif base == "float" and not isinstance(value, bool):
+            return float(value)
+    except ValueError:
+        pass
+    raise ValueError(f"setting {name} (HERALD_{name.upper()}): {value!r} is not a valid {base}")

@@ -13,11 +13,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import JSON, DateTime, MetaData, event, make_url
-from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Dialect
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
 from sqlalchemy.orm import DeclarativeBase
-from sqlalchemy.types import TypeDecorator
+from sqlalchemy.types import TypeDecorator, TypeEngine
 from sqlalchemy.util import await_only
 
 from herald import sqlite_inline
@@ -57,8 +56,30 @@ class UTCDateTime(TypeDecorator[datetime]):
         return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
-# JSONB on PostgreSQL (indexable, compact), JSON text elsewhere.
-PortableJSON = JSON().with_variant(JSONB(), "postgresql")
+class _PortableJSON(TypeDecorator[Any]):
+    """JSONB on PostgreSQL (indexable, compact), JSON text elsewhere.
+
+    The same as `JSON().with_variant(JSONB(), "postgresql")`, except that JSONB is looked up when a
+    PostgreSQL dialect first compiles the type, not when the models are imported: importing the
+    PostgreSQL dialect costs a command line on SQLite a tenth of its start-up (tests/test_cli_startup.py).
+    """
+
+    impl = JSON
+    cache_ok = True
+    # What `JSON` declares and a decorator does not take from its impl: Python None is stored as
+    # JSON `null` (not SQL NULL), and values are not hashed when rows are made unique.
+    should_evaluate_none = True
+    hashable = False
+
+    def load_dialect_impl(self, dialect: Dialect) -> TypeEngine[Any]:
+        if dialect.name == "postgresql":
+            from sqlalchemy.dialects.postgresql import JSONB
+
+            return dialect.type_descriptor(JSONB())
+        return dialect.type_descriptor(JSON())
+
+
+PortableJSON = _PortableJSON()
 
 # The largest value an INTEGER column holds on every engine (32 bits on PostgreSQL). The driver fails
 # on a larger number compared with such a column, so inputs that are compared are bounded by it.

@@ -186,8 +186,8 @@ def register_functions(dbapi_connection: Any) -> None:
     """SQL functions SQLite lacks. `herald_lower`: Unicode lower-casing (SQLite's `lower()` folds
     ASCII letters only), so case-insensitive filters mean the same on SQLite as on PostgreSQL.
     `herald_rank(purpose, key, customer_id)`: the delivery engine's per-user hash
-    (`delivery.engine.split.rank_of`), so an audience is ranked inside its INSERT ... SELECT."""
-    from herald.delivery.engine.split import rank_of  # a leaf module: stdlib only
+    (`delivery.engine.rank.rank_of`), so an audience is ranked inside its INSERT ... SELECT."""
+    from herald.delivery.engine.rank import rank_of  # a leaf module: stdlib only
 
     dbapi_connection.create_function("herald_lower", 1, _lower, deterministic=True)
     dbapi_connection.create_function(

@@ -7,6 +7,7 @@ database); `run_tick` without workspaces walks every workspace, as the `herald w
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from datetime import timedelta
 
@@ -295,7 +296,7 @@ async def test_the_api_process_runs_the_worker_when_told(
         ),
     )
     serving = create_app(
-        settings.model_copy(update={"in_process_worker": True, "worker_interval_seconds": 3600}), clock=clock
+        dataclasses.replace(settings, in_process_worker=True, worker_interval_seconds=3600), clock=clock
     )
     # The app's own tick scans every workspace of the shared test database: allow it time. A
     # shutdown stops the worker after the batch in hand, so the test waits, while the app serves,

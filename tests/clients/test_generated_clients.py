@@ -22,7 +22,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-from pydantic import SecretStr
 
 from herald.config import Settings
 from herald.delivery.config import ConnectorInput
@@ -78,7 +77,7 @@ def _run(command: list[str | Path], *, cwd: Path = ROOT, env: dict[str, str] | N
 
 
 async def _seed(database_url: str, smtp_port: int) -> tuple[str, str]:
-    settings = Settings(database_url=database_url, redis_url=None, secret_key=SecretStr(TEST_SECRET_KEY))
+    settings = Settings(database_url=database_url, redis_url=None, secret_key=TEST_SECRET_KEY)
     app = create_app(settings)
     try:
         tenant = await make_tenant(app, features=FEATURES, rate_limits=OPEN_LIMITS)

@@ -5,7 +5,6 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
-from pydantic import SecretStr
 
 from herald.delivery.crypto import SecretBox, SecretKeyError, new_key, secret_box
 from herald.delivery.signing import signature, signed_headers, verify
@@ -33,14 +32,14 @@ class TestSecretBox:
         with pytest.raises(SecretKeyError, match="cannot be opened"):
             SecretBox(new_key()).open(sealed)
 
-    @pytest.mark.parametrize("key", [None, SecretStr(""), SecretStr("  ")])
-    def test_no_key_means_no_secrets(self, key: SecretStr | None) -> None:
+    @pytest.mark.parametrize("key", [None, "", "  "])
+    def test_no_key_means_no_secrets(self, key: str | None) -> None:
         with pytest.raises(SecretKeyError, match="HERALD_SECRET_KEY is not set"):
             secret_box(key)
 
     def test_a_malformed_key_is_refused(self) -> None:
         with pytest.raises(SecretKeyError, match="Fernet keys"):
-            secret_box(SecretStr("not-a-fernet-key"))
+            secret_box("not-a-fernet-key")
 
 
 class TestSignature:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import dataclasses
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -153,7 +154,7 @@ def _throttle_settings(settings: Settings, store: str) -> Settings:
     if store == "redis":
         if not REDIS_URL:
             pytest.skip("HERALD_TEST_REDIS_URL is not set")
-        return settings.model_copy(update={"redis_url": REDIS_URL})
+        return dataclasses.replace(settings, redis_url=REDIS_URL)
     return settings
 
 

@@ -12,7 +12,6 @@ from typing import Any
 import httpx
 import pytest
 from fastapi import FastAPI
-from pydantic import SecretStr
 from typer.testing import CliRunner
 
 from herald.cli import app as cli
@@ -35,7 +34,7 @@ def settings(database_url: str) -> Settings:
         database_url=database_url,
         redis_url=None,
         base_url="http://testserver",
-        secret_key=SecretStr(TEST_SECRET_KEY),
+        secret_key=TEST_SECRET_KEY,
         delivery_max_attempts=3,
         delivery_retry_seconds=RETRY.total_seconds(),
         delivery_error_threshold=3,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import dataclasses
 import json
 import threading
 from datetime import timedelta
@@ -94,7 +95,7 @@ async def tick(app: FastAPI, tenant: Tenant, *, one_at_a_time: bool = False) -> 
     services: Services = app.state.herald
     settings = services.settings
     if one_at_a_time:
-        settings = settings.model_copy(update={"delivery_concurrency": 1})
+        settings = dataclasses.replace(settings, delivery_concurrency=1)
     return await worker.run_tick(services.database, services.clock.now(), [tenant.workspace_id], settings)
 
 

@@ -1,4 +1,4 @@
-"""Resolution in chunks: the database ranks users exactly as `split.rank_of` does (on the engine
+"""Resolution in chunks: the database ranks users exactly as `rank.rank_of` does (on the engine
 under test), and an execution prepared and half written is already DISPATCHING, shows every user of
 its audience in its stats, and ends with each user sent once and the control group exact."""
 
@@ -16,6 +16,7 @@ from herald.campaigns.models import Campaign
 from herald.campaigns.schemas.common import Channel, DeliveryType
 from herald.campaigns.validation import load_document
 from herald.delivery.engine.models import ExecutionUser
+from herald.delivery.engine.rank import rank_of
 from herald.delivery.engine.ranking import in_global_control_sql, rank_sql
 from herald.delivery.engine.resolve import (
     LiveCampaign,
@@ -23,7 +24,7 @@ from herald.delivery.engine.resolve import (
     resolve_chunk,
     start_execution,
 )
-from herald.delivery.engine.split import control_group_size, in_global_control, rank_of
+from herald.delivery.engine.split import control_group_size, in_global_control
 from herald.services import Services
 from tests.delivery.builders import push_connector
 from tests.delivery.conftest import add_users

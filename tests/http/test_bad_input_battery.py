@@ -27,7 +27,6 @@ import pytest
 from cryptography.fernet import Fernet
 from fastapi import FastAPI
 from fastapi.routing import APIRoute
-from pydantic import SecretStr
 from sqlalchemy import func, literal, select, union_all
 
 import herald.models  # noqa: F401  (every table in the metadata)
@@ -106,7 +105,7 @@ def _collected_schema() -> dict[str, Any]:
     settings = Settings(
         database_url="sqlite+aiosqlite://",
         redis_url=None,
-        secret_key=SecretStr(Fernet.generate_key().decode()),
+        secret_key=Fernet.generate_key().decode(),
     )
     return create_app(settings).openapi()
 
@@ -159,7 +158,7 @@ async def app(database_url: str, clock: FrozenClock) -> AsyncIterator[FastAPI]:
         database_url=database_url,
         redis_url=None,
         base_url="http://testserver",
-        secret_key=SecretStr(Fernet.generate_key().decode()),
+        secret_key=Fernet.generate_key().decode(),
     )
     limiter = make_store(os.environ.get("HERALD_TEST_REDIS_URL"), prefix=f"herald:test:{uuid.uuid4().hex}:")
     application = create_app(settings, clock=clock, limiter=limiter)

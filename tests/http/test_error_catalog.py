@@ -3,6 +3,7 @@ names the address the request came to unless HERALD_BASE_URL is set."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -85,7 +86,7 @@ async def test_the_catalog_page_has_an_anchor_per_code(client: httpx.AsyncClient
 
 @pytest.fixture
 async def unset_app(settings: Settings) -> AsyncIterator[FastAPI]:
-    app = create_app(settings.model_copy(update={"base_url": None}))
+    app = create_app(dataclasses.replace(settings, base_url=None))
     yield app
     await app.state.herald.database.dispose()
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import httpx
@@ -65,7 +66,7 @@ async def test_campaign_operations_require_the_app_key_header(client: httpx.Asyn
 
 @pytest.mark.parametrize("token", ["ACME"])
 def test_header_names_follow_the_configured_token(settings: Settings, token: str) -> None:
-    app: FastAPI = create_app(settings.model_copy(update={"header_token": token}))
+    app: FastAPI = create_app(dataclasses.replace(settings, header_token=token))
     text = str(app.openapi())
     assert f"X-{token}-Request-Id" in text
     assert f"{token}-APPKEY" in text
@@ -150,7 +151,7 @@ async def test_operations_have_readable_ids_descriptions_and_defined_tags(client
 
 
 async def test_servers_name_the_address_the_document_was_read_from(settings: Settings) -> None:
-    app = create_app(settings.model_copy(update={"base_url": None}))
+    app = create_app(dataclasses.replace(settings, base_url=None))
     try:
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://herald.test:9123") as reader:
@@ -161,7 +162,7 @@ async def test_servers_name_the_address_the_document_was_read_from(settings: Set
 
 
 async def test_servers_name_the_configured_base_url(settings: Settings) -> None:
-    app = create_app(settings.model_copy(update={"base_url": "https://api.example.org/"}))
+    app = create_app(dataclasses.replace(settings, base_url="https://api.example.org/"))
     try:
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:9") as reader:

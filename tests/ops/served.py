@@ -10,7 +10,6 @@ from typing import Any
 
 import orjson
 from prometheus_client.parser import text_string_to_metric_families
-from pydantic import SecretStr
 
 from herald.config import Settings
 from herald.main import create_app
@@ -40,7 +39,7 @@ def tenant(database_url: str, *, setup: Callable[[Any, Tenant], Any] | None = No
     `setup(app, tenant)` may add to it (connectors, ...)."""
 
     async def make() -> Tenant:
-        settings = Settings(database_url=database_url, redis_url=None, secret_key=SecretStr(TEST_SECRET_KEY))
+        settings = Settings(database_url=database_url, redis_url=None, secret_key=TEST_SECRET_KEY)
         app = create_app(settings)
         try:
             made = await make_tenant(app, **options)

@@ -17,7 +17,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from pydantic import SecretStr
 
 from herald.config import Settings
 from herald.http.limits import BUCKETS
@@ -48,7 +47,7 @@ def _server_env(database_url: str) -> dict[str, str]:
 
 
 async def _workspace(database_url: str) -> Tenant:
-    settings = Settings(database_url=database_url, redis_url=None, secret_key=SecretStr(TEST_SECRET_KEY))
+    settings = Settings(database_url=database_url, redis_url=None, secret_key=TEST_SECRET_KEY)
     app = create_app(settings)
     try:
         return await make_tenant(app, features=FEATURES, rate_limits=OPEN_LIMITS)

@@ -19,7 +19,6 @@ from typing import Any
 
 import httpx
 import pytest
-from pydantic import SecretStr
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from herald.audience.models import User
@@ -173,7 +172,7 @@ def _add_push_connector(database_url: str, tenant: Tenant) -> None:
                     "push-gw", "CUSTOM_API", channel="push", url="https://hooks.example.com/p"
                 )
                 await delivery_connectors.add_connector(
-                    session, datetime.now(UTC), tenant.workspace_id, given, SecretStr(TEST_SECRET_KEY)
+                    session, datetime.now(UTC), tenant.workspace_id, given, TEST_SECRET_KEY
                 )
                 await session.commit()
         finally:

@@ -22,7 +22,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
-from pydantic import SecretStr
 
 from herald.config import Settings
 from herald.http.limits import BUCKETS
@@ -148,7 +147,7 @@ def assert_envelope(answer: Answer, status: int, code: str) -> None:
 
 
 async def _tenant(database_url: str) -> Tenant:
-    settings = Settings(database_url=database_url, redis_url=None, secret_key=SecretStr(TEST_SECRET_KEY))
+    settings = Settings(database_url=database_url, redis_url=None, secret_key=TEST_SECRET_KEY)
     app = create_app(settings)
     try:
         limits = dict.fromkeys(BUCKETS, "1000000/second")

@@ -2,29 +2,18 @@
 
 from __future__ import annotations
 
-import asyncio
-import logging.config
-import signal
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-import orjson
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
-from sqlalchemy.ext.asyncio import AsyncSession
 
-from herald.campaigns import importer, review
-from herald.campaigns import worker as campaigns_worker
-from herald.cli.progress import bar as progress_bar
-from herald.cli.runtime import clock, run_in_session
-from herald.clock import Clock, FileClock
-from herald.config import Settings
-from herald.db import create_database
-from herald.delivery.engine import pause
-from herald.errors import HeraldError
-from herald.ops.logs import logging_config
-from herald.workspaces.service import AdminError, get_workspace
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncSession
+
+# Each command imports the services it runs inside its own body: `herald campaigns stats --help`
+# (and any other command of the group) loads this module, and only the command it runs needs the
+# database layer, the engine or rich (tests/test_cli_startup.py).
 
 campaigns = typer.Typer(help="Import and review campaigns.", no_args_is_help=True)
 
@@ -43,6 +32,12 @@ def import_campaigns(
     workspace: WorkspaceOpt,
 ) -> None:
     """Import campaigns of any channel and status; nothing is written unless every line is valid."""
+    from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
+
+    from herald.campaigns import importer
+    from herald.cli.progress import bar as progress_bar
+    from herald.cli.runtime import clock, run_in_session
+
     if not file.is_file():
         _fail([f"{file} is not a readable file"])
     with file.open(encoding="utf-8") as lines:
@@ -77,6 +72,9 @@ def reject_campaign(
     comment: Annotated[str, typer.Option(help="Why the review rejected it (shown by campaign meta).")],
 ) -> None:
     """Record a rejected review: the campaign stays in DRAFT and meta shows the comment."""
+    from herald.campaigns import review
+    from herald.cli.runtime import clock, run_in_session
+    from herald.errors import HeraldError
 
     async def work(session: AsyncSession) -> str | None:
         try:
@@ -98,7 +96,10 @@ def campaign_stats(
     as_json: Annotated[bool, typer.Option("--json", help="The API's stats object, as JSON.")] = False,
 ) -> None:
     """Delivery stats per execution: the figures of GET /v5/campaigns/{campaign_id}/stats."""
+    from herald.cli.runtime import run_in_session
     from herald.delivery.engine import stats
+    from herald.errors import HeraldError
+    from herald.workspaces.service import AdminError, get_workspace
 
     async def work(session: AsyncSession) -> dict[str, Any] | str:
         try:
@@ -112,6 +113,8 @@ def campaign_stats(
         _fail([found])
         return
     if as_json:
+        import orjson
+
         typer.echo(orjson.dumps(found).decode())
         return
     typer.echo(stats_table(found))
@@ -191,6 +194,11 @@ def resume_delivery(
 ) -> None:
     """Resume the delivery of a SENDING campaign that the engine paused because its connector kept
     failing (the reason is in `GET /v5/campaigns/{id}/stats`); fix the connector first."""
+    from herald.cli.runtime import clock, run_in_session
+    from herald.clock import FileClock
+    from herald.config import Settings
+    from herald.delivery.engine import pause
+
     settings = Settings()
     now = (FileClock(settings.clock_file) if settings.clock_file else clock).now()
 
@@ -207,6 +215,17 @@ def worker(
     interval: Annotated[float | None, typer.Option(help="Seconds between ticks.")] = None,
 ) -> None:
     """Run the background worker: scheduled campaign transitions (SCHEDULED → ACTIVE, expiry, ...)."""
+    import asyncio
+    import logging.config
+    import signal
+
+    from herald.campaigns import worker as campaigns_worker
+    from herald.cli.runtime import clock
+    from herald.clock import Clock, FileClock
+    from herald.config import Settings
+    from herald.db import create_database
+    from herald.ops.logs import logging_config
+
     settings = Settings()
     logging.config.dictConfig(logging_config(settings.log_level, settings.log_format))
     logging.getLogger("httpx").setLevel(logging.WARNING)  # a line per message sent is noise

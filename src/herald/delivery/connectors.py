@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from pydantic import SecretStr
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -36,7 +35,7 @@ async def add_connector(
     now: datetime,
     workspace_id: str,
     given: ConnectorInput,
-    secret_key: SecretStr | None,
+    secret_key: str | None,
 ) -> AddedConnector:
     await get_workspace(session, workspace_id)
     generated = random_secrets.token_urlsafe(32)
@@ -128,7 +127,7 @@ def connector_view(row: Connector) -> dict[str, Any]:
     return view
 
 
-def open_secrets(row: Connector, secret_key: SecretStr | None) -> dict[str, str]:
+def open_secrets(row: Connector, secret_key: str | None) -> dict[str, str]:
     """The connector's secrets in clear, for one send. Raises SecretKeyError."""
     if not row.sealed_secrets:
         return {}

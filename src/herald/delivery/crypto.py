@@ -11,7 +11,6 @@ from datetime import datetime
 
 import orjson
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
-from pydantic import SecretStr
 
 KEY_SETTING = "HERALD_SECRET_KEY"
 
@@ -52,11 +51,11 @@ class SecretBox:
         return {str(key): str(value) for key, value in opened.items()}
 
 
-def secret_box(secret_key: SecretStr | None) -> SecretBox:
+def secret_box(secret_key: str | None) -> SecretBox:
     """The box for the configured key; raises SecretKeyError when none is configured."""
-    if secret_key is None or not secret_key.get_secret_value().strip():
+    if secret_key is None or not secret_key.strip():
         raise SecretKeyError(
             f"{KEY_SETTING} is not set, so connector secrets cannot be stored or read. "
             "Make a key with `herald connectors keygen` and set it in the environment."
         )
-    return SecretBox(secret_key.get_secret_value())
+    return SecretBox(secret_key)

@@ -12,7 +12,6 @@ import re
 from dataclasses import dataclass
 from datetime import time
 from typing import Any
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -87,6 +86,10 @@ def parse_value(key: str, value: str) -> Any:
         if _clock(start) == _clock(end):
             raise AdminError("dnd must not start and end at the same time")
         return f"{_clock(start):%H:%M}-{_clock(end):%H:%M}"
+    # Imported here: zoneinfo finds its search path through sysconfig, a cost every command that loads
+    # the admin group (`herald keys list`) would otherwise pay for the one setting that needs it.
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
     try:
         ZoneInfo(value)
     except (ZoneInfoNotFoundError, ValueError):

@@ -25,13 +25,13 @@ from herald.campaigns.schemas.content import DEFAULT_LOCALE
 from herald.campaigns.validation import load_document
 from herald.db import Database
 from herald.delivery.engine.models import Execution, ExecutionUser
+from herald.delivery.engine.rank import rank_of
 from herald.delivery.engine.resolve import LiveCampaign
 from herald.delivery.engine.split import (
     VARIATION_MODULUS,
     VariationKey,
     html_with_utm,
     locale_for,
-    rank_of,
     share_bounds,
     variation_bounds_at,
     variation_for,

@@ -39,8 +39,8 @@ from herald.audience.segmentation.dialect import dialect_for
 from herald.campaigns.schemas.basic_details import Geofence, GeofenceTrigger, PushBasicDetails
 from herald.campaigns.schemas.common import Granularity
 from herald.delivery.engine.models import Execution, ExecutionUser
+from herald.delivery.engine.rank import rank_of
 from herald.delivery.engine.resolve import LiveCampaign
-from herald.delivery.engine.split import rank_of
 from herald.delivery.engine.triggers import (
     LOCATION_ACTION,
     Dropped,

@@ -1,4 +1,4 @@
-"""The engine's per-user hash (`split.rank_of`) as a SQL expression, so an audience is ranked and
+"""The engine's per-user hash (`rank.rank_of`) as a SQL expression, so an audience is ranked and
 its global control group decided by the database, inside the INSERT ... SELECT that materialises it.
 
 Both engines compute exactly `rank_of`: the first 8 bytes of SHA-256 over
@@ -17,7 +17,7 @@ from sqlalchemy import BigInteger, Integer, LargeBinary, String, cast, func, lit
 from sqlalchemy.dialects.postgresql import BIT
 from sqlalchemy.sql.elements import ColumnElement
 
-from herald.delivery.engine.split import GLOBAL_CONTROL, GLOBAL_CONTROL_BUCKETS, RANK, RANK_BITS
+from herald.delivery.engine.rank import GLOBAL_CONTROL, GLOBAL_CONTROL_BUCKETS, RANK, RANK_BITS
 
 _MASK = (1 << RANK_BITS) - 1
 

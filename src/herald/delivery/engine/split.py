@@ -11,25 +11,12 @@ group leaves: each gets its percentage of them to one user.
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Mapping, Sequence
 from html.parser import HTMLParser
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-RANK_BITS = 62  # fits a signed BIGINT on every engine
-RANK = "rank"
-GLOBAL_CONTROL = "global-control"
-# The global control group is "hash below p" in steps of 0.01 %: a stable share of the workspace's
-# users, the same for every campaign (no audience to cut exactly).
-GLOBAL_CONTROL_BUCKETS = 10_000
-
-
-def rank_of(campaign_id: str, customer_id: str, purpose: str = RANK) -> int:
-    """The hash that orders an execution's users and decides its hold-outs. The database computes
-    the same value while it materialises an audience (`ranking.rank_sql`)."""
-    digest = hashlib.sha256(f"{purpose}\x00{campaign_id}\x00{customer_id}".encode()).digest()
-    return int.from_bytes(digest[:8], "big") >> (64 - RANK_BITS)
+from herald.delivery.engine.rank import GLOBAL_CONTROL, GLOBAL_CONTROL_BUCKETS, rank_of
 
 
 def in_global_control(workspace_id: str, customer_id: str, percentage: float | None) -> bool:

@@ -46,8 +46,9 @@ from herald.db import Database
 from herald.delivery.engine.content import live_campaign
 from herald.delivery.engine.controls import zone
 from herald.delivery.engine.models import Execution, ExecutionUser, TriggerInbox
+from herald.delivery.engine.rank import RANK_BITS, rank_of
 from herald.delivery.engine.resolve import ExecutionStatus, LiveCampaign, _global_control, _segmentation
-from herald.delivery.engine.split import RANK_BITS, in_global_control, rank_of
+from herald.delivery.engine.split import in_global_control
 from herald.errors import ValidationFailed
 from herald.wake import wake_on_commit
 from herald.workspaces.delivery_settings import settings_of
