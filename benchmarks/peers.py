@@ -249,7 +249,7 @@ async def recreate_postgres(url: str) -> None:
 
 
 def fixtures(peer: Peer, settings: Settings, credentials: Credentials) -> dict[str, str]:
-    """A scheduled offer (O3) and a draft campaign (C2-C4) made through the API of `peer`."""
+    """A scheduled offer (O3), a draft campaign (C2-C4) and a user (C9) made through the API of `peer`."""
     import uuid
 
     headers = credentials.headers(settings)
@@ -269,6 +269,13 @@ def fixtures(peer: Peer, settings: Settings, credentials: Credentials) -> dict[s
         },
     )
     assert campaign.status_code == 201, campaign.text
+    # The user C9 previews for (without it every preview would measure a 404).
+    user = httpx.post(
+        peer.url + f"/v1/customer/{credentials.workspace_id}",
+        content=orjson.dumps({"type": "customer", "customer_id": "u1", "attributes": {"city": "Pune"}}),
+        headers={**headers, "Content-Type": "application/json"},
+    )
+    assert user.status_code == 200, user.text
     return {
         "offer": offer.json()["data"]["id"],
         "campaign": campaign.json()["data"]["id"],

@@ -25,7 +25,7 @@ from herald.clock import Clock, FileClock, SystemClock
 from herald.config import Settings
 from herald.db import create_database
 from herald.delivery import router as delivery_routes
-from herald.http import documentation, handlers
+from herald.http import documentation, endpoint, handlers
 from herald.http import openapi as openapi_docs
 from herald.http.middleware import HeraldMiddleware
 from herald.http.ratelimit import RateLimitStore, make_store
@@ -113,6 +113,7 @@ def create_app(
     _extend_openapi(app, services)
     documentation.install(app)
     readiness = probes.install(app, services)
+    endpoint.install(app.router.routes)
     return app
 
 

@@ -43,7 +43,8 @@ class UnsupportedParameter(TypeError):
 
 
 def install(routes: list[BaseRoute]) -> None:
-    """Give every API route Herald's handler (at start-up, after all routes are added)."""
+    """Give every API route Herald's handler: at start-up (`herald.main`, so that an unsupported
+    parameter stops the app there) and again at the first request (routes added in between)."""
     for route in routes:
         if isinstance(route, APIRoute):
             route.app = handler_for(route)
@@ -105,7 +106,8 @@ def _readers(path: str, dependant: Dependant) -> list[tuple[str, Reader]]:
         raise UnsupportedParameter(f"{path}: plain query or cookie parameters (use a query model)")
     readers: list[tuple[str, Reader]] = []
     for sub in dependant.dependencies:
-        assert sub.name is not None
+        if sub.name is None:  # a route-level `dependencies=[...]` entry
+            raise UnsupportedParameter(f"{path}: route-level dependencies (declare a parameter)")
         readers.append((sub.name, _dependency_reader(path, sub)))
     if dependant.request_param_name:
         readers.append((dependant.request_param_name, _the_request))
