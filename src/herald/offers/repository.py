@@ -30,7 +30,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from herald.db import UTCDateTime
 from herald.direct_reads import DirectReads
-from herald.offers.list_query import OffersListQuery
+from herald.offers.list_query import SUMMARY_FIELDS, OffersListQuery
 from herald.offers.models import STORED_ARCHIVED, Offer, OfferTag, StoredOffer
 from herald.offers.status import OfferStatus, status_column, status_predicate
 from herald.timefmt_sql import rfc3339_text
@@ -56,7 +56,6 @@ class _Shape:
     creators: bool
     after: bool
     # The summary fields the page shows: only their columns are read.
-    selected: tuple[str, ...]
 
 
 def _shape(query: OffersListQuery) -> _Shape:
@@ -69,7 +68,6 @@ def _shape(query: OffersListQuery) -> _Shape:
         created_until=query.created_until is not None,
         creators=bool(query.creators),
         after=query.after_id is not None,
-        selected=query.selected_fields,
     )
 
 
@@ -124,10 +122,12 @@ def _conditions(shape: _Shape) -> list[ColumnElement[bool]]:
     return conditions
 
 
-def _summary_columns(selected: tuple[str, ...]) -> list[Any]:
-    """The page's columns: `id` (the cursor), then the selected fields in summary order, each as the
+def _summary_columns() -> list[Any]:
+    """The page's columns: `id` (the cursor), then every summary field in summary order, each as the
     value it is shown as where SQL can give it (the status and `created_at` as their wire text; the
-    tags as their JSON text, which `offers.service` parses), so a row needs no Python date-times."""
+    tags as their JSON text, which `offers.service` parses), so a row needs no Python date-times.
+    Every field, whatever `fields` selects: an item is then built by position, in one dict display
+    (`offers.service._item`), and cut down to the selection after."""
     now = bindparam("now", type_=UTCDateTime())
     columns: dict[str, Any] = {
         "name": Offer.name,
@@ -136,7 +136,7 @@ def _summary_columns(selected: tuple[str, ...]) -> list[Any]:
         "created_at": rfc3339_text(Offer.created_at).label("created_at"),
         "created_by": Offer.created_by,
     }
-    return [Offer.id, *(columns[name] for name in selected if name != "id")]
+    return [Offer.id, *(columns[name] for name in SUMMARY_FIELDS if name != "id")]
 
 
 @lru_cache(maxsize=512)
@@ -145,7 +145,7 @@ def _statements(shape: _Shape) -> tuple[Select[Any], Select[Any]]:
     (building and keying a statement cost more than running it on a small page)."""
     conditions = _conditions(shape)
     count = select(func.count()).select_from(Offer).where(*conditions)
-    page = select(*_summary_columns(shape.selected), count.scalar_subquery().label("total_count"))
+    page = select(*_summary_columns(), count.scalar_subquery().label("total_count"))
     page = page.where(*conditions)
     if shape.after:
         page = page.where(Offer.id < bindparam("after_id"))
@@ -157,7 +157,7 @@ async def list_page(
     reads: DirectReads, workspace_id: str, query: OffersListQuery, now: datetime
 ) -> tuple[Sequence[Sequence[Any]], int]:
     """One page (limit + 1 rows, newest first, after the cursor) and the count of all matches. A
-    row is (id, the selected fields as `_summary_columns` reads them..., total_count).
+    row is (id, the summary fields as `_summary_columns` reads them..., total_count).
 
     The count rides along as an uncorrelated scalar subquery, evaluated once, so page and count
     come from one statement and one snapshot on every engine and isolation level, while the page
