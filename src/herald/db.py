@@ -100,12 +100,10 @@ class Database:
     writer: async_sessionmaker[AsyncSession]
     reader: async_sessionmaker[AsyncSession]
     # For a read that is one statement (a statement is its own snapshot): no transaction around it,
-    # which saves a BEGIN and a COMMIT (on PostgreSQL two round trips). Connections of this engine
-    # serve the statement itself (`UnitOfWork.connection`); sessions of it, anything else the request
-    # reads.
-    single_statement_engine: AsyncEngine
+    # which saves a BEGIN and a COMMIT (on PostgreSQL two round trips). The statement itself runs on
+    # the driver (`direct`, `herald.direct_reads`); sessions of this reader, anything else the
+    # request reads (its authentication).
     single_statement_reader: async_sessionmaker[AsyncSession]
-    # The statement itself of such a read, run on the driver (`herald.direct_reads`).
     direct: DirectReads
 
     async def dispose(self) -> None:
@@ -197,7 +195,6 @@ def create_database(settings: Settings) -> Database:
         read_engine=read_engine,
         writer=async_sessionmaker(engine, expire_on_commit=False),
         reader=async_sessionmaker(read_engine, expire_on_commit=False),
-        single_statement_engine=single_statement,
         single_statement_reader=async_sessionmaker(single_statement, expire_on_commit=False),
         direct=DirectReads(single_statement, busy_patience=_SQLITE_LOCK_TIMEOUT),
     )

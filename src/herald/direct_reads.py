@@ -101,12 +101,8 @@ class DirectReads:
 
     def _sqlite_connection(self) -> sqlite3.Connection:
         if self._sqlite is None:
-            path = make_url(str(self._engine.url)).database or ""
-            connection = sqlite3.connect(
-                path, timeout=0, check_same_thread=False, uri=path.startswith("file:")
-            )
+            connection = sqlite_inline.open_connection(make_url(str(self._engine.url)).database or "")
             connection.isolation_level = None  # autocommit: each statement its own snapshot
-            connection.execute("PRAGMA busy_timeout=0")
             connection.execute("PRAGMA foreign_keys=ON")
             sqlite_inline.register_functions(connection)
             self._sqlite = connection

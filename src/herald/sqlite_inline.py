@@ -171,11 +171,17 @@ def connector(path: str, patience: float) -> Callable[[], Any]:
     itself (`busy_timeout=0`); the adapter retries for `patience` seconds without blocking the loop."""
 
     async def connect() -> tuple[sqlite3.Connection, float]:
-        connection = sqlite3.connect(path, timeout=0, check_same_thread=False, uri=path.startswith("file:"))
-        connection.execute("PRAGMA busy_timeout=0")
-        return connection, patience
+        return open_connection(path), patience
 
     return connect
+
+
+def open_connection(path: str) -> sqlite3.Connection:
+    """A connection to the SQLite file `path` for use on the loop's thread, waiting for no lock
+    itself (`busy_timeout=0`: callers retry with `retry_busy`)."""
+    connection = sqlite3.connect(path, timeout=0, check_same_thread=False, uri=path.startswith("file:"))
+    connection.execute("PRAGMA busy_timeout=0")
+    return connection
 
 
 def _lower(value: object) -> object:

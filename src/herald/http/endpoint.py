@@ -46,7 +46,7 @@ def install(routes: list[BaseRoute]) -> None:
     """Give every API route Herald's handler: at start-up (`herald.main`, so that an unsupported
     parameter stops the app there) and again at the first request (routes added in between)."""
     for route in routes:
-        if isinstance(route, APIRoute):
+        if isinstance(route, APIRoute) and not getattr(route.app, "herald_handler", False):
             route.app = handler_for(route)
 
 
@@ -77,6 +77,7 @@ def handler_for(route: APIRoute) -> ASGIApp:
         response: Response = await call(**values)
         await response(scope, receive, send)
 
+    app.herald_handler = True  # type: ignore[attr-defined]  # `install` plans each route once
     return app
 
 

@@ -18,12 +18,10 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-import orjson
 from sqlalchemy.exc import DBAPIError, IntegrityError
 from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from herald.errors import error_body
 from herald.http import base_url, endpoint, idempotency
 from herald.http.context import UnitOfWork, request_state
 from herald.http.guards import (
@@ -37,7 +35,7 @@ from herald.http.guards import (
     parse_uuid4,
 )
 from herald.http.limits import headers_for
-from herald.http.responses import GATEWAY_503_HTML, HEALTH_PATH, HEALTHY, body_request_id, error_response
+from herald.http.responses import GATEWAY_503_HTML, HEALTH_PATH, HEALTHY, error_json, error_response
 from herald.http.route_table import RouteTable
 from herald.ids import uuid4_text
 from herald.problems import Problem
@@ -250,17 +248,17 @@ class HeraldMiddleware:
         raw_body: bytes | None = None,
         headers: list[tuple[bytes, bytes]] | None = None,
     ) -> None:
-        body = error_body(
-            f"resp_{request_id}",
+        body = error_json(
+            request_id,
+            base_url.current(self.settings.base_url),
             code=code,
             message=message,
-            doc_base=base_url.current(self.settings.base_url),
             target=target,
-            details=details or [],
-            request_id=body_request_id(raw_body),
+            details=details,
+            raw_body=raw_body,
         )
         raw = [_JSON_CONTENT_TYPE, *(headers or []), (self.request_id_header, request_id.encode())]
-        await _send_raw(send, status, raw, orjson.dumps(body))
+        await _send_raw(send, status, raw, body)
 
     async def _read_body(self, headers: list[tuple[bytes, bytes]], receive: Receive) -> bytes:
         limit = self.settings.max_body_bytes

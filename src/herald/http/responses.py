@@ -61,6 +61,29 @@ def error_response(
     headers: dict[str, str] | None = None,
     raw_body: bytes | None = None,
 ) -> Response:
+    body = error_json(
+        request_id_value,
+        doc_base,
+        code=code,
+        message=message,
+        target=target,
+        details=details,
+        raw_body=raw_body,
+    )
+    return Response(body, status_code=status, headers=headers, media_type="application/json")
+
+
+def error_json(
+    request_id_value: str,
+    doc_base: str,
+    *,
+    code: str,
+    message: str,
+    target: str | None = None,
+    details: list[Problem] | None = None,
+    raw_body: bytes | None = None,
+) -> bytes:
+    """The error envelope's JSON (the middleware sends its own refusals as these bytes)."""
     body = error_body(
         f"resp_{request_id_value}",
         code=code,
@@ -70,7 +93,7 @@ def error_response(
         details=details or [],
         request_id=body_request_id(raw_body),
     )
-    return json_response(body, status, headers)
+    return orjson.dumps(body)
 
 
 def herald_error_response(request: Request, exc: HeraldError) -> Response:
