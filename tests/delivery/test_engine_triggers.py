@@ -83,6 +83,15 @@ async def send_event(
     assert response.status_code == 200, response.text
 
 
+async def send_transition(client: httpx.AsyncClient, tenant: Tenant, elements: list[dict[str, Any]]) -> None:
+    response = await client.post(
+        f"/v1/transition/{tenant.workspace_id}",
+        json={"type": "transition", "elements": elements},
+        headers=tenant.write_headers(),
+    )
+    assert response.status_code == 200, response.text
+
+
 def titles(webhook: HttpReceiver, campaign_id: str | None = None) -> list[tuple[str, str]]:
     """(customer, title) of each message received (of `campaign_id` only, when given)."""
     return [
@@ -133,12 +142,7 @@ class TestEventTriggered:
             {"type": "event", "customer_id": f"u{i}", "actions": [{"action": "added_to_cart"}]}
             for i in range(20)
         ]
-        response = await client.post(
-            f"/v1/transition/{workspace.workspace_id}",
-            json={"type": "transition", "elements": elements},
-            headers=workspace.write_headers(),
-        )
-        assert response.status_code == 200, response.text
+        await send_transition(client, workspace, elements)
         await asyncio.gather(tick(app, workspace), tick(app, workspace))
         await tick(app, workspace)
         assert sorted(c for c, _ in titles(webhook)) == sorted(f"u{i}" for i in range(20))
@@ -162,12 +166,7 @@ class TestEventTriggered:
             for c in customers
             for action in ("added_to_cart", "viewed", "added_to_cart")
         ]
-        response = await client.post(
-            f"/v1/transition/{workspace.workspace_id}",
-            json={"type": "transition", "elements": elements},
-            headers=workspace.write_headers(),
-        )
-        assert response.status_code == 200, response.text
+        await send_transition(client, workspace, elements)
         await asyncio.gather(tick(app, workspace), tick(app, workspace))
         await tick(app, workspace)
         await tick(app, workspace)
