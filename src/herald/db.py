@@ -107,7 +107,7 @@ class Database:
     direct: DirectReads
 
     async def dispose(self) -> None:
-        self.direct.close()
+        await self.direct.aclose()
         await self.engine.dispose()
         if self.read_engine.sync_engine.pool is not self.engine.sync_engine.pool:
             await self.read_engine.dispose()
@@ -196,5 +196,10 @@ def create_database(settings: Settings) -> Database:
         writer=async_sessionmaker(engine, expire_on_commit=False),
         reader=async_sessionmaker(read_engine, expire_on_commit=False),
         single_statement_reader=async_sessionmaker(single_statement, expire_on_commit=False),
-        direct=DirectReads(single_statement, busy_patience=_SQLITE_LOCK_TIMEOUT),
+        # A quarter of the request pool's size: each read holds its connection for one statement.
+        direct=DirectReads(
+            single_statement,
+            busy_patience=_SQLITE_LOCK_TIMEOUT,
+            pool_size=max(2, settings.db_pool_size // 4),
+        ),
     )

@@ -204,8 +204,8 @@ class HeraldMiddleware:
         if isinstance(exc, IntegrityError):
             # A concurrent request won a race the handler's own checks could not see.
             status, code, message = 409, "CONFLICT", "A concurrent request changed the same data; retry."
-        elif isinstance(exc, DBAPIError) and (exc.connection_invalidated or _unavailable(exc)):
-            log.warning("database unavailable: %s", exc.orig)
+        elif database_unavailable(exc):
+            log.warning("database unavailable: %s", exc.orig if isinstance(exc, DBAPIError) else exc)
             status, code, message = 503, "SERVICE_UNAVAILABLE", "The database is unavailable; retry."
         else:
             log.exception("unhandled error", exc_info=exc)
@@ -305,8 +305,14 @@ class HeraldMiddleware:
 _UNAVAILABLE_STATES = ("08", "53", "57P")
 
 
-def _unavailable(exc: DBAPIError) -> bool:
-    state = getattr(exc.orig, "sqlstate", None) or getattr(exc.orig, "pgcode", None)
+def database_unavailable(exc: BaseException) -> bool:
+    """True for an error saying the database cannot serve now (503 and retry), not that the request
+    failed: through SQLAlchemy, or from the driver itself (reads run on it, `herald.direct_reads`)."""
+    if isinstance(exc, DBAPIError):
+        return exc.connection_invalidated or (exc.orig is not None and database_unavailable(exc.orig))
+    if isinstance(exc, ConnectionError):  # refused, reset: nothing answers at the address
+        return True
+    state = getattr(exc, "sqlstate", None) or getattr(exc, "pgcode", None)
     return isinstance(state, str) and state.startswith(_UNAVAILABLE_STATES)
 
 
