@@ -425,3 +425,22 @@ def test_a_late_head_on_a_kept_alive_connection_is_408(server: Server, tenant: T
     assert received.startswith(b"HTTP/1.1 200 OK")
     second = received[received.index(b"HTTP/1.1", 1) :]
     assert_envelope(_parse(second, closed), 408, "REQUEST_TIMEOUT")
+
+
+def test_a_head_request_gets_its_head_alone_and_the_connection_goes_on(server: Server) -> None:
+    # A response's head waits for its body to go out in one send; a HEAD answer has no body to wait for.
+    first = request("HEAD", "/healthz", [], close=False)
+    second = request("GET", "/healthz", [])
+    with socket.create_connection(("127.0.0.1", server.port), timeout=WAIT) as sock:
+        sock.sendall(first)
+        alone = b""
+        while not alone.endswith(b"\r\n\r\n"):  # the head, and nothing after it
+            chunk = sock.recv(65536)
+            assert chunk, f"closed after {alone!r}"
+            alone += chunk
+        sock.sendall(second)
+        rest, closed = _read_all(sock)
+    assert alone.startswith(b"HTTP/1.1 200 OK")
+    assert closed
+    answer = _parse(rest, closed)
+    assert (answer.status, answer.json) == (200, {"status": "ok"})
