@@ -9,7 +9,9 @@ from urllib.parse import unquote_to_bytes
 
 from herald.problems import Problem
 
-_JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
+# A JSON string, escapes included (the unrolled form: a run of plain bytes at a time, not one
+# alternation per byte, which cost 0.1 ms on a 2 KB campaign body).
+_JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
 _BRACKETS = re.compile(rb"[\[\]{}]")
 
 
@@ -61,8 +63,8 @@ def json_depth_exceeds(body: bytes, limit: int) -> bool:
     if body.count(b"[") + body.count(b"{") <= limit:
         return False
     depth = 0
-    for match in _BRACKETS.finditer(_JSON_STRING.sub(b'""', body)):
-        if match.group() in (b"[", b"{"):
+    for bracket in _BRACKETS.findall(_JSON_STRING.sub(b'""', body)):
+        if bracket in (b"[", b"{"):
             depth += 1
             if depth > limit:
                 return True

@@ -10,14 +10,13 @@ we store.
 from __future__ import annotations
 
 from enum import StrEnum
-from functools import lru_cache
 from typing import Annotated, Literal
 
-from email_validator import EmailNotValidError, validate_email
 from pydantic import AfterValidator, ConfigDict, Field, JsonValue, Strict
 from pydantic_core import PydanticCustomError
 
 from herald.campaigns.schemas.filters import FilterGroup
+from herald.email_address import email_problem
 from herald.json_numbers import IntegralFloat
 from herald.schemas import APIModel
 
@@ -27,19 +26,8 @@ Flag = Annotated[bool, Strict()]
 JsonObject = dict[str, JsonValue]
 
 
-@lru_cache(maxsize=4096)
-def _email_problem(value: str) -> str | None:
-    # Cached: the check is slow next to everything else here, and bulk imports repeat a few
-    # creators over and over.
-    try:
-        validate_email(value, check_deliverability=False)
-    except EmailNotValidError as exc:
-        return str(exc)
-    return None
-
-
 def _email(value: str) -> str:
-    reason = _email_problem(value)
+    reason = email_problem(value)
     if reason is not None:
         raise PydanticCustomError("INVALID_TYPE", "Expected an e-mail address: {reason}", {"reason": reason})
     return value  # kept as sent: stored and compared verbatim

@@ -13,10 +13,10 @@ from enum import StrEnum
 from typing import Annotated
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from email_validator import EmailNotValidError, validate_email
 from pydantic import AfterValidator, Field, JsonValue, Strict
 from pydantic_core import PydanticCustomError
 
+from herald.email_address import email_problem
 from herald.json_numbers import IntegralFloat
 from herald.timefmt import DATE_TIME_PATTERN, as_utc, parse_iso_datetime
 
@@ -139,12 +139,9 @@ DecimalString = Annotated[str, Strict(), AfterValidator(_decimal_string)]
 
 
 def _email(value: str) -> str:
-    try:
-        validate_email(value, check_deliverability=False)
-    except EmailNotValidError as exc:
-        raise PydanticCustomError(
-            "INVALID_TYPE", "Expected an e-mail address: {reason}", {"reason": str(exc)}
-        ) from None
+    reason = email_problem(value)
+    if reason is not None:
+        raise PydanticCustomError("INVALID_TYPE", "Expected an e-mail address: {reason}", {"reason": reason})
     return value  # kept as sent: normalising would make the stored value differ from the request
 
 
