@@ -19,7 +19,7 @@ from sqlalchemy.orm import DeclarativeBase
 from sqlalchemy.types import TypeDecorator, TypeEngine
 from sqlalchemy.util import await_only
 
-from herald import sqlite_inline
+from herald import sqlite_checkpoints, sqlite_inline
 from herald.config import Settings
 from herald.direct_reads import DirectReads
 
@@ -140,6 +140,8 @@ def _sqlite_engine(url: str, *, immediate: bool, pool_size: int) -> AsyncEngine:
         cursor.execute("PRAGMA journal_mode=WAL")
         cursor.execute("PRAGMA synchronous=NORMAL")
         cursor.execute("PRAGMA foreign_keys=ON")
+        if sqlite_checkpoints.wants_manual_checkpoints(path):
+            cursor.execute("PRAGMA wal_autocheckpoint=0")  # a thread of this process checkpoints
         cursor.close()
         sqlite_inline.register_functions(dbapi_connection)
 

@@ -10,10 +10,11 @@ from typing import Any
 
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
+from sqlalchemy.engine import make_url
 from starlette.middleware.exceptions import ExceptionMiddleware
 from starlette.types import ASGIApp
 
-from herald import __version__
+from herald import __version__, sqlite_checkpoints
 from herald.audience.router import router as audience_router
 from herald.campaigns import links as campaign_links
 from herald.campaigns import openapi as campaigns_openapi
@@ -52,8 +53,12 @@ def create_app(
         credentials=CredentialsCache(ttl=settings.credentials_cache_seconds),
     )
 
+    sqlite_path = make_url(settings.database_url).database or "" if settings.is_sqlite else None
+
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        if sqlite_path is not None:
+            sqlite_checkpoints.start(sqlite_path)
         stop = asyncio.Event()
         worker = (
             asyncio.create_task(
@@ -78,6 +83,8 @@ def create_app(
         unwatch_pools()
         await readiness.aclose()
         await services.database.dispose()
+        if sqlite_path is not None:
+            sqlite_checkpoints.stop(sqlite_path)
 
     app = FastAPI(
         title="Herald — Offer Listing and Campaign Draft API",

@@ -1,0 +1,98 @@
+"""SQLite's WAL checkpoints on a thread of their own in `herald serve`, not inside a request's commit.
+
+In WAL mode a commit appends its pages to the write-ahead log, and by default the commit that takes
+the log past 1,000 pages also copies the log back into the database file and syncs both (an
+"automatic checkpoint"). Herald runs statements on the event loop's thread (`herald.sqlite_inline`),
+so that copy and its two syncs (5-10 ms each here) stopped every request of the process. A campaign
+create writes about 14 pages: under a burst of creates one commit in ~70 checkpointed, several times
+a second, and the requests queued behind it made the write routes' long tail.
+
+In a process that serves, `start` turns automatic checkpoints off on the connections it opens
+afterwards (`wants_manual_checkpoints`, asked when a connection is set up) and checkpoints from a
+thread instead: a PASSIVE checkpoint every `interval` seconds, which copies what no reader still
+needs and waits for nobody (writers go on appending meanwhile; the thread holds no Python lock
+while SQLite copies and syncs). Other processes on the same file (the CLI, `herald worker`) keep
+SQLite's automatic checkpoints: any process's checkpoint serves every process.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sqlite3
+import threading
+
+log = logging.getLogger("herald.db")
+
+_lock = threading.Lock()
+_threads: dict[str, _CheckpointThread] = {}
+_users: dict[str, int] = {}  # apps of this process on each file (tests run several at once)
+
+
+def _key(path: str) -> str:
+    return path if path.startswith("file:") else os.path.realpath(path)
+
+
+def wants_manual_checkpoints(path: str) -> bool:
+    """True when this process checkpoints the file `path` from its thread (see the module docstring)."""
+    return _key(path) in _threads
+
+
+def start(path: str, interval: float = 0.1) -> None:
+    """Checkpoint the SQLite file `path` from a thread of this process until `stop`."""
+    if _in_memory(path):
+        return  # an in-memory database has no log
+    with _lock:
+        key = _key(path)
+        _users[key] = _users.get(key, 0) + 1
+        if key not in _threads:
+            thread = _CheckpointThread(path, interval)
+            _threads[key] = thread
+            thread.start()
+
+
+def _in_memory(path: str) -> bool:
+    return path in ("", ":memory:") or "mode=memory" in path
+
+
+def stop(path: str) -> None:
+    """Once every `start` of `path` has its `stop`: end the thread after a last checkpoint (call it
+    once the engines that `start` served are disposed of: their connections checkpoint no more)."""
+    if _in_memory(path):
+        return
+    with _lock:
+        key = _key(path)
+        _users[key] = _users.get(key, 1) - 1
+        thread = _threads.pop(key, None) if _users[key] <= 0 else None
+        if thread is not None:
+            del _users[key]
+    if thread is not None:
+        thread.stop()
+
+
+class _CheckpointThread(threading.Thread):
+    def __init__(self, path: str, interval: float) -> None:
+        super().__init__(name="herald-sqlite-checkpoints", daemon=True)
+        self._path = path
+        self._interval = interval
+        self._stopping = threading.Event()
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self.join()
+
+    def run(self) -> None:
+        # Waits for a lock up to a second itself: a checkpoint never holds up anyone but this thread.
+        connection = sqlite3.connect(self._path, timeout=1.0, uri=self._path.startswith("file:"))
+        try:
+            while not self._stopping.wait(self._interval):
+                self._checkpoint(connection)
+            self._checkpoint(connection)
+        finally:
+            connection.close()
+
+    def _checkpoint(self, connection: sqlite3.Connection) -> None:
+        try:
+            connection.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        except sqlite3.Error as exc:  # busy or gone for now: the next turn tries again
+            log.warning("SQLite checkpoint failed: %s", exc)
