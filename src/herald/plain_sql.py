@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import sqlite3
 
-# How long a statement waits for SQLite's write lock held by another process (the engine's patience).
+# How long a statement waits for a SQLite lock another process holds (the engines' patience).
 _SQLITE_BUSY_SECONDS = 30.0
 _PLACEHOLDER = re.compile(r"\$(\d+)")
 
