@@ -77,6 +77,30 @@ def test_key_secret_is_printed_once_and_stored_hashed() -> None:
     assert "active" in listing
 
 
+def test_key_listing_shows_each_key_in_creation_order_with_its_state() -> None:
+    workspace_id = _workspace()
+    _run("keys", "create", "-w", workspace_id, "--scopes", "offers:read", "--name", "reader")
+    _run("keys", "create", "-w", workspace_id, "--scopes", "offers:write,data:write")
+    _, keys = _read(workspace_id)
+    first, second = sorted(keys, key=lambda key: key.created_at)
+    _run("keys", "revoke", "-w", workspace_id, first.id)
+    assert _run("keys", "list", "-w", workspace_id) == (
+        f"{first.id}\treader\toffers:read\trevoked\n{second.id}\tdefault\tdata:write,offers:write\tactive\n"
+    )
+    # Another workspace's keys are not listed; an unknown workspace has none (and is no error).
+    assert first.id not in _run("keys", "list", "-w", _workspace())
+    assert _run("keys", "list", "-w", "NO_SUCH_WORKSPACE") == ""
+
+
+def test_workspace_listing_shows_the_flags_that_are_on() -> None:
+    workspace_id = _workspace()
+    _run("features", "set", "-w", workspace_id, "queuing", "on")
+    _run("features", "set", "-w", workspace_id, "portfolio", "on")
+    _run("features", "set", "-w", workspace_id, "portfolio", "off")
+    _run("features", "set", "-w", workspace_id, "campaign_audience_limit", "on")
+    assert f"{workspace_id}\tAcme\tfeatures=campaign_audience_limit,queuing\n" in _run("workspaces", "list")
+
+
 def test_unknown_scope_is_refused() -> None:
     workspace_id = _workspace()
     result = runner.invoke(app, ["keys", "create", "-w", workspace_id, "--scopes", "offers:everything"])

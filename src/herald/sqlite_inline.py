@@ -35,6 +35,8 @@ from sqlalchemy.dialects.sqlite.aiosqlite import (
 )
 from sqlalchemy.util.concurrency import await_only
 
+from herald import plain_sql
+
 DRIVER = "sqlite+heraldinline"
 
 _FIRST_WAIT = 0.001
@@ -179,7 +181,7 @@ def connector(path: str, patience: float) -> Callable[[], Any]:
 def open_connection(path: str) -> sqlite3.Connection:
     """A connection to the SQLite file `path` for use on the loop's thread, waiting for no lock
     itself (`busy_timeout=0`: callers retry with `retry_busy`)."""
-    connection = sqlite3.connect(path, timeout=0, check_same_thread=False, uri=path.startswith("file:"))
+    connection = plain_sql.open_sqlite(path, busy_seconds=0, check_same_thread=False)
     connection.execute("PRAGMA busy_timeout=0")
     return connection
 

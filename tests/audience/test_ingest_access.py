@@ -7,7 +7,7 @@ import uuid
 import httpx
 from fastapi import FastAPI
 
-from herald.cli.admin import ALL_SCOPES
+from herald.cli.workspaces import ALL_SCOPES
 from herald.workspaces.scopes import Scope
 from tests.audience.conftest import Ingest, stored_user, stored_users
 from tests.factories import Tenant, add_key, make_tenant

@@ -2,8 +2,8 @@
 
 Every command group lives in a module that imports what its commands need (SQLAlchemy, the domain
 services, sometimes the whole web app). The groups are therefore registered by name and loaded on
-first use (`LazyGroup`): `herald --help` imports only Typer, and `herald keys list` imports only the
-settings, the database layer and the workspaces service. The one-line help shown in listings is kept
+first use (`LazyGroup`): `herald --help` imports only Typer, and `herald keys list` only the settings
+and its one statement on the database driver (no SQLAlchemy). The one-line help shown in listings is kept
 here, so that listing a command never imports it (tests/test_cli_startup.py checks that it matches
 the command's own help).
 """
@@ -42,9 +42,9 @@ class Lazy:
 # In the order `herald --help` lists them, after the top-level commands below.
 LAZY: dict[str, Lazy] = {
     "workspaces": Lazy(
-        "herald.cli.admin:workspaces", "Create and list workspaces (tenants); their delivery settings."
+        "herald.cli.workspaces:workspaces", "Create and list workspaces (tenants); their delivery settings."
     ),
-    "keys": Lazy("herald.cli.admin:keys", "Issue, list and revoke API keys."),
+    "keys": Lazy("herald.cli.workspaces:keys", "Issue, list and revoke API keys."),
     "features": Lazy("herald.cli.admin:features", "Per-workspace feature flags."),
     "limits": Lazy("herald.cli.admin:limits", "Per-workspace rate-limit overrides."),
     "tags": Lazy("herald.cli.admin:tags", "Offer tags."),

@@ -11,12 +11,16 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from sqlalchemy.ext.asyncio import AsyncSession
+from herald.workspaces.errors import AdminError
 
-from herald.workspaces.models import Workspace
-from herald.workspaces.service import AdminError, get_workspace
+# The services (and SQLAlchemy) only where a setting is written: the command line's `workspaces`
+# group reads `SETTINGS` for its help, and `herald workspaces list` must not import them.
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncSession
+
+    from herald.workspaces.models import Workspace
 
 # CLI key -> what the value is, for help texts and errors.
 SETTINGS: dict[str, str] = {
@@ -117,6 +121,8 @@ def settings_of(stored: dict[str, Any] | None) -> DeliverySettings:
 
 
 async def set_delivery_setting(session: AsyncSession, workspace_id: str, key: str, value: str) -> Workspace:
+    from herald.workspaces.service import get_workspace
+
     parsed = parse_value(key, value)
     workspace = await get_workspace(session, workspace_id, for_update=True)
     stored = dict(workspace.delivery or {})

@@ -11,12 +11,9 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from herald.workspaces.credentials import KEY_PREFIX, secret_hash
+from herald.workspaces.errors import AdminError as AdminError  # raised here; its callers import it here
 from herald.workspaces.models import FEATURES, ApiKey, OfferTemplate, Tag, Workspace
 from herald.workspaces.scopes import Scope
-
-
-class AdminError(ValueError):
-    """A refused administrative action (shown to the CLI user as is)."""
 
 
 @dataclass(frozen=True)
@@ -64,10 +61,6 @@ async def get_workspace(session: AsyncSession, workspace_id: str, *, for_update:
     return workspace
 
 
-async def list_workspaces(session: AsyncSession) -> Sequence[Workspace]:
-    return (await session.scalars(select(Workspace).order_by(Workspace.created_at, Workspace.id))).all()
-
-
 async def create_api_key(
     session: AsyncSession, now: datetime, workspace_id: str, scopes: Sequence[Scope], name: str = "default"
 ) -> IssuedKey:
@@ -87,11 +80,6 @@ async def create_api_key(
     session.add(key)
     await session.flush()
     return IssuedKey(key=key, secret=f"{KEY_PREFIX}_{key_id}_{secret}")
-
-
-async def list_api_keys(session: AsyncSession, workspace_id: str) -> Sequence[ApiKey]:
-    query = select(ApiKey).where(ApiKey.workspace_id == workspace_id).order_by(ApiKey.created_at)
-    return (await session.scalars(query)).all()
 
 
 async def revoke_api_key(session: AsyncSession, now: datetime, workspace_id: str, key_id: str) -> ApiKey:
