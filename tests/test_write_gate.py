@@ -40,6 +40,20 @@ async def test_a_cancelled_waiter_passes_the_gate_on() -> None:
     gate.release()
 
 
+async def test_a_waiter_cancelled_once_granted_passes_the_gate_on() -> None:
+    gate = WriteGate()
+    await gate.acquire()
+    granted = asyncio.create_task(gate.acquire())
+    await asyncio.sleep(0)
+    gate.release()
+    await asyncio.sleep(0)  # the gate is handed to `granted`, which has not run since
+    granted.cancel()
+    after = asyncio.create_task(gate.acquire())
+    await asyncio.wait_for(after, timeout=10)
+    assert granted.cancelled()
+    gate.release()
+
+
 async def test_holders_on_two_threads_never_overlap() -> None:
     gate = WriteGate()
     inside = 0

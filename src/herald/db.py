@@ -138,10 +138,12 @@ class WriteGate:
             await waiter
         except asyncio.CancelledError:
             with self._mutex:
-                if (waiter.get_loop(), waiter) in self._waiters:
+                queued = (waiter.get_loop(), waiter) in self._waiters
+                if queued:
                     self._waiters.remove((waiter.get_loop(), waiter))
-                    raise
-            # Already handed over: `_grant` sees the cancelled waiter and passes the lock on.
+            if not queued and waiter.done() and not waiter.cancelled():
+                self.release()  # granted just before the cancellation: pass it on
+            # Else, if handed over, `_grant` finds the waiter cancelled and passes the lock on.
             raise
 
     def release(self) -> None:
