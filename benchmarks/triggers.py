@@ -12,7 +12,7 @@ CPU) and is the sink: a raw asyncio HTTP server on 127.0.0.1 recording when each
     python -m benchmarks.triggers [--rate 1000] [--seconds 10] [--batch 1] [--users 2000]
                                   [--campaigns 10] [--connections 16] [--serve-workers 2]
                                   [--bare-rate R] [--sink-batch 1] [--pool-size 10]
-                                  [--database-url URL] [--redis-url URL]
+                                  [--database-url URL] [--redis-url URL] [--source CHECKOUT]
 
 `--campaigns` ACTIVE EVENT_TRIGGERED Push campaigns (ASAP), each waiting for an action of its own;
 events go round-robin over the actions at `--rate` events per second for `--seconds`, so each event
@@ -292,6 +292,9 @@ async def main() -> None:
     parser.add_argument("--pool-size", type=int, default=10, help="database connections per process")
     parser.add_argument("--sink-batch", type=int, default=1, help="the connector's batch_size")
     parser.add_argument("--redis-url", default=os.environ.get("HERALD_BENCH_REDIS_URL"))
+    parser.add_argument(
+        "--source", type=Path, default=None, help="serve this checkout's src instead (an A/B reference)"
+    )
     args = parser.parse_args()
     key = Fernet.generate_key().decode()
     sqlite = args.database_url.startswith("sqlite")
@@ -313,7 +316,7 @@ async def main() -> None:
 
     port = free_port()
     env = {
-        **herald_env(args.database_url, args.redis_url),
+        **herald_env(args.database_url, args.redis_url, args.source),
         "HERALD_SECRET_KEY": key,
         "HERALD_WORKER_INTERVAL_SECONDS": "3600",
         "HERALD_DELIVERY_CONCURRENCY": str(args.delivery_concurrency),

@@ -8,6 +8,9 @@ lands whole or not at all (see `herald.http.middleware`).
 from __future__ import annotations
 
 import asyncio
+import os
+import threading
+from collections import deque
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -113,6 +116,77 @@ class Database:
             await self.read_engine.dispose()
 
 
+class WriteGate:
+    """SQLite's one writer, queued for in this process: writers wait here, first come first served,
+    instead of polling SQLite's lock. Shared by every engine on the same file, whichever thread's
+    event loop runs it (the worker embedded in `herald serve` runs on a thread and loop of its own):
+    the lock is handed to the next waiter on its own loop."""
+
+    def __init__(self) -> None:
+        self._mutex = threading.Lock()
+        self._held = False
+        self._waiters: deque[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = deque()
+
+    async def acquire(self) -> None:
+        with self._mutex:
+            if not self._held:
+                self._held = True
+                return
+            waiter = asyncio.get_running_loop().create_future()
+            self._waiters.append((waiter.get_loop(), waiter))
+        try:
+            await waiter
+        except asyncio.CancelledError:
+            with self._mutex:
+                queued = (waiter.get_loop(), waiter) in self._waiters
+                if queued:
+                    self._waiters.remove((waiter.get_loop(), waiter))
+            if not queued and waiter.done() and not waiter.cancelled():
+                self.release()  # granted just before the cancellation: pass it on
+            # Else, if handed over, `_grant` finds the waiter cancelled and passes the lock on.
+            raise
+
+    def release(self) -> None:
+        with self._mutex:
+            if not self._waiters:
+                self._held = False
+                return
+            loop, waiter = self._waiters.popleft()
+        # Still held: ownership passes to the waiter as its loop runs `_grant`.
+        if loop.is_closed():
+            self.release()
+        elif loop is _running_loop():
+            loop.call_soon(self._grant, waiter)
+        else:
+            loop.call_soon_threadsafe(self._grant, waiter)
+
+    def _grant(self, waiter: asyncio.Future[None]) -> None:
+        if waiter.done():  # cancelled meanwhile
+            self.release()
+        else:
+            waiter.set_result(None)
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
+_gates: dict[str, WriteGate] = {}
+_gates_mutex = threading.Lock()
+
+
+def _gate_of(path: str) -> WriteGate:
+    """The write gate of the SQLite file `path` in this process (an in-memory database: its own)."""
+    if path in ("", ":memory:"):
+        return WriteGate()
+    key = path if path.startswith("file:") else os.path.realpath(path)
+    with _gates_mutex:
+        return _gates.setdefault(key, WriteGate())
+
+
 _SQLITE_LOCK_TIMEOUT = 30.0
 # Execution option of SQLite's single-statement connections: no BEGIN (the driver runs each
 # statement in its own implicit transaction, a snapshot of its own).
@@ -128,9 +202,9 @@ def _sqlite_engine(url: str, *, immediate: bool, pool_size: int) -> AsyncEngine:
         async_creator=sqlite_inline.connector(path, _SQLITE_LOCK_TIMEOUT),
         **pool,
     )
-    # SQLite has one writer at a time. Within this process, writers queue on an asyncio lock
+    # SQLite has one writer at a time. Within this process, writers queue on the file's gate
     # instead of in SQLite's busy loop, so waiting costs no pooled connection and no thread.
-    gate = asyncio.Lock()
+    gate = _gate_of(path)
 
     @event.listens_for(engine.sync_engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import gc
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -18,7 +17,7 @@ from herald import __version__, sqlite_checkpoints
 from herald.audience.router import router as audience_router
 from herald.campaigns import links as campaign_links
 from herald.campaigns import openapi as campaigns_openapi
-from herald.campaigns import worker as campaigns_worker
+from herald.campaigns.embedded_worker import EmbeddedWorker
 from herald.campaigns.lifecycle_router import router as campaigns_lifecycle_router
 from herald.campaigns.router import router as campaigns_router
 from herald.campaigns.v1_router import router as campaigns_v1_router
@@ -58,17 +57,10 @@ def create_app(
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         if sqlite_path is not None:
-            sqlite_checkpoints.start(sqlite_path)
-        stop = asyncio.Event()
-        worker = (
-            asyncio.create_task(
-                campaigns_worker.run_forever(
-                    services.database, services.clock, settings.worker_interval_seconds, stop, settings
-                )
-            )
-            if settings.in_process_worker
-            else None
-        )
+            sqlite_checkpoints.start(sqlite_path)  # before any connection (the worker's too) opens
+        worker = EmbeddedWorker(settings, services.clock) if settings.in_process_worker else None
+        if worker is not None:
+            worker.start()
         # What the process has built by now (app, routes, models, schemas, ~160,000 objects) lives as
         # long as it does: out of the collector's sight, a full collection no longer walks it each
         # time (a quarter of a second here, the long tail of every request that waited behind one).
@@ -78,8 +70,7 @@ def create_app(
         # Uvicorn has drained the in-flight requests by now (SIGTERM, bounded by
         # HERALD_SHUTDOWN_TIMEOUT_SECONDS); the worker finishes the batch in hand and stops.
         if worker is not None:
-            stop.set()
-            await worker
+            await worker.stop()
         unwatch_pools()
         await readiness.aclose()
         await services.database.dispose()

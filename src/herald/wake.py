@@ -25,7 +25,9 @@ from sqlalchemy.ext.asyncio import AsyncSession
 log = logging.getLogger("herald.worker")
 
 CHANNEL = "herald_wake"
-_waiting: set[asyncio.Event] = set()
+# Each waiting event with its loop: the worker embedded in `herald serve` waits on a thread and loop
+# of its own, woken by commits made on the API's.
+_waiting: set[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = set()
 
 
 async def wake_on_commit(session: AsyncSession) -> None:
@@ -41,18 +43,27 @@ def _wake_here(_session: Any) -> None:
 
 def wake_here() -> None:
     """Wake the workers of this process (a tick that left work for the next one: it starts at once)."""
-    for waiter in list(_waiting):
-        waiter.set()
+    try:
+        here: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+    except RuntimeError:
+        here = None
+    for loop, waiter in list(_waiting):
+        if loop is here:
+            waiter.set()
+        else:
+            with contextlib.suppress(RuntimeError):  # that loop closed meanwhile: its worker stopped
+                loop.call_soon_threadsafe(waiter.set)
 
 
 @contextlib.asynccontextmanager
 async def waiting(wake: asyncio.Event) -> AsyncIterator[None]:
-    """`wake` is set by every commit of this process that calls `wake_on_commit`."""
-    _waiting.add(wake)
+    """`wake` is set by every commit of this process that calls `wake_on_commit`, on any thread."""
+    key = (asyncio.get_running_loop(), wake)
+    _waiting.add(key)
     try:
         yield
     finally:
-        _waiting.discard(wake)
+        _waiting.discard(key)
 
 
 class Listener:

@@ -269,15 +269,17 @@ async def test_the_compare_and_set_alone_refuses_a_second_application(
 
 
 class _Watch(logging.Handler):
-    """Sets `seen` when the worker logs a transition of `row_id`."""
+    """Sets `seen` when the worker logs a transition of `row_id` (on the worker's thread: `seen` is
+    set on the loop it was made on)."""
 
     def __init__(self, row_id: str, seen: asyncio.Event) -> None:
         super().__init__(logging.INFO)
         self.row_id, self.seen = row_id, seen
+        self.loop = asyncio.get_running_loop()
 
     def emit(self, record: logging.LogRecord) -> None:
         if self.row_id in record.getMessage():
-            self.seen.set()
+            self.loop.call_soon_threadsafe(self.seen.set)
 
 
 async def test_the_api_process_runs_the_worker_when_told(

@@ -25,7 +25,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
 from pydantic import ValidationError
-from sqlalchemy import Table, and_, delete, insert, select, update
+from sqlalchemy import Table, and_, bindparam, delete, insert, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -121,18 +121,23 @@ def awaited_actions(trigger: TriggerCondition | None) -> frozenset[str]:
 _actions_cache: dict[tuple[str, int], frozenset[str]] = {}
 
 
+# Built once: every ingestion runs it, and built per call the statement cost more CPU than the
+# database takes to answer it.
+_WATCHING = select(Campaign.id, Campaign.revision, Campaign.campaign_id, Campaign.delivery_type).where(
+    Campaign.workspace_id == bindparam("workspace_id"),
+    Campaign.is_latest,
+    Campaign.status == CampaignStatus.ACTIVE.value,
+    Campaign.delivery_type.in_([kind.value for kind in FIRED_BY_EVENTS]),
+)
+
+
+# The table's own INSERT, not the model's: the ORM's bulk path costs more than the row.
+_INBOX_INSERT = insert(cast(Table, TriggerInbox.__table__))
+
+
 async def _watching(session: AsyncSession, workspace_id: str) -> dict[str, list[str]]:
     """Action name -> the ACTIVE campaigns fired by events (public ids) waiting for it."""
-    rows = (
-        await session.execute(
-            select(Campaign.id, Campaign.revision, Campaign.campaign_id, Campaign.delivery_type).where(
-                Campaign.workspace_id == workspace_id,
-                Campaign.is_latest,
-                Campaign.status == CampaignStatus.ACTIVE.value,
-                Campaign.delivery_type.in_([kind.value for kind in FIRED_BY_EVENTS]),
-            )
-        )
-    ).all()
+    rows = (await session.execute(_WATCHING, {"workspace_id": workspace_id})).all()
     found: dict[str, list[str]] = defaultdict(list)
     for row_id, revision, campaign_id, kind in rows:
         key = (str(row_id), int(revision))
@@ -176,7 +181,7 @@ async def enqueue(
         if event.action in watching
     ]
     if rows:
-        await session.execute(insert(TriggerInbox), rows)
+        await session.execute(_INBOX_INSERT, rows)
         await wake_on_commit(session)
     return len(rows)
 
