@@ -151,15 +151,18 @@ async def hold_request_id(session: AsyncSession, hold: dict[str, Any], now: date
     return str((await connection.execute(_HELD, key)).scalar_one())
 
 
-async def insert_new(session: AsyncSession, values: dict[str, Any]) -> None:
+async def insert_new(
+    session: AsyncSession, values: dict[str, Any], joined: tuple[Any, dict[str, Any]] | None = None
+) -> None:
     """A new campaign row (first version) and its tag rows, as Core inserts on the session's
-    connection (no ORM instance: nothing reads the row back). On PostgreSQL both in one statement
-    (one round trip instead of two)."""
+    connection (no ORM instance: nothing reads the row back), and `joined` (an insert built once,
+    and its parameters) with them. On PostgreSQL all in one statement: one round trip."""
     connection = await session.connection()
     tags = list(dict.fromkeys(values.get("tags") or ()))
-    if tags and connection.dialect.name == "postgresql":
-        statement = _with_tags(frozenset(values))
-        await connection.execute(statement, {**values, "tag_list": tags})
+    also, also_values = joined if joined is not None else (None, {})
+    if connection.dialect.name == "postgresql" and (tags or also is not None):
+        statement = _in_one(frozenset(values), bool(tags), also)
+        await connection.execute(statement, {**values, "tag_list": tags, **also_values})
         return
     await connection.execute(_INSERT_CAMPAIGN, values)
     if tags:
@@ -168,20 +171,24 @@ async def insert_new(session: AsyncSession, values: dict[str, Any]) -> None:
             for tag in tags
         ]
         await connection.execute(_INSERT_TAGS, rows)
+    if also is not None:
+        await connection.execute(also, also_values)
 
 
 @cache
-def _with_tags(columns: frozenset[str]) -> Any:
-    """PostgreSQL: insert a campaign row of `columns` (a CTE) and its tags (`tag_list`, unnested)
-    in one statement; the tag rows' foreign key is checked at the statement's end, when the row is
-    there. Built once per set of columns."""
+def _in_one(columns: frozenset[str], tags: bool, also: Any) -> Any:
+    """PostgreSQL: insert a campaign row of `columns`, its tags (`tag_list`, unnested) and `also`
+    in one statement (data-modifying CTEs; the tag rows' foreign key is checked at the statement's
+    end, when the row is there). Built once per combination."""
     row = insert(_CAMPAIGNS).values(
         {name: bindparam(name, type_=_CAMPAIGNS.c[name].type) for name in columns}
     )
-    tag = func.unnest(bindparam("tag_list", type_=ARRAY(String)))
-    tags = select(bindparam("workspace_id", type_=String), tag, bindparam("id", type_=String))
-    return (
-        insert(_TAGS)
-        .from_select(["workspace_id", "tag", "campaign_row_id"], tags)
-        .add_cte(row.cte("campaign"))
-    )
+    parts = [row]
+    if tags:
+        tag = func.unnest(bindparam("tag_list", type_=ARRAY(String)))
+        rows = select(bindparam("workspace_id", type_=String), tag, bindparam("id", type_=String))
+        parts.append(insert(_TAGS).from_select(["workspace_id", "tag", "campaign_row_id"], rows))
+    if also is not None:
+        parts.append(also)
+    main, *ctes = reversed(parts)
+    return main.add_cte(*(part.cte(f"part_{n}") for n, part in enumerate(ctes)))

@@ -18,7 +18,14 @@ from herald.db import INTEGER_MAX
 from herald.errors import BadRequest
 from herald.http.auth import Caller
 from herald.http.docs import error_responses
-from herald.http.operation import Operation, guarded, reserve_quota, services_of, unit_of_work
+from herald.http.operation import (
+    Operation,
+    guarded,
+    recorded_with,
+    reserve_quota,
+    services_of,
+    unit_of_work,
+)
 from herald.http.query_model import query_model
 from herald.http.responses import json_response, response_id
 from herald.workspaces.models import enabled_features
@@ -95,14 +102,22 @@ async def create_campaign(request: Request, caller: Annotated[Caller, guarded(CR
     async def reserve() -> None:
         await reserve_quota(request, caller, "campaign_create_success", CREATE.name)
 
-    campaign_id, status = await service.create_campaign(
+    answers: list[Response] = []
+
+    def answer(campaign_id: str, status: str) -> tuple[Any, dict[str, Any]] | None:
+        # Known before the row is written: its idempotency record goes with the row.
+        answers.append(json_response(_envelope(request, {"id": campaign_id, "status": status}), status=201))
+        return recorded_with(request, answers[0])
+
+    await service.create_campaign(
         unit_of_work(request).session(),
         workspace_of(caller),
         json_body(request),
         services_of(request).clock.now(),
         reserve,
+        answer,
     )
-    return json_response(_envelope(request, {"id": campaign_id, "status": status}), status=201)
+    return answers[0]
 
 
 @router.get(

@@ -37,6 +37,9 @@ from herald.problems import Problem
 REQUEST_ID_HOLD = {Channel.PUSH: timedelta(hours=1), Channel.EMAIL: timedelta(days=1)}
 
 Reserve = Callable[[], Awaitable[None]]
+# Called with a new campaign's id and status before its row is written: an insert to write with the
+# row (statement, parameters; the request's idempotency record of its answer), or None.
+Answer = Callable[[str, str], tuple[Any, dict[str, Any]] | None]
 T = TypeVar("T")
 
 
@@ -61,7 +64,12 @@ def derived_columns(components: dict[str, Any]) -> dict[str, Any]:
 
 
 async def create_campaign(
-    session: AsyncSession, workspace: Workspace, raw: object, now: datetime, reserve_success: Reserve
+    session: AsyncSession,
+    workspace: Workspace,
+    raw: object,
+    now: datetime,
+    reserve_success: Reserve,
+    answer: Answer | None = None,
 ) -> tuple[str, str]:
     """A new draft from a C1 body: its id and status."""
     body, problems = parse_create(raw)
@@ -104,7 +112,8 @@ async def create_campaign(
         "components": components,
         **derived_columns(components),
     }
-    await repository.insert_new(session, values)
+    joined = answer(campaign_id, status) if answer is not None else None
+    await repository.insert_new(session, values, joined)
     return campaign_id, status
 
 

@@ -30,6 +30,9 @@ class UnitOfWork:
     # Undo steps outside the database (e.g. giving back a reserved quota slot) run when the request fails.
     on_failure: list[Callback] = field(default_factory=list)
     idempotency: Claim | None = None
+    # The handler wrote the claim's record with its own last statement (`operation.recorded_with`):
+    # the commit writes none.
+    recorded: bool = False
     rate_limit: Decision | None = None
     # A read whose statements need no common snapshot (see `Operation.single_statement`).
     single_statement: bool = False

@@ -16,6 +16,7 @@ from typing import Any, Literal
 import orjson
 from fastapi import Depends
 from starlette.requests import Request
+from starlette.responses import Response
 
 from herald.errors import RateLimited, ValidationFailed
 from herald.http import idempotency
@@ -147,6 +148,22 @@ async def check_access(request: Request, operation: Operation) -> Caller:
                 await idempotency.claim(services.database.writer, claim, now)
             uow.idempotency = claim
     return caller
+
+
+def recorded_with(request: Request, response: Response) -> tuple[Any, dict[str, Any]] | None:
+    """For a handler that knows its answer before its last write: the idempotency record of
+    `response` as an insert to run with that write (`idempotency.written_with`), or None when the
+    request has no claim in its own transaction. The commit then records nothing more: the answer
+    must be the one sent, a success (anything that fails after it rolls the record back with the
+    rest of the transaction)."""
+    uow = unit_of_work(request)
+    claim = uow.idempotency
+    if claim is None or not claim.in_request_transaction:
+        return None
+    uow.recorded = True
+    headers = {name.decode("latin-1"): value.decode("latin-1") for name, value in response.raw_headers}
+    now = services_of(request).clock.now()
+    return idempotency.written_with(claim, response.status_code, headers, bytes(response.body), now)
 
 
 def require_scope(caller: Caller, scope: Scope) -> None:
