@@ -274,6 +274,24 @@ class TestLimits:
         clock.advance(seconds=1)
         assert (await _create(client, tenant, MINIMAL_PUSH)).status_code == 201
 
+    async def test_replays_and_refused_requests_take_no_success_slot(
+        self, app: FastAPI, client: httpx.AsyncClient, clock: FrozenClock
+    ) -> None:
+        # The guard takes the success slot with the request limit's (one exchange with the store).
+        tenant = await make_tenant(app, rate_limits={"campaign_create": "1000/second"})
+        headers = tenant.headers(campaigns=True, idempotency_key=str(uuid.uuid4()))
+        assert (await client.post(BASE, json=MINIMAL_PUSH, headers=headers)).status_code == 201
+        for _ in range(5):
+            replay = await client.post(BASE, json=MINIMAL_PUSH, headers=headers)
+            assert (replay.status_code, replay.headers["Idempotent-Replayed"]) == (201, "true")
+            other_body = await client.post(
+                BASE, json={**MINIMAL_PUSH, "created_by": "b@example.com"}, headers=headers
+            )
+            assert other_body.status_code == 409  # the key names another request
+        for _ in range(4):
+            assert (await _create(client, tenant, MINIMAL_PUSH)).status_code == 201
+        assert (await _create(client, tenant, MINIMAL_PUSH)).status_code == 429
+
     async def test_success_quota_is_exact_under_concurrency(
         self, app: FastAPI, client: httpx.AsyncClient
     ) -> None:

@@ -34,7 +34,12 @@ from herald.workspaces.scopes import Scope
 router = APIRouter(prefix="/v5/campaigns", tags=["campaigns"])
 
 CREATE = Operation(
-    "C1", Scope.CAMPAIGNS_CREATE_MANAGE, "campaign_create", campaigns=True, idempotency="required"
+    "C1",
+    Scope.CAMPAIGNS_CREATE_MANAGE,
+    "campaign_create",
+    campaigns=True,
+    idempotency="required",
+    success_quota="campaign_create_success",
 )
 GET = Operation("C2", Scope.CAMPAIGNS_VIEW, "campaign_ops", campaigns=True)
 UPDATE = Operation(

@@ -34,6 +34,9 @@ class UnitOfWork:
     # the commit writes none.
     recorded: bool = False
     rate_limit: Decision | None = None
+    # Success-quota decisions the guard took with the rate limit (`Operation.success_quota`), by
+    # bucket, for the route's `reserve_quota`.
+    held_quota: dict[str, Decision] = field(default_factory=dict)
     # A read whose statements need no common snapshot (see `Operation.single_statement`).
     single_statement: bool = False
 
