@@ -13,6 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from herald.campaigns.models import Campaign, CampaignRequestId, CampaignTag, StoredCampaign
 from herald.db import UTCDateTime
+from herald.joined_writes import Joined, execute_with
 
 _CAMPAIGNS = typed(Table, Campaign.__table__)
 # Built once, run as Core statements on the session's connection (C3 and C4 on every request): a
@@ -88,13 +89,18 @@ async def stored_latest(
 
 
 async def write_stored(
-    session: AsyncSession, workspace_id: str, stored: StoredCampaign, values: dict[str, Any]
+    session: AsyncSession,
+    workspace_id: str,
+    stored: StoredCampaign,
+    values: dict[str, Any],
+    joined: Joined | None = None,
 ) -> bool:
     """Write `values` onto the row read as `stored`, if its revision is still the one read
-    (compare-and-set, as the ORM's version counter does for loaded rows): whether it was."""
+    (compare-and-set, as the ORM's version counter does for loaded rows): whether it was.
+    `joined` is written with it (`herald.joined_writes`)."""
     connection = await session.connection()
     key = {"row_workspace_id": workspace_id, "row_id": stored.id, "row_revision": stored.revision}
-    result = await connection.execute(_WRITE_STORED, {**values, **key})
+    result = await execute_with(connection, _WRITE_STORED, _CAMPAIGNS, {**values, **key}, joined)
     return bool(result.rowcount == 1)
 
 
@@ -151,9 +157,7 @@ async def hold_request_id(session: AsyncSession, hold: dict[str, Any], now: date
     return str((await connection.execute(_HELD, key)).scalar_one())
 
 
-async def insert_new(
-    session: AsyncSession, values: dict[str, Any], joined: tuple[Any, dict[str, Any]] | None = None
-) -> None:
+async def insert_new(session: AsyncSession, values: dict[str, Any], joined: Joined | None = None) -> None:
     """A new campaign row (first version) and its tag rows, as Core inserts on the session's
     connection (no ORM instance: nothing reads the row back), and `joined` (an insert built once,
     and its parameters) with them. On PostgreSQL all in one statement: one round trip."""

@@ -19,9 +19,9 @@ from herald.errors import BadRequest
 from herald.http.auth import Caller
 from herald.http.docs import error_responses
 from herald.http.operation import (
+    AnswerFirst,
     Operation,
     guarded,
-    recorded_with,
     reserve_quota,
     services_of,
     unit_of_work,
@@ -107,22 +107,20 @@ async def create_campaign(request: Request, caller: Annotated[Caller, guarded(CR
     async def reserve() -> None:
         await reserve_quota(request, caller, "campaign_create_success", CREATE.name)
 
-    answers: list[Response] = []
+    def answer(created: tuple[str, str]) -> Response:
+        campaign_id, status = created
+        return json_response(_envelope(request, {"id": campaign_id, "status": status}), status=201)
 
-    def answer(campaign_id: str, status: str) -> tuple[Any, dict[str, Any]] | None:
-        # Known before the row is written: its idempotency record goes with the row.
-        answers.append(json_response(_envelope(request, {"id": campaign_id, "status": status}), status=201))
-        return recorded_with(request, answers[0])
-
+    first = AnswerFirst(request, answer)  # its record goes with the row
     await service.create_campaign(
         unit_of_work(request).session(),
         workspace_of(caller),
         json_body(request),
         services_of(request).clock.now(),
         reserve,
-        answer,
+        first,
     )
-    return answers[0]
+    return first.response
 
 
 @router.get(
@@ -176,7 +174,12 @@ async def update_campaign(
     caller: Annotated[Caller, guarded(UPDATE)],
     if_match: Annotated[str | None, Header(alias="If-Match")] = None,
 ) -> Response:
-    row_id, revision = await service.update_campaign(
+    def answer(written: tuple[str, int]) -> Response:
+        row_id, revision = written
+        return json_response(_envelope(request, {"id": row_id}), headers={"ETag": etag_of(row_id, revision)})
+
+    first = AnswerFirst(request, answer)  # its record goes with the row's update
+    await service.update_campaign(
         unit_of_work(request).session(),
         workspace_of(caller),
         campaign_id,
@@ -184,8 +187,9 @@ async def update_campaign(
         services_of(request).clock.now(),
         if_match,
         etag_of,
+        first,
     )
-    return json_response(_envelope(request, {"id": row_id}), headers={"ETag": etag_of(row_id, revision)})
+    return first.response
 
 
 @router.post(

@@ -46,6 +46,7 @@ from sqlalchemy.orm import Mapped, mapped_column
 
 from herald.db import Base, PortableJSON, UTCDateTime
 from herald.errors import DuplicateIdempotencyKey, HeraldError, IdempotencyConflict
+from herald.joined_writes import Joined
 
 RETENTION = timedelta(hours=24)
 LEASE = timedelta(seconds=60)
@@ -264,9 +265,7 @@ RECORD_JOINED = insert(_RECORDS).values(
 )
 
 
-def written_with(
-    claim: Claim, status: int, headers: dict[str, str], body: bytes, now: datetime
-) -> tuple[Any, dict[str, Any]]:
+def written_with(claim: Claim, status: int, headers: dict[str, str], body: bytes, now: datetime) -> Joined:
     """A `claim_in` claim's record of a response known before the handler's last write, as
     (`RECORD_JOINED`, its parameters): the handler writes it with that write (on PostgreSQL in one
     statement, one round trip fewer), in the request's transaction as `record_in` would."""

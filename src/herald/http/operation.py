@@ -10,9 +10,10 @@ idempotency record: one transaction per request, and a claim that cannot outlive
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal, NoReturn
+from typing import Any, Generic, Literal, NoReturn, TypeVar
 
 import orjson
 from fastapi import Depends
@@ -26,6 +27,7 @@ from herald.http.context import UnitOfWork
 from herald.http.guards import parse_uuid4, query_problems
 from herald.http.limits import Consumer, limit_key, windows_for
 from herald.http.ratelimit import Decision, Window
+from herald.joined_writes import Joined
 from herald.problems import Problem
 from herald.services import Services
 from herald.workspaces.scopes import Scope
@@ -33,6 +35,7 @@ from herald.workspaces.scopes import Scope
 # "body_request_id": the JSON body's `request_id` is the key (the earlier API's de-duplication, L1).
 IdempotencyMode = Literal["required", "optional", "none", "body_request_id"]
 IDEMPOTENCY_HEADER = "Idempotency-Key"
+T = TypeVar("T")
 REQUIRED_MARK = "Required."
 
 
@@ -175,7 +178,7 @@ async def _claim(
             uow.idempotency = claim
 
 
-def recorded_with(request: Request, response: Response) -> tuple[Any, dict[str, Any]] | None:
+def recorded_with(request: Request, response: Response) -> Joined | None:
     """For a handler that knows its answer before its last write: the idempotency record of
     `response` as an insert to run with that write (`idempotency.written_with`), or None when the
     request has no claim in its own transaction. The commit then records nothing more: the answer
@@ -189,6 +192,27 @@ def recorded_with(request: Request, response: Response) -> tuple[Any, dict[str, 
     headers = {name.decode("latin-1"): value.decode("latin-1") for name, value in response.raw_headers}
     now = services_of(request).clock.now()
     return idempotency.written_with(claim, response.status_code, headers, bytes(response.body), now)
+
+
+class AnswerFirst(Generic[T]):
+    """A handler's answer made before its last write, so that the write carries the answer's
+    idempotency record (`recorded_with`): the service calls the instance with what the answer
+    shows, just before that write, and the handler sends `response` afterwards."""
+
+    def __init__(self, request: Request, make: Callable[[T], Response]) -> None:
+        self._request = request
+        self._make = make
+        self._response: Response | None = None
+
+    def __call__(self, shown: T) -> Joined | None:
+        self._response = self._make(shown)
+        return recorded_with(self._request, self._response)
+
+    @property
+    def response(self) -> Response:
+        if self._response is None:
+            raise RuntimeError("the service wrote without making its answer first")
+        return self._response
 
 
 def require_scope(caller: Caller, scope: Scope) -> None:
