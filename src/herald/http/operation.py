@@ -269,9 +269,11 @@ def guarded(operation: Operation) -> Any:
 
 
 async def reserve_quota(request: Request, caller: Caller, bucket: str, operation: str) -> None:
-    """Take a slot of a success quota now; it is given back if the request ends in failure.
+    """Take a slot of a success quota now (or 429); it is given back if the request ends in failure.
 
-    Reserving (rather than counting after the fact) keeps the quota exact under concurrency.
+    Reserving (rather than counting after the fact) keeps the quota exact under concurrency. When
+    the operation names the bucket as its `success_quota`, the guard took the slot already (in the
+    rate limit's exchange with the store) and this only answers its decision.
     """
     held = unit_of_work(request).held_quota.pop(bucket, None)
     if held is not None:  # taken by the guard (`Operation.success_quota`), given back on failure
