@@ -26,7 +26,7 @@ from herald.http.auth import Caller, authenticate, forbidden
 from herald.http.context import UnitOfWork
 from herald.http.guards import parse_uuid4, query_problems
 from herald.http.limits import Consumer, limit_key, windows_for
-from herald.http.ratelimit import Decision, Window
+from herald.http.ratelimit import Decision, RateLimitStore, Window
 from herald.joined_writes import Joined
 from herald.problems import Problem
 from herald.services import Services
@@ -319,7 +319,7 @@ class HeldSlot:
     decision: Decision
     key: str
     windows: tuple[Window, ...]
-    limiter: Any
+    limiter: RateLimitStore
 
     async def give_back(self) -> None:
         if self.decision.token is not None:
