@@ -14,7 +14,8 @@ eight) and a workspace may hold thousands of rows of the others (drafts, say):
   many index entries as it skips and shows, never those of statuses not shown, and then reads only
   its own rows, whatever the statistics. SQLite runs the merge lazily (MERGE (UNION ALL)).
   PostgreSQL merges branches (Merge Append) only when each has its own ORDER BY and LIMIT, so there
-  each walk is bounded by the page's end (offset + limit): 0.05 ms for the same empty page.
+  each walk is bounded by the page's end (offset + limit): 0.05 ms for the same empty page (without
+  statistics it may instead sort each branch's rows, still only those of shown statuses).
 
 Statements are built once per shape of criteria (which filters are present, not their values) and
 kept, the values travel as parameters: building a statement, and SQLAlchemy's cache key of it, cost
