@@ -36,7 +36,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +53,8 @@ WORKSPACE = "BENCHPEERS"
 PEERS_DIR = Path(__file__).parent / "peers"
 PRISM = PEERS_DIR / "node_modules" / ".bin" / "prism"
 OFFERS = 1000
+ONE_ROW_LIMIT = "pg-one-row"  # the bare limit of a one-row scenario (`Scenario.one_row_update`)
+POOL = 64  # offers and campaigns O3 and C3 patch in turn (a client writing to its own objects)
 
 
 @dataclass(frozen=True)
@@ -64,6 +66,10 @@ class Scenario:
     campaigns: bool = False  # the app-key header
     idempotency: bool = False  # a fresh Idempotency-Key per request
     targets: dict[str, float] = field(default_factory=dict)  # figure -> at least
+    pool: str | None = None  # `@POOL@` in the path: the ids of this pool of the fixtures, in turn
+    # A write of one row from every connection: beside it, the bare limit of one row on PostgreSQL
+    # (`one_row_limit`), this UPDATE (values: a text, the workspace, the row's id) in a transaction.
+    one_row_update: str | None = None
 
 
 _OFFER_BODY = {
@@ -106,6 +112,10 @@ _PREVIEW_BODY = {
         }
     },
 }
+_RENAME = {
+    "updated_by": "e@example.com",
+    "basic_details": {"name": "Renamed @N@", "platforms": ["ANDROID", "IOS"]},
+}
 OTHER = {"mock_recommended": 0.25, "mock_embedded": 0.25}
 SCENARIOS = [
     Scenario("O1", "GET", "/v5/offers?limit=50", targets={"bare": 0.5, "mock_recommended": 1.0}),
@@ -124,24 +134,43 @@ SCENARIOS = [
     Scenario(
         "O3",
         "PATCH",
-        "/v5/offers/{offer}",
+        "/v5/offers/@POOL@",
         {"updated_by": "e@example.com", "description": "@N@"},
         idempotency=True,
         targets=OTHER,
+        pool="offers",
+    ),
+    Scenario(
+        "O3-hot",
+        "PATCH",
+        "/v5/offers/{offer}",
+        {"updated_by": "e@example.com", "description": "@N@"},
+        idempotency=True,
+        one_row_update="UPDATE offers SET updated_by = $1, updated_at = now() WHERE workspace_id = $2 AND id = $3",
     ),
     Scenario("O4", "GET", "/v5/offers/templates", targets=OTHER),
     Scenario("C2", "GET", "/v5/campaigns/{campaign}", campaigns=True, targets=OTHER),
     Scenario(
         "C3",
         "PATCH",
-        "/v5/campaigns/{campaign}",
-        {
-            "updated_by": "e@example.com",
-            "basic_details": {"name": "Renamed @N@", "platforms": ["ANDROID", "IOS"]},
-        },
+        "/v5/campaigns/@POOL@",
+        _RENAME,
         campaigns=True,
         idempotency=True,
         targets=OTHER,
+        pool="campaigns",
+    ),
+    Scenario(
+        "C3-hot",
+        "PATCH",
+        "/v5/campaigns/{campaign}",
+        _RENAME,
+        campaigns=True,
+        idempotency=True,
+        one_row_update=(
+            "UPDATE campaigns SET name = $1, revision = revision + 1, updated_at = now()"
+            " WHERE workspace_id = $2 AND campaign_id = $3 AND is_latest"
+        ),
     ),
     Scenario("C4", "POST", "/v5/campaigns/{campaign}/validate", campaigns=True, targets=OTHER),
     Scenario(
@@ -248,27 +277,37 @@ async def recreate_postgres(url: str) -> None:
         await admin.close()
 
 
-def fixtures(peer: Peer, settings: Settings, credentials: Credentials) -> dict[str, str]:
-    """A scheduled offer (O3), a draft campaign (C2-C4) and a user (C9) made through the API of `peer`."""
+@dataclass(frozen=True)
+class Fixtures:
+    """What the scenarios address: `ids` fill `{offer}`, `{campaign}`, `{workspace}`; `pools` are
+    the ids `@POOL@` takes in turn."""
+
+    ids: dict[str, str]
+    pools: dict[str, list[str]]
+
+
+def fixtures(peer: Peer, settings: Settings, credentials: Credentials) -> Fixtures:
+    """Scheduled offers (O3), draft campaigns (C2-C4) and a user (C9) made through the API of `peer`:
+    `POOL` of each kind, the first also the one row of the one-row scenarios."""
     import uuid
 
     headers = credentials.headers(settings)
-    offer = httpx.post(
-        peer.url + "/v5/offers",
-        content=orjson.dumps({**_OFFER_BODY, "name": "Bench_fixture"}),
-        headers={**headers, "Idempotency-Key": str(uuid.uuid4()), "Content-Type": "application/json"},
-    )
-    assert offer.status_code == 201, offer.text
-    campaign = httpx.post(
-        peer.url + "/v5/campaigns",
-        content=orjson.dumps(create_body(str(uuid.uuid4()))),
-        headers={
-            **credentials.headers(settings, campaigns=True),
-            "Idempotency-Key": str(uuid.uuid4()),
-            "Content-Type": "application/json",
-        },
-    )
-    assert campaign.status_code == 201, campaign.text
+
+    def created(path: str, body: Any, campaigns: bool = False) -> str:
+        response = httpx.post(
+            peer.url + path,
+            content=orjson.dumps(body),
+            headers={
+                **credentials.headers(settings, campaigns=campaigns),
+                "Idempotency-Key": str(uuid.uuid4()),
+                "Content-Type": "application/json",
+            },
+        )
+        assert response.status_code == 201, response.text
+        return str(response.json()["data"]["id"])
+
+    offers = [created("/v5/offers", {**_OFFER_BODY, "name": f"Bench_fixture_{n}"}) for n in range(POOL)]
+    campaigns = [created("/v5/campaigns", create_body(str(uuid.uuid4())), True) for _ in range(POOL)]
     # The user C9 previews for (without it every preview would measure a 404).
     user = httpx.post(
         peer.url + f"/v1/customer/{credentials.workspace_id}",
@@ -276,14 +315,13 @@ def fixtures(peer: Peer, settings: Settings, credentials: Credentials) -> dict[s
         headers={**headers, "Content-Type": "application/json"},
     )
     assert user.status_code == 200, user.text
-    return {
-        "offer": offer.json()["data"]["id"],
-        "campaign": campaign.json()["data"]["id"],
-        "workspace": credentials.workspace_id,
-    }
+    return Fixtures(
+        ids={"offer": offers[0], "campaign": campaigns[0], "workspace": credentials.workspace_id},
+        pools={"offers": offers, "campaigns": campaigns},
+    )
 
 
-def lua_for(scenario: Scenario, settings: Settings, credentials: Credentials, ids: dict[str, str]) -> Path:
+def lua_for(scenario: Scenario, settings: Settings, credentials: Credentials, data: Fixtures) -> Path:
     headers = credentials.headers(settings, campaigns=scenario.campaigns)
     if scenario.idempotency:
         headers["Idempotency-Key"] = "@UUID@"
@@ -291,7 +329,57 @@ def lua_for(scenario: Scenario, settings: Settings, credentials: Credentials, id
     if scenario.body is not None:
         headers["Content-Type"] = "application/json"
         body = orjson.dumps(scenario.body).decode()
-    return wrk.script(scenario.method, scenario.path.format(**ids), headers, body)
+    pool = data.pools[scenario.pool] if scenario.pool else None
+    return wrk.script(scenario.method, scenario.path.format(**data.ids), headers, body, pool)
+
+
+async def _one_row_updates(
+    dsn: str, update: str, key: tuple[str, str], seconds: float, connections: int
+) -> wrk.Result:
+    """`update` of one row from `connections` asyncpg connections, each in a transaction of its own
+    with a durable commit, for `seconds` (after one uncounted second): the most a row takes."""
+    import asyncpg
+
+    # The server's connection limit is shared with the served peers' pools (and, on a shared
+    # machine, others'): take as many as it gives, up to `connections`; a queue of a few writers
+    # already keeps one row's lock always taken, so the rate hardly depends on their number.
+    pool: list[Any] = []
+    try:
+        while len(pool) < connections:
+            pool.append(await asyncpg.connect(dsn))
+    except asyncpg.TooManyConnectionsError:
+        if len(pool) < 4:
+            raise
+    print(f"  ({ONE_ROW_LIMIT}: {len(pool)} connections)", flush=True)
+
+    async def writers(length: float) -> list[float]:
+        stop = time.monotonic() + length
+        done: list[float] = []
+
+        async def writer(connection: Any) -> None:
+            while time.monotonic() < stop:
+                began = time.perf_counter()
+                async with connection.transaction():
+                    await connection.execute(update, f"bare {len(done)}", *key)
+                done.append(time.perf_counter() - began)
+
+        await asyncio.gather(*(writer(connection) for connection in pool))
+        return sorted(done)
+
+    try:
+        await writers(1.0)  # uncounted, as every side's first second
+        latencies = await writers(seconds)
+    finally:
+        for connection in pool:
+            await connection.close()
+    return wrk.Result(
+        requests_per_second=len(latencies) / seconds,
+        p50_ms=1000 * latencies[len(latencies) // 2] if latencies else 0.0,
+        p99_ms=1000 * latencies[int(len(latencies) * 0.99)] if latencies else 0.0,
+        requests=len(latencies),
+        non_2xx=0,
+        errors=0,
+    )
 
 
 def main() -> int:
@@ -350,7 +438,7 @@ def main() -> int:
         sqlite_peer = stack.enter_context(
             started("herald-sqlite", herald_command(port), herald_env(sqlite_url), port, "/healthz")
         )
-        peers: dict[str, tuple[Peer, Credentials, dict[str, str]]] = {
+        peers: dict[str, tuple[Peer, Credentials, Fixtures]] = {
             "herald-sqlite": (
                 sqlite_peer,
                 sqlite_credentials,
@@ -392,10 +480,13 @@ def main() -> int:
         mock = stack.enter_context(started("mock", mock_command, dict(os.environ), port, "/v5/offers"))
         peers["mock"] = (mock, sqlite_credentials, peers["herald-sqlite"][2])
         if args.keep:
-            for name, (peer, credentials, ids) in peers.items():
-                print(name, peer.url, peer.process.pid, credentials.headers(settings, campaigns=True), ids)
+            for name, (peer, credentials, data) in peers.items():
+                print(
+                    name, peer.url, peer.process.pid, credentials.headers(settings, campaigns=True), data.ids
+                )
             input("press enter to stop the peers")
-        figures = measure(chosen, peers, settings, args.seconds, args.connections)
+        pg_dsn = postgres_url.replace("postgresql+asyncpg", "postgresql") if pg_credentials else None
+        figures = measure(chosen, peers, settings, args.seconds, args.connections, pg_dsn)
     summary("peers", "sqlite + postgresql" if pg_credentials else "sqlite", figures)
     return 0
 
@@ -411,10 +502,11 @@ def _sides(scenario: Scenario, peers: dict[str, Any]) -> list[str]:
 
 def measure(
     scenarios: list[Scenario],
-    peers: dict[str, tuple[Peer, Credentials, dict[str, str]]],
+    peers: dict[str, tuple[Peer, Credentials, Fixtures]],
     settings: Settings,
     seconds: float,
     connections: int,
+    pg_dsn: str | None = None,
 ) -> list[Figure]:
     figures: list[Figure] = []
     print(
@@ -423,34 +515,32 @@ def measure(
     for scenario in scenarios:
         results: dict[str, wrk.Result] = {}
         for name in _sides(scenario, peers):
-            peer, credentials, ids = peers[name]
+            peer, credentials, data = peers[name]
             path = "/healthz" if name == "bare" and scenario.name == "404" else scenario.path
-            lua = lua_for(
-                Scenario(
-                    scenario.name,
-                    scenario.method,
-                    path,
-                    scenario.body,
-                    scenario.campaigns,
-                    scenario.idempotency,
-                ),
-                settings,
-                credentials,
-                ids,
-            )
+            lua = lua_for(replace(scenario, path=path), settings, credentials, data)
             # One second of the same load first, not counted, on every side alike: what is measured is
             # the steady state, not the first requests' lazy work (statement compilation, caches).
             wrk.run(peer.url, lua, seconds=1, connections=connections)
             result = wrk.run(peer.url, lua, seconds=seconds, connections=connections)
             lua.unlink()
             results[name] = result
-            print(
-                f"{scenario.name:<8} {name:<14} {result.requests_per_second:>9,.0f} {result.p50_ms:>8.1f}"
-                f" {result.p99_ms:>8.1f} {result.non_2xx:>8} {result.errors:>6}",
-                flush=True,
-            )
+            _print_line(scenario.name, name, result)
+        if scenario.one_row_update and pg_dsn and "herald-pg" in peers:
+            ids = peers["herald-pg"][2].ids
+            key = (ids["workspace"], ids["campaign" if scenario.campaigns else "offer"])
+            limit = asyncio.run(_one_row_updates(pg_dsn, scenario.one_row_update, key, seconds, connections))
+            results[ONE_ROW_LIMIT] = limit
+            _print_line(scenario.name, ONE_ROW_LIMIT, limit)
         figures += ratios(scenario, results)
     return figures
+
+
+def _print_line(scenario: str, peer: str, result: wrk.Result) -> None:
+    print(
+        f"{scenario:<8} {peer:<14} {result.requests_per_second:>9,.0f} {result.p50_ms:>8.1f}"
+        f" {result.p99_ms:>8.1f} {result.non_2xx:>8} {result.errors:>6}",
+        flush=True,
+    )
 
 
 def ratios(scenario: Scenario, results: dict[str, wrk.Result]) -> list[Figure]:
@@ -485,6 +575,9 @@ def ratios(scenario: Scenario, results: dict[str, wrk.Result]) -> list[Figure]:
         if sqlite:
             goal = targets.get("mock_embedded")
             found.append(Figure(f"{scenario.name} sqlite / mock req/s", sqlite / mock, at_least=goal))
+    if pg and ONE_ROW_LIMIT in results:  # no target: what is left of a row's limit to the route
+        limit = results[ONE_ROW_LIMIT].requests_per_second
+        found.append(Figure(f"{scenario.name} pg x2 / bare one-row limit req/s", pg / limit))
     if scenario.name == "C1":
         for name in ("herald-sqlite", "herald-pg"):  # the baseline's p99 is in the table above
             if name in results:

@@ -66,7 +66,7 @@ async def last_page(database: Database, workspace_id: str) -> int:
     """The last page of the unfiltered search (the rows every state but DRAFT and ARCHIVED show)."""
     criteria = pages.Criteria()
     statuses = pages.visible_statuses(criteria)
-    where = pages.conditions(pages.Shape.of(criteria, versioning=False, merged=0))
+    where = pages.conditions(pages.Shape.of(criteria, versioning=False, merged=0, bounded=False))
     values = pages.parameters(workspace_id, criteria, statuses, merged=0, limit=1, offset=0)
     count_all = select(func.count()).select_from(Campaign).where(*where, Campaign.status.in_(statuses))
     async with database.reader() as session:

@@ -227,6 +227,27 @@ class TestRequestId:
         assert len(rows) == 1
 
 
+class TestReplay:
+    async def test_a_repeated_create_is_replayed_with_one_campaign(
+        self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant
+    ) -> None:
+        # The create writes its idempotency record with its row (one statement on PostgreSQL).
+        headers = workspace.headers(campaigns=True, idempotency_key=str(uuid.uuid4()))
+        body = {**PAYLOADS["push_one_time_android_ios"], "request_id": "replayed"}
+        first = await client.post(BASE, json=body, headers=headers)
+        second = await client.post(BASE, json=body, headers=headers)
+        assert first.status_code == second.status_code == 201
+        assert second.content == first.content
+        assert second.headers["Idempotent-Replayed"] == "true"
+        assert second.headers["content-type"] == first.headers["content-type"]
+        async with app.state.herald.database.reader() as session:
+            rows = (
+                await session.scalars(select(Campaign).where(Campaign.workspace_id == workspace.workspace_id))
+            ).all()
+        assert [row.id for row in rows] == [first.json()["data"]["id"]]
+        assert sorted(rows[0].tags) == sorted(body["basic_details"]["tags"])
+
+
 class TestLimits:
     async def test_request_limit_is_5_per_second(self, app: FastAPI, client: httpx.AsyncClient) -> None:
         tenant = await make_tenant(app)
@@ -252,6 +273,24 @@ class TestLimits:
         assert (await _create(client, tenant, MINIMAL_PUSH)).status_code == 429
         clock.advance(seconds=1)
         assert (await _create(client, tenant, MINIMAL_PUSH)).status_code == 201
+
+    async def test_replays_and_refused_requests_take_no_success_slot(
+        self, app: FastAPI, client: httpx.AsyncClient, clock: FrozenClock
+    ) -> None:
+        # The guard takes the success slot with the request limit's (one exchange with the store).
+        tenant = await make_tenant(app, rate_limits={"campaign_create": "1000/second"})
+        headers = tenant.headers(campaigns=True, idempotency_key=str(uuid.uuid4()))
+        assert (await client.post(BASE, json=MINIMAL_PUSH, headers=headers)).status_code == 201
+        for _ in range(5):
+            replay = await client.post(BASE, json=MINIMAL_PUSH, headers=headers)
+            assert (replay.status_code, replay.headers["Idempotent-Replayed"]) == (201, "true")
+            other_body = await client.post(
+                BASE, json={**MINIMAL_PUSH, "created_by": "b@example.com"}, headers=headers
+            )
+            assert other_body.status_code == 409  # the key names another request
+        for _ in range(4):
+            assert (await _create(client, tenant, MINIMAL_PUSH)).status_code == 201
+        assert (await _create(client, tenant, MINIMAL_PUSH)).status_code == 429
 
     async def test_success_quota_is_exact_under_concurrency(
         self, app: FastAPI, client: httpx.AsyncClient

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import datetime
+from functools import cache
 from typing import Any
 from typing import cast as typed
 
-from sqlalchemy import Table, bindparam, delete, insert, select, text, update
+from sqlalchemy import ARRAY, String, Table, bindparam, delete, func, insert, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from herald.campaigns.models import Campaign, CampaignRequestId, CampaignTag, StoredCampaign
 from herald.db import UTCDateTime
+from herald.joined_writes import Joined, execute_with
 
 _CAMPAIGNS = typed(Table, Campaign.__table__)
 # Built once, run as Core statements on the session's connection (C3 and C4 on every request): a
@@ -87,13 +89,18 @@ async def stored_latest(
 
 
 async def write_stored(
-    session: AsyncSession, workspace_id: str, stored: StoredCampaign, values: dict[str, Any]
+    session: AsyncSession,
+    workspace_id: str,
+    stored: StoredCampaign,
+    values: dict[str, Any],
+    joined: Joined | None = None,
 ) -> bool:
     """Write `values` onto the row read as `stored`, if its revision is still the one read
-    (compare-and-set, as the ORM's version counter does for loaded rows): whether it was."""
+    (compare-and-set, as the ORM's version counter does for loaded rows): whether it was.
+    `joined` is written with it (`herald.joined_writes`)."""
     connection = await session.connection()
     key = {"row_workspace_id": workspace_id, "row_id": stored.id, "row_revision": stored.revision}
-    result = await connection.execute(_WRITE_STORED, {**values, **key})
+    result = await execute_with(connection, _WRITE_STORED, _CAMPAIGNS, {**values, **key}, joined)
     return bool(result.rowcount == 1)
 
 
@@ -150,15 +157,42 @@ async def hold_request_id(session: AsyncSession, hold: dict[str, Any], now: date
     return str((await connection.execute(_HELD, key)).scalar_one())
 
 
-async def insert_new(session: AsyncSession, values: dict[str, Any]) -> None:
+async def insert_new(session: AsyncSession, values: dict[str, Any], joined: Joined | None = None) -> None:
     """A new campaign row (first version) and its tag rows, as Core inserts on the session's
-    connection (no ORM instance: nothing reads the row back)."""
+    connection (no ORM instance: nothing reads the row back), and `joined` (an insert built once,
+    and its parameters) with them. On PostgreSQL all in one statement: one round trip."""
     connection = await session.connection()
+    tags = list(dict.fromkeys(values.get("tags") or ()))
+    also, also_values = joined if joined is not None else (None, {})
+    if connection.dialect.name == "postgresql" and (tags or also is not None):
+        statement = _in_one(frozenset(values), bool(tags), also)
+        await connection.execute(statement, {**values, "tag_list": tags, **also_values})
+        return
     await connection.execute(_INSERT_CAMPAIGN, values)
-    tags = dict.fromkeys(values.get("tags") or ())
     if tags:
         rows = [
             {"workspace_id": values["workspace_id"], "tag": tag, "campaign_row_id": values["id"]}
             for tag in tags
         ]
         await connection.execute(_INSERT_TAGS, rows)
+    if also is not None:
+        await connection.execute(also, also_values)
+
+
+@cache
+def _in_one(columns: frozenset[str], tags: bool, also: Any) -> Any:
+    """PostgreSQL: insert a campaign row of `columns`, its tags (`tag_list`, unnested) and `also`
+    in one statement (data-modifying CTEs; the tag rows' foreign key is checked at the statement's
+    end, when the row is there). Built once per combination."""
+    row = insert(_CAMPAIGNS).values(
+        {name: bindparam(name, type_=_CAMPAIGNS.c[name].type) for name in columns}
+    )
+    parts = [row]
+    if tags:
+        tag = func.unnest(bindparam("tag_list", type_=ARRAY(String)))
+        rows = select(bindparam("workspace_id", type_=String), tag, bindparam("id", type_=String))
+        parts.append(insert(_TAGS).from_select(["workspace_id", "tag", "campaign_row_id"], rows))
+    if also is not None:
+        parts.append(also)
+    main, *ctes = reversed(parts)
+    return main.add_cte(*(part.cte(f"part_{n}") for n, part in enumerate(ctes)))

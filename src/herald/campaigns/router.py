@@ -18,7 +18,14 @@ from herald.db import INTEGER_MAX
 from herald.errors import BadRequest
 from herald.http.auth import Caller
 from herald.http.docs import error_responses
-from herald.http.operation import Operation, guarded, reserve_quota, services_of, unit_of_work
+from herald.http.operation import (
+    AnswerFirst,
+    Operation,
+    guarded,
+    reserve_quota,
+    services_of,
+    unit_of_work,
+)
 from herald.http.query_model import query_model
 from herald.http.responses import json_response, response_id
 from herald.workspaces.models import enabled_features
@@ -27,7 +34,12 @@ from herald.workspaces.scopes import Scope
 router = APIRouter(prefix="/v5/campaigns", tags=["campaigns"])
 
 CREATE = Operation(
-    "C1", Scope.CAMPAIGNS_CREATE_MANAGE, "campaign_create", campaigns=True, idempotency="required"
+    "C1",
+    Scope.CAMPAIGNS_CREATE_MANAGE,
+    "campaign_create",
+    campaigns=True,
+    idempotency="required",
+    success_quota="campaign_create_success",
 )
 GET = Operation("C2", Scope.CAMPAIGNS_VIEW, "campaign_ops", campaigns=True)
 UPDATE = Operation(
@@ -95,14 +107,20 @@ async def create_campaign(request: Request, caller: Annotated[Caller, guarded(CR
     async def reserve() -> None:
         await reserve_quota(request, caller, "campaign_create_success", CREATE.name)
 
-    campaign_id, status = await service.create_campaign(
+    def answer(created: tuple[str, str]) -> Response:
+        campaign_id, status = created
+        return json_response(_envelope(request, {"id": campaign_id, "status": status}), status=201)
+
+    first = AnswerFirst(request, answer)  # its record goes with the row
+    await service.create_campaign(
         unit_of_work(request).session(),
         workspace_of(caller),
         json_body(request),
         services_of(request).clock.now(),
         reserve,
+        first,
     )
-    return json_response(_envelope(request, {"id": campaign_id, "status": status}), status=201)
+    return first.response
 
 
 @router.get(
@@ -156,7 +174,12 @@ async def update_campaign(
     caller: Annotated[Caller, guarded(UPDATE)],
     if_match: Annotated[str | None, Header(alias="If-Match")] = None,
 ) -> Response:
-    row_id, revision = await service.update_campaign(
+    def answer(written: tuple[str, int]) -> Response:
+        row_id, revision = written
+        return json_response(_envelope(request, {"id": row_id}), headers={"ETag": etag_of(row_id, revision)})
+
+    first = AnswerFirst(request, answer)  # its record goes with the row's update
+    await service.update_campaign(
         unit_of_work(request).session(),
         workspace_of(caller),
         campaign_id,
@@ -164,8 +187,9 @@ async def update_campaign(
         services_of(request).clock.now(),
         if_match,
         etag_of,
+        first,
     )
-    return json_response(_envelope(request, {"id": row_id}), headers={"ETag": etag_of(row_id, revision)})
+    return first.response
 
 
 @router.post(

@@ -30,6 +30,7 @@ from herald.campaigns.validation import (
 from herald.delivery import connectors as delivery_connectors
 from herald.errors import DuplicateRequestId, InvalidState, NotFound, PreconditionFailed, ValidationFailed
 from herald.ids import is_object_id, object_id
+from herald.joined_writes import Answer
 from herald.personalization import check_template
 from herald.problems import Problem
 
@@ -61,7 +62,12 @@ def derived_columns(components: dict[str, Any]) -> dict[str, Any]:
 
 
 async def create_campaign(
-    session: AsyncSession, workspace: Workspace, raw: object, now: datetime, reserve_success: Reserve
+    session: AsyncSession,
+    workspace: Workspace,
+    raw: object,
+    now: datetime,
+    reserve_success: Reserve,
+    answer: Answer[tuple[str, str]] | None = None,
 ) -> tuple[str, str]:
     """A new draft from a C1 body: its id and status."""
     body, problems = parse_create(raw)
@@ -104,7 +110,8 @@ async def create_campaign(
         "components": components,
         **derived_columns(components),
     }
-    await repository.insert_new(session, values)
+    joined = answer((campaign_id, status)) if answer is not None else None
+    await repository.insert_new(session, values, joined)
     return campaign_id, status
 
 
@@ -272,12 +279,20 @@ async def apply_update(session: AsyncSession, prepared: PreparedUpdate, now: dat
 
 
 async def write_update(
-    session: AsyncSession, workspace_id: str, stored: StoredCampaign, checked: CheckedUpdate, now: datetime
+    session: AsyncSession,
+    workspace_id: str,
+    stored: StoredCampaign,
+    checked: CheckedUpdate,
+    now: datetime,
+    answer: Answer[tuple[str, int]] | None = None,
 ) -> int:
-    """Write a checked update onto the row read as `stored` (Core statements): its new revision."""
+    """Write a checked update onto the row read as `stored` (Core statements): its new revision.
+    `answer` is called with the row's id and new revision just before the write."""
     columns = _written_columns(checked, now)
     revision = stored.revision + 1
-    if not await repository.write_stored(session, workspace_id, stored, {**columns, "revision": revision}):
+    joined = answer((stored.id, revision)) if answer is not None else None
+    values = {**columns, "revision": revision}
+    if not await repository.write_stored(session, workspace_id, stored, values, joined):
         raise stale()
     if set(columns["tags"]) != set(stored.tags):
         await repository.replace_tags(session, workspace_id, stored.id, columns["tags"])
@@ -308,13 +323,14 @@ async def update_campaign(
     now: datetime,
     if_match: str | None,
     current_etag: Callable[[str, int], str],
+    answer: Answer[tuple[str, int]] | None = None,
 ) -> tuple[str, int]:
-    """C3: the row's id and its new revision."""
+    """C3: the row's id and its new revision (`answer`: see `write_update`)."""
     stored = await get_stored(session, workspace.id, campaign_id, for_update=True)
     if if_match is not None and if_match.strip() not in ("*", current_etag(stored.id, stored.revision)):
         raise PreconditionFailed(target="If-Match")
     checked = check_update(workspace, stored, raw)
-    return stored.id, await write_update(session, workspace.id, stored, checked, now)
+    return stored.id, await write_update(session, workspace.id, stored, checked, now, answer)
 
 
 def _component_json(body: Any, name: str) -> Any:

@@ -30,7 +30,13 @@ class UnitOfWork:
     # Undo steps outside the database (e.g. giving back a reserved quota slot) run when the request fails.
     on_failure: list[Callback] = field(default_factory=list)
     idempotency: Claim | None = None
+    # The handler wrote the claim's record with its own last statement (`operation.recorded_with`):
+    # the commit writes none.
+    recorded: bool = False
     rate_limit: Decision | None = None
+    # Success-quota decisions the guard took with the rate limit (`Operation.success_quota`), by
+    # bucket, for the route's `reserve_quota`.
+    held_quota: dict[str, Decision] = field(default_factory=dict)
     # A read whose statements need no common snapshot (see `Operation.single_statement`).
     single_statement: bool = False
 

@@ -6,7 +6,8 @@ its effect.
 
 - Inside the request's transaction (`claim_in`, the usual way): the request that holds the key is the
   one whose transaction holds its lock — PostgreSQL: a transaction-scoped advisory lock, tried without
-  waiting; SQLite: the database's single write lock, which every writing request holds. The record is
+  waiting, and the key's record read after it in one round trip (the function of migration 0018);
+  SQLite: the database's single write lock, which every writing request holds. The record is
   inserted with the answer. Nothing is written before, so a process that dies leaves nothing to
   recover: its transaction, and with it the lock, is gone.
 - In a short transaction of its own (`claim`), for operations whose work runs in sessions of their own
@@ -23,16 +24,19 @@ from datetime import datetime, timedelta
 from typing import Any, cast
 
 from sqlalchemy import (
+    Boolean,
     Index,
     Integer,
     LargeBinary,
     String,
     Table,
     bindparam,
+    column,
     delete,
     func,
     insert,
     select,
+    text,
     update,
 )
 from sqlalchemy.dialects import postgresql, sqlite
@@ -42,6 +46,7 @@ from sqlalchemy.orm import Mapped, mapped_column
 
 from herald.db import Base, PortableJSON, UTCDateTime
 from herald.errors import DuplicateIdempotencyKey, HeraldError, IdempotencyConflict
+from herald.joined_writes import Joined
 
 RETENTION = timedelta(hours=24)
 LEASE = timedelta(seconds=60)
@@ -115,6 +120,17 @@ _LOOKUP = select(
     _RECORDS.c.body,
 ).where(_KEY_IS)
 _FORGET = delete(_RECORDS).where(_KEY_IS)
+# PostgreSQL: the key's lock, then its record, in one round trip (migration 0018). The record's
+# columns are typed as the table's, so their values read as `_LOOKUP`'s do.
+_CLAIM = text(
+    "SELECT * FROM herald_claim_idempotency_key(:lock_id, :workspace_id, :api_key_id, :key)"
+).columns(
+    column("held", Boolean),
+    *(
+        _RECORDS.c[name]
+        for name in ("fingerprint", "state", "locked_until", "expires_at", "status_code", "headers", "body")
+    ),
+)
 _RECORD = insert(_RECORDS)
 
 
@@ -208,10 +224,14 @@ async def claim_in(session: AsyncSession, claim: Claim, now: datetime) -> None:
 
     On SQLite a duplicate cannot be in flight: it waits for the write lock and then finds the
     first one's record, which it replays."""
-    if not await _holds_key_lock(session, claim):
-        raise DuplicateIdempotencyKey(target="Idempotency-Key")
     connection = await session.connection()  # Core statements: no ORM session work per call
-    record = (await connection.execute(_LOOKUP, _key_of(claim))).first()
+    if connection.dialect.name == "postgresql":
+        claimed = (await connection.execute(_CLAIM, {**_key_of(claim), "lock_id": _lock_id(claim)})).one()
+        if not claimed.held:
+            raise DuplicateIdempotencyKey(target="Idempotency-Key")
+        record = claimed if claimed.fingerprint is not None else None  # a record's is never NULL
+    else:
+        record = (await connection.execute(_LOOKUP, _key_of(claim))).first()
     if record is None:
         return
     abandoned = record.state == IN_FLIGHT and record.locked_until <= now
@@ -236,6 +256,21 @@ def _record_values(
         "headers": _stored(headers),
         "body": body,
     }
+
+
+# The record as an insert whose values are all parameters, named apart (`record_...`) from those
+# of the statement it joins (`written_with`).
+RECORD_JOINED = insert(_RECORDS).values(
+    {column.name: bindparam(f"record_{column.name}", type_=column.type) for column in _RECORDS.c}
+)
+
+
+def written_with(claim: Claim, status: int, headers: dict[str, str], body: bytes, now: datetime) -> Joined:
+    """A `claim_in` claim's record of a response known before the handler's last write, as
+    (`RECORD_JOINED`, its parameters): the handler writes it with that write (on PostgreSQL in one
+    statement, one round trip fewer), in the request's transaction as `record_in` would."""
+    values = _record_values(claim, status, headers, body, now)
+    return RECORD_JOINED, {f"record_{name}": value for name, value in values.items()}
 
 
 async def record_in(

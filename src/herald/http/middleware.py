@@ -170,7 +170,7 @@ class HeraldMiddleware:
 
     async def _commit(self, uow: UnitOfWork, captured: list[Message]) -> None:
         claim = uow.idempotency
-        if claim is not None:
+        if claim is not None and not uow.recorded:
             status, headers, body = _parts(captured)
             if claim.in_request_transaction:
                 now = self.services.clock.now()

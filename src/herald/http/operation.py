@@ -10,12 +10,15 @@ idempotency record: one transaction per request, and a claim that cannot outlive
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from datetime import datetime
+from typing import Any, Generic, Literal, NoReturn, TypeVar
 
 import orjson
 from fastapi import Depends
 from starlette.requests import Request
+from starlette.responses import Response
 
 from herald.errors import RateLimited, ValidationFailed
 from herald.http import idempotency
@@ -23,7 +26,8 @@ from herald.http.auth import Caller, authenticate, forbidden
 from herald.http.context import UnitOfWork
 from herald.http.guards import parse_uuid4, query_problems
 from herald.http.limits import Consumer, limit_key, windows_for
-from herald.http.ratelimit import Decision, Window
+from herald.http.ratelimit import Decision, RateLimitStore, Window
+from herald.joined_writes import Joined
 from herald.problems import Problem
 from herald.services import Services
 from herald.workspaces.scopes import Scope
@@ -31,6 +35,7 @@ from herald.workspaces.scopes import Scope
 # "body_request_id": the JSON body's `request_id` is the key (the earlier API's de-duplication, L1).
 IdempotencyMode = Literal["required", "optional", "none", "body_request_id"]
 IDEMPOTENCY_HEADER = "Idempotency-Key"
+T = TypeVar("T")
 REQUIRED_MARK = "Required."
 
 
@@ -51,6 +56,11 @@ class Operation:
     # True when each statement the read sends stands alone (O1: its page and total count are one
     # statement): on PostgreSQL it then runs without a transaction around it.
     single_statement: bool = False
+    # The success-quota bucket the route reserves (`reserve_quota`), if any: its slot is taken with
+    # the rate limit's, in one exchange with the store (Redis: one round trip instead of two), and
+    # held from then on, given back if the request fails or replays. A refusal is answered only
+    # where the route reserves, so whatever the route checks before still answers first.
+    success_quota: str | None = None
 
 
 def services_of(request: Request) -> Services:
@@ -127,8 +137,28 @@ async def check_access(request: Request, operation: Operation) -> Caller:
         raise ValidationFailed(bad_query)
 
     now = services.clock.now()
-    uow.rate_limit, _, _ = await _take_slot(request, caller, operation.bucket, operation.name)
+    if operation.success_quota is None:
+        uow.rate_limit, _, _ = await _take_slot(request, caller, operation.bucket, operation.name)
+        await _claim(request, operation, caller, in_request_transaction, now)
+        return caller
+    uow.rate_limit, held = await _take_slot_and_quota(request, caller, operation)
+    try:
+        await _claim(request, operation, caller, in_request_transaction, now)
+    except BaseException:  # a replay or a refused key: the request does nothing, it takes nothing
+        await held.give_back()
+        raise
+    uow.held_quota[operation.success_quota] = held.decision
+    if held.decision.allowed:
+        uow.on_failure.append(held.give_back)
+    return caller
 
+
+async def _claim(
+    request: Request, operation: Operation, caller: Caller, in_request_transaction: bool, now: datetime
+) -> None:
+    """Claim the request's Idempotency-Key, if its operation takes one (replay / 409 otherwise)."""
+    services = services_of(request)
+    uow = unit_of_work(request)
     if operation.idempotency != "none":
         key = _idempotency_key(request, operation.idempotency)
         if key is not None:
@@ -146,7 +176,43 @@ async def check_access(request: Request, operation: Operation) -> Caller:
             else:
                 await idempotency.claim(services.database.writer, claim, now)
             uow.idempotency = claim
-    return caller
+
+
+def recorded_with(request: Request, response: Response) -> Joined | None:
+    """For a handler that knows its answer before its last write: the idempotency record of
+    `response` as an insert to run with that write (`idempotency.written_with`), or None when the
+    request has no claim in its own transaction. The commit then records nothing more: the answer
+    must be the one sent, a success (anything that fails after it rolls the record back with the
+    rest of the transaction)."""
+    uow = unit_of_work(request)
+    claim = uow.idempotency
+    if claim is None or not claim.in_request_transaction:
+        return None
+    uow.recorded = True
+    headers = {name.decode("latin-1"): value.decode("latin-1") for name, value in response.raw_headers}
+    now = services_of(request).clock.now()
+    return idempotency.written_with(claim, response.status_code, headers, bytes(response.body), now)
+
+
+class AnswerFirst(Generic[T]):
+    """A handler's answer made before its last write, so that the write carries the answer's
+    idempotency record (`recorded_with`): the service calls the instance with what the answer
+    shows, just before that write, and the handler sends `response` afterwards."""
+
+    def __init__(self, request: Request, make: Callable[[T], Response]) -> None:
+        self._request = request
+        self._make = make
+        self._response: Response | None = None
+
+    def __call__(self, shown: T) -> Joined | None:
+        self._response = self._make(shown)
+        return recorded_with(self._request, self._response)
+
+    @property
+    def response(self) -> Response:
+        if self._response is None:
+            raise RuntimeError("the service wrote without making its answer first")
+        return self._response
 
 
 def require_scope(caller: Caller, scope: Scope) -> None:
@@ -203,10 +269,17 @@ def guarded(operation: Operation) -> Any:
 
 
 async def reserve_quota(request: Request, caller: Caller, bucket: str, operation: str) -> None:
-    """Take a slot of a success quota now; it is given back if the request ends in failure.
+    """Take a slot of a success quota now (or 429); it is given back if the request ends in failure.
 
-    Reserving (rather than counting after the fact) keeps the quota exact under concurrency.
+    Reserving (rather than counting after the fact) keeps the quota exact under concurrency. When
+    the operation names the bucket as its `success_quota`, the guard took the slot already (in the
+    rate limit's exchange with the store) and this only answers its decision.
     """
+    held = unit_of_work(request).held_quota.pop(bucket, None)
+    if held is not None:  # taken by the guard (`Operation.success_quota`), given back on failure
+        if not held.allowed:
+            _refuse(request, bucket, held)
+        return
     services = services_of(request)
     decision, key, windows = await _take_slot(request, caller, bucket, operation)
     token = decision.token
@@ -228,7 +301,46 @@ async def _take_slot(
     windows = windows_for(caller.workspace, bucket)
     decision = await services.limiter.acquire(key, windows, services.clock.now().timestamp())
     if not decision.allowed:
-        unit_of_work(request).rate_limit = decision
-        request.state.rate_limited_bucket = bucket  # for the refusals metric
-        raise RateLimited(headers={"Retry-After": str(max(1, decision.retry_after))})
+        _refuse(request, bucket, decision)
     return decision, key, windows
+
+
+def _refuse(request: Request, bucket: str, decision: Decision) -> NoReturn:
+    """429: the refusal's figures become the response's X-RateLimit headers."""
+    unit_of_work(request).rate_limit = decision
+    request.state.rate_limited_bucket = bucket  # for the refusals metric
+    raise RateLimited(headers={"Retry-After": str(max(1, decision.retry_after))})
+
+
+@dataclass(frozen=True)
+class HeldSlot:
+    """A success-quota decision taken by the guard, and how to give its slot back."""
+
+    decision: Decision
+    key: str
+    windows: tuple[Window, ...]
+    limiter: RateLimitStore
+
+    async def give_back(self) -> None:
+        if self.decision.token is not None:
+            await self.limiter.release(self.key, self.windows, self.decision.token)
+
+
+async def _take_slot_and_quota(
+    request: Request, caller: Caller, operation: Operation
+) -> tuple[Decision, HeldSlot]:
+    """The rate limit's slot (or 429, taking nothing) and the success quota's decision, in one
+    exchange with the store."""
+    assert operation.success_quota is not None
+    services = services_of(request)
+    consumer = Consumer(caller.workspace, caller.api_key.id)
+    buckets = (operation.bucket, operation.success_quota)
+    keys = [limit_key(bucket, operation.name, consumer) for bucket in buckets]
+    windows = [windows_for(caller.workspace, bucket) for bucket in buckets]
+    now = services.clock.now().timestamp()
+    decision, quota = await services.limiter.acquire_each(list(zip(keys, windows, strict=True)), now)
+    held = HeldSlot(quota, keys[1], windows[1], services.limiter)
+    if not decision.allowed:
+        await held.give_back()
+        _refuse(request, operation.bucket, decision)
+    return decision, held

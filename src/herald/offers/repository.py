@@ -30,6 +30,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from herald.db import UTCDateTime
 from herald.direct_reads import DirectReads
+from herald.joined_writes import Joined, execute_with
 from herald.offers.list_query import SUMMARY_FIELDS, OffersListQuery
 from herald.offers.models import STORED_ARCHIVED, Offer, OfferTag, StoredOffer
 from herald.offers.status import OfferStatus, status_column, status_predicate
@@ -197,18 +198,23 @@ async def get_for_update(session: AsyncSession, workspace_id: str, offer_id: str
     return None if row is None else StoredOffer(**row._mapping)
 
 
-async def insert_offer(session: AsyncSession, values: dict[str, Any]) -> None:
-    """A new offer row (every column given)."""
+async def insert_offer(session: AsyncSession, values: dict[str, Any], joined: Joined | None = None) -> None:
+    """A new offer row (every column given), and `joined` with it (`herald.joined_writes`)."""
     connection = await session.connection()
-    await connection.execute(_INSERT, values)
+    await execute_with(connection, _INSERT, _OFFERS, values, joined)
 
 
 async def update_offer(
-    session: AsyncSession, workspace_id: str, offer_id: str, values: dict[str, Any]
+    session: AsyncSession,
+    workspace_id: str,
+    offer_id: str,
+    values: dict[str, Any],
+    joined: Joined | None = None,
 ) -> None:
-    """Write `values` (column name -> value) onto one offer's row."""
+    """Write `values` (column name -> value) onto one offer's row, and `joined` with it."""
     connection = await session.connection()
-    await connection.execute(_UPDATE, {**values, "row_workspace_id": workspace_id, "row_id": offer_id})
+    key = {"row_workspace_id": workspace_id, "row_id": offer_id}
+    await execute_with(connection, _UPDATE, _OFFERS, {**values, **key}, joined)
 
 
 async def existing_tags(session: AsyncSession, workspace_id: str, tag_ids: Sequence[str]) -> frozenset[str]:

@@ -10,7 +10,7 @@ from starlette.responses import Response
 
 from herald.http.auth import Caller
 from herald.http.docs import ErrorEnvelope, documented_as, error_responses
-from herald.http.operation import Operation, guarded, services_of, unit_of_work
+from herald.http.operation import AnswerFirst, Operation, guarded, services_of, unit_of_work
 from herald.http.query_model import query_model
 from herald.http.responses import json_response, response_id
 from herald.offers import service, templates, writes
@@ -92,8 +92,11 @@ async def create_offer(
     body: Annotated[Any, documented_as(OfferCreate), Body()] = None,
 ) -> Response:
     now = services_of(request).clock.now()
-    data = await writes.create_offer(unit_of_work(request).session(), caller.workspace_id, body, now)
-    return _answer(request, data, 201)
+    first: AnswerFirst[dict[str, Any]] = AnswerFirst(
+        request, lambda data: _answer(request, data, 201)
+    )  # its record goes with the row
+    await writes.create_offer(unit_of_work(request).session(), caller.workspace_id, body, now, first)
+    return first.response
 
 
 @router.get(
@@ -137,9 +140,11 @@ async def update_offer(
 ) -> Response:
     now = services_of(request).clock.now()
     session = unit_of_work(request).session()
-    return _answer(
-        request, await writes.update_offer(session, caller.workspace_id, offer_id, body or {}, now)
-    )
+    first: AnswerFirst[dict[str, Any]] = AnswerFirst(
+        request, lambda data: _answer(request, data)
+    )  # its record goes with the update
+    await writes.update_offer(session, caller.workspace_id, offer_id, body or {}, now, first)
+    return first.response
 
 
 @router.post(

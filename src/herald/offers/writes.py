@@ -17,6 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from herald.errors import ArchivedOffering, OfferNotFound, ValidationFailed
 from herald.ids import object_id, offer_public_id, parse_offer_id, parse_tag_id
+from herald.joined_writes import Answer
 from herald.offers import documents, gates, parsing, repository, rules
 from herald.offers.models import STORED_ARCHIVED, STORED_DRAFT, STORED_PUBLISHED, StoredOffer
 from herald.offers.requests import OfferArchive, OfferCreate, OfferFields, OfferUpdate
@@ -101,8 +102,15 @@ def _duplicate_name(name: str) -> ValidationFailed:
     )
 
 
-async def create_offer(session: AsyncSession, workspace_id: str, body: Any, now: datetime) -> dict[str, Any]:
-    """O2. Offers created through the API are published; drafts come from `herald offers import`."""
+async def create_offer(
+    session: AsyncSession,
+    workspace_id: str,
+    body: Any,
+    now: datetime,
+    answer: Answer[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """O2. Offers created through the API are published; drafts come from `herald offers import`.
+    `answer` is called with what the answer shows just before the row is written."""
     parsed = parsing.parse(parsing.as_object(body), OfferCreate)
     changed = everything(parsed.valid)
     await check_all(session, workspace_id, parsed.values, changed, now, parsed.problems, parsed.failed)
@@ -123,10 +131,12 @@ async def create_offer(session: AsyncSession, workspace_id: str, body: Any, now:
         "updated_at": now,
         "updated_by": None,
     }
-    await _written(repository.insert_offer(session, values), row.name)
-    await repository.add_tags(session, workspace_id, offer_id, row.tags)
     status = effective_status(STORED_PUBLISHED, row.start_datetime, row.expiry_datetime, now)
-    return {"id": offer_public_id(offer_id), "status": status.value, "created_at": rfc3339(now)}
+    shown = {"id": offer_public_id(offer_id), "status": status.value, "created_at": rfc3339(now)}
+    joined = answer(shown) if answer is not None else None
+    await _written(repository.insert_offer(session, values, joined), row.name)
+    await repository.add_tags(session, workspace_id, offer_id, row.tags)
+    return shown
 
 
 async def _written(write: Awaitable[None], name: str) -> None:
@@ -148,9 +158,15 @@ async def _load(session: AsyncSession, workspace_id: str, public_id: str) -> Sto
 
 
 async def update_offer(
-    session: AsyncSession, workspace_id: str, public_id: str, body: Any, now: datetime
+    session: AsyncSession,
+    workspace_id: str,
+    public_id: str,
+    body: Any,
+    now: datetime,
+    answer: Answer[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """O3: merge the sent fields into the stored offer, check gates and rules, write."""
+    """O3: merge the sent fields into the stored offer, check gates and rules, write (`answer`: see
+    `create_offer`)."""
     offer = await _load(session, workspace_id, public_id)
     status = effective_status(offer.stored_status, offer.start_datetime, offer.expiry_datetime, now)
     refused = gates.refusal(status)
@@ -184,11 +200,13 @@ async def update_offer(
         "updated_at": now,
         "updated_by": raw["updated_by"],
     }
-    await _written(repository.update_offer(session, workspace_id, offer.id, columns), row.name)
+    status = effective_status(offer.stored_status, row.start_datetime, row.expiry_datetime, now)
+    shown = {"id": public_id, "status": status.value, "updated_at": rfc3339(now)}
+    joined = answer(shown) if answer is not None else None
+    await _written(repository.update_offer(session, workspace_id, offer.id, columns, joined), row.name)
     if "tags" in changed:
         await repository.replace_tags(session, workspace_id, offer.id, row.tags)
-    status = effective_status(offer.stored_status, row.start_datetime, row.expiry_datetime, now)
-    return {"id": public_id, "status": status.value, "updated_at": rfc3339(now)}
+    return shown
 
 
 async def archive_offer(

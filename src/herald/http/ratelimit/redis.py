@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from typing import Any
 from uuid import uuid4
 
 from redis.asyncio import Redis
@@ -62,11 +63,37 @@ class RedisRateLimitStore:
 
     async def acquire(self, key: str, windows: Sequence[Window], now: float) -> Decision:
         windows = check_windows(windows)
+        token, args = self._arguments(windows, now)
+        reply = await self._acquire(keys=self._keys(key, windows), args=args)
+        return self._decision(windows, now, token, reply)
+
+    async def acquire_each(
+        self, requests: Sequence[tuple[str, Sequence[Window]]], now: float
+    ) -> list[Decision]:
+        checked = [(key, check_windows(windows)) for key, windows in requests]
+        tokens: list[str] = []
+        async with self._client.pipeline(transaction=False) as pipe:  # one round trip, scripts apart
+            for key, windows in checked:
+                token, args = self._arguments(windows, now)
+                tokens.append(token)
+                await self._acquire(keys=self._keys(key, windows), args=args, client=pipe)
+            replies = await pipe.execute()
+        return [
+            self._decision(windows, now, token, reply)
+            for (_, windows), token, reply in zip(checked, tokens, replies, strict=True)
+        ]
+
+    @staticmethod
+    def _arguments(windows: Sequence[Window], now: float) -> tuple[str, list[str | int]]:
         token = uuid4().hex
         args: list[str | int] = [token, repr(now)]
         for w in windows:
             args += [repr(now - w.seconds), w.limit, w.seconds]
-        allowed, *rest = await self._acquire(keys=self._keys(key, windows), args=args)
+        return token, args
+
+    @staticmethod
+    def _decision(windows: Sequence[Window], now: float, token: str, reply: Sequence[Any]) -> Decision:
+        allowed, *rest = reply
         counts = [int(n) for n in rest[0::2]]
         pivots = [float(p) if p else None for p in rest[1::2]]
         return decide(windows, now, token if allowed else None, counts, pivots)

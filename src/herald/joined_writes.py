@@ -1,0 +1,53 @@
+"""A write and an insert that goes with it (a request's idempotency record), in one statement on
+PostgreSQL: one round trip instead of two.
+
+The insert is a data-modifying CTE of the write (`WITH joined AS (INSERT ...) UPDATE ...`), which
+PostgreSQL runs once and to completion whatever the write does, in the same snapshot; the
+statement's row count stays the write's own (a compare-and-set still reads it). SQLite runs the two
+one after the other (a statement there costs no round trip).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import cache
+from typing import Any, TypeVar
+
+from sqlalchemy import Insert, Table, Update, bindparam
+from sqlalchemy.engine import CursorResult
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+# An insert built once (its values all parameters) and its parameters, named apart from the write's.
+Joined = tuple[Any, dict[str, Any]]
+T = TypeVar("T")
+# What a service calls with what its write's answer shows, just before that write: an insert to
+# write with it (the request's idempotency record of that answer), or None.
+Answer = Callable[[T], Joined | None]
+
+
+async def execute_with(
+    connection: AsyncConnection,
+    statement: Insert | Update,
+    table: Table,
+    values: dict[str, Any],
+    joined: Joined | None,
+) -> CursorResult[Any]:
+    """Run `statement` (built once; the SET or VALUES clause is the columns of `table` named in
+    `values`) with `values`, and `joined` with it."""
+    if joined is None:
+        return await connection.execute(statement, values)
+    also, also_values = joined
+    if connection.dialect.name != "postgresql":
+        result = await connection.execute(statement, values)
+        await connection.execute(also, also_values)
+        return result
+    columns = frozenset(name for name in values if name in table.c)
+    return await connection.execute(_combined(statement, table, columns, also), {**values, **also_values})
+
+
+@cache
+def _combined(statement: Insert | Update, table: Table, columns: frozenset[str], also: Any) -> Any:
+    # Inside a CTE the clause is not taken from the parameters: it is spelled out. Built once per
+    # statement, set of columns and joined insert.
+    spelled = statement.values({name: bindparam(name, type_=table.c[name].type) for name in columns})
+    return spelled.add_cte(also.cte("joined"))
