@@ -173,6 +173,16 @@ SCENARIOS = [
         ),
     ),
     Scenario("C4", "POST", "/v5/campaigns/{campaign}/validate", campaigns=True, targets=OTHER),
+    # The earlier API's update (its body's request_id de-duplicates): a rename of a pooled draft.
+    Scenario(
+        "L1",
+        "PATCH",
+        "/core-services/v1/campaigns/@POOL@",
+        {"request_id": "@UUID@", "updated_by": "e@example.com", "basic_details": {"name": "V1 @N@"}},
+        campaigns=True,
+        targets=OTHER,
+        pool="campaigns",
+    ),
     Scenario(
         "C6",
         "POST",
