@@ -141,12 +141,14 @@ class Dispatcher:
         connector: Connector,
         envelopes: Sequence[Envelope],
         allowed: Callable[[AsyncSession], Awaitable[bool]],
+        first: bool = False,
     ) -> Window | None:
         """The first step of `deliver_many`: the window's attempts begun (its outbox rows written)
         in one transaction that first asks `allowed`; None, nothing written, when it says no. A
-        window begun is handed over: `send_window` and `record_window` must follow."""
+        window begun is handed over: `send_window` and `record_window` must follow. `first`: no
+        message of the window was attempted before (`outbox.begin_attempts`)."""
         now = self._clock.now()
-        attempts = await outbox.begin_attempts(self._sessions, envelopes, connector, now, allowed)
+        attempts = await outbox.begin_attempts(self._sessions, envelopes, connector, now, allowed, first)
         if attempts is None:
             return None
         return Window(connector, envelopes, attempts, now)

@@ -130,9 +130,13 @@ class SendPlan:
         return (await render_plans([(self, wanted, events)]))[0]
 
     def _message(self, content: dict[str, Any], item: SlotMessage) -> dict[str, Any]:
-        message = copy.deepcopy(message_at(content, item.path))
-        if self.utm:
-            _tag(message, self.channel, self.utm)
+        message = message_at(content, item.path)
+        if not self.utm:
+            # Nothing writes to a message after this: shared, not copied (the copy per message
+            # cost more than rendering it).
+            return message
+        message = copy.deepcopy(message)  # tagged below; the content may be shared
+        _tag(message, self.channel, self.utm)
         return message
 
 

@@ -1,7 +1,8 @@
 """Delivery controls: what happens to each user of a claimed batch before anything is sent.
 
-In order, for a user not yet decided: campaign control group (held out), gone since resolution or
-no message for its platform (suppressed), the user's own send time (SEND_IN_USER_TIMEZONE,
+In order, for a user not yet decided: campaign control group (held out), gone since resolution
+(suppressed; a push user with a token for none of the campaign's platforms fails when its messages
+are built: `run.NO_TOKEN`), the user's own send time (SEND_IN_USER_TIMEZONE,
 SEND_IN_BTS: deferred until then, or suppressed, `send_time.py`), frequency caps (suppressed), the campaign's minimum
 delay and the workspace's quiet hours (deferred: the user stays PENDING until `not_before`; suppressed
 if that is past the campaign's `expiry_time`), the audience limit (suppressed once reached), and
@@ -28,14 +29,13 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from herald.audience.models import UserValues
 from herald.campaigns.models import Campaign
 from herald.campaigns.schemas.audience_limit import AudienceLimitFrequency
-from herald.campaigns.schemas.common import Channel, DeliveryType
+from herald.campaigns.schemas.common import DeliveryType
 from herald.delivery.engine import best_times, send_time
 from herald.delivery.engine.content import SendPlan
 from herald.delivery.engine.models import Execution, ExecutionUser
 from herald.delivery.engine.resolve import LiveCampaign
 from herald.delivery.engine.throttle import ThrottleStore
 from herald.delivery.models import OutboxEntry
-from herald.delivery.recipients import recipient_for
 from herald.timefmt import parse_iso_datetime
 from herald.workspaces.delivery_settings import DeliverySettings, settings_of
 from herald.workspaces.models import Workspace
@@ -50,7 +50,6 @@ class Reason:
     CONTROL_GROUP = "CONTROL_GROUP"
     GLOBAL_CONTROL = "GLOBAL_CONTROL"
     NO_USER = "NO_USER"
-    NO_ADDRESS = "NO_ADDRESS"
     FREQUENCY_CAP = "FREQUENCY_CAP"
     MINIMUM_DELAY = "MINIMUM_DELAY"
     DND = "DND"
@@ -211,14 +210,6 @@ class Decision:
         return bool(self.held or self.suppressed or self.deferred or self.send)
 
 
-def has_message(plan: SendPlan, customer_id: str, rank: int, user: UserValues) -> bool:
-    """False for a push user whose token is for none of the campaign's platforms."""
-    if plan.channel is not Channel.PUSH or not plan.groups:
-        return True
-    profile = recipient_for(user, customer_id, plan.channel).profile or {}
-    return bool(plan.messages_for(plan.group_for(customer_id, rank, profile), profile))
-
-
 async def _history(
     session: AsyncSession, workspace_id: str, ids: Sequence[str], since: datetime
 ) -> list[tuple[str, str | None, datetime]]:
@@ -287,8 +278,6 @@ async def decide(
             decision.held[Reason.CONTROL_GROUP].append(customer_id)
         elif user is None:
             decision.suppressed[Reason.NO_USER].append(customer_id)
-        elif not has_message(plan, customer_id, rank, user):
-            decision.suppressed[Reason.NO_ADDRESS].append(customer_id)
         else:
             candidates.append((customer_id, user))
     candidates = await _timing(session, rules, plan, execution, candidates, now, decision)

@@ -22,15 +22,16 @@ campaign's connector reaches its error threshold, the execution is PAUSED (`engi
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import Enum
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import or_, select, tuple_, update
+from sqlalchemy import Table, or_, select, tuple_, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -110,6 +111,7 @@ class _Claimed:
     rank: int  # the user's execution rank: `rank_of(campaign, customer_id)`
     firing: str = ""  # the event of an EVENT execution's firing
     event: dict[str, Any] | None = None  # its attributes: `event.*` in personalization
+    resumed: bool = False  # claimed before (a retry, or taken over): its messages may have rows
 
 
 @dataclass(frozen=True)
@@ -127,6 +129,11 @@ def delivery_id(execution_id: str, customer_id: str, platform: str, firing: str 
     and webhook id."""
     key = f"{execution_id}\x00{customer_id}\x00{platform}" + (f"\x00{firing}" if firing else "")
     return hashlib.sha256(key.encode()).hexdigest()[:24]
+
+
+# The users' state updates go to the table itself: an ORM-enabled UPDATE first looks for the
+# entities it would change among those the session holds (none: the claim reads rows).
+_USERS = cast(Table, ExecutionUser.__table__)
 
 
 def _mine(execution: Execution) -> tuple[object, ...]:
@@ -151,7 +158,7 @@ async def _set_users(
     else:
         which = ExecutionUser.customer_id.in_(ids)
     await session.execute(
-        update(ExecutionUser)
+        update(_USERS)
         .where(*_mine(execution), which)  # type: ignore[arg-type]
         .values(state=state, reason=reason, **more)
     )
@@ -247,7 +254,7 @@ async def _claim_in(
     # died): only their unsettled sends are left.
     taken = (UserState.CLAIMED, UserState.RETRY)
     claimed = [
-        _Claimed(c, users[c], rank, firings[c], events[c])
+        _Claimed(c, users[c], rank, firings[c], events[c], resumed=True)
         for c, rank, state in unique
         if state in taken and c in users
     ]
@@ -462,20 +469,39 @@ class _Went(Enum):
 
 
 class _Flight:
-    """The windows of one `dispatch` on the wire at once. A batch goes out in windows of half the
-    dispatcher's concurrency (its whole concurrency when that is 1), two at a time: while one
-    window's requests are out, the next one's outbox rows are written and its requests follow,
-    and the windows' outcomes are recorded while later ones are out, so the wire is not idle
-    while the database works. A window's rows are written (`Dispatcher.begin_window`, which checks
-    the campaign is still sending in the same transaction) only once it holds a ticket, that is
-    once the lanes for its requests are free: the rows are the messages handed over, so STOP stays
-    exact."""
+    """The windows of one `dispatch` on the wire. A window's outbox rows are written
+    (`Dispatcher.begin_window`, which checks in the same transaction that the campaign is still
+    sending) only once it holds a ticket, that is once the lanes for its requests are free: the
+    rows are the messages handed over, so STOP stays exact. A ticket is given back as soon as the
+    window's answers are in: its outcomes are recorded while the next window goes out, and the next
+    batch is claimed and rendered while the last windows of a batch are out.
 
-    def __init__(self, dispatcher: Dispatcher) -> None:
+    With several messages per request (a batched webhook) a window takes half the lanes and two
+    are out at once: while one window's requests are out, the next one's rows are written and its
+    requests follow, so the wire is not idle while the database works. With one message per
+    request a window takes every lane: two half windows would cost two more transactions per
+    window's worth of messages than the wire time they hide (measured: more CPU per message, not
+    less)."""
+
+    def __init__(self, database: Database, dispatcher: Dispatcher, connector: Connector | None) -> None:
         self._dispatcher = dispatcher
-        self._count = 2 if dispatcher.lanes >= 2 else 1
+        batched = dispatcher.window(connector) > dispatcher.lanes
+        self._count = 2 if batched and dispatcher.lanes >= 2 else 1
         self._tickets = asyncio.Semaphore(self._count)
         self._tasks: list[asyncio.Task[None]] = []
+        # SQLite has one writer: the windows' transactions (and the claims) take turns here rather
+        # than in the driver, which retries a refused BEGIN after a sleep (up to 50 ms each).
+        single = database.engine.dialect.name == "sqlite"
+        self._write_turn: asyncio.Lock | None = asyncio.Lock() if single else None
+
+    @contextlib.asynccontextmanager
+    async def writing(self) -> AsyncIterator[None]:
+        """A turn to write (see `__init__`)."""
+        if self._write_turn is None:
+            yield
+            return
+        async with self._write_turn:
+            yield
 
     def size(self, connector: Connector | None) -> int:
         """Users per window."""
@@ -518,7 +544,8 @@ class _Flight:
         if not plan.groups:
             reason = plan.problem or "The campaign has nothing to send."
             results = {item.customer_id: _Result(False, reason) for item in users}
-            await _record_users(database, execution, results, firings, plan, now)
+            async with self.writing():
+                await _record_users(database, execution, results, firings, plan, now)
             return _Went.HANDED
         ready = [envelope for _, found in messages for envelope, reason in found if reason is None]
         if not ready:
@@ -528,7 +555,8 @@ class _Flight:
                 return _Went.STOPPED
             if version != plan.version:
                 return _Went.CHANGED
-            await _finish(database, dispatcher, plan, execution, messages, firings, {}, now)
+            async with self.writing():
+                await _finish(database, dispatcher, plan, execution, messages, firings, {}, now)
             return _Went.HANDED
         assert plan.connector is not None
         connector = plan.connector
@@ -547,7 +575,9 @@ class _Flight:
             return sending
 
         try:
-            window = await dispatcher.begin_window(connector, ready, allowed)
+            async with self.writing():
+                first = not any(item.resumed for item in users)
+                window = await dispatcher.begin_window(connector, ready, allowed, first)
         except BaseException:
             self._tickets.release()
             raise
@@ -570,12 +600,15 @@ class _Flight:
                 await dispatcher.send_window(window)
             finally:
                 self._tickets.release()
-            delivered = await dispatcher.record_window(window, users_too)
-            if unsendable:
-                outcomes = {
-                    envelope.delivery_id: outcome for envelope, outcome in zip(ready, delivered, strict=True)
-                }
-                await _finish(database, dispatcher, plan, execution, messages, firings, outcomes, now)
+            await asyncio.sleep(0)  # the next window's rows first: then its requests go out
+            async with self.writing():
+                delivered = await dispatcher.record_window(window, users_too)
+                if unsendable:
+                    outcomes = {
+                        envelope.delivery_id: outcome
+                        for envelope, outcome in zip(ready, delivered, strict=True)
+                    }
+                    await _finish(database, dispatcher, plan, execution, messages, firings, outcomes, now)
 
         self._tasks.append(asyncio.create_task(out()))
         return _Went.HANDED
@@ -688,7 +721,7 @@ async def dispatch(
     written only if the campaign is still SENDING, and before each window the connector's error
     threshold is checked. The next batch is claimed and rendered while the last windows of the
     batch before are on the wire."""
-    flight = _Flight(dispatcher)
+    flight = _Flight(database, dispatcher, plan.connector)
     try:
         while True:
             await asyncio.sleep(0)  # between batches, the requests of an embedding server (see resolve)
@@ -700,7 +733,8 @@ async def dispatch(
             if not await still_sending(database, execution):
                 return False
             size = max(BATCH, dispatcher.window(plan.connector))
-            claimed = await _claim(database, plan, rules, execution, now, lease, size)
+            async with flight.writing():
+                claimed = await _claim(database, plan, rules, execution, now, lease, size)
             if claimed is None:
                 if flight.busy:
                     # Its windows' outcomes may free room (audience limit) or pause the execution.
@@ -735,7 +769,7 @@ async def _send_batch(
     stopped (the campaign no longer SENDING, or its connector failing: the execution is paused),
     the users not handed over released."""
     own = flight is None
-    flight = flight or _Flight(dispatcher)
+    flight = flight or _Flight(database, dispatcher, plan.connector)
     try:
         offset = 0  # the position in `claimed` of the first user of `rendered`
         start = 0
