@@ -298,23 +298,27 @@ async def _sending_in(session: AsyncSession, execution: Execution) -> bool:
     return (await _sending_at(session, execution))[0]
 
 
-async def _sending_at(session: AsyncSession, execution: Execution) -> tuple[bool, Version | None]:
+async def _sending_at(
+    session: AsyncSession, execution: Execution, *, hold: bool = False
+) -> tuple[bool, Version | None]:
     """Whether the campaign is live and the execution DISPATCHING (`still_sending`), and the
-    version the campaign is at (`live_version`), in one read."""
+    version the campaign is at (`live_version`), in one read. `hold`: the campaign's row is read
+    share-locked until the caller's transaction ends (PostgreSQL; SQLite has one writer anyway), so
+    a STOP (which locks and updates that row) either came first and is seen, or waits until the
+    caller's outbox rows are committed and answers after them."""
     dispatching = (
         select(Execution.status)
         .where(Execution.workspace_id == execution.workspace_id, Execution.id == execution.id)
         .scalar_subquery()
     )
-    found = (
-        await session.execute(
-            select(Campaign.status, Campaign.id, Campaign.revision, dispatching).where(
-                Campaign.workspace_id == execution.workspace_id,
-                Campaign.campaign_id == execution.campaign_id,
-                Campaign.is_latest,
-            )
-        )
-    ).first()
+    query = select(Campaign.status, Campaign.id, Campaign.revision, dispatching).where(
+        Campaign.workspace_id == execution.workspace_id,
+        Campaign.campaign_id == execution.campaign_id,
+        Campaign.is_latest,
+    )
+    if hold:
+        query = query.with_for_update(read=True, of=Campaign)
+    found = (await session.execute(query)).first()
     if found is None:
         return False, None
     # A one-time campaign sends while SENDING; periodic and triggered ones while ACTIVE (PAUSE stops them).
@@ -568,7 +572,7 @@ class _Flight:
 
         async def allowed(session: AsyncSession) -> bool:
             nonlocal went
-            sending, version = await _sending_at(session, execution)
+            sending, version = await _sending_at(session, execution, hold=True)
             if sending and version != plan.version:
                 went = _Went.CHANGED
                 return False
