@@ -25,6 +25,7 @@ import asyncio
 import hashlib
 import hmac
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -36,6 +37,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.message import EmailMessage
 from email.utils import format_datetime, formataddr
+from pathlib import Path
 from typing import Any
 
 import aiosmtplib
@@ -543,7 +545,8 @@ async def run(args: Any, settings: Settings, key: str) -> list[Figure]:
             if args.profile:
                 # py-spy as the parent: it writes its samples when the benchmark stops it (SIGINT).
                 serve = [
-                    "py-spy",
+                    # The environment's own (a virtualenv's bin is not always on PATH).
+                    shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy")),
                     "record",
                     "--gil",
                     "-r",

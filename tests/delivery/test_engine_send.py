@@ -382,19 +382,22 @@ class _Gate:
 
     def __init__(self) -> None:
         self.arrived = threading.Event()
+        self.arrivals = threading.Semaphore(0)  # one release per request
         self.release = threading.Event()
         self.count = 0
-        self.ids: list[str] = []  # the delivery id of each request, in arrival order
+        self.ids: list[str] = []  # the delivery id of each message, in arrival order
         self.bodies: list[dict[str, Any]] = []
         gate = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", "0"))))
-                gate.ids.append(body["id"])
-                gate.bodies.append(body)
+                for item in body if isinstance(body, list) else [body]:  # a batch is an array
+                    gate.ids.append(item["id"])
+                    gate.bodies.append(item)
                 gate.count += 1
                 gate.arrived.set()
+                gate.arrivals.release()
                 gate.release.wait(30)
                 self.send_response(204)
                 self.send_header("Content-Length", "0")
@@ -419,16 +422,28 @@ class _Gate:
 
 
 async def _publish_to_gate(
-    app: FastAPI, client: httpx.AsyncClient, workspace: Tenant, gate: _Gate, body: dict[str, Any] = PUSH
+    app: FastAPI,
+    client: httpx.AsyncClient,
+    workspace: Tenant,
+    gate: _Gate,
+    body: dict[str, Any] = PUSH,
+    *,
+    users: int = 5,
+    batch_size: int | None = None,
 ) -> str:
-    """A push connector to `gate`, five users with Android tokens, and a published campaign to them."""
-    await add_connector(
-        app,
-        workspace,
-        ConnectorInput("push-gw", "CUSTOM_API", channel="push", url=gate.url, secret=HOOK_SECRET, timeout=30),
+    """A push connector to `gate`, users with Android tokens, and a published campaign to them."""
+    given = ConnectorInput(
+        "push-gw",
+        "CUSTOM_API",
+        channel="push",
+        url=gate.url,
+        secret=HOOK_SECRET,
+        timeout=30,
+        batch_size=batch_size,
     )
-    users = [{"customer_id": f"u{i}", "push_id": f"tok-{i}", "platform": "ANDROID"} for i in range(5)]
-    await add_users(app, workspace.workspace_id, *users)
+    await add_connector(app, workspace, given)
+    users_ = [{"customer_id": f"u{i}", "push_id": f"tok-{i}", "platform": "ANDROID"} for i in range(users)]
+    await add_users(app, workspace.workspace_id, *users_)
     return await publish(client, workspace, body)
 
 
@@ -452,6 +467,38 @@ class TestStop:
             assert gate.count == 1
             rows = await outbox_rows(app, workspace)
             assert [(r.status, r.is_test) for r in rows] == [("SENT", False)]
+        finally:
+            gate.stop()
+
+    async def test_stop_while_two_windows_are_on_the_wire_hands_over_nothing_more(
+        self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant
+    ) -> None:
+        # Two messages per request and two lanes: two windows of one request each go out side by
+        # side (the second one's rows written while the first is on the wire, its lane being free).
+        gate = _Gate()
+        try:
+            campaign_id = await _publish_to_gate(app, client, workspace, gate, users=8, batch_size=2)
+            services: Services = app.state.herald
+            settings = dataclasses.replace(services.settings, delivery_concurrency=2)
+            now = services.clock.now()
+            running = asyncio.create_task(
+                worker.run_tick(services.database, now, [workspace.workspace_id], settings)
+            )
+            for _ in range(2):  # both windows in flight, held by the receiver
+                assert await asyncio.to_thread(gate.arrivals.acquire, True, 30)
+            stopped = await h.action(client, workspace, campaign_id, "STOP")
+            assert stopped.status_code == 200, stopped.text
+            gate.release.set()
+            await running
+            assert gate.count == 2  # the windows handed over before the STOP, nothing after it
+            assert await status(client, workspace, campaign_id) == "STOPPED"
+            await tick(app, workspace)
+            assert gate.count == 2
+            rows = await outbox_rows(app, workspace)
+            assert sorted(r.id for r in rows) == sorted(gate.ids)
+            assert [r.status for r in rows] == ["SENT"] * 4
+            [run] = (await stats(client, workspace, campaign_id))["executions"]
+            assert (run["status"], run["sent"], run["pending"]) == ("STOPPED", 4, 4)
         finally:
             gate.stop()
 

@@ -7,7 +7,7 @@ client sends lives in `attributes` (JSON) under its own name.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from sqlalchemy import Boolean, ForeignKeyConstraint, Index, String
 from sqlalchemy.orm import Mapped, mapped_column
@@ -55,6 +55,37 @@ class User(Base):
     attributes: Mapped[dict[str, Any]] = mapped_column(PortableJSON, default=dict)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+class UserValues(Protocol):
+    """What reading a user's values needs (personalization, recipients, delivery controls): the
+    `User` entity has it, and so does a plain row of its columns (the delivery engine reads the
+    users of a claimed batch as rows, without the ORM's per-entity bookkeeping)."""
+
+    @property
+    def customer_id(self) -> str: ...
+    @property
+    def email(self) -> str | None: ...
+    @property
+    def mobile(self) -> str | None: ...
+    @property
+    def first_name(self) -> str | None: ...
+    @property
+    def last_name(self) -> str | None: ...
+    @property
+    def gaid(self) -> str | None: ...
+    @property
+    def push_id(self) -> str | None: ...
+    @property
+    def timezone(self) -> str | None: ...
+    @property
+    def email_opt_out(self) -> bool: ...
+    @property
+    def push_opt_out(self) -> bool: ...
+    @property
+    def sms_opt_out(self) -> bool: ...
+    @property
+    def attributes(self) -> dict[str, Any]: ...
 
 
 class PushToken(Base):

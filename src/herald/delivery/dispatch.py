@@ -58,7 +58,8 @@ class Dispatcher:
         # client with one kept-alive connection. One client pooling that many connections would
         # walk its whole pool (twice per request, quadratically in its size) on every request; at a
         # few hundred messages a second that walk was most of the worker's time.
-        self._flight = asyncio.Semaphore(max(1, settings.delivery_concurrency))
+        self.lanes = max(1, settings.delivery_concurrency)
+        self._flight = asyncio.Semaphore(self.lanes)
         self._idle: list[httpx.AsyncClient] = []
         self._lanes: list[httpx.AsyncClient] = []
         self._smtp = SmtpSessions()
@@ -129,20 +130,47 @@ class Dispatcher:
         that first asks `allowed` (None, nothing written or sent, when it says no), the messages
         handed over side by side, their outcomes recorded in one transaction together with what
         `also(outcomes)` writes (the engine's state of the users)."""
+        window = await self.begin_window(connector, envelopes, allowed)
+        if window is None:
+            return None
+        await self.send_window(window)
+        return await self.record_window(window, also)
+
+    async def begin_window(
+        self,
+        connector: Connector,
+        envelopes: Sequence[Envelope],
+        allowed: Callable[[AsyncSession], Awaitable[bool]],
+        first: bool = False,
+    ) -> Window | None:
+        """The first step of `deliver_many`: the window's attempts begun (its outbox rows written)
+        in one transaction that first asks `allowed`; None, nothing written, when it says no. A
+        window begun is handed over: `send_window` and `record_window` must follow. `first`: no
+        message of the window was attempted before (`outbox.begin_attempts`)."""
         now = self._clock.now()
-        attempts = await outbox.begin_attempts(self._sessions, envelopes, connector, now, allowed)
+        attempts = await outbox.begin_attempts(self._sessions, envelopes, connector, now, allowed, first)
         if attempts is None:
             return None
-        outcomes: list[Outcome | None] = [attempt.settled for attempt in attempts]
+        return Window(connector, envelopes, attempts, now)
+
+    async def send_window(self, window: Window) -> None:
+        """The second step of `deliver_many`: the window's messages not settled already handed
+        to the connector side by side (each request on a lane of its own)."""
+        attempts, envelopes = window.attempts, window.envelopes
         todo = [index for index, attempt in enumerate(attempts) if attempt.settled is None]
-        tried = await self._attempt_many(connector, [envelopes[index] for index in todo])
-        settled: list[outbox.Settled] = []
+        tried = await self._attempt_many(window.connector, [envelopes[index] for index in todo])
         for index, outcome in zip(todo, tried, strict=True):
-            final = self._settle(connector, attempts[index].number, outcome, now)
-            settled.append(outbox.Settled(envelopes[index], final, final.retry_at))
-            outcomes[index] = final
-        ended = [outcome for outcome in outcomes if outcome is not None]
-        await outbox.record_settled(self._sessions, settled, self._clock.now(), also(ended))
+            final = self._settle(window.connector, attempts[index].number, outcome, window.began)
+            window.settled.append(outbox.Settled(envelopes[index], final, final.retry_at))
+            window.outcomes[index] = final
+
+    async def record_window(
+        self, window: Window, also: Callable[[list[Outcome]], Callable[[AsyncSession], Awaitable[None]]]
+    ) -> list[Outcome]:
+        """The last step of `deliver_many`: the outcomes recorded in one transaction together with
+        what `also(outcomes)` writes; each message's outcome, in the window's order."""
+        ended = [outcome for outcome in window.outcomes if outcome is not None]
+        await outbox.record_settled(self._sessions, window.settled, self._clock.now(), also(ended))
         return ended
 
     def _settle(self, connector: Connector, number: int, outcome: Outcome, now: datetime) -> Outcome:
@@ -161,7 +189,7 @@ class Dispatcher:
         """How many messages `deliver_many` can have on the way at once through `connector`."""
         settings = (connector.settings if connector is not None else None) or {}
         size = 1 if connector is None or is_smtp(connector.type) else int(settings.get("batch_size") or 1)
-        return max(1, self._settings.delivery_concurrency) * max(1, size)
+        return self.lanes * max(1, size)
 
     def failing(self, connector: Connector) -> str | None:
         """Why `connector` counts as failing (its error threshold reached), else None."""
@@ -249,6 +277,25 @@ def tls_context() -> ssl.SSLContext:
     """The certificate store every webhook client verifies against, loaded once per process (a
     client loading its own took about 50 ms, and a dispatcher is opened for each worker tick)."""
     return httpx.create_ssl_context(trust_env=False)
+
+
+class Window:
+    """A window of campaign messages begun by `Dispatcher.begin_window`: their attempts, and as
+    `send_window` settles them, their outcomes."""
+
+    def __init__(
+        self,
+        connector: Connector,
+        envelopes: Sequence[Envelope],
+        attempts: list[outbox.Attempt],
+        began: datetime,
+    ) -> None:
+        self.connector = connector
+        self.envelopes = envelopes
+        self.attempts = attempts
+        self.began = began
+        self.outcomes: list[Outcome | None] = [attempt.settled for attempt in attempts]
+        self.settled: list[outbox.Settled] = []
 
 
 def retry_delay(settings: Settings, attempts: int) -> timedelta:

@@ -23,9 +23,9 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import func, insert, select, update
+from sqlalchemy import Table, func, insert, select, update
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
@@ -37,6 +37,9 @@ from herald.timefmt import rfc3339
 log = logging.getLogger("herald.delivery")
 
 MAX_LIST_LIMIT = 1000
+# The engine's window writes go to the table itself: the ORM's bulk paths (per-row bookkeeping for
+# entities nobody loads) cost more than the statements.
+_TABLE = cast(Table, OutboxEntry.__table__)
 
 
 class OutboxStatus(StrEnum):
@@ -142,12 +145,16 @@ async def begin_attempts(
     connector: Connector,
     now: datetime,
     allowed: Callable[[AsyncSession], Awaitable[bool]],
+    first: bool = False,
 ) -> list[Attempt] | None:
     """`begin_attempt` for a window of campaign messages: in one transaction, `allowed` is asked
     (e.g. "the campaign is still SENDING") and the rows of the messages seen for the first time
     are written PENDING. None, with nothing written, when `allowed` says no. A message that has a
     row already (a retry, a taken-over user) goes through `begin_attempt` on its own, and so does
-    every message of the window if another worker wrote one of its rows meanwhile."""
+    every message of the window if another worker wrote one of its rows meanwhile. `first`: the
+    caller knows none of the messages was attempted before (its users were never handed over), so
+    the rows are written without looking for them first (one statement less per window; a row
+    found after all takes the same way as one written meanwhile)."""
     if not envelopes:
         return []
     workspace_id = envelopes[0].workspace_id
@@ -156,20 +163,22 @@ async def begin_attempts(
         async with sessions() as session:
             if not await allowed(session):
                 return None
-            existing = set(
-                await session.scalars(
-                    select(OutboxEntry.id).where(
-                        OutboxEntry.workspace_id == workspace_id, OutboxEntry.id.in_(ids)
+            existing: set[str] = set()
+            if not first:
+                existing = set(
+                    await session.scalars(
+                        select(OutboxEntry.id).where(
+                            OutboxEntry.workspace_id == workspace_id, OutboxEntry.id.in_(ids)
+                        )
                     )
                 )
-            )
             fresh = [
                 _values(envelope, connector, None, OutboxStatus.PENDING)
                 for envelope in envelopes
                 if envelope.delivery_id not in existing
             ]
             if fresh:
-                await session.execute(insert(OutboxEntry), fresh)
+                await session.execute(insert(_TABLE), fresh)
             await session.commit()
     except IntegrityError:
         existing = set(ids)  # a row appeared under us: settle each message on its own
@@ -206,10 +215,9 @@ async def record_settled(
         async with sessions() as session:
             if sent:
                 await session.execute(
-                    update(OutboxEntry)
-                    .where(OutboxEntry.workspace_id == workspace_id, OutboxEntry.id.in_(sent))
+                    update(_TABLE)
+                    .where(_TABLE.c.workspace_id == workspace_id, _TABLE.c.id.in_(sent))
                     .values(status=OutboxStatus.SENT.value, failure_reason=None, updated_at=now)
-                    .execution_options(synchronize_session=False)
                 )
             for item in settled:
                 if item.outcome.sent:

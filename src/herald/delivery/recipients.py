@@ -20,7 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import InstrumentedAttribute
 
 from herald.audience import store as audience_store
-from herald.audience.models import Segment, SegmentMember, User
+from herald.audience.models import Segment, SegmentMember, User, UserValues
 from herald.campaigns.schemas.common import Channel
 from herald.delivery.messages import Recipient
 from herald.delivery.testsend_request import MAX_RECIPIENTS, Identifier
@@ -49,12 +49,12 @@ class Resolution:
     unusable: list[Problem] = field(default_factory=list)  # → 422
 
 
-def profile_of(user: User) -> dict[str, Any]:
+def profile_of(user: UserValues) -> dict[str, Any]:
     """The attribute values templates see for this user (exactly as the C9 preview sees them)."""
     return users.attribute_values(user)
 
 
-def recipient_for(user: User, value: str, channel: Channel) -> Recipient:
+def recipient_for(user: UserValues, value: str, channel: Channel) -> Recipient:
     contact = {"push_id": user.push_id, "gaid": user.gaid} if channel is Channel.PUSH else {}
     address = user.email if channel is Channel.EMAIL else user.push_id
     reason = None

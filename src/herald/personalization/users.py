@@ -7,7 +7,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from herald.audience.models import STANDARD_ATTRIBUTES, User
+from herald.audience.models import STANDARD_ATTRIBUTES, User, UserValues
 from herald.personalization.schemas import IdentificationType
 
 _COLUMNS = {
@@ -32,7 +32,7 @@ async def find_user(
     return (await session.scalars(query)).first()
 
 
-def attribute_values(user: User) -> dict[str, Any]:
+def attribute_values(user: UserValues) -> dict[str, Any]:
     """Custom attributes, then the standard ones (which win on a name clash); absent values left out."""
     values: dict[str, Any] = {
         key: value for key, value in (user.attributes or {}).items() if value is not None

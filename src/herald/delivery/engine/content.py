@@ -25,7 +25,6 @@ from herald.campaigns.schemas.content import DEFAULT_LOCALE
 from herald.campaigns.validation import load_document
 from herald.db import Database
 from herald.delivery.engine.models import Execution, ExecutionUser
-from herald.delivery.engine.rank import rank_of
 from herald.delivery.engine.resolve import LiveCampaign
 from herald.delivery.engine.split import (
     VARIATION_MODULUS,
@@ -77,10 +76,12 @@ class SendPlan:
     # means the content may have changed (`live_version`).
     version: Version | None = None
 
-    def group_for(self, customer_id: str, profile: dict[str, Any]) -> Group:
+    def group_for(self, customer_id: str, rank: int, profile: dict[str, Any]) -> Group:
+        """The user's (locale, variation); `rank` is its execution rank, which is
+        `rank_of(campaign, customer_id)` (taken from the claim: not hashed again)."""
         locale = locale_for(profile.get("locale"), self.locales, DEFAULT_LOCALE)
         names = [name for name, _ in self.shares]
-        key = variation_key(rank_of(self.campaign.campaign_id, customer_id), customer_id)
+        key = variation_key(rank, customer_id)
         variation = variation_for(key, self.bounds, names)
         if (locale, variation) not in self.groups:  # a locale without this variation: the default's
             locale = (
@@ -129,9 +130,13 @@ class SendPlan:
         return (await render_plans([(self, wanted, events)]))[0]
 
     def _message(self, content: dict[str, Any], item: SlotMessage) -> dict[str, Any]:
-        message = copy.deepcopy(message_at(content, item.path))
-        if self.utm:
-            _tag(message, self.channel, self.utm)
+        message = message_at(content, item.path)
+        if not self.utm:
+            # Nothing writes to a message after this: shared, not copied (the copy per message
+            # cost more than rendering it).
+            return message
+        message = copy.deepcopy(message)  # tagged below; the content may be shared
+        _tag(message, self.channel, self.utm)
         return message
 
 

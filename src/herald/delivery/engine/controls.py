@@ -1,7 +1,8 @@
 """Delivery controls: what happens to each user of a claimed batch before anything is sent.
 
-In order, for a user not yet decided: campaign control group (held out), gone since resolution or
-no message for its platform (suppressed), the user's own send time (SEND_IN_USER_TIMEZONE,
+In order, for a user not yet decided: campaign control group (held out), gone since resolution
+(suppressed; a push user with a token for none of the campaign's platforms fails when its messages
+are built: `run.NO_TOKEN`), the user's own send time (SEND_IN_USER_TIMEZONE,
 SEND_IN_BTS: deferred until then, or suppressed, `send_time.py`), frequency caps (suppressed), the campaign's minimum
 delay and the workspace's quiet hours (deferred: the user stays PENDING until `not_before`; suppressed
 if that is past the campaign's `expiry_time`), the audience limit (suppressed once reached), and
@@ -25,17 +26,16 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from herald.audience.models import User
+from herald.audience.models import UserValues
 from herald.campaigns.models import Campaign
 from herald.campaigns.schemas.audience_limit import AudienceLimitFrequency
-from herald.campaigns.schemas.common import Channel, DeliveryType
+from herald.campaigns.schemas.common import DeliveryType
 from herald.delivery.engine import best_times, send_time
 from herald.delivery.engine.content import SendPlan
 from herald.delivery.engine.models import Execution, ExecutionUser
 from herald.delivery.engine.resolve import LiveCampaign
 from herald.delivery.engine.throttle import ThrottleStore
 from herald.delivery.models import OutboxEntry
-from herald.delivery.recipients import recipient_for
 from herald.timefmt import parse_iso_datetime
 from herald.workspaces.delivery_settings import DeliverySettings, settings_of
 from herald.workspaces.models import Workspace
@@ -50,7 +50,6 @@ class Reason:
     CONTROL_GROUP = "CONTROL_GROUP"
     GLOBAL_CONTROL = "GLOBAL_CONTROL"
     NO_USER = "NO_USER"
-    NO_ADDRESS = "NO_ADDRESS"
     FREQUENCY_CAP = "FREQUENCY_CAP"
     MINIMUM_DELAY = "MINIMUM_DELAY"
     DND = "DND"
@@ -195,7 +194,7 @@ class Decision:
     held: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
     suppressed: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
     deferred: dict[str, datetime] = field(default_factory=dict)
-    send: list[tuple[str, User]] = field(default_factory=list)
+    send: list[tuple[str, UserValues]] = field(default_factory=list)
     waiting: list[str] = field(default_factory=list)  # left PENDING: throttle, in-flight limit
 
     def deferred_by_time(self) -> dict[datetime, list[str]]:
@@ -209,14 +208,6 @@ class Decision:
     @property
     def progressed(self) -> bool:
         return bool(self.held or self.suppressed or self.deferred or self.send)
-
-
-def has_message(plan: SendPlan, customer_id: str, user: User) -> bool:
-    """False for a push user whose token is for none of the campaign's platforms."""
-    if plan.channel is not Channel.PUSH or not plan.groups:
-        return True
-    profile = recipient_for(user, customer_id, plan.channel).profile or {}
-    return bool(plan.messages_for(plan.group_for(customer_id, profile), profile))
 
 
 async def _history(
@@ -276,19 +267,17 @@ async def decide(
     rules: Rules,
     plan: SendPlan,
     execution: Execution,
-    rows: Sequence[tuple[str, int, User | None]],
+    rows: Sequence[tuple[str, int, UserValues | None]],
     now: datetime,
 ) -> Decision:
     """The fate of each (customer id, rank, user) of a freshly claimed batch."""
     decision = Decision()
-    candidates: list[tuple[str, User]] = []
+    candidates: list[tuple[str, UserValues]] = []
     for customer_id, rank, user in rows:
         if execution.control_threshold is not None and rank <= execution.control_threshold:
             decision.held[Reason.CONTROL_GROUP].append(customer_id)
         elif user is None:
             decision.suppressed[Reason.NO_USER].append(customer_id)
-        elif not has_message(plan, customer_id, user):
-            decision.suppressed[Reason.NO_ADDRESS].append(customer_id)
         else:
             candidates.append((customer_id, user))
     candidates = await _timing(session, rules, plan, execution, candidates, now, decision)
@@ -316,10 +305,10 @@ async def _timing(
     rules: Rules,
     plan: SendPlan,
     execution: Execution,
-    candidates: list[tuple[str, User]],
+    candidates: list[tuple[str, UserValues]],
     now: datetime,
     decision: Decision,
-) -> list[tuple[str, User]]:
+) -> list[tuple[str, UserValues]]:
     """Per-user send time, frequency caps, minimum delay and quiet hours; the candidates still to
     send now."""
     settings = rules.settings
@@ -340,7 +329,7 @@ async def _timing(
             history[customer_id].append((campaign_id, at))
         if rules.capped:
             capping = await _capping_campaigns(session, execution.workspace_id, {c for _, c, _ in found if c})
-    left: list[tuple[str, User]] = []
+    left: list[tuple[str, UserValues]] = []
     for customer_id, user in candidates:
         past = history.get(customer_id, [])
         if rules.capped and over_cap(
@@ -373,10 +362,10 @@ async def _send_time(
     rules: Rules,
     plan: SendPlan,
     execution: Execution,
-    candidates: list[tuple[str, User]],
+    candidates: list[tuple[str, UserValues]],
     now: datetime,
     decision: Decision,
-) -> list[tuple[str, User]]:
+) -> list[tuple[str, UserValues]]:
     """Users whose own send time (`send_time.py`) is later wait for it; users it skips are
     suppressed; the rest go on."""
     rule = send_time.rule_of(
@@ -388,7 +377,7 @@ async def _send_time(
     hours: dict[str, int | None] = {}
     if rule.mode is send_time.BTS:
         hours = await best_times.hours(session, execution.workspace_id, zones, now)
-    left: list[tuple[str, User]] = []
+    left: list[tuple[str, UserValues]] = []
     for customer_id, user in candidates:
         moment = send_time.moment_for(rule, zones[customer_id], hours.get(customer_id))
         if moment.skipped is not None:

@@ -101,8 +101,8 @@ class Execution(Base):
 
 class ExecutionUser(Base):
     """A user of an execution's audience and how far it got: PENDING → CLAIMED → SENT / FAILED, or
-    HELD_OUT (`reason`: CONTROL_GROUP, GLOBAL_CONTROL) / SUPPRESSED (`reason`: NO_ADDRESS for a push
-    token of no campaign platform, AUDIENCE_LIMIT, FREQUENCY_CAP, DND, MINIMUM_DELAY). A user whose
+    HELD_OUT (`reason`: CONTROL_GROUP, GLOBAL_CONTROL) / SUPPRESSED (`reason`: NO_USER,
+    AUDIENCE_LIMIT, FREQUENCY_CAP, DND, MINIMUM_DELAY, EXPIRED). A user whose
     message failed transiently waits in RETRY (`reason`: the last failure) until `not_before`, then
     is claimed again; a PENDING user with `not_before` was deferred (quiet hours, minimum delay) and
     is not claimed before then. Opted-out users and users without an address are never

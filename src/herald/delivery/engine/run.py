@@ -22,18 +22,20 @@ campaign's connector reaches its error threshold, the execution is PAUSED (`engi
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from enum import Enum
+from typing import Any, cast
 
-from sqlalchemy import and_, or_, select, tuple_, update
+from sqlalchemy import Table, or_, select, tuple_, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from herald.audience.models import User
+from herald.audience.models import User, UserValues
 from herald.campaigns.models import Campaign
 from herald.campaigns.schemas.common import CampaignStatus
 from herald.db import Database
@@ -42,7 +44,7 @@ from herald.delivery.engine import controls, conversions
 from herald.delivery.engine.content import (
     Group,
     SendPlan,
-    live_version,
+    Version,
     live_versions,
     render_plans,
     replan,
@@ -50,7 +52,7 @@ from herald.delivery.engine.content import (
 from herald.delivery.engine.models import Execution, ExecutionUser
 from herald.delivery.engine.pause import pause
 from herald.delivery.messages import Envelope, Outcome, Recipient
-from herald.delivery.models import OutboxEntry
+from herald.delivery.models import Connector, OutboxEntry
 from herald.delivery.recipients import recipient_for, with_push_tokens
 from herald.delivery.rendering import RenderError
 from herald.delivery.testsend_plan import SlotMessage
@@ -73,12 +75,43 @@ class UserState:
     SUPPRESSED = "SUPPRESSED"
 
 
+@dataclass(frozen=True, slots=True)
+class _UserRow:
+    """A claimed user's values, read as a plain row (`audience.models.UserValues`): a batch's
+    users loaded as ORM entities cost most of a claim."""
+
+    customer_id: str
+    email: str | None
+    mobile: str | None
+    first_name: str | None
+    last_name: str | None
+    gaid: str | None
+    push_id: str | None
+    timezone: str | None
+    email_opt_out: bool
+    push_opt_out: bool
+    sms_opt_out: bool
+    attributes: dict[str, Any]
+
+
+_USER_COLUMNS = [getattr(User, name) for name in _UserRow.__slots__]
+
+
+async def _users_of(session: AsyncSession, workspace_id: str, ids: list[str]) -> dict[str, _UserRow]:
+    rows = await session.execute(
+        select(*_USER_COLUMNS).where(User.workspace_id == workspace_id, User.customer_id.in_(ids))
+    )
+    return {row[0]: _UserRow(*row) for row in rows}
+
+
 @dataclass(frozen=True)
 class _Claimed:
     customer_id: str
-    user: User
+    user: UserValues
+    rank: int  # the user's execution rank: `rank_of(campaign, customer_id)`
     firing: str = ""  # the event of an EVENT execution's firing
     event: dict[str, Any] | None = None  # its attributes: `event.*` in personalization
+    resumed: bool = False  # claimed before (a retry, or taken over): its messages may have rows
 
 
 @dataclass(frozen=True)
@@ -96,6 +129,11 @@ def delivery_id(execution_id: str, customer_id: str, platform: str, firing: str 
     and webhook id."""
     key = f"{execution_id}\x00{customer_id}\x00{platform}" + (f"\x00{firing}" if firing else "")
     return hashlib.sha256(key.encode()).hexdigest()[:24]
+
+
+# The users' state updates go to the table itself: an ORM-enabled UPDATE first looks for the
+# entities it would change among those the session holds (none: the claim reads rows).
+_USERS = cast(Table, ExecutionUser.__table__)
 
 
 def _mine(execution: Execution) -> tuple[object, ...]:
@@ -120,7 +158,7 @@ async def _set_users(
     else:
         which = ExecutionUser.customer_id.in_(ids)
     await session.execute(
-        update(ExecutionUser)
+        update(_USERS)
         .where(*_mine(execution), which)  # type: ignore[arg-type]
         .values(state=state, reason=reason, **more)
     )
@@ -167,22 +205,14 @@ async def _claim_in(
             ExecutionUser.customer_id,
             ExecutionUser.rank,
             ExecutionUser.state,
-            User,
             ExecutionUser.firing,
             ExecutionUser.event,
-        )
-        .outerjoin(
-            User,
-            and_(
-                User.workspace_id == ExecutionUser.workspace_id,
-                User.customer_id == ExecutionUser.customer_id,
-            ),
         )
         .where(*_mine(execution))  # type: ignore[arg-type]
         # An EVENT execution's firings go in the order of their events (first come, first
         # served); a run's users in rank order.
         .order_by(ExecutionUser.firing if execution.trigger == "EVENT" else ExecutionUser.rank)
-        .with_for_update(skip_locked=True, of=ExecutionUser)
+        .with_for_update(skip_locked=True)
     )
     # One state per statement, so each walks the (execution, state, rank) index from its first
     # claimable user: a single statement over the three states walks the rank index through
@@ -213,23 +243,23 @@ async def _claim_in(
     # user waits for the next batch, which sees this one's message for the minimum delay).
     firings: dict[str, str] = {}
     events: dict[str, dict[str, Any] | None] = {}
+    ranks: dict[str, int] = {}
     unique = []
-    for row in rows:
-        if row[0] not in firings:
-            firings[row[0]], events[row[0]] = row[4], row[5]
-            unique.append(row)
+    for customer_id, rank, state, firing, event in rows:
+        if customer_id not in firings:
+            firings[customer_id], events[customer_id], ranks[customer_id] = firing, event, rank
+            unique.append((customer_id, rank, state))
+    users = await _users_of(session, execution.workspace_id, list(firings))
     # Users CLAIMED or RETRY were decided and counted before (by this worker, or by one that
     # died): only their unsettled sends are left.
     taken = (UserState.CLAIMED, UserState.RETRY)
     claimed = [
-        _Claimed(c, user, firings[c], events[c])
-        for c, _, state, user, *_ in unique
-        if state in taken and user is not None
+        _Claimed(c, users[c], rank, firings[c], events[c], resumed=True)
+        for c, rank, state in unique
+        if state in taken and c in users
     ]
     reclaimed = len(claimed)
-    fresh = [
-        (c, rank, user) for c, rank, state, user, *_ in unique if not (state in taken and user is not None)
-    ]
+    fresh = [(c, rank, users.get(c)) for c, rank, state in unique if not (state in taken and c in users)]
     decision = await controls.decide(session, rules, plan, current, fresh, now)
     goals = conversions.goals_of(plan.campaign.components)
     for reason, ids in decision.held.items():
@@ -240,7 +270,7 @@ async def _claim_in(
         await _set_users(session, execution, ids, UserState.SUPPRESSED, reason, firings)
     for due, ids in decision.deferred_by_time().items():
         await _set_users(session, execution, ids, UserState.PENDING, None, firings, not_before=due)
-    claimed += [_Claimed(c, user, firings[c], events[c]) for c, user in decision.send]
+    claimed += [_Claimed(c, user, ranks[c], firings[c], events[c]) for c, user in decision.send]
     await _set_users(
         session,
         execution,
@@ -265,28 +295,37 @@ async def still_sending(database: Database, execution: Execution) -> bool:
 
 
 async def _sending_in(session: AsyncSession, execution: Execution) -> bool:
-    campaign = (
-        select(Campaign.status)
-        .where(
-            Campaign.workspace_id == execution.workspace_id,
-            Campaign.campaign_id == execution.campaign_id,
-            Campaign.is_latest,
-        )
+    return (await _sending_at(session, execution))[0]
+
+
+async def _sending_at(
+    session: AsyncSession, execution: Execution, *, hold: bool = False
+) -> tuple[bool, Version | None]:
+    """Whether the campaign is live and the execution DISPATCHING (`still_sending`), and the
+    version the campaign is at (`live_version`), in one read. `hold`: the campaign's row is read
+    share-locked until the caller's transaction ends (PostgreSQL; SQLite has one writer anyway), so
+    a STOP (which locks and updates that row) either came first and is seen, or waits until the
+    caller's outbox rows are committed and answers after them."""
+    dispatching = (
+        select(Execution.status)
+        .where(Execution.workspace_id == execution.workspace_id, Execution.id == execution.id)
         .scalar_subquery()
     )
-    found = (
-        await session.execute(
-            select(campaign, Execution.status).where(
-                Execution.workspace_id == execution.workspace_id, Execution.id == execution.id
-            )
-        )
-    ).first()
-    # A one-time campaign sends while SENDING; periodic and triggered ones while ACTIVE (PAUSE stops them).
-    return (
-        found is not None
-        and found[0] in (CampaignStatus.SENDING.value, CampaignStatus.ACTIVE.value)
-        and found[1] == "DISPATCHING"
+    query = select(Campaign.status, Campaign.id, Campaign.revision, dispatching).where(
+        Campaign.workspace_id == execution.workspace_id,
+        Campaign.campaign_id == execution.campaign_id,
+        Campaign.is_latest,
     )
+    if hold:
+        query = query.with_for_update(read=True, of=Campaign)
+    found = (await session.execute(query)).first()
+    if found is None:
+        return False, None
+    # A one-time campaign sends while SENDING; periodic and triggered ones while ACTIVE (PAUSE stops them).
+    live = (
+        found[0] in (CampaignStatus.SENDING.value, CampaignStatus.ACTIVE.value) and found[3] == "DISPATCHING"
+    )
+    return live, (str(found[1]), int(found[2]))
 
 
 async def _in_flight(database: Database, execution: Execution) -> bool:
@@ -374,7 +413,7 @@ async def _envelopes_of(
         wanted: list[tuple[Group, dict[str, Any], list[tuple[SlotMessage, Recipient]]]] = []
         for item, recipient in zip(users, recipients, strict=True) if plan.groups else ():
             profile = recipient.profile or {}
-            group = plan.group_for(item.customer_id, profile)
+            group = plan.group_for(item.customer_id, item.rank, profile)
             # None left: the user's tokens changed since the audience was resolved (`_results`).
             wanted.append((group, profile, plan.deliveries(group, recipient)))
         # Each firing of an EVENT execution with its own event; else no event, or a business
@@ -424,52 +463,173 @@ async def _envelopes_of(
     return found_of
 
 
-async def _send_window(
+class _Went(Enum):
+    """What became of a window of users (`_Flight.start`)."""
+
+    HANDED = "handed"  # its messages handed over (or recorded as unsendable)
+    STOPPED = "stopped"  # nothing handed over: the campaign is no longer sending
+    CHANGED = "changed"  # nothing handed over: the content changed (replan, render again)
+    FAILING = "failing"  # nothing handed over: the connector reached its error threshold
+
+
+class _Flight:
+    """The windows of one `dispatch` on the wire. A window's outbox rows are written
+    (`Dispatcher.begin_window`, which checks in the same transaction that the campaign is still
+    sending) only once it holds a ticket, that is once the lanes for its requests are free: the
+    rows are the messages handed over, so STOP stays exact. A ticket is given back as soon as the
+    window's answers are in: its outcomes are recorded while the next window goes out, and the next
+    batch is claimed and rendered while the last windows of a batch are out.
+
+    With several messages per request (a batched webhook) a window takes half the lanes and two
+    are out at once: while one window's requests are out, the next one's rows are written and its
+    requests follow, so the wire is not idle while the database works. With one message per
+    request a window takes every lane: two half windows would cost two more transactions per
+    window's worth of messages than the wire time they hide (measured: more CPU per message, not
+    less)."""
+
+    def __init__(self, database: Database, dispatcher: Dispatcher, connector: Connector | None) -> None:
+        self._dispatcher = dispatcher
+        batched = dispatcher.window(connector) > dispatcher.lanes
+        self._count = 2 if batched and dispatcher.lanes >= 2 else 1
+        self._tickets = asyncio.Semaphore(self._count)
+        self._tasks: list[asyncio.Task[None]] = []
+        # SQLite has one writer: the windows' transactions (and the claims) take turns here rather
+        # than in the driver, which retries a refused BEGIN after a sleep (up to 50 ms each).
+        single = database.engine.dialect.name == "sqlite"
+        self._write_turn: asyncio.Lock | None = asyncio.Lock() if single else None
+
+    @contextlib.asynccontextmanager
+    async def writing(self) -> AsyncIterator[None]:
+        """A turn to write (see `__init__`)."""
+        if self._write_turn is None:
+            yield
+            return
+        async with self._write_turn:
+            yield
+
+    def size(self, connector: Connector | None) -> int:
+        """Users per window."""
+        return max(1, self._dispatcher.window(connector) // self._count)
+
+    @property
+    def busy(self) -> bool:
+        """Windows handed over and not yet drained."""
+        return bool(self._tasks)
+
+    async def drain(self) -> None:
+        """Every window handed over answered and recorded."""
+        tasks, self._tasks = self._tasks, []
+        await asyncio.gather(*tasks)
+
+    async def abandon(self) -> None:
+        """The windows on the wire cut short, as if the worker died (the dispatch failed or was
+        cancelled): their rows stay PENDING, their users CLAIMED until the lease passes."""
+        tasks, self._tasks = self._tasks, []
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def start(
+        self,
+        database: Database,
+        plan: SendPlan,
+        execution: Execution,
+        messages: _Messages,
+        now: datetime,
+    ) -> _Went:
+        """Hand over the messages of a window of users (rendered by `_envelopes`): their outbox
+        rows written, then (in a task of their own) sent side by side and recorded with where each
+        user stands. Nothing is handed over when the campaign is no longer sending (or the
+        execution no longer DISPATCHING), its content changed, or its connector is failing, at the
+        moment the window's rows would be written."""
+        dispatcher = self._dispatcher
+        users = [item for item, _ in messages]
+        firings = _firings(users)
+        if not plan.groups:
+            reason = plan.problem or "The campaign has nothing to send."
+            results = {item.customer_id: _Result(False, reason) for item in users}
+            async with self.writing():
+                await _record_users(database, execution, results, firings, plan, now)
+            return _Went.HANDED
+        ready = [envelope for _, found in messages for envelope, reason in found if reason is None]
+        if not ready:
+            async with database.reader() as session:
+                sending, version = await _sending_at(session, execution)
+            if not sending:
+                return _Went.STOPPED
+            if version != plan.version:
+                return _Went.CHANGED
+            async with self.writing():
+                await _finish(database, dispatcher, plan, execution, messages, firings, {}, now)
+            return _Went.HANDED
+        assert plan.connector is not None
+        connector = plan.connector
+        await self._tickets.acquire()
+        if dispatcher.failing(connector) is not None:
+            self._tickets.release()
+            return _Went.FAILING
+        went = _Went.STOPPED
+
+        async def allowed(session: AsyncSession) -> bool:
+            nonlocal went
+            sending, version = await _sending_at(session, execution, hold=True)
+            if sending and version != plan.version:
+                went = _Went.CHANGED
+                return False
+            return sending
+
+        try:
+            async with self.writing():
+                first = not any(item.resumed for item in users)
+                window = await dispatcher.begin_window(connector, ready, allowed, first)
+        except BaseException:
+            self._tickets.release()
+            raise
+        if window is None:
+            self._tickets.release()
+            return went
+        unsendable = len(ready) < sum(len(found) for _, found in messages)
+
+        def users_too(delivered: list[Outcome]) -> Callable[[AsyncSession], Awaitable[None]]:
+            # The users' states in the outbox's own transaction, when every message was attempted.
+            async def write(session: AsyncSession) -> None:
+                if not unsendable:
+                    found = dict(zip((envelope.delivery_id for envelope in ready), delivered, strict=True))
+                    await _write_users(session, execution, _results(messages, found), firings, plan, now)
+
+            return write
+
+        async def out() -> None:
+            try:
+                await dispatcher.send_window(window)
+            finally:
+                self._tickets.release()
+            await asyncio.sleep(0)  # the next window's rows first: then its requests go out
+            async with self.writing():
+                delivered = await dispatcher.record_window(window, users_too)
+                if unsendable:
+                    outcomes = {
+                        envelope.delivery_id: outcome
+                        for envelope, outcome in zip(ready, delivered, strict=True)
+                    }
+                    await _finish(database, dispatcher, plan, execution, messages, firings, outcomes, now)
+
+        self._tasks.append(asyncio.create_task(out()))
+        return _Went.HANDED
+
+
+async def _finish(
     database: Database,
     dispatcher: Dispatcher,
     plan: SendPlan,
     execution: Execution,
     messages: _Messages,
+    firings: dict[str, str] | None,
+    outcomes: dict[str, Outcome],
     now: datetime,
-) -> bool:
-    """Send the messages of a window of users (rendered by `_envelopes`) side by side and record
-    where each user stands; False, with nothing handed over, when the campaign is no longer SENDING
-    (or the execution no longer DISPATCHING) at the moment the window's outbox rows would be
-    written."""
-    users = [item for item, _ in messages]
-    firings = _firings(users)
-    if not plan.groups:
-        reason = plan.problem or "The campaign has nothing to send."
-        results = {item.customer_id: _Result(False, reason) for item in users}
-        await _record_users(database, execution, results, firings, plan, now)
-        return True
-    ready = [envelope for _, found in messages for envelope, reason in found if reason is None]
-    unsendable = len(ready) < sum(len(found) for _, found in messages)
-    outcomes: dict[str, Outcome] = {}
-
-    def users_too(delivered: list[Outcome]) -> Callable[[AsyncSession], Awaitable[None]]:
-        # The users' states in the outbox's own transaction, when every message was attempted.
-        async def write(session: AsyncSession) -> None:
-            if not unsendable:
-                found = dict(zip((envelope.delivery_id for envelope in ready), delivered, strict=True))
-                await _write_users(session, execution, _results(messages, found), firings, plan, now)
-
-        return write
-
-    if ready:
-        assert plan.connector is not None
-
-        async def allowed(session: AsyncSession) -> bool:
-            return await _sending_in(session, execution)
-
-        delivered = await dispatcher.deliver_many(plan.connector, ready, allowed, users_too)
-        if delivered is None:
-            return False
-        if not unsendable:
-            return True
-        outcomes = {envelope.delivery_id: outcome for envelope, outcome in zip(ready, delivered, strict=True)}
-    elif not await still_sending(database, execution):
-        return False
+) -> None:
+    """Record the messages of a window that cannot be sent (`outcomes`: those of the others), then
+    where each user stands."""
     for _, found in messages:
         for envelope, why in found:
             if why is not None:
@@ -480,7 +640,6 @@ async def _send_window(
                         database, execution.workspace_id, envelope.delivery_id
                     )
     await _record_users(database, execution, _results(messages, outcomes), firings, plan, now)
-    return True
 
 
 def _results(
@@ -562,19 +721,40 @@ async def dispatch(
 ) -> bool:
     """Send batch after batch while the campaign is SENDING and the execution DISPATCHING; True
     when every user is settled. A batch goes out in windows of users whose messages are handed
-    over side by side (`Dispatcher.window`); the window's outbox rows are written only if the
-    campaign is still SENDING, and after each window the connector's error threshold is checked."""
-    window = dispatcher.window(plan.connector)
-    while True:
-        await asyncio.sleep(0)  # between batches, the requests of an embedding server (see resolve)
-        if not await still_sending(database, execution):
-            return False
-        claimed = await _claim(database, plan, rules, execution, now, lease, max(BATCH, window))
-        if claimed is None:
-            return not await _in_flight(database, execution)
-        plan, going = await _send_batch(database, dispatcher, plan, execution, claimed, now)
-        if not going:
-            return False
+    over side by side, two windows on the wire at once (`_Flight`); a window's outbox rows are
+    written only if the campaign is still SENDING, and before each window the connector's error
+    threshold is checked. The next batch is claimed and rendered while the last windows of the
+    batch before are on the wire."""
+    flight = _Flight(database, dispatcher, plan.connector)
+    try:
+        while True:
+            await asyncio.sleep(0)  # between batches, the requests of an embedding server (see resolve)
+            failing = dispatcher.failing(plan.connector) if plan.connector is not None else None
+            if failing is not None:
+                await flight.drain()
+                await pause(database, execution, failing, now)
+                return False
+            if not await still_sending(database, execution):
+                return False
+            size = max(BATCH, dispatcher.window(plan.connector))
+            async with flight.writing():
+                claimed = await _claim(database, plan, rules, execution, now, lease, size)
+            if claimed is None:
+                if flight.busy:
+                    # Its windows' outcomes may free room (audience limit) or pause the execution.
+                    await flight.drain()
+                    continue
+                return not await _in_flight(database, execution)
+            plan, going = await _send_batch(
+                database, dispatcher, plan, execution, claimed, now, flight=flight
+            )
+            if not going:
+                return False
+    except BaseException:
+        await flight.abandon()
+        raise
+    finally:
+        await flight.drain()
 
 
 async def _send_batch(
@@ -585,29 +765,49 @@ async def _send_batch(
     claimed: list[_Claimed],
     now: datetime,
     rendered: _Messages | None = None,
+    flight: _Flight | None = None,
 ) -> tuple[SendPlan, bool]:
     """Send a claimed batch window by window (`rendered`: its messages, when the caller has them
-    already); the plan (replanned if the content changed meanwhile) and False when sending stopped
-    (the campaign no longer SENDING, or its connector failing: the execution is paused), the users
-    not handed over released."""
-    window = dispatcher.window(plan.connector)
-    offset = 0  # the position in `claimed` of the first user of `rendered`
-    for start in range(0, len(claimed), window):
-        _, version = await live_version(database, execution.workspace_id, execution.campaign_id)
-        if version != plan.version:  # changed while SENDING: the rest get the new content
-            plan = await replan(database, plan, execution)
-            rendered = None
-        if rendered is None:
-            rendered = await _envelopes(database, plan, execution, claimed[start:], now)
-            offset = start
-        messages = rendered[start - offset : start - offset + window]
-        if not await _send_window(database, dispatcher, plan, execution, messages, now):
-            await _release(database, execution, claimed[start:])
-            return plan, False
-        failing = dispatcher.failing(plan.connector) if plan.connector is not None else None
+    already; `flight`: the caller's windows on the wire, else the batch's own, answered before
+    this returns); the plan (replanned if the content changed meanwhile) and False when sending
+    stopped (the campaign no longer SENDING, or its connector failing: the execution is paused),
+    the users not handed over released."""
+    own = flight is None
+    flight = flight or _Flight(database, dispatcher, plan.connector)
+    try:
+        offset = 0  # the position in `claimed` of the first user of `rendered`
+        start = 0
+        while start < len(claimed):
+            if rendered is None:
+                rendered = await _envelopes(database, plan, execution, claimed[start:], now)
+                offset = start
+            size = flight.size(plan.connector)
+            messages = rendered[start - offset : start - offset + size]
+            went = await flight.start(database, plan, execution, messages, now)
+            if went is _Went.CHANGED:  # changed while SENDING: the rest get the new content
+                plan = await replan(database, plan, execution)
+                rendered = None
+                continue
+            if went is not _Went.HANDED:
+                if went is _Went.FAILING:
+                    assert plan.connector is not None
+                    failing = dispatcher.failing(plan.connector)
+                    await flight.drain()
+                    await pause(database, execution, failing or "", now)
+                await _release(database, execution, claimed[start:])
+                return plan, False
+            start += len(messages)
+    except BaseException:
+        if own:
+            await flight.abandon()
+        raise
+    finally:
+        if own:
+            await flight.drain()
+    if own and plan.connector is not None:
+        failing = dispatcher.failing(plan.connector)
         if failing is not None:
             await pause(database, execution, failing, now)
-            await _release(database, execution, claimed[start + window :])
             return plan, False
     return plan, True
 
