@@ -902,7 +902,9 @@ async def _send_shared(
     ready = [envelope for _, messages in group for _, found in messages for envelope, _ in found]
 
     async def allowed(session: AsyncSession) -> bool:
-        return all([await _sending_in(session, lane.execution) for lane, _ in group])
+        # Share-locked until the window's rows commit, as a one-time window's check is: a PAUSE or
+        # STOP either came first and is seen here, or answers after these messages are handed over.
+        return all([(await _sending_at(session, lane.execution, hold=True))[0] for lane, _ in group])
 
     def users_too(delivered: list[Outcome]) -> Callable[[AsyncSession], Awaitable[None]]:
         async def write(session: AsyncSession) -> None:
