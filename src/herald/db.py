@@ -8,7 +8,6 @@ lands whole or not at all (see `herald.http.middleware`).
 from __future__ import annotations
 
 import asyncio
-import os
 import threading
 from collections import deque
 from dataclasses import dataclass
@@ -22,7 +21,7 @@ from sqlalchemy.orm import DeclarativeBase
 from sqlalchemy.types import TypeDecorator, TypeEngine
 from sqlalchemy.util import await_only
 
-from herald import sqlite_checkpoints, sqlite_inline
+from herald import plain_sql, sqlite_checkpoints, sqlite_inline
 from herald.config import Settings
 from herald.direct_reads import DirectReads
 
@@ -180,9 +179,9 @@ _gates_mutex = threading.Lock()
 
 def _gate_of(path: str) -> WriteGate:
     """The write gate of the SQLite file `path` in this process (an in-memory database: its own)."""
-    if path in ("", ":memory:"):
+    key = plain_sql.sqlite_file_key(path)
+    if key is None:
         return WriteGate()
-    key = path if path.startswith("file:") else os.path.realpath(path)
     with _gates_mutex:
         return _gates.setdefault(key, WriteGate())
 

@@ -14,6 +14,7 @@ numbers as `?1`, `?2`. JSON columns come back as their JSON text on both engines
 from __future__ import annotations
 
 import json
+import os
 import re
 from typing import TYPE_CHECKING, Any
 
@@ -43,6 +44,14 @@ def sqlite_path(database_url: str) -> str:
     for an in-memory database."""
     _, _, rest = database_url.partition("://")
     return rest.partition("?")[0].removeprefix("/") if rest.startswith("/") else ""
+
+
+def sqlite_file_key(path: str) -> str | None:
+    """What names the SQLite database `path` (a `sqlite_path`) within this process, however it was
+    written (relative, through a link); None for an in-memory database, which is its own each time."""
+    if path in ("", ":memory:"):
+        return None
+    return path if path.startswith("file:") else os.path.realpath(path)
 
 
 def postgresql_dsn(database_url: str) -> str:

@@ -18,61 +18,56 @@ SQLite's automatic checkpoints: any process's checkpoint serves every process.
 from __future__ import annotations
 
 import logging
-import os
 import sqlite3
 import threading
+
+from herald.plain_sql import open_sqlite, sqlite_file_key
 
 log = logging.getLogger("herald.db")
 
 _lock = threading.Lock()
 _threads: dict[str, _CheckpointThread] = {}
-_users: dict[str, int] = {}  # apps of this process on each file (tests run several at once)
-
-
-def _key(path: str) -> str:
-    return path if path.startswith("file:") else os.path.realpath(path)
 
 
 def wants_manual_checkpoints(path: str) -> bool:
     """True when this process checkpoints the file `path` from its thread (see the module docstring)."""
-    return _key(path) in _threads
+    return sqlite_file_key(path) in _threads
 
 
 def start(path: str, interval: float = 0.1) -> None:
     """Checkpoint the SQLite file `path` from a thread of this process until `stop`."""
-    if _in_memory(path):
+    key = sqlite_file_key(path)
+    if key is None:
         return  # an in-memory database has no log
     with _lock:
-        key = _key(path)
-        _users[key] = _users.get(key, 0) + 1
-        if key not in _threads:
-            thread = _CheckpointThread(path, interval)
-            _threads[key] = thread
+        thread = _threads.get(key)
+        if thread is None:
+            thread = _threads[key] = _CheckpointThread(path, interval)
             thread.start()
-
-
-def _in_memory(path: str) -> bool:
-    return path in ("", ":memory:") or "mode=memory" in path
+        thread.users += 1
 
 
 def stop(path: str) -> None:
     """Once every `start` of `path` has its `stop`: end the thread after a last checkpoint (call it
     once the engines that `start` served are disposed of: their connections checkpoint no more)."""
-    if _in_memory(path):
+    key = sqlite_file_key(path)
+    if key is None:
         return
     with _lock:
-        key = _key(path)
-        _users[key] = _users.get(key, 1) - 1
-        thread = _threads.pop(key, None) if _users[key] <= 0 else None
-        if thread is not None:
-            del _users[key]
-    if thread is not None:
-        thread.stop()
+        thread = _threads.get(key)
+        if thread is None:
+            return
+        thread.users -= 1
+        if thread.users > 0:
+            return
+        del _threads[key]
+    thread.stop()
 
 
 class _CheckpointThread(threading.Thread):
     def __init__(self, path: str, interval: float) -> None:
         super().__init__(name="herald-sqlite-checkpoints", daemon=True)
+        self.users = 0  # apps of this process serving the file (tests run several at once)
         self._path = path
         self._interval = interval
         self._stopping = threading.Event()
@@ -83,7 +78,7 @@ class _CheckpointThread(threading.Thread):
 
     def run(self) -> None:
         # Waits for a lock up to a second itself: a checkpoint never holds up anyone but this thread.
-        connection = sqlite3.connect(self._path, timeout=1.0, uri=self._path.startswith("file:"))
+        connection = open_sqlite(self._path, busy_seconds=1.0)
         try:
             while not self._stopping.wait(self._interval):
                 self._checkpoint(connection)

@@ -22,6 +22,8 @@ from sqlalchemy import event, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from herald.plain_sql import postgresql_dsn
+
 log = logging.getLogger("herald.worker")
 
 CHANNEL = "herald_wake"
@@ -71,8 +73,7 @@ class Listener:
     before each wait) when it was lost."""
 
     def __init__(self, database_url: str, wake: asyncio.Event) -> None:
-        url = make_url(database_url).set(drivername="postgresql")
-        self._dsn = url.render_as_string(hide_password=False)
+        self._dsn = postgresql_dsn(database_url)
         self._wake = wake
         self._connection: Any = None
         self._warned = False
