@@ -153,13 +153,17 @@ async def _set_users(
     EVENT execution's batch holds (a user has one row per event there)."""
     if not ids:
         return
-    if firings:
-        which = tuple_(ExecutionUser.customer_id, ExecutionUser.firing).in_([(c, firings[c]) for c in ids])
-    else:
-        which = ExecutionUser.customer_id.in_(ids)
+    which = [ExecutionUser.customer_id.in_(ids)]
+    if firings and any(firings[c] for c in ids):
+        # The pairs as well: a row-value IN is a chain of ORs the database tests one by one on
+        # each row (PostgreSQL: half a second for 800 pairs among 20,000 users), so the plain IN
+        # above narrows the rows first.
+        which.append(
+            tuple_(ExecutionUser.customer_id, ExecutionUser.firing).in_([(c, firings[c]) for c in ids])
+        )
     await session.execute(
         update(_USERS)
-        .where(*_mine(execution), which)  # type: ignore[arg-type]
+        .where(*_mine(execution), *which)  # type: ignore[arg-type]
         .values(state=state, reason=reason, **more)
     )
 
@@ -438,6 +442,12 @@ async def _envelopes_of(
             found_of.append([(item, []) for item in users])  # nothing to send (`_send_window` says why)
             continue
         reason = plan.problem if plan.connector is not None else plan.problem or "No connector."
+        # Per batch, not per message: what every message of a slot shares (the push options are
+        # shared like the bodies: nothing writes to a message once built), and the execution's
+        # columns (attribute reads through the ORM's instrumentation).
+        execution_id, workspace_id = execution.id, execution.workspace_id
+        campaign_id = plan.campaign.campaign_id
+        advanced: dict[int, dict[str, Any] | None] = {}
         messages: _Messages = []
         for item, (_, _, found), rendered in zip(users, wanted, bodies, strict=True):
             envelopes: list[tuple[Envelope, str | None]] = []
@@ -446,16 +456,18 @@ async def _envelopes_of(
                 why = reason
                 if isinstance(body, RenderError):
                     body, why = message.message(), f"Personalization failed: {body}"
+                if id(message) not in advanced:
+                    advanced[id(message)] = plan.advanced_for(message, now)
                 envelope = Envelope(
-                    delivery_id(execution.id, item.customer_id, platform, item.firing),
-                    execution.workspace_id,
-                    plan.campaign.campaign_id,
+                    delivery_id(execution_id, item.customer_id, platform, item.firing),
+                    workspace_id,
+                    campaign_id,
                     False,
                     message.slot,
                     reached,
                     body,
                     now,
-                    plan.advanced_for(message, now),
+                    advanced[id(message)],
                 )
                 envelopes.append((envelope, why))
             messages.append((item, envelopes))
