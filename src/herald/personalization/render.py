@@ -82,8 +82,9 @@ class Renderer:
             state.restore(token)
 
     def _render(self, source: str, html: bool) -> str:
-        template = compile_template(source, html=html).template
-        context = template.new_context(self._variables)
+        compiled = compile_template(source, html=html)
+        template = compiled.template
+        context = compiled.context(self._variables)
         parts: list[str] = []
         size = 0
         for piece in template.root_render_func(context):

@@ -62,12 +62,15 @@ class View:
     by one (`user.items` is the attribute `items`).
     """
 
-    __slots__ = ("_label", "_style", "_values")
+    __slots__ = ("_label", "_labeled", "_style", "_values")
 
     def __init__(self, label: str, style: str, values: Mapping[str, Any]) -> None:
         self._label = label
         self._style = style
-        self._values = {key: labeled(value, self.expression(key)) for key, value in values.items()}
+        # Labelled when first read, not here: a render reads a few of a user's attributes, and
+        # labelling every one (an expression string per value) cost more than the render.
+        self._values = values
+        self._labeled: dict[str, Any] = {}
 
     def expression(self, key: object) -> str:
         return subscript(self._label, key, prefer_attribute=self._style == "attribute")
@@ -81,7 +84,11 @@ class View:
             raise AttributeError(name) from None
 
     def __getitem__(self, key: str) -> Any:
-        return self._values[key]
+        try:
+            return self._labeled[key]
+        except KeyError:
+            found = self._labeled[key] = labeled(self._values[key], self.expression(key))
+            return found
 
     def __contains__(self, key: object) -> bool:
         return key in self._values
