@@ -57,27 +57,39 @@ def _row(
 def _values(
     envelope: Envelope, connector: Connector | None, request_id: str | None, status: OutboxStatus
 ) -> dict[str, Any]:
-    slot, recipient = envelope.slot, envelope.recipient
+    return _values_with(envelope, _fixed(connector, request_id, status))
+
+
+def _fixed(connector: Connector | None, request_id: str | None, status: OutboxStatus) -> dict[str, Any]:
+    """The columns every row of one write shares (read once: the connector's through the ORM)."""
     return {
-        "workspace_id": envelope.workspace_id,
-        "id": envelope.delivery_id,
         "status": status.value,
         "failure_reason": None,
+        "is_test": False,
+        "connector_id": connector.id if connector else None,
+        "connector_name": connector.name if connector else None,
+        "request_id": request_id,
+        "attempts": 1,
+    }
+
+
+def _values_with(envelope: Envelope, fixed: dict[str, Any]) -> dict[str, Any]:
+    slot, recipient = envelope.slot, envelope.recipient
+    return {
+        **fixed,
+        "workspace_id": envelope.workspace_id,
+        "id": envelope.delivery_id,
         "is_test": envelope.is_test,
         "channel": slot.channel.value,
         "platform": slot.platform.value if slot.platform else None,
         "locale": slot.locale,
         "variation": slot.variation,
-        "connector_id": connector.id if connector else None,
-        "connector_name": connector.name if connector else None,
         "recipient": (recipient.address or recipient.identifier_value)[:500],
         "customer_id": recipient.customer_id,
         "campaign_id": envelope.campaign_id,
-        "request_id": request_id,
         "summary": summary_of(envelope),
         "created_at": envelope.now,
         "updated_at": envelope.now,
-        "attempts": 1,
     }
 
 
@@ -172,8 +184,9 @@ async def begin_attempts(
                         )
                     )
                 )
+            fixed = _fixed(connector, None, OutboxStatus.PENDING)
             fresh = [
-                _values(envelope, connector, None, OutboxStatus.PENDING)
+                _values_with(envelope, fixed)
                 for envelope in envelopes
                 if envelope.delivery_id not in existing
             ]

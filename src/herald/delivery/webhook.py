@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 import httpx
@@ -35,11 +36,19 @@ from herald.timefmt import rfc3339
 
 
 def webhook_body(envelope: Envelope) -> bytes:
-    return orjson.dumps(_payload(envelope))
+    return orjson.dumps(_payload(envelope, rfc3339(envelope.now)))
 
 
 def batch_body(envelopes: Sequence[Envelope]) -> bytes:
-    return orjson.dumps([_payload(envelope) for envelope in envelopes])
+    # A window's messages were built at one instant: its timestamp formatted once, not per message.
+    stamps: dict[datetime, str] = {}
+    payloads = []
+    for envelope in envelopes:
+        stamp = stamps.get(envelope.now)
+        if stamp is None:
+            stamp = stamps[envelope.now] = rfc3339(envelope.now)
+        payloads.append(_payload(envelope, stamp))
+    return orjson.dumps(payloads)
 
 
 def batch_id(envelopes: Sequence[Envelope]) -> str:
@@ -47,7 +56,7 @@ def batch_id(envelopes: Sequence[Envelope]) -> str:
     return hashlib.sha256(joined.encode()).hexdigest()[:24]
 
 
-def _payload(envelope: Envelope) -> dict[str, Any]:
+def _payload(envelope: Envelope, created_at: str) -> dict[str, Any]:
     slot, recipient = envelope.slot, envelope.recipient
     payload: dict[str, Any] = {
         "id": envelope.delivery_id,
@@ -64,7 +73,7 @@ def _payload(envelope: Envelope) -> dict[str, Any]:
             **recipient.contact,
         },
         "message": envelope.message,
-        "created_at": rfc3339(envelope.now),
+        "created_at": created_at,
     }
     if envelope.advanced is not None:
         payload["advanced"] = envelope.advanced
