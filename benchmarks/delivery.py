@@ -192,7 +192,7 @@ class Processes:
 
     def start(self, command: list[str], env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
         process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE)
-        self.running.append((process, command[0] == "py-spy"))
+        self.running.append((process, Path(command[0]).name == "py-spy"))
         return process
 
     def stop(self) -> None:
@@ -542,13 +542,17 @@ async def run(args: Any, settings: Settings, key: str) -> list[Figure]:
             }
             env.pop("HERALD_REDIS_URL", None)
             serve = [sys.executable, "-m", "herald", "serve", "--port", str(api_port)]
+            worker = [sys.executable, "-m", "herald", "worker"]
+            engine = worker if _engine(args.database_url) == "postgresql" else serve
             if args.profile:
-                # py-spy as the parent: it writes its samples when the benchmark stops it (SIGINT).
-                serve = [
+                # The process running the engine, with py-spy as its parent: it writes its samples
+                # when the benchmark stops it (SIGINT).
+                engine[:0] = [
                     # The environment's own (a virtualenv's bin is not always on PATH).
                     shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy")),
                     "record",
-                    "--gil",
+                    *(["--gil"] if not os.environ.get("BENCH_WALL") else ["--threads"]),
+                    "--idle",
                     "-r",
                     "200",
                     "-f",
@@ -556,11 +560,10 @@ async def run(args: Any, settings: Settings, key: str) -> list[Figure]:
                     "-o",
                     args.profile,
                     "--",
-                    *serve,
                 ]
             processes.start(serve, env)
             if _engine(args.database_url) == "postgresql":
-                processes.start([sys.executable, "-m", "herald", "worker"], env)
+                processes.start(worker, env)
             async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{api_port}", timeout=60) as api:
                 await _wait_ready(api, "/healthz")
                 campaigns = {
@@ -576,6 +579,8 @@ async def run(args: Any, settings: Settings, key: str) -> list[Figure]:
                     ("batched", push_many, args.users),
                     ("email", email, args.email_users),
                 ):
+                    if args.only and name not in args.only:
+                        continue
                     headers = credentials.headers(settings, campaigns=True)
                     herald = await _herald_run(api, headers, sink, campaigns[name], count)
                     if name == "email":
@@ -593,29 +598,11 @@ async def run(args: Any, settings: Settings, key: str) -> list[Figure]:
                         )
                     runs.append((name, herald, bare))
                     print(_side_by_side(name, count, herald, bare), flush=True)
-                first_s, herald_s, count_s, bare_s, audience, counted = await _resolution(
-                    settings, api, args.audience_users
-                )
-        print(
-            table(
-                f"resolution of {args.audience_users:,} users",
-                [
-                    (
-                        "Herald: execution started, first users dispatchable",
-                        f"{first_s * 1000:.1f} ms",
-                    ),
-                    (
-                        "Herald: execution started, audience materialised",
-                        f"{herald_s:.2f} s ({audience:,} users)",
-                    ),
-                    ("Herald: the audience counted (segmentation engine)", f"{count_s * 1000:.1f} ms"),
-                    ("bare SQL count", f"{bare_s * 1000:.1f} ms ({counted:,} users)"),
-                    ("first users dispatchable / bare count", f"{first_s / bare_s:.1f}"),
-                    ("materialised / bare count", f"{herald_s / bare_s:.1f}"),
-                    ("counted / bare count", f"{count_s / bare_s:.2f}"),
-                ],
-            )
-        )
+                resolution = None
+                if not args.only or "resolution" in args.only:
+                    resolution = await _resolution(settings, api, args.audience_users)
+        if resolution is not None:
+            figures += _resolution_figures(args.audience_users, *resolution)
         labels = {
             "push": "Push webhook",
             "batched": f"Push webhook, {args.batch_size} per POST",
@@ -625,37 +612,50 @@ async def run(args: Any, settings: Settings, key: str) -> list[Figure]:
             figures.append(Figure(f"{labels[name]}: Herald msg/s", herald.rate, "/s"))
             figures.append(Figure(f"{labels[name]}: bare msg/s", bare.rate, "/s"))
             figures.append(Figure(f"{labels[name]}: Herald / bare", herald.rate / bare.rate, at_least=RATIO))
-        worst_first = max(herald.first_s for _, herald, _ in runs)
+        worst_first = max((herald.first_s for _, herald, _ in runs), default=0.0)
         figures.append(
             Figure(
                 "publish -> first message (worst)", worst_first * 1000, "ms", at_most=FIRST_MESSAGE_S * 1000
             )
         )
-        # Sending starts once the first chunk is written (the rest is written while it goes out):
-        # that is the resolution a publish waits for; the whole materialisation is shown beside it.
-        figures.append(
-            Figure(
-                f"resolve {args.audience_users:,} to first send / bare count",
-                first_s / bare_s,
-                at_most=RESOLVE_RATIO,
-            )
-        )
-        figures.append(Figure(f"materialise {args.audience_users:,} / bare count", herald_s / bare_s))
-        figures.append(
-            Figure(
-                f"count {args.audience_users:,} (engine) / bare count",
-                count_s / bare_s,
-                at_most=RESOLVE_RATIO,
-            )
-        )
-        lost = sum(
-            max(0, count - herald.messages) + herald.repeats
-            for (name, herald, _), count in zip(runs, (args.users, args.users, args.email_users), strict=True)
-        )
+        counts = {"push": args.users, "batched": args.users, "email": args.email_users}
+        lost = sum(max(0, counts[name] - herald.messages) + herald.repeats for name, herald, _ in runs)
         figures.append(Figure("messages lost or repeated", float(lost), at_most=0))
     finally:
         processes.stop()
     return figures
+
+
+def _resolution_figures(
+    users: int, first_s: float, herald_s: float, count_s: float, bare_s: float, audience: int, counted: int
+) -> list[Figure]:
+    print(
+        table(
+            f"resolution of {users:,} users",
+            [
+                (
+                    "Herald: execution started, first users dispatchable",
+                    f"{first_s * 1000:.1f} ms",
+                ),
+                (
+                    "Herald: execution started, audience materialised",
+                    f"{herald_s:.2f} s ({audience:,} users)",
+                ),
+                ("Herald: the audience counted (segmentation engine)", f"{count_s * 1000:.1f} ms"),
+                ("bare SQL count", f"{bare_s * 1000:.1f} ms ({counted:,} users)"),
+                ("first users dispatchable / bare count", f"{first_s / bare_s:.1f}"),
+                ("materialised / bare count", f"{herald_s / bare_s:.1f}"),
+                ("counted / bare count", f"{count_s / bare_s:.2f}"),
+            ],
+        )
+    )
+    # Sending starts once the first chunk is written (the rest is written while it goes out):
+    # that is the resolution a publish waits for; the whole materialisation is shown beside it.
+    return [
+        Figure(f"resolve {users:,} to first send / bare count", first_s / bare_s, at_most=RESOLVE_RATIO),
+        Figure(f"materialise {users:,} / bare count", herald_s / bare_s),
+        Figure(f"count {users:,} (engine) / bare count", count_s / bare_s, at_most=RESOLVE_RATIO),
+    ]
 
 
 def _side_by_side(name: str, count: int, herald: Run, bare: Run) -> str:
@@ -691,7 +691,16 @@ def main() -> None:
         default=SMTP_SESSION_MESSAGES,
         help="messages per SMTP connection (bare)",
     )
-    parser.add_argument("--profile", help="record `herald serve` with py-spy --gil into this file (raw)")
+    parser.add_argument(
+        "--only",
+        type=lambda given: set(given.split(",")),
+        help="run only these of push,batched,email,resolution (comma-separated)",
+    )
+    parser.add_argument(
+        "--profile",
+        help="record the engine's process (`herald serve` on SQLite, `herald worker` on PostgreSQL) "
+        "with py-spy --gil --idle into this file (raw; BENCH_WALL=1: every thread, GIL or not)",
+    )
     args = parser.parse_args()
     key = Fernet.generate_key().decode()
     settings = Settings(database_url=args.database_url, redis_url=None, secret_key=key)
