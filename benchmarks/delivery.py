@@ -262,9 +262,13 @@ class Run:
     repeats: int
     posts: int
     smtp_sessions: int
+    # CPU seconds the side's own process spent (Herald: the process running the engine; bare: the
+    # script's): steadier than the rates on a shared machine, where the wall clock mostly measures
+    # the neighbours. None when not measured (Herald under py-spy).
+    cpu_s: float | None = None
 
     @classmethod
-    def of(cls, found: dict[str, Any], started: float) -> Run:
+    def of(cls, found: dict[str, Any], started: float, cpu_s: float | None = None) -> Run:
         last = found["last_at"] or time.time()
         first = found["first_at"] or last
         return cls(
@@ -274,7 +278,12 @@ class Run:
             found["repeats"],
             found["posts"],
             found["smtp_sessions"],
+            cpu_s,
         )
+
+    @property
+    def cpu_us_per_message(self) -> float | None:
+        return self.cpu_s / self.messages * 1e6 if self.cpu_s is not None and self.messages else None
 
     @property
     def rate(self) -> float:
@@ -285,13 +294,32 @@ def _limit_s(count: int) -> float:
     return 120 + count / 20
 
 
+def _cpu_s(pid: int | None) -> float | None:
+    """CPU seconds (user and system) process `pid` has used so far (Linux); None without /proc."""
+    if pid is None:
+        return None
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 async def _herald_run(
-    api: httpx.AsyncClient, headers: dict[str, str], sink: Sink, campaign_id: str, count: int
+    api: httpx.AsyncClient,
+    headers: dict[str, str],
+    sink: Sink,
+    campaign_id: str,
+    count: int,
+    engine_pid: int | None,
 ) -> Run:
     await sink.reset()
+    before = _cpu_s(engine_pid)
     started = time.time()
     await _publish(api, headers, campaign_id)
-    return Run.of(await sink.wait_for(count, _limit_s(count)), started)
+    found = await sink.wait_for(count, _limit_s(count))
+    after = _cpu_s(engine_pid)
+    return Run.of(found, started, after - before if after is not None and before is not None else None)
 
 
 # --- the bare scripts -------------------------------------------------------------------------
@@ -330,7 +358,7 @@ async def _bare_push(
 ) -> Run:
     """Read the users, render the title for each, POST the payloads (`batch_size` per POST)."""
     await sink.reset()
-    started = time.time()
+    started, cpu = time.time(), time.process_time()
     users = await _read_users(settings, workspace_id)
     title = SandboxedEnvironment().from_string(TITLE)
     now = datetime.now(UTC).isoformat().replace("+00:00", "Z")
@@ -379,7 +407,7 @@ async def _bare_push(
                 response.raise_for_status()
 
         await asyncio.gather(*(worker() for _ in range(concurrency)))
-    return Run.of(await sink.wait_for(len(users), 10), started)
+    return Run.of(await sink.wait_for(len(users), 10), started, time.process_time() - cpu)
 
 
 async def _bare_email(
@@ -388,7 +416,7 @@ async def _bare_email(
     """Read the users, render subject and HTML for each, send over SMTP connections that each
     carry up to `per_session` messages."""
     await sink.reset()
-    started = time.time()
+    started, cpu = time.time(), time.process_time()
     users = await _read_users(settings, workspace_id)
     environment = SandboxedEnvironment(autoescape=True)
     subject, html = environment.from_string(SUBJECT), environment.from_string(HTML)
@@ -426,7 +454,7 @@ async def _bare_email(
             await smtp.quit()
 
     await asyncio.gather(*(worker() for _ in range(concurrency)))
-    return Run.of(await sink.wait_for(len(users), 10), started)
+    return Run.of(await sink.wait_for(len(users), 10), started, time.process_time() - cpu)
 
 
 # --- resolution -------------------------------------------------------------------------------
@@ -561,9 +589,12 @@ async def run(args: Any, settings: Settings, key: str) -> list[Figure]:
                     args.profile,
                     "--",
                 ]
-            processes.start(serve, env)
+            served = processes.start(serve, env)
+            engine_pid: int | None = served.pid
             if _engine(args.database_url) == "postgresql":
-                processes.start(worker, env)
+                engine_pid = processes.start(worker, env).pid
+            if args.profile:
+                engine_pid = None  # py-spy's own process: the engine is its child
             async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{api_port}", timeout=60) as api:
                 await _wait_ready(api, "/healthz")
                 campaigns = {
@@ -582,7 +613,7 @@ async def run(args: Any, settings: Settings, key: str) -> list[Figure]:
                     if args.only and name not in args.only:
                         continue
                     headers = credentials.headers(settings, campaigns=True)
-                    herald = await _herald_run(api, headers, sink, campaigns[name], count)
+                    herald = await _herald_run(api, headers, sink, campaigns[name], count, engine_pid)
                     if name == "email":
                         bare = await _bare_email(
                             settings,
@@ -612,6 +643,11 @@ async def run(args: Any, settings: Settings, key: str) -> list[Figure]:
             figures.append(Figure(f"{labels[name]}: Herald msg/s", herald.rate, "/s"))
             figures.append(Figure(f"{labels[name]}: bare msg/s", bare.rate, "/s"))
             figures.append(Figure(f"{labels[name]}: Herald / bare", herald.rate / bare.rate, at_least=RATIO))
+            for side, run_ in (("Herald", herald), ("bare", bare)):
+                if run_.cpu_us_per_message is not None:
+                    figures.append(
+                        Figure(f"{labels[name]}: {side} CPU per message", run_.cpu_us_per_message, "us")
+                    )
         worst_first = max((herald.first_s for _, herald, _ in runs), default=0.0)
         figures.append(
             Figure(
@@ -658,6 +694,10 @@ def _resolution_figures(
     ]
 
 
+def _us(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.0f} us"
+
+
 def _side_by_side(name: str, count: int, herald: Run, bare: Run) -> str:
     rows = [
         ("Herald msg/s", f"{herald.rate:,.0f} ({herald.messages:,} in {herald.seconds:.1f} s)"),
@@ -667,6 +707,10 @@ def _side_by_side(name: str, count: int, herald: Run, bare: Run) -> str:
         ("Herald repeats at the sink", str(herald.repeats)),
         ("POSTs Herald / bare", f"{herald.posts:,} / {bare.posts:,}"),
         ("SMTP sessions Herald / bare", f"{herald.smtp_sessions:,} / {bare.smtp_sessions:,}"),
+        (
+            "CPU per message Herald / bare",
+            f"{_us(herald.cpu_us_per_message)} / {_us(bare.cpu_us_per_message)}",
+        ),
     ]
     return table(f"{name}: {count:,} users", rows)
 
