@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm.exc import StaleDataError
@@ -163,19 +163,25 @@ async def _latest(
             # version): a new statement sees, and locks, the one that replaced it.
             row = await latest()
     if row is None:
-        snapshot = (
-            await repository.get_version(session, workspace_id, campaign_id)
-            if is_object_id(campaign_id)
-            else None
-        )
-        if snapshot is not None:
-            raise InvalidState(
-                f"{campaign_id} is version {snapshot.version_number} of campaign {snapshot.campaign_id}, "
-                "an immutable snapshot; address the campaign by its campaign_id.",
-                target="campaign_id",
-            )
-        raise NotFound("No campaign with this id exists in the workspace.", target="campaign_id")
+        await no_latest(session, workspace_id, campaign_id)
     return row
+
+
+async def no_latest(session: AsyncSession, workspace_id: str, campaign_id: str) -> NoReturn:
+    """The error for an id that names no latest version: a version's own id (an immutable
+    snapshot) or nothing at all."""
+    snapshot = (
+        await repository.get_version(session, workspace_id, campaign_id)
+        if is_object_id(campaign_id)
+        else None
+    )
+    if snapshot is not None:
+        raise InvalidState(
+            f"{campaign_id} is version {snapshot.version_number} of campaign {snapshot.campaign_id}, "
+            "an immutable snapshot; address the campaign by its campaign_id.",
+            target="campaign_id",
+        )
+    raise NotFound("No campaign with this id exists in the workspace.", target="campaign_id")
 
 
 async def get_campaign_or_version(
