@@ -20,6 +20,11 @@ measured before and after in the same run, each scenario's sides one after the o
 Then drives every scenario on every peer with wrk (`-t2 -c32`, one uncounted second of warm-up, then
 `--seconds` each, the peers in turns), and prints each ratio with its target and pass / MISS (the
 `BENCH` summary line as every benchmark).
+
+C8 test-sends through each served Herald's push connector, a webhook to `benchmarks.delivery_sink`
+(started here too). C5 (STOP) and O5 (archive) consume what they act on: just before each runs, every
+side gets a fresh pool of scheduled campaigns or published offers written into its database, and
+each request takes an id of it once.
 """
 
 from __future__ import annotations

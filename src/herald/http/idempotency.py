@@ -140,21 +140,18 @@ def _key_of(claim: Claim) -> dict[str, str]:
 
 async def claim(sessions: async_sessionmaker[AsyncSession], claim: Claim, now: datetime) -> None:
     """Claim the key for this request, or raise Replay / 409 as contract §7 says."""
+    values = {
+        **_key_of(claim),
+        "fingerprint": claim.fingerprint,
+        "state": IN_FLIGHT,
+        "locked_until": now + LEASE,
+        "expires_at": now + RETENTION,
+        "created_at": now,
+    }
     for _ in range(3):
         async with sessions() as session:
-            session.add(
-                IdempotencyRecord(
-                    workspace_id=claim.workspace_id,
-                    api_key_id=claim.api_key_id,
-                    key=claim.key,
-                    fingerprint=claim.fingerprint,
-                    state=IN_FLIGHT,
-                    locked_until=now + LEASE,
-                    expires_at=now + RETENTION,
-                    created_at=now,
-                )
-            )
             try:
+                await session.execute(_RECORD, values)
                 await session.commit()
                 return
             except IntegrityError:
@@ -306,24 +303,29 @@ def _stored(headers: dict[str, str]) -> dict[str, str]:
     return {name: value for name, value in headers.items() if name.lower() in STORED_HEADERS}
 
 
-def _completion(claim: Claim, status: int, headers: dict[str, str], body: bytes) -> Any:
-    return (
-        update(IdempotencyRecord)
-        .where(
-            IdempotencyRecord.workspace_id == claim.workspace_id,
-            IdempotencyRecord.api_key_id == claim.api_key_id,
-            IdempotencyRecord.key == claim.key,
-            IdempotencyRecord.fingerprint == claim.fingerprint,
-        )
-        .values(state=COMPLETED, status_code=status, headers=_stored(headers), body=body)
-    )
+# A `claim` claim's answer, stored: the SET clause is the parameters' columns (the key's are
+# named apart from them).
+_COMPLETE = update(_RECORDS).where(
+    _RECORDS.c.workspace_id == bindparam("claimed_workspace_id"),
+    _RECORDS.c.api_key_id == bindparam("claimed_api_key_id"),
+    _RECORDS.c.key == bindparam("claimed_key"),
+    _RECORDS.c.fingerprint == bindparam("claimed_fingerprint"),
+)
+
+
+async def _complete(
+    session: AsyncSession, claim: Claim, status: int, headers: dict[str, str], body: bytes
+) -> None:
+    values = {"state": COMPLETED, "status_code": status, "headers": _stored(headers), "body": body}
+    claimed = {f"claimed_{name}": value for name, value in _key_of(claim).items()}
+    await session.execute(_COMPLETE, {**values, **claimed, "claimed_fingerprint": claim.fingerprint})
 
 
 async def complete_in(
     session: AsyncSession, claim: Claim, status: int, headers: dict[str, str], body: bytes
 ) -> None:
     """Complete a `claim` claim inside the request's transaction (committed with its effect)."""
-    await session.execute(_completion(claim, status, headers, body))
+    await _complete(session, claim, status, headers, body)
 
 
 async def finish_failed(
@@ -338,7 +340,7 @@ async def finish_failed(
     """After a `claim` request rolled back: keep 409/422 answers, free the key for every other failure."""
     async with sessions() as session:
         if keep and is_stored_status(status):
-            await session.execute(_completion(claim, status, headers, body))
+            await _complete(session, claim, status, headers, body)
         else:
             await session.execute(
                 delete(IdempotencyRecord).where(
