@@ -30,7 +30,7 @@ from herald.campaigns.validation import (
 from herald.delivery import connectors as delivery_connectors
 from herald.errors import DuplicateRequestId, InvalidState, NotFound, PreconditionFailed, ValidationFailed
 from herald.ids import is_object_id, object_id
-from herald.joined_writes import Answer
+from herald.joined_writes import Answer, ClaimedRead
 from herald.personalization import check_template
 from herald.problems import Problem
 
@@ -138,13 +138,23 @@ async def get_campaign(
 
 
 async def get_stored(
-    session: AsyncSession, workspace_id: str, campaign_id: str, *, for_update: bool = False
+    session: AsyncSession,
+    workspace_id: str,
+    campaign_id: str,
+    *,
+    for_update: bool = False,
+    read: ClaimedRead | None = None,
 ) -> StoredCampaign:
-    """`get_campaign`, reading only what `StoredCampaign` holds, without an ORM instance (C3, C4)."""
+    """`get_campaign`, reading only what `StoredCampaign` holds, without an ORM instance (C3, C4,
+    L1); `read` runs the first read (see `herald.joined_writes.ClaimedRead`)."""
 
     async def latest() -> StoredCampaign | None:
-        return await repository.stored_latest(session, workspace_id, campaign_id, for_update=for_update)
+        return await repository.stored_latest(
+            session, workspace_id, campaign_id, for_update=for_update, read=read
+        )
 
+    if read is not None and not is_object_id(campaign_id):
+        await read(session, None, {})  # no row to read: the claim still answers first
     return await _latest(session, workspace_id, campaign_id, latest, for_update)
 
 
@@ -324,9 +334,11 @@ async def update_campaign(
     if_match: str | None,
     current_etag: Callable[[str, int], str],
     answer: Answer[tuple[str, int]] | None = None,
+    read: ClaimedRead | None = None,
 ) -> tuple[str, int]:
-    """C3: the row's id and its new revision (`answer`: see `write_update`)."""
-    stored = await get_stored(session, workspace.id, campaign_id, for_update=True)
+    """C3: the row's id and its new revision (`answer`: see `write_update`; `read`: see
+    `herald.joined_writes.ClaimedRead`)."""
+    stored = await get_stored(session, workspace.id, campaign_id, for_update=True, read=read)
     if if_match is not None and if_match.strip() not in ("*", current_etag(stored.id, stored.revision)):
         raise PreconditionFailed(target="If-Match")
     checked = check_update(workspace, stored, raw)
