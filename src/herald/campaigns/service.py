@@ -5,9 +5,10 @@ Services never commit (the request's unit of work does) and take plain values, n
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import cached_property
 from typing import Any, TypeVar
 
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -207,14 +208,17 @@ async def get_campaign_or_version(
 
 @dataclass(frozen=True)
 class CheckedUpdate:
-    """An update that passed every check: the body and the campaign it makes."""
+    """An update that passed every check: the body, the campaign it makes and the stored
+    components it was checked against."""
 
     body: CampaignUpdate
     merged: CampaignDocument
+    stored_components: Mapping[str, Any]
 
-    @property
+    @cached_property
     def components(self) -> dict[str, Any]:
-        return self.merged.components_json()
+        """The merged campaign's components as stored; those not sent are kept as read."""
+        return self.merged.components_json(self.stored_components, sent_components(self.body))
 
 
 @dataclass(frozen=True)
@@ -255,7 +259,7 @@ def check_update(
     problems = validate_campaign(merged, Stage.DRAFT_PATCH, workspace.features, sent, previous=current)
     if problems:
         raise ValidationFailed(problems)
-    return CheckedUpdate(body=body, merged=merged)
+    return CheckedUpdate(body=body, merged=merged, stored_components=stored.components)
 
 
 def prepare_update(
@@ -263,7 +267,9 @@ def prepare_update(
 ) -> PreparedUpdate:
     """`check_update` of a loaded row, kept with it for `apply_update`."""
     checked = check_update(workspace, StoredCampaign.of(row), raw, models)
-    return PreparedUpdate(body=checked.body, merged=checked.merged, row=row)
+    return PreparedUpdate(
+        body=checked.body, merged=checked.merged, stored_components=checked.stored_components, row=row
+    )
 
 
 def _written_columns(checked: CheckedUpdate, now: datetime) -> dict[str, Any]:
