@@ -24,7 +24,7 @@ from starlette.responses import Response
 
 from herald.errors import HeraldError, RateLimited, ValidationFailed
 from herald.http import idempotency
-from herald.http.auth import Caller, authenticate, forbidden
+from herald.http.auth import Caller, GatewayRefusal, authenticate, forbidden
 from herald.http.context import UnitOfWork
 from herald.http.guards import parse_uuid4, query_problems
 from herald.http.limits import Consumer, limit_key, windows_for
@@ -38,6 +38,8 @@ from herald.workspaces.scopes import Scope
 IdempotencyMode = Literal["required", "optional", "none", "body_request_id"]
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 T = TypeVar("T")
+# What a handler finds wrong with a request by itself (its body, the scope it asks for).
+Refusal = HeraldError | GatewayRefusal
 REQUIRED_MARK = "Required."
 
 
@@ -236,7 +238,7 @@ class ClaimRead:
     after the claim, as it would had the guard claimed), then the row read is returned. Without a
     pending claim it reads plainly; with no statement (`read` None) it only claims."""
 
-    def __init__(self, request: Request, refused: HeraldError | None = None) -> None:
+    def __init__(self, request: Request, refused: Refusal | None = None) -> None:
         self._request = request
         self._refused = refused
 
@@ -259,12 +261,12 @@ class ClaimRead:
         return found
 
 
-def parsed_or_refused(request: Request, parse: Callable[[Request], T]) -> tuple[T | None, HeraldError | None]:
-    """What `parse` makes of the request, or the error it raised, kept for `ClaimRead` to answer
+def parsed_or_refused(request: Request, parse: Callable[[Request], T]) -> tuple[T | None, Refusal | None]:
+    """What `parse` makes of the request, or the refusal it raised, kept for `ClaimRead` to answer
     after the claim."""
     try:
         return parse(request), None
-    except HeraldError as exc:
+    except (HeraldError, GatewayRefusal) as exc:
         return None, exc
 
 
