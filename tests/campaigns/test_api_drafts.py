@@ -11,11 +11,12 @@ from typing import Any
 import httpx
 import pytest
 from fastapi import FastAPI
-from sqlalchemy import select, update
+from sqlalchemy import func, select, update
 
 from herald.campaigns.models import Campaign
 from herald.campaigns.views import etag_of
 from herald.clock import FrozenClock
+from herald.http import idempotency
 from herald.workspaces.scopes import Scope
 from tests.campaigns import lifecycle_helpers as h
 from tests.campaigns.payloads import ALL_FEATURES, PAYLOADS
@@ -491,6 +492,28 @@ class TestUpdate:
             assert response.json()["error"]["code"] == "IDEMPOTENCY_CONFLICT"
         stored = await client.get(f"{BASE}/{campaign_id}", headers=workspace.headers(campaigns=True))
         assert stored.headers["ETag"] == etag_of(campaign_id, 2)  # updated once, by the first request
+
+    async def test_a_key_in_flight_is_refused_at_once_then_free(
+        self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant
+    ) -> None:
+        engine = app.state.herald.database.engine
+        if engine.dialect.name != "postgresql":
+            pytest.skip("SQLite has one writer: a duplicate waits for the first, then replays it")
+        campaign_id = await _created_id(client, workspace, MINIMAL_PUSH)
+        key = str(uuid.uuid4())
+        headers = workspace.headers(campaigns=True, idempotency_key=key)
+        body = {"utm_params": {"utm_source": "a", "utm_medium": "b"}}
+        claim = idempotency.Claim(workspace.workspace_id, workspace.key_id, key, fingerprint="")
+        async with engine.connect() as first:  # a request holding the key, in its transaction
+            await first.execute(select(func.pg_advisory_xact_lock(idempotency._lock_id(claim))))
+            busy = await client.patch(f"{BASE}/{campaign_id}", json=body, headers=headers)
+            assert busy.status_code == 409
+            assert busy.json()["error"]["code"] == "DUPLICATE_IDEMPOTENCY_KEY"
+            await first.rollback()
+        done = await client.patch(f"{BASE}/{campaign_id}", json=body, headers=headers)
+        assert done.status_code == 200
+        assert "Idempotent-Replayed" not in done.headers
+        assert done.headers["ETag"] == etag_of(campaign_id, 2)  # the refused one wrote nothing
 
     async def test_an_expired_key_claimed_again_updates_the_current_row(
         self, client: httpx.AsyncClient, workspace: Tenant, clock: FrozenClock
