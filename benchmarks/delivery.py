@@ -118,7 +118,7 @@ async def add_users(settings: Settings, workspace_id: str, count: int) -> None:
         await database.dispose()
 
 
-async def _add_connector(settings: Settings, workspace_id: str, given: ConnectorInput) -> None:
+async def add_workspace_connector(settings: Settings, workspace_id: str, given: ConnectorInput) -> None:
     database = create_database(settings)
     try:
         async with database.writer() as session:
@@ -132,7 +132,7 @@ async def _workspace(settings: Settings, prefix: str, users: int, connector: Con
     workspace_id = f"{prefix}{uuid.uuid4().hex[:8].upper()}"
     credentials = await prepare_workspace(settings, workspace_id)
     await add_users(settings, workspace_id, users)
-    await _add_connector(settings, workspace_id, connector)
+    await add_workspace_connector(settings, workspace_id, connector)
     return credentials
 
 

@@ -33,7 +33,7 @@ from benchmarks.common import (
 )
 from herald.config import Settings
 from herald.db import create_database
-from herald.ids import object_id
+from herald.ids import object_id, offer_public_id
 from herald.main import create_app
 from herald.offers import repository
 from herald.offers.list_query import OffersListQuery
@@ -43,7 +43,12 @@ WORKSPACE = "BENCHOFFERS"
 BATCH = 10_000
 
 
-async def load_offers(settings: Settings, rows: int, workspace: str = WORKSPACE) -> None:
+async def load_offers(
+    settings: Settings, rows: int, workspace: str = WORKSPACE, *, added_to_present: bool = False
+) -> list[str]:
+    """Published offers of `workspace` up to `rows` in all (those present are kept), or `rows` more
+    than are present with `added_to_present`; the public ids of the ones added, newest last."""
+    added: list[str] = []
     database = create_database(settings)
     try:
         async with database.writer() as session:
@@ -51,15 +56,19 @@ async def load_offers(settings: Settings, rows: int, workspace: str = WORKSPACE)
                 select(func.count()).select_from(Offer).where(Offer.workspace_id == workspace)
             )
         first = int(present or 0)
+        if added_to_present:
+            rows += first
         start = datetime(2024, 1, 1, tzinfo=UTC)
         for offset in range(first, rows, BATCH):
             batch = []
             for index in range(offset, min(rows, offset + BATCH)):
                 created = start + timedelta(seconds=index)
+                offer_id = object_id(created)
+                added.append(offer_public_id(offer_id))
                 batch.append(
                     {
                         "workspace_id": workspace,
-                        "id": object_id(created),
+                        "id": offer_id,
                         "name": f"Offer_{index:08d}",
                         "stored_status": STORED_PUBLISHED,
                         "priority": 1 + index % 100,
@@ -86,6 +95,7 @@ async def load_offers(settings: Settings, rows: int, workspace: str = WORKSPACE)
                 await autocommit.exec_driver_sql("VACUUM ANALYZE offers")
     finally:
         await database.dispose()
+    return added
 
 
 def bare_app(settings: Settings) -> Starlette:

@@ -20,6 +20,11 @@ measured before and after in the same run, each scenario's sides one after the o
 Then drives every scenario on every peer with wrk (`-t2 -c32`, one uncounted second of warm-up, then
 `--seconds` each, the peers in turns), and prints each ratio with its target and pass / MISS (the
 `BENCH` summary line as every benchmark).
+
+C8 test-sends through each served Herald's push connector, a webhook to `benchmarks.delivery_sink`
+(started here too). C5 (STOP) and O5 (archive) consume what they act on: just before each runs, every
+side gets a fresh pool of scheduled campaigns or published offers written into its database, and
+each request takes an id of it once.
 """
 
 from __future__ import annotations
@@ -34,20 +39,27 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import httpx
 import orjson
+from cryptography.fernet import Fernet
 
 from benchmarks import wrk
 from benchmarks.campaign_create import create_body
 from benchmarks.common import Credentials, Figure, prepare_workspace, summary
+from benchmarks.delivery import add_users, add_workspace_connector
 from benchmarks.offers_list import load_offers
+from herald.campaigns import importer
 from herald.config import Settings
+from herald.db import create_database
+from herald.delivery.config import ConnectorInput
 
 WORKSPACE = "BENCHPEERS"
 PEERS_DIR = Path(__file__).parent / "peers"
@@ -55,6 +67,9 @@ PRISM = PEERS_DIR / "node_modules" / ".bin" / "prism"
 OFFERS = 1000
 ONE_ROW_LIMIT = "pg-one-row"  # the bare limit of a one-row scenario (`Scenario.one_row_update`)
 POOL = 64  # offers and campaigns O3 and C3 patch in turn (a client writing to its own objects)
+# Objects a consuming scenario may take per second of its run (warm-up included): well above what any
+# side answers (a pool that runs out shows as non-2xx answers).
+CONSUMED_PER_SECOND = 2_500
 
 
 @dataclass(frozen=True)
@@ -70,6 +85,9 @@ class Scenario:
     # A write of one row from every connection: beside it, the bare limit of one row on PostgreSQL
     # (`one_row_limit`), this UPDATE (values: a text, the workspace, the row's id) in a transaction.
     one_row_update: str | None = None
+    # A write an object takes once (an archive, a STOP): `@POOL@` takes each id of a fresh pool of
+    # `CONSUMED` objects of this kind once, made on each side just before the scenario runs.
+    consumes: str | None = None
 
 
 _OFFER_BODY = {
@@ -99,6 +117,21 @@ _OFFER_BODY = {
         "locales": {"en": {"variations": {"A": {"content_1": {"type": "json", "value": '{"discount": 20}'}}}}}
     },
     "variation_meta": {"type": "SMV", "variantsPerLocale": ["A"], "smv_distribution": {"split": {"A": 100}}},
+}
+_TEST_USER = "u00000000"  # `benchmarks.delivery.add_users`' first user: an Android push token
+_TEST_SEND_BODY = {
+    "test_campaign_meta": {"identifier": "USER_ATTRIBUTE_UNIQUE_ID", "identifier_values": [_TEST_USER]},
+    "channel": "PUSH",
+    "campaign_content": {
+        "content": {
+            "push": {
+                "android": {
+                    "template_type": "BASIC",
+                    "basic_details": {"title": "Hi {{UserAttribute['first_name']}}", "message": "Sale"},
+                }
+            }
+        }
+    },
 }
 _PREVIEW_BODY = {
     "request_id": "@UUID@",
@@ -173,6 +206,17 @@ SCENARIOS = [
         ),
     ),
     Scenario("C4", "POST", "/v5/campaigns/{campaign}/validate", campaigns=True, targets=OTHER),
+    # STOP of a scheduled one-time campaign: each campaign answers 200 once.
+    Scenario(
+        "C5",
+        "PATCH",
+        "/v5/campaigns/@POOL@/status",
+        {"action": "STOP"},
+        campaigns=True,
+        idempotency=True,
+        targets=OTHER,
+        consumes="scheduled campaigns",
+    ),
     # The earlier API's update (its body's request_id de-duplicates): a rename of a pooled draft.
     Scenario(
         "L1",
@@ -201,7 +245,21 @@ SCENARIOS = [
         idempotency=True,
         targets=OTHER,
     ),
+    # A test send of inline content to one user, through the workspace's push connector (a webhook
+    # to `benchmarks.delivery_sink`): a real POST per request, its outbox row written.
+    Scenario(
+        "C8", "POST", "/v5/campaigns/test", _TEST_SEND_BODY, campaigns=True, idempotency=True, targets=OTHER
+    ),
     Scenario("C9", "POST", "/v5/personalization/preview", _PREVIEW_BODY, campaigns=True, targets=OTHER),
+    Scenario(
+        "O5",
+        "POST",
+        "/v5/offers/@POOL@/archive",
+        {"updated_by": "e@example.com"},
+        idempotency=True,
+        targets=OTHER,
+        consumes="published offers",
+    ),
     Scenario(
         "ingest",
         "POST",
@@ -224,14 +282,22 @@ class Peer:
     name: str
     url: str
     process: subprocess.Popen[bytes]
+    database_url: str | None = None  # a served Herald's
 
 
 @contextmanager
-def started(name: str, command: list[str], env: dict[str, str], port: int, probe: str) -> Iterator[Peer]:
+def started(
+    name: str,
+    command: list[str],
+    env: dict[str, str],
+    port: int,
+    probe: str,
+    database_url: str | None = None,
+) -> Iterator[Peer]:
     process = subprocess.Popen(
         command, env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
-    peer = Peer(name, f"http://127.0.0.1:{port}", process)
+    peer = Peer(name, f"http://127.0.0.1:{port}", process, database_url)
     try:
         deadline = time.monotonic() + 90
         while True:
@@ -296,12 +362,18 @@ class Fixtures:
     pools: dict[str, list[str]]
 
 
-def fixtures(peer: Peer, settings: Settings, credentials: Credentials) -> Fixtures:
+def fixtures(peer: Peer, settings: Settings, credentials: Credentials, hook: str) -> Fixtures:
     """Scheduled offers (O3), draft campaigns (C2-C4) and a user (C9) made through the API of `peer`:
-    `POOL` of each kind, the first also the one row of the one-row scenarios."""
+    `POOL` of each kind, the first also the one row of the one-row scenarios; in its database, the
+    push connector posting to `hook` and the user C8 sends to."""
     import uuid
 
     headers = credentials.headers(settings)
+    assert peer.database_url is not None, peer.name
+    own = Settings(database_url=peer.database_url, redis_url=None, secret_key=os.environ["HERALD_SECRET_KEY"])
+    asyncio.run(add_users(own, credentials.workspace_id, 1))
+    connector = ConnectorInput("sink", "CUSTOM_API", channel="push", url=hook, secret="s" * 32, timeout=10)
+    asyncio.run(add_workspace_connector(own, credentials.workspace_id, connector))
 
     def created(path: str, body: Any, campaigns: bool = False) -> str:
         response = httpx.post(
@@ -331,16 +403,67 @@ def fixtures(peer: Peer, settings: Settings, credentials: Credentials) -> Fixtur
     )
 
 
-def lua_for(scenario: Scenario, settings: Settings, credentials: Credentials, data: Fixtures) -> Path:
+def lua_headers(scenario: Scenario, settings: Settings, credentials: Credentials) -> dict[str, str]:
     headers = credentials.headers(settings, campaigns=scenario.campaigns)
     if scenario.idempotency:
         headers["Idempotency-Key"] = "@UUID@"
-    body = None
     if scenario.body is not None:
         headers["Content-Type"] = "application/json"
-        body = orjson.dumps(scenario.body).decode()
+    return headers
+
+
+def lua_body(scenario: Scenario) -> str | None:
+    return None if scenario.body is None else orjson.dumps(scenario.body).decode()
+
+
+def lua_for(scenario: Scenario, settings: Settings, credentials: Credentials, data: Fixtures) -> Path:
+    headers = lua_headers(scenario, settings, credentials)
     pool = data.pools[scenario.pool] if scenario.pool else None
-    return wrk.script(scenario.method, scenario.path.format(**data.ids), headers, body, pool)
+    return wrk.script(scenario.method, scenario.path.format(**data.ids), headers, lua_body(scenario), pool)
+
+
+async def consumables(kind: str, peer: Peer, workspace_id: str, count: int) -> list[str]:
+    """`count` fresh objects of `kind` (`Scenario.consumes`) in the served Herald's database,
+    written there directly (as an import would): their public ids."""
+    assert peer.database_url is not None, peer.name
+    settings = Settings(database_url=peer.database_url, redis_url=None)
+    if kind == "published offers":
+        return await load_offers(settings, count, workspace_id, added_to_present=True)
+    assert kind == "scheduled campaigns", kind
+    line = {"channel": "SMS", "campaign_delivery_type": "ONE_TIME", "status": "SCHEDULED"}
+    lines = (orjson.dumps({**line, "created_by": "e@example.com"}).decode() for _ in range(count))
+    parsed = importer.parse_lines(lines, workspace_id, datetime.now(UTC))
+    assert not parsed.problems, parsed.problems[:3]
+    database = create_database(settings)
+    try:
+        async with database.writer() as session:
+            await importer.insert_rows(session, parsed)
+            await session.commit()
+    finally:
+        await database.dispose()
+    return [str(row["id"]) for row in parsed.rows]
+
+
+def consuming_lua(scenario: Scenario, settings: Settings, credentials: Credentials, ids: list[str]) -> Path:
+    headers = lua_headers(scenario, settings, credentials)
+    return wrk.script(scenario.method, scenario.path, headers, lua_body(scenario), ids, consume=True)
+
+
+def _consuming_runs(
+    peer: Peer,
+    scripts: Callable[[list[str]], Path],
+    pool: list[str],
+    seconds: float,
+    connections: int,
+) -> wrk.Result:
+    """The warm-up (on the last second's worth of ids) and the measured run (on the rest): no id is
+    taken twice."""
+    warm_up, measured = scripts(pool[-CONSUMED_PER_SECOND:]), scripts(pool[:-CONSUMED_PER_SECOND])
+    wrk.run(peer.url, warm_up, seconds=1, connections=connections)
+    result = wrk.run(peer.url, measured, seconds=seconds, connections=connections)
+    warm_up.unlink()
+    measured.unlink()
+    return result
 
 
 async def _one_row_updates(
@@ -417,6 +540,8 @@ def main() -> int:
     # Stopped from outside, still stop the peers (the `finally` of each `started`).
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
+    # Seals the connector secrets of every served Herald (C8's push connector).
+    os.environ["HERALD_SECRET_KEY"] = Fernet.generate_key().decode()
     work = Path(tempfile.mkdtemp(prefix="herald-peers-"))
     sqlite_file = work / "herald.db"
     sqlite_url = f"sqlite+aiosqlite:///{sqlite_file}"
@@ -444,15 +569,23 @@ def main() -> int:
             base_credentials["base-pg"] = asyncio.run(prepare(base_postgres_url))
 
     with ExitStack() as stack:
+        port, smtp_port = free_port(), free_port()
+        sink_command = [sys.executable, "-m", "benchmarks.delivery_sink", "--http-port", str(port)]
+        stack.enter_context(
+            started("sink", [*sink_command, "--smtp-port", str(smtp_port)], dict(os.environ), port, "/stats")
+        )
+        sink = f"http://127.0.0.1:{port}/hook"
         port = free_port()
         sqlite_peer = stack.enter_context(
-            started("herald-sqlite", herald_command(port), herald_env(sqlite_url), port, "/healthz")
+            started(
+                "herald-sqlite", herald_command(port), herald_env(sqlite_url), port, "/healthz", sqlite_url
+            )
         )
         peers: dict[str, tuple[Peer, Credentials, Fixtures]] = {
             "herald-sqlite": (
                 sqlite_peer,
                 sqlite_credentials,
-                fixtures(sqlite_peer, settings, sqlite_credentials),
+                fixtures(sqlite_peer, settings, sqlite_credentials, sink),
             )
         }
         if pg_credentials is not None:
@@ -464,9 +597,10 @@ def main() -> int:
                     herald_env(postgres_url, redis_url),
                     port,
                     "/healthz",
+                    postgres_url,
                 )
             )
-            peers["herald-pg"] = (pg_peer, pg_credentials, fixtures(pg_peer, settings, pg_credentials))
+            peers["herald-pg"] = (pg_peer, pg_credentials, fixtures(pg_peer, settings, pg_credentials, sink))
         for name, credentials in base_credentials.items():
             port = free_port()
             on_pg = name == "base-pg"
@@ -474,8 +608,9 @@ def main() -> int:
                 base_postgres_url if on_pg else base_sqlite_url, redis_url if on_pg else None, args.baseline
             )
             command = herald_command(port, 2 if on_pg else 1)
-            peer = stack.enter_context(started(name, command, env, port, "/healthz"))
-            peers[name] = (peer, credentials, fixtures(peer, settings, credentials))
+            database_url = base_postgres_url if on_pg else base_sqlite_url
+            peer = stack.enter_context(started(name, command, env, port, "/healthz", database_url))
+            peers[name] = (peer, credentials, fixtures(peer, settings, credentials, sink))
         spec = work / "openapi.json"
         spec.write_bytes(httpx.get(sqlite_peer.url + "/openapi.json").content)
         port = free_port()
@@ -527,12 +662,20 @@ def measure(
         for name in _sides(scenario, peers):
             peer, credentials, data = peers[name]
             path = "/healthz" if name == "bare" and scenario.name == "404" else scenario.path
-            lua = lua_for(replace(scenario, path=path), settings, credentials, data)
-            # One second of the same load first, not counted, on every side alike: what is measured is
-            # the steady state, not the first requests' lazy work (statement compilation, caches).
-            wrk.run(peer.url, lua, seconds=1, connections=connections)
-            result = wrk.run(peer.url, lua, seconds=seconds, connections=connections)
-            lua.unlink()
+            if scenario.consumes is not None:
+                # The mock keeps no state: any ids serve it (the SQLite side's).
+                owner = peers["herald-sqlite"][0] if name == "mock" else peer
+                count = round(CONSUMED_PER_SECOND * (seconds + 1))
+                pool = asyncio.run(consumables(scenario.consumes, owner, credentials.workspace_id, count))
+                scripts = partial(consuming_lua, scenario, settings, credentials)
+                result = _consuming_runs(peer, scripts, pool, seconds, connections)
+            else:
+                lua = lua_for(replace(scenario, path=path), settings, credentials, data)
+                # One second of the same load first, not counted, on every side alike: what is measured
+                # is the steady state, not the first requests' lazy work (statement compilation, caches).
+                wrk.run(peer.url, lua, seconds=1, connections=connections)
+                result = wrk.run(peer.url, lua, seconds=seconds, connections=connections)
+                lua.unlink()
             results[name] = result
             _print_line(scenario.name, name, result)
         if scenario.one_row_update and pg_dsn and "herald-pg" in peers:

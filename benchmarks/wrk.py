@@ -5,7 +5,8 @@ body becomes a new UUID v4 for each request, `@N@` a number unique in the run (t
 and a tag of the script and of each wrk run), so creates never collide on a name, a request_id or an
 Idempotency-Key. `@POOL@` in the path becomes one id of a pool, the next one for each request of a
 thread (the two threads start half a pool apart): a client writing to its own objects, not 32
-connections queuing on one row.
+connections queuing on one row. A consuming script (an archive, a STOP: an id answers once) takes
+each id of its pool once, the threads in turns.
 """
 
 from __future__ import annotations
@@ -17,10 +18,13 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+THREADS = 2  # wrk's threads (`-t`); a consuming script interleaves them along its pool
+
 _LUA = r"""
 local method, path, body, headers = [==[%(method)s]==], [==[%(path)s]==], %(body)s, {%(headers)s}
 local pool = {%(pool)s}
 local run, counter, threads, sent = [==[%(run)s]==], 0, 0, 0
+local consume, nthreads = %(consume)s, %(threads)d
 function setup(thread) threads = threads + 1; thread:set("tid", threads) end
 function init(args)
   math.randomseed(os.time() * 1000 + (tid or 0) * 7919 + os.clock() * 1e6)
@@ -44,7 +48,11 @@ function request()
   local target = path
   if #pool > 0 then
     sent = sent + 1
-    target = string.gsub(path, "@POOL@", pool[(sent + (tid or 0) * math.floor(#pool / 2)) %% #pool + 1])
+    local at = (sent + (tid or 0) * math.floor(#pool / 2)) %% #pool + 1
+    if consume then  -- each id once: the threads take turns along the pool
+      at = ((sent - 1) * nthreads + (tid or 1) - 1) %% #pool + 1
+    end
+    target = string.gsub(path, "@POOL@", pool[at])
   end
   return wrk.format(method, fill(target), h, body and fill(body) or nil)
 end
@@ -56,11 +64,19 @@ def _lua_string(value: str) -> str:
 
 
 def script(
-    method: str, path: str, headers: dict[str, str], body: str | None, pool: list[str] | None = None
+    method: str,
+    path: str,
+    headers: dict[str, str],
+    body: str | None,
+    pool: list[str] | None = None,
+    *,
+    consume: bool = False,
 ) -> Path:
     """A wrk script sending `method path` with `headers` and `body` (placeholders filled per request;
-    `@POOL@` in the path: the ids of `pool` in turn)."""
+    `@POOL@` in the path: the ids of `pool` in turn, each once with `consume`)."""
     lua = _LUA % {
+        "consume": "true" if consume else "false",
+        "threads": THREADS,
         "pool": ", ".join(_lua_string(item) for item in pool or ()),
         "method": method,
         "path": path,
@@ -114,7 +130,7 @@ def run(
     *,
     seconds: float,
     connections: int,
-    threads: int = 2,
+    threads: int = THREADS,
 ) -> Result:
     """wrk `-t threads -c connections -d seconds --latency` against `url` with the script."""
     command = [

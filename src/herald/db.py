@@ -8,6 +8,7 @@ lands whole or not at all (see `herald.http.middleware`).
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 from collections import deque
 from dataclasses import dataclass
@@ -249,6 +250,19 @@ def _sqlite_engine(url: str, *, immediate: bool, pool_size: int) -> AsyncEngine:
     return engine
 
 
+def _json_text(value: Any) -> str:
+    """A JSON column's value as text for PostgreSQL: orjson where it can (a campaign's 2 KB of
+    components: ~1 µs instead of ~28 µs, on every campaign write), the standard library for what
+    orjson refuses (integers beyond 64 bits, keys that are not strings), so nothing that was stored
+    before fails now."""
+    import orjson  # the PostgreSQL engine's only: a command line on SQLite does not load it
+
+    try:
+        return orjson.dumps(value).decode()
+    except TypeError:
+        return json.dumps(value)
+
+
 def create_database(settings: Settings) -> Database:
     url = settings.database_url
     if url.startswith("sqlite"):
@@ -261,7 +275,9 @@ def create_database(settings: Settings) -> Database:
         # get fresh connections.
         # At most `db_pool_size` connections per process (no overflow): processes times pool size must
         # stay under the server's max_connections; a request beyond them waits for a connection.
-        engine = create_async_engine(url, pool_size=settings.db_pool_size, max_overflow=0)
+        engine = create_async_engine(
+            url, pool_size=settings.db_pool_size, max_overflow=0, json_serializer=_json_text
+        )
         # Reading requests see one snapshot across their statements (a page and its total count).
         read_engine = engine.execution_options(isolation_level="REPEATABLE READ")
         single_statement = engine.execution_options(isolation_level="AUTOCOMMIT")

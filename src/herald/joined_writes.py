@@ -1,5 +1,6 @@
 """A write and an insert that goes with it (a request's idempotency record), in one statement on
-PostgreSQL: one round trip instead of two.
+PostgreSQL: one round trip instead of two. Likewise a read and the request's idempotency claim
+before it (`ClaimedRead`).
 
 The insert is a data-modifying CTE of the write (`WITH joined AS (INSERT ...) UPDATE ...`), which
 PostgreSQL runs once and to completion whatever the write does, in the same snapshot; the
@@ -9,13 +10,13 @@ one after the other (a statement there costs no round trip).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from functools import cache
 from typing import Any, TypeVar
 
-from sqlalchemy import Insert, Table, Update, bindparam
+from sqlalchemy import Insert, Select, Table, Update, bindparam
 from sqlalchemy.engine import CursorResult
-from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
 # An insert built once (its values all parameters) and its parameters, named apart from the write's.
 Joined = tuple[Any, dict[str, Any]]
@@ -23,6 +24,11 @@ T = TypeVar("T")
 # What a service calls with what its write's answer shows, just before that write: an insert to
 # write with it (the request's idempotency record of that answer), or None.
 Answer = Callable[[T], Joined | None]
+# A service's first read of a request (a select of at most one row, built once, and its parameters),
+# run with the request's idempotency claim when the route defers its claim to it: the row read, as
+# a mapping, or None. Without a pending claim it is the plain read; without a select (the service
+# reads nothing: e.g. an id that cannot exist), only the claim.
+ClaimedRead = Callable[[AsyncSession, Select[Any] | None, dict[str, Any]], Awaitable[dict[str, Any] | None]]
 
 
 async def execute_with(

@@ -25,6 +25,7 @@ from herald.clock import Clock, FileClock, SystemClock
 from herald.config import Settings
 from herald.db import create_database
 from herald.delivery import router as delivery_routes
+from herald.delivery.dispatch import Lanes
 from herald.http import documentation, endpoint, handlers
 from herald.http import openapi as openapi_docs
 from herald.http.middleware import HeraldMiddleware
@@ -50,6 +51,7 @@ def create_app(
         clock=clock or (FileClock(settings.clock_file) if settings.clock_file else SystemClock()),
         limiter=limiter or make_store(settings.redis_url),
         credentials=CredentialsCache(ttl=settings.credentials_cache_seconds),
+        test_lanes=Lanes(settings.delivery_concurrency),
     )
 
     sqlite_path = make_url(settings.database_url).database or "" if settings.is_sqlite else None
@@ -73,6 +75,8 @@ def create_app(
             await worker.stop()
         unwatch_pools()
         await readiness.aclose()
+        if services.test_lanes is not None:
+            await services.test_lanes.aclose()
         await services.database.dispose()
         if sqlite_path is not None:
             sqlite_checkpoints.stop(sqlite_path)

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from herald.clock import Clock
 from herald.config import Settings
 from herald.db import Database
 from herald.http.ratelimit import RateLimitStore
 from herald.workspaces.credentials import CredentialsCache
+
+if TYPE_CHECKING:
+    from herald.delivery.dispatch import Lanes
 
 
 @dataclass
@@ -18,3 +22,5 @@ class Services:
     clock: Clock
     limiter: RateLimitStore
     credentials: CredentialsCache = field(default_factory=lambda: CredentialsCache(ttl=0))
+    # Kept-alive HTTP clients every test send (C8) of the process shares (closed with the app).
+    test_lanes: Lanes | None = None

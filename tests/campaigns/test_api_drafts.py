@@ -11,10 +11,12 @@ from typing import Any
 import httpx
 import pytest
 from fastapi import FastAPI
-from sqlalchemy import select, update
+from sqlalchemy import func, select, update
 
 from herald.campaigns.models import Campaign
+from herald.campaigns.views import etag_of
 from herald.clock import FrozenClock
+from herald.http import idempotency
 from herald.workspaces.scopes import Scope
 from tests.campaigns import lifecycle_helpers as h
 from tests.campaigns.payloads import ALL_FEATURES, PAYLOADS
@@ -468,6 +470,67 @@ class TestUpdate:
         second = await client.patch(f"{BASE}/{campaign_id}", json=body, headers=headers)
         assert second.headers["Idempotent-Replayed"] == "true"
         assert second.content == first.content
+
+    async def test_a_reused_key_answers_before_the_body_and_the_campaign_are_looked_at(
+        self, client: httpx.AsyncClient, workspace: Tenant
+    ) -> None:
+        # The key's claim goes with the read of the campaign's row (one statement on PostgreSQL):
+        # it still answers first, as when the guard claimed it on its own.
+        campaign_id = await _created_id(client, workspace, MINIMAL_PUSH)
+        headers = workspace.write_headers(campaigns=True)
+        body = {"utm_params": {"utm_source": "a", "utm_medium": "b"}}
+        assert (await client.patch(f"{BASE}/{campaign_id}", json=body, headers=headers)).status_code == 200
+        for url, content in (
+            (f"{BASE}/{campaign_id}", b"{not json"),
+            (f"{BASE}/{'f' * 24}", b'{"utm_params": null}'),  # no such campaign
+            (f"{BASE}/not-an-id", b'{"utm_params": null}'),
+        ):
+            response = await client.patch(
+                url, content=content, headers={**headers, "Content-Type": "application/json"}
+            )
+            assert response.status_code == 409, (url, response.text)
+            assert response.json()["error"]["code"] == "IDEMPOTENCY_CONFLICT"
+        stored = await client.get(f"{BASE}/{campaign_id}", headers=workspace.headers(campaigns=True))
+        assert stored.headers["ETag"] == etag_of(campaign_id, 2)  # updated once, by the first request
+
+    async def test_a_key_in_flight_is_refused_at_once_then_free(
+        self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant
+    ) -> None:
+        engine = app.state.herald.database.engine
+        if engine.dialect.name != "postgresql":
+            pytest.skip("SQLite has one writer: a duplicate waits for the first, then replays it")
+        campaign_id = await _created_id(client, workspace, MINIMAL_PUSH)
+        key = str(uuid.uuid4())
+        headers = workspace.headers(campaigns=True, idempotency_key=key)
+        body = {"utm_params": {"utm_source": "a", "utm_medium": "b"}}
+        claim = idempotency.Claim(workspace.workspace_id, workspace.key_id, key, fingerprint="")
+        async with engine.connect() as first:  # a request holding the key, in its transaction
+            await first.execute(select(func.pg_advisory_xact_lock(idempotency._lock_id(claim))))
+            busy = await client.patch(f"{BASE}/{campaign_id}", json=body, headers=headers)
+            assert busy.status_code == 409
+            assert busy.json()["error"]["code"] == "DUPLICATE_IDEMPOTENCY_KEY"
+            await first.rollback()
+        done = await client.patch(f"{BASE}/{campaign_id}", json=body, headers=headers)
+        assert done.status_code == 200
+        assert "Idempotent-Replayed" not in done.headers
+        assert done.headers["ETag"] == etag_of(campaign_id, 2)  # the refused one wrote nothing
+
+    async def test_an_expired_key_claimed_again_updates_the_current_row(
+        self, client: httpx.AsyncClient, workspace: Tenant, clock: FrozenClock
+    ) -> None:
+        # A record past its 24 h is forgotten by the claim; the row is then read on its own.
+        campaign_id = await _created_id(client, workspace, MINIMAL_PUSH)
+        headers = workspace.write_headers(campaigns=True)
+        body = {"utm_params": {"utm_source": "a", "utm_medium": "b"}}
+        first = await client.patch(f"{BASE}/{campaign_id}", json=body, headers=headers)
+        clock.advance(hours=24)
+        again = await client.patch(f"{BASE}/{campaign_id}", json=body, headers=headers)
+        assert (first.status_code, again.status_code) == (200, 200)
+        assert "Idempotent-Replayed" not in again.headers
+        assert again.headers["ETag"] != first.headers["ETag"]  # a second write: the next revision
+        replayed = await client.patch(f"{BASE}/{campaign_id}", json=body, headers=headers)
+        assert replayed.headers["Idempotent-Replayed"] == "true"
+        assert replayed.headers["ETag"] == again.headers["ETag"]
 
 
 class TestEditabilityByState:

@@ -264,6 +264,30 @@ class TestBodyAndAccess:
         assert other.status_code == 409
         assert other.json()["error"]["code"] == "IDEMPOTENCY_CONFLICT"
 
+    async def test_a_repeated_update_is_applied_once_and_its_request_id_answers_first(
+        self, app: FastAPI, client: httpx.AsyncClient, ws: Tenant
+    ) -> None:
+        # Without `status` the update is written as C3 writes; the request_id's claim goes with
+        # the read of the row, and still answers before the body's own checks (here: the scope a
+        # publish needs).
+        campaign_id = await h.create(client, ws, PAYLOADS["push_device_triggered"])
+        editor = await add_key(app, ws, [Scope.CAMPAIGNS_CREATE_MANAGE])
+        rename = {"basic_details": {"name": "Renamed once"}}
+        first = await h.v1_patch(client, editor, campaign_id, rename, publish=False, request_id="edit-1")
+        after_first = await client.get(f"{h.BASE}/{campaign_id}", headers=ws.headers(campaigns=True))
+        again = await h.v1_patch(client, editor, campaign_id, rename, publish=False, request_id="edit-1")
+        assert (first.status_code, again.status_code) == (204, 204)
+        assert again.headers["Idempotent-Replayed"] == "true"
+        after_again = await client.get(f"{h.BASE}/{campaign_id}", headers=ws.headers(campaigns=True))
+        assert after_again.headers["ETag"] == after_first.headers["ETag"]  # not written twice
+        assert after_again.json()["data"]["basic_details"]["name"] == "Renamed once"
+        publishing = await h.v1_patch(client, editor, campaign_id, rename, request_id="edit-1")
+        assert publishing.status_code == 409
+        assert publishing.json()["error"]["code"] == "IDEMPOTENCY_CONFLICT"
+        refused = await h.v1_patch(client, editor, campaign_id, rename, request_id="edit-2")
+        assert refused.status_code == 403  # a fresh request_id: the scope decides
+        assert (await h.get(client, ws, campaign_id))["status"] == "DRAFT"
+
 
 class TestVersioning:
     async def _live(

@@ -10,10 +10,11 @@ locked, like every campaign write, so concurrent writers of other kinds queue be
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, Any
+from typing import cast as typed
 
 from pydantic import Field, ValidationError
-from sqlalchemy import select, update
+from sqlalchemy import Row, Table, bindparam, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from herald.campaigns import lifecycle, service
@@ -21,7 +22,8 @@ from herald.campaigns.lifecycle import Action
 from herald.campaigns.models import Campaign
 from herald.campaigns.schemas.common import CampaignStatus, DeliveryType
 from herald.delivery.engine import periodic
-from herald.errors import InvalidState, NotFound, Unprocessable, ValidationFailed
+from herald.errors import InvalidState, Unprocessable, ValidationFailed
+from herald.ids import is_object_id
 from herald.pydantic_errors import problems_from_validation_error
 from herald.schemas import APIModel
 from herald.wake import wake_on_commit
@@ -41,34 +43,58 @@ def parse_status_body(raw: object) -> StatusBody:
         raise ValidationFailed(problems_from_validation_error(exc, raw)) from None
 
 
-async def _reload(session: AsyncSession, row: Campaign) -> Campaign:
-    """The campaign's latest version as committed now (a concurrent publish may have made a new one)."""
-    query = (
-        select(Campaign)
-        .where(
-            Campaign.workspace_id == row.workspace_id,
-            Campaign.campaign_id == row.campaign_id,
-            Campaign.is_latest,
-        )
-        .execution_options(populate_existing=True)
+_CAMPAIGNS = typed(Table, Campaign.__table__)
+# Built once, run as Core statements on the session's connection: what the rule decides on, not the
+# whole row (its documents are what C5 needs least), and the compare-and-set that writes the move.
+_STATE = select(
+    *(_CAMPAIGNS.c[name] for name in ("id", "campaign_id", "status", "paused_from", "delivery_type")),
+    _CAMPAIGNS.c.parent_id,
+).where(
+    _CAMPAIGNS.c.workspace_id == bindparam("workspace_id"),
+    _CAMPAIGNS.c.campaign_id == bindparam("campaign_id"),
+    _CAMPAIGNS.c.is_latest,
+)
+_STATE_LOCKED = _STATE.with_for_update()
+# The SET clause: `status`, `paused_from`, `updated_at` from the parameters, and the revision.
+_MOVE = (
+    update(_CAMPAIGNS)
+    .where(
+        _CAMPAIGNS.c.workspace_id == bindparam("row_workspace_id"),
+        _CAMPAIGNS.c.id == bindparam("row_id"),
+        _CAMPAIGNS.c.is_latest,
+        _CAMPAIGNS.c.status == bindparam("decided_on"),
     )
-    found = (await session.scalars(query)).first()
-    if found is None:
-        raise NotFound("No campaign with this id exists in the workspace.", target="campaign_id")
-    return found
+    .values(revision=_CAMPAIGNS.c.revision + 1)
+)
+
+
+async def _state(session: AsyncSession, workspace_id: str, campaign_id: str) -> Row[Any]:
+    """The latest version's state, locked as every campaign write locks it (`repository.get_latest`);
+    read again when the version waited for stopped being the latest while the request queued."""
+    connection = await session.connection()
+    key = {"workspace_id": workspace_id, "campaign_id": campaign_id}
+    row = None
+    if is_object_id(campaign_id):
+        row = (await connection.execute(_STATE_LOCKED, key)).first()
+        row = row or (await connection.execute(_STATE_LOCKED, key)).first()
+    if row is None:
+        await service.no_latest(session, workspace_id, campaign_id)
+    return row
 
 
 async def change_status(
     session: AsyncSession, workspace_id: str, campaign_id: str, raw: object, now: datetime
-) -> tuple[Campaign, Action]:
+) -> tuple[str, Action]:
+    """Apply the body's action: the id of the version row it moved, and the action."""
     body = parse_status_body(raw)
-    row = await service.get_campaign(session, workspace_id, campaign_id, for_update=True)
+    row = await _state(session, workspace_id, campaign_id)
     if row.parent_id is not None:
         raise Unprocessable(
             f"{body.action.value} cannot be applied to a run of a periodic campaign; "
             f"apply it to the campaign {row.parent_id}.",
             target="action",
         )
+    connection = await session.connection()
     for _ in range(_ATTEMPTS):
         current = CampaignStatus(row.status)
         paused_from = CampaignStatus(row.paused_from) if row.paused_from else None
@@ -77,27 +103,18 @@ async def change_status(
             raise Unprocessable(
                 lifecycle.refusal(body.action, row.delivery_type, current.value), target="action"
             )
-        result = await session.execute(
-            update(Campaign)
-            .where(
-                Campaign.workspace_id == workspace_id,
-                Campaign.id == row.id,
-                Campaign.is_latest,
-                Campaign.status == current.value,
-            )
-            .values(
-                status=change.status.value,
-                paused_from=change.paused_from.value if change.paused_from else None,
-                updated_at=now,
-                revision=Campaign.revision + 1,
-            )
-            .execution_options(synchronize_session=False)
-        )
-        if getattr(result, "rowcount", 0) == 1:
+        values = {
+            "status": change.status.value,
+            "paused_from": change.paused_from.value if change.paused_from else None,
+            "updated_at": now,
+        }
+        key = {"row_workspace_id": workspace_id, "row_id": row.id, "decided_on": current.value}
+        result = await connection.execute(_MOVE, {**values, **key})
+        if result.rowcount == 1:
             if body.action is Action.RESUME and row.delivery_type == DeliveryType.PERIODIC.value:
                 # Occurrences missed while paused are skipped: the next run is the next one after now.
                 await periodic.record_resume(session, workspace_id, row.campaign_id, now)
             await wake_on_commit(session)  # e.g. a STOP: the engine ends its execution now
-            return await _reload(session, row), body.action
-        row = await _reload(session, row)
+            return row.id, body.action
+        row = await _state(session, workspace_id, campaign_id)
     raise InvalidState("The campaign's status keeps changing under concurrent requests; retry.")

@@ -53,14 +53,14 @@ def _envelope(request: Request, data: dict[str, Any]) -> dict[str, Any]:
 async def update_campaign_status(
     request: Request, campaign_id: str, caller: Annotated[Caller, guarded(STATUS)]
 ) -> Response:
-    row, action = await actions.change_status(
+    row_id, action = await actions.change_status(
         unit_of_work(request).session(),
         caller.workspace_id,
         campaign_id,
         json_body(request),
         services_of(request).clock.now(),
     )
-    return json_response(_envelope(request, {"id": row.id, "action": action.value}))
+    return json_response(_envelope(request, {"id": row_id, "action": action.value}))
 
 
 @router.post(

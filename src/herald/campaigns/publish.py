@@ -28,6 +28,7 @@ from herald.campaigns.schemas.common import CampaignStatus, DeliveryType, EmailA
 from herald.campaigns.validation import UpdateModels
 from herald.errors import Unprocessable
 from herald.ids import object_id
+from herald.joined_writes import Answer, ClaimedRead
 from herald.problems import Problem
 from herald.wake import wake_on_commit
 
@@ -58,27 +59,40 @@ def asks_to_publish(raw: object) -> bool:
 
 
 async def update_and_publish(
-    session: AsyncSession, workspace: service.Workspace, campaign_id: str, raw: object, now: datetime
-) -> Campaign:
-    """Apply an L1 body to the campaign; returns the row that is now the latest version."""
-    row = await service.get_campaign(session, workspace.id, campaign_id, for_update=True)
+    session: AsyncSession,
+    workspace: service.Workspace,
+    campaign_id: str,
+    raw: object,
+    now: datetime,
+    answer: Answer[tuple[str, int]] | None = None,
+    read: ClaimedRead | None = None,
+) -> None:
+    """Apply an L1 body to the campaign. An update without `status` is written as C3 writes
+    (Core statements; `answer` and `read` as `service.update_campaign` takes them); a publish
+    works on the loaded row."""
+    stored = await service.get_stored(session, workspace.id, campaign_id, for_update=True, read=read)
     publishing = asks_to_publish(raw)
-    status = CampaignStatus(row.status)
+    status = CampaignStatus(stored.status)
     if publishing and status is not CampaignStatus.DRAFT and status not in lifecycle.LIVE:
         raise Unprocessable(f"A {status.value} campaign cannot be published.", target="status")
-    prepared = service.prepare_update(workspace, row, v1_merge.merged_body(row.components, raw), V1_MODELS)
+    body = v1_merge.merged_body(stored.components, raw)
     if not publishing:
-        return await service.apply_update(session, prepared, now)
-
+        checked = service.check_update(workspace, stored, body, V1_MODELS)
+        await service.write_update(session, workspace.id, stored, checked, now, answer)
+        return
+    # The row is locked already (read above): loading it whole costs a statement, on publishes only.
+    row = await service.get_campaign(session, workspace.id, campaign_id, for_update=True)
+    prepared = service.prepare_update(workspace, row, body, V1_MODELS)
     problems = await service.publish_problems(session, workspace, prepared.merged)
     if problems:
         raise Unprocessable(_publish_message(problems), details=problems)
     await wake_on_commit(session)  # an ASAP campaign starts sending at the next tick: make it now
     if status is CampaignStatus.DRAFT:
-        return await _publish_draft(session, prepared, now)
-    if Feature.VERSIONING.value in workspace.features and prepared.changes_components:
-        return await _new_version(session, prepared, now)
-    return await service.apply_update(session, prepared, now)
+        await _publish_draft(session, prepared, now)
+    elif Feature.VERSIONING.value in workspace.features and prepared.changes_components:
+        await _new_version(session, prepared, now)
+    else:
+        await service.apply_update(session, prepared, now)
 
 
 def _publish_message(problems: list[Problem]) -> str:

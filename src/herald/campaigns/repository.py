@@ -13,7 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from herald.campaigns.models import Campaign, CampaignRequestId, CampaignTag, StoredCampaign
 from herald.db import UTCDateTime
-from herald.joined_writes import Joined, execute_with
+from herald.joined_writes import ClaimedRead, Joined, execute_with
 
 _CAMPAIGNS = typed(Table, Campaign.__table__)
 # Built once, run as Core statements on the session's connection (C3 and C4 on every request): a
@@ -77,14 +77,22 @@ async def get_numbered_version(
 
 
 async def stored_latest(
-    session: AsyncSession, workspace_id: str, campaign_id: str, *, for_update: bool = False
+    session: AsyncSession,
+    workspace_id: str,
+    campaign_id: str,
+    *,
+    for_update: bool = False,
+    read: ClaimedRead | None = None,
 ) -> StoredCampaign | None:
-    """What `StoredCampaign` holds of the latest version; `for_update` locks it as `get_latest` does."""
-    connection = await session.connection()
+    """What `StoredCampaign` holds of the latest version; `for_update` locks it as `get_latest` does.
+    `read` runs the statement (with the request's idempotency claim, `herald.joined_writes`)."""
     statement = _STORED_LOCKED if for_update else _STORED
-    row = (
-        await connection.execute(statement, {"workspace_id": workspace_id, "campaign_id": campaign_id})
-    ).first()
+    params = {"workspace_id": workspace_id, "campaign_id": campaign_id}
+    if read is not None:
+        found = await read(session, statement, params)
+        return None if found is None else StoredCampaign(**found)
+    connection = await session.connection()
+    row = (await connection.execute(statement, params)).first()
     return None if row is None else StoredCampaign(**row._mapping)
 
 

@@ -20,8 +20,10 @@ from herald.http.auth import Caller
 from herald.http.docs import error_responses
 from herald.http.operation import (
     AnswerFirst,
+    ClaimRead,
     Operation,
     guarded,
+    parsed_or_refused,
     reserve_quota,
     services_of,
     unit_of_work,
@@ -43,7 +45,12 @@ CREATE = Operation(
 )
 GET = Operation("C2", Scope.CAMPAIGNS_VIEW, "campaign_ops", campaigns=True)
 UPDATE = Operation(
-    "C3", Scope.CAMPAIGNS_CREATE_MANAGE, "campaign_ops", campaigns=True, idempotency="required"
+    "C3",
+    Scope.CAMPAIGNS_CREATE_MANAGE,
+    "campaign_ops",
+    campaigns=True,
+    idempotency="required",
+    claim_with_read=True,
 )
 # C4 is a POST that only reads: it reads in a session of its own, so that on SQLite it does not
 # queue for (and hold) the one write lock a writing request's transaction takes. Its two reads (the
@@ -178,16 +185,18 @@ async def update_campaign(
         row_id, revision = written
         return json_response(_envelope(request, {"id": row_id}), headers={"ETag": etag_of(row_id, revision)})
 
+    raw, refused = parsed_or_refused(request, json_body)
     first = AnswerFirst(request, answer)  # its record goes with the row's update
     await service.update_campaign(
         unit_of_work(request).session(),
         workspace_of(caller),
         campaign_id,
-        json_body(request),
+        raw,
         services_of(request).clock.now(),
         if_match,
         etag_of,
         first,
+        ClaimRead(request, refused),  # the key's claim goes with the row's read
     )
     return first.response
 

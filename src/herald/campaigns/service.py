@@ -5,10 +5,11 @@ Services never commit (the request's unit of work does) and take plain values, n
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, TypeVar
+from functools import cached_property
+from typing import Any, NoReturn, TypeVar
 
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm.exc import StaleDataError
@@ -30,7 +31,7 @@ from herald.campaigns.validation import (
 from herald.delivery import connectors as delivery_connectors
 from herald.errors import DuplicateRequestId, InvalidState, NotFound, PreconditionFailed, ValidationFailed
 from herald.ids import is_object_id, object_id
-from herald.joined_writes import Answer
+from herald.joined_writes import Answer, ClaimedRead
 from herald.personalization import check_template
 from herald.problems import Problem
 
@@ -138,13 +139,23 @@ async def get_campaign(
 
 
 async def get_stored(
-    session: AsyncSession, workspace_id: str, campaign_id: str, *, for_update: bool = False
+    session: AsyncSession,
+    workspace_id: str,
+    campaign_id: str,
+    *,
+    for_update: bool = False,
+    read: ClaimedRead | None = None,
 ) -> StoredCampaign:
-    """`get_campaign`, reading only what `StoredCampaign` holds, without an ORM instance (C3, C4)."""
+    """`get_campaign`, reading only what `StoredCampaign` holds, without an ORM instance (C3, C4,
+    L1); `read` runs the first read (see `herald.joined_writes.ClaimedRead`)."""
 
     async def latest() -> StoredCampaign | None:
-        return await repository.stored_latest(session, workspace_id, campaign_id, for_update=for_update)
+        return await repository.stored_latest(
+            session, workspace_id, campaign_id, for_update=for_update, read=read
+        )
 
+    if read is not None and not is_object_id(campaign_id):
+        await read(session, None, {})  # no row to read: the claim still answers first
     return await _latest(session, workspace_id, campaign_id, latest, for_update)
 
 
@@ -163,19 +174,25 @@ async def _latest(
             # version): a new statement sees, and locks, the one that replaced it.
             row = await latest()
     if row is None:
-        snapshot = (
-            await repository.get_version(session, workspace_id, campaign_id)
-            if is_object_id(campaign_id)
-            else None
-        )
-        if snapshot is not None:
-            raise InvalidState(
-                f"{campaign_id} is version {snapshot.version_number} of campaign {snapshot.campaign_id}, "
-                "an immutable snapshot; address the campaign by its campaign_id.",
-                target="campaign_id",
-            )
-        raise NotFound("No campaign with this id exists in the workspace.", target="campaign_id")
+        await no_latest(session, workspace_id, campaign_id)
     return row
+
+
+async def no_latest(session: AsyncSession, workspace_id: str, campaign_id: str) -> NoReturn:
+    """The error for an id that names no latest version: a version's own id (an immutable
+    snapshot) or nothing at all."""
+    snapshot = (
+        await repository.get_version(session, workspace_id, campaign_id)
+        if is_object_id(campaign_id)
+        else None
+    )
+    if snapshot is not None:
+        raise InvalidState(
+            f"{campaign_id} is version {snapshot.version_number} of campaign {snapshot.campaign_id}, "
+            "an immutable snapshot; address the campaign by its campaign_id.",
+            target="campaign_id",
+        )
+    raise NotFound("No campaign with this id exists in the workspace.", target="campaign_id")
 
 
 async def get_campaign_or_version(
@@ -197,14 +214,17 @@ async def get_campaign_or_version(
 
 @dataclass(frozen=True)
 class CheckedUpdate:
-    """An update that passed every check: the body and the campaign it makes."""
+    """An update that passed every check: the body, the campaign it makes and the stored
+    components it was checked against."""
 
     body: CampaignUpdate
     merged: CampaignDocument
+    stored_components: Mapping[str, Any]
 
-    @property
+    @cached_property
     def components(self) -> dict[str, Any]:
-        return self.merged.components_json()
+        """The merged campaign's components as stored; those not sent are kept as read."""
+        return self.merged.components_json(self.stored_components, sent_components(self.body))
 
 
 @dataclass(frozen=True)
@@ -245,7 +265,7 @@ def check_update(
     problems = validate_campaign(merged, Stage.DRAFT_PATCH, workspace.features, sent, previous=current)
     if problems:
         raise ValidationFailed(problems)
-    return CheckedUpdate(body=body, merged=merged)
+    return CheckedUpdate(body=body, merged=merged, stored_components=stored.components)
 
 
 def prepare_update(
@@ -253,7 +273,9 @@ def prepare_update(
 ) -> PreparedUpdate:
     """`check_update` of a loaded row, kept with it for `apply_update`."""
     checked = check_update(workspace, StoredCampaign.of(row), raw, models)
-    return PreparedUpdate(body=checked.body, merged=checked.merged, row=row)
+    return PreparedUpdate(
+        body=checked.body, merged=checked.merged, stored_components=checked.stored_components, row=row
+    )
 
 
 def _written_columns(checked: CheckedUpdate, now: datetime) -> dict[str, Any]:
@@ -324,9 +346,11 @@ async def update_campaign(
     if_match: str | None,
     current_etag: Callable[[str, int], str],
     answer: Answer[tuple[str, int]] | None = None,
+    read: ClaimedRead | None = None,
 ) -> tuple[str, int]:
-    """C3: the row's id and its new revision (`answer`: see `write_update`)."""
-    stored = await get_stored(session, workspace.id, campaign_id, for_update=True)
+    """C3: the row's id and its new revision (`answer`: see `write_update`; `read`: see
+    `herald.joined_writes.ClaimedRead`)."""
+    stored = await get_stored(session, workspace.id, campaign_id, for_update=True, read=read)
     if if_match is not None and if_match.strip() not in ("*", current_etag(stored.id, stored.revision)):
         raise PreconditionFailed(target="If-Match")
     checked = check_update(workspace, stored, raw)

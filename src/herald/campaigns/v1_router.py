@@ -13,7 +13,16 @@ from herald.campaigns.openapi import V1_UPDATE_BODY
 from herald.campaigns.router import json_body, workspace_of
 from herald.http.auth import Caller
 from herald.http.docs import error_responses
-from herald.http.operation import Operation, guarded, require_scope, services_of, unit_of_work
+from herald.http.operation import (
+    AnswerFirst,
+    ClaimRead,
+    Operation,
+    guarded,
+    parsed_or_refused,
+    require_scope,
+    services_of,
+    unit_of_work,
+)
 from herald.workspaces.scopes import Scope
 
 router = APIRouter(prefix="/core-services/v1/campaigns", tags=["campaigns (earlier API)"])
@@ -21,7 +30,12 @@ router = APIRouter(prefix="/core-services/v1/campaigns", tags=["campaigns (earli
 # Component updates need create_manage; publishing needs create_manage_publish (checked once the
 # body says so). The body's request_id de-duplicates repeats.
 UPDATE_V1 = Operation(
-    "L1", Scope.CAMPAIGNS_CREATE_MANAGE, "campaign_ops", campaigns=True, idempotency="body_request_id"
+    "L1",
+    Scope.CAMPAIGNS_CREATE_MANAGE,
+    "campaign_ops",
+    campaigns=True,
+    idempotency="body_request_id",
+    claim_with_read=True,
 )
 
 
@@ -43,14 +57,22 @@ UPDATE_V1 = Operation(
 async def update_campaign_v1(
     request: Request, campaign_id: str, caller: Annotated[Caller, guarded(UPDATE_V1)]
 ) -> Response:
-    raw = json_body(request)
-    if publish.asks_to_publish(raw):
-        require_scope(caller, Scope.CAMPAIGNS_CREATE_MANAGE_PUBLISH)
+    def body(request: Request) -> object:
+        raw = json_body(request)
+        if publish.asks_to_publish(raw):
+            require_scope(caller, Scope.CAMPAIGNS_CREATE_MANAGE_PUBLISH)
+        return raw
+
+    raw, refused = parsed_or_refused(request, body)
+    # An update's record goes with the row's update, the key's claim with the row's read.
+    first: AnswerFirst[tuple[str, int]] = AnswerFirst(request, lambda _: Response(status_code=204))
     await publish.update_and_publish(
         unit_of_work(request).session(),
         workspace_of(caller),
         campaign_id,
         raw,
         services_of(request).clock.now(),
+        first,
+        ClaimRead(request, refused),
     )
-    return Response(status_code=204)
+    return first.response if first.made else Response(status_code=204)

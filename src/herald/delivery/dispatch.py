@@ -38,47 +38,23 @@ from herald.delivery.smtp import SmtpSessions
 from herald.delivery.webhook import send_webhook, send_webhook_batch
 
 
-class Dispatcher:
-    def __init__(
-        self,
-        settings: Settings,
-        clock: Clock,
-        sessions: async_sessionmaker[AsyncSession],
-        request_id: str | None = None,
-    ) -> None:
-        self._settings = settings
-        self._clock = clock
-        self._sessions = sessions
-        self._request_id = request_id
-        self._down: dict[str, str] = {}
-        # Failed attempts in a row per connector, and the last reason (reset by a success).
-        self._streak: dict[str, tuple[int, str]] = {}
-        self._secrets: dict[str, dict[str, str] | SecretKeyError] = {}
-        # At most `delivery_concurrency` requests in flight, each on a lane of its own: an HTTP
-        # client with one kept-alive connection. One client pooling that many connections would
-        # walk its whole pool (twice per request, quadratically in its size) on every request; at a
-        # few hundred messages a second that walk was most of the worker's time.
-        self.lanes = max(1, settings.delivery_concurrency)
-        self._flight = asyncio.Semaphore(self.lanes)
+class Lanes:
+    """At most `count` requests in flight, each on a lane of its own: an HTTP client with one
+    kept-alive connection. One client pooling that many connections would walk its whole pool
+    (twice per request, quadratically in its size) on every request; at a few hundred messages a
+    second that walk was most of the worker's time."""
+
+    def __init__(self, count: int) -> None:
+        self.count = max(1, count)
+        self.flight = asyncio.Semaphore(self.count)
         self._idle: list[httpx.AsyncClient] = []
-        self._lanes: list[httpx.AsyncClient] = []
-        self._smtp = SmtpSessions()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        # Side by side: one after the other, each close waits a turn of the (maybe busy) loop.
-        await asyncio.gather(*(client.aclose() for client in self._lanes))
-        await self._smtp.close()
+        self._all: list[httpx.AsyncClient] = []
 
     @contextlib.asynccontextmanager
-    async def _lane(self) -> AsyncIterator[httpx.AsyncClient]:
+    async def lane(self) -> AsyncIterator[httpx.AsyncClient]:
         """A client to send one request on, held while it is in flight (the last one released
         first: its connection is the likeliest to be open still)."""
-        async with self._flight:
+        async with self.flight:
             client = self._idle.pop() if self._idle else self._new_lane()
             try:
                 yield client
@@ -93,8 +69,48 @@ class Dispatcher:
             verify=tls_context(),
             limits=httpx.Limits(max_connections=1, max_keepalive_connections=1),
         )
-        self._lanes.append(client)
+        self._all.append(client)
         return client
+
+    async def aclose(self) -> None:
+        # Side by side: one after the other, each close waits a turn of the (maybe busy) loop.
+        clients, self._all, self._idle = self._all, [], []
+        await asyncio.gather(*(client.aclose() for client in clients))
+
+
+class Dispatcher:
+    def __init__(
+        self,
+        settings: Settings,
+        clock: Clock,
+        sessions: async_sessionmaker[AsyncSession],
+        request_id: str | None = None,
+        lanes: Lanes | None = None,
+    ) -> None:
+        """`lanes`: shared with other dispatchers (and closed by their owner); by default, lanes
+        of this dispatcher's own, closed with it."""
+        self._settings = settings
+        self._clock = clock
+        self._sessions = sessions
+        self._request_id = request_id
+        self._down: dict[str, str] = {}
+        # Failed attempts in a row per connector, and the last reason (reset by a success).
+        self._streak: dict[str, tuple[int, str]] = {}
+        self._secrets: dict[str, dict[str, str] | SecretKeyError] = {}
+        self._own_lanes = lanes is None
+        self._lanes = Lanes(settings.delivery_concurrency) if lanes is None else lanes
+        self.lanes = self._lanes.count
+        self._smtp = SmtpSessions()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self._own_lanes:
+            await self._lanes.aclose()
+        await self._smtp.close()
 
     async def send(self, connector: Connector, envelope: Envelope) -> Outcome:
         """Record PENDING, attempt, record the outcome. Raises only if the PENDING row cannot be
@@ -257,10 +273,10 @@ class Dispatcher:
             settings = connector.settings or {}
             time_limit = float(settings.get("timeout") or self._settings.delivery_timeout_seconds)
             if is_smtp(connector.type):
-                async with self._flight:
+                async with self._lanes.flight:
                     outcome = await self._smtp.send(connector.id, settings, secrets, envelope, time_limit)
             else:
-                async with self._lane() as client:
+                async with self._lanes.lane() as client:
                     if batch is not None:
                         outcome = await send_webhook_batch(client, settings, secrets, batch, time_limit)
                     else:

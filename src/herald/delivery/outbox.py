@@ -25,7 +25,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, cast
 
-from sqlalchemy import Table, func, insert, select, update
+from sqlalchemy import Table, bindparam, func, insert, select, update
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
@@ -40,18 +40,18 @@ MAX_LIST_LIMIT = 1000
 # The engine's window writes go to the table itself: the ORM's bulk paths (per-row bookkeeping for
 # entities nobody loads) cost more than the statements.
 _TABLE = cast(Table, OutboxEntry.__table__)
+# So do a single message's (a test send's), as statements built once.
+_INSERT = insert(_TABLE)
+# The SET clause is the parameters' columns.
+_SETTLE = update(_TABLE).where(
+    _TABLE.c.workspace_id == bindparam("row_workspace_id"), _TABLE.c.id == bindparam("row_id")
+)
 
 
 class OutboxStatus(StrEnum):
     PENDING = "PENDING"
     SENT = "SENT"
     FAILED = "FAILED"
-
-
-def _row(
-    envelope: Envelope, connector: Connector | None, request_id: str | None, status: OutboxStatus
-) -> OutboxEntry:
-    return OutboxEntry(**_values(envelope, connector, request_id, status))
 
 
 def _values(
@@ -101,7 +101,7 @@ async def record_pending(
 ) -> None:
     """Commit the PENDING row. Raises if it cannot be written: then nothing may be sent."""
     async with sessions() as session:
-        session.add(_row(envelope, connector, request_id, OutboxStatus.PENDING))
+        await session.execute(_INSERT, _values(envelope, connector, request_id, OutboxStatus.PENDING))
         await session.commit()
 
 
@@ -290,13 +290,9 @@ async def record_outcome(
     status = OutboxStatus.SENT if outcome.sent else OutboxStatus.FAILED
     try:
         async with sessions() as session:
-            await session.execute(
-                update(OutboxEntry)
-                .where(
-                    OutboxEntry.workspace_id == envelope.workspace_id, OutboxEntry.id == envelope.delivery_id
-                )
-                .values(status=status.value, failure_reason=outcome.reason, updated_at=now)
-            )
+            values = {"status": status.value, "failure_reason": outcome.reason, "updated_at": now}
+            key = {"row_workspace_id": envelope.workspace_id, "row_id": envelope.delivery_id}
+            await session.execute(_SETTLE, {**values, **key})
             await session.commit()
     except SQLAlchemyError:
         log.exception("could not record the outcome of delivery %s", envelope.delivery_id)
@@ -312,10 +308,9 @@ async def record_unsent(
     reason: str,
 ) -> None:
     """A message that was never attempted (e.g. the recipient has no address), recorded FAILED."""
-    row = _row(envelope, connector, request_id, OutboxStatus.FAILED)
-    row.failure_reason = reason
+    values = _values(envelope, connector, request_id, OutboxStatus.FAILED)
     async with sessions() as session:
-        session.add(row)
+        await session.execute(_INSERT, {**values, "failure_reason": reason})
         await session.commit()
     metrics.SENDS.labels(OutboxStatus.FAILED.value).inc()
 

@@ -84,7 +84,9 @@ def _json_body(request: Request) -> Any:
 )
 async def test_campaign(request: Request, caller: Annotated[Caller, guarded(TEST)]) -> Response:
     services = services_of(request)
-    deployment = testsend.Deployment(services.settings, services.clock, services.database)
+    deployment = testsend.Deployment(
+        services.settings, services.clock, services.database, services.test_lanes
+    )
     results = await testsend.test_campaign(
         deployment, caller.workspace_id, _json_body(request), request_id(request)
     )

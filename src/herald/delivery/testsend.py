@@ -31,7 +31,7 @@ from herald.config import Settings
 from herald.db import Database
 from herald.delivery import recipients as recipients_lookup
 from herald.delivery.config import is_smtp
-from herald.delivery.dispatch import Dispatcher
+from herald.delivery.dispatch import Dispatcher, Lanes
 from herald.delivery.messages import Envelope, Outcome, Recipient
 from herald.delivery.models import Connector
 from herald.delivery.push_options import push_options
@@ -62,6 +62,7 @@ class Deployment:
     settings: Settings
     clock: Clock
     database: Database
+    lanes: Lanes | None = None  # shared by the process's test sends (else the request's own)
 
 
 @dataclass(frozen=True)
@@ -94,7 +95,8 @@ async def test_campaign(
     async with deployment.database.reader() as session:
         plan = await _plan(session, workspace_id, request)
     sessions = deployment.database.writer
-    async with Dispatcher(deployment.settings, deployment.clock, sessions, request_id) as dispatcher:
+    dispatcher = Dispatcher(deployment.settings, deployment.clock, sessions, request_id, deployment.lanes)
+    async with dispatcher:
         return await _execute(deployment.clock, dispatcher, workspace_id, request, plan)
 
 

@@ -30,6 +30,8 @@ class UnitOfWork:
     # Undo steps outside the database (e.g. giving back a reserved quota slot) run when the request fails.
     on_failure: list[Callback] = field(default_factory=list)
     idempotency: Claim | None = None
+    # A claim the guard left to the handler's first read (`Operation.claim_with_read`), until it runs.
+    pending_claim: Claim | None = None
     # The handler wrote the claim's record with its own last statement (`operation.recorded_with`):
     # the commit writes none.
     recorded: bool = False

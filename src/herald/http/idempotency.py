@@ -21,13 +21,16 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import cache
 from typing import Any, cast
 
 from sqlalchemy import (
+    BigInteger,
     Boolean,
     Index,
     Integer,
     LargeBinary,
+    Select,
     String,
     Table,
     bindparam,
@@ -37,11 +40,12 @@ from sqlalchemy import (
     insert,
     select,
     text,
+    true,
     update,
 )
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession, async_sessionmaker
 from sqlalchemy.orm import Mapped, mapped_column
 
 from herald.db import Base, PortableJSON, UTCDateTime
@@ -122,15 +126,10 @@ _LOOKUP = select(
 _FORGET = delete(_RECORDS).where(_KEY_IS)
 # PostgreSQL: the key's lock, then its record, in one round trip (migration 0018). The record's
 # columns are typed as the table's, so their values read as `_LOOKUP`'s do.
+_CLAIMED_RECORD = ("fingerprint", "state", "locked_until", "expires_at", "status_code", "headers", "body")
 _CLAIM = text(
     "SELECT * FROM herald_claim_idempotency_key(:lock_id, :workspace_id, :api_key_id, :key)"
-).columns(
-    column("held", Boolean),
-    *(
-        _RECORDS.c[name]
-        for name in ("fingerprint", "state", "locked_until", "expires_at", "status_code", "headers", "body")
-    ),
-)
+).columns(column("held", Boolean), *(_RECORDS.c[name] for name in _CLAIMED_RECORD))
 _RECORD = insert(_RECORDS)
 
 
@@ -140,21 +139,18 @@ def _key_of(claim: Claim) -> dict[str, str]:
 
 async def claim(sessions: async_sessionmaker[AsyncSession], claim: Claim, now: datetime) -> None:
     """Claim the key for this request, or raise Replay / 409 as contract §7 says."""
+    values = {
+        **_key_of(claim),
+        "fingerprint": claim.fingerprint,
+        "state": IN_FLIGHT,
+        "locked_until": now + LEASE,
+        "expires_at": now + RETENTION,
+        "created_at": now,
+    }
     for _ in range(3):
         async with sessions() as session:
-            session.add(
-                IdempotencyRecord(
-                    workspace_id=claim.workspace_id,
-                    api_key_id=claim.api_key_id,
-                    key=claim.key,
-                    fingerprint=claim.fingerprint,
-                    state=IN_FLIGHT,
-                    locked_until=now + LEASE,
-                    expires_at=now + RETENTION,
-                    created_at=now,
-                )
-            )
             try:
+                await session.execute(_RECORD, values)
                 await session.commit()
                 return
             except IntegrityError:
@@ -232,14 +228,73 @@ async def claim_in(session: AsyncSession, claim: Claim, now: datetime) -> None:
         record = claimed if claimed.fingerprint is not None else None  # a record's is never NULL
     else:
         record = (await connection.execute(_LOOKUP, _key_of(claim))).first()
-    if record is None:
-        return
+    if record is not None:
+        await _settle(connection, claim, record, now)
+
+
+async def _settle(connection: AsyncConnection, claim: Claim, record: Any, now: datetime) -> None:
+    """A record found for a claimed key: forget it when it is over (this request's record replaces
+    it), else answer with it (replay / 409)."""
     abandoned = record.state == IN_FLIGHT and record.locked_until <= now
     if record.expires_at <= now or abandoned:
-        await connection.execute(_FORGET, _key_of(claim))  # it is replaced by this request's record
+        await connection.execute(_FORGET, _key_of(claim))
         return
     _answer_recorded(record, claim)
     raise DuplicateIdempotencyKey(target="Idempotency-Key")  # claimed by `claim`, still leased
+
+
+_READ_FOUND = "claim_read_found"
+
+
+async def claim_in_with_read(
+    session: AsyncSession, claim: Claim, now: datetime, read: Select[Any] | None, params: dict[str, Any]
+) -> dict[str, Any] | None:
+    """`claim_in`, then `read` (a select of at most one row, built once; typically `FOR UPDATE`)
+    with `params`: the row read, or None. On PostgreSQL both go in one statement, one round trip:
+    the read is a lateral subquery of the claim function's row, run only when the key was claimed
+    and has no record (otherwise the claim answers, or its stale record is forgotten and the read
+    runs on its own). The read's snapshot is the statement's, taken just before the key's lock is
+    tried (without waiting); a `FOR UPDATE` read locks and returns the row's latest version anyway.
+    Without `read`, only the claim."""
+    connection = await session.connection()
+    if connection.dialect.name != "postgresql" or read is None:
+        await claim_in(session, claim, now)
+        return None if read is None else _mapping((await connection.execute(read, params)).first())
+    claim_params = {f"claim_{name}": value for name, value in _key_of(claim).items()}
+    statement = _claim_and_read(read)
+    claimed = (
+        await connection.execute(statement, {**params, **claim_params, "claim_lock_id": _lock_id(claim)})
+    ).one()
+    if not claimed.held:
+        raise DuplicateIdempotencyKey(target="Idempotency-Key")
+    if claimed.fingerprint is None:  # no record (a record's is never NULL): the read ran
+        found = claimed._mapping
+        if not found[_READ_FOUND]:
+            return None
+        return {name: found[name] for name in read.selected_columns.keys()}  # noqa: SIM118 (not a dict: its iteration yields columns)
+    await _settle(connection, claim, claimed, now)
+    return _mapping((await connection.execute(read, params)).first())
+
+
+def _mapping(row: Any) -> dict[str, Any] | None:
+    return None if row is None else dict(row._mapping)
+
+
+@cache
+def _claim_and_read(read: Select[Any]) -> Select[Any]:
+    """PostgreSQL: the claim function's row (migration 0018) and, joined lateral to it, `read`
+    when the key was claimed and has no record. Built once per read."""
+    claimed = func.herald_claim_idempotency_key(
+        bindparam("claim_lock_id", type_=BigInteger),
+        bindparam("claim_workspace_id", type_=String),
+        bindparam("claim_api_key_id", type_=String),
+        bindparam("claim_key", type_=String),
+    ).table_valued(
+        column("held", Boolean), *(column(name, _RECORDS.c[name].type) for name in _CLAIMED_RECORD)
+    )
+    gated = read.add_columns(true().label(_READ_FOUND)).where(claimed.c.held, claimed.c.fingerprint.is_(None))
+    joined = gated.lateral("claimed_read")
+    return select(*claimed.c, *joined.c).select_from(claimed.outerjoin(joined, true()))
 
 
 def _record_values(
@@ -306,24 +361,29 @@ def _stored(headers: dict[str, str]) -> dict[str, str]:
     return {name: value for name, value in headers.items() if name.lower() in STORED_HEADERS}
 
 
-def _completion(claim: Claim, status: int, headers: dict[str, str], body: bytes) -> Any:
-    return (
-        update(IdempotencyRecord)
-        .where(
-            IdempotencyRecord.workspace_id == claim.workspace_id,
-            IdempotencyRecord.api_key_id == claim.api_key_id,
-            IdempotencyRecord.key == claim.key,
-            IdempotencyRecord.fingerprint == claim.fingerprint,
-        )
-        .values(state=COMPLETED, status_code=status, headers=_stored(headers), body=body)
-    )
+# A `claim` claim's answer, stored: the SET clause is the parameters' columns (the key's are
+# named apart from them).
+_COMPLETE = update(_RECORDS).where(
+    _RECORDS.c.workspace_id == bindparam("claimed_workspace_id"),
+    _RECORDS.c.api_key_id == bindparam("claimed_api_key_id"),
+    _RECORDS.c.key == bindparam("claimed_key"),
+    _RECORDS.c.fingerprint == bindparam("claimed_fingerprint"),
+)
+
+
+async def _complete(
+    session: AsyncSession, claim: Claim, status: int, headers: dict[str, str], body: bytes
+) -> None:
+    values = {"state": COMPLETED, "status_code": status, "headers": _stored(headers), "body": body}
+    claimed = {f"claimed_{name}": value for name, value in _key_of(claim).items()}
+    await session.execute(_COMPLETE, {**values, **claimed, "claimed_fingerprint": claim.fingerprint})
 
 
 async def complete_in(
     session: AsyncSession, claim: Claim, status: int, headers: dict[str, str], body: bytes
 ) -> None:
     """Complete a `claim` claim inside the request's transaction (committed with its effect)."""
-    await session.execute(_completion(claim, status, headers, body))
+    await _complete(session, claim, status, headers, body)
 
 
 async def finish_failed(
@@ -338,7 +398,7 @@ async def finish_failed(
     """After a `claim` request rolled back: keep 409/422 answers, free the key for every other failure."""
     async with sessions() as session:
         if keep and is_stored_status(status):
-            await session.execute(_completion(claim, status, headers, body))
+            await _complete(session, claim, status, headers, body)
         else:
             await session.execute(
                 delete(IdempotencyRecord).where(

@@ -169,6 +169,8 @@ class HeraldMiddleware:
         await self._send(send, captured, request_id, uow)
 
     async def _commit(self, uow: UnitOfWork, captured: list[Message]) -> None:
+        if uow.pending_claim is not None:  # a success must never pass an unchecked key
+            raise RuntimeError("the handler answered without the read that takes its claim")
         claim = uow.idempotency
         if claim is not None and not uow.recorded:
             status, headers, body = _parts(captured)

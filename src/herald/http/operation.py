@@ -17,12 +17,14 @@ from typing import Any, Generic, Literal, NoReturn, TypeVar
 
 import orjson
 from fastapi import Depends
+from sqlalchemy import Select
+from sqlalchemy.ext.asyncio import AsyncSession
 from starlette.requests import Request
 from starlette.responses import Response
 
-from herald.errors import RateLimited, ValidationFailed
+from herald.errors import HeraldError, RateLimited, ValidationFailed
 from herald.http import idempotency
-from herald.http.auth import Caller, authenticate, forbidden
+from herald.http.auth import Caller, GatewayRefusal, authenticate, forbidden
 from herald.http.context import UnitOfWork
 from herald.http.guards import parse_uuid4, query_problems
 from herald.http.limits import Consumer, limit_key, windows_for
@@ -36,6 +38,8 @@ from herald.workspaces.scopes import Scope
 IdempotencyMode = Literal["required", "optional", "none", "body_request_id"]
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 T = TypeVar("T")
+# What a handler finds wrong with a request by itself (its body, the scope it asks for).
+Refusal = HeraldError | GatewayRefusal
 REQUIRED_MARK = "Required."
 
 
@@ -61,6 +65,10 @@ class Operation:
     # held from then on, given back if the request fails or replays. A refusal is answered only
     # where the route reserves, so whatever the route checks before still answers first.
     success_quota: str | None = None
+    # True when the handler's first statement is a read of the row it writes (`ClaimRead`): on
+    # PostgreSQL the Idempotency-Key's claim then goes in that statement (one round trip fewer).
+    # Nothing the handler does before that read may answer, but for a malformed request (400).
+    claim_with_read: bool = False
 
 
 def services_of(request: Request) -> Services:
@@ -171,6 +179,9 @@ async def _claim(
                 ),
                 in_request_transaction=in_request_transaction,
             )
+            if in_request_transaction and operation.claim_with_read:
+                uow.pending_claim = claim  # taken by the handler's first read (`ClaimRead`)
+                return
             if in_request_transaction:
                 await idempotency.claim_in(uow.session(), claim, now)
             else:
@@ -209,10 +220,54 @@ class AnswerFirst(Generic[T]):
         return recorded_with(self._request, self._response)
 
     @property
+    def made(self) -> bool:
+        """Whether the service made the answer (a path that writes otherwise may not)."""
+        return self._response is not None
+
+    @property
     def response(self) -> Response:
         if self._response is None:
             raise RuntimeError("the service wrote without making its answer first")
         return self._response
+
+
+class ClaimRead:
+    """The handler's first read, carrying the Idempotency-Key claim its operation left to it
+    (`Operation.claim_with_read`; a `joined_writes.ClaimedRead`): the claim answers first (replay /
+    409), then `refused` (what the handler found wrong with the request before reading: it answers
+    after the claim, as it would had the guard claimed), then the row read is returned. Without a
+    pending claim it reads plainly; with no statement (`read` None) it only claims."""
+
+    def __init__(self, request: Request, refused: Refusal | None = None) -> None:
+        self._request = request
+        self._refused = refused
+
+    async def __call__(
+        self, session: AsyncSession, read: Select[Any] | None, params: dict[str, Any]
+    ) -> dict[str, Any] | None:
+        uow = unit_of_work(self._request)
+        claim, uow.pending_claim = uow.pending_claim, None
+        found: dict[str, Any] | None = None
+        if claim is not None:
+            now = services_of(self._request).clock.now()
+            found = await idempotency.claim_in_with_read(session, claim, now, read, params)
+            uow.idempotency = claim
+        elif read is not None:
+            row = (await (await session.connection()).execute(read, params)).first()
+            found = None if row is None else dict(row._mapping)
+        if self._refused is not None:
+            refused, self._refused = self._refused, None
+            raise refused
+        return found
+
+
+def parsed_or_refused(request: Request, parse: Callable[[Request], T]) -> tuple[T | None, Refusal | None]:
+    """What `parse` makes of the request, or the refusal it raised, kept for `ClaimRead` to answer
+    after the claim."""
+    try:
+        return parse(request), None
+    except (HeraldError, GatewayRefusal) as exc:
+        return None, exc
 
 
 def require_scope(caller: Caller, scope: Scope) -> None:

@@ -8,6 +8,7 @@ is the same choice expressed as a discriminated union, for the OpenAPI descripti
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Annotated, Any, Literal
 
@@ -174,11 +175,19 @@ class CampaignDocument:
         value: BaseModel | None = getattr(self, name)
         return value
 
-    def components_json(self) -> dict[str, Any]:
-        """The present components as JSON, as sent (unset fields stay absent), for storage."""
+    def components_json(
+        self, stored: Mapping[str, Any] | None = None, sent: frozenset[str] = frozenset()
+    ) -> dict[str, Any]:
+        """The present components as JSON, as sent (unset fields stay absent), for storage.
+
+        With `stored` (the components this document was read from, then merged with an update
+        that sent `sent`), a component not sent is taken as stored: it is what dumping its parsed
+        model gives (the stored JSON is itself such a dump), without the dump (~90 µs a campaign)."""
         out: dict[str, Any] = {}
         for name in COMPONENT_NAMES:
             value = self.component(name)
-            if value is not None:
-                out[name] = value.model_dump(mode="json", exclude_unset=True)
+            if value is None:
+                continue
+            kept = stored.get(name) if stored is not None and name not in sent else None
+            out[name] = kept if kept is not None else value.model_dump(mode="json", exclude_unset=True)
         return out

@@ -490,7 +490,9 @@ class _Flight:
     sending) only once it holds a ticket, that is once the lanes for its requests are free: the
     rows are the messages handed over, so STOP stays exact. A ticket is given back as soon as the
     window's answers are in: its outcomes are recorded while the next window goes out, and the next
-    batch is claimed and rendered while the last windows of a batch are out.
+    batch is claimed and rendered while the last windows of a batch are out. No window begins while
+    one is still being recorded behind those on the wire, so a worker killed leaves at most the
+    windows on the wire and one more answered but unrecorded (sent again by whoever takes over).
 
     With several messages per request (a batched webhook) a window takes half the lanes and two
     are out at once: while one window's requests are out, the next one's rows are written and its
@@ -504,6 +506,10 @@ class _Flight:
         batched = dispatcher.window(connector) > dispatcher.lanes
         self._count = 2 if batched and dispatcher.lanes >= 2 else 1
         self._tickets = asyncio.Semaphore(self._count)
+        # Windows begun and not yet recorded: those on the wire and one being recorded, at most.
+        # Without this bound a database slow to commit let answered windows pile up unrecorded,
+        # and a worker killed then left all of them to be sent again (not just the one in flight).
+        self._unrecorded = asyncio.Semaphore(self._count + 1)
         self._tasks: list[asyncio.Task[None]] = []
         # SQLite has one writer: the windows' transactions (and the claims) take turns here rather
         # than in the driver, which retries a refused BEGIN after a sleep (up to 50 ms each).
@@ -576,9 +582,15 @@ class _Flight:
             return _Went.HANDED
         assert plan.connector is not None
         connector = plan.connector
+        await self._unrecorded.acquire()
         await self._tickets.acquire()
-        if dispatcher.failing(connector) is not None:
+
+        def give_back() -> None:
             self._tickets.release()
+            self._unrecorded.release()
+
+        if dispatcher.failing(connector) is not None:
+            give_back()
             return _Went.FAILING
         went = _Went.STOPPED
 
@@ -595,10 +607,10 @@ class _Flight:
                 first = not any(item.resumed for item in users)
                 window = await dispatcher.begin_window(connector, ready, allowed, first)
         except BaseException:
-            self._tickets.release()
+            give_back()
             raise
         if window is None:
-            self._tickets.release()
+            give_back()
             return went
         unsendable = len(ready) < sum(len(found) for _, found in messages)
 
@@ -613,18 +625,21 @@ class _Flight:
 
         async def out() -> None:
             try:
-                await dispatcher.send_window(window)
+                try:
+                    await dispatcher.send_window(window)
+                finally:
+                    self._tickets.release()
+                await asyncio.sleep(0)  # the next window's rows first: then its requests go out
+                async with self.writing():
+                    delivered = await dispatcher.record_window(window, users_too)
+                    if unsendable:
+                        outcomes = {
+                            envelope.delivery_id: outcome
+                            for envelope, outcome in zip(ready, delivered, strict=True)
+                        }
+                        await _finish(database, dispatcher, plan, execution, messages, firings, outcomes, now)
             finally:
-                self._tickets.release()
-            await asyncio.sleep(0)  # the next window's rows first: then its requests go out
-            async with self.writing():
-                delivered = await dispatcher.record_window(window, users_too)
-                if unsendable:
-                    outcomes = {
-                        envelope.delivery_id: outcome
-                        for envelope, outcome in zip(ready, delivered, strict=True)
-                    }
-                    await _finish(database, dispatcher, plan, execution, messages, firings, outcomes, now)
+                self._unrecorded.release()
 
         self._tasks.append(asyncio.create_task(out()))
         return _Went.HANDED
