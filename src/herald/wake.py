@@ -8,6 +8,10 @@ delivery) calls `wake_on_commit(session)`:
 - in every process, the commit sets the events registered with `waiting` here: the engine embedded
   in `herald serve` (one process on SQLite) wakes without any database round trip.
 The poll stays the fallback: a wake-up lost with a dropped connection costs one interval, no more.
+
+A wake-up names the workspace whose work became due, when it knows it: the next tick takes the
+workspaces named since the last one first (`named_first`), so a publish does not wait while the
+tick walks every other workspace before it.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import threading
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -30,21 +35,38 @@ CHANNEL = "herald_wake"
 # Each waiting event with its loop: the worker embedded in `herald serve` waits on a thread and loop
 # of its own, woken by commits made on the API's.
 _waiting: set[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = set()
+# Workspaces named by wake-ups since the last tick took them (wake-ups come from any thread).
+_named: set[str] = set()
+_named_mutex = threading.Lock()
 
 
-async def wake_on_commit(session: AsyncSession) -> None:
-    """Wake the workers once the session's transaction commits."""
+async def wake_on_commit(session: AsyncSession, workspace_id: str | None = None) -> None:
+    """Wake the workers once the session's transaction commits; `workspace_id`: whose work it is."""
     if session.get_bind().dialect.name == "postgresql":
-        await session.execute(text("SELECT pg_notify(:channel, '')"), {"channel": CHANNEL})
-    event.listen(session.sync_session, "after_commit", _wake_here, once=True)
+        payload = {"channel": CHANNEL, "workspace": workspace_id or ""}
+        await session.execute(text("SELECT pg_notify(:channel, :workspace)"), payload)
+    event.listen(session.sync_session, "after_commit", lambda _: wake_here(workspace_id), once=True)
 
 
-def _wake_here(_session: Any) -> None:
-    wake_here()
+def _name(workspace_id: str | None) -> None:
+    if workspace_id:
+        with _named_mutex:
+            _named.add(workspace_id)
 
 
-def wake_here() -> None:
-    """Wake the workers of this process (a tick that left work for the next one: it starts at once)."""
+def named_first(workspace_ids: list[str]) -> list[str]:
+    """`workspace_ids` with those named by wake-ups since the last call first (each order kept)."""
+    with _named_mutex:
+        named = set(_named)
+        _named.clear()
+    first = [workspace_id for workspace_id in workspace_ids if workspace_id in named]
+    return first + [workspace_id for workspace_id in workspace_ids if workspace_id not in named]
+
+
+def wake_here(workspace_id: str | None = None) -> None:
+    """Wake the workers of this process (a tick that left work for the next one: it starts at once);
+    `workspace_id`: whose work it is."""
+    _name(workspace_id)
     try:
         here: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
     except RuntimeError:
@@ -96,7 +118,8 @@ class Listener:
         self._wake.set()
         log.info("listening for wake-ups on channel %s", CHANNEL)
 
-    def _notified(self, *_args: Any) -> None:
+    def _notified(self, _connection: Any, _pid: int, _channel: str, payload: str) -> None:
+        _name(payload)
         self._wake.set()
 
     async def close(self) -> None:

@@ -10,7 +10,9 @@ from collections.abc import Callable
 
 import httpx
 from fastapi import FastAPI
+from sqlalchemy import text
 
+from herald import wake
 from herald.campaigns import worker
 from herald.services import Services
 from tests.delivery.builders import push_connector
@@ -63,3 +65,43 @@ async def test_publishing_wakes_the_worker(
         stop.set()
         await task
     assert not task.exception()
+
+
+def test_a_tick_takes_the_workspaces_named_by_wake_ups_first() -> None:
+    wake.wake_here("WS-B")
+    wake.wake_here("WS-D")
+    wake.wake_here(None)  # a wake-up that names no workspace changes no order
+    assert wake.named_first(["WS-A", "WS-B", "WS-C", "WS-D"]) == ["WS-B", "WS-D", "WS-A", "WS-C"]
+    # Taken by that tick: the next one walks them in their own order again.
+    assert wake.named_first(["WS-A", "WS-B", "WS-C", "WS-D"]) == ["WS-A", "WS-B", "WS-C", "WS-D"]
+
+
+async def test_a_commit_names_its_workspace_to_every_listening_worker(app: FastAPI) -> None:
+    """In this process the commit names it directly (the engine embedded in `herald serve`); on
+    PostgreSQL the name also travels in the notification (to `herald worker` processes)."""
+    services: Services = app.state.herald
+    woken = asyncio.Event()
+
+    async def named(name: str) -> bool:
+        """Whether a wake-up names `name` (woken ones naming others, e.g. late ones, are skipped)."""
+        for _ in range(10):
+            await asyncio.wait_for(woken.wait(), timeout=30)
+            woken.clear()
+            if wake.named_first(["WS-A", name])[0] == name:
+                return True
+        return False
+
+    async with wake.listening(services.settings.database_url, woken) as listener:
+        if listener is not None:
+            await listener.ensure()
+        async with services.database.writer() as session:
+            await wake.wake_on_commit(session, "WS-NAMED")
+            await session.commit()
+        assert await named("WS-NAMED")
+        if listener is not None:
+            async with services.database.writer() as session:
+                await session.execute(
+                    text("SELECT pg_notify(:channel, 'WS-NOTIFIED')"), {"channel": wake.CHANNEL}
+                )
+                await session.commit()
+            assert await named("WS-NOTIFIED")

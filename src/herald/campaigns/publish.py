@@ -86,7 +86,9 @@ async def update_and_publish(
     problems = await service.publish_problems(session, workspace, prepared.merged)
     if problems:
         raise Unprocessable(_publish_message(problems), details=problems)
-    await wake_on_commit(session)  # an ASAP campaign starts sending at the next tick: make it now
+    await wake_on_commit(
+        session, workspace.id
+    )  # an ASAP campaign starts sending at the next tick: make it now
     if status is CampaignStatus.DRAFT:
         await _publish_draft(session, prepared, now)
     elif Feature.VERSIONING.value in workspace.features and prepared.changes_components:

@@ -36,7 +36,7 @@ from herald.config import Settings
 from herald.db import Database
 from herald.delivery.engine.tick import run_executions
 from herald.ops import metrics
-from herald.wake import listening
+from herald.wake import listening, named_first
 from herald.workspaces.models import Workspace
 
 log = logging.getLogger("herald.worker")
@@ -196,7 +196,7 @@ async def tick(
     deliveries of sending campaigns; the transitions applied. `settings` (connector secrets and
     timeouts) default to the environment's. Once `stop` is set, the tick ends after the batch in hand
     (one workspace's, one transaction)."""
-    ids = list(workspace_ids) if workspace_ids is not None else await _workspace_ids(database)
+    ids = list(workspace_ids) if workspace_ids is not None else named_first(await _workspace_ids(database))
     settings = settings or Settings()
     applied: list[Applied] = []
     for workspace_id in ids:

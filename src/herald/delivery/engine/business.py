@@ -110,5 +110,5 @@ async def raise_event(
         runs.append({"campaign_id": campaign_id, "execution_id": execution.id, "run": execution.run})
     if runs:
         await session.flush()
-        await wake_on_commit(session)
+        await wake_on_commit(session, workspace_id)
     return {"name": name, "campaigns_started": len(runs), "runs": runs}

@@ -60,5 +60,5 @@ async def resume(session: AsyncSession, workspace_id: str, campaign_id: str, now
     )
     resumed = int(getattr(result, "rowcount", 0) or 0)
     if resumed:
-        await wake_on_commit(session)
+        await wake_on_commit(session, workspace_id)
     return resumed

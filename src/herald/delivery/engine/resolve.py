@@ -195,7 +195,7 @@ async def prepare(
             current.updated_at = now
             if streaming:
                 current.status = ExecutionStatus.DISPATCHING
-                await wake_on_commit(session)  # other workers share the dispatch
+                await wake_on_commit(session, execution.workspace_id)  # other workers share the dispatch
         await session.commit()
     async with database.reader() as session:  # this execution, whichever run it is
         found = await session.get(Execution, (execution.workspace_id, execution.id))
@@ -337,7 +337,9 @@ async def resolve_chunk(
             current.resolved_at = now
             if current.status == ExecutionStatus.RESOLVING:
                 current.status = ExecutionStatus.DISPATCHING
-            await wake_on_commit(session)  # workers that found it resolving share the dispatch
+            await wake_on_commit(
+                session, execution.workspace_id
+            )  # workers that found it resolving share the dispatch
         if inserted and dialect == "postgresql":
             await _planner_statistics(session)
         if inserted:

@@ -115,7 +115,7 @@ async def run_executions(
     campaigns = await _sending(database, workspace_id)
     lease = timedelta(seconds=settings.delivery_lease_seconds)
     if await triggers.fire(database, workspace_id, now):
-        wake_here()  # more events wait in the inbox: the next tick takes them once these are sent
+        wake_here(workspace_id)  # more events wait in the inbox: the next tick takes them once these are sent
     triggered = await _triggered_due(database, workspace_id, now, lease)
     live_activities = await broadcast.due(database, workspace_id)
     repeating = await periodic.active(database, workspace_id)

@@ -182,7 +182,7 @@ async def enqueue(
     ]
     if rows:
         await session.execute(_INBOX_INSERT, rows)
-        await wake_on_commit(session)
+        await wake_on_commit(session, workspace_id)
     return len(rows)
 
 
