@@ -14,7 +14,8 @@ wake-up on commit. Each figure is timed from the publish request to the last mes
 2. Email to `--email-users` users through SMTP, against a bare aiosmtplib script with the same
    concurrency, each connection reused for as many messages as the connector's sessions carry;
 3. publish → first message at the sink (worst of the three campaigns);
-4. resolving the audience of an execution of `--audience-users` users (materialising it, in-process)
+4. resolving the audience of an execution of `--audience-users` users, each with the ANDROID token
+   ingestion keeps for it (materialising it, in-process; the segmentation engine's count of it),
    against the bare SQL count of the same users.
 The sink counts messages by delivery id, so a repeat or a lost message shows.
 """
@@ -48,7 +49,9 @@ from jinja2.sandbox import SandboxedEnvironment
 from sqlalchemy import func, insert, select, true
 
 from benchmarks.common import Credentials, Figure, argument_parser, prepare_workspace, summary, table
+from herald.audience.ingest import CustomerWrite
 from herald.audience.models import User
+from herald.audience.store import sync_push_tokens
 from herald.campaigns.models import Campaign
 from herald.campaigns.schemas.common import Channel, DeliveryType
 from herald.campaigns.validation import load_document
@@ -89,8 +92,9 @@ def _engine(url: str) -> str:
 # --- set-up -----------------------------------------------------------------------------------
 
 
-async def add_users(settings: Settings, workspace_id: str, count: int) -> None:
-    """`count` users `u00000000`... with an e-mail address and an Android push token."""
+async def add_users(settings: Settings, workspace_id: str, count: int, *, tokens: bool = False) -> None:
+    """`count` users `u00000000`... with an e-mail address and a `push_id` with platform ANDROID;
+    with `tokens`, also their ANDROID token, as ingestion keeps it (`store.sync_push_tokens`)."""
     database = create_database(settings)
     now = datetime.now(UTC)
     try:
@@ -113,6 +117,12 @@ async def add_users(settings: Settings, workspace_id: str, count: int) -> None:
             ]
             async with database.writer() as session:
                 await session.execute(insert(User), rows)
+                if tokens:
+                    writes = [
+                        CustomerWrite(f"u{i:08d}", {"push_id": f"tok-{i:08d}"}, {"platform": "ANDROID"})
+                        for i in range(start, min(count, start + CHUNK))
+                    ]
+                    await sync_push_tokens(session, workspace_id, writes, now)
                 await session.commit()
     finally:
         await database.dispose()
@@ -128,10 +138,12 @@ async def _add_connector(settings: Settings, workspace_id: str, given: Connector
         await database.dispose()
 
 
-async def _workspace(settings: Settings, prefix: str, users: int, connector: ConnectorInput) -> Credentials:
+async def _workspace(
+    settings: Settings, prefix: str, users: int, connector: ConnectorInput, *, tokens: bool = False
+) -> Credentials:
     workspace_id = f"{prefix}{uuid.uuid4().hex[:8].upper()}"
     credentials = await prepare_workspace(settings, workspace_id)
-    await add_users(settings, workspace_id, users)
+    await add_users(settings, workspace_id, users, tokens=tokens)
     await _add_connector(settings, workspace_id, connector)
     return credentials
 
@@ -439,7 +451,8 @@ async def _resolution(
     chunk written), seconds to materialise its whole audience, seconds of the engine's count of it
     (the segmentation engine's query), seconds of the bare count, both sizes."""
     given = ConnectorInput("sink", "CUSTOM_API", channel="push", url="http://127.0.0.1:9/hook", secret=SECRET)
-    credentials = await _workspace(settings, "RES", users, given)
+    # The users hold the ANDROID token ingestion writes for them: the engine's count reads it.
+    credentials = await _workspace(settings, "RES", users, given, tokens=True)
     workspace_id = credentials.workspace_id
     campaign_id = await _create(api, credentials.headers(settings, campaigns=True), _push_body("Resolve"))
     database = create_database(settings)
@@ -469,10 +482,15 @@ async def _resolution(
                 counted = int(await session.scalar(bare) or 0)
             bare_s = min(bare_s, time.perf_counter() - begun)
         now = datetime.now(UTC)
-        begun = time.perf_counter()
-        async with database.reader() as session:
-            selected = await audience_count(session, campaign, now, with_opted_out=False, reachable_only=True)
-        count_s = time.perf_counter() - begun
+        count_s = float("inf")  # timed as the bare count is (best of three, each in its session)
+        selected = 0
+        for _ in range(3):
+            begun = time.perf_counter()
+            async with database.reader() as session:
+                selected = await audience_count(
+                    session, campaign, now, with_opted_out=False, reachable_only=True
+                )
+            count_s = min(count_s, time.perf_counter() - begun)
         begun = time.perf_counter()
         execution = await start_execution(database, campaign, now)
         execution = await prepare(database, campaign, execution, now, streaming=True)
