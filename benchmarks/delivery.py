@@ -47,6 +47,7 @@ import orjson
 from cryptography.fernet import Fernet
 from jinja2.sandbox import SandboxedEnvironment
 from sqlalchemy import func, insert, select, true
+from sqlalchemy.ext.asyncio import create_async_engine
 
 from benchmarks.common import Credentials, Figure, argument_parser, prepare_workspace, summary, table
 from herald.audience.ingest import CustomerWrite
@@ -454,6 +455,7 @@ async def _resolution(
     # The users hold the ANDROID token ingestion writes for them: the engine's count reads it.
     credentials = await _workspace(settings, "RES", users, given, tokens=True)
     workspace_id = credentials.workspace_id
+    await _steady_state(settings)
     campaign_id = await _create(api, credentials.headers(settings, campaigns=True), _push_body("Resolve"))
     database = create_database(settings)
     try:
@@ -503,6 +505,23 @@ async def _resolution(
         return first_s, herald_s, count_s, bare_s, execution.audience, counted
     finally:
         await database.dispose()
+
+
+async def _steady_state(settings: Settings) -> None:
+    """PostgreSQL: the users' tables as autovacuum leaves them after an import (this server runs
+    without it): planner statistics that know the new workspace, and no dead row versions (ingestion
+    writes a user's row, then its `push_platforms`). Without statistics for the workspace the planner
+    estimates one row and picks whichever index it ties on, for the bare and the engine's count
+    alike. SQLite stays as Herald leaves it (no statistics)."""
+    if _engine(settings.database_url) != "postgresql":
+        return
+    engine = create_async_engine(settings.database_url)
+    try:
+        async with engine.connect() as connection:
+            autocommit = await connection.execution_options(isolation_level="AUTOCOMMIT")
+            await autocommit.exec_driver_sql("VACUUM ANALYZE audience_users, audience_push_tokens")
+    finally:
+        await engine.dispose()
 
 
 # --- the run ----------------------------------------------------------------------------------
