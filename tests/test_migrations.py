@@ -80,3 +80,51 @@ def test_push_tokens_are_backfilled_from_push_id_and_platform(tmp_path: Path) ->
             await engine.dispose()
 
     assert asyncio.run(seed_and_read()) == [("a", "ANDROID", "tok-a"), ("i", "IOS", "tok-i")]
+
+
+def test_push_platforms_are_backfilled_from_the_tokens(tmp_path: Path) -> None:
+    """0020: a user's `push_platforms` holds the bits of the platforms it has a token for."""
+    url = f"sqlite+aiosqlite:///{tmp_path / 'platforms.db'}"
+    upgrade(url, "0018")
+    at = "2026-01-15 12:00:00.000000"
+
+    async def seed_and_read() -> list[Any]:
+        engine = create_async_engine(url)
+        try:
+            async with engine.begin() as connection:
+                await connection.exec_driver_sql(
+                    "INSERT INTO workspaces (id, name, features, rate_limits, created_at) "
+                    f"VALUES ('W1', 'w', '{{}}', '{{}}', '{at}')"
+                )
+                for customer_id in ("a", "ai", "w", "none"):
+                    await connection.execute(
+                        text(
+                            "INSERT INTO audience_users (workspace_id, customer_id, push_id, email_opt_out, "
+                            "push_opt_out, sms_opt_out, attributes, created_at, updated_at) "
+                            "VALUES ('W1', :c, 'tok', 0, 0, 0, '{}', :t, :t)"
+                        ),
+                        {"c": customer_id, "t": at},
+                    )
+                for customer_id, platform in (
+                    ("a", "ANDROID"),
+                    ("ai", "ANDROID"),
+                    ("ai", "IOS"),
+                    ("w", "WEB"),
+                ):
+                    await connection.execute(
+                        text(
+                            "INSERT INTO audience_push_tokens (workspace_id, customer_id, platform, token, "
+                            "updated_at) VALUES ('W1', :c, :p, 'tok', :t)"
+                        ),
+                        {"c": customer_id, "p": platform, "t": at},
+                    )
+            await asyncio.to_thread(upgrade, url)
+            async with engine.connect() as connection:
+                rows = await connection.exec_driver_sql(
+                    "SELECT customer_id, push_platforms FROM audience_users ORDER BY customer_id"
+                )
+                return [tuple(row) for row in rows.all()]
+        finally:
+            await engine.dispose()
+
+    assert asyncio.run(seed_and_read()) == [("a", 1), ("ai", 3), ("none", 0), ("w", 4)]

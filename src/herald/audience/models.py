@@ -6,10 +6,11 @@ client sends lives in `attributes` (JSON) under its own name.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, Protocol
 
-from sqlalchemy import Boolean, ForeignKeyConstraint, Index, String
+from sqlalchemy import Boolean, ForeignKeyConstraint, Index, Integer, String
 from sqlalchemy.orm import Mapped, mapped_column
 
 from herald.db import Base, PortableJSON, UTCDateTime
@@ -51,6 +52,10 @@ class User(Base):
     email_opt_out: Mapped[bool] = mapped_column(Boolean, default=False)
     push_opt_out: Mapped[bool] = mapped_column(Boolean, default=False)
     sms_opt_out: Mapped[bool] = mapped_column(Boolean, default=False)
+    # The platforms the user has a `PushToken` for, as `PLATFORM_BITS` (0: none): kept with the
+    # tokens by `store.sync_push_tokens`, so an audience's push reachability is a test on the row it
+    # reads anyway instead of a probe of the token table per user.
+    push_platforms: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     # Custom attributes: strings, numbers, booleans, ISO-8601 UTC datetimes (as strings), arrays.
     attributes: Mapped[dict[str, Any]] = mapped_column(PortableJSON, default=dict)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
@@ -86,6 +91,17 @@ class UserValues(Protocol):
     def sms_opt_out(self) -> bool: ...
     @property
     def attributes(self) -> dict[str, Any]: ...
+
+
+# A bit per push platform (`User.push_platforms`); the platforms a token can be stored for.
+PLATFORM_BITS = {"ANDROID": 1, "IOS": 2, "WEB": 4}
+
+
+def platform_mask(platforms: Sequence[str]) -> int:
+    """The bits of `platforms` (every platform when empty; an unknown name adds none)."""
+    if not platforms:
+        return sum(PLATFORM_BITS.values())
+    return sum(bit for name, bit in PLATFORM_BITS.items() if name in platforms)
 
 
 class PushToken(Base):

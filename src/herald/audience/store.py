@@ -13,14 +13,28 @@ from datetime import datetime
 from functools import cache
 from typing import Any, Literal, TypeVar, cast
 
-from sqlalchemy import Insert, String, Table, and_, bindparam, delete, exists, func, insert, literal, select
+from sqlalchemy import (
+    Insert,
+    String,
+    Table,
+    and_,
+    bindparam,
+    case,
+    delete,
+    exists,
+    func,
+    insert,
+    literal,
+    select,
+    update,
+)
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.sql.elements import ColumnElement
 
 from herald.audience.attributes import FLAG_COLUMNS
 from herald.audience.ingest import CustomerWrite, EventWrite
-from herald.audience.models import Event, PushToken, User
+from herald.audience.models import PLATFORM_BITS, Event, PushToken, User
 from herald.audience.segmentation.dialect import dialect_for
 from herald.campaigns.schemas.filters import FilterDataType
 from herald.db import PortableJSON, UTCDateTime
@@ -155,8 +169,23 @@ async def upsert_customers(
     await sync_push_tokens(session, workspace_id, writes, now)
 
 
-PLATFORMS = ("ANDROID", "IOS", "WEB")
+PLATFORMS = tuple(PLATFORM_BITS)
 _tokens = cast(Table, PushToken.__table__)
+
+# The bits of the platforms the user (of the enclosing UPDATE) has a token for: platform is part
+# of the token's key, so the sum of their distinct bits is their union.
+_platform_bits = (
+    select(
+        func.coalesce(
+            func.sum(
+                case(*((_tokens.c.platform == name, bit) for name, bit in PLATFORM_BITS.items()), else_=0)
+            ),
+            0,
+        )
+    )
+    .where(_tokens.c.workspace_id == _users.c.workspace_id, _tokens.c.customer_id == _users.c.customer_id)
+    .scalar_subquery()
+)
 
 
 async def push_tokens(
@@ -180,7 +209,8 @@ async def sync_push_tokens(
 ) -> None:
     """Per-platform tokens follow the writes just applied (see `models.PushToken`): a user's
     `push_id` becomes the token of its `platform`; `push_id: null` removes the token of the platform
-    sent with it, or every token of the user when none is."""
+    sent with it, or every token of the user when none is. The user's `push_platforms` follows its
+    tokens (this is the only writer of either)."""
     touched = [w.customer_id for w in writes if "push_id" in w.columns or "platform" in w.patch]
     if not touched:
         return
@@ -215,6 +245,11 @@ async def sync_push_tokens(
                 index_elements=["workspace_id", "customer_id", "platform"],
                 set_={"token": statement.excluded.token, "updated_at": statement.excluded.updated_at},
             )
+        )
+        await session.execute(
+            update(_users)
+            .where(_users.c.workspace_id == workspace_id, _users.c.customer_id.in_(chunk))
+            .values(push_platforms=_platform_bits)
         )
 
 
