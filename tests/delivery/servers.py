@@ -215,6 +215,13 @@ class HttpReceiver:
         self.thread.join()
 
 
+class _Receiving(ThreadingHTTPServer):
+    # The standard library listens with a backlog of 5: a worker opening its lanes' connections at
+    # once (8 and more) on a loaded machine met connections reset before their request was read,
+    # which a real receiver's backlog would have taken.
+    request_queue_size = 128
+
+
 def start_http_receiver() -> HttpReceiver:
     receiver: HttpReceiver
 
@@ -232,7 +239,7 @@ def start_http_receiver() -> HttpReceiver:
         def log_message(self, format: str, *args: Any) -> None:
             pass  # keep test output clean
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server = _Receiving(("127.0.0.1", 0), Handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     receiver = HttpReceiver(server, thread)
     thread.start()
