@@ -637,12 +637,13 @@ def main() -> int:
 
 
 def _sides(scenario: Scenario, peers: dict[str, Any]) -> list[str]:
-    if scenario.name == "O1":
-        return [name for name in ("herald-sqlite", "bare", "herald-pg", "mock") if name in peers]
-    if scenario.name in ("healthz", "404"):
-        return [name for name in ("herald-sqlite", "bare", "herald-pg") if name in peers]
-    sides = ("herald-sqlite", "base-sqlite", "herald-pg", "base-pg", "mock")
-    return [name for name in sides if name in peers]
+    if scenario.name == "O1":  # the baseline's sides too, when served: O1 before and after in one run
+        order: tuple[str, ...] = ("herald-sqlite", "base-sqlite", "bare", "herald-pg", "base-pg", "mock")
+    elif scenario.name in ("healthz", "404"):
+        order = ("herald-sqlite", "bare", "herald-pg")
+    else:
+        order = ("herald-sqlite", "base-sqlite", "herald-pg", "base-pg", "mock")
+    return [name for name in order if name in peers]
 
 
 def measure(
