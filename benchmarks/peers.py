@@ -657,6 +657,7 @@ def measure(
     figures: list[Figure] = []
     print(
         f"{'scenario':<8} {'peer':<14} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'non-2xx':>8} {'errors':>6}"
+        f" {'CPU µs/req':>10}"
     )
     for scenario in scenarios:
         results: dict[str, wrk.Result] = {}
@@ -670,15 +671,18 @@ def measure(
                 pool = asyncio.run(consumables(scenario.consumes, owner, credentials.workspace_id, count))
                 scripts = partial(consuming_lua, scenario, settings, credentials)
                 result = _consuming_runs(peer, scripts, pool, seconds, connections)
+                cpu: float | None = None  # not measured: its warm-up runs inside `_consuming_runs`
             else:
                 lua = lua_for(replace(scenario, path=path), settings, credentials, data)
                 # One second of the same load first, not counted, on every side alike: what is measured
                 # is the steady state, not the first requests' lazy work (statement compilation, caches).
                 wrk.run(peer.url, lua, seconds=1, connections=connections)
+                cpu = _session_cpu_seconds(peer.process.pid)
                 result = wrk.run(peer.url, lua, seconds=seconds, connections=connections)
+                cpu = _session_cpu_seconds(peer.process.pid) - cpu
                 lua.unlink()
             results[name] = result
-            _print_line(scenario.name, name, result)
+            _print_line(scenario.name, name, result, cpu)
         if scenario.one_row_update and pg_dsn and "herald-pg" in peers:
             ids = peers["herald-pg"][2].ids
             key = (ids["workspace"], ids["campaign" if scenario.campaigns else "offer"])
@@ -689,10 +693,28 @@ def measure(
     return figures
 
 
-def _print_line(scenario: str, peer: str, result: wrk.Result) -> None:
+def _session_cpu_seconds(session: int) -> float:
+    """User + system CPU of the live processes of `session` (a peer and its workers, started with
+    `start_new_session`). Per request it moves far less with the machine's load than req/s does;
+    the database's and Redis's own CPU is not in it."""
+    ticks = 0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rpartition(")")[2].split()
+        except OSError:  # exited meanwhile
+            continue
+        if int(fields[3]) == session:  # after the name: state, ppid, pgrp, session, …
+            ticks += int(fields[11]) + int(fields[12])  # utime, stime
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def _print_line(scenario: str, peer: str, result: wrk.Result, cpu: float | None = None) -> None:
+    per_request = (
+        f"{1e6 * cpu / result.requests:>8,.0f}" if cpu is not None and result.requests else f"{'':>8}"
+    )
     print(
         f"{scenario:<8} {peer:<14} {result.requests_per_second:>9,.0f} {result.p50_ms:>8.1f}"
-        f" {result.p99_ms:>8.1f} {result.non_2xx:>8} {result.errors:>6}",
+        f" {result.p99_ms:>8.1f} {result.non_2xx:>8} {result.errors:>6} {per_request}",
         flush=True,
     )
 
