@@ -18,8 +18,9 @@ as well, the same two ways (`base-sqlite`, `base-pg`, on databases of their own)
 measured before and after in the same run, each scenario's sides one after the other.
 
 Then drives every scenario on every peer with wrk (`-t2 -c32`, one uncounted second of warm-up, then
-`--seconds` each, the peers in turns), and prints each ratio with its target and pass / MISS (the
-`BENCH` summary line as every benchmark).
+`--seconds` each, the peers in turns), prints each side's req/s, latency and CPU per request (its
+processes' user + system time, which moves far less with the machine's load than req/s), then each
+ratio with its target and pass / MISS (the `BENCH` summary line as every benchmark).
 
 C8 test-sends through each served Herald's push connector, a webhook to `benchmarks.delivery_sink`
 (started here too). C5 (STOP) and O5 (archive) consume what they act on: just before each runs, every
