@@ -242,23 +242,24 @@ class _ScriptChannel:
         return self._connection
 
     async def _read(self, connection: AbstractConnection) -> None:
-        while True:
-            try:
-                reply = await connection.read_response()
-            except ResponseError as error:  # an error reply: its command's alone
-                call = self._sent.popleft()
-                if isinstance(error, NoScriptError) and call.command[0] == "EVALSHA":
+        try:
+            while True:
+                try:
+                    reply = await connection.read_response()
+                except ResponseError as error:  # an error reply: its command's alone
+                    reply = error
+                call = self._sent.popleft()  # a reply nothing was sent for breaks the connection too
+                if isinstance(reply, NoScriptError) and call.command[0] == "EVALSHA":
                     call.command = ("EVAL", _ACQUIRE, *call.command[2:])
                     self._queue(call)
-                elif not call.future.done():
-                    call.future.set_exception(error)
-                continue
-            except Exception as error:
-                await self._lost(connection, error)
-                return
-            call = self._sent.popleft()
-            if not call.future.done():  # done: its caller was cancelled after the send
-                call.future.set_result(reply)
+                elif call.future.done():  # its caller was cancelled after the send
+                    pass
+                elif isinstance(reply, ResponseError):
+                    call.future.set_exception(reply)
+                else:
+                    call.future.set_result(reply)
+        except Exception as error:
+            await self._lost(connection, error)
 
     async def _lost(self, connection: AbstractConnection, error: Exception) -> None:
         """`connection` broke: send what it carried once more on a new one (or fail it)."""
