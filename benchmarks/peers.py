@@ -18,8 +18,9 @@ as well, the same two ways (`base-sqlite`, `base-pg`, on databases of their own)
 measured before and after in the same run, each scenario's sides one after the other.
 
 Then drives every scenario on every peer with wrk (`-t2 -c32`, one uncounted second of warm-up, then
-`--seconds` each, the peers in turns), and prints each ratio with its target and pass / MISS (the
-`BENCH` summary line as every benchmark).
+`--seconds` each, the peers in turns), prints each side's req/s, latency and CPU per request (its
+processes' user + system time, which moves far less with the machine's load than req/s), then each
+ratio with its target and pass / MISS (the `BENCH` summary line as every benchmark).
 
 C8 test-sends through each served Herald's push connector, a webhook to `benchmarks.delivery_sink`
 (started here too). C5 (STOP) and O5 (archive) consume what they act on: just before each runs, every
@@ -637,12 +638,13 @@ def main() -> int:
 
 
 def _sides(scenario: Scenario, peers: dict[str, Any]) -> list[str]:
-    if scenario.name == "O1":
-        return [name for name in ("herald-sqlite", "bare", "herald-pg", "mock") if name in peers]
-    if scenario.name in ("healthz", "404"):
-        return [name for name in ("herald-sqlite", "bare", "herald-pg") if name in peers]
-    sides = ("herald-sqlite", "base-sqlite", "herald-pg", "base-pg", "mock")
-    return [name for name in sides if name in peers]
+    if scenario.name == "O1":  # the baseline's sides too, when served: O1 before and after in one run
+        order: tuple[str, ...] = ("herald-sqlite", "base-sqlite", "bare", "herald-pg", "base-pg", "mock")
+    elif scenario.name in ("healthz", "404"):
+        order = ("herald-sqlite", "bare", "herald-pg")
+    else:
+        order = ("herald-sqlite", "base-sqlite", "herald-pg", "base-pg", "mock")
+    return [name for name in order if name in peers]
 
 
 def measure(
@@ -656,6 +658,7 @@ def measure(
     figures: list[Figure] = []
     print(
         f"{'scenario':<8} {'peer':<14} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'non-2xx':>8} {'errors':>6}"
+        f" {'CPU µs/req':>10}"
     )
     for scenario in scenarios:
         results: dict[str, wrk.Result] = {}
@@ -669,15 +672,18 @@ def measure(
                 pool = asyncio.run(consumables(scenario.consumes, owner, credentials.workspace_id, count))
                 scripts = partial(consuming_lua, scenario, settings, credentials)
                 result = _consuming_runs(peer, scripts, pool, seconds, connections)
+                cpu: float | None = None  # not measured: its warm-up runs inside `_consuming_runs`
             else:
                 lua = lua_for(replace(scenario, path=path), settings, credentials, data)
                 # One second of the same load first, not counted, on every side alike: what is measured
                 # is the steady state, not the first requests' lazy work (statement compilation, caches).
                 wrk.run(peer.url, lua, seconds=1, connections=connections)
+                cpu = _session_cpu_seconds(peer.process.pid)
                 result = wrk.run(peer.url, lua, seconds=seconds, connections=connections)
+                cpu = _session_cpu_seconds(peer.process.pid) - cpu
                 lua.unlink()
             results[name] = result
-            _print_line(scenario.name, name, result)
+            _print_line(scenario.name, name, result, cpu)
         if scenario.one_row_update and pg_dsn and "herald-pg" in peers:
             ids = peers["herald-pg"][2].ids
             key = (ids["workspace"], ids["campaign" if scenario.campaigns else "offer"])
@@ -688,10 +694,28 @@ def measure(
     return figures
 
 
-def _print_line(scenario: str, peer: str, result: wrk.Result) -> None:
+def _session_cpu_seconds(session: int) -> float:
+    """User + system CPU of the live processes of `session` (a peer and its workers, started with
+    `start_new_session`). Per request it moves far less with the machine's load than req/s does;
+    the database's and Redis's own CPU is not in it."""
+    ticks = 0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rpartition(")")[2].split()
+        except OSError:  # exited meanwhile
+            continue
+        if int(fields[3]) == session:  # after the name: state, ppid, pgrp, session, …
+            ticks += int(fields[11]) + int(fields[12])  # utime, stime
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def _print_line(scenario: str, peer: str, result: wrk.Result, cpu: float | None = None) -> None:
+    per_request = (
+        f"{1e6 * cpu / result.requests:>8,.0f}" if cpu is not None and result.requests else f"{'':>8}"
+    )
     print(
         f"{scenario:<8} {peer:<14} {result.requests_per_second:>9,.0f} {result.p50_ms:>8.1f}"
-        f" {result.p99_ms:>8.1f} {result.non_2xx:>8} {result.errors:>6}",
+        f" {result.p99_ms:>8.1f} {result.non_2xx:>8} {result.errors:>6} {per_request}",
         flush=True,
     )
 

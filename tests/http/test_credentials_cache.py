@@ -3,12 +3,15 @@ takes effect at most `ttl` later, and a wrong secret is refused whether the key 
 
 from __future__ import annotations
 
+import asyncio
+from types import MappingProxyType
+
 import httpx
 from fastapi import FastAPI
 
 from herald.services import Services
 from herald.workspaces import service as workspaces_service
-from herald.workspaces.credentials import CredentialsCache
+from herald.workspaces.credentials import Credentials, CredentialsCache, KeyView, WorkspaceView, secret_hash
 from tests.factories import Tenant
 
 OFFERS = "/v5/offers"
@@ -89,3 +92,82 @@ async def test_without_a_ttl_every_request_reads_the_key(
         )
         await session.commit()
     assert (await client.get(OFFERS, headers=tenant.headers())).status_code == 401
+
+
+class GatedLoader:
+    """Stands in for the database read: answers `credentials` once `open` is set, counting reads."""
+
+    def __init__(self, credentials: Credentials | None) -> None:
+        self.credentials = credentials
+        self.open = asyncio.Event()
+        self.calls = 0
+        self.error: Exception | None = None
+
+    async def __call__(self, workspace_id: str, key_id: str) -> Credentials | None:
+        self.calls += 1
+        await self.open.wait()
+        if self.error is not None:
+            raise self.error
+        return self.credentials
+
+
+SECRET = "s3cret"
+PRESENTED = f"hk_key1_{SECRET}"
+KNOWN = Credentials(
+    WorkspaceView("WS", MappingProxyType({}), MappingProxyType({})),
+    KeyView("key1", frozenset(), secret_hash(SECRET), revoked=False),
+)
+
+
+async def _turns(n: int = 3) -> None:
+    for _ in range(n):
+        await asyncio.sleep(0)  # a turn of the event loop, no wall time
+
+
+async def test_requests_that_miss_during_a_load_share_it() -> None:
+    cache, loader = CredentialsCache(ttl=1.0, monotonic=FakeMonotonic()), GatedLoader(KNOWN)
+    waiting = [asyncio.ensure_future(cache.verify("WS", PRESENTED, loader)) for _ in range(5)]
+    await _turns()
+    loader.open.set()
+    assert await asyncio.gather(*waiting) == [KNOWN] * 5
+    assert loader.calls == 1
+
+
+async def test_a_request_arriving_a_ttl_after_the_load_began_reads_for_itself() -> None:
+    time = FakeMonotonic()
+    cache, loader = CredentialsCache(ttl=1.0, monotonic=time), GatedLoader(KNOWN)
+    first = asyncio.ensure_future(cache.verify("WS", PRESENTED, loader))
+    await _turns()
+    time.now += 1.0  # a change committed now must reach the next request: the load began too early
+    second = asyncio.ensure_future(cache.verify("WS", PRESENTED, loader))
+    await _turns()
+    loader.open.set()
+    assert await asyncio.gather(first, second) == [KNOWN, KNOWN]
+    assert loader.calls == 2
+
+
+async def test_when_the_loading_request_is_cancelled_the_others_read_for_themselves() -> None:
+    cache, loader = CredentialsCache(ttl=1.0, monotonic=FakeMonotonic()), GatedLoader(KNOWN)
+    leader = asyncio.ensure_future(cache.verify("WS", PRESENTED, loader))
+    await _turns()
+    others = [asyncio.ensure_future(cache.verify("WS", PRESENTED, loader)) for _ in range(3)]
+    await _turns()
+    leader.cancel()
+    await _turns()
+    loader.open.set()
+    assert await asyncio.gather(*others) == [KNOWN] * 3
+    assert leader.cancelled()
+    assert loader.calls == 2  # the cancelled read, then one shared by the other three
+
+
+async def test_a_failed_load_fails_the_requests_sharing_it_and_is_not_remembered() -> None:
+    cache, loader = CredentialsCache(ttl=1.0, monotonic=FakeMonotonic()), GatedLoader(KNOWN)
+    loader.error = ConnectionRefusedError("database down")
+    waiting = [asyncio.ensure_future(cache.verify("WS", PRESENTED, loader)) for _ in range(3)]
+    await _turns()
+    loader.open.set()
+    results = await asyncio.gather(*waiting, return_exceptions=True)
+    assert all(isinstance(result, ConnectionRefusedError) for result in results)
+    loader.error = None
+    assert await cache.verify("WS", PRESENTED, loader) == KNOWN
+    assert loader.calls == 2

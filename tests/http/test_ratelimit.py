@@ -13,6 +13,8 @@ from uuid import uuid4
 
 import pytest
 from redis.asyncio import Redis
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import ResponseError
 
 from herald.http.ratelimit import (
     Decision,
@@ -165,6 +167,19 @@ class TestRollingWindowLimits:
         d = await store.acquire(KEY, windows, T0 + 3.25)
         assert (d.allowed, d.limit, d.remaining, d.reset_at, d.retry_after) == (False, 8, 0, T0 + 61, 57)
 
+    async def test_headers_pick_the_same_window_whatever_order_the_windows_come_in(
+        self, store: RateLimitStore
+    ) -> None:
+        windows = [Window(4, MINUTE), Window(3, 1)]  # longest first, unlike `parse_windows`
+        await store.acquire(KEY, windows, T0 - 10)  # only the minute still counts it at T0
+        d = await store.acquire(KEY, windows, T0 + 0.25)
+        # 2 left in each: the tie goes to the 1-second window, whose oldest entry is this one.
+        assert (d.limit, d.remaining, d.reset_at) == (3, 2, T0 + 2)
+        await take(store, windows, T0 + 0.5, 2)
+        d = await store.acquire(KEY, windows, T0 + 0.75)
+        # Both full: the headers describe the shorter; Retry-After waits for T0-10 to leave the minute.
+        assert (d.allowed, d.limit, d.remaining, d.reset_at, d.retry_after) == (False, 3, 0, T0 + 2, 50)
+
     async def test_release_frees_exactly_one_slot_in_every_window(self, store: RateLimitStore) -> None:
         windows = parse_windows("2/minute;3/hour")
         _, b = await take(store, windows, T0, 2)
@@ -239,6 +254,139 @@ async def test_redis_clients_on_separate_connections_share_the_limit_exactly() -
         await one.reset()
         await one.aclose()
         await two.aclose()
+
+
+@pytest.fixture
+async def redis_pair() -> AsyncIterator[tuple[RedisRateLimitStore, Redis]]:
+    """A Redis store whose acquire connection has a name of its own, and a client to look at it."""
+    url, prefix, name = redis_url(), f"herald:test:rl:{uuid4().hex}:", f"herald-test-{uuid4().hex}"
+    store, admin = (
+        RedisRateLimitStore(Redis.from_url(url, client_name=name), prefix=prefix),
+        Redis.from_url(url),
+    )
+    try:
+        yield store, admin
+    finally:
+        await store.reset()
+        await store.aclose()
+        await admin.aclose()
+
+
+async def acquire_connections(admin: Redis, store: RedisRateLimitStore) -> list[dict[str, str]]:
+    name = store._client.connection_pool.connection_kwargs["client_name"]
+    return [c for c in await admin.client_list() if c["name"] == name]
+
+
+@pytest.mark.anyio
+@pytest.mark.redis
+async def test_redis_acquires_of_one_turn_share_one_connection_and_keep_their_own_replies(
+    redis_pair: tuple[RedisRateLimitStore, Redis],
+) -> None:
+    store, admin = redis_pair
+    windows = [Window(100, MINUTE)]
+    for i in range(8):  # key i holds i entries, so each reply says whose it is
+        for _ in range(i):
+            await store.acquire(f"key-{i}", windows, T0)
+    decisions = await asyncio.gather(*(store.acquire(f"key-{i}", windows, T0) for i in range(8)))
+    assert [d.remaining for d in decisions] == [100 - (i + 1) for i in range(8)]
+    assert len(await acquire_connections(admin, store)) == 1  # one connection, all the calls pipelined
+
+
+@pytest.mark.anyio
+@pytest.mark.redis
+async def test_redis_callers_cancelled_before_and_after_the_send_leave_the_others_their_replies(
+    redis_pair: tuple[RedisRateLimitStore, Redis],
+) -> None:
+    store, _ = redis_pair
+    windows = [Window(100, MINUTE)]
+    await store.acquire("warm-up", windows, T0)  # connected, the sender waiting for the next turn
+    tasks = [asyncio.ensure_future(store.acquire(f"key-{i}", windows, T0)) for i in range(6)]
+    await asyncio.sleep(0)  # the callers queued their commands; the sender writes on the next turn
+    tasks[1].cancel()  # before the send: its command is not sent
+    await asyncio.sleep(0)  # the sender wrote the batch
+    tasks[4].cancel()  # after the send: its script runs, its reply is skipped
+    done = await asyncio.gather(*tasks, return_exceptions=True)
+    assert isinstance(done[1], asyncio.CancelledError)
+    assert isinstance(done[4], asyncio.CancelledError)
+    assert [d.remaining for i, d in enumerate(done) if i not in (1, 4)] == [99] * 4  # type: ignore[union-attr]
+    again = [await store.acquire(f"key-{i}", windows, T0) for i in range(6)]
+    assert [d.remaining for d in again] == [98, 99, 98, 98, 98, 98]
+
+
+@pytest.mark.anyio
+@pytest.mark.redis
+async def test_redis_error_reply_is_its_callers_alone(redis_pair: tuple[RedisRateLimitStore, Redis]) -> None:
+    store, admin = redis_pair
+    windows = [Window(3, MINUTE)]
+    await admin.set(store._keys("broken", windows)[0], "not a sorted set")
+    results = await asyncio.gather(
+        *(store.acquire(key, windows, T0) for key in ("a", "broken", "b")), return_exceptions=True
+    )
+    assert isinstance(results[1], ResponseError)
+    assert [d.remaining for d in (results[0], results[2])] == [2, 2]  # type: ignore[union-attr]
+
+
+@pytest.mark.anyio
+@pytest.mark.redis
+async def test_redis_store_reloads_a_flushed_script_and_stays_exact(
+    redis_pair: tuple[RedisRateLimitStore, Redis],
+) -> None:
+    store, admin = redis_pair
+    windows = parse_windows("5/second")
+    assert (await store.acquire(KEY, windows, T0)).allowed
+    await admin.script_flush()  # as a Redis restart does: the next EVALSHA answers NOSCRIPT
+    decisions = await asyncio.gather(*(store.acquire(KEY, windows, T0) for _ in range(10)))
+    assert admitted(decisions) == 4
+
+
+@pytest.mark.anyio
+@pytest.mark.redis
+async def test_redis_store_carries_on_after_its_connection_is_killed(
+    redis_pair: tuple[RedisRateLimitStore, Redis],
+) -> None:
+    store, admin = redis_pair
+    windows = parse_windows("5/second")
+    assert (await store.acquire(KEY, windows, T0)).allowed
+    [connection] = await acquire_connections(admin, store)
+    await admin.client_kill_filter(_id=connection["id"])
+    decisions = await asyncio.gather(*(store.acquire(KEY, windows, T0) for _ in range(10)))
+    assert admitted(decisions) == 4
+    [replaced] = await acquire_connections(admin, store)
+    assert replaced["id"] != connection["id"]
+
+
+@pytest.mark.anyio
+@pytest.mark.redis
+async def test_redis_store_sends_a_call_lost_with_its_connection_once_more(
+    redis_pair: tuple[RedisRateLimitStore, Redis],
+) -> None:
+    store, admin = redis_pair
+    windows = parse_windows("5/second")
+    assert (await store.acquire(KEY, windows, T0)).allowed
+    [connection] = await acquire_connections(admin, store)
+    # Writes (scripts included) wait while clients are paused: the call is in flight, unanswered,
+    # when its connection dies, and never ran. (The timeout only bounds a crashed test's pause.)
+    await admin.client_pause(1000, all=False)
+    try:
+        call = asyncio.ensure_future(store.acquire(KEY, windows, T0))
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)  # queued, then written by the sender
+        await admin.client_kill_filter(_id=connection["id"])
+    finally:
+        await admin.client_unpause()
+    decision = await call
+    assert (decision.allowed, decision.remaining) == (True, 3)
+
+
+@pytest.mark.anyio
+@pytest.mark.redis
+async def test_redis_store_refuses_calls_after_aclose() -> None:
+    store = redis_store(redis_url(), prefix=f"herald:test:rl:{uuid4().hex}:")
+    await store.acquire(KEY, [Window(1, MINUTE)], T0)
+    await store.reset()
+    await store.aclose()
+    with pytest.raises(RedisConnectionError):
+        await store.acquire(KEY, [Window(1, MINUTE)], T0)
 
 
 @pytest.mark.anyio

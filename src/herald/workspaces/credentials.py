@@ -9,6 +9,7 @@ checked on every request against the stored hash (constant time), cached or not.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
 import time
@@ -101,12 +102,20 @@ Loader = Callable[[str, str], Awaitable[Credentials | None]]
 
 
 class CredentialsCache:
-    """Credentials by (workspace, key id), each kept `ttl` seconds of `monotonic` time."""
+    """Credentials by (workspace, key id), each kept `ttl` seconds of `monotonic` time.
+
+    Requests that miss the same entry while it is being loaded wait for that load rather than each
+    running its own: when an entry expires under load, every request of the next few milliseconds
+    missed it, and each paid a pooled connection and three statements. A load is shared only
+    with requests that arrive less than `ttl` after it began, so the bound on an administrative
+    change's lag holds for them too.
+    """
 
     def __init__(self, ttl: float, monotonic: Callable[[], float] = time.monotonic) -> None:
         self.ttl = ttl
         self._monotonic = monotonic
         self._entries: dict[tuple[str, str], tuple[float, Credentials | None]] = {}
+        self._loading: dict[tuple[str, str], tuple[float, asyncio.Future[Credentials | None]]] = {}
 
     async def verify(self, workspace_id: str, presented: str, load: Loader) -> Credentials | None:
         """The credentials the presented secret proves, or None (unknown, revoked or wrong secret)."""
@@ -128,11 +137,40 @@ class CredentialsCache:
         entry = self._entries.get((workspace_id, key_id))
         if entry is not None and entry[0] > now:
             return entry[1]
-        found = await load(workspace_id, key_id)
+        while (loading := self._loading.get((workspace_id, key_id))) is not None and loading[
+            0
+        ] + self.ttl > now:
+            try:
+                return await asyncio.shield(loading[1])
+            except asyncio.CancelledError:
+                task = asyncio.current_task()
+                if not loading[1].cancelled() or (task is not None and task.cancelling()):
+                    raise
+                # The request that was loading was cancelled (its client left): look again, the
+                # first of those that waited loads for the others.
+        return await self._load(workspace_id, key_id, load, now)
+
+    async def _load(self, workspace_id: str, key_id: str, load: Loader, now: float) -> Credentials | None:
+        key = (workspace_id, key_id)
+        shared: asyncio.Future[Credentials | None] = asyncio.get_running_loop().create_future()
+        self._loading[key] = (now, shared)
+        try:
+            found = await load(workspace_id, key_id)
+        except BaseException as error:
+            if isinstance(error, asyncio.CancelledError):
+                shared.cancel()
+            else:
+                shared.set_exception(error)
+                shared.exception()  # retrieved: no request may be waiting for it
+            raise
+        finally:
+            if self._loading.get(key, (0.0, None))[1] is shared:
+                del self._loading[key]
+        shared.set_result(found)
         if len(self._entries) >= _MAX_ENTRIES:
             self._entries = {k: v for k, v in self._entries.items() if v[0] > now}
             if len(self._entries) >= _MAX_ENTRIES:
                 self._entries.clear()
         # An unknown key is remembered too: guessing costs no query per attempt either.
-        self._entries[(workspace_id, key_id)] = (now + self.ttl, found)
+        self._entries[key] = (now + self.ttl, found)
         return found

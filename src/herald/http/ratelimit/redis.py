@@ -4,29 +4,47 @@ One Lua script per acquire prunes, checks every window, and only then adds the e
 them; Redis runs scripts one at a time, so concurrent clients cannot both take the last slot and
 a refused request consumes nothing. Each window is a sorted set (score = admission time from the
 caller's clock, never the server's) that expires after one window of inactivity.
+
+The acquires of one process go out on one connection of their own (`_ScriptChannel`): every
+acquire issued within one turn of the event loop is written in one send and their replies read
+together. Pipelining changes nothing Redis decides (each script still runs whole, one at a time);
+it removes the per-request send and the client's per-command machinery, which were a fifth of a
+PostgreSQL worker's samples on `GET /v5/offers` (benchmarks/README.md, "Herald against its peers").
 """
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
+import itertools
 import re
+import secrets
+from collections import deque
 from collections.abc import Sequence
 from typing import Any
-from uuid import uuid4
 
+import hiredis
 from redis.asyncio import Redis
+from redis.asyncio.connection import AbstractConnection
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import NoScriptError, ResponseError
 
 from herald.http.ratelimit.core import Decision, Window, check_windows, decide
 
-# KEYS[i]: the log of window i. ARGV: token, now, then per window: cutoff, limit, ttl.
-# Cutoffs are computed by the caller: Lua would format numbers with 14 digits and lose the
-# sub-millisecond part of an epoch timestamp. Returns: allowed, then per window: count, pivot score.
+# KEYS[i]: the log of window i (shortest window first). ARGV: token, now, then per window: cutoff,
+# limit, seconds. Cutoffs are computed by the caller: Lua would format numbers with 14 digits and
+# lose the sub-millisecond part of an epoch timestamp. Returns: allowed, then per window: count,
+# pivot score. A pivot is looked up only where `decide` reads it: the window nearest exhaustion
+# (fewest slots left, ties to the shorter window, as `decide` picks it) and every full window of a
+# refusal; elsewhere it is '' (not needed), which saves a ZRANGE per other window of a request.
 _ACQUIRE = """
 local token, now = ARGV[1], ARGV[2]
-local counts, allowed = {}, 1
+local counts, limits, allowed = {}, {}, 1
 for i = 1, #KEYS do
   redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', ARGV[3 * i])
   counts[i] = redis.call('ZCARD', KEYS[i])
-  if counts[i] >= tonumber(ARGV[3 * i + 1]) then allowed = 0 end
+  limits[i] = tonumber(ARGV[3 * i + 1])
+  if counts[i] >= limits[i] then allowed = 0 end
 end
 if allowed == 1 then
   for i = 1, #KEYS do
@@ -35,11 +53,16 @@ if allowed == 1 then
     counts[i] = counts[i] + 1
   end
 end
+local nearest, least, span = 1, math.huge, math.huge
+for i = 1, #KEYS do
+  local left, seconds = math.max(0, limits[i] - counts[i]), tonumber(ARGV[3 * i + 2])
+  if left < least or (left == least and seconds < span) then nearest, least, span = i, left, seconds end
+end
 local out = {allowed}
 for i = 1, #KEYS do
   local pivot = ''
-  if counts[i] > 0 then
-    local at = math.max(0, counts[i] - tonumber(ARGV[3 * i + 1]))
+  if counts[i] > 0 and (i == nearest or (allowed == 0 and counts[i] >= limits[i])) then
+    local at = math.max(0, counts[i] - limits[i])
     pivot = redis.call('ZRANGE', KEYS[i], at, at, 'WITHSCORES')[2]
   end
   out[#out + 1] = counts[i]
@@ -47,15 +70,24 @@ for i = 1, #KEYS do
 end
 return out
 """
+_ACQUIRE_SHA = hashlib.sha1(_ACQUIRE.encode()).hexdigest()
 
 
 class RedisRateLimitStore:
-    """Owns `client` and closes it in `aclose`. Keys are `<prefix>{<key>}:<window seconds>`."""
+    """Owns `client` and closes it in `aclose`. Keys are `<prefix>{<key>}:<window seconds>`.
+
+    Acquires use a connection of their own, made with `client`'s connection settings on first use;
+    `release` and `reset` (rare) go through `client`.
+    """
 
     def __init__(self, client: Redis, prefix: str = "herald:rl:") -> None:
         self._client = client
         self._prefix = prefix
-        self._acquire = client.register_script(_ACQUIRE)
+        self._channel = _ScriptChannel(client)
+        # Entry names only need to be unique among concurrent entries of one key: a random part per
+        # store (process) and a counter are, and cost less than a UUID per request.
+        self._token_prefix = secrets.token_hex(8) + ":"
+        self._tokens = itertools.count(1)
 
     def _keys(self, key: str, windows: Sequence[Window]) -> list[str]:
         # The hash tag keeps every window of a key in one Redis Cluster slot, as a script requires.
@@ -63,33 +95,39 @@ class RedisRateLimitStore:
 
     async def acquire(self, key: str, windows: Sequence[Window], now: float) -> Decision:
         windows = check_windows(windows)
-        token, args = self._arguments(windows, now)
-        reply = await self._acquire(keys=self._keys(key, windows), args=args)
+        token = self._token_prefix + str(next(self._tokens))
+        reply = await self._channel.call(self._command(key, windows, now, token))
         return self._decision(windows, now, token, reply)
 
     async def acquire_each(
         self, requests: Sequence[tuple[str, Sequence[Window]]], now: float
     ) -> list[Decision]:
+        # Queued in the same turn, so written in one send: one round trip, each script on its own.
         checked = [(key, check_windows(windows)) for key, windows in requests]
-        tokens: list[str] = []
-        async with self._client.pipeline(transaction=False) as pipe:  # one round trip, scripts apart
-            for key, windows in checked:
-                token, args = self._arguments(windows, now)
-                tokens.append(token)
-                await self._acquire(keys=self._keys(key, windows), args=args, client=pipe)
-            replies = await pipe.execute()
+        tokens = [self._token_prefix + str(next(self._tokens)) for _ in checked]
+        replies = await asyncio.gather(
+            *(
+                self._channel.call(self._command(key, windows, now, token))
+                for (key, windows), token in zip(checked, tokens, strict=True)
+            )
+        )
         return [
             self._decision(windows, now, token, reply)
             for (_, windows), token, reply in zip(checked, tokens, replies, strict=True)
         ]
 
-    @staticmethod
-    def _arguments(windows: Sequence[Window], now: float) -> tuple[str, list[str | int]]:
-        token = uuid4().hex
-        args: list[str | int] = [token, repr(now)]
+    def _command(self, key: str, windows: Sequence[Window], now: float, token: str) -> tuple[Any, ...]:
+        command: list[Any] = [
+            "EVALSHA",
+            _ACQUIRE_SHA,
+            len(windows),
+            *self._keys(key, windows),
+            token,
+            repr(now),
+        ]
         for w in windows:
-            args += [repr(now - w.seconds), w.limit, w.seconds]
-        return token, args
+            command += [repr(now - w.seconds), w.limit, w.seconds]
+        return tuple(command)
 
     @staticmethod
     def _decision(windows: Sequence[Window], now: float, token: str, reply: Sequence[Any]) -> Decision:
@@ -116,4 +154,148 @@ class RedisRateLimitStore:
             await self._client.unlink(*batch)
 
     async def aclose(self) -> None:
+        await self._channel.aclose()
         await self._client.aclose()
+
+
+class _Call:
+    """A queued command, the future of its reply, and whether it was sent again already."""
+
+    __slots__ = ("command", "future", "resent")
+
+    def __init__(self, command: tuple[Any, ...], future: asyncio.Future[Any]) -> None:
+        self.command = command
+        self.future = future
+        self.resent = False
+
+
+class _ScriptChannel:
+    """One connection on which any number of callers evaluate the acquire script, pipelined.
+
+    `call` queues a command and returns a future of its reply. One sender task, woken at most once
+    per turn of the event loop, writes everything queued so far in one send, so the commands of
+    one turn's callers share a round trip; one reader task resolves the futures in order as the
+    replies arrive. Redis answers a connection's commands in the order it received them and runs
+    each script whole, so every caller gets its own script's reply and the decisions are those of
+    one command per call. A command whose caller was cancelled before the send is not sent.
+
+    Failures: an error reply is its command's alone. NOSCRIPT (the server lost its script cache: a
+    restart or SCRIPT FLUSH; the script did not run) sends the command again as EVAL, which reloads
+    it. A lost connection sends the commands it carried once more on a new one, as the client's own
+    retry does; a command may then count twice (never admit more than the limit). If they fail
+    again, or connecting fails, the callers get a `redis.exceptions.ConnectionError`.
+    """
+
+    def __init__(self, client: Redis) -> None:
+        self._pool = client.connection_pool  # one home for the connection settings (URL, auth, TLS, db)
+        self._queued: list[_Call] = []
+        self._sent: deque[_Call] = deque()
+        self._wake: asyncio.Future[None] | None = None
+        self._sender: asyncio.Task[None] | None = None
+        self._reader: asyncio.Task[None] | None = None
+        self._connection: AbstractConnection | None = None
+        self._closed = False
+
+    def call(self, command: tuple[Any, ...]) -> asyncio.Future[Any]:
+        if self._closed:
+            raise RedisConnectionError("the rate-limit store is closed")
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._queue(_Call(command, future))
+        return future
+
+    def _queue(self, call: _Call) -> None:
+        self._queued.append(call)
+        if self._sender is None or self._sender.done():
+            self._sender = asyncio.get_running_loop().create_task(self._send())
+        elif self._wake is not None and not self._wake.done():
+            self._wake.set_result(None)  # the sender runs on the next turn, after this turn's callers
+
+    async def _send(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            if not self._queued:
+                self._wake = loop.create_future()
+                await self._wake
+            batch = [call for call in self._queued if not call.future.done()]
+            self._queued = []
+            if not batch:
+                continue
+            try:
+                connection = await self._connected()
+            except Exception as error:  # nothing answers: fail this batch, the next call tries again
+                self._fail(batch, error)
+                continue
+            self._sent.extend(batch)  # before the send: the reader may see the replies at once
+            try:
+                await connection.send_packed_command(
+                    b"".join(hiredis.pack_command(call.command) for call in batch), check_health=False
+                )
+            except Exception as error:
+                await self._lost(connection, error)
+
+    async def _connected(self) -> AbstractConnection:
+        if self._connection is None:
+            connection = self._pool.connection_class(**self._pool.connection_kwargs)
+            await connection.connect()  # type: ignore[no-untyped-call]
+            self._connection = connection
+            self._reader = asyncio.get_running_loop().create_task(self._read(connection))
+        return self._connection
+
+    async def _read(self, connection: AbstractConnection) -> None:
+        try:
+            while True:
+                try:
+                    reply = await connection.read_response()
+                except ResponseError as error:  # an error reply: its command's alone
+                    reply = error
+                call = self._sent.popleft()  # a reply nothing was sent for breaks the connection too
+                if isinstance(reply, NoScriptError) and call.command[0] == "EVALSHA":
+                    call.command = ("EVAL", _ACQUIRE, *call.command[2:])
+                    self._queue(call)
+                elif call.future.done():  # its caller was cancelled after the send
+                    pass
+                elif isinstance(reply, ResponseError):
+                    call.future.set_exception(reply)
+                else:
+                    call.future.set_result(reply)
+        except Exception as error:
+            await self._lost(connection, error)
+
+    async def _lost(self, connection: AbstractConnection, error: Exception) -> None:
+        """`connection` broke: send what it carried once more on a new one (or fail it)."""
+        if self._connection is not connection:
+            return  # already handled, by the reader or the sender
+        self._connection = None
+        reader, self._reader = self._reader, None
+        if reader is not None and reader is not asyncio.current_task():
+            reader.cancel()
+        carried = list(self._sent)
+        self._sent.clear()
+        await connection.disconnect(nowait=True)
+        again = [call for call in carried if not call.resent and not self._closed]
+        self._fail([call for call in carried if call not in again], error)
+        for call in again:
+            call.resent = True
+            self._queue(call)
+
+    @staticmethod
+    def _fail(calls: list[_Call], error: Exception) -> None:
+        for call in calls:
+            if not call.future.done():
+                lost = RedisConnectionError(f"rate-limit exchange with Redis failed: {error!r}")
+                lost.__cause__ = error
+                call.future.set_exception(lost)
+
+    async def aclose(self) -> None:
+        self._closed = True
+        for task in (self._sender, self._reader):
+            if task is not None:
+                task.cancel()
+        self._sender = self._reader = None
+        closed = RedisConnectionError("the rate-limit store was closed")
+        self._fail([*self._sent, *self._queued], closed)
+        self._sent.clear()
+        self._queued = []
+        connection, self._connection = self._connection, None
+        if connection is not None:
+            await connection.disconnect(nowait=True)
