@@ -178,6 +178,16 @@ class TestFields:
         assert (await _list(client, tenant, {"fields": "name,tags"}))["data"] == [{"name": "Flat_Offer_1"}]
 
 
+    async def test_tags_are_listed_by_their_public_ids(
+        self, app: FastAPI, client: httpx.AsyncClient, tenant: Tenant, clock: FrozenClock
+    ) -> None:
+        await _tags(app, tenant, "t1", "t2")
+        await create_id(client, tenant, flat_body(clock.now(), "Tagged", tags=["t2", "tag_t1"]))
+        await create_id(client, tenant, flat_body(clock.now(), "Untagged"))
+        body = await _list(client, tenant, {"fields": "name,tags"})
+        assert body["data"] == [{"name": "Untagged"}, {"name": "Tagged", "tags": ["tag_t2", "tag_t1"]}]
+
+
 class TestErrors:
     async def test_every_bad_parameter_is_reported_in_one_400(
         self, client: httpx.AsyncClient, tenant: Tenant

@@ -126,14 +126,15 @@ def _conditions(shape: _Shape) -> list[ColumnElement[bool]]:
 def _summary_columns() -> list[Any]:
     """The page's columns: `id` (the cursor), then every summary field in summary order, each as the
     value it is shown as where SQL can give it (the status and `created_at` as their wire text; the
-    tags as their JSON text, which `offers.service` parses), so a row needs no Python date-times.
+    tags as their JSON text, which `offers.service` parses, NULL when there are none: most offers
+    have none, and then a row needs no parse at all), so a row needs no Python date-times.
     Every field, whatever `fields` selects: an item is then built by position, in one dict display
     (`offers.service._item`), and cut down to the selection after."""
     now = bindparam("now", type_=UTCDateTime())
     columns: dict[str, Any] = {
         "name": Offer.name,
         "status": status_column(now).label("status"),
-        "tags": cast(Offer.tags, Text).label("tags"),
+        "tags": func.nullif(cast(Offer.tags, Text), "[]").label("tags"),
         "created_at": rfc3339_text(Offer.created_at).label("created_at"),
         "created_by": Offer.created_by,
     }
