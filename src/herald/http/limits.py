@@ -48,9 +48,10 @@ def limit_key(bucket: str, operation: str, consumer: Consumer) -> str:
     return f"{bucket}:{operation}:{consumer.workspace.id}:{consumer.key_id}"
 
 
-def headers_for(decision: Decision) -> dict[str, str]:
-    return {
-        "X-RateLimit-Limit": str(decision.limit),
-        "X-RateLimit-Remaining": str(decision.remaining),
-        "X-RateLimit-Reset": str(decision.reset_at),
-    }
+def headers_for(decision: Decision) -> list[tuple[bytes, bytes]]:
+    """The `X-RateLimit-*` headers of `decision`, as an ASGI answer carries them."""
+    return [
+        (b"x-ratelimit-limit", str(decision.limit).encode()),
+        (b"x-ratelimit-remaining", str(decision.remaining).encode()),
+        (b"x-ratelimit-reset", str(decision.reset_at).encode()),
+    ]

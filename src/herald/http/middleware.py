@@ -19,7 +19,6 @@ import logging
 from typing import Any
 
 from sqlalchemy.exc import DBAPIError, IntegrityError
-from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from herald.http import base_url, endpoint, idempotency
@@ -227,13 +226,15 @@ class HeraldMiddleware:
 
     async def _send(self, send: Send, captured: list[Message], request_id: str, uow: UnitOfWork) -> None:
         start = captured[0]
-        headers = MutableHeaders(raw=list(start.get("headers", [])))
-        headers[self.settings.request_id_header] = request_id
         status: int = start["status"]
+        added = [(self.request_id_header, request_id.encode())]
         if uow.rate_limit is not None and (200 <= status < 300 or status == 429):
-            for name, value in headers_for(uow.rate_limit).items():
-                headers[name] = value
-        await send({**start, "headers": headers.raw})
+            added += headers_for(uow.rate_limit)
+        # Ours replace any of the same names the answer carried (a list built once, not a
+        # header-by-header rewrite of it).
+        ours = {name for name, _ in added}
+        raw = [(name, value) for name, value in start.get("headers", []) if name.lower() not in ours]
+        await send({**start, "headers": raw + added})
         for message in captured[1:]:
             await send(message)
 
