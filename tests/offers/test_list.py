@@ -177,7 +177,6 @@ class TestFields:
         await create_id(client, tenant, flat_body(clock.now()))
         assert (await _list(client, tenant, {"fields": "name,tags"}))["data"] == [{"name": "Flat_Offer_1"}]
 
-
     async def test_tags_are_listed_by_their_public_ids(
         self, app: FastAPI, client: httpx.AsyncClient, tenant: Tenant, clock: FrozenClock
     ) -> None:
