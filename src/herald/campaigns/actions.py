@@ -114,7 +114,10 @@ async def change_status(
             if body.action is Action.RESUME and row.delivery_type == DeliveryType.PERIODIC.value:
                 # Occurrences missed while paused are skipped: the next run is the next one after now.
                 await periodic.record_resume(session, workspace_id, row.campaign_id, now)
-            await wake_on_commit(session, workspace_id)  # e.g. a STOP: the engine ends its execution now
+            if current is not CampaignStatus.SCHEDULED:
+                # The engine ends (or resumes) the execution now. A scheduled campaign has none yet:
+                # waking every worker for it only cost them a tick over every workspace.
+                await wake_on_commit(session, workspace_id)
             return row.id, body.action
         row = await _state(session, workspace_id, campaign_id)
     raise InvalidState("The campaign's status keeps changing under concurrent requests; retry.")
