@@ -163,4 +163,8 @@ async def archive_offer(
 ) -> Response:
     now = services_of(request).clock.now()
     session = unit_of_work(request).session()
-    return _answer(request, await writes.archive_offer(session, caller.workspace_id, offer_id, body, now))
+    first: AnswerFirst[dict[str, Any]] = AnswerFirst(
+        request, lambda data: _answer(request, data)
+    )  # its record goes with the update
+    await writes.archive_offer(session, caller.workspace_id, offer_id, body, now, first)
+    return first.response

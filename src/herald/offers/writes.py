@@ -210,9 +210,15 @@ async def update_offer(
 
 
 async def archive_offer(
-    session: AsyncSession, workspace_id: str, public_id: str, body: Any, now: datetime
+    session: AsyncSession,
+    workspace_id: str,
+    public_id: str,
+    body: Any,
+    now: datetime,
+    answer: Answer[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """O5: any offering that is not archived yet becomes archived, for good."""
+    """O5: any offering that is not archived yet becomes archived, for good (`answer`: see
+    `create_offer`)."""
     offer = await _load(session, workspace_id, public_id)
     if offer.stored_status == STORED_ARCHIVED:
         raise ArchivedOffering()
@@ -220,5 +226,7 @@ async def archive_offer(
     if body is None:
         raise ValidationFailed(problems)
     columns = {"stored_status": STORED_ARCHIVED, "updated_at": now, "updated_by": body.updated_by}
-    await repository.update_offer(session, workspace_id, offer.id, columns)
-    return {"id": public_id, "status": STORED_ARCHIVED, "updated_at": rfc3339(now)}
+    shown = {"id": public_id, "status": STORED_ARCHIVED, "updated_at": rfc3339(now)}
+    joined = answer(shown) if answer is not None else None
+    await repository.update_offer(session, workspace_id, offer.id, columns, joined)
+    return shown
