@@ -1,10 +1,14 @@
 """C5: STOP, PAUSE and RESUME a live campaign (contract §5), applied with a compare-and-set.
 
 The rule is decided on the stored state (`lifecycle.apply_action`) and written with
-`UPDATE ... WHERE status = <the state it was decided on>`. When a concurrent request (or the
-worker) changed the status first, nothing is written and the action is decided again on the new
-state, so every success moves the campaign from the state its rule saw. The row is also read
-locked, like every campaign write, so concurrent writers of other kinds queue behind it.
+`UPDATE ... WHERE status = <the state it was decided on>`, so every success moves the campaign from
+the state its rule saw. The row is read locked, like every campaign write, so concurrent writers (the
+worker's transitions too) queue behind it: the compare-and-set cannot then find another state, and
+if it ever did, the request fails (409, retry) and writes nothing.
+
+On PostgreSQL the request's Idempotency-Key is claimed in the statement that reads the row, and its
+record is written in the statement that moves it (`herald.joined_writes`): four round trips, BEGIN
+and COMMIT included.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from typing import Annotated, Any
 from typing import cast as typed
 
 from pydantic import Field, ValidationError
-from sqlalchemy import Row, Table, bindparam, select, update
+from sqlalchemy import Select, Table, bindparam, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from herald.campaigns import lifecycle, service
@@ -24,11 +28,10 @@ from herald.campaigns.schemas.common import CampaignStatus, DeliveryType
 from herald.delivery.engine import periodic
 from herald.errors import InvalidState, Unprocessable, ValidationFailed
 from herald.ids import is_object_id
+from herald.joined_writes import Answer, ClaimedRead, execute_with
 from herald.pydantic_errors import problems_from_validation_error
 from herald.schemas import APIModel
 from herald.wake import wake_on_commit
-
-_ATTEMPTS = 5
 
 
 class StatusBody(APIModel):
@@ -68,56 +71,73 @@ _MOVE = (
 )
 
 
-async def _state(session: AsyncSession, workspace_id: str, campaign_id: str) -> Row[Any]:
-    """The latest version's state, locked as every campaign write locks it (`repository.get_latest`);
-    read again when the version waited for stopped being the latest while the request queued."""
-    connection = await session.connection()
+async def _plain_read(
+    session: AsyncSession, statement: Select[Any] | None, params: dict[str, Any]
+) -> dict[str, Any] | None:
+    if statement is None:
+        return None
+    row = (await (await session.connection()).execute(statement, params)).first()
+    return None if row is None else dict(row._mapping)
+
+
+async def _state(
+    session: AsyncSession, workspace_id: str, campaign_id: str, read: ClaimedRead
+) -> dict[str, Any]:
+    """The latest version's state, locked as every campaign write locks it (`repository.get_latest`),
+    its first read by `read` (with the request's claim); read again when the version waited for
+    stopped being the latest while the request queued."""
     key = {"workspace_id": workspace_id, "campaign_id": campaign_id}
-    row = None
-    if is_object_id(campaign_id):
-        row = (await connection.execute(_STATE_LOCKED, key)).first()
-        row = row or (await connection.execute(_STATE_LOCKED, key)).first()
+    if not is_object_id(campaign_id):
+        await read(session, None, key)  # no row to read: the claim still answers first
+        await service.no_latest(session, workspace_id, campaign_id)
+    row = await read(session, _STATE_LOCKED, key) or await _plain_read(session, _STATE_LOCKED, key)
     if row is None:
         await service.no_latest(session, workspace_id, campaign_id)
     return row
 
 
 async def change_status(
-    session: AsyncSession, workspace_id: str, campaign_id: str, raw: object, now: datetime
+    session: AsyncSession,
+    workspace_id: str,
+    campaign_id: str,
+    body: StatusBody | None,
+    now: datetime,
+    answer: Answer[tuple[str, Action]] | None = None,
+    read: ClaimedRead = _plain_read,
 ) -> tuple[str, Action]:
-    """Apply the body's action: the id of the version row it moved, and the action."""
-    body = parse_status_body(raw)
-    row = await _state(session, workspace_id, campaign_id)
-    if row.parent_id is not None:
+    """Apply `body`'s action (None: `read` raises the body's refusal once the key is claimed): the id
+    of the version row it moved, and the action. `answer` is called with them just before the move,
+    which writes what it returns (`herald.joined_writes`)."""
+    row = await _state(session, workspace_id, campaign_id, read)
+    assert body is not None  # a refused body was raised by the read
+    if row["parent_id"] is not None:
         raise Unprocessable(
             f"{body.action.value} cannot be applied to a run of a periodic campaign; "
-            f"apply it to the campaign {row.parent_id}.",
+            f"apply it to the campaign {row['parent_id']}.",
             target="action",
         )
-    connection = await session.connection()
-    for _ in range(_ATTEMPTS):
-        current = CampaignStatus(row.status)
-        paused_from = CampaignStatus(row.paused_from) if row.paused_from else None
-        change = lifecycle.apply_action(body.action, DeliveryType(row.delivery_type), current, paused_from)
-        if change is None:
-            raise Unprocessable(
-                lifecycle.refusal(body.action, row.delivery_type, current.value), target="action"
-            )
-        values = {
-            "status": change.status.value,
-            "paused_from": change.paused_from.value if change.paused_from else None,
-            "updated_at": now,
-        }
-        key = {"row_workspace_id": workspace_id, "row_id": row.id, "decided_on": current.value}
-        result = await connection.execute(_MOVE, {**values, **key})
-        if result.rowcount == 1:
-            if body.action is Action.RESUME and row.delivery_type == DeliveryType.PERIODIC.value:
-                # Occurrences missed while paused are skipped: the next run is the next one after now.
-                await periodic.record_resume(session, workspace_id, row.campaign_id, now)
-            if current is not CampaignStatus.SCHEDULED:
-                # The engine ends (or resumes) the execution now. A scheduled campaign has none yet:
-                # waking every worker for it only cost them a tick over every workspace.
-                await wake_on_commit(session, workspace_id)
-            return row.id, body.action
-        row = await _state(session, workspace_id, campaign_id)
-    raise InvalidState("The campaign's status keeps changing under concurrent requests; retry.")
+    current = CampaignStatus(row["status"])
+    paused_from = CampaignStatus(row["paused_from"]) if row["paused_from"] else None
+    change = lifecycle.apply_action(body.action, DeliveryType(row["delivery_type"]), current, paused_from)
+    if change is None:
+        raise Unprocessable(
+            lifecycle.refusal(body.action, row["delivery_type"], current.value), target="action"
+        )
+    values = {
+        "status": change.status.value,
+        "paused_from": change.paused_from.value if change.paused_from else None,
+        "updated_at": now,
+    }
+    key = {"row_workspace_id": workspace_id, "row_id": row["id"], "decided_on": current.value}
+    joined = answer((row["id"], body.action)) if answer is not None else None
+    moved = await execute_with(await session.connection(), _MOVE, _CAMPAIGNS, {**values, **key}, joined)
+    if moved.rowcount != 1:  # the row's lock makes this unreachable; never write over another state
+        raise InvalidState("The campaign's status changed under a concurrent request; retry.")
+    if body.action is Action.RESUME and row["delivery_type"] == DeliveryType.PERIODIC.value:
+        # Occurrences missed while paused are skipped: the next run is the next one after now.
+        await periodic.record_resume(session, workspace_id, row["campaign_id"], now)
+    if current is not CampaignStatus.SCHEDULED:
+        # The engine ends (or resumes) the execution now. A scheduled campaign has none yet: waking
+        # every worker for it only cost them a tick over every workspace.
+        await wake_on_commit(session, workspace_id)
+    return row["id"], body.action

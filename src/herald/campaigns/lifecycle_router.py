@@ -9,6 +9,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from herald.campaigns import actions, meta, search
+from herald.campaigns.lifecycle import Action
 from herald.campaigns.openapi import META_BODY, SEARCH_BODY, STATUS_BODY, success
 from herald.campaigns.router import json_body
 from herald.campaigns.schemas import responses
@@ -16,7 +17,15 @@ from herald.campaigns.schemas.common import Feature
 from herald.campaigns.views import campaign_view
 from herald.http.auth import Caller
 from herald.http.docs import error_responses
-from herald.http.operation import Operation, guarded, services_of, unit_of_work
+from herald.http.operation import (
+    AnswerFirst,
+    ClaimRead,
+    Operation,
+    guarded,
+    parsed_or_refused,
+    services_of,
+    unit_of_work,
+)
 from herald.http.responses import json_response, response_id
 from herald.workspaces.models import enabled_features
 from herald.workspaces.scopes import Scope
@@ -24,7 +33,12 @@ from herald.workspaces.scopes import Scope
 router = APIRouter(prefix="/v5/campaigns", tags=["campaigns"])
 
 STATUS = Operation(
-    "C5", Scope.CAMPAIGNS_CREATE_MANAGE, "campaign_ops", campaigns=True, idempotency="required"
+    "C5",
+    Scope.CAMPAIGNS_CREATE_MANAGE,
+    "campaign_ops",
+    campaigns=True,
+    idempotency="required",
+    claim_with_read=True,
 )
 SEARCH = Operation("C6", Scope.CAMPAIGNS_VIEW, "campaign_ops", campaigns=True, idempotency="required")
 META = Operation("C7", Scope.CAMPAIGNS_VIEW, "campaign_ops", campaigns=True, idempotency="required")
@@ -53,14 +67,22 @@ def _envelope(request: Request, data: dict[str, Any]) -> dict[str, Any]:
 async def update_campaign_status(
     request: Request, campaign_id: str, caller: Annotated[Caller, guarded(STATUS)]
 ) -> Response:
-    row_id, action = await actions.change_status(
+    def answer(moved: tuple[str, Action]) -> Response:
+        row_id, action = moved
+        return json_response(_envelope(request, {"id": row_id, "action": action.value}))
+
+    body, refused = parsed_or_refused(request, lambda r: actions.parse_status_body(json_body(r)))
+    first = AnswerFirst(request, answer)  # its record goes with the move
+    await actions.change_status(
         unit_of_work(request).session(),
         caller.workspace_id,
         campaign_id,
-        json_body(request),
+        body,
         services_of(request).clock.now(),
+        first,
+        ClaimRead(request, refused),  # the key's claim goes with the row's read
     )
-    return json_response(_envelope(request, {"id": row_id, "action": action.value}))
+    return first.response
 
 
 @router.post(
