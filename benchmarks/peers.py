@@ -342,6 +342,20 @@ async def prepare(database_url: str) -> Credentials:
     return credentials
 
 
+async def analyze_postgres(urls: list[str]) -> None:
+    """Statistics for the planner of each PostgreSQL database, as autovacuum keeps them (this machine's
+    server runs without it): the scenarios before have written thousands of rows (C1's drafts), and
+    a planner that still believes the tables empty picks other plans than a running server's."""
+    import asyncpg
+
+    for url in urls:
+        connection = await asyncpg.connect(url.replace("postgresql+asyncpg", "postgresql"))
+        try:
+            await connection.execute("ANALYZE")
+        finally:
+            await connection.close()
+
+
 async def recreate_postgres(url: str) -> None:
     import asyncpg  # only the PostgreSQL side needs it
 
@@ -440,6 +454,11 @@ async def consumables(kind: str, peer: Peer, workspace_id: str, count: int) -> l
         async with database.writer() as session:
             await importer.insert_rows(session, parsed)
             await session.commit()
+        if database.engine.dialect.name == "postgresql":
+            # As autovacuum would leave them (load_offers does the same): statistics for the planner.
+            async with database.engine.connect() as connection:
+                autocommit = await connection.execution_options(isolation_level="AUTOCOMMIT")
+                await autocommit.exec_driver_sql("VACUUM ANALYZE campaigns")
     finally:
         await database.dispose()
     return [str(row["id"]) for row in parsed.rows]
@@ -660,7 +679,13 @@ def measure(
         f"{'scenario':<8} {'peer':<14} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'non-2xx':>8} {'errors':>6}"
         f" {'CPU µs/req':>10}"
     )
+    postgres = [
+        peer.database_url
+        for peer, _, _ in peers.values()
+        if peer.database_url and "postgresql" in peer.database_url
+    ]
     for scenario in scenarios:
+        asyncio.run(analyze_postgres(list(dict.fromkeys(postgres))))
         results: dict[str, wrk.Result] = {}
         for name in _sides(scenario, peers):
             peer, credentials, data = peers[name]
