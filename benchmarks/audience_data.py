@@ -17,7 +17,7 @@ from typing import Any
 from sqlalchemy import delete, func, insert, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from benchmarks.common import sqlite_value
+from benchmarks.common import sqlite_value, vacuum_analyze
 from herald.audience.models import Event, Segment, SegmentMember, User
 from herald.workspaces.models import Workspace
 
@@ -192,11 +192,7 @@ async def ensure_audience(engine: AsyncEngine, users: int) -> str:
         await _copy(engine, "audience_users", user_rows, "users")
         await _copy(engine, "audience_events", event_rows, "events")
         await _copy(engine, "audience_segment_members", member_rows, "segment members")
-        async with engine.connect() as connection:
-            autocommit = await connection.execution_options(isolation_level="AUTOCOMMIT")
-            await autocommit.exec_driver_sql(
-                "VACUUM ANALYZE audience_users, audience_events, audience_segment_members"
-            )
+        await vacuum_analyze(engine, "audience_users, audience_events, audience_segment_members")
     else:
         await _insert(engine, "audience_users", user_rows, "users")
         await _insert(engine, "audience_events", event_rows, "events")

@@ -20,7 +20,7 @@ from typing import Any
 from sqlalchemy import delete, func, select, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from benchmarks.common import sqlite_value
+from benchmarks.common import sqlite_value, vacuum_analyze
 from herald.campaigns.models import Campaign, CampaignTag
 
 START = datetime(2025, 1, 1, tzinfo=UTC)
@@ -246,10 +246,7 @@ async def ensure_campaigns(engine: AsyncEngine, workspace_id: str, count: int) -
         await _load(engine, workspace_id, count)
         print(f"loaded {count:,} campaigns into {workspace_id} in {time.perf_counter() - started:.0f} s")
     if engine.dialect.name == "postgresql":
-        # Steady state, as autovacuum leaves it: fresh planner statistics and visibility map.
-        async with engine.connect() as connection:
-            autocommit = await connection.execution_options(isolation_level="AUTOCOMMIT")
-            await autocommit.exec_driver_sql("VACUUM ANALYZE campaigns, campaign_tags")
+        await vacuum_analyze(engine, "campaigns, campaign_tags")
         return
     # Steady state of a Herald SQLite file: no statistics (Herald never runs ANALYZE). Another
     # benchmark's ANALYZE of the same file would otherwise change the plans measured here: with

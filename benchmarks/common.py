@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from herald.clock import SystemClock
 from herald.config import Settings
@@ -230,3 +231,13 @@ def sqlite_value(value: Any) -> Any:
     if isinstance(value, datetime):
         return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
     return value
+
+
+async def vacuum_analyze(engine: AsyncEngine, tables: str) -> None:
+    """On PostgreSQL, `tables` as autovacuum would leave them after a bulk load (this machine's server
+    runs without it): planner statistics and a visibility map. Nothing on SQLite."""
+    if engine.dialect.name != "postgresql":
+        return
+    async with engine.connect() as connection:
+        autocommit = await connection.execution_options(isolation_level="AUTOCOMMIT")
+        await autocommit.exec_driver_sql(f"VACUUM ANALYZE {tables}")

@@ -49,7 +49,15 @@ from jinja2.sandbox import SandboxedEnvironment
 from sqlalchemy import func, insert, select, true
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from benchmarks.common import Credentials, Figure, argument_parser, prepare_workspace, summary, table
+from benchmarks.common import (
+    Credentials,
+    Figure,
+    argument_parser,
+    prepare_workspace,
+    summary,
+    table,
+    vacuum_analyze,
+)
 from herald.audience.ingest import CustomerWrite
 from herald.audience.models import User
 from herald.audience.store import sync_push_tokens
@@ -545,9 +553,7 @@ async def _steady_state(settings: Settings) -> None:
         return
     engine = create_async_engine(settings.database_url)
     try:
-        async with engine.connect() as connection:
-            autocommit = await connection.execution_options(isolation_level="AUTOCOMMIT")
-            await autocommit.exec_driver_sql("VACUUM ANALYZE audience_users, audience_push_tokens")
+        await vacuum_analyze(engine, "audience_users, audience_push_tokens")
     finally:
         await engine.dispose()
 

@@ -30,6 +30,7 @@ from benchmarks.common import (
     table,
     throughput,
     time_calls,
+    vacuum_analyze,
 )
 from herald.config import Settings
 from herald.db import create_database
@@ -87,12 +88,8 @@ async def load_offers(
             print(f"\r  loaded {offset + len(batch):,} / {rows:,}", end="", flush=True)
         if first < rows:
             print()
-        if database.engine.dialect.name == "postgresql":
-            # Steady state, as autovacuum would leave it: statistics and an all-visible map for
-            # index-only scans of the count.
-            async with database.engine.connect() as connection:
-                autocommit = await connection.execution_options(isolation_level="AUTOCOMMIT")
-                await autocommit.exec_driver_sql("VACUUM ANALYZE offers")
+        # Steady state: statistics and an all-visible map for index-only scans of the count.
+        await vacuum_analyze(database.engine, "offers")
     finally:
         await database.dispose()
     return added

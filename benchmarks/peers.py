@@ -54,7 +54,7 @@ from cryptography.fernet import Fernet
 
 from benchmarks import wrk
 from benchmarks.campaign_create import create_body
-from benchmarks.common import Credentials, Figure, prepare_workspace, summary
+from benchmarks.common import Credentials, Figure, prepare_workspace, summary, vacuum_analyze
 from benchmarks.delivery import add_users, add_workspace_connector
 from benchmarks.offers_list import load_offers
 from herald.campaigns import importer
@@ -454,11 +454,7 @@ async def consumables(kind: str, peer: Peer, workspace_id: str, count: int) -> l
         async with database.writer() as session:
             await importer.insert_rows(session, parsed)
             await session.commit()
-        if database.engine.dialect.name == "postgresql":
-            # As autovacuum would leave them (load_offers does the same): statistics for the planner.
-            async with database.engine.connect() as connection:
-                autocommit = await connection.execution_options(isolation_level="AUTOCOMMIT")
-                await autocommit.exec_driver_sql("VACUUM ANALYZE campaigns")
+        await vacuum_analyze(database.engine, "campaigns")
     finally:
         await database.dispose()
     return [str(row["id"]) for row in parsed.rows]
