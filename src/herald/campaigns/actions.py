@@ -18,12 +18,13 @@ from typing import Annotated, Any
 from typing import cast as typed
 
 from pydantic import Field, ValidationError
-from sqlalchemy import Select, Table, bindparam, select, update
+from sqlalchemy import Table, bindparam, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from herald.campaigns import lifecycle, service
 from herald.campaigns.lifecycle import Action
 from herald.campaigns.models import Campaign
+from herald.campaigns.repository import LATEST_BY_CAMPAIGN_ID
 from herald.campaigns.schemas.common import CampaignStatus, DeliveryType
 from herald.delivery.engine import periodic
 from herald.errors import InvalidState, Unprocessable, ValidationFailed
@@ -52,11 +53,7 @@ _CAMPAIGNS = typed(Table, Campaign.__table__)
 _STATE = select(
     *(_CAMPAIGNS.c[name] for name in ("id", "campaign_id", "status", "paused_from", "delivery_type")),
     _CAMPAIGNS.c.parent_id,
-).where(
-    _CAMPAIGNS.c.workspace_id == bindparam("workspace_id"),
-    _CAMPAIGNS.c.campaign_id == bindparam("campaign_id"),
-    _CAMPAIGNS.c.is_latest,
-)
+).where(*LATEST_BY_CAMPAIGN_ID)
 _STATE_LOCKED = _STATE.with_for_update()
 # The SET clause: `status`, `paused_from`, `updated_at` from the parameters, and the revision.
 _MOVE = (
@@ -71,26 +68,17 @@ _MOVE = (
 )
 
 
-async def _plain_read(
-    session: AsyncSession, statement: Select[Any] | None, params: dict[str, Any]
-) -> dict[str, Any] | None:
-    if statement is None:
-        return None
-    row = (await (await session.connection()).execute(statement, params)).first()
-    return None if row is None else dict(row._mapping)
-
-
 async def _state(
     session: AsyncSession, workspace_id: str, campaign_id: str, read: ClaimedRead
 ) -> dict[str, Any]:
     """The latest version's state, locked as every campaign write locks it (`repository.get_latest`),
-    its first read by `read` (with the request's claim); read again when the version waited for
+    read by `read` (the first time with the request's claim); read again when the version waited for
     stopped being the latest while the request queued."""
     key = {"workspace_id": workspace_id, "campaign_id": campaign_id}
     if not is_object_id(campaign_id):
         await read(session, None, key)  # no row to read: the claim still answers first
         await service.no_latest(session, workspace_id, campaign_id)
-    row = await read(session, _STATE_LOCKED, key) or await _plain_read(session, _STATE_LOCKED, key)
+    row = await read(session, _STATE_LOCKED, key) or await read(session, _STATE_LOCKED, key)
     if row is None:
         await service.no_latest(session, workspace_id, campaign_id)
     return row
@@ -102,8 +90,8 @@ async def change_status(
     campaign_id: str,
     body: StatusBody | None,
     now: datetime,
-    answer: Answer[tuple[str, Action]] | None = None,
-    read: ClaimedRead = _plain_read,
+    answer: Answer[tuple[str, Action]] | None,
+    read: ClaimedRead,
 ) -> tuple[str, Action]:
     """Apply `body`'s action (None: `read` raises the body's refusal once the key is claimed): the id
     of the version row it moved, and the action. `answer` is called with them just before the move,

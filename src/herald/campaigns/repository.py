@@ -16,17 +16,19 @@ from herald.db import UTCDateTime
 from herald.joined_writes import ClaimedRead, Joined, execute_with
 
 _CAMPAIGNS = typed(Table, Campaign.__table__)
+# The latest version of a campaign by its `campaign_id` (parameters `workspace_id`, `campaign_id`).
+LATEST_BY_CAMPAIGN_ID = (
+    _CAMPAIGNS.c.workspace_id == bindparam("workspace_id"),
+    _CAMPAIGNS.c.campaign_id == bindparam("campaign_id"),
+    _CAMPAIGNS.c.is_latest,
+)
 # Built once, run as Core statements on the session's connection (C3 and C4 on every request): a
 # plain row of the columns a write of components needs, without the ORM's identity map and flush.
 _STORED = select(
     *(_CAMPAIGNS.c[name] for name in ("id", "revision", "channel", "delivery_type", "status")),
     _CAMPAIGNS.c.components,
     _CAMPAIGNS.c.tags,
-).where(
-    _CAMPAIGNS.c.workspace_id == bindparam("workspace_id"),
-    _CAMPAIGNS.c.campaign_id == bindparam("campaign_id"),
-    _CAMPAIGNS.c.is_latest,
-)
+).where(*LATEST_BY_CAMPAIGN_ID)
 _STORED_LOCKED = _STORED.with_for_update()
 # The SET clause is the parameters' columns (one compiled form per set of columns).
 _WRITE_STORED = update(_CAMPAIGNS).where(
