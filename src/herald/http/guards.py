@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import re
 import uuid
+from array import array
 from collections.abc import Iterable
+from itertools import accumulate
 from urllib.parse import unquote_to_bytes
 
 from herald.problems import Problem
@@ -12,7 +14,10 @@ from herald.problems import Problem
 # A JSON string, escapes included (the unrolled form: a run of plain bytes at a time, not one
 # alternation per byte, which cost 0.1 ms on a 2 KB campaign body).
 _JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
-_BRACKETS = re.compile(rb"[\[\]{}]")
+# Every byte but a quote and a bracket, for `bytes.translate` to delete.
+_NOT_QUOTE_OR_BRACKET = bytes(byte for byte in range(256) if byte not in b'"[]{}')
+# An opening bracket as the signed byte +1, a closing one as -1 (0xff).
+_STEPS = bytes.maketrans(b"[{]}", b"\x01\x01\xff\xff")
 
 
 _CONTROL_CHARACTER = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")
@@ -62,15 +67,15 @@ def json_depth_exceeds(body: bytes, limit: int) -> bool:
     """True when the JSON text nests arrays/objects deeper than `limit` (strings are skipped)."""
     if body.count(b"[") + body.count(b"{") <= limit:
         return False
-    depth = 0
-    for bracket in _BRACKETS.findall(_JSON_STRING.sub(b'""', body)):
-        if bracket in (b"[", b"{"):
-            depth += 1
-            if depth > limit:
-                return True
-        else:
-            depth -= 1
-    return False
+    # Byte-level passes only (a regular expression's replacement per string cost ~50 µs on a 2 KB
+    # campaign body): escapes out, so that no escaped quote ends a string (an escaped backslash is
+    # taken first, as a reader pairs them left to right), then quotes and brackets alone. Between
+    # the quotes, even pieces are outside strings; an unterminated string's rest counts as outside.
+    structure = body.replace(b"\\\\", b"").replace(b'\\"', b"").translate(None, _NOT_QUOTE_OR_BRACKET)
+    pieces = structure.split(b'"')
+    outside = pieces[::2] if len(pieces) % 2 else [*pieces[::2], pieces[-1]]
+    steps = array("b", b"".join(outside).translate(_STEPS))
+    return max(accumulate(steps), default=0) > limit
 
 
 _NON_FINITE = re.compile(rb"(?<![A-Za-z0-9_])-?(?:NaN|Infinity)(?![A-Za-z0-9_])")
