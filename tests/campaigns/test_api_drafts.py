@@ -13,7 +13,7 @@ import pytest
 from fastapi import FastAPI
 from sqlalchemy import func, select, update
 
-from herald.campaigns.models import Campaign
+from herald.campaigns.models import Campaign, CampaignTag
 from herald.campaigns.views import etag_of
 from herald.clock import FrozenClock
 from herald.http import idempotency
@@ -227,6 +227,31 @@ class TestRequestId:
                 await session.scalars(select(Campaign).where(Campaign.workspace_id == workspace.workspace_id))
             ).all()
         assert len(rows) == 1
+
+    async def test_a_used_request_id_refuses_a_tagged_create_and_stores_none_of_it(
+        self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant
+    ) -> None:
+        # The hold and the row (its tags, its idempotency record) go in one statement on
+        # PostgreSQL: a refused hold must leave no row, no tag row and no record behind.
+        tagged = {**MINIMAL_PUSH, "request_id": "tagged", "basic_details": {"tags": ["festive", "sale"]}}
+        responses = await asyncio.gather(*(_create(client, workspace, tagged) for _ in range(10)))
+        assert sorted(r.status_code for r in responses) == [201] + [409] * 9
+        assert {r.json()["error"]["code"] for r in responses if r.status_code == 409} == {
+            "DUPLICATE_REQUEST_ID"
+        }
+        async with app.state.herald.database.reader() as session:
+            rows = (
+                await session.scalars(select(Campaign).where(Campaign.workspace_id == workspace.workspace_id))
+            ).all()
+            tags = (
+                await session.scalars(
+                    select(CampaignTag.campaign_row_id).where(
+                        CampaignTag.workspace_id == workspace.workspace_id
+                    )
+                )
+            ).all()
+        assert len(rows) == 1
+        assert sorted(tags) == [rows[0].id, rows[0].id]
 
 
 class TestReplay:

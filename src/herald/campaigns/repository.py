@@ -8,7 +8,7 @@ from functools import cache
 from typing import Any
 from typing import cast as typed
 
-from sqlalchemy import ARRAY, String, Table, bindparam, delete, func, insert, select, text, update
+from sqlalchemy import ARRAY, Select, String, Table, bindparam, delete, func, insert, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from herald.campaigns.models import Campaign, CampaignRequestId, CampaignTag, StoredCampaign
@@ -172,7 +172,7 @@ async def insert_new(session: AsyncSession, values: dict[str, Any], joined: Join
     connection (no ORM instance: nothing reads the row back), and `joined` (an insert built once,
     and its parameters) with them. On PostgreSQL all in one statement: one round trip."""
     connection = await session.connection()
-    tags = list(dict.fromkeys(values.get("tags") or ()))
+    tags = _tags_of(values)
     also, also_values = joined if joined is not None else (None, {})
     if connection.dialect.name == "postgresql" and (tags or also is not None):
         statement = _in_one(frozenset(values), bool(tags), also)
@@ -189,6 +189,39 @@ async def insert_new(session: AsyncSession, values: dict[str, Any], joined: Join
         await connection.execute(also, also_values)
 
 
+async def insert_held(
+    session: AsyncSession,
+    hold: dict[str, Any],
+    now: datetime,
+    values: dict[str, Any],
+    joined: Joined | None = None,
+) -> str | None:
+    """`hold_request_id`, then `insert_new` if the hold was taken: None when it was (the campaign
+    is inserted), else the campaign holding the `request_id` (nothing is inserted but, on
+    PostgreSQL, `joined`: the caller refuses the request, which rolls it back). On PostgreSQL one
+    statement, one round trip: the row's insert selects from the hold's."""
+    connection = await session.connection()
+    if connection.dialect.name != "postgresql":
+        holder = await hold_request_id(session, hold, now)
+        if holder is None:
+            await insert_new(session, values, joined)
+        return holder
+    tags = _tags_of(values)
+    also, also_values = joined if joined is not None else (None, {})
+    statement = _held_in_one(frozenset(values), bool(tags), also)
+    # The hold's parameters and the row's share their names (workspace_id, request_id, campaign_id)
+    # and values.
+    parameters = {**values, **hold, "now": now, "tag_list": tags, **also_values}
+    if (await connection.execute(statement, parameters)).first() is not None:
+        return None
+    key = {"workspace_id": hold["workspace_id"], "request_id": hold["request_id"]}
+    return str((await connection.execute(_HELD, key)).scalar_one())
+
+
+def _tags_of(values: dict[str, Any]) -> list[str]:
+    return list(dict.fromkeys(values.get("tags") or ()))
+
+
 @cache
 def _in_one(columns: frozenset[str], tags: bool, also: Any) -> Any:
     """PostgreSQL: insert a campaign row of `columns`, its tags (`tag_list`, unnested) and `also`
@@ -199,10 +232,32 @@ def _in_one(columns: frozenset[str], tags: bool, also: Any) -> Any:
     )
     parts = [row]
     if tags:
-        tag = func.unnest(bindparam("tag_list", type_=ARRAY(String)))
-        rows = select(bindparam("workspace_id", type_=String), tag, bindparam("id", type_=String))
-        parts.append(insert(_TAGS).from_select(["workspace_id", "tag", "campaign_row_id"], rows))
+        parts.append(_tag_rows(select(bindparam("id", type_=String))))
     if also is not None:
         parts.append(also)
     main, *ctes = reversed(parts)
     return main.add_cte(*(part.cte(f"part_{n}") for n, part in enumerate(ctes)))
+
+
+@cache
+def _held_in_one(columns: frozenset[str], tags: bool, also: Any) -> Any:
+    """PostgreSQL: `_in_one` behind `_TAKE_HOLD`: the row is selected from the hold taken (none
+    when a live hold refused it), the tags from the row inserted. The statement returns the hold's
+    row. Built once per combination."""
+    names = sorted(columns)
+    hold = _TAKE_HOLD.cte("hold")
+    values = select(*(bindparam(name, type_=_CAMPAIGNS.c[name].type) for name in names)).select_from(hold)
+    row = insert(_CAMPAIGNS).from_select(names, values).returning(_CAMPAIGNS.c.id).cte("inserted")
+    ctes = [hold, row]
+    if tags:
+        ctes.append(_tag_rows(select(row.c.id)).cte("tag_rows"))
+    if also is not None:
+        ctes.append(also.cte("joined"))
+    return select(hold.c.campaign_id).add_cte(*ctes)
+
+
+def _tag_rows(row_id: Select[Any]) -> Any:
+    """An insert of the tag rows of `tag_list` (unnested) for the row id that `row_id` selects."""
+    tag = func.unnest(bindparam("tag_list", type_=ARRAY(String)))
+    rows = row_id.add_columns(bindparam("workspace_id", type_=String), tag)
+    return insert(_TAGS).from_select(["campaign_row_id", "workspace_id", "tag"], rows)

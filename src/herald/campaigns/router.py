@@ -26,6 +26,7 @@ from herald.http.operation import (
     parsed_or_refused,
     reserve_quota,
     services_of,
+    success_granted,
     unit_of_work,
 )
 from herald.http.query_model import query_model
@@ -111,8 +112,10 @@ def _envelope(request: Request, data: dict[str, Any]) -> dict[str, Any]:
     },
 )
 async def create_campaign(request: Request, caller: Annotated[Caller, guarded(CREATE)]) -> Response:
+    quota = "campaign_create_success"
+
     async def reserve() -> None:
-        await reserve_quota(request, caller, "campaign_create_success", CREATE.name)
+        await reserve_quota(request, caller, quota, CREATE.name)
 
     def answer(created: tuple[str, str]) -> Response:
         campaign_id, status = created
@@ -126,6 +129,7 @@ async def create_campaign(request: Request, caller: Annotated[Caller, guarded(CR
         services_of(request).clock.now(),
         reserve,
         first,
+        reserved=success_granted(request, quota),
     )
     return first.response
 

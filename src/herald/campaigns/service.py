@@ -31,7 +31,7 @@ from herald.campaigns.validation import (
 from herald.delivery import connectors as delivery_connectors
 from herald.errors import DuplicateRequestId, InvalidState, NotFound, PreconditionFailed, ValidationFailed
 from herald.ids import is_object_id, object_id
-from herald.joined_writes import Answer, ClaimedRead
+from herald.joined_writes import Answer, ClaimedRead, Joined
 from herald.personalization import check_template
 from herald.problems import Problem
 
@@ -69,8 +69,11 @@ async def create_campaign(
     now: datetime,
     reserve_success: Reserve,
     answer: Answer[tuple[str, str]] | None = None,
+    *,
+    reserved: bool = False,
 ) -> tuple[str, str]:
-    """A new draft from a C1 body: its id and status."""
+    """A new draft from a C1 body: its id and status. `reserved`: `reserve_success` is known to
+    grant its slot (then the request_id's hold and the row go in one statement on PostgreSQL)."""
     body, problems = parse_create(raw)
     if body is None:
         raise ValidationFailed(problems)
@@ -80,18 +83,6 @@ async def create_campaign(
         raise ValidationFailed(problems)
 
     campaign_id = object_id(now)
-    if body.request_id is not None:
-        hold = {
-            "workspace_id": workspace.id,
-            "request_id": body.request_id,
-            "campaign_id": campaign_id,
-            "expires_at": now + REQUEST_ID_HOLD[document.channel],
-        }
-        holder = await repository.hold_request_id(session, hold, now)
-        if holder is not None:
-            raise _duplicate_request_id(holder)
-    await reserve_success()
-
     components = document.components_json()
     status = CampaignStatus.DRAFT.value
     values = {
@@ -111,9 +102,34 @@ async def create_campaign(
         "components": components,
         **derived_columns(components),
     }
-    joined = answer((campaign_id, status)) if answer is not None else None
-    await repository.insert_new(session, values, joined)
+    if body.request_id is None:
+        await reserve_success()
+        await repository.insert_new(session, values, _answered(answer, campaign_id, status))
+        return campaign_id, status
+    hold = {
+        "workspace_id": workspace.id,
+        "request_id": body.request_id,
+        "campaign_id": campaign_id,
+        "expires_at": now + REQUEST_ID_HOLD[document.channel],
+    }
+    if reserved:
+        joined = _answered(answer, campaign_id, status)
+        holder = await repository.insert_held(session, hold, now, values, joined)
+        if holder is not None:
+            raise _duplicate_request_id(holder)
+        await reserve_success()  # granted already: it takes nothing more
+        return campaign_id, status
+    # A used request_id is refused (409) before the quota is asked (429).
+    holder = await repository.hold_request_id(session, hold, now)
+    if holder is not None:
+        raise _duplicate_request_id(holder)
+    await reserve_success()
+    await repository.insert_new(session, values, _answered(answer, campaign_id, status))
     return campaign_id, status
+
+
+def _answered(answer: Answer[tuple[str, str]] | None, campaign_id: str, status: str) -> Joined | None:
+    return answer((campaign_id, status)) if answer is not None else None
 
 
 def _duplicate_request_id(campaign_id: str) -> DuplicateRequestId:

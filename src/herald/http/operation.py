@@ -323,6 +323,13 @@ def guarded(operation: Operation) -> Any:
     return Depends(dependency)
 
 
+def success_granted(request: Request, bucket: str) -> bool:
+    """Whether the guard took a slot of the success quota `bucket` for this request, granted
+    (`Operation.success_quota`): `reserve_quota` will then only confirm it."""
+    held = unit_of_work(request).held_quota.get(bucket)
+    return held is not None and held.allowed
+
+
 async def reserve_quota(request: Request, caller: Caller, bucket: str, operation: str) -> None:
     """Take a slot of a success quota now (or 429); it is given back if the request ends in failure.
 
