@@ -47,6 +47,13 @@ if TYPE_CHECKING:
 # Statements compiled at most this many at a time: callers keep a statement per query shape, and
 # shapes are few; the bound only keeps a caller that builds statements per request from growing it.
 _COMPILED_LIMIT = 512
+# PostgreSQL plans a prepared statement afresh on every execution while its plan for the given
+# values looks cheaper than the generic one: O1's page (a LIMIT of a parameter) always did, which
+# cost more of the server's CPU than running it (EXPLAIN: planning 0.37 ms, execution 0.54 ms, on a
+# loaded machine). Its generic plan is the same plan (the primary key's index, backwards, for the
+# workspace; the count a scan of the workspace's rows): these statements are planned once per
+# connection.
+_PLANNED_ONCE = {"plan_cache_mode": "force_generic_plan"}
 # Arguments of SQLAlchemy's asyncpg adapter that asyncpg itself does not take.
 _ADAPTER_ONLY = ("prepared_statement_cache_size", "prepared_statement_name_func", "async_fallback")
 
@@ -125,8 +132,13 @@ class DirectReads:
                 _, arguments = self._dialect.create_connect_args(self._engine.url)
                 for name in _ADAPTER_ONLY:
                     arguments.pop(name, None)
+                settings = {**arguments.pop("server_settings", {}), **_PLANNED_ONCE}
                 self._postgres_pool = await asyncpg.create_pool(
-                    min_size=1, max_size=self._pool_size, reset=_leave_as_is, **arguments
+                    min_size=1,
+                    max_size=self._pool_size,
+                    reset=_leave_as_is,
+                    server_settings=settings,
+                    **arguments,
                 )
             return self._postgres_pool
 
