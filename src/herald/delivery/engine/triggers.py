@@ -379,9 +379,9 @@ async def _fire_batch(
             except ValidationFailed as exc:  # e.g. a custom segment deleted since publish
                 log.error("campaign %s/%s: trigger cannot be evaluated: %s", workspace_id, campaign_id, exc)
         await session.execute(
-            delete(TriggerInbox).where(
-                TriggerInbox.workspace_id == workspace_id, TriggerInbox.event_id.in_(ids)
-            )
+            delete(TriggerInbox)
+            .where(TriggerInbox.workspace_id == workspace_id, TriggerInbox.event_id.in_(ids))
+            .execution_options(synchronize_session=False)  # see `write_firings`
         )
         await session.commit()
     return len(inbox), written
@@ -398,25 +398,21 @@ async def _fire_campaign(
     matched = await _matching(session, campaign, trigger, included, events, now) if events else []
     if not matched:
         return 0
-    users = {
-        u.customer_id: u
-        for u in (
-            await session.scalars(
-                select(User).where(
-                    User.workspace_id == campaign.workspace_id,
-                    User.customer_id.in_({e.customer_id for e in matched}),
-                )
+    # Only their timezones: loaded as ORM entities, the users cost more than the rest of firing.
+    timezones: dict[str, str | None] = dict(
+        (
+            await session.execute(
+                _TIMEZONES,
+                {"workspace_id": campaign.workspace_id, "ids": list({e.customer_id for e in matched})},
             )
         ).all()
-    }
-    hours = await _best_hours(session, campaign, trigger, users, now)
-    workspace = await session.get(Workspace, campaign.workspace_id)
-    default_zone = settings_of(workspace.delivery if workspace is not None else None).timezone
+    )
+    default_zone = await _default_zone(session, campaign.workspace_id)
+    hours = await _best_hours(session, campaign, trigger, timezones, default_zone, now)
     held_out = await holdout(session, campaign)
     rows: list[dict[str, Any]] = []
     for event in matched:
-        user = users.get(event.customer_id)
-        tz = zone(user.timezone if user is not None else None, default_zone)
+        tz = zone(timezones.get(event.customer_id), default_zone)
         due = due_at(
             trigger, event.occurred_at, event.attributes or {}, now, hours.get(event.customer_id), tz
         )
@@ -493,10 +489,13 @@ async def write_firings(
     if not rows:
         return 0
     await session.execute(_insert_new(session), rows)
+    # Not synchronized with the session: an ORM-enabled statement would first look for the rows it
+    # changes among every entity the session holds (the batch's events), once per campaign.
     await session.execute(
         update(Execution)
         .where(Execution.workspace_id == execution.workspace_id, Execution.id == execution.id)
         .values(audience=Execution.audience + len(rows), updated_at=now)
+        .execution_options(synchronize_session=False)
     )
     return len(rows)
 
@@ -507,6 +506,18 @@ def _insert_new(session: AsyncSession) -> Any:
     if session_dialect(session) == "postgresql":
         return postgresql.insert(table).on_conflict_do_nothing()
     return sqlite.insert(table).on_conflict_do_nothing()
+
+
+# Built once: an alias's columns are proxies made at first use, which cost as much as the query.
+_FIRED = cast(Table, Event.__table__).alias("fired")
+_TIMEZONES = select(User.customer_id, User.timezone).where(
+    User.workspace_id == bindparam("workspace_id"), User.customer_id.in_(bindparam("ids", expanding=True))
+)
+
+
+async def _default_zone(session: AsyncSession, workspace_id: str) -> str:
+    workspace = await session.get(Workspace, workspace_id)
+    return settings_of(workspace.delivery if workspace is not None else None).timezone
 
 
 async def _matching(
@@ -533,7 +544,7 @@ async def _matching(
     path = ("trigger_condition", "included_filters")
 
     compiler = Compiler(dialect, workspace_id, now, segments, customers)
-    fired = Event.__table__.alias("fired")
+    fired = _FIRED
     is_awaited = compiler.triggering_event(included, fired, path)
     user_matches = compiler.where(included, path)
     if secondary is not None and secondary.filters:
@@ -591,23 +602,22 @@ async def _best_hours(
     session: AsyncSession,
     campaign: LiveCampaign,
     trigger: TriggerCondition,
-    users: dict[str, User],
+    timezones: dict[str, str | None],
+    default_zone: str,
     now: datetime,
 ) -> dict[str, int | None]:
-    """INTELLIGENT_DELAY: each user's best hour, in their timezone, from their recent events."""
-    if trigger.trigger_delay_type is not TriggerDelayType.INTELLIGENT_DELAY or not users:
+    """INTELLIGENT_DELAY: each user's best hour, in their timezone (`timezones`, else the
+    workspace's), from their recent events."""
+    if trigger.trigger_delay_type is not TriggerDelayType.INTELLIGENT_DELAY or not timezones:
         return {}
-    workspace = await session.get(Workspace, campaign.workspace_id)
-    default_zone = settings_of(workspace.delivery if workspace is not None else None).timezone
     rows = await session.execute(
         select(Event.customer_id, Event.occurred_at).where(
             Event.workspace_id == campaign.workspace_id,
-            Event.customer_id.in_(list(users)),
+            Event.customer_id.in_(list(timezones)),
             Event.occurred_at > now - timedelta(days=BEST_TIME_DAYS),
         )
     )
     hours: dict[str, list[int]] = defaultdict(list)
     for customer_id, at in rows.all():
-        user = users[customer_id]
-        hours[customer_id].append(at.astimezone(zone(user.timezone, default_zone)).hour)
+        hours[customer_id].append(at.astimezone(zone(timezones[customer_id], default_zone)).hour)
     return {customer_id: best_hour(found) for customer_id, found in hours.items()}
