@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
@@ -330,6 +331,31 @@ async def fire(database: Database, workspace_id: str, now: datetime) -> bool:
     return taken >= INBOX_BATCH
 
 
+@dataclass(frozen=True, slots=True)
+class Fired:
+    """An inboxed event as firing reads it (a plain row: the batch's events loaded as ORM entities
+    cost more than evaluating the campaigns)."""
+
+    id: str
+    customer_id: str
+    action: str
+    attributes: dict[str, Any]
+    occurred_at: datetime
+
+
+# Built once (a batch at each tick).
+_TAKE_INBOX = (
+    select(TriggerInbox.event_id, TriggerInbox.campaigns)
+    .where(TriggerInbox.workspace_id == bindparam("workspace_id"))
+    .order_by(TriggerInbox.received_at, TriggerInbox.event_id)
+    .limit(INBOX_BATCH)
+    .with_for_update(skip_locked=True)
+)
+_FIRED_EVENTS = select(Event.id, Event.customer_id, Event.action, Event.attributes, Event.occurred_at).where(
+    Event.workspace_id == bindparam("workspace_id"), Event.id.in_(bindparam("ids", expanding=True))
+)
+
+
 async def _fire_batch(
     database: Database,
     workspace_id: str,
@@ -338,30 +364,18 @@ async def _fire_batch(
     now: datetime,
 ) -> tuple[int, int]:
     async with database.writer() as session:
-        inbox = (
-            await session.scalars(
-                select(TriggerInbox)
-                .where(TriggerInbox.workspace_id == workspace_id)
-                .order_by(TriggerInbox.received_at, TriggerInbox.event_id)
-                .limit(INBOX_BATCH)
-                .with_for_update(skip_locked=True)
-            )
-        ).all()
+        inbox = (await session.execute(_TAKE_INBOX, {"workspace_id": workspace_id})).all()
         if not inbox:
             return 0, 0
-        ids = [row.event_id for row in inbox]
+        ids = [event_id for event_id, _ in inbox]
         events = {
-            e.id: e
-            for e in (
-                await session.scalars(
-                    select(Event).where(Event.workspace_id == workspace_id, Event.id.in_(ids))
-                )
-            ).all()
+            row[0]: Fired(*row)
+            for row in await session.execute(_FIRED_EVENTS, {"workspace_id": workspace_id, "ids": ids})
         }
-        by_campaign: dict[str, list[Event]] = defaultdict(list)
-        for row in inbox:
-            event = events.get(row.event_id)
-            for campaign_id in row.campaigns:
+        by_campaign: dict[str, list[Fired]] = defaultdict(list)
+        for event_id, names in inbox:
+            event = events.get(event_id)
+            for campaign_id in names:
                 # Not ACTIVE any more (paused, expired since): the event does not fire it.
                 if event is not None and campaign_id in campaigns:
                     by_campaign[campaign_id].append(event)
@@ -388,7 +402,7 @@ async def _fire_batch(
 
 
 async def _fire_campaign(
-    session: AsyncSession, campaign: LiveCampaign, execution: Execution, events: list[Event], now: datetime
+    session: AsyncSession, campaign: LiveCampaign, execution: Execution, events: list[Fired], now: datetime
 ) -> int:
     trigger = campaign.document.trigger_condition
     included = trigger.included_filters if trigger is not None else None
@@ -399,14 +413,10 @@ async def _fire_campaign(
     if not matched:
         return 0
     # Only their timezones: loaded as ORM entities, the users cost more than the rest of firing.
-    timezones: dict[str, str | None] = dict(
-        (
-            await session.execute(
-                _TIMEZONES,
-                {"workspace_id": campaign.workspace_id, "ids": list({e.customer_id for e in matched})},
-            )
-        ).all()
+    found = await session.execute(
+        _TIMEZONES, {"workspace_id": campaign.workspace_id, "ids": list({e.customer_id for e in matched})}
     )
+    timezones: dict[str, str | None] = {row.customer_id: row.timezone for row in found}
     default_zone = await _default_zone(session, campaign.workspace_id)
     hours = await _best_hours(session, campaign, trigger, timezones, default_zone, now)
     held_out = await holdout(session, campaign)
@@ -428,7 +438,7 @@ async def _fire_campaign(
     return await write_firings(session, execution, rows, now)
 
 
-def stale(campaign: LiveCampaign, event: Event, now: datetime) -> bool:
+def stale(campaign: LiveCampaign, event: Fired, now: datetime) -> bool:
     """DEVICE_TRIGGERED: an event older than `expiry_time_of_sync_data_in_hour` (its time against
     now) is data the device would no longer act on; it does not fire."""
     controls = campaign.document.delivery_controls
@@ -525,9 +535,9 @@ async def _matching(
     campaign: LiveCampaign,
     trigger: TriggerCondition,
     included: FilterGroup,
-    events: list[Event],
+    events: list[Fired],
     now: datetime,
-) -> list[Event]:
+) -> list[Fired]:
     """The events that fire the campaign: an awaited action with the attributes asked for, by a
     user who matches both filter groups and is in the audience. Raises ValidationFailed."""
     workspace_id = campaign.workspace_id
