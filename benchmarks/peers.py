@@ -296,7 +296,7 @@ def started(
     database_url: str | None = None,
 ) -> Iterator[Peer]:
     process = subprocess.Popen(
-        command, env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=open("/tmp/trig/serve.err", "w")
+        command, env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
     peer = Peer(name, f"http://127.0.0.1:{port}", process, database_url)
     try:

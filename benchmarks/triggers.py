@@ -9,15 +9,16 @@ dropped and created again). The worker's poll interval is an hour: only the wake
 drives the ingestion (a raw keep-alive HTTP/1.1 client, so the driver costs little of the shared
 CPU) and is the sink: a raw asyncio HTTP server on 127.0.0.1 recording when each message arrives.
 
-    python -m benchmarks.triggers [--rate 1000] [--seconds 10] [--batch 1] [--users 2000]
+    python -m benchmarks.triggers [--rate 1000] [--seconds 10] [--batch 100] [--users 2000]
                                   [--campaigns 10] [--connections 16] [--serve-workers 2]
                                   [--bare-rate R] [--sink-batch 1] [--pool-size 10]
                                   [--database-url URL] [--redis-url URL] [--source CHECKOUT]
 
 `--campaigns` ACTIVE EVENT_TRIGGERED Push campaigns (ASAP), each waiting for an action of its own;
 events go round-robin over the actions at `--rate` events per second for `--seconds`, so each event
-fires exactly one campaign. `--batch 1` sends each event alone (`POST /v1/event`); `--batch N`
-sends N events of N users per request (`POST /v1/transition`), as a client batching its events does.
+fires exactly one campaign. Events go as a client sending many users' events sends them: `--batch N`
+(default 100) events of N users per request (`POST /v1/transition`, which takes up to 1,000
+elements); `--batch 1` sends each event alone (`POST /v1/event`), as a device reporting its own does.
 `--sink-batch N` gives the sink's connector `batch_size` N (N messages per webhook call).
 Figures:
 - event → sink latency p50 / p95 (from the ingestion's 200, i.e. after its commit, to the message's
@@ -287,7 +288,7 @@ async def main() -> None:
     parser.add_argument("--bare-rate", type=float, default=None, help="the bare reference's (default --rate)")
     parser.add_argument("--seconds", type=float, default=10)
     parser.add_argument("--bare-seconds", type=float, default=None, help="default: half of --seconds, <= 20")
-    parser.add_argument("--batch", type=int, default=1, help="events per request")
+    parser.add_argument("--batch", type=int, default=100, help="events per request")
     parser.add_argument("--users", type=int, default=2000)
     parser.add_argument("--campaigns", type=int, default=10)
     parser.add_argument("--connections", type=int, default=16)
