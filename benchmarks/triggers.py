@@ -127,6 +127,18 @@ class Client:
         self._writer: asyncio.StreamWriter | None = None
 
     async def request(self, method: str, path: str, body: Any, **headers: str) -> tuple[int, bytes]:
+        try:
+            return await self._request(method, path, body, **headers)
+        except asyncio.IncompleteReadError as exc:
+            if exc.partial:
+                raise
+            # The server closed the kept-alive connection (idle 5 s) before reading the request.
+            self.close()
+            return await self._request(method, path, body, **headers)
+
+    async def _request(self, method: str, path: str, body: Any, **headers: str) -> tuple[int, bytes]:
+        if self._reader is not None and self._reader.at_eof():
+            self.close()
         if self._reader is None or self._writer is None:
             self._reader, self._writer = await asyncio.open_connection("127.0.0.1", self._port)
         payload = orjson.dumps(body) if body is not None else b""
@@ -202,8 +214,6 @@ async def ingest(
     events acknowledged at its 200; the event rate achieved. With `samples`, the backlog is sampled
     every second meanwhile."""
     requests = max(1, int(rate * seconds) // batch)
-    for client in clients:  # the server closes connections idle for 5 s (between two phases)
-        client.close()
     start = time.perf_counter()
     next_request = 0
 
