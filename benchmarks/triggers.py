@@ -129,10 +129,11 @@ class Client:
     async def request(self, method: str, path: str, body: Any, **headers: str) -> tuple[int, bytes]:
         try:
             return await self._request(method, path, body, **headers)
-        except asyncio.IncompleteReadError as exc:
-            if exc.partial:
+        except (asyncio.IncompleteReadError, ConnectionResetError, BrokenPipeError) as exc:
+            if isinstance(exc, asyncio.IncompleteReadError) and exc.partial:
                 raise
-            # The server closed the kept-alive connection (idle 5 s) before reading the request.
+            # The server closed the kept-alive connection (idle 5 s) as the request went out,
+            # before reading it: nothing was answered, the request was not served.
             self.close()
             return await self._request(method, path, body, **headers)
 
