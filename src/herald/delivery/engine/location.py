@@ -44,6 +44,7 @@ from herald.delivery.engine.resolve import LiveCampaign
 from herald.delivery.engine.triggers import (
     LOCATION_ACTION,
     Dropped,
+    Fired,
     firing_row,
     holdout,
     in_audience,
@@ -154,7 +155,7 @@ def crossings(
 
 
 async def fire_location(
-    session: AsyncSession, campaign: LiveCampaign, execution: Execution, events: list[Event], now: datetime
+    session: AsyncSession, campaign: LiveCampaign, execution: Execution, events: list[Fired], now: datetime
 ) -> int:
     """Write the firings (and dwell cancellations) of a batch of inboxed updates; how many rows
     were written. Raises ValidationFailed when the trigger's filters cannot be evaluated."""
@@ -165,7 +166,7 @@ async def fire_location(
     )
     if not fences or not updates:
         return 0
-    by_user: dict[str, list[Event]] = defaultdict(list)
+    by_user: dict[str, list[Fired]] = defaultdict(list)
     for event in updates:
         by_user[event.customer_id].append(event)
     eligible = await _qualified(session, campaign, set(by_user), now)
@@ -236,7 +237,7 @@ async def _used(
 
 
 async def _previous(
-    session: AsyncSession, workspace_id: str, customer_id: str, first: Event
+    session: AsyncSession, workspace_id: str, customer_id: str, first: Fired
 ) -> tuple[float, float] | None:
     """The user's position before `first`: the latest earlier update with a valid position."""
     rows = await session.scalars(
@@ -265,7 +266,7 @@ async def _cancel_dwell(
     execution: Execution,
     customer_id: str,
     fence: Fence,
-    left: Event,
+    left: Fired,
     pending: list[dict[str, Any]],
 ) -> None:
     """The user left `fence` at `left`: its dwell firings not yet due by then are not sent."""

@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
@@ -330,6 +331,31 @@ async def fire(database: Database, workspace_id: str, now: datetime) -> bool:
     return taken >= INBOX_BATCH
 
 
+@dataclass(frozen=True, slots=True)
+class Fired:
+    """An inboxed event as firing reads it (a plain row: the batch's events loaded as ORM entities
+    cost more than evaluating the campaigns)."""
+
+    id: str
+    customer_id: str
+    action: str
+    attributes: dict[str, Any]
+    occurred_at: datetime
+
+
+# Built once (a batch at each tick).
+_TAKE_INBOX = (
+    select(TriggerInbox.event_id, TriggerInbox.campaigns)
+    .where(TriggerInbox.workspace_id == bindparam("workspace_id"))
+    .order_by(TriggerInbox.received_at, TriggerInbox.event_id)
+    .limit(INBOX_BATCH)
+    .with_for_update(skip_locked=True)
+)
+_FIRED_EVENTS = select(Event.id, Event.customer_id, Event.action, Event.attributes, Event.occurred_at).where(
+    Event.workspace_id == bindparam("workspace_id"), Event.id.in_(bindparam("ids", expanding=True))
+)
+
+
 async def _fire_batch(
     database: Database,
     workspace_id: str,
@@ -338,30 +364,18 @@ async def _fire_batch(
     now: datetime,
 ) -> tuple[int, int]:
     async with database.writer() as session:
-        inbox = (
-            await session.scalars(
-                select(TriggerInbox)
-                .where(TriggerInbox.workspace_id == workspace_id)
-                .order_by(TriggerInbox.received_at, TriggerInbox.event_id)
-                .limit(INBOX_BATCH)
-                .with_for_update(skip_locked=True)
-            )
-        ).all()
+        inbox = (await session.execute(_TAKE_INBOX, {"workspace_id": workspace_id})).all()
         if not inbox:
             return 0, 0
-        ids = [row.event_id for row in inbox]
+        ids = [event_id for event_id, _ in inbox]
         events = {
-            e.id: e
-            for e in (
-                await session.scalars(
-                    select(Event).where(Event.workspace_id == workspace_id, Event.id.in_(ids))
-                )
-            ).all()
+            row[0]: Fired(*row)
+            for row in await session.execute(_FIRED_EVENTS, {"workspace_id": workspace_id, "ids": ids})
         }
-        by_campaign: dict[str, list[Event]] = defaultdict(list)
-        for row in inbox:
-            event = events.get(row.event_id)
-            for campaign_id in row.campaigns:
+        by_campaign: dict[str, list[Fired]] = defaultdict(list)
+        for event_id, names in inbox:
+            event = events.get(event_id)
+            for campaign_id in names:
                 # Not ACTIVE any more (paused, expired since): the event does not fire it.
                 if event is not None and campaign_id in campaigns:
                     by_campaign[campaign_id].append(event)
@@ -379,16 +393,16 @@ async def _fire_batch(
             except ValidationFailed as exc:  # e.g. a custom segment deleted since publish
                 log.error("campaign %s/%s: trigger cannot be evaluated: %s", workspace_id, campaign_id, exc)
         await session.execute(
-            delete(TriggerInbox).where(
-                TriggerInbox.workspace_id == workspace_id, TriggerInbox.event_id.in_(ids)
-            )
+            delete(TriggerInbox)
+            .where(TriggerInbox.workspace_id == workspace_id, TriggerInbox.event_id.in_(ids))
+            .execution_options(synchronize_session=False)  # see `write_firings`
         )
         await session.commit()
     return len(inbox), written
 
 
 async def _fire_campaign(
-    session: AsyncSession, campaign: LiveCampaign, execution: Execution, events: list[Event], now: datetime
+    session: AsyncSession, campaign: LiveCampaign, execution: Execution, events: list[Fired], now: datetime
 ) -> int:
     trigger = campaign.document.trigger_condition
     included = trigger.included_filters if trigger is not None else None
@@ -398,25 +412,17 @@ async def _fire_campaign(
     matched = await _matching(session, campaign, trigger, included, events, now) if events else []
     if not matched:
         return 0
-    users = {
-        u.customer_id: u
-        for u in (
-            await session.scalars(
-                select(User).where(
-                    User.workspace_id == campaign.workspace_id,
-                    User.customer_id.in_({e.customer_id for e in matched}),
-                )
-            )
-        ).all()
-    }
-    hours = await _best_hours(session, campaign, trigger, users, now)
-    workspace = await session.get(Workspace, campaign.workspace_id)
-    default_zone = settings_of(workspace.delivery if workspace is not None else None).timezone
+    # Only their timezones: loaded as ORM entities, the users cost more than the rest of firing.
+    found = await session.execute(
+        _TIMEZONES, {"workspace_id": campaign.workspace_id, "ids": list({e.customer_id for e in matched})}
+    )
+    timezones: dict[str, str | None] = {row.customer_id: row.timezone for row in found}
+    default_zone = await _default_zone(session, campaign.workspace_id)
+    hours = await _best_hours(session, campaign, trigger, timezones, default_zone, now)
     held_out = await holdout(session, campaign)
     rows: list[dict[str, Any]] = []
     for event in matched:
-        user = users.get(event.customer_id)
-        tz = zone(user.timezone if user is not None else None, default_zone)
+        tz = zone(timezones.get(event.customer_id), default_zone)
         due = due_at(
             trigger, event.occurred_at, event.attributes or {}, now, hours.get(event.customer_id), tz
         )
@@ -432,7 +438,7 @@ async def _fire_campaign(
     return await write_firings(session, execution, rows, now)
 
 
-def stale(campaign: LiveCampaign, event: Event, now: datetime) -> bool:
+def stale(campaign: LiveCampaign, event: Fired, now: datetime) -> bool:
     """DEVICE_TRIGGERED: an event older than `expiry_time_of_sync_data_in_hour` (its time against
     now) is data the device would no longer act on; it does not fire."""
     controls = campaign.document.delivery_controls
@@ -493,10 +499,13 @@ async def write_firings(
     if not rows:
         return 0
     await session.execute(_insert_new(session), rows)
+    # Not synchronized with the session: an ORM-enabled statement would first look for the rows it
+    # changes among every entity the session holds (the batch's events), once per campaign.
     await session.execute(
         update(Execution)
         .where(Execution.workspace_id == execution.workspace_id, Execution.id == execution.id)
         .values(audience=Execution.audience + len(rows), updated_at=now)
+        .execution_options(synchronize_session=False)
     )
     return len(rows)
 
@@ -509,14 +518,26 @@ def _insert_new(session: AsyncSession) -> Any:
     return sqlite.insert(table).on_conflict_do_nothing()
 
 
+# Built once: an alias's columns are proxies made at first use, which cost as much as the query.
+_FIRED = cast(Table, Event.__table__).alias("fired")
+_TIMEZONES = select(User.customer_id, User.timezone).where(
+    User.workspace_id == bindparam("workspace_id"), User.customer_id.in_(bindparam("ids", expanding=True))
+)
+
+
+async def _default_zone(session: AsyncSession, workspace_id: str) -> str:
+    workspace = await session.get(Workspace, workspace_id)
+    return settings_of(workspace.delivery if workspace is not None else None).timezone
+
+
 async def _matching(
     session: AsyncSession,
     campaign: LiveCampaign,
     trigger: TriggerCondition,
     included: FilterGroup,
-    events: list[Event],
+    events: list[Fired],
     now: datetime,
-) -> list[Event]:
+) -> list[Fired]:
     """The events that fire the campaign: an awaited action with the attributes asked for, by a
     user who matches both filter groups and is in the audience. Raises ValidationFailed."""
     workspace_id = campaign.workspace_id
@@ -533,7 +554,7 @@ async def _matching(
     path = ("trigger_condition", "included_filters")
 
     compiler = Compiler(dialect, workspace_id, now, segments, customers)
-    fired = Event.__table__.alias("fired")
+    fired = _FIRED
     is_awaited = compiler.triggering_event(included, fired, path)
     user_matches = compiler.where(included, path)
     if secondary is not None and secondary.filters:
@@ -591,23 +612,22 @@ async def _best_hours(
     session: AsyncSession,
     campaign: LiveCampaign,
     trigger: TriggerCondition,
-    users: dict[str, User],
+    timezones: dict[str, str | None],
+    default_zone: str,
     now: datetime,
 ) -> dict[str, int | None]:
-    """INTELLIGENT_DELAY: each user's best hour, in their timezone, from their recent events."""
-    if trigger.trigger_delay_type is not TriggerDelayType.INTELLIGENT_DELAY or not users:
+    """INTELLIGENT_DELAY: each user's best hour, in their timezone (`timezones`, else the
+    workspace's), from their recent events."""
+    if trigger.trigger_delay_type is not TriggerDelayType.INTELLIGENT_DELAY or not timezones:
         return {}
-    workspace = await session.get(Workspace, campaign.workspace_id)
-    default_zone = settings_of(workspace.delivery if workspace is not None else None).timezone
     rows = await session.execute(
         select(Event.customer_id, Event.occurred_at).where(
             Event.workspace_id == campaign.workspace_id,
-            Event.customer_id.in_(list(users)),
+            Event.customer_id.in_(list(timezones)),
             Event.occurred_at > now - timedelta(days=BEST_TIME_DAYS),
         )
     )
     hours: dict[str, list[int]] = defaultdict(list)
     for customer_id, at in rows.all():
-        user = users[customer_id]
-        hours[customer_id].append(at.astimezone(zone(user.timezone, default_zone)).hour)
+        hours[customer_id].append(at.astimezone(zone(timezones[customer_id], default_zone)).hour)
     return {customer_id: best_hour(found) for customer_id, found in hours.items()}
