@@ -75,10 +75,11 @@ class UserState:
     SUPPRESSED = "SUPPRESSED"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class _UserRow:
     """A claimed user's values, read as a plain row (`audience.models.UserValues`): a batch's
-    users loaded as ORM entities cost most of a claim."""
+    users loaded as ORM entities cost most of a claim. Per user, so not frozen (see
+    `messages.Recipient`)."""
 
     customer_id: str
     email: str | None
@@ -104,7 +105,7 @@ async def _users_of(session: AsyncSession, workspace_id: str, ids: list[str]) ->
     return {row[0]: _UserRow(*row) for row in rows}
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class _Claimed:
     customer_id: str
     user: UserValues
