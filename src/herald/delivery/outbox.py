@@ -128,6 +128,13 @@ async def _insert_window(session: AsyncSession, envelopes: Sequence[Envelope], c
         await session.execute(statement, {**shared, "rows": orjson.dumps(rows).decode()})
 
 
+# A window's rows settled alike (SENT), as one statement built once.
+_SETTLE_MANY = update(_TABLE).where(
+    _TABLE.c.workspace_id == bindparam("row_workspace_id"),
+    _TABLE.c.id.in_(bindparam("row_ids", expanding=True)),
+)
+
+
 class OutboxStatus(StrEnum):
     PENDING = "PENDING"
     SENT = "SENT"
@@ -302,11 +309,9 @@ async def record_settled(
     try:
         async with sessions() as session:
             if sent:
-                await session.execute(
-                    update(_TABLE)
-                    .where(_TABLE.c.workspace_id == workspace_id, _TABLE.c.id.in_(sent))
-                    .values(status=OutboxStatus.SENT.value, failure_reason=None, updated_at=now)
-                )
+                rows = {"row_workspace_id": workspace_id, "row_ids": sent}
+                ended = {"status": OutboxStatus.SENT.value, "failure_reason": None, "updated_at": now}
+                await session.execute(_SETTLE_MANY, {**rows, **ended})
             for item in settled:
                 if item.outcome.sent:
                     continue
