@@ -49,6 +49,12 @@ _SETTLE = update(_TABLE).where(
 )
 
 
+class OutboxStatus(StrEnum):
+    PENDING = "PENDING"
+    SENT = "SENT"
+    FAILED = "FAILED"
+
+
 # A window's PENDING rows in one statement with one parameter for all of them: what differs per
 # row goes as a JSON array of arrays (`_window_row`, in this order), taken apart by the database's
 # own JSON functions; what every row shares is bound once. SQLAlchemy's executemany built and
@@ -72,7 +78,7 @@ def _window_insert(dialect: str) -> TextClause:
     if dialect == "postgresql":
         shared = [
             "CAST(:workspace_id AS VARCHAR)",
-            "'PENDING'",
+            f"'{OutboxStatus.PENDING.value}'",
             "CAST(:connector_id AS VARCHAR)",
             "CAST(:connector_name AS VARCHAR)",
             "1",
@@ -86,7 +92,8 @@ def _window_insert(dialect: str) -> TextClause:
         ]
         source = "json_array_elements(CAST(:rows AS JSON)) AS item"
     else:
-        shared = [":workspace_id", "'PENDING'", ":connector_id", ":connector_name", "1", ":now", ":now"]
+        pending = f"'{OutboxStatus.PENDING.value}'"
+        shared = [":workspace_id", pending, ":connector_id", ":connector_name", "1", ":now", ":now"]
         each = [f"item.value ->> {index}" for index in range(len(_PER_ROW) - 1)]
         each.append(f"item.value -> {len(_PER_ROW) - 1}")  # the summary, as JSON text
         source = "json_each(:rows) AS item"
@@ -133,12 +140,6 @@ _SETTLE_MANY = update(_TABLE).where(
     _TABLE.c.workspace_id == bindparam("row_workspace_id"),
     _TABLE.c.id.in_(bindparam("row_ids", expanding=True)),
 )
-
-
-class OutboxStatus(StrEnum):
-    PENDING = "PENDING"
-    SENT = "SENT"
-    FAILED = "FAILED"
 
 
 def _values(
