@@ -25,10 +25,11 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, cast
 
-from sqlalchemy import Table, bindparam, func, insert, select, update
+from sqlalchemy import String, Table, TextClause, bindparam, func, insert, select, text, update
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from herald.db import UTCDateTime
 from herald.delivery.messages import Envelope, Outcome, summary_of
 from herald.delivery.models import Connector, OutboxEntry
 from herald.ops import metrics
@@ -52,6 +53,93 @@ class OutboxStatus(StrEnum):
     PENDING = "PENDING"
     SENT = "SENT"
     FAILED = "FAILED"
+
+
+# A window's PENDING rows in one statement with one parameter for all of them: what differs per
+# row goes as a JSON array of arrays (`_window_row`, in this order), taken apart by the database's
+# own JSON functions; what every row shares is bound once. SQLAlchemy's executemany built and
+# processed a parameter set per row instead (19 values, two datetimes and a JSON document each).
+_PER_ROW = (
+    "id",
+    "customer_id",
+    "recipient",
+    "campaign_id",
+    "channel",
+    "platform",
+    "locale",
+    "variation",
+    "is_test",
+    "summary",
+)
+_SHARED = ("workspace_id", "status", "connector_id", "connector_name", "attempts", "created_at", "updated_at")
+
+
+def _window_insert(dialect: str) -> TextClause:
+    if dialect == "postgresql":
+        shared = [
+            "CAST(:workspace_id AS VARCHAR)",
+            f"'{OutboxStatus.PENDING.value}'",
+            "CAST(:connector_id AS VARCHAR)",
+            "CAST(:connector_name AS VARCHAR)",
+            "1",
+            "CAST(:now AS TIMESTAMP WITH TIME ZONE)",
+            "CAST(:now AS TIMESTAMP WITH TIME ZONE)",
+        ]
+        each = [f"item ->> {index}" for index in range(len(_PER_ROW) - 2)]
+        each += [
+            f"CAST(item ->> {len(_PER_ROW) - 2} AS BOOLEAN)",
+            f"CAST(item -> {len(_PER_ROW) - 1} AS JSONB)",
+        ]
+        source = "json_array_elements(CAST(:rows AS JSON)) AS item"
+    else:
+        pending = f"'{OutboxStatus.PENDING.value}'"
+        shared = [":workspace_id", pending, ":connector_id", ":connector_name", "1", ":now", ":now"]
+        each = [f"item.value ->> {index}" for index in range(len(_PER_ROW) - 1)]
+        each.append(f"item.value -> {len(_PER_ROW) - 1}")  # the summary, as JSON text
+        source = "json_each(:rows) AS item"
+    columns = ", ".join(_SHARED + _PER_ROW)
+    statement = f"INSERT INTO {_TABLE.name} ({columns}) SELECT {', '.join(shared + each)} FROM {source}"
+    return text(statement).bindparams(bindparam("now", type_=UTCDateTime), bindparam("rows", type_=String))
+
+
+_WINDOW_INSERT = {dialect: _window_insert(dialect) for dialect in ("postgresql", "sqlite")}
+
+
+def _window_row(envelope: Envelope) -> tuple[Any, ...]:
+    slot, recipient = envelope.slot, envelope.recipient
+    return (
+        envelope.delivery_id,
+        recipient.customer_id,
+        (recipient.address or recipient.identifier_value)[:500],
+        envelope.campaign_id,
+        slot.channel.value,
+        slot.platform.value if slot.platform else None,
+        slot.locale,
+        slot.variation,
+        envelope.is_test,
+        summary_of(envelope),
+    )
+
+
+async def _insert_window(session: AsyncSession, envelopes: Sequence[Envelope], connector: Connector) -> None:
+    """The PENDING rows of a window's messages (one statement per instant they were built at: one)."""
+    import orjson  # as `herald.db` does: a command line on SQLite does not load it
+
+    statement = _WINDOW_INSERT[session.get_bind().dialect.name]
+    built: dict[datetime, list[tuple[Any, ...]]] = {}
+    for envelope in envelopes:
+        built.setdefault(envelope.now, []).append(_window_row(envelope))
+    for now, rows in built.items():
+        shared = {"workspace_id": envelopes[0].workspace_id, "now": now}
+        shared |= {"connector_id": connector.id, "connector_name": connector.name}
+        await session.execute(statement, {**shared, "rows": orjson.dumps(rows).decode()})
+
+
+# A window's rows settled alike (SENT), as one statement built once.
+_SETTLE_MANY = update(_TABLE).where(
+    _TABLE.c.workspace_id == bindparam("row_workspace_id"),
+    _TABLE.c.id.in_(bindparam("row_ids", expanding=True)),
+)
 
 
 def _values(
@@ -184,14 +272,9 @@ async def begin_attempts(
                         )
                     )
                 )
-            fixed = _fixed(connector, None, OutboxStatus.PENDING)
-            fresh = [
-                _values_with(envelope, fixed)
-                for envelope in envelopes
-                if envelope.delivery_id not in existing
-            ]
+            fresh = [envelope for envelope in envelopes if envelope.delivery_id not in existing]
             if fresh:
-                await session.execute(insert(_TABLE), fresh)
+                await _insert_window(session, fresh, connector)
             await session.commit()
     except IntegrityError:
         existing = set(ids)  # a row appeared under us: settle each message on its own
@@ -227,11 +310,9 @@ async def record_settled(
     try:
         async with sessions() as session:
             if sent:
-                await session.execute(
-                    update(_TABLE)
-                    .where(_TABLE.c.workspace_id == workspace_id, _TABLE.c.id.in_(sent))
-                    .values(status=OutboxStatus.SENT.value, failure_reason=None, updated_at=now)
-                )
+                rows = {"row_workspace_id": workspace_id, "row_ids": sent}
+                ended = {"status": OutboxStatus.SENT.value, "failure_reason": None, "updated_at": now}
+                await session.execute(_SETTLE_MANY, {**rows, **ended})
             for item in settled:
                 if item.outcome.sent:
                     continue

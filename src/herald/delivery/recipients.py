@@ -12,7 +12,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import or_, select
@@ -80,10 +80,13 @@ async def resolve(
 async def with_push_tokens(
     session: AsyncSession, workspace_id: str, recipients: list[Recipient]
 ) -> list[Recipient]:
-    """The recipients with their per-platform push tokens (one query)."""
+    """The recipients with their per-platform push tokens (one query; set on them, not copied)."""
     ids = [r.customer_id for r in recipients if r.customer_id is not None]
     tokens = await audience_store.push_tokens(session, workspace_id, ids) if ids else {}
-    return [replace(r, tokens=tokens[r.customer_id]) if r.customer_id in tokens else r for r in recipients]
+    for recipient in recipients:
+        if recipient.customer_id in tokens:
+            recipient.tokens = tokens[recipient.customer_id]
+    return recipients
 
 
 async def _resolve_users(
