@@ -24,6 +24,7 @@ from types import TracebackType
 from typing import Self
 
 import httpx
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from herald.clock import Clock
@@ -36,6 +37,7 @@ from herald.delivery.messages import Envelope, Outcome
 from herald.delivery.models import Connector
 from herald.delivery.smtp import SmtpSessions
 from herald.delivery.webhook import send_webhook, send_webhook_batch
+from herald.joined_writes import FirstWrite, Joined
 
 
 class Lanes:
@@ -112,12 +114,25 @@ class Dispatcher:
             await self._lanes.aclose()
         await self._smtp.close()
 
-    async def send(self, connector: Connector, envelope: Envelope) -> Outcome:
-        """Record PENDING, attempt, record the outcome. Raises only if the PENDING row cannot be
-        written, in which case nothing was sent."""
-        await outbox.record_pending(self._sessions, envelope, connector, self._request_id)
+    async def send(
+        self,
+        connector: Connector,
+        envelope: Envelope,
+        first: FirstWrite | None = None,
+        last: Callable[[Outcome], Joined | None] | None = None,
+    ) -> Outcome:
+        """Record PENDING (with `first`), attempt, record the outcome (with `last` of it). Raises
+        if the PENDING row cannot be written, in which case nothing was sent, and, with `last`,
+        if the outcome cannot be recorded."""
+        await _first_write(
+            first,
+            lambda joined: outbox.record_pending(
+                self._sessions, envelope, connector, self._request_id, joined
+            ),
+        )
         outcome = await self._attempt(connector, envelope)
-        await outbox.record_outcome(self._sessions, envelope, outcome, self._clock.now())
+        joined = last(outcome) if last is not None else None
+        await outbox.record_outcome(self._sessions, envelope, outcome, self._clock.now(), joined)
         return outcome
 
     async def deliver(self, connector: Connector, envelope: Envelope) -> Outcome:
@@ -224,10 +239,25 @@ class Dispatcher:
             count, _ = self._streak.get(connector.id, (0, ""))
             self._streak[connector.id] = (count + 1, outcome.reason or "The send failed.")
 
-    async def unsent(self, connector: Connector | None, envelope: Envelope, reason: str) -> Outcome:
-        """Record a message that cannot be attempted (e.g. its recipient has no address)."""
-        await outbox.record_unsent(self._sessions, envelope, connector, self._request_id, reason)
-        return Outcome(False, reason)
+    async def unsent(
+        self,
+        connector: Connector | None,
+        envelope: Envelope,
+        reason: str,
+        first: FirstWrite | None = None,
+        last: Callable[[Outcome], Joined | None] | None = None,
+    ) -> Outcome:
+        """Record a message that cannot be attempted (e.g. its recipient has no address), with
+        `first` and `last` of its outcome as `send` writes them."""
+        outcome = Outcome(False, reason)
+        ending = last(outcome) if last is not None else None
+        await _first_write(
+            first,
+            lambda joined: outbox.record_unsent(
+                self._sessions, envelope, connector, self._request_id, reason, joined, ending
+            ),
+        )
+        return outcome
 
     async def _attempt_many(self, connector: Connector, envelopes: Sequence[Envelope]) -> list[Outcome]:
         """Each message's outcome, at most `delivery_concurrency` requests in flight; a batched
@@ -286,6 +316,22 @@ class Dispatcher:
                 f"connector '{connector.name}' failed earlier in this batch: {outcome.reason}"
             )
         return outcome
+
+
+async def _first_write(first: FirstWrite | None, write: Callable[[Joined | None], Awaitable[None]]) -> None:
+    """`write`, carrying `first` when given. Refused on `first`'s insert (IntegrityError: e.g. the
+    request's idempotency key taken meanwhile), nothing was written: `first.refused` decides (it
+    raises, or the insert is no longer needed) and `write` goes alone."""
+    if first is None:
+        await write(None)
+        return
+    try:
+        await write(first.joined)
+    except IntegrityError:
+        await first.refused()
+        await write(None)
+        return
+    first.written()
 
 
 @functools.cache
