@@ -1,6 +1,7 @@
 """A write and an insert that goes with it (a request's idempotency record), in one statement on
 PostgreSQL: one round trip instead of two. Likewise a read and the request's idempotency claim
-before it (`ClaimedRead`).
+before it (`ClaimedRead`), and a service's first and last writes of transactions of its own with the
+request's idempotency claim and answer (`ClaimedWrites`).
 
 The insert is a data-modifying CTE of the write (`WITH joined AS (INSERT ...) UPDATE ...`), which
 PostgreSQL runs once and to completion whatever the write does, in the same snapshot; the
@@ -11,8 +12,9 @@ one after the other (a statement there costs no round trip).
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from functools import cache
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from sqlalchemy import Insert, Select, Table, Update, bindparam
 from sqlalchemy.engine import CursorResult
@@ -21,6 +23,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 # An insert built once (its values all parameters) and its parameters, named apart from the write's.
 Joined = tuple[Any, dict[str, Any]]
 T = TypeVar("T")
+T_contra = TypeVar("T_contra", contravariant=True)
 # What a service calls with what its write's answer shows, just before that write: an insert to
 # write with it (the request's idempotency record of that answer), or None.
 Answer = Callable[[T], Joined | None]
@@ -29,6 +32,32 @@ Answer = Callable[[T], Joined | None]
 # a mapping, or None. Without a pending claim it is the plain read; without a select (the service
 # reads nothing: e.g. an id that cannot exist), only the claim.
 ClaimedRead = Callable[[AsyncSession, Select[Any] | None, dict[str, Any]], Awaitable[dict[str, Any] | None]]
+
+
+@dataclass(frozen=True)
+class FirstWrite:
+    """An insert for a service's first write to carry (a request's idempotency claim), what to call
+    once that write is committed (the claim is then the request's), and what to await when the
+    write failed on the insert (IntegrityError; the claim taken meanwhile): it raises what the
+    request answers then (a replay, a 409), or returns when the write may go without the insert."""
+
+    joined: Joined
+    written: Callable[[], None]
+    refused: Callable[[], Awaitable[None]]
+
+
+class ClaimedWrites(Protocol[T_contra]):
+    """The request's idempotency claim, for a service whose work commits in transactions of its own:
+    `first()` goes with its first write (None: no claim to take), `last(shown)` (the answer made of
+    what it shows) with its last, as `Joined`. When the first write fails on the key
+    (IntegrityError), or the service answers without writing, `apart()` claims it in a transaction
+    of its own (raising the replay or 409 the key answers with) before anything else is done."""
+
+    def first(self) -> FirstWrite | None: ...
+
+    async def apart(self) -> None: ...
+
+    def last(self, shown: T_contra) -> Joined | None: ...
 
 
 async def execute_with(

@@ -198,6 +198,19 @@ class HttpReceiver:
     # What the receiver answers: status, and headers (e.g. Location for a redirect).
     status: int = 204
     answer_headers: dict[str, str] = field(default_factory=dict)
+    # While `gate` is set (`hold`), each request is kept unanswered until it opens; `entered` tells
+    # that one has arrived.
+    gate: threading.Event | None = None
+    entered: threading.Event = field(default_factory=threading.Event)
+
+    def hold(self) -> None:
+        self.entered.clear()
+        self.gate = threading.Event()
+
+    def release(self) -> None:
+        if self.gate is not None:
+            self.gate.set()
+        self.gate = None
 
     @property
     def url(self) -> str:
@@ -205,6 +218,7 @@ class HttpReceiver:
         return f"http://{host!s}:{port}/hooks/herald"
 
     def reset(self) -> None:
+        self.release()
         self.received.clear()
         self.status = 204
         self.answer_headers = {}
@@ -230,6 +244,10 @@ def start_http_receiver() -> HttpReceiver:
             length = int(self.headers.get("Content-Length", "0"))
             body = self.rfile.read(length)
             receiver.received.append(ReceivedRequest(self.path, dict(self.headers.items()), body))
+            gate = receiver.gate
+            if gate is not None:
+                receiver.entered.set()
+                gate.wait(timeout=30)
             self.send_response(receiver.status)
             for name, value in receiver.answer_headers.items():
                 self.send_header(name, value)

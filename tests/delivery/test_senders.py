@@ -5,13 +5,11 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-import httpx
-
 from herald.campaigns.schemas.common import Channel, Platform
 from herald.delivery.messages import Envelope, Recipient, Slot
 from herald.delivery.signing import verify
 from herald.delivery.smtp import build_email, plain_text, send_smtp
-from herald.delivery.webhook import send_webhook
+from herald.delivery.webhook import new_lane, send_webhook
 from tests.delivery.servers import SMTP_PASSWORD, SMTP_USER, Certificate, HttpReceiver, SmtpServer, start_smtp
 
 NOW = datetime(2026, 1, 15, 12, 0, tzinfo=UTC)
@@ -155,9 +153,9 @@ class TestSmtp:
 class TestWebhook:
     async def test_signed_json_arrives(self, webhook: HttpReceiver) -> None:
         push = {"template_type": "BASIC", "basic_details": {"title": "Hi", "message": "There"}}
-        async with httpx.AsyncClient(follow_redirects=False) as client:
+        async with new_lane() as lane:
             outcome = await send_webhook(
-                client,
+                lane,
                 {"url": webhook.url},
                 {"hmac_secret": SECRET},
                 _envelope(push, channel=Channel.PUSH),
@@ -197,9 +195,9 @@ class TestWebhook:
     async def test_redirects_are_not_followed(self, webhook: HttpReceiver) -> None:
         webhook.status = 302
         webhook.answer_headers = {"Location": webhook.url + "/elsewhere"}
-        async with httpx.AsyncClient(follow_redirects=False) as client:
+        async with new_lane() as lane:
             outcome = await send_webhook(
-                client, {"url": webhook.url}, {"hmac_secret": SECRET}, _envelope(EMAIL), 5
+                lane, {"url": webhook.url}, {"hmac_secret": SECRET}, _envelope(EMAIL), 5
             )
         assert not outcome.sent
         assert "302" in (outcome.reason or "")
@@ -207,17 +205,17 @@ class TestWebhook:
 
     async def test_error_status_is_a_failure(self, webhook: HttpReceiver) -> None:
         webhook.status = 503
-        async with httpx.AsyncClient() as client:
+        async with new_lane() as lane:
             outcome = await send_webhook(
-                client, {"url": webhook.url}, {"hmac_secret": SECRET}, _envelope(EMAIL), 5
+                lane, {"url": webhook.url}, {"hmac_secret": SECRET}, _envelope(EMAIL), 5
             )
         assert not outcome.sent
         assert outcome.reason == "The webhook answered 503."
 
     async def test_unreachable_is_a_connector_failure(self, closed_port: int) -> None:
         url = f"http://127.0.0.1:{closed_port}/in?token=hidden"
-        async with httpx.AsyncClient() as client:
-            outcome = await send_webhook(client, {"url": url}, {"hmac_secret": SECRET}, _envelope(EMAIL), 5)
+        async with new_lane() as lane:
+            outcome = await send_webhook(lane, {"url": url}, {"hmac_secret": SECRET}, _envelope(EMAIL), 5)
         assert not outcome.sent
         assert outcome.connector_down
         assert "hidden" not in (outcome.reason or "")

@@ -16,14 +16,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
-import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Self
 
-import httpx
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from herald.clock import Clock
@@ -35,47 +33,42 @@ from herald.delivery.crypto import SecretKeyError
 from herald.delivery.messages import Envelope, Outcome
 from herald.delivery.models import Connector
 from herald.delivery.smtp import SmtpSessions
-from herald.delivery.webhook import send_webhook, send_webhook_batch
+from herald.delivery.webhook import Lane, new_lane, send_webhook, send_webhook_batch
+from herald.joined_writes import FirstWrite, Joined
 
 
 class Lanes:
-    """At most `count` requests in flight, each on a lane of its own: an HTTP client with one
-    kept-alive connection. One client pooling that many connections would walk its whole pool
+    """At most `count` requests in flight, each on a lane of its own (`webhook.new_lane`): one
+    kept-alive connection. One pool of that many connections would walk its whole pool
     (twice per request, quadratically in its size) on every request; at a few hundred messages a
     second that walk was most of the worker's time."""
 
     def __init__(self, count: int) -> None:
         self.count = max(1, count)
         self.flight = asyncio.Semaphore(self.count)
-        self._idle: list[httpx.AsyncClient] = []
-        self._all: list[httpx.AsyncClient] = []
+        self._idle: list[Lane] = []
+        self._all: list[Lane] = []
 
     @contextlib.asynccontextmanager
-    async def lane(self) -> AsyncIterator[httpx.AsyncClient]:
-        """A client to send one request on, held while it is in flight (the last one released
+    async def lane(self) -> AsyncIterator[Lane]:
+        """A lane to send one request on, held while it is in flight (the last one released
         first: its connection is the likeliest to be open still)."""
         async with self.flight:
-            client = self._idle.pop() if self._idle else self._new_lane()
+            lane = self._idle.pop() if self._idle else self._new_lane()
             try:
-                yield client
+                yield lane
             finally:
-                self._idle.append(client)
+                self._idle.append(lane)
 
-    def _new_lane(self) -> httpx.AsyncClient:
-        # Redirects are never followed: the signature is for the URL the connector names.
-        client = httpx.AsyncClient(
-            follow_redirects=False,
-            trust_env=False,
-            verify=tls_context(),
-            limits=httpx.Limits(max_connections=1, max_keepalive_connections=1),
-        )
-        self._all.append(client)
-        return client
+    def _new_lane(self) -> Lane:
+        lane = new_lane()
+        self._all.append(lane)
+        return lane
 
     async def aclose(self) -> None:
         # Side by side: one after the other, each close waits a turn of the (maybe busy) loop.
-        clients, self._all, self._idle = self._all, [], []
-        await asyncio.gather(*(client.aclose() for client in clients))
+        lanes, self._all, self._idle = self._all, [], []
+        await asyncio.gather(*(lane.aclose() for lane in lanes))
 
 
 class Dispatcher:
@@ -112,12 +105,25 @@ class Dispatcher:
             await self._lanes.aclose()
         await self._smtp.close()
 
-    async def send(self, connector: Connector, envelope: Envelope) -> Outcome:
-        """Record PENDING, attempt, record the outcome. Raises only if the PENDING row cannot be
-        written, in which case nothing was sent."""
-        await outbox.record_pending(self._sessions, envelope, connector, self._request_id)
+    async def send(
+        self,
+        connector: Connector,
+        envelope: Envelope,
+        first: FirstWrite | None = None,
+        last: Callable[[Outcome], Joined | None] | None = None,
+    ) -> Outcome:
+        """Record PENDING (with `first`), attempt, record the outcome (with `last` of it). Raises
+        if the PENDING row cannot be written, in which case nothing was sent, and, with `last`,
+        if the outcome cannot be recorded."""
+        await _first_write(
+            first,
+            lambda joined: outbox.record_pending(
+                self._sessions, envelope, connector, self._request_id, joined
+            ),
+        )
         outcome = await self._attempt(connector, envelope)
-        await outbox.record_outcome(self._sessions, envelope, outcome, self._clock.now())
+        joined = last(outcome) if last is not None else None
+        await outbox.record_outcome(self._sessions, envelope, outcome, self._clock.now(), joined)
         return outcome
 
     async def deliver(self, connector: Connector, envelope: Envelope) -> Outcome:
@@ -224,10 +230,25 @@ class Dispatcher:
             count, _ = self._streak.get(connector.id, (0, ""))
             self._streak[connector.id] = (count + 1, outcome.reason or "The send failed.")
 
-    async def unsent(self, connector: Connector | None, envelope: Envelope, reason: str) -> Outcome:
-        """Record a message that cannot be attempted (e.g. its recipient has no address)."""
-        await outbox.record_unsent(self._sessions, envelope, connector, self._request_id, reason)
-        return Outcome(False, reason)
+    async def unsent(
+        self,
+        connector: Connector | None,
+        envelope: Envelope,
+        reason: str,
+        first: FirstWrite | None = None,
+        last: Callable[[Outcome], Joined | None] | None = None,
+    ) -> Outcome:
+        """Record a message that cannot be attempted (e.g. its recipient has no address), with
+        `first` and `last` of its outcome as `send` writes them."""
+        outcome = Outcome(False, reason)
+        ending = last(outcome) if last is not None else None
+        await _first_write(
+            first,
+            lambda joined: outbox.record_unsent(
+                self._sessions, envelope, connector, self._request_id, reason, joined, ending
+            ),
+        )
+        return outcome
 
     async def _attempt_many(self, connector: Connector, envelopes: Sequence[Envelope]) -> list[Outcome]:
         """Each message's outcome, at most `delivery_concurrency` requests in flight; a batched
@@ -276,11 +297,11 @@ class Dispatcher:
                 async with self._lanes.flight:
                     outcome = await self._smtp.send(connector.id, settings, secrets, envelope, time_limit)
             else:
-                async with self._lanes.lane() as client:
+                async with self._lanes.lane() as lane:
                     if batch is not None:
-                        outcome = await send_webhook_batch(client, settings, secrets, batch, time_limit)
+                        outcome = await send_webhook_batch(lane, settings, secrets, batch, time_limit)
                     else:
-                        outcome = await send_webhook(client, settings, secrets, envelope, time_limit)
+                        outcome = await send_webhook(lane, settings, secrets, envelope, time_limit)
         if outcome.connector_down and outcome.reason:
             self._down[connector.id] = (
                 f"connector '{connector.name}' failed earlier in this batch: {outcome.reason}"
@@ -288,11 +309,20 @@ class Dispatcher:
         return outcome
 
 
-@functools.cache
-def tls_context() -> ssl.SSLContext:
-    """The certificate store every webhook client verifies against, loaded once per process (a
-    client loading its own took about 50 ms, and a dispatcher is opened for each worker tick)."""
-    return httpx.create_ssl_context(trust_env=False)
+async def _first_write(first: FirstWrite | None, write: Callable[[Joined | None], Awaitable[None]]) -> None:
+    """`write`, carrying `first` when given. Refused on `first`'s insert (IntegrityError: e.g. the
+    request's idempotency key taken meanwhile), nothing was written: `first.refused` decides (it
+    raises, or the insert is no longer needed) and `write` goes alone."""
+    if first is None:
+        await write(None)
+        return
+    try:
+        await write(first.joined)
+    except IntegrityError:
+        await first.refused()
+        await write(None)
+        return
+    first.written()
 
 
 class Window:

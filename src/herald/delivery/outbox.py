@@ -32,6 +32,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from herald.db import UTCDateTime
 from herald.delivery.messages import Envelope, Outcome, summary_of
 from herald.delivery.models import Connector, OutboxEntry
+from herald.joined_writes import Joined, execute_with
 from herald.ops import metrics
 from herald.timefmt import rfc3339
 
@@ -186,10 +187,13 @@ async def record_pending(
     envelope: Envelope,
     connector: Connector | None,
     request_id: str | None,
+    joined: Joined | None = None,
 ) -> None:
-    """Commit the PENDING row. Raises if it cannot be written: then nothing may be sent."""
+    """Commit the PENDING row, with `joined` (e.g. the request's idempotency claim). Raises if it
+    cannot be written: then nothing may be sent."""
     async with sessions() as session:
-        await session.execute(_INSERT, _values(envelope, connector, request_id, OutboxStatus.PENDING))
+        values = _values(envelope, connector, request_id, OutboxStatus.PENDING)
+        await execute_with(await session.connection(), _INSERT, _TABLE, values, joined)
         await session.commit()
 
 
@@ -364,19 +368,27 @@ async def record_retry(
 
 
 async def record_outcome(
-    sessions: async_sessionmaker[AsyncSession], envelope: Envelope, outcome: Outcome, now: datetime
+    sessions: async_sessionmaker[AsyncSession],
+    envelope: Envelope,
+    outcome: Outcome,
+    now: datetime,
+    joined: Joined | None = None,
 ) -> None:
-    """Commit SENT/FAILED on the row. The message is gone either way, so a failure to record is
-    logged (the row stays PENDING: outcome unknown) rather than turned into a failed request."""
+    """Commit SENT/FAILED on the row, with `joined` (e.g. the request's idempotency record of its
+    answer). The message is gone either way, so a failure to record is logged (the row stays
+    PENDING: outcome unknown) rather than turned into a failed request; with `joined`, whose own
+    write failed too, it is raised after that (its caller decides)."""
     status = OutboxStatus.SENT if outcome.sent else OutboxStatus.FAILED
     try:
         async with sessions() as session:
             values = {"status": status.value, "failure_reason": outcome.reason, "updated_at": now}
             key = {"row_workspace_id": envelope.workspace_id, "row_id": envelope.delivery_id}
-            await session.execute(_SETTLE, {**values, **key})
+            await execute_with(await session.connection(), _SETTLE, _TABLE, {**values, **key}, joined)
             await session.commit()
     except SQLAlchemyError:
         log.exception("could not record the outcome of delivery %s", envelope.delivery_id)
+        if joined is not None:
+            raise
         return
     metrics.SENDS.labels(status.value).inc()
 
@@ -387,11 +399,17 @@ async def record_unsent(
     connector: Connector | None,
     request_id: str | None,
     reason: str,
+    first: Joined | None = None,
+    last: Joined | None = None,
 ) -> None:
-    """A message that was never attempted (e.g. the recipient has no address), recorded FAILED."""
+    """A message that was never attempted (e.g. the recipient has no address), recorded FAILED, with
+    `first` in its statement and `last` after it (e.g. the request's idempotency claim and answer)."""
     values = _values(envelope, connector, request_id, OutboxStatus.FAILED)
     async with sessions() as session:
-        await session.execute(_INSERT, {**values, "failure_reason": reason})
+        connection = await session.connection()
+        await execute_with(connection, _INSERT, _TABLE, {**values, "failure_reason": reason}, first)
+        if last is not None:
+            await connection.execute(*last)
         await session.commit()
     metrics.SENDS.labels(OutboxStatus.FAILED.value).inc()
 

@@ -20,7 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import InstrumentedAttribute
 
 from herald.audience import store as audience_store
-from herald.audience.models import Segment, SegmentMember, User, UserValues
+from herald.audience.models import USER_COLUMNS, Segment, SegmentMember, User, UserRow, UserValues
 from herald.campaigns.schemas.common import Channel
 from herald.delivery.messages import Recipient
 from herald.delivery.testsend_request import MAX_RECIPIENTS, Identifier
@@ -94,12 +94,13 @@ async def _resolve_users(
 ) -> Resolution:
     column = _COLUMNS[identifier]
     query = (
-        select(User)
+        select(*USER_COLUMNS)
         .where(User.workspace_id == workspace_id, column.in_(set(values)))
         .order_by(User.customer_id)
     )
-    by_value: dict[str, User] = {}
-    for user in (await session.scalars(query)).all():
+    by_value: dict[str, UserRow] = {}
+    for row in await session.execute(query):
+        user = UserRow(*row)
         by_value.setdefault(str(getattr(user, column.key)), user)
     resolution = Resolution()
     for index, value in enumerate(values):

@@ -22,7 +22,7 @@ from herald.delivery.testsend_request import CampaignTestDoc
 from herald.errors import BadRequest
 from herald.http.auth import Caller
 from herald.http.docs import error_responses
-from herald.http.operation import Operation, guarded, services_of
+from herald.http.operation import Operation, WrittenClaim, guarded, services_of
 from herald.http.responses import json_response, request_id, response_id
 from herald.workspaces.scopes import Scope
 
@@ -35,6 +35,7 @@ TEST = Operation(
     campaigns=True,
     idempotency="required",
     request_transaction=False,  # each send is recorded in the outbox as it goes
+    claim_with_write=True,  # the key's claim and answer go with the first and last outbox writes
 )
 
 _REF = "#/components/schemas/{model}"
@@ -87,9 +88,14 @@ async def test_campaign(request: Request, caller: Annotated[Caller, guarded(TEST
     deployment = testsend.Deployment(
         services.settings, services.clock, services.database, services.test_lanes
     )
+    claimed: WrittenClaim[testsend.Results] = WrittenClaim(request, lambda results: _answer(request, results))
     results = await testsend.test_campaign(
-        deployment, caller.workspace_id, _json_body(request), request_id(request)
+        deployment, caller.workspace_id, _json_body(request), request_id(request), claimed
     )
+    return claimed.answer(results)
+
+
+def _answer(request: Request, results: testsend.Results) -> Response:
     data = {"data": results, "message": testsend.PROCESSED_MESSAGE}
     return json_response({"response_id": response_id(request), "type": "campaign", "data": data})
 

@@ -8,12 +8,14 @@ Order of work, and why it leaves nothing half-written:
 3. That transaction is closed (no database lock is held across network I/O), then each message is
    sent; its outbox row is committed PENDING before and SENT/FAILED after, in transactions of its
    own (`delivery.outbox`), so the record of a send never depends on the request's fate.
-The request's own unit of work writes nothing but its idempotency record: a replay of the same
-Idempotency-Key returns the stored answer and sends nothing again.
+The request's Idempotency-Key is claimed with the first outbox write and its answer recorded with the
+last (`joined_writes.ClaimedWrites`): a replay of the same key returns the stored answer and sends
+nothing again; a refusal claims it first, in a transaction of its own, so the key answers first.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,8 +48,9 @@ from herald.delivery.rendering import (
 from herald.delivery.testsend_connector import choose_connector
 from herald.delivery.testsend_plan import SlotMessage, narrow, readiness_problems, slot_messages
 from herald.delivery.testsend_request import CampaignTestRequest, channel_problems, parse_test_body
-from herald.errors import NotFound, Unprocessable, ValidationFailed
+from herald.errors import HeraldError, NotFound, Unprocessable, ValidationFailed
 from herald.ids import is_object_id, object_id
+from herald.joined_writes import ClaimedWrites, Joined
 from herald.problems import Problem
 
 # Sends of one request (messages x recipients): beyond it, narrow by platform, locale or variation.
@@ -85,19 +88,31 @@ class _Plan:
     advanced: Advanced | None = None
 
 
+Results = dict[str, dict[str, str]]
+
+
 async def test_campaign(
-    deployment: Deployment, workspace_id: str, raw: object, request_id: str | None
-) -> dict[str, dict[str, str]]:
-    """The C8 answer's inner `data`: per message key, SENT or FAILED with a reason."""
-    request, problems = parse_test_body(raw)
-    if request is None:
-        raise ValidationFailed(problems)
-    async with deployment.database.reader() as session:
-        plan = await _plan(session, workspace_id, request)
+    deployment: Deployment,
+    workspace_id: str,
+    raw: object,
+    request_id: str | None,
+    claimed: ClaimedWrites[Results],
+) -> Results:
+    """The C8 answer's inner `data`: per message key, SENT or FAILED with a reason. The request's
+    idempotency claim (`claimed`) goes with the first outbox write and its answer with the last."""
+    try:
+        request, problems = parse_test_body(raw)
+        if request is None:
+            raise ValidationFailed(problems)
+        async with deployment.database.reader() as session:
+            plan = await _plan(session, workspace_id, request)
+    except HeraldError:
+        await claimed.apart()  # the key answers first (a replay, a 409), as when claimed before
+        raise
     sessions = deployment.database.writer
     dispatcher = Dispatcher(deployment.settings, deployment.clock, sessions, request_id, deployment.lanes)
     async with dispatcher:
-        return await _execute(deployment.clock, dispatcher, workspace_id, request, plan)
+        return await _execute(deployment.clock, dispatcher, workspace_id, request, plan, claimed)
 
 
 async def _source(session: AsyncSession, workspace_id: str, request: CampaignTestRequest) -> _Source:
@@ -239,33 +254,65 @@ async def _personalized(
 
 
 async def _execute(
-    clock: Clock, dispatcher: Dispatcher, workspace_id: str, request: CampaignTestRequest, plan: _Plan
-) -> dict[str, dict[str, str]]:
+    clock: Clock,
+    dispatcher: Dispatcher,
+    workspace_id: str,
+    request: CampaignTestRequest,
+    plan: _Plan,
+    claimed: ClaimedWrites[Results],
+) -> Results:
     rendered = [await _personalized(request, plan.prepared, recipient) for recipient in plan.recipients]
+    sends = [
+        (item, listed, content, rendering_failed)
+        for item in plan.messages
+        for listed, (content, rendering_failed) in zip(plan.recipients, rendered, strict=True)
+    ]
     outcomes: dict[str, list[tuple[Recipient, Outcome]]] = {}
-    for item in plan.messages:
-        for listed, (content, rendering_failed) in zip(plan.recipients, rendered, strict=True):
-            now = clock.now()
-            recipient = listed.on(item.slot.platform)  # its token on this platform
-            reason = rendering_failed or (recipient.unreachable_reason if recipient.address is None else None)
-            message = message_at(content or plan.prepared.campaign_content, item.path)
-            advanced = push_options(plan.advanced, item.slot.platform, now) if item.slot.platform else None
-            envelope = Envelope(
-                object_id(now),
-                workspace_id,
-                plan.campaign_id,
-                True,
-                item.slot,
-                recipient,
-                message,
-                now,
-                advanced,
-            )
-            if reason is not None:
-                outcome = await dispatcher.unsent(plan.connector, envelope, reason)
-            else:
-                outcome = await dispatcher.send(plan.connector, envelope)
-            outcomes.setdefault(item.slot.key, []).append((recipient, outcome))
+    for index, (item, listed, content, rendering_failed) in enumerate(sends):
+        now = clock.now()
+        recipient = listed.on(item.slot.platform)  # its token on this platform
+        reason = rendering_failed or (recipient.unreachable_reason if recipient.address is None else None)
+        message = message_at(content or plan.prepared.campaign_content, item.path)
+        advanced = push_options(plan.advanced, item.slot.platform, now) if item.slot.platform else None
+        envelope = Envelope(
+            object_id(now),
+            workspace_id,
+            plan.campaign_id,
+            True,
+            item.slot,
+            recipient,
+            message,
+            now,
+            advanced,
+        )
+        results = outcomes.setdefault(item.slot.key, [])
+        # The last send's outcome completes the answer, which its write records with the key's.
+        last = _answered(claimed, outcomes, results, recipient) if index == len(sends) - 1 else None
+        if reason is not None:
+            outcome = await dispatcher.unsent(plan.connector, envelope, reason, claimed.first(), last)
+        else:
+            outcome = await dispatcher.send(plan.connector, envelope, claimed.first(), last)
+        if last is None:
+            results.append((recipient, outcome))
+    if not sends:
+        await claimed.apart()
+    return _answer(outcomes)
+
+
+def _answered(
+    claimed: ClaimedWrites[Results],
+    outcomes: dict[str, list[tuple[Recipient, Outcome]]],
+    results: list[tuple[Recipient, Outcome]],
+    recipient: Recipient,
+) -> Callable[[Outcome], Joined | None]:
+    def answered(outcome: Outcome) -> Joined | None:
+        results.append((recipient, outcome))
+        return claimed.last(_answer(outcomes))
+
+    return answered
+
+
+def _answer(outcomes: dict[str, list[tuple[Recipient, Outcome]]]) -> Results:
     return {key: _result(results) for key, results in outcomes.items()}
 
 

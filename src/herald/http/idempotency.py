@@ -13,7 +13,9 @@ its effect.
 - In a short transaction of its own (`claim`), for operations whose work runs in sessions of their own
   (test sends, previews): the unique primary key, not a check-then-insert, decides which of several
   concurrent duplicates proceeds; the row is completed with the answer. A claim whose process died is
-  taken over once its lease runs out.
+  taken over once its lease runs out. A handler whose work writes in transactions of its own (C8's
+  outbox rows) inserts that row with its first write and completes it with its last (`claimed_with`,
+  `completed_with`): the same row and rules, two transactions fewer.
 """
 
 from __future__ import annotations
@@ -137,9 +139,9 @@ def _key_of(claim: Claim) -> dict[str, str]:
     return {"workspace_id": claim.workspace_id, "api_key_id": claim.api_key_id, "key": claim.key}
 
 
-async def claim(sessions: async_sessionmaker[AsyncSession], claim: Claim, now: datetime) -> None:
-    """Claim the key for this request, or raise Replay / 409 as contract §7 says."""
-    values = {
+def _claimed_values(claim: Claim, now: datetime) -> dict[str, Any]:
+    """The record of a `claim` claim in flight: its answer comes with its completion."""
+    return {
         **_key_of(claim),
         "fingerprint": claim.fingerprint,
         "state": IN_FLIGHT,
@@ -147,6 +149,11 @@ async def claim(sessions: async_sessionmaker[AsyncSession], claim: Claim, now: d
         "expires_at": now + RETENTION,
         "created_at": now,
     }
+
+
+async def claim(sessions: async_sessionmaker[AsyncSession], claim: Claim, now: datetime) -> None:
+    """Claim the key for this request, or raise Replay / 409 as contract §7 says."""
+    values = _claimed_values(claim, now)
     for _ in range(3):
         async with sessions() as session:
             try:
@@ -320,6 +327,14 @@ RECORD_JOINED = insert(_RECORDS).values(
 )
 
 
+def claimed_with(claim: Claim, now: datetime) -> Joined:
+    """A `claim` claim's record in flight, as (`RECORD_JOINED`, its parameters), for the first write of
+    the work it guards to carry (on PostgreSQL in one statement): committed with that write, or not at
+    all. A record of the key already there fails that write (IntegrityError); `claim` then decides."""
+    values = {**_claimed_values(claim, now), "status_code": None, "headers": None, "body": None}
+    return RECORD_JOINED, {f"record_{name}": value for name, value in values.items()}
+
+
 def written_with(claim: Claim, status: int, headers: dict[str, str], body: bytes, now: datetime) -> Joined:
     """A `claim_in` claim's record of a response known before the handler's last write, as
     (`RECORD_JOINED`, its parameters): the handler writes it with that write (on PostgreSQL in one
@@ -361,22 +376,38 @@ def _stored(headers: dict[str, str]) -> dict[str, str]:
     return {name: value for name, value in headers.items() if name.lower() in STORED_HEADERS}
 
 
-# A `claim` claim's answer, stored: the SET clause is the parameters' columns (the key's are
-# named apart from them).
-_COMPLETE = update(_RECORDS).where(
-    _RECORDS.c.workspace_id == bindparam("claimed_workspace_id"),
-    _RECORDS.c.api_key_id == bindparam("claimed_api_key_id"),
-    _RECORDS.c.key == bindparam("claimed_key"),
-    _RECORDS.c.fingerprint == bindparam("claimed_fingerprint"),
+# A `claim` claim's answer, stored (its parameters named apart, so that it can go with another write).
+_COMPLETE = (
+    update(_RECORDS)
+    .where(
+        _RECORDS.c.workspace_id == bindparam("claimed_workspace_id"),
+        _RECORDS.c.api_key_id == bindparam("claimed_api_key_id"),
+        _RECORDS.c.key == bindparam("claimed_key"),
+        _RECORDS.c.fingerprint == bindparam("claimed_fingerprint"),
+    )
+    .values(
+        {
+            name: bindparam(f"completed_{name}", type_=_RECORDS.c[name].type)
+            for name in ("state", "status_code", "headers", "body")
+        }
+    )
 )
+
+
+def completed_with(claim: Claim, status: int, headers: dict[str, str], body: bytes) -> Joined:
+    """A `claim` claim's completion with its answer, as (statement, parameters): for the last write
+    of the work it guards to carry (on PostgreSQL in one statement), or to run on its own."""
+    values = {"state": COMPLETED, "status_code": status, "headers": _stored(headers), "body": body}
+    params = {f"completed_{name}": value for name, value in values.items()}
+    claimed = {f"claimed_{name}": value for name, value in _key_of(claim).items()}
+    return _COMPLETE, {**params, **claimed, "claimed_fingerprint": claim.fingerprint}
 
 
 async def _complete(
     session: AsyncSession, claim: Claim, status: int, headers: dict[str, str], body: bytes
 ) -> None:
-    values = {"state": COMPLETED, "status_code": status, "headers": _stored(headers), "body": body}
-    claimed = {f"claimed_{name}": value for name, value in _key_of(claim).items()}
-    await session.execute(_COMPLETE, {**values, **claimed, "claimed_fingerprint": claim.fingerprint})
+    statement, params = completed_with(claim, status, headers, body)
+    await session.execute(statement, params)
 
 
 async def complete_in(

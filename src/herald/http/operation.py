@@ -29,7 +29,7 @@ from herald.http.context import UnitOfWork
 from herald.http.guards import parse_uuid4, query_problems
 from herald.http.limits import Consumer, limit_key, windows_for
 from herald.http.ratelimit import Decision, RateLimitStore, Window
-from herald.joined_writes import Joined
+from herald.joined_writes import FirstWrite, Joined
 from herald.problems import Problem
 from herald.services import Services
 from herald.workspaces.scopes import Scope
@@ -69,6 +69,10 @@ class Operation:
     # PostgreSQL the Idempotency-Key's claim then goes in that statement (one round trip fewer).
     # Nothing the handler does before that read may answer, but for a malformed request (400).
     claim_with_read: bool = False
+    # True when the handler works through sessions of its own (`request_transaction` False) and its
+    # work writes in transactions of its own (`WrittenClaim`): the Idempotency-Key's claim is then
+    # inserted with its first write and completed with its last, two transactions fewer.
+    claim_with_write: bool = False
 
 
 def services_of(request: Request) -> Services:
@@ -182,6 +186,9 @@ async def _claim(
             if in_request_transaction and operation.claim_with_read:
                 uow.pending_claim = claim  # taken by the handler's first read (`ClaimRead`)
                 return
+            if not in_request_transaction and operation.claim_with_write:
+                uow.pending_claim = claim  # taken by the handler's first write (`WrittenClaim`)
+                return
             if in_request_transaction:
                 await idempotency.claim_in(uow.session(), claim, now)
             else:
@@ -229,6 +236,57 @@ class AnswerFirst(Generic[T]):
         if self._response is None:
             raise RuntimeError("the service wrote without making its answer first")
         return self._response
+
+
+class WrittenClaim(Generic[T]):
+    """The Idempotency-Key claim of a handler whose work commits in transactions of its own
+    (`Operation.claim_with_write`; a `joined_writes.ClaimedWrites`): its record in flight goes with
+    the work's first write and its answer with the last, so that the key is claimed exactly when
+    the work's first effect is committed, and completed with its last. Whatever the handler
+    answers without having written (a refusal, or nothing to write) claims the key first, in a
+    transaction of its own (`apart`), as the guard would have: a replay or a 409 answers first."""
+
+    def __init__(self, request: Request, make: Callable[[T], Response]) -> None:
+        self._request = request
+        self._make = make
+        self._response: Response | None = None
+
+    def first(self) -> FirstWrite | None:
+        uow = unit_of_work(self._request)
+        claim = uow.pending_claim
+        if claim is None:
+            return None
+
+        def written() -> None:  # the key is this request's from the commit on
+            uow.pending_claim, uow.idempotency = None, claim
+
+        now = services_of(self._request).clock.now()
+        return FirstWrite(idempotency.claimed_with(claim, now), written, self.apart)
+
+    async def apart(self) -> None:
+        uow = unit_of_work(self._request)
+        claim = uow.pending_claim
+        if claim is None:
+            return
+        uow.pending_claim = None
+        services = services_of(self._request)
+        await idempotency.claim(services.database.writer, claim, services.clock.now())
+        uow.idempotency = claim
+
+    def last(self, shown: T) -> Joined | None:
+        self._response = self._make(shown)
+        uow = unit_of_work(self._request)
+        claim = uow.idempotency
+        if claim is None or claim.in_request_transaction:
+            return None
+        uow.recorded = True
+        response = self._response
+        headers = {name.decode("latin-1"): value.decode("latin-1") for name, value in response.raw_headers}
+        return idempotency.completed_with(claim, response.status_code, headers, bytes(response.body))
+
+    def answer(self, shown: T) -> Response:
+        """The response made by `last`, else (the work wrote nothing) made now."""
+        return self._response if self._response is not None else self._make(shown)
 
 
 class ClaimRead:

@@ -35,7 +35,7 @@ from sqlalchemy import Table, bindparam, or_, select, tuple_, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from herald.audience.models import User, UserValues
+from herald.audience.models import USER_COLUMNS, User, UserRow, UserValues
 from herald.campaigns.models import Campaign
 from herald.campaigns.schemas.common import CampaignStatus
 from herald.db import Database
@@ -75,34 +75,11 @@ class UserState:
     SUPPRESSED = "SUPPRESSED"
 
 
-@dataclass(slots=True)
-class _UserRow:
-    """A claimed user's values, read as a plain row (`audience.models.UserValues`): a batch's
-    users loaded as ORM entities cost most of a claim. Per user, so not frozen (see
-    `messages.Recipient`)."""
-
-    customer_id: str
-    email: str | None
-    mobile: str | None
-    first_name: str | None
-    last_name: str | None
-    gaid: str | None
-    push_id: str | None
-    timezone: str | None
-    email_opt_out: bool
-    push_opt_out: bool
-    sms_opt_out: bool
-    attributes: dict[str, Any]
-
-
-_USER_COLUMNS = [getattr(User, name) for name in _UserRow.__slots__]
-
-
-async def _users_of(session: AsyncSession, workspace_id: str, ids: list[str]) -> dict[str, _UserRow]:
+async def _users_of(session: AsyncSession, workspace_id: str, ids: list[str]) -> dict[str, UserRow]:
     rows = await session.execute(
-        select(*_USER_COLUMNS).where(User.workspace_id == workspace_id, User.customer_id.in_(ids))
+        select(*USER_COLUMNS).where(User.workspace_id == workspace_id, User.customer_id.in_(ids))
     )
-    return {row[0]: _UserRow(*row) for row in rows}
+    return {row[0]: UserRow(*row) for row in rows}
 
 
 @dataclass(slots=True)
