@@ -10,12 +10,12 @@ one after the other (a statement there costs no round trip).
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from functools import cache
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from sqlalchemy import Insert, Select, Table, Update, bindparam
-from sqlalchemy.engine import CursorResult
+from sqlalchemy.engine import CursorResult, Row
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
 # An insert built once (its values all parameters) and its parameters, named apart from the write's.
@@ -29,6 +29,19 @@ Answer = Callable[[T], Joined | None]
 # a mapping, or None. Without a pending claim it is the plain read; without a select (the service
 # reads nothing: e.g. an id that cannot exist), only the claim.
 ClaimedRead = Callable[[AsyncSession, Select[Any] | None, dict[str, Any]], Awaitable[dict[str, Any] | None]]
+
+
+class ClaimedRows(Protocol):
+    """A `ClaimedRead` whose select returns any number of rows (a page): its rows, ordered by the
+    columns of the select named in `descending`, each descending; none without a select."""
+
+    async def __call__(
+        self,
+        session: AsyncSession,
+        read: Select[Any] | None,
+        params: dict[str, Any],
+        descending: tuple[str, ...] = (),
+    ) -> Sequence[Row[Any]]: ...
 
 
 async def execute_with(

@@ -19,6 +19,7 @@ its effect.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import cache
@@ -44,6 +45,7 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import Row
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession, async_sessionmaker
 from sqlalchemy.orm import Mapped, mapped_column
@@ -260,20 +262,58 @@ async def claim_in_with_read(
     if connection.dialect.name != "postgresql" or read is None:
         await claim_in(session, claim, now)
         return None if read is None else _mapping((await connection.execute(read, params)).first())
+    joined = await _claimed_rows(connection, claim, now, read, params, ())
+    if joined is None:
+        return _mapping((await connection.execute(read, params)).first())
+    if not joined:
+        return None
+    found = joined[0]._mapping
+    return {name: found[name] for name in read.selected_columns.keys()}  # noqa: SIM118 (not a dict: its iteration yields columns)
+
+
+async def claim_in_with_rows(
+    session: AsyncSession,
+    claim: Claim,
+    now: datetime,
+    read: Select[Any],
+    params: dict[str, Any],
+    descending: tuple[str, ...] = (),
+) -> Sequence[Row[Any]]:
+    """`claim_in_with_read` for a select of any number of rows (a page), in one statement on
+    PostgreSQL as well: its rows, ordered by the columns of `read` named in `descending`, each
+    descending (a lateral subquery's own order does not order the statement around it). On
+    PostgreSQL each row also carries the claim's columns, whose names `read`'s must not take."""
+    connection = await session.connection()
+    if connection.dialect.name != "postgresql":
+        await claim_in(session, claim, now)
+        return (await connection.execute(read, params)).all()
+    joined = await _claimed_rows(connection, claim, now, read, params, descending)
+    return (await connection.execute(read, params)).all() if joined is None else joined
+
+
+async def _claimed_rows(
+    connection: AsyncConnection,
+    claim: Claim,
+    now: datetime,
+    read: Select[Any],
+    params: dict[str, Any],
+    descending: tuple[str, ...],
+) -> list[Row[Any]] | None:
+    """PostgreSQL: the claim and `read` in one statement (`_claim_and_read`): the rows `read`
+    returned, or None when the key had a stale record, forgotten since (`read` did not run: the
+    caller runs it on its own). A live record answers (replay / 409)."""
     claim_params = {f"claim_{name}": value for name, value in _key_of(claim).items()}
-    statement = _claim_and_read(read)
-    claimed = (
+    statement = _claim_and_read(read, descending)
+    rows = (
         await connection.execute(statement, {**params, **claim_params, "claim_lock_id": _lock_id(claim)})
-    ).one()
+    ).all()
+    claimed = rows[0]  # the claim function's one row, outer-joined: never none
     if not claimed.held:
         raise DuplicateIdempotencyKey(target="Idempotency-Key")
     if claimed.fingerprint is None:  # no record (a record's is never NULL): the read ran
-        found = claimed._mapping
-        if not found[_READ_FOUND]:
-            return None
-        return {name: found[name] for name in read.selected_columns.keys()}  # noqa: SIM118 (not a dict: its iteration yields columns)
+        return [row for row in rows if row[-1]]  # `_READ_FOUND`: NULL where the read found nothing
     await _settle(connection, claim, claimed, now)
-    return _mapping((await connection.execute(read, params)).first())
+    return None
 
 
 def _mapping(row: Any) -> dict[str, Any] | None:
@@ -281,7 +321,7 @@ def _mapping(row: Any) -> dict[str, Any] | None:
 
 
 @cache
-def _claim_and_read(read: Select[Any]) -> Select[Any]:
+def _claim_and_read(read: Select[Any], descending: tuple[str, ...]) -> Select[Any]:
     """PostgreSQL: the claim function's row (migration 0018) and, joined lateral to it, `read`
     when the key was claimed and has no record. Built once per read."""
     claimed = func.herald_claim_idempotency_key(
@@ -294,7 +334,8 @@ def _claim_and_read(read: Select[Any]) -> Select[Any]:
     )
     gated = read.add_columns(true().label(_READ_FOUND)).where(claimed.c.held, claimed.c.fingerprint.is_(None))
     joined = gated.lateral("claimed_read")
-    return select(*claimed.c, *joined.c).select_from(claimed.outerjoin(joined, true()))
+    statement = select(*claimed.c, *joined.c).select_from(claimed.outerjoin(joined, true()))
+    return statement.order_by(*(joined.c[name].desc() for name in descending))
 
 
 def _record_values(
