@@ -15,7 +15,7 @@ from functools import cache
 from typing import Any, Protocol, TypeVar
 
 from sqlalchemy import Insert, Select, Table, Update, bindparam
-from sqlalchemy.engine import CursorResult, Row
+from sqlalchemy.engine import CursorResult
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
 # An insert built once (its values all parameters) and its parameters, named apart from the write's.
@@ -32,8 +32,9 @@ ClaimedRead = Callable[[AsyncSession, Select[Any] | None, dict[str, Any]], Await
 
 
 class ClaimedRows(Protocol):
-    """A `ClaimedRead` whose select returns any number of rows (a page): its rows, ordered by the
-    columns of the select named in `descending`, each descending; none without a select."""
+    """A `ClaimedRead` whose select returns any number of rows (a page): its rows (named tuples of
+    its columns), ordered by the columns of the select named in `descending`, each descending;
+    none without a select."""
 
     async def __call__(
         self,
@@ -41,7 +42,7 @@ class ClaimedRows(Protocol):
         read: Select[Any] | None,
         params: dict[str, Any],
         descending: tuple[str, ...] = (),
-    ) -> Sequence[Row[Any]]: ...
+    ) -> Sequence[Any]: ...
 
 
 async def execute_with(

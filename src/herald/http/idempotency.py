@@ -45,11 +45,11 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.engine import Row
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession, async_sessionmaker
 from sqlalchemy.orm import Mapped, mapped_column
 
+from herald import direct_reads
 from herald.db import Base, PortableJSON, UTCDateTime
 from herald.errors import DuplicateIdempotencyKey, HeraldError, IdempotencyConflict
 from herald.joined_writes import Joined
@@ -222,7 +222,11 @@ async def claim_in(session: AsyncSession, claim: Claim, now: datetime) -> None:
 
     On SQLite a duplicate cannot be in flight: it waits for the write lock and then finds the
     first one's record, which it replays."""
-    connection = await session.connection()  # Core statements: no ORM session work per call
+    await _claim_on(await session.connection(), claim, now)  # Core statements: no ORM session work
+
+
+async def _claim_on(connection: AsyncConnection, claim: Claim, now: datetime) -> None:
+    """`claim_in` on the request transaction's connection."""
     if connection.dialect.name == "postgresql":
         claimed = (await connection.execute(_CLAIM, {**_key_of(claim), "lock_id": _lock_id(claim)})).one()
         if not claimed.held:
@@ -260,14 +264,14 @@ async def claim_in_with_read(
     Without `read`, only the claim."""
     connection = await session.connection()
     if connection.dialect.name != "postgresql" or read is None:
-        await claim_in(session, claim, now)
+        await _claim_on(connection, claim, now)
         return None if read is None else _mapping((await connection.execute(read, params)).first())
     joined = await _claimed_rows(connection, claim, now, read, params, ())
     if joined is None:
         return _mapping((await connection.execute(read, params)).first())
     if not joined:
         return None
-    found = joined[0]._mapping
+    found = joined[0]._asdict()  # a named tuple (`direct_reads.rows_in`)
     return {name: found[name] for name in read.selected_columns.keys()}  # noqa: SIM118 (not a dict: its iteration yields columns)
 
 
@@ -278,17 +282,18 @@ async def claim_in_with_rows(
     read: Select[Any],
     params: dict[str, Any],
     descending: tuple[str, ...] = (),
-) -> Sequence[Row[Any]]:
+) -> Sequence[Any]:
     """`claim_in_with_read` for a select of any number of rows (a page), in one statement on
-    PostgreSQL as well: its rows, ordered by the columns of `read` named in `descending`, each
-    descending (a lateral subquery's own order does not order the statement around it). On
-    PostgreSQL each row also carries the claim's columns, whose names `read`'s must not take."""
+    PostgreSQL as well: its rows (`direct_reads.rows_in`: named tuples), ordered by the columns of
+    `read` named in `descending`, each descending (a lateral subquery's own order does not order
+    the statement around it). On PostgreSQL each row also carries the claim's columns, whose names
+    `read`'s must not take."""
     connection = await session.connection()
     if connection.dialect.name != "postgresql":
-        await claim_in(session, claim, now)
-        return (await connection.execute(read, params)).all()
+        await _claim_on(connection, claim, now)
+        return await direct_reads.rows_in(connection, read, params)
     joined = await _claimed_rows(connection, claim, now, read, params, descending)
-    return (await connection.execute(read, params)).all() if joined is None else joined
+    return await direct_reads.rows_in(connection, read, params) if joined is None else joined
 
 
 async def _claimed_rows(
@@ -298,15 +303,15 @@ async def _claimed_rows(
     read: Select[Any],
     params: dict[str, Any],
     descending: tuple[str, ...],
-) -> list[Row[Any]] | None:
+) -> Sequence[Any] | None:
     """PostgreSQL: the claim and `read` in one statement (`_claim_and_read`): the rows `read`
     returned, or None when the key had a stale record, forgotten since (`read` did not run: the
     caller runs it on its own). A live record answers (replay / 409)."""
     claim_params = {f"claim_{name}": value for name, value in _key_of(claim).items()}
     statement = _claim_and_read(read, descending)
-    rows = (
-        await connection.execute(statement, {**params, **claim_params, "claim_lock_id": _lock_id(claim)})
-    ).all()
+    rows = await direct_reads.rows_in(
+        connection, statement, {**params, **claim_params, "claim_lock_id": _lock_id(claim)}
+    )
     claimed = rows[0]  # the claim function's one row, outer-joined: never none
     if not claimed.held:
         raise DuplicateIdempotencyKey(target="Idempotency-Key")

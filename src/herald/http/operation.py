@@ -18,11 +18,11 @@ from typing import Any, Generic, Literal, NoReturn, TypeVar
 import orjson
 from fastapi import Depends
 from sqlalchemy import Select
-from sqlalchemy.engine import Row
 from sqlalchemy.ext.asyncio import AsyncSession
 from starlette.requests import Request
 from starlette.responses import Response
 
+from herald import direct_reads
 from herald.errors import HeraldError, RateLimited, ValidationFailed
 from herald.http import idempotency
 from herald.http.auth import Caller, GatewayRefusal, authenticate, forbidden
@@ -273,11 +273,11 @@ class ClaimRead:
         read: Select[Any] | None,
         params: dict[str, Any],
         descending: tuple[str, ...] = (),
-    ) -> Sequence[Row[Any]]:
+    ) -> Sequence[Any]:
         """As a call, for a select of any number of rows: its rows, ordered by the columns named in
         `descending` (`idempotency.claim_in_with_rows`); none without a statement."""
         claim = self._pending()
-        found: Sequence[Row[Any]] = ()
+        found: Sequence[Any] = ()
         if claim is not None:
             now = self._now()
             if read is None:
@@ -286,7 +286,7 @@ class ClaimRead:
                 found = await idempotency.claim_in_with_rows(session, claim, now, read, params, descending)
             unit_of_work(self._request).idempotency = claim
         elif read is not None:
-            found = (await (await session.connection()).execute(read, params)).all()
+            found = await direct_reads.rows_in(await session.connection(), read, params)
         self._answer_refusal()
         return found
 
