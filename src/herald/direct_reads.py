@@ -30,13 +30,14 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+from collections import namedtuple
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import make_url
 from sqlalchemy.engine import Dialect
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlalchemy.sql import Select
 
 from herald import sqlite_inline
@@ -157,25 +158,100 @@ class DirectReads:
             return cached[1]
         if len(self._compiled) >= _COMPILED_LIMIT:
             self._compiled.clear()
-        compiled = statement.compile(dialect=self._dialect)
         for column in statement.selected_columns:
             if column.type._cached_result_processor(self._dialect, None) is not None:
                 raise ValueError(f"{column} needs result processing; select it in its wire form")
-        entry = None
-        if not any(bind.expanding for bind in compiled.binds.values()):
-            entry = _Compiled(
-                sql=compiled.string,
-                names=tuple(compiled.positiontup or ()),
-                defaults={name: bind.effective_value for name, bind in compiled.binds.items()},
-                # One processor per name (tuple-valued binds, the other kind, are expanding ones).
-                processors={
-                    name: processor
-                    for name, processor in compiled._bind_processors.items()
-                    if callable(processor)
-                },
-            )
+        entry = _compiled(statement, self._dialect)
         self._compiled[id(statement)] = (statement, entry)
         return entry
+
+
+def _compiled(statement: Select[Any], dialect: Dialect) -> _Compiled | None:
+    """`statement` compiled for `dialect`, or None when SQLAlchemy must render it per call
+    (expanding `IN` lists, values rendered into the SQL)."""
+    compiled = statement.compile(dialect=dialect)
+    if any(bind.expanding or bind.literal_execute for bind in compiled.binds.values()):
+        return None
+    return _Compiled(
+        sql=compiled.string,
+        names=tuple(compiled.positiontup or ()),
+        defaults={name: bind.effective_value for name, bind in compiled.binds.items()},
+        # One processor per name (tuple-valued binds, the other kind, are expanding ones).
+        processors={
+            name: processor for name, processor in compiled._bind_processors.items() if callable(processor)
+        },
+    )
+
+
+@dataclass(frozen=True)
+class _InTransaction:
+    """A statement run by `rows_in`: compiled, and how its rows are made."""
+
+    compiled: _Compiled
+    row: Callable[..., Any]  # a named tuple of the selected columns
+    results: tuple[Callable[[Any], Any] | None, ...]  # each column's result processor, if any
+
+    def make(self, values: Sequence[Any]) -> Any:
+        return self.row(
+            *(
+                value if process is None else process(value)
+                for process, value in zip(self.results, values, strict=True)
+            )
+        )
+
+
+# (id of the statement, dialect name) -> (the statement, kept so that its id is not reused; how it
+# runs, or None when it takes SQLAlchemy's path)
+_in_transaction: dict[tuple[int, str], tuple[Select[Any], _InTransaction | None]] = {}
+
+
+def _prepared_in_transaction(statement: Select[Any], dialect: Dialect) -> _InTransaction | None:
+    key = (id(statement), dialect.name)
+    cached = _in_transaction.get(key)
+    if cached is not None and cached[0] is statement:
+        return cached[1]
+    if len(_in_transaction) >= _COMPILED_LIMIT:
+        _in_transaction.clear()
+    compiled = _compiled(statement, dialect)
+    entry = None
+    if compiled is not None:
+        columns = list(statement.selected_columns)
+        names = [column.key or f"column_{n}" for n, column in enumerate(columns)]
+        entry = _InTransaction(
+            compiled,
+            namedtuple("Row", names, rename=True),
+            tuple(column.type._cached_result_processor(dialect, None) for column in columns),
+        )
+    _in_transaction[key] = (statement, entry)
+    return entry
+
+
+async def rows_in(
+    connection: AsyncConnection, statement: Select[Any], values: dict[str, Any]
+) -> Sequence[Any]:
+    """The rows of `statement` (built once) with `values`, run on the driver connection of
+    `connection`'s transaction (the request's, where a statement must see and lock what its
+    transaction does), as named tuples whose values are those SQLAlchemy's rows would hold.
+
+    SQLAlchemy's execution of a large statement costs more than the database's: the hash of its
+    cache key alone (a deep tuple, hashed anew on every lookup) was about a tenth of a C7 request on
+    SQLite (benchmarks/README.md). Here it is compiled once per statement and dialect, and each call
+    binds its values (the statement's own bind processors) and makes its rows (each column's result
+    processor). Statements SQLAlchemy must render per call take its path."""
+    prepared = _prepared_in_transaction(statement, connection.dialect)
+    if prepared is None:
+        return (await connection.execute(statement, values)).all()
+    arguments = prepared.compiled.arguments(values)
+    driver: Any = connection.sync_connection.connection.driver_connection  # type: ignore[union-attr]
+    if connection.dialect.name == "postgresql":
+        records = await driver.fetch(prepared.compiled.sql, *arguments)
+    else:
+        cursor = driver.cursor()  # inline SQLite: runs at once; the transaction holds its locks
+        try:
+            records = cursor.execute(prepared.compiled.sql, arguments).fetchall()
+        finally:
+            cursor.close()
+    return [prepared.make(record) for record in records]
 
 
 async def _leave_as_is(_connection: asyncpg.Connection) -> None:

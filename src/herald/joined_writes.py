@@ -11,7 +11,7 @@ one after the other (a statement there costs no round trip).
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from functools import cache
 from typing import Any, Protocol, TypeVar
@@ -58,6 +58,20 @@ class ClaimedWrites(Protocol[T_contra]):
     async def apart(self) -> None: ...
 
     def last(self, shown: T_contra) -> Joined | None: ...
+
+
+class ClaimedRows(Protocol):
+    """A `ClaimedRead` whose select returns any number of rows (a page): its rows (named tuples of
+    its columns), ordered by the columns of the select named in `descending`, each descending;
+    none without a select."""
+
+    async def __call__(
+        self,
+        session: AsyncSession,
+        read: Select[Any] | None,
+        params: dict[str, Any],
+        descending: tuple[str, ...] = (),
+    ) -> Sequence[Any]: ...
 
 
 async def execute_with(

@@ -211,7 +211,7 @@ class TestReachability:
         assert {d["last_updated_time"] for d in again.values()} == {"2026-01-16T12:00:00"}
         assert {d["count"] for d in again.values()} == {1003, 1004}
 
-    async def test_a_page_reads_its_cached_figures_in_one_statement(
+    async def test_a_page_reads_its_cached_figures_with_its_rows(
         self, app: FastAPI, client: httpx.AsyncClient, ws: Tenant, counted: list[str]
     ) -> None:
         await h.seed(
@@ -226,7 +226,9 @@ class TestReachability:
             again = await h.meta_rows(client, ws)
         assert again == first
         assert len(counted) == 4
-        assert len([s for s in statements if "campaign_reachability" in s]) == 1
+        # The figures come with the page's own statement (run on the driver: not recorded here),
+        # never in statements of their own.
+        assert [s for s in statements if "campaign_reachability" in s] == []
 
     async def test_concurrent_requests_compute_once(
         self, app: FastAPI, client: httpx.AsyncClient, ws: Tenant, counted: list[str]
@@ -450,3 +452,68 @@ class TestRequest:
             )
             == []
         )
+
+
+class TestPagesAndReplays:
+    """The page is read with the request's Idempotency-Key claim (one statement on PostgreSQL):
+    its order, and what a repeated key answers, are those of a page read on its own."""
+
+    async def test_pages_across_statuses_in_one_order(self, app: FastAPI, client: httpx.AsyncClient) -> None:
+        flat = await h.workspace(app, versioning=False)
+        statuses = ["ACTIVE", "DRAFT", "SENT", "PAUSED", "SCHEDULED", "STOPPED"]
+        # Three rows to a created_at: the id breaks the tie (descending).
+        lines = [
+            h.line(
+                id=IDS[n],
+                status=statuses[n % len(statuses)],
+                created_at=f"2025-12-{1 + n // 3:02d}T12:00:00Z",
+            )
+            for n in range(20)
+        ]
+        await h.seed(app, flat, *lines)
+        expected = [IDS[n] for n in reversed(range(20)) if lines[n]["status"] != "DRAFT"]
+        pages = []
+        for page in range(1, 6):
+            response = await h.meta(client, flat, {"limit": 4, "page": page})
+            assert response.status_code == 200, response.text
+            pages.append([row["campaign_id"] for row in response.json()["data"]["campaigns"]])
+        assert [len(page) for page in pages] == [4, 4, 4, 4, 0]
+        assert [campaign_id for page in pages for campaign_id in page] == expected
+
+    async def test_a_repeated_key_replays_the_first_page_and_another_body_conflicts(
+        self, app: FastAPI, client: httpx.AsyncClient, ws: Tenant
+    ) -> None:
+        await h.seed(app, ws, h.line())
+        headers = ws.write_headers(campaigns=True)
+        body = {"limit": 5, "page": 1}
+        first = await client.post(f"{h.BASE}/meta", json=body, headers=headers)
+        assert first.status_code == 200
+        assert "Idempotent-Replayed" not in first.headers
+        await h.seed(app, ws, h.line())  # the page would show two rows now
+        again = await client.post(f"{h.BASE}/meta", json=body, headers=headers)
+        assert (again.status_code, again.headers["Idempotent-Replayed"]) == (200, "true")
+        assert again.content == first.content
+        assert len(first.json()["data"]["campaigns"]) == 1
+        other = await client.post(f"{h.BASE}/meta", json={"limit": 5, "page": 2}, headers=headers)
+        assert other.status_code == 409
+        assert other.json()["error"]["code"] == "IDEMPOTENCY_CONFLICT"
+        fresh = await h.meta_rows(client, ws, limit=5)
+        assert len(fresh) == 2
+
+    async def test_a_reused_key_answers_before_the_body_and_the_feature_flag_are_looked_at(
+        self, app: FastAPI, client: httpx.AsyncClient, ws: Tenant
+    ) -> None:
+        headers = ws.write_headers(campaigns=True)
+        assert (await client.post(f"{h.BASE}/meta", json={"limit": 5, "page": 1}, headers=headers)).is_success
+        bad = await client.post(f"{h.BASE}/meta", json={"limit": 50, "page": 1}, headers=headers)
+        assert bad.status_code == 409
+        assert bad.json()["error"]["code"] == "IDEMPOTENCY_CONFLICT"
+        # A refused request (400) stores nothing: its key is refused afresh, not replayed.
+        off = await h.workspace(app, campaign_meta=False)
+        refused_headers = off.write_headers(campaigns=True)
+        for _ in range(2):
+            refused = await client.post(
+                f"{h.BASE}/meta", json={"limit": 5, "page": 1}, headers=refused_headers
+            )
+            assert refused.status_code == 400
+            assert refused.json()["error"]["details"][0]["code"] == "FEATURE_NOT_ENABLED"

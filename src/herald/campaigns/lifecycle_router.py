@@ -41,7 +41,14 @@ STATUS = Operation(
     claim_with_read=True,
 )
 SEARCH = Operation("C6", Scope.CAMPAIGNS_VIEW, "campaign_ops", campaigns=True, idempotency="required")
-META = Operation("C7", Scope.CAMPAIGNS_VIEW, "campaign_ops", campaigns=True, idempotency="required")
+META = Operation(
+    "C7",
+    Scope.CAMPAIGNS_VIEW,
+    "campaign_ops",
+    campaigns=True,
+    idempotency="required",
+    claim_with_read=True,
+)
 
 
 def _envelope(request: Request, data: dict[str, Any]) -> dict[str, Any]:
@@ -126,11 +133,14 @@ async def search_campaigns(request: Request, caller: Annotated[Caller, guarded(S
     },
 )
 async def campaign_meta(request: Request, caller: Annotated[Caller, guarded(META)]) -> Response:
+    features = enabled_features(caller.workspace)
+    body, refused = parsed_or_refused(request, lambda r: meta.parse(features, json_body(r)))
     rows = await meta.campaign_meta(
         unit_of_work(request).session(),
         caller.workspace_id,
-        enabled_features(caller.workspace),
-        json_body(request),
+        features,
+        body,
         services_of(request).clock.now(),
+        ClaimRead(request, refused).rows,  # the key's claim goes with the page's read
     )
     return json_response(_envelope(request, {"campaigns": rows}))

@@ -1,9 +1,10 @@
 """C7 Get campaign meta: lightweight rows for the campaigns that match (contract §5).
 
-Filters, visibility and order are Search's (`campaigns.search`); the page is one SQL query that
-also counts each row's child campaigns. Reachability is added for the rows that have it
-(`campaigns.reachability`: the page's cached figures in one more query). Off when the workspace's
-`campaign_meta` flag is off.
+Filters, visibility and order are Search's (`campaigns.search`); the page is one SQL query of the
+columns a row shows (Core rows, not ORM objects), which also counts each row's child campaigns and
+reads its campaign's cached reachability; on PostgreSQL the request's Idempotency-Key is claimed in
+that same statement (`Operation.claim_with_read`). Reachability missing or stale for a row that has
+it is computed then (`campaigns.reachability`). Off when the workspace's `campaign_meta` flag is off.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from herald.campaigns.schemas.common import CampaignStatus, DeliveryType, Featur
 from herald.campaigns.schemas.search import MetaBody
 from herald.campaigns.search import created_bounds, parse_body
 from herald.errors import ValidationFailed
+from herald.joined_writes import ClaimedRows
 from herald.problems import Problem
 from herald.timefmt import meta_timestamp
 
@@ -62,15 +64,9 @@ def meta_criteria(body: MetaBody) -> Criteria:
     )
 
 
-def _basic(row: Campaign) -> dict[str, Any]:
-    basic = row.components.get("basic_details")
-    return basic if isinstance(basic, dict) else {}
-
-
-def meta_row(
-    row: Campaign, children: int, reach: reachability.Reach | None, *, versioning: bool
-) -> dict[str, Any]:
-    basic = _basic(row)
+def meta_row(row: Any, reach: reachability.Reach | None, *, versioning: bool) -> dict[str, Any]:
+    """The wire row of a page row (`ROWS`)."""
+    basic = row.basic_details if isinstance(row.basic_details, dict) else {}
     platforms = basic.get("platforms")
     team = basic.get("team")
     out: dict[str, Any] = {"campaign_id": row.campaign_id}
@@ -87,6 +83,7 @@ def meta_row(
         "campaign_status": row.status,
         "campaign_start_time": meta_timestamp(row.start_at) if row.start_at else None,
     }
+    children = row.children
     if row.parent_id is not None:
         out["parent_campaign_id"] = row.parent_id
     elif row.delivery_type == DeliveryType.PERIODIC.value or children:
@@ -112,16 +109,54 @@ _CHILDREN = (
     .correlate(Campaign)
     .scalar_subquery()
 )
-# The rows of a meta page: each stored campaign and its number of children.
-ROWS = PageQuery(select(Campaign, _CHILDREN))
+# The rows of a meta page: the columns a row shows (of the components, only `basic_details`), the
+# number of its children and its campaign's cached reachability; `id` and `created_at` order the
+# page (`NEWEST_FIRST`), `workspace_id` and `id` find the row whose audience is counted.
+ROWS = PageQuery(
+    reachability.with_cached(
+        select(
+            Campaign.workspace_id,
+            Campaign.id,
+            Campaign.campaign_id,
+            Campaign.version_number,
+            Campaign.channel,
+            Campaign.components["basic_details"].label("basic_details"),
+            Campaign.created_by,
+            Campaign.delivery_type,
+            Campaign.name,
+            Campaign.tags,
+            Campaign.status,
+            Campaign.start_at,
+            Campaign.parent_id,
+            Campaign.rejection_comment,
+            Campaign.created_at,
+            _CHILDREN.label("children"),
+        )
+    )
+)
+NEWEST_FIRST = ("created_at", "id")
+
+
+def parse(features: frozenset[str], raw: object) -> MetaBody:
+    """The request's body; 400 when the workspace's `campaign_meta` flag is off or the body is wrong."""
+    if Feature.CAMPAIGN_META.value not in features:
+        raise _not_enabled()
+    return parse_body(MetaBody, raw)
 
 
 async def campaign_meta(
-    session: AsyncSession, workspace_id: str, features: frozenset[str], raw: object, now: datetime
+    session: AsyncSession,
+    workspace_id: str,
+    features: frozenset[str],
+    body: MetaBody | None,
+    now: datetime,
+    read: ClaimedRows,
 ) -> list[dict[str, Any]]:
-    if Feature.CAMPAIGN_META.value not in features:
-        raise _not_enabled()
-    body = parse_body(MetaBody, raw)
+    """The page `body` asks for (None: the request was refused, `read` answers it after the claim);
+    `read` runs its statement, with the request's Idempotency-Key claim (`Operation.claim_with_read`)."""
+    if body is None:
+        await read(session, None, {})
+        return []
     versioning = Feature.VERSIONING.value in features
     statement, parameters = ROWS.page(
         workspace_id,
@@ -131,14 +166,15 @@ async def campaign_meta(
         page=body.page,
         dialect=session.get_bind().dialect.name,
     )
-    rows = (await session.execute(statement, parameters)).all()
-    reaches = await reachability.reaches(session, (row for row, _ in rows), now)
+    rows = await read(session, statement, parameters, NEWEST_FIRST)
+    if not rows:
+        return []
+    reaches = await reachability.reaches(session, rows, now)
     return [
         meta_row(
             row,
-            int(count),
-            reaches.get(row.campaign_id) if reachability.eligible(row) else None,
+            reaches.get(row.campaign_id) if reachability.eligible(row.status, row.delivery_type) else None,
             versioning=versioning,
         )
-        for row, count in rows
+        for row in rows
     ]

@@ -60,11 +60,18 @@ class Criteria:
     include_archived: bool = False
 
 
+_ALL_BUT_DRAFT = frozenset(status.value for status in CampaignStatus) - {CampaignStatus.DRAFT.value}
+# Without `status`: every state but DRAFT, with ARCHIVED or not (made once: every unfiltered page).
+_UNLISTED = {
+    True: sorted(_ALL_BUT_DRAFT),
+    False: sorted(_ALL_BUT_DRAFT - {CampaignStatus.ARCHIVED.value}),
+}
+
+
 def visible_statuses(criteria: Criteria) -> list[str]:
     if criteria.statuses is None:
-        allowed = {status.value for status in CampaignStatus} - {CampaignStatus.DRAFT.value}
-    else:
-        allowed = set(criteria.statuses)
+        return list(_UNLISTED[criteria.include_archived])
+    allowed = set(criteria.statuses)
     if not criteria.include_archived:
         allowed.discard(CampaignStatus.ARCHIVED.value)
     return sorted(allowed)

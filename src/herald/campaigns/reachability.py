@@ -20,8 +20,9 @@ import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any, TypeVar
 
-from sqlalchemy import select, update
+from sqlalchemy import Select, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -32,6 +33,7 @@ from herald.campaigns.schemas.common import CampaignStatus, DeliveryType
 from herald.errors import HeraldError
 
 log = logging.getLogger("herald.campaigns")
+T = TypeVar("T", bound=tuple[Any, ...])
 
 CACHE_FOR = timedelta(hours=24)
 ELIGIBLE_TYPES = frozenset(
@@ -49,13 +51,44 @@ class Reach:
     computed_at: datetime
 
 
-def eligible(row: Campaign) -> bool:
-    return row.status == CampaignStatus.SCHEDULED.value and row.delivery_type in ELIGIBLE_TYPES
+def eligible(status: str, delivery_type: str) -> bool:
+    return status == CampaignStatus.SCHEDULED.value and delivery_type in ELIGIBLE_TYPES
 
 
 async def audience_count(session: AsyncSession, workspace_id: str, row: Campaign, now: datetime) -> int:
     """The seam: the number of users `row` would reach at `now`, from the segmentation engine."""
     return await audience_reachability.reachability_count(session, workspace_id, row, now)
+
+
+def with_cached(rows: Select[T]) -> Select[T]:
+    """`rows` (a select over campaigns) and each row's cached figures, `reach_count` and
+    `reach_computed_at` (NULL when none is cached): the cache's row by its primary key, read with
+    the page instead of in a statement of its own."""
+    return rows.add_columns(
+        CampaignReachability.count.label("reach_count"),
+        CampaignReachability.computed_at.label("reach_computed_at"),
+    ).outerjoin(
+        CampaignReachability,
+        (CampaignReachability.workspace_id == Campaign.workspace_id)
+        & (CampaignReachability.campaign_id == Campaign.campaign_id),
+    )
+
+
+async def reaches(session: AsyncSession, rows: Iterable[Any], now: datetime) -> dict[str, Reach | None]:
+    """The reachability of each eligible row's campaign, by campaign id, for rows of a select
+    `with_cached` (also showing each row's workspace_id, id, campaign_id, status and delivery_type):
+    the figures read with the page where fresh, then each missing or stale one as `reach_of` gets it
+    (from the first eligible row of its campaign, as the page lists them)."""
+    found: dict[str, Reach | None] = {}
+    for row in rows:
+        if row.campaign_id in found or not eligible(row.status, row.delivery_type):
+            continue
+        computed_at = row.reach_computed_at
+        if computed_at is not None and now - computed_at < CACHE_FOR:
+            found[row.campaign_id] = Reach(row.reach_count, computed_at)
+        else:
+            found[row.campaign_id] = await reach_of(session, row.workspace_id, row.id, row.campaign_id, now)
+    return found
 
 
 async def _cached(session: AsyncSession, workspace_id: str, campaign_id: str) -> CampaignReachability | None:
@@ -86,66 +119,42 @@ async def _claim(session: AsyncSession, workspace_id: str, campaign_id: str, now
     return (await session.execute(statement)).first() is not None
 
 
-async def reaches(session: AsyncSession, rows: Iterable[Campaign], now: datetime) -> dict[str, Reach | None]:
-    """The reachability of each eligible row's campaign, by campaign id: the fresh cached figures of
-    the whole page in one statement, then each missing or stale one as `reach_of` gets it (from the
-    first eligible row of its campaign, as the page lists them)."""
-    wanted: dict[str, Campaign] = {}
-    for row in rows:
-        if eligible(row):
-            wanted.setdefault(row.campaign_id, row)
-    if not wanted:
-        return {}
-    workspace_id = next(iter(wanted.values())).workspace_id
-    cached = await session.execute(
-        select(
-            CampaignReachability.campaign_id, CampaignReachability.count, CampaignReachability.computed_at
-        ).where(
-            CampaignReachability.workspace_id == workspace_id,
-            CampaignReachability.campaign_id.in_(list(wanted)),
-        )
-    )
-    found: dict[str, Reach | None] = {
-        campaign_id: Reach(count, computed_at)
-        for campaign_id, count, computed_at in cached
-        if now - computed_at < CACHE_FOR
-    }
-    for campaign_id, row in wanted.items():
-        if campaign_id not in found:
-            found[campaign_id] = await reach_of(session, row, now)
-    return found
-
-
-async def reach_of(session: AsyncSession, row: Campaign, now: datetime) -> Reach | None:
-    """The cached reachability of `row`'s campaign, computed first when missing or 24 h old;
-    None when its audience cannot be evaluated (logged with the reason)."""
-    cached = await _cached(session, row.workspace_id, row.campaign_id)
+async def reach_of(
+    session: AsyncSession, workspace_id: str, row_id: str, campaign_id: str, now: datetime
+) -> Reach | None:
+    """The cached reachability of campaign `campaign_id`, computed first (from its row `row_id`)
+    when missing or 24 h old; None when its audience cannot be evaluated (logged with the reason)."""
+    cached = await _cached(session, workspace_id, campaign_id)
     if cached is not None and now - cached.computed_at < CACHE_FOR:
         return Reach(cached.count, cached.computed_at)
     try:
         async with session.begin_nested():
-            return await _compute(session, row, now)
+            return await _compute(session, workspace_id, row_id, campaign_id, now)
     except (HeraldError, DBAPIError) as exc:
         log.warning(
             "reachability of campaign %s in workspace %s cannot be computed: %s",
-            row.campaign_id,
-            row.workspace_id,
+            campaign_id,
+            workspace_id,
             _reason(exc),
         )
         return None
 
 
-async def _compute(session: AsyncSession, row: Campaign, now: datetime) -> Reach:
-    if not await _claim(session, row.workspace_id, row.campaign_id, now):
-        fresh = await _cached(session, row.workspace_id, row.campaign_id)
+async def _compute(
+    session: AsyncSession, workspace_id: str, row_id: str, campaign_id: str, now: datetime
+) -> Reach:
+    if not await _claim(session, workspace_id, campaign_id, now):
+        fresh = await _cached(session, workspace_id, campaign_id)
         assert fresh is not None  # a concurrent request computed it and committed
         return Reach(fresh.count, fresh.computed_at)
-    count = await audience_count(session, row.workspace_id, row, now)
+    row = await session.get(Campaign, (workspace_id, row_id))
+    assert row is not None  # read in this transaction, and campaign rows are never deleted
+    count = await audience_count(session, workspace_id, row, now)
     await session.execute(
         update(CampaignReachability)
         .where(
-            CampaignReachability.workspace_id == row.workspace_id,
-            CampaignReachability.campaign_id == row.campaign_id,
+            CampaignReachability.workspace_id == workspace_id,
+            CampaignReachability.campaign_id == campaign_id,
         )
         .values(count=count, computed_at=now)
         .execution_options(synchronize_session=False)

@@ -21,6 +21,7 @@ its effect.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import cache
@@ -50,6 +51,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession, async_sessionmaker
 from sqlalchemy.orm import Mapped, mapped_column
 
+from herald import direct_reads
 from herald.db import Base, PortableJSON, UTCDateTime
 from herald.errors import DuplicateIdempotencyKey, HeraldError, IdempotencyConflict
 from herald.joined_writes import Joined
@@ -227,7 +229,11 @@ async def claim_in(session: AsyncSession, claim: Claim, now: datetime) -> None:
 
     On SQLite a duplicate cannot be in flight: it waits for the write lock and then finds the
     first one's record, which it replays."""
-    connection = await session.connection()  # Core statements: no ORM session work per call
+    await _claim_on(await session.connection(), claim, now)  # Core statements: no ORM session work
+
+
+async def _claim_on(connection: AsyncConnection, claim: Claim, now: datetime) -> None:
+    """`claim_in` on the request transaction's connection."""
     if connection.dialect.name == "postgresql":
         claimed = (await connection.execute(_CLAIM, {**_key_of(claim), "lock_id": _lock_id(claim)})).one()
         if not claimed.held:
@@ -265,22 +271,61 @@ async def claim_in_with_read(
     Without `read`, only the claim."""
     connection = await session.connection()
     if connection.dialect.name != "postgresql" or read is None:
-        await claim_in(session, claim, now)
+        await _claim_on(connection, claim, now)
         return None if read is None else _mapping((await connection.execute(read, params)).first())
+    joined = await _claimed_rows(connection, claim, now, read, params, ())
+    if joined is None:
+        return _mapping((await connection.execute(read, params)).first())
+    if not joined:
+        return None
+    found = joined[0]._asdict()  # a named tuple (`direct_reads.rows_in`)
+    return {name: found[name] for name in read.selected_columns.keys()}  # noqa: SIM118 (not a dict: its iteration yields columns)
+
+
+async def claim_in_with_rows(
+    session: AsyncSession,
+    claim: Claim,
+    now: datetime,
+    read: Select[Any],
+    params: dict[str, Any],
+    descending: tuple[str, ...] = (),
+) -> Sequence[Any]:
+    """`claim_in_with_read` for a select of any number of rows (a page), in one statement on
+    PostgreSQL as well: its rows (`direct_reads.rows_in`: named tuples), ordered by the columns of
+    `read` named in `descending`, each descending (a lateral subquery's own order does not order
+    the statement around it). On PostgreSQL each row also carries the claim's columns, whose names
+    `read`'s must not take."""
+    connection = await session.connection()
+    if connection.dialect.name != "postgresql":
+        await _claim_on(connection, claim, now)
+        return await direct_reads.rows_in(connection, read, params)
+    joined = await _claimed_rows(connection, claim, now, read, params, descending)
+    return await direct_reads.rows_in(connection, read, params) if joined is None else joined
+
+
+async def _claimed_rows(
+    connection: AsyncConnection,
+    claim: Claim,
+    now: datetime,
+    read: Select[Any],
+    params: dict[str, Any],
+    descending: tuple[str, ...],
+) -> Sequence[Any] | None:
+    """PostgreSQL: the claim and `read` in one statement (`_claim_and_read`): the rows `read`
+    returned, or None when the key had a stale record, forgotten since (`read` did not run: the
+    caller runs it on its own). A live record answers (replay / 409)."""
     claim_params = {f"claim_{name}": value for name, value in _key_of(claim).items()}
-    statement = _claim_and_read(read)
-    claimed = (
-        await connection.execute(statement, {**params, **claim_params, "claim_lock_id": _lock_id(claim)})
-    ).one()
+    statement = _claim_and_read(read, descending)
+    rows = await direct_reads.rows_in(
+        connection, statement, {**params, **claim_params, "claim_lock_id": _lock_id(claim)}
+    )
+    claimed = rows[0]  # the claim function's one row, outer-joined: never none
     if not claimed.held:
         raise DuplicateIdempotencyKey(target="Idempotency-Key")
     if claimed.fingerprint is None:  # no record (a record's is never NULL): the read ran
-        found = claimed._mapping
-        if not found[_READ_FOUND]:
-            return None
-        return {name: found[name] for name in read.selected_columns.keys()}  # noqa: SIM118 (not a dict: its iteration yields columns)
+        return [row for row in rows if row[-1]]  # `_READ_FOUND`: NULL where the read found nothing
     await _settle(connection, claim, claimed, now)
-    return _mapping((await connection.execute(read, params)).first())
+    return None
 
 
 def _mapping(row: Any) -> dict[str, Any] | None:
@@ -288,7 +333,7 @@ def _mapping(row: Any) -> dict[str, Any] | None:
 
 
 @cache
-def _claim_and_read(read: Select[Any]) -> Select[Any]:
+def _claim_and_read(read: Select[Any], descending: tuple[str, ...]) -> Select[Any]:
     """PostgreSQL: the claim function's row (migration 0018) and, joined lateral to it, `read`
     when the key was claimed and has no record. Built once per read."""
     claimed = func.herald_claim_idempotency_key(
@@ -301,7 +346,8 @@ def _claim_and_read(read: Select[Any]) -> Select[Any]:
     )
     gated = read.add_columns(true().label(_READ_FOUND)).where(claimed.c.held, claimed.c.fingerprint.is_(None))
     joined = gated.lateral("claimed_read")
-    return select(*claimed.c, *joined.c).select_from(claimed.outerjoin(joined, true()))
+    statement = select(*claimed.c, *joined.c).select_from(claimed.outerjoin(joined, true()))
+    return statement.order_by(*(joined.c[name].desc() for name in descending))
 
 
 def _record_values(

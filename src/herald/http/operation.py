@@ -10,7 +10,7 @@ idempotency record: one transaction per request, and a claim that cannot outlive
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Generic, Literal, NoReturn, TypeVar
@@ -22,6 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from starlette.requests import Request
 from starlette.responses import Response
 
+from herald import direct_reads
 from herald.errors import HeraldError, RateLimited, ValidationFailed
 from herald.http import idempotency
 from herald.http.auth import Caller, GatewayRefusal, authenticate, forbidden
@@ -179,7 +180,7 @@ async def _claim(
                 api_key_id=caller.api_key.id,
                 key=key,
                 fingerprint=idempotency.fingerprint(
-                    request.method, request.url.path, getattr(request.state, "body", b"") or b""
+                    request.method, _url_path(request), getattr(request.state, "body", b"") or b""
                 ),
                 in_request_transaction=in_request_transaction,
             )
@@ -194,6 +195,15 @@ async def _claim(
             else:
                 await idempotency.claim(services.database.writer, claim, now)
             uow.idempotency = claim
+
+
+def _url_path(request: Request) -> str:
+    """`request.url.path` (what stored fingerprints were made of) without building the whole URL:
+    the path as Starlette escapes it there."""
+    path: str = request.scope["path"]
+    if "?" in path or "#" in path or "\\" in path or path.startswith("//"):
+        return request.url.path
+    return path
 
 
 def recorded_with(request: Request, response: Response) -> Joined | None:
@@ -294,7 +304,8 @@ class ClaimRead:
     (`Operation.claim_with_read`; a `joined_writes.ClaimedRead`): the claim answers first (replay /
     409), then `refused` (what the handler found wrong with the request before reading: it answers
     after the claim, as it would had the guard claimed), then the row read is returned. Without a
-    pending claim it reads plainly; with no statement (`read` None) it only claims."""
+    pending claim it reads plainly; with no statement (`read` None) it only claims. A read of any
+    number of rows (a page) is `rows`."""
 
     def __init__(self, request: Request, refused: Refusal | None = None) -> None:
         self._request = request
@@ -303,20 +314,53 @@ class ClaimRead:
     async def __call__(
         self, session: AsyncSession, read: Select[Any] | None, params: dict[str, Any]
     ) -> dict[str, Any] | None:
-        uow = unit_of_work(self._request)
-        claim, uow.pending_claim = uow.pending_claim, None
+        claim = self._pending()
         found: dict[str, Any] | None = None
         if claim is not None:
-            now = services_of(self._request).clock.now()
-            found = await idempotency.claim_in_with_read(session, claim, now, read, params)
-            uow.idempotency = claim
+            found = await idempotency.claim_in_with_read(session, claim, self._now(), read, params)
+            unit_of_work(self._request).idempotency = claim
         elif read is not None:
             row = (await (await session.connection()).execute(read, params)).first()
             found = None if row is None else dict(row._mapping)
+        self._answer_refusal()
+        return found
+
+    async def rows(
+        self,
+        session: AsyncSession,
+        read: Select[Any] | None,
+        params: dict[str, Any],
+        descending: tuple[str, ...] = (),
+    ) -> Sequence[Any]:
+        """As a call, for a select of any number of rows: its rows, ordered by the columns named in
+        `descending` (`idempotency.claim_in_with_rows`); none without a statement."""
+        claim = self._pending()
+        found: Sequence[Any] = ()
+        if claim is not None:
+            now = self._now()
+            if read is None:
+                await idempotency.claim_in_with_read(session, claim, now, None, params)
+            else:
+                found = await idempotency.claim_in_with_rows(session, claim, now, read, params, descending)
+            unit_of_work(self._request).idempotency = claim
+        elif read is not None:
+            found = await direct_reads.rows_in(await session.connection(), read, params)
+        self._answer_refusal()
+        return found
+
+    def _pending(self) -> idempotency.Claim | None:
+        """The claim left to this read, taken (it becomes the request's once it holds)."""
+        uow = unit_of_work(self._request)
+        claim, uow.pending_claim = uow.pending_claim, None
+        return claim
+
+    def _now(self) -> datetime:
+        return services_of(self._request).clock.now()
+
+    def _answer_refusal(self) -> None:
         if self._refused is not None:
             refused, self._refused = self._refused, None
             raise refused
-        return found
 
 
 def parsed_or_refused(request: Request, parse: Callable[[Request], T]) -> tuple[T | None, Refusal | None]:
