@@ -31,7 +31,7 @@ from herald.campaigns.validation import (
 from herald.delivery import connectors as delivery_connectors
 from herald.errors import DuplicateRequestId, InvalidState, NotFound, PreconditionFailed, ValidationFailed
 from herald.ids import is_object_id, object_id
-from herald.joined_writes import Answer, ClaimedRead, Joined
+from herald.joined_writes import Answer, ClaimedRead
 from herald.personalization import check_template
 from herald.problems import Problem
 
@@ -102,34 +102,27 @@ async def create_campaign(
         "components": components,
         **derived_columns(components),
     }
-    if body.request_id is None:
-        await reserve_success()
-        await repository.insert_new(session, values, _answered(answer, campaign_id, status))
-        return campaign_id, status
-    hold = {
-        "workspace_id": workspace.id,
-        "request_id": body.request_id,
-        "campaign_id": campaign_id,
-        "expires_at": now + REQUEST_ID_HOLD[document.channel],
-    }
-    if reserved:
-        joined = _answered(answer, campaign_id, status)
-        holder = await repository.insert_held(session, hold, now, values, joined)
+    joined = answer((campaign_id, status)) if answer is not None else None
+    if body.request_id is not None:
+        hold = {
+            "workspace_id": workspace.id,
+            "request_id": body.request_id,
+            "campaign_id": campaign_id,
+            "expires_at": now + REQUEST_ID_HOLD[document.channel],
+        }
+        if reserved:
+            holder = await repository.insert_held(session, hold, now, values, joined)
+            if holder is not None:
+                raise _duplicate_request_id(holder)
+            await reserve_success()  # granted already: it takes nothing more
+            return campaign_id, status
+        # A used request_id is refused (409) before the quota is asked (429).
+        holder = await repository.hold_request_id(session, hold, now)
         if holder is not None:
             raise _duplicate_request_id(holder)
-        await reserve_success()  # granted already: it takes nothing more
-        return campaign_id, status
-    # A used request_id is refused (409) before the quota is asked (429).
-    holder = await repository.hold_request_id(session, hold, now)
-    if holder is not None:
-        raise _duplicate_request_id(holder)
     await reserve_success()
-    await repository.insert_new(session, values, _answered(answer, campaign_id, status))
+    await repository.insert_new(session, values, joined)
     return campaign_id, status
-
-
-def _answered(answer: Answer[tuple[str, str]] | None, campaign_id: str, status: str) -> Joined | None:
-    return answer((campaign_id, status)) if answer is not None else None
 
 
 def _duplicate_request_id(campaign_id: str) -> DuplicateRequestId:
