@@ -33,7 +33,7 @@ import sqlite3
 from collections import namedtuple
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from sqlalchemy import make_url
 from sqlalchemy.engine import Dialect
@@ -48,6 +48,7 @@ if TYPE_CHECKING:
 # Statements compiled at most this many at a time: callers keep a statement per query shape, and
 # shapes are few; the bound only keeps a caller that builds statements per request from growing it.
 _COMPILED_LIMIT = 512
+V = TypeVar("V")
 # PostgreSQL plans a prepared statement afresh on every execution while its plan for the given
 # values looks cheaper than the generic one: O1's page (a LIMIT of a parameter) always did, which
 # cost more of the server's CPU than running it (EXPLAIN: planning 0.37 ms, execution 0.54 ms, on a
@@ -82,9 +83,8 @@ class DirectReads:
         self._engine = engine
         self._dialect: Dialect = engine.dialect
         self._postgres = engine.dialect.name == "postgresql"
-        # id(statement) -> (the statement, kept so that its id is not reused; its compiled form, or
-        # None when it takes SQLAlchemy's path)
-        self._compiled: dict[int, tuple[Select[Any], _Compiled | None]] = {}
+        # Each statement's compiled form, or None when it takes SQLAlchemy's path.
+        self._compiled: _PerStatement[_Compiled | None] = _PerStatement()
         self._sqlite: sqlite3.Connection | None = None
         self._patience = busy_patience
         self._pool_size = pool_size
@@ -153,17 +153,33 @@ class DirectReads:
         return self._sqlite
 
     def _compile(self, statement: Select[Any]) -> _Compiled | None:
-        cached = self._compiled.get(id(statement))
+        return self._compiled.get(statement, self._dialect, self._wire_form)
+
+    def _wire_form(self, statement: Select[Any], dialect: Dialect) -> _Compiled | None:
+        for column in statement.selected_columns:
+            if column.type._cached_result_processor(dialect, None) is not None:
+                raise ValueError(f"{column} needs result processing; select it in its wire form")
+        return _compiled(statement, dialect)
+
+
+class _PerStatement(Generic[V]):
+    """What is made once per statement object and dialect. Keyed by identity (callers build their
+    statements once and keep them), each entry keeping its statement so that its id is not reused;
+    at most `_COMPILED_LIMIT` at a time (a caller building statements per request cannot grow it)."""
+
+    def __init__(self) -> None:
+        self._made: dict[tuple[int, str], tuple[Select[Any], V]] = {}
+
+    def get(self, statement: Select[Any], dialect: Dialect, make: Callable[[Select[Any], Dialect], V]) -> V:
+        key = (id(statement), dialect.name)
+        cached = self._made.get(key)
         if cached is not None and cached[0] is statement:
             return cached[1]
-        if len(self._compiled) >= _COMPILED_LIMIT:
-            self._compiled.clear()
-        for column in statement.selected_columns:
-            if column.type._cached_result_processor(self._dialect, None) is not None:
-                raise ValueError(f"{column} needs result processing; select it in its wire form")
-        entry = _compiled(statement, self._dialect)
-        self._compiled[id(statement)] = (statement, entry)
-        return entry
+        if len(self._made) >= _COMPILED_LIMIT:
+            self._made.clear()
+        made = make(statement, dialect)
+        self._made[key] = (statement, made)
+        return made
 
 
 def _compiled(statement: Select[Any], dialect: Dialect) -> _Compiled | None:
@@ -200,30 +216,21 @@ class _InTransaction:
         )
 
 
-# (id of the statement, dialect name) -> (the statement, kept so that its id is not reused; how it
-# runs, or None when it takes SQLAlchemy's path)
-_in_transaction: dict[tuple[int, str], tuple[Select[Any], _InTransaction | None]] = {}
+# Each statement's way to run in a transaction, or None when it takes SQLAlchemy's path.
+_in_transaction: _PerStatement[_InTransaction | None] = _PerStatement()
 
 
 def _prepared_in_transaction(statement: Select[Any], dialect: Dialect) -> _InTransaction | None:
-    key = (id(statement), dialect.name)
-    cached = _in_transaction.get(key)
-    if cached is not None and cached[0] is statement:
-        return cached[1]
-    if len(_in_transaction) >= _COMPILED_LIMIT:
-        _in_transaction.clear()
     compiled = _compiled(statement, dialect)
-    entry = None
-    if compiled is not None:
-        columns = list(statement.selected_columns)
-        names = [column.key or f"column_{n}" for n, column in enumerate(columns)]
-        entry = _InTransaction(
-            compiled,
-            namedtuple("Row", names, rename=True),
-            tuple(column.type._cached_result_processor(dialect, None) for column in columns),
-        )
-    _in_transaction[key] = (statement, entry)
-    return entry
+    if compiled is None:
+        return None
+    columns = list(statement.selected_columns)
+    names = [column.key or f"column_{n}" for n, column in enumerate(columns)]
+    return _InTransaction(
+        compiled,
+        namedtuple("Row", names, rename=True),
+        tuple(column.type._cached_result_processor(dialect, None) for column in columns),
+    )
 
 
 async def rows_in(
@@ -238,7 +245,7 @@ async def rows_in(
     SQLite (benchmarks/README.md). Here it is compiled once per statement and dialect, and each call
     binds its values (the statement's own bind processors) and makes its rows (each column's result
     processor). Statements SQLAlchemy must render per call take its path."""
-    prepared = _prepared_in_transaction(statement, connection.dialect)
+    prepared = _in_transaction.get(statement, connection.dialect, _prepared_in_transaction)
     if prepared is None:
         return (await connection.execute(statement, values)).all()
     arguments = prepared.compiled.arguments(values)
