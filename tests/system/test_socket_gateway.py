@@ -416,6 +416,22 @@ def test_kept_alive_connection_answers_each_request(server: Server, tenant: Tena
     assert received.count(b"HTTP/1.1 200 OK") == 2
 
 
+def test_a_burst_of_new_connections_is_each_answered(server: Server, tenant: Tenant) -> None:
+    # `herald serve` accepts every connection waiting on its socket per turn of its loop
+    # (herald.http.accept): a burst opened together, each sending at once, gets every answer.
+    raw = request("GET", "/v5/offers", credentials(tenant))
+    burst = [socket.create_connection(("127.0.0.1", server.port), timeout=WAIT) for _ in range(64)]
+    try:
+        for sock in burst:
+            sock.sendall(raw)
+        answers = [_parse(*_read_all(sock)) for sock in burst]
+    finally:
+        for sock in burst:
+            sock.close()
+    assert [answer.status for answer in answers] == [200] * len(burst)
+    assert all(answer.closed for answer in answers)
+
+
 def test_a_late_head_on_a_kept_alive_connection_is_408(server: Server, tenant: Tenant) -> None:
     first = request("GET", "/v5/offers", credentials(tenant), close=False)
     with socket.create_connection(("127.0.0.1", server.port), timeout=WAIT) as sock:

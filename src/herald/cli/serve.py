@@ -60,4 +60,6 @@ def _run(settings: Settings, host: str, port: int, workers: int) -> None:
         # The gateway's answers at the socket (503 for control characters, 431, 408, 400); a class,
         # not a name, is pickled by reference into every worker process.
         http=HeraldHttpProtocol,
+        # uvloop, accepting every waiting connection per turn of the loop (see the module).
+        loop="herald.http.accept:accepting_loop",
     )
