@@ -128,3 +128,20 @@ def test_push_platforms_are_backfilled_from_the_tokens(tmp_path: Path) -> None:
             await engine.dispose()
 
     assert asyncio.run(seed_and_read()) == [("a", 1), ("ai", 3), ("none", 0), ("w", 4)]
+
+
+async def test_the_claim_function_is_costed_as_the_one_row_it_returns(database_url: str) -> None:
+    """0021: declared at 1,000 rows (the default for a set-returning function), every statement that
+    claims a key with its read was costed a thousand times over and JIT-compiled on each execution."""
+    if not database_url.startswith("postgresql"):
+        return  # the function exists only on PostgreSQL (SQLite needs no claim function)
+    engine = create_async_engine(database_url)
+    try:
+        async with engine.connect() as connection:
+            rows = await connection.exec_driver_sql(
+                "SELECT prorows FROM pg_proc WHERE proname = 'herald_claim_idempotency_key'"
+            )
+            declared = rows.scalar_one()
+    finally:
+        await engine.dispose()
+    assert declared == 1

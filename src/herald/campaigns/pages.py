@@ -18,8 +18,12 @@ eight) and a workspace may hold thousands of rows of the others (drafts, say):
   statistics it may instead sort each branch's rows, still only those of shown statuses).
 
 Statements are built once per shape of criteria (which filters are present, not their values) and
-kept, the values travel as parameters: building a statement, and SQLAlchemy's cache key of it, cost
-more than running it.
+page size, and kept; the other values travel as parameters: building a statement, and SQLAlchemy's
+cache key of it, cost more than running it. The page size (1-15) is written into the statement: a
+prepared statement's generic plan guesses a parameter's LIMIT at a tenth of what it limits, and
+PostgreSQL then joined a page's ids to every campaign of the workspace by hashing instead of looking
+up each id (the plan it settles on after five executions; 7 ms for a 10,000-campaign workspace,
+against 0.2 ms for the lookups).
 """
 
 from __future__ import annotations
@@ -28,7 +32,18 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Generic, TypeVar
 
-from sqlalchemy import ColumnElement, Integer, Select, and_, bindparam, exists, or_, select, union_all
+from sqlalchemy import (
+    ColumnElement,
+    Integer,
+    Select,
+    and_,
+    bindparam,
+    exists,
+    literal_column,
+    or_,
+    select,
+    union_all,
+)
 
 from herald.campaigns.models import Campaign, CampaignTag
 from herald.campaigns.schemas.common import CampaignStatus
@@ -172,7 +187,7 @@ def parameters(
     workspace_id: str, criteria: Criteria, statuses: list[str], *, merged: int, limit: int, offset: int
 ) -> dict[str, Any]:
     """The values of the statement `conditions` and `PageQuery` build for these criteria."""
-    values: dict[str, Any] = {"workspace_id": workspace_id, "limit": limit, "offset": offset}
+    values: dict[str, Any] = {"workspace_id": workspace_id, "offset": offset}
     if merged:
         values |= {f"status_{index}": status for index, status in enumerate(statuses)}
         values["walk_end"] = offset + limit
@@ -203,8 +218,8 @@ def parameters(
     return values
 
 
-def _built(rows: Select[T], shape: Shape) -> Select[T]:
-    limit, offset = bindparam("limit", type_=Integer), bindparam("offset", type_=Integer)
+def _built(rows: Select[T], shape: Shape, size: int) -> Select[T]:
+    limit, offset = literal_column(str(int(size)), Integer), bindparam("offset", type_=Integer)
     where = conditions(shape)
     if not shape.merged:
         return (
@@ -237,12 +252,12 @@ def _built(rows: Select[T], shape: Shape) -> Select[T]:
 
 
 class PageQuery(Generic[T]):
-    """Pages of `rows` (a select over campaigns), one statement per shape, built on first use and
-    kept (there are at most a few thousand shapes, and a workspace uses a handful)."""
+    """Pages of `rows` (a select over campaigns), one statement per shape and page size, built on
+    first use and kept (there are at most a few thousand shapes, and a workspace uses a handful)."""
 
     def __init__(self, rows: Select[T]) -> None:
         self._rows = rows
-        self._statements: dict[Shape, Select[T]] = {}
+        self._statements: dict[tuple[Shape, int], Select[T]] = {}
 
     def page(
         self, workspace_id: str, criteria: Criteria, *, versioning: bool, limit: int, page: int, dialect: str
@@ -252,9 +267,9 @@ class PageQuery(Generic[T]):
         bounded = dialect != "sqlite"
         merged = len(statuses) if len(statuses) > (0 if bounded else 1) else 0
         shape = Shape.of(criteria, versioning=versioning, merged=merged, bounded=bounded)
-        statement = self._statements.get(shape)
+        statement = self._statements.get((shape, limit))
         if statement is None:
-            statement = self._statements[shape] = _built(self._rows, shape)
+            statement = self._statements[shape, limit] = _built(self._rows, shape, limit)
         offset = (page - 1) * limit
         return statement, parameters(
             workspace_id, criteria, statuses, merged=merged, limit=limit, offset=offset
