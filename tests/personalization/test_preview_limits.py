@@ -188,3 +188,14 @@ class TestRunawayTemplates:
             )
             == 1000
         )
+
+    async def test_work_past_the_event_loops_small_budget_renders_in_full(
+        self, client: httpx.AsyncClient, workspace: Tenant
+    ) -> None:
+        # Far more steps than a render on the event loop may take (`personalize.INLINE_STEPS`): it is
+        # rendered again on a worker thread, within the whole budget, and nothing of it is lost.
+        template = "{% for i in range(20000) %}{{ i % 10 }}{% endfor %}"
+        response = await render_title(client, workspace, template)
+        assert response.status_code == 200, response.text
+        title = response.json()["data"]["personalized_content"]["content"]["push"]["android"]["basic_details"]
+        assert title["title"] == "0123456789" * 2000

@@ -188,17 +188,20 @@ _platform_bits = (
 )
 
 
+# Built once: every Push test send and window of live messages reads its users' tokens.
+_TOKENS_OF = select(_tokens.c.customer_id, _tokens.c.platform, _tokens.c.token).where(
+    _tokens.c.workspace_id == bindparam("workspace_id"),
+    _tokens.c.customer_id.in_(bindparam("ids", expanding=True)),
+)
+
+
 async def push_tokens(
     session: AsyncSession, workspace_id: str, ids: Sequence[str]
 ) -> dict[str, dict[str, str]]:
     """The per-platform push tokens of these users: customer id -> platform -> token."""
     found: dict[str, dict[str, str]] = {}
     for chunk in chunks(list(dict.fromkeys(ids)), ID_CHUNK):
-        rows = await session.execute(
-            select(_tokens.c.customer_id, _tokens.c.platform, _tokens.c.token).where(
-                _tokens.c.workspace_id == workspace_id, _tokens.c.customer_id.in_(chunk)
-            )
-        )
+        rows = await session.execute(_TOKENS_OF, {"workspace_id": workspace_id, "ids": chunk})
         for customer_id, platform, token in rows.all():
             found.setdefault(customer_id, {})[platform] = token
     return found

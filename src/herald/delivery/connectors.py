@@ -7,12 +7,14 @@ and opened only by `open_secrets`, at send time.
 from __future__ import annotations
 
 import secrets as random_secrets
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from functools import lru_cache
+from types import MappingProxyType
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from herald.campaigns.schemas.common import Channel
@@ -66,13 +68,21 @@ async def add_connector(
     return AddedConnector(row, shown)
 
 
+# Built once (every test send lists the workspace's connectors): building a statement and its cache
+# key cost more than running it.
+_LISTED = (
+    select(Connector).where(Connector.workspace_id == bindparam("workspace_id")).order_by(Connector.name)
+)
+_LISTED_ON = _LISTED.where(Connector.channel == bindparam("channel"))
+
+
 async def list_connectors(
     session: AsyncSession, workspace_id: str, channel: Channel | None = None
 ) -> Sequence[Connector]:
-    query = select(Connector).where(Connector.workspace_id == workspace_id)
-    if channel is not None:
-        query = query.where(Connector.channel == channel.value)
-    return (await session.scalars(query.order_by(Connector.name))).all()
+    if channel is None:
+        return (await session.scalars(_LISTED, {"workspace_id": workspace_id})).all()
+    values = {"workspace_id": workspace_id, "channel": channel.value}
+    return (await session.scalars(_LISTED_ON, values)).all()
 
 
 async def get_connector(session: AsyncSession, workspace_id: str, name: str) -> Connector | None:
@@ -131,4 +141,12 @@ def open_secrets(row: Connector, secret_key: str | None) -> dict[str, str]:
     """The connector's secrets in clear, for one send. Raises SecretKeyError."""
     if not row.sealed_secrets:
         return {}
-    return secret_box(secret_key).open(row.sealed_secrets)
+    return dict(_opened(row.sealed_secrets, secret_key))
+
+
+@lru_cache(maxsize=256)
+def _opened(sealed: str, secret_key: str | None) -> Mapping[str, str]:
+    """Opened once per process and sealed text (every test send and window of messages opens its
+    connector's): a changed secret is sealed anew, so it is a new text, and a different key opens
+    (or fails to open) apart. A failure is not kept: it is raised again on the next call."""
+    return MappingProxyType(secret_box(secret_key).open(sealed))

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import or_, select
+from sqlalchemy import bindparam, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import InstrumentedAttribute
 
@@ -40,6 +40,14 @@ _COLUMNS: dict[Identifier, InstrumentedAttribute[Any]] = {
     Identifier.PUSH_ID: User.push_id,
 }
 VALUES_PATH = "test_campaign_meta.identifier_values"
+# The users named by values of one column, built once per column (every test send reads them):
+# building a statement and its cache key cost more than running it.
+_USERS_BY = {
+    column.key: select(*USER_COLUMNS)
+    .where(User.workspace_id == bindparam("workspace_id"), column.in_(bindparam("values", expanding=True)))
+    .order_by(User.customer_id)
+    for column in _COLUMNS.values()
+}
 
 
 @dataclass
@@ -93,13 +101,9 @@ async def _resolve_users(
     session: AsyncSession, workspace_id: str, channel: Channel, identifier: Identifier, values: Sequence[str]
 ) -> Resolution:
     column = _COLUMNS[identifier]
-    query = (
-        select(*USER_COLUMNS)
-        .where(User.workspace_id == workspace_id, column.in_(set(values)))
-        .order_by(User.customer_id)
-    )
     by_value: dict[str, UserRow] = {}
-    for row in await session.execute(query):
+    values_of = {"workspace_id": workspace_id, "values": list(set(values))}
+    for row in await session.execute(_USERS_BY[column.key], values_of):
         user = UserRow(*row)
         by_value.setdefault(str(getattr(user, column.key)), user)
     resolution = Resolution()
