@@ -11,7 +11,8 @@ In a process that serves, `start` turns automatic checkpoints off on the connect
 afterwards (`wants_manual_checkpoints`, asked when a connection is set up) and checkpoints from a
 thread instead: a PASSIVE checkpoint every `interval` seconds, which copies what no reader still
 needs and waits for nobody (writers go on appending meanwhile; the thread holds no Python lock
-while SQLite copies and syncs). Other processes on the same file (the CLI, `herald worker`) keep
+while SQLite copies and syncs), and a TRUNCATE one when the log has grown past `RESTART_FRAMES`
+(see there). Other processes on the same file (the CLI, `herald worker`) keep
 SQLite's automatic checkpoints: any process's checkpoint serves every process.
 """
 
@@ -24,6 +25,14 @@ import threading
 from herald.plain_sql import open_sqlite, sqlite_file_key
 
 log = logging.getLogger("herald.db")
+
+# The log starts again from its beginning only when a writer finds it wholly copied and no reader
+# on it. A process that is never idle (a request or the worker always reading) gives it no such
+# moment, so it grew without end: 300 MB after two minutes of 1,000 events/s, every page read
+# searching it, and the worker's ticks slowing until it fell behind. Past this many frames (32 MB of
+# 4 KB pages) the thread truncates it: it holds SQLite's write lock until the readers on the log are
+# done (milliseconds; writers wait for it as for any writer), then empties it.
+RESTART_FRAMES = 8192
 
 _lock = threading.Lock()
 _threads: dict[str, _CheckpointThread] = {}
@@ -88,6 +97,15 @@ class _CheckpointThread(threading.Thread):
 
     def _checkpoint(self, connection: sqlite3.Connection) -> None:
         try:
-            connection.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+            checkpoint(connection)
         except sqlite3.Error as exc:  # busy or gone for now: the next turn tries again
             log.warning("SQLite checkpoint failed: %s", exc)
+
+
+def checkpoint(connection: sqlite3.Connection, restart_frames: int = RESTART_FRAMES) -> None:
+    """A PASSIVE checkpoint; then, when the log holds more than `restart_frames` frames, a TRUNCATE
+    one, which waits (up to the connection's busy timeout) for the readers still on the log and
+    empties it."""
+    _, frames, _ = connection.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+    if frames > restart_frames:
+        connection.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
