@@ -9,8 +9,9 @@ one `herald worker` (PostgreSQL), both with an hourly poll, so a publish is pick
 wake-up on commit. Each figure is timed from the publish request to the last message at the sink:
 1. Push to `--users` users through a webhook connector, one message per POST, then the same with
    the connector's `batch_size` (many messages per POST) — each against a bare script that reads the
-   same users, renders the same title for each, and POSTs the same signed payloads (httpx, one
-   client reused, `--concurrency` requests in flight; batched the same way for the batched figure);
+   same users, renders the same title for each, and POSTs the same signed payloads (aiohttp, as
+   Herald: one session reused, `--concurrency` requests in flight; batched the same way for the
+   batched figure);
 2. Email to `--email-users` users through SMTP, against a bare aiosmtplib script with the same
    concurrency, each connection reused for as many messages as the connector's sessions carry;
 3. publish → first message at the sink (worst of the three campaigns);
@@ -41,6 +42,7 @@ from email.utils import format_datetime, formataddr
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import aiosmtplib
 import httpx
 import orjson
@@ -419,13 +421,14 @@ async def _bare_push(
             yield orjson.dumps(many), many[0]["id"]
 
     pending = requests()
-    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
-    async with httpx.AsyncClient(limits=limits) as client:
+    connections = aiohttp.TCPConnector(limit=concurrency)
+    async with aiohttp.ClientSession(connector=connections) as client:
 
         async def worker() -> None:
             for body, delivery in pending:
-                response = await client.post(sink.hook, content=body, headers=_signed(body, delivery))
-                response.raise_for_status()
+                async with client.post(sink.hook, data=body, headers=_signed(body, delivery)) as response:
+                    response.raise_for_status()
+                    await response.read()
 
         await asyncio.gather(*(worker() for _ in range(concurrency)))
     return Run.of(await sink.wait_for(len(users), 10), started, time.process_time() - cpu)
