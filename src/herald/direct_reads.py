@@ -35,7 +35,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from sqlalchemy import make_url
+from sqlalchemy import ColumnElement, bindparam, make_url
 from sqlalchemy.engine import Dialect
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlalchemy.sql import Select
@@ -259,6 +259,25 @@ async def rows_in(
         finally:
             cursor.close()
     return [prepared.make(record) for record in records]
+
+
+def padded_in(column: ColumnElement[Any], name: str, count: int) -> ColumnElement[bool]:
+    """`column IN (:name_0, ..., :name_{n-1})` for `count` values, `n` the power of two at or above
+    `count`: a statement built with it is compiled once per size class and runs through `rows_in`,
+    where an expanding list is rendered anew by SQLAlchemy on every call. `padded_values` fills it."""
+    return column.in_([bindparam(f"{name}_{index}") for index in range(_padded(count))])
+
+
+def padded_values(name: str, values: Sequence[Any]) -> dict[str, Any]:
+    """The parameters of `padded_in(column, name, len(values))`: the list padded with its last
+    value (a value twice in an IN list changes nothing)."""
+    assert values, "an empty IN list matches nothing: do not run it"
+    padded = [*values, *[values[-1]] * (_padded(len(values)) - len(values))]
+    return {f"{name}_{index}": value for index, value in enumerate(padded)}
+
+
+def _padded(count: int) -> int:
+    return 1 << max(0, count - 1).bit_length()
 
 
 async def _leave_as_is(_connection: asyncpg.Connection) -> None:

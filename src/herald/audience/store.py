@@ -15,6 +15,7 @@ from typing import Any, Literal, TypeVar, cast
 
 from sqlalchemy import (
     Insert,
+    Select,
     String,
     Table,
     and_,
@@ -38,6 +39,7 @@ from herald.audience.models import PLATFORM_BITS, Event, PushToken, User
 from herald.audience.segmentation.dialect import dialect_for
 from herald.campaigns.schemas.filters import FilterDataType
 from herald.db import PortableJSON, UTCDateTime
+from herald.direct_reads import padded_in, padded_values, rows_in
 from herald.ids import object_id
 
 Outcome = Literal["created", "updated", "skipped"]
@@ -188,11 +190,13 @@ _platform_bits = (
 )
 
 
-# Built once: every Push test send and window of live messages reads its users' tokens.
-_TOKENS_OF = select(_tokens.c.customer_id, _tokens.c.platform, _tokens.c.token).where(
-    _tokens.c.workspace_id == bindparam("workspace_id"),
-    _tokens.c.customer_id.in_(bindparam("ids", expanding=True)),
-)
+@cache
+def _tokens_of(count: int) -> Select[Any]:
+    """The tokens of `count` users (a size class, `padded_in`), built and compiled once per class:
+    every Push test send and window of live messages reads its users' tokens."""
+    return select(_tokens.c.customer_id, _tokens.c.platform, _tokens.c.token).where(
+        _tokens.c.workspace_id == bindparam("workspace_id"), padded_in(_tokens.c.customer_id, "id", count)
+    )
 
 
 async def push_tokens(
@@ -200,9 +204,10 @@ async def push_tokens(
 ) -> dict[str, dict[str, str]]:
     """The per-platform push tokens of these users: customer id -> platform -> token."""
     found: dict[str, dict[str, str]] = {}
+    connection = await session.connection()
     for chunk in chunks(list(dict.fromkeys(ids)), ID_CHUNK):
-        rows = await session.execute(_TOKENS_OF, {"workspace_id": workspace_id, "ids": chunk})
-        for customer_id, platform, token in rows.all():
+        values = {"workspace_id": workspace_id, **padded_values("id", chunk)}
+        for customer_id, platform, token in await rows_in(connection, _tokens_of(len(chunk)), values):
             found.setdefault(customer_id, {})[platform] = token
     return found
 

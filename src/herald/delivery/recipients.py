@@ -13,9 +13,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cache
 from typing import Any
 
-from sqlalchemy import bindparam, or_, select
+from sqlalchemy import Select, bindparam, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import InstrumentedAttribute
 
@@ -24,6 +25,7 @@ from herald.audience.models import USER_COLUMNS, Segment, SegmentMember, User, U
 from herald.campaigns.schemas.common import Channel
 from herald.delivery.messages import Recipient
 from herald.delivery.testsend_request import MAX_RECIPIENTS, Identifier
+from herald.direct_reads import padded_in, padded_values, rows_in
 from herald.personalization import users
 from herald.problems import Problem
 
@@ -40,14 +42,18 @@ _COLUMNS: dict[Identifier, InstrumentedAttribute[Any]] = {
     Identifier.PUSH_ID: User.push_id,
 }
 VALUES_PATH = "test_campaign_meta.identifier_values"
-# The users named by values of one column, built once per column (every test send reads them):
-# building a statement and its cache key cost more than running it.
-_USERS_BY = {
-    column.key: select(*USER_COLUMNS)
-    .where(User.workspace_id == bindparam("workspace_id"), column.in_(bindparam("values", expanding=True)))
-    .order_by(User.customer_id)
-    for column in _COLUMNS.values()
-}
+
+
+@cache
+def _users_by(key: str, count: int) -> Select[Any]:
+    """The users named by `count` values of one column (a size class, `padded_in`), built and
+    compiled once per column and class: every test send reads them."""
+    column = getattr(User, key)
+    return (
+        select(*USER_COLUMNS)
+        .where(User.workspace_id == bindparam("workspace_id"), padded_in(column, "value", count))
+        .order_by(User.customer_id)
+    )
 
 
 @dataclass
@@ -102,8 +108,10 @@ async def _resolve_users(
 ) -> Resolution:
     column = _COLUMNS[identifier]
     by_value: dict[str, UserRow] = {}
-    values_of = {"workspace_id": workspace_id, "values": list(set(values))}
-    for row in await session.execute(_USERS_BY[column.key], values_of):
+    distinct = list(dict.fromkeys(values))
+    values_of = {"workspace_id": workspace_id, **padded_values("value", distinct)}
+    rows = await rows_in(await session.connection(), _users_by(column.key, len(distinct)), values_of)
+    for row in rows:
         user = UserRow(*row)
         by_value.setdefault(str(getattr(user, column.key)), user)
     resolution = Resolution()
