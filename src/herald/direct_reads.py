@@ -249,8 +249,15 @@ async def rows_in(
     if prepared is None:
         return (await connection.execute(statement, values)).all()
     arguments = prepared.compiled.arguments(values)
-    driver: Any = connection.sync_connection.connection.driver_connection  # type: ignore[union-attr]
+    fairy: Any = connection.sync_connection.connection  # type: ignore[union-attr]
+    driver: Any = fairy.driver_connection
     if connection.dialect.name == "postgresql":
+        adapted = fairy.dbapi_connection
+        if not adapted._started:
+            # SQLAlchemy's asyncpg adapter begins its transaction lazily, with its own first
+            # statement: begun here as it would be there, so a statement first in its transaction
+            # (a share lock, a snapshot the next statements share) is in it, not autocommitted.
+            await adapted._start_transaction()
         records = await driver.fetch(prepared.compiled.sql, *arguments)
     else:
         cursor = driver.cursor()  # inline SQLite: runs at once; the transaction holds its locks
