@@ -25,6 +25,7 @@ from sqlalchemy.util import await_only
 from herald import plain_sql, sqlite_checkpoints, sqlite_inline
 from herald.config import Settings
 from herald.direct_reads import DirectReads
+from herald.direct_writes import DirectWrites
 
 NAMING_CONVENTION = {
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",
@@ -108,9 +109,12 @@ class Database:
     # request reads (its authentication).
     single_statement_reader: async_sessionmaker[AsyncSession]
     direct: DirectReads
+    # Transactions of Core writes alone (the outbox's rows), on the driver (`herald.direct_writes`).
+    writes: DirectWrites
 
     async def dispose(self) -> None:
         await self.direct.aclose()
+        self.writes.close()
         await self.engine.dispose()
         if self.read_engine.sync_engine.pool is not self.engine.sync_engine.pool:
             await self.read_engine.dispose()
@@ -193,6 +197,33 @@ _SQLITE_LOCK_TIMEOUT = 30.0
 SINGLE_STATEMENT = "herald_single_statement"
 
 
+def _prepare_sqlite(dbapi_connection: Any, path: str) -> None:
+    """A new connection to the SQLite file `path` set up as every connection of this process."""
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.execute("PRAGMA foreign_keys=ON")
+    if sqlite_checkpoints.wants_manual_checkpoints(path):
+        cursor.execute("PRAGMA wal_autocheckpoint=0")  # a thread of this process checkpoints
+    cursor.close()
+    sqlite_inline.register_functions(dbapi_connection)
+
+
+def _direct_writes(url: str, engine: AsyncEngine) -> DirectWrites:
+    if not url.startswith("sqlite"):
+        return DirectWrites(engine)
+    path = make_url(url).database or ""
+    if path in ("", ":memory:"):  # a connection of its own would see another database
+        return DirectWrites(engine)
+    return DirectWrites(
+        engine,
+        sqlite_path=path,
+        gate=_gate_of(path),
+        prepare=lambda connection: _prepare_sqlite(connection, path),
+        busy_patience=_SQLITE_LOCK_TIMEOUT,
+    )
+
+
 def _sqlite_engine(url: str, *, immediate: bool, pool_size: int) -> AsyncEngine:
     path = make_url(url).database or ""
     in_memory = path in ("", ":memory:")  # one connection, kept: SQLAlchemy's StaticPool takes no size
@@ -210,14 +241,7 @@ def _sqlite_engine(url: str, *, immediate: bool, pool_size: int) -> AsyncEngine:
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
         # Let SQLAlchemy's "begin" event below emit BEGIN itself.
         dbapi_connection.isolation_level = None
-        cursor = dbapi_connection.cursor()
-        cursor.execute("PRAGMA journal_mode=WAL")
-        cursor.execute("PRAGMA synchronous=NORMAL")
-        cursor.execute("PRAGMA foreign_keys=ON")
-        if sqlite_checkpoints.wants_manual_checkpoints(path):
-            cursor.execute("PRAGMA wal_autocheckpoint=0")  # a thread of this process checkpoints
-        cursor.close()
-        sqlite_inline.register_functions(dbapi_connection)
+        _prepare_sqlite(dbapi_connection, path)
 
     @event.listens_for(engine.sync_engine, "begin")
     def _on_begin(connection: Any) -> None:
@@ -293,4 +317,5 @@ def create_database(settings: Settings) -> Database:
             busy_patience=_SQLITE_LOCK_TIMEOUT,
             pool_size=max(2, settings.db_pool_size // 4),
         ),
+        writes=_direct_writes(url, engine),
     )

@@ -17,8 +17,9 @@ from functools import cache
 from typing import Any, Protocol, TypeVar
 
 from sqlalchemy import Insert, Select, Table, Update, bindparam
-from sqlalchemy.engine import CursorResult
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
+
+from herald.direct_writes import SqliteTransaction, execute_in
 
 # An insert built once (its values all parameters) and its parameters, named apart from the write's.
 Joined = tuple[Any, dict[str, Any]]
@@ -75,23 +76,25 @@ class ClaimedRows(Protocol):
 
 
 async def execute_with(
-    connection: AsyncConnection,
+    connection: AsyncConnection | SqliteTransaction,
     statement: Insert | Update,
     table: Table,
     values: dict[str, Any],
     joined: Joined | None,
-) -> CursorResult[Any]:
+) -> int:
     """Run `statement` (built once; the SET or VALUES clause is the columns of `table` named in
-    `values`) with `values`, and `joined` with it."""
+    `values`) with `values`, and `joined` with it, in `connection`'s transaction (an engine's or one
+    of `direct_writes.DirectWrites`): the number of rows the statement matched."""
     if joined is None:
-        return await connection.execute(statement, values)
+        return await execute_in(connection, statement, values)
     also, also_values = joined
-    if connection.dialect.name != "postgresql":
-        result = await connection.execute(statement, values)
-        await connection.execute(also, also_values)
-        return result
+    if isinstance(connection, SqliteTransaction) or connection.dialect.name != "postgresql":
+        matched = await execute_in(connection, statement, values)
+        await execute_in(connection, also, also_values)
+        return matched
     columns = frozenset(name for name in values if name in table.c)
-    return await connection.execute(_combined(statement, table, columns, also), {**values, **also_values})
+    combined = _combined(statement, table, columns, also)
+    return int((await connection.execute(combined, {**values, **also_values})).rowcount)
 
 
 @cache

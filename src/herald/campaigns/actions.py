@@ -119,7 +119,7 @@ async def change_status(
     key = {"row_workspace_id": workspace_id, "row_id": row["id"], "decided_on": current.value}
     joined = answer((row["id"], body.action)) if answer is not None else None
     moved = await execute_with(await session.connection(), _MOVE, _CAMPAIGNS, {**values, **key}, joined)
-    if moved.rowcount != 1:  # the row's lock makes this unreachable; never write over another state
+    if moved != 1:  # the row's lock makes this unreachable; never write over another state
         raise InvalidState("The campaign's status changed under a concurrent request; retry.")
     if body.action is Action.RESUME and row["delivery_type"] == DeliveryType.PERIODIC.value:
         # Occurrences missed while paused are skipped: the next run is the next one after now.

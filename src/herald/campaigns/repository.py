@@ -110,8 +110,7 @@ async def write_stored(
     `joined` is written with it (`herald.joined_writes`)."""
     connection = await session.connection()
     key = {"row_workspace_id": workspace_id, "row_id": stored.id, "row_revision": stored.revision}
-    result = await execute_with(connection, _WRITE_STORED, _CAMPAIGNS, {**values, **key}, joined)
-    return bool(result.rowcount == 1)
+    return await execute_with(connection, _WRITE_STORED, _CAMPAIGNS, {**values, **key}, joined) == 1
 
 
 async def replace_tags(session: AsyncSession, workspace_id: str, row_id: str, tags: Iterable[str]) -> None:

@@ -22,10 +22,11 @@ from types import TracebackType
 from typing import Self
 
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from herald.clock import Clock
 from herald.config import Settings
+from herald.db import Database
 from herald.delivery import outbox
 from herald.delivery.config import is_smtp
 from herald.delivery.connectors import open_secrets
@@ -76,7 +77,7 @@ class Dispatcher:
         self,
         settings: Settings,
         clock: Clock,
-        sessions: async_sessionmaker[AsyncSession],
+        database: Database,
         request_id: str | None = None,
         lanes: Lanes | None = None,
     ) -> None:
@@ -84,7 +85,7 @@ class Dispatcher:
         of this dispatcher's own, closed with it."""
         self._settings = settings
         self._clock = clock
-        self._sessions = sessions
+        self._database = database
         self._request_id = request_id
         self._down: dict[str, str] = {}
         # Failed attempts in a row per connector, and the last reason (reset by a success).
@@ -118,27 +119,27 @@ class Dispatcher:
         await _first_write(
             first,
             lambda joined: outbox.record_pending(
-                self._sessions, envelope, connector, self._request_id, joined
+                self._database, envelope, connector, self._request_id, joined
             ),
         )
         outcome = await self._attempt(connector, envelope)
         joined = last(outcome) if last is not None else None
-        await outbox.record_outcome(self._sessions, envelope, outcome, self._clock.now(), joined)
+        await outbox.record_outcome(self._database, envelope, outcome, self._clock.now(), joined)
         return outcome
 
     async def deliver(self, connector: Connector, envelope: Envelope) -> Outcome:
         """A campaign message: attempted unless already settled; a transient failure below the
         attempt limit stays PENDING and comes back with `retry_at`, anything else is recorded."""
         now = self._clock.now()
-        attempt = await outbox.begin_attempt(self._sessions, envelope, connector, now)
+        attempt = await outbox.begin_attempt(self._database, envelope, connector, now)
         if attempt.settled is not None:
             return attempt.settled
         outcome = self._settle(connector, attempt.number, await self._attempt(connector, envelope), now)
         if outcome.retry_at is None:
-            await outbox.record_outcome(self._sessions, envelope, outcome, self._clock.now())
+            await outbox.record_outcome(self._database, envelope, outcome, self._clock.now())
         else:
             reason = outcome.reason or "The send failed."
-            await outbox.record_retry(self._sessions, envelope, reason, outcome.retry_at, self._clock.now())
+            await outbox.record_retry(self._database, envelope, reason, outcome.retry_at, self._clock.now())
         return outcome
 
     async def deliver_many(
@@ -170,7 +171,7 @@ class Dispatcher:
         window begun is handed over: `send_window` and `record_window` must follow. `first`: no
         message of the window was attempted before (`outbox.begin_attempts`)."""
         now = self._clock.now()
-        attempts = await outbox.begin_attempts(self._sessions, envelopes, connector, now, allowed, first)
+        attempts = await outbox.begin_attempts(self._database, envelopes, connector, now, allowed, first)
         if attempts is None:
             return None
         return Window(connector, envelopes, attempts, now)
@@ -192,7 +193,7 @@ class Dispatcher:
         """The last step of `deliver_many`: the outcomes recorded in one transaction together with
         what `also(outcomes)` writes; each message's outcome, in the window's order."""
         ended = [outcome for outcome in window.outcomes if outcome is not None]
-        await outbox.record_settled(self._sessions, window.settled, self._clock.now(), also(ended))
+        await outbox.record_settled(self._database, window.settled, self._clock.now(), also(ended))
         return ended
 
     def _settle(self, connector: Connector, number: int, outcome: Outcome, now: datetime) -> Outcome:
@@ -245,7 +246,7 @@ class Dispatcher:
         await _first_write(
             first,
             lambda joined: outbox.record_unsent(
-                self._sessions, envelope, connector, self._request_id, reason, joined, ending
+                self._database, envelope, connector, self._request_id, reason, joined, ending
             ),
         )
         return outcome

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
@@ -28,11 +27,12 @@ from typing import Any, cast
 
 from sqlalchemy import String, Table, TextClause, bindparam, func, insert, select, text, update
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession, async_sessionmaker
+from sqlalchemy.ext.asyncio import AsyncSession
 
-from herald.db import UTCDateTime
+from herald.db import Database, UTCDateTime
 from herald.delivery.messages import Envelope, Outcome, summary_of
 from herald.delivery.models import Connector, OutboxEntry
+from herald.direct_writes import execute_in
 from herald.joined_writes import Joined, execute_with
 from herald.ops import metrics
 from herald.timefmt import rfc3339
@@ -183,17 +183,8 @@ def _values_with(envelope: Envelope, fixed: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _transaction(sessions: async_sessionmaker[AsyncSession]) -> AbstractAsyncContextManager[AsyncConnection]:
-    """A transaction on a connection of the sessions' engine, committed at its end: a write of
-    Core statements alone needs no ORM session (whose set-up, bookkeeping and close cost more than
-    the statement on SQLite). The engine's begin hooks (SQLite's write gate) apply as they do to
-    sessions."""
-    engine: AsyncEngine = sessions.kw["bind"]
-    return engine.begin()
-
-
 async def record_pending(
-    sessions: async_sessionmaker[AsyncSession],
+    database: Database,
     envelope: Envelope,
     connector: Connector | None,
     request_id: str | None,
@@ -202,7 +193,7 @@ async def record_pending(
     """Commit the PENDING row, with `joined` (e.g. the request's idempotency claim). Raises if it
     cannot be written: then nothing may be sent."""
     values = _values(envelope, connector, request_id, OutboxStatus.PENDING)
-    async with _transaction(sessions) as connection:
+    async with database.writes.transaction() as connection:
         await execute_with(connection, _INSERT, _TABLE, values, joined)
 
 
@@ -216,16 +207,16 @@ class Attempt:
 
 
 async def begin_attempt(
-    sessions: async_sessionmaker[AsyncSession], envelope: Envelope, connector: Connector, now: datetime
+    database: Database, envelope: Envelope, connector: Connector, now: datetime
 ) -> Attempt:
     """Commit the start of an attempt of a campaign message: its first (a new PENDING row), or a
     later one on a row left PENDING (a transient failure, or a worker that died mid-send)."""
     try:
-        await record_pending(sessions, envelope, connector, None)
+        await record_pending(database, envelope, connector, None)
         return Attempt(1)
     except IntegrityError:
         pass
-    async with sessions() as session:
+    async with database.writer() as session:
         row = await session.get(OutboxEntry, (envelope.workspace_id, envelope.delivery_id))
         if row is None:  # cannot happen: rows are never deleted
             return Attempt(settled=Outcome(False, "The outbox row of this message disappeared."))
@@ -253,7 +244,7 @@ async def begin_attempt(
 
 
 async def begin_attempts(
-    sessions: async_sessionmaker[AsyncSession],
+    database: Database,
     envelopes: Sequence[Envelope],
     connector: Connector,
     now: datetime,
@@ -273,7 +264,7 @@ async def begin_attempts(
     workspace_id = envelopes[0].workspace_id
     ids = [envelope.delivery_id for envelope in envelopes]
     try:
-        async with sessions() as session:
+        async with database.writer() as session:
             if not await allowed(session):
                 return None
             existing: set[str] = set()
@@ -292,7 +283,7 @@ async def begin_attempts(
     except IntegrityError:
         existing = set(ids)  # a row appeared under us: settle each message on its own
     return [
-        await begin_attempt(sessions, envelope, connector, now)
+        await begin_attempt(database, envelope, connector, now)
         if envelope.delivery_id in existing
         else Attempt(1)
         for envelope in envelopes
@@ -310,7 +301,7 @@ class Settled:
 
 
 async def record_settled(
-    sessions: async_sessionmaker[AsyncSession],
+    database: Database,
     settled: Sequence[Settled],
     now: datetime,
     also: Callable[[AsyncSession], Awaitable[None]] | None = None,
@@ -321,7 +312,7 @@ async def record_settled(
     workspace_id = settled[0].envelope.workspace_id if settled else ""
     sent = [item.envelope.delivery_id for item in settled if item.outcome.sent]
     try:
-        async with sessions() as session:
+        async with database.writer() as session:
             if sent:
                 rows = {"row_workspace_id": workspace_id, "row_ids": sent}
                 ended = {"status": OutboxStatus.SENT.value, "failure_reason": None, "updated_at": now}
@@ -357,11 +348,11 @@ async def record_settled(
 
 
 async def record_retry(
-    sessions: async_sessionmaker[AsyncSession], envelope: Envelope, reason: str, at: datetime, now: datetime
+    database: Database, envelope: Envelope, reason: str, at: datetime, now: datetime
 ) -> None:
     """The attempt failed transiently: the row stays PENDING with the reason and the next time."""
     try:
-        async with sessions() as session:
+        async with database.writer() as session:
             await session.execute(
                 update(OutboxEntry)
                 .where(
@@ -377,7 +368,7 @@ async def record_retry(
 
 
 async def record_outcome(
-    sessions: async_sessionmaker[AsyncSession],
+    database: Database,
     envelope: Envelope,
     outcome: Outcome,
     now: datetime,
@@ -391,7 +382,7 @@ async def record_outcome(
     try:
         values = {"status": status.value, "failure_reason": outcome.reason, "updated_at": now}
         key = {"row_workspace_id": envelope.workspace_id, "row_id": envelope.delivery_id}
-        async with _transaction(sessions) as connection:
+        async with database.writes.transaction() as connection:
             await execute_with(connection, _SETTLE, _TABLE, {**values, **key}, joined)
     except SQLAlchemyError:
         log.exception("could not record the outcome of delivery %s", envelope.delivery_id)
@@ -402,7 +393,7 @@ async def record_outcome(
 
 
 async def record_unsent(
-    sessions: async_sessionmaker[AsyncSession],
+    database: Database,
     envelope: Envelope,
     connector: Connector | None,
     request_id: str | None,
@@ -413,10 +404,10 @@ async def record_unsent(
     """A message that was never attempted (e.g. the recipient has no address), recorded FAILED, with
     `first` in its statement and `last` after it (e.g. the request's idempotency claim and answer)."""
     values = _values(envelope, connector, request_id, OutboxStatus.FAILED)
-    async with _transaction(sessions) as connection:
+    async with database.writes.transaction() as connection:
         await execute_with(connection, _INSERT, _TABLE, {**values, "failure_reason": reason}, first)
         if last is not None:
-            await connection.execute(*last)
+            await execute_in(connection, *last)
     metrics.SENDS.labels(OutboxStatus.FAILED.value).inc()
 
 

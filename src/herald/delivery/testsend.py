@@ -109,8 +109,9 @@ async def test_campaign(
     except HeraldError:
         await claimed.apart()  # the key answers first (a replay, a 409), as when claimed before
         raise
-    sessions = deployment.database.writer
-    dispatcher = Dispatcher(deployment.settings, deployment.clock, sessions, request_id, deployment.lanes)
+    dispatcher = Dispatcher(
+        deployment.settings, deployment.clock, deployment.database, request_id, deployment.lanes
+    )
     async with dispatcher:
         return await _execute(deployment.clock, dispatcher, workspace_id, request, plan, claimed)
 

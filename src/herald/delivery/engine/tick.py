@@ -122,7 +122,7 @@ async def run_executions(
     if not campaigns and not triggered and not live_activities and not repeating:
         return finished
     async with (
-        Dispatcher(settings, FrozenClock(now), database.writer) as dispatcher,
+        Dispatcher(settings, FrozenClock(now), database) as dispatcher,
         open_store(settings) as store,
     ):
         await broadcast.run_broadcasts(database, dispatcher, live_activities, now, lease)
