@@ -13,6 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from herald.campaigns.models import Campaign, CampaignRequestId, CampaignTag, StoredCampaign
 from herald.db import UTCDateTime
+from herald.direct_writes import execute_in
 from herald.joined_writes import ClaimedRead, Joined, execute_with
 
 _CAMPAIGNS = typed(Table, Campaign.__table__)
@@ -177,7 +178,7 @@ async def insert_new(session: AsyncSession, values: dict[str, Any], joined: Join
         statement = _in_one(frozenset(values), bool(tags), also)
         await connection.execute(statement, {**values, "tag_list": tags, **also_values})
         return
-    await connection.execute(_INSERT_CAMPAIGN, values)
+    await execute_in(connection, _INSERT_CAMPAIGN, values)
     if tags:
         rows = [
             {"workspace_id": values["workspace_id"], "tag": tag, "campaign_row_id": values["id"]}
@@ -185,7 +186,7 @@ async def insert_new(session: AsyncSession, values: dict[str, Any], joined: Join
         ]
         await connection.execute(_INSERT_TAGS, rows)
     if also is not None:
-        await connection.execute(also, also_values)
+        await execute_in(connection, also, also_values)
 
 
 async def insert_held(
