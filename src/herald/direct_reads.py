@@ -185,7 +185,12 @@ class _PerStatement(Generic[V]):
 def _compiled(statement: Select[Any], dialect: Dialect) -> _Compiled | None:
     """`statement` compiled for `dialect`, or None when SQLAlchemy must render it per call
     (expanding `IN` lists, values rendered into the SQL)."""
-    compiled = statement.compile(dialect=dialect)
+    return compiled_form(statement.compile(dialect=dialect))
+
+
+def compiled_form(compiled: Any) -> _Compiled | None:
+    """What a statement compiled by SQLAlchemy (`SQLCompiler`) runs with on the driver: its SQL,
+    parameter order, defaults and bind processors; None when SQLAlchemy renders it per call."""
     if any(bind.expanding or bind.literal_execute for bind in compiled.binds.values()):
         return None
     return _Compiled(

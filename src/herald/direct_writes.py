@@ -33,7 +33,7 @@ from sqlalchemy.engine import Dialect
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from herald import sqlite_inline
-from herald.direct_reads import _COMPILED_LIMIT, _Compiled
+from herald.direct_reads import _COMPILED_LIMIT, _Compiled, compiled_form
 
 
 class Gate(Protocol):
@@ -179,13 +179,4 @@ def _compile(statement: Any, dialect: Dialect, values: dict[str, Any]) -> _Compi
     compiled = statement.compile(dialect=dialect, column_keys=sorted(values))
     if compiled.insert_prefetch or compiled.update_prefetch or compiled.effective_returning:
         return None  # SQLAlchemy computes defaults or reads rows back in its execution context
-    if any(bind.expanding or bind.literal_execute for bind in compiled.binds.values()):
-        return None
-    return _Compiled(
-        sql=compiled.string,
-        names=tuple(compiled.positiontup or ()),
-        defaults={name: bind.effective_value for name, bind in compiled.binds.items()},
-        processors={
-            name: processor for name, processor in compiled._bind_processors.items() if callable(processor)
-        },
-    )
+    return compiled_form(compiled)
