@@ -135,3 +135,25 @@ async def test_writers_take_turns_with_the_engines_writers(database: Database) -
     if database.engine.dialect.name == "sqlite":
         assert order == ["session committed", "direct began"]
     assert len(await _rows(database)) == 2
+
+
+async def test_a_transaction_cancelled_midway_leaves_nothing_and_the_next_one_writes(
+    database: Database,
+) -> None:
+    inside = asyncio.Event()
+
+    async def cancelled_after_a_write() -> None:
+        async with database.writes.transaction() as connection:
+            await execute_with(connection, _INSERT, _TABLE, _row(object_id(NOW)), None)
+            inside.set()
+            await asyncio.Event().wait()  # until cancelled
+
+    task = asyncio.create_task(cancelled_after_a_write())
+    await inside.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    kept = object_id(NOW)
+    async with database.writes.transaction() as connection:
+        await execute_with(connection, _INSERT, _TABLE, _row(kept), None)
+    assert [row[0] for row in await _rows(database)] == [kept]

@@ -3,7 +3,8 @@
 A write of one row — an outbox row PENDING before a message is handed over, SENT after it; a
 campaign's new version; a request's idempotency record — cost several times more CPU in
 SQLAlchemy's execution (its context, events, the result; on the async engine a greenlet switch for
-each step) than in SQLite: on a pair of one-row transactions, 650 µs against the driver's 50.
+each step) than in SQLite: a pair of one-row transactions took 584-857 µs of CPU through the engine,
+144-152 µs here (benchmarks/README.md, the ninth pass).
 
 - `execute_in(connection, statement, values)` runs one write in an engine transaction already
   begun (a session's, an `engine.begin()`'s): on SQLite on the transaction's driver connection,
@@ -105,6 +106,9 @@ class DirectWrites:
             except sqlite3.Error as error:
                 _roll_back(sqlite)
                 raise exc.DBAPIError.instance("COMMIT", [], error, sqlite3.Error) from error
+            except BaseException:  # cancelled while the commit waited: the next BEGIN must find none
+                _roll_back(sqlite)
+                raise
         finally:
             self._gate.release()
 
