@@ -31,7 +31,7 @@ from datetime import datetime, timedelta
 from enum import Enum
 from typing import Any, cast
 
-from sqlalchemy import Table, bindparam, or_, select, update
+from sqlalchemy import Select, Table, bindparam, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -181,6 +181,49 @@ async def _claim(
     return claimed
 
 
+# Built once: every claimed batch runs them (building them per claim was about 7 % of the trigger
+# worker's samples at 1,000 events/s).
+_EXECUTION_LOCKED = (
+    select(Execution)
+    .where(Execution.workspace_id == bindparam("workspace_id"), Execution.id == bindparam("execution_id"))
+    .with_for_update()
+)
+
+
+def _claimable_in(order: Any) -> tuple[Select[Any], Select[Any], Select[Any]]:
+    """The users claimable in `order`: taken over (claimed before `lease_cutoff`), due retries, and
+    never claimed, each locked (skipping users another worker holds)."""
+    claimable = (
+        select(
+            ExecutionUser.customer_id,
+            ExecutionUser.rank,
+            ExecutionUser.state,
+            ExecutionUser.firing,
+            ExecutionUser.event,
+        )
+        .where(
+            ExecutionUser.workspace_id == bindparam("workspace_id"),
+            ExecutionUser.execution_id == bindparam("execution_id"),
+        )
+        .order_by(order)
+        .with_for_update(skip_locked=True)
+    )
+    return (
+        claimable.where(
+            ExecutionUser.state == UserState.CLAIMED, ExecutionUser.claimed_at < bindparam("lease_cutoff")
+        ),
+        claimable.where(ExecutionUser.state == UserState.RETRY, ExecutionUser.not_before <= bindparam("now")),
+        claimable.where(
+            ExecutionUser.state == UserState.PENDING,
+            or_(ExecutionUser.not_before.is_(None), ExecutionUser.not_before <= bindparam("now")),
+        ),
+    )
+
+
+_CLAIMABLE_IN_EVENT_ORDER = _claimable_in(ExecutionUser.firing)
+_CLAIMABLE_IN_RANK_ORDER = _claimable_in(ExecutionUser.rank)
+
+
 async def _claim_in(
     session: AsyncSession,
     plan: SendPlan,
@@ -192,49 +235,23 @@ async def _claim_in(
 ) -> list[_Claimed] | None:
     """`_claim` in the caller's write transaction (left for the caller to end: None, nothing
     changed, when no user can be claimed now)."""
-    current = await session.scalar(
-        select(Execution)
-        .where(Execution.workspace_id == execution.workspace_id, Execution.id == execution.id)
-        .with_for_update()
-    )
+    values = {"workspace_id": execution.workspace_id, "execution_id": execution.id, "now": now}
+    current = await session.scalar(_EXECUTION_LOCKED, values)
     assert current is not None
-    claimable = (
-        select(
-            ExecutionUser.customer_id,
-            ExecutionUser.rank,
-            ExecutionUser.state,
-            ExecutionUser.firing,
-            ExecutionUser.event,
-        )
-        .where(*_mine(execution))  # type: ignore[arg-type]
-        # An EVENT execution's firings go in the order of their events (first come, first
-        # served); a run's users in rank order.
-        .order_by(ExecutionUser.firing if execution.trigger == "EVENT" else ExecutionUser.rank)
-        .with_for_update(skip_locked=True)
-    )
     # One state per statement, so each walks the (execution, state, rank) index from its first
     # claimable user: a single statement over the three states walks the rank index through
     # every user settled so far (each claim slower than the last: 1 s at 30,000 sent).
     # Taken-over and due retries first (decided before: only their sends are left), then users
-    # never claimed, in rank order.
+    # never claimed, in rank order (an EVENT execution's firings in the order of their events).
+    in_order = _CLAIMABLE_IN_EVENT_ORDER if execution.trigger == "EVENT" else _CLAIMABLE_IN_RANK_ORDER
+    taken_over, retries, fresh_ones = in_order
     rows = list(
-        (
-            await session.execute(
-                claimable.where(
-                    ExecutionUser.state == UserState.CLAIMED, ExecutionUser.claimed_at < now - lease
-                ).limit(size)
-            )
-        ).all()
+        (await session.execute(taken_over.limit(size), {**values, "lease_cutoff": now - lease})).all()
     )
     if len(rows) < size:
-        retries = claimable.where(ExecutionUser.state == UserState.RETRY, ExecutionUser.not_before <= now)
-        rows += (await session.execute(retries.limit(size - len(rows)))).all()
+        rows += (await session.execute(retries.limit(size - len(rows)), values)).all()
     if len(rows) < size:
-        fresh_ones = claimable.where(
-            ExecutionUser.state == UserState.PENDING,
-            or_(ExecutionUser.not_before.is_(None), ExecutionUser.not_before <= now),
-        )
-        rows += (await session.execute(fresh_ones.limit(size - len(rows)))).all()
+        rows += (await session.execute(fresh_ones.limit(size - len(rows)), values)).all()
     if not rows:
         return None
     # One row per user in a batch: the controls decide per user (a second firing of the same
