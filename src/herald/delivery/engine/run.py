@@ -31,7 +31,7 @@ from datetime import datetime, timedelta
 from enum import Enum
 from typing import Any, cast
 
-from sqlalchemy import Select, Table, bindparam, or_, select, update
+from sqlalchemy import Select, Table, and_, bindparam, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -132,8 +132,15 @@ _SET_USER_FIRING = update(_USERS).where(
 )
 
 
-def _mine(execution: Execution) -> tuple[object, ...]:
-    return (ExecutionUser.workspace_id == execution.workspace_id, ExecutionUser.execution_id == execution.id)
+# "This execution" and "its users' rows", with the execution as parameters (`workspace_id`,
+# `execution_id`): the statements built once below share them.
+_THE_EXECUTION = and_(
+    Execution.workspace_id == bindparam("workspace_id"), Execution.id == bindparam("execution_id")
+)
+_ITS_USERS = and_(
+    ExecutionUser.workspace_id == bindparam("workspace_id"),
+    ExecutionUser.execution_id == bindparam("execution_id"),
+)
 
 
 async def _set_users(
@@ -183,11 +190,7 @@ async def _claim(
 
 # Built once: every claimed batch runs them (building them per claim was about 7 % of the trigger
 # worker's samples at 1,000 events/s).
-_EXECUTION_LOCKED = (
-    select(Execution)
-    .where(Execution.workspace_id == bindparam("workspace_id"), Execution.id == bindparam("execution_id"))
-    .with_for_update()
-)
+_EXECUTION_LOCKED = select(Execution).where(_THE_EXECUTION).with_for_update()
 
 
 def _claimable_in(order: Any) -> tuple[Select[Any], Select[Any], Select[Any]]:
@@ -201,10 +204,7 @@ def _claimable_in(order: Any) -> tuple[Select[Any], Select[Any], Select[Any]]:
             ExecutionUser.firing,
             ExecutionUser.event,
         )
-        .where(
-            ExecutionUser.workspace_id == bindparam("workspace_id"),
-            ExecutionUser.execution_id == bindparam("execution_id"),
-        )
+        .where(_ITS_USERS)
         .order_by(order)
         .with_for_update(skip_locked=True)
     )
@@ -235,8 +235,9 @@ async def _claim_in(
 ) -> list[_Claimed] | None:
     """`_claim` in the caller's write transaction (left for the caller to end: None, nothing
     changed, when no user can be claimed now)."""
-    values = {"workspace_id": execution.workspace_id, "execution_id": execution.id, "now": now}
-    current = await session.scalar(_EXECUTION_LOCKED, values)
+    current = await session.scalar(
+        _EXECUTION_LOCKED, {"workspace_id": execution.workspace_id, "execution_id": execution.id}
+    )
     assert current is not None
     # One state per statement, so each walks the (execution, state, rank) index from its first
     # claimable user: a single statement over the three states walks the rank index through
@@ -245,6 +246,7 @@ async def _claim_in(
     # never claimed, in rank order (an EVENT execution's firings in the order of their events).
     in_order = _CLAIMABLE_IN_EVENT_ORDER if execution.trigger == "EVENT" else _CLAIMABLE_IN_RANK_ORDER
     taken_over, retries, fresh_ones = in_order
+    values = {"workspace_id": execution.workspace_id, "execution_id": execution.id, "now": now}
     rows = list(
         (await session.execute(taken_over.limit(size), {**values, "lease_cutoff": now - lease})).all()
     )
@@ -319,9 +321,7 @@ _SENDING = select(
     Campaign.status,
     Campaign.id,
     Campaign.revision,
-    select(Execution.status)
-    .where(Execution.workspace_id == bindparam("workspace_id"), Execution.id == bindparam("execution_id"))
-    .scalar_subquery(),
+    select(Execution.status).where(_THE_EXECUTION).scalar_subquery(),
 ).where(
     Campaign.workspace_id == bindparam("workspace_id"),
     Campaign.campaign_id == bindparam("campaign_id"),
@@ -360,14 +360,16 @@ async def _in_flight(database: Database, execution: Execution) -> bool:
     waiting to be attempted again, or PENDING (deferred, or beyond this minute's throttle)."""
     async with database.reader() as session:
         found = await session.execute(
-            select(ExecutionUser.customer_id)
-            .where(
-                *_mine(execution),  # type: ignore[arg-type]
-                ExecutionUser.state.in_([UserState.CLAIMED, UserState.RETRY, UserState.PENDING]),
-            )
-            .limit(1)
+            _IN_FLIGHT, {"workspace_id": execution.workspace_id, "execution_id": execution.id}
         )
         return found.first() is not None
+
+
+_IN_FLIGHT = (
+    select(ExecutionUser.customer_id)
+    .where(_ITS_USERS, ExecutionUser.state.in_([UserState.CLAIMED, UserState.RETRY, UserState.PENDING]))
+    .limit(1)
+)
 
 
 def _firings(users: list[_Claimed]) -> dict[str, str] | None:
