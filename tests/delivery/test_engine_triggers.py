@@ -251,6 +251,44 @@ class TestEventTriggered:
         await tick(app, workspace)
         assert [c for c, _ in titles(webhook)] == ["ana"]
 
+    async def test_a_relative_time_window_is_read_at_each_batch(
+        self,
+        app: FastAPI,
+        client: httpx.AsyncClient,
+        workspace: Tenant,
+        webhook: HttpReceiver,
+        clock: FrozenClock,
+    ) -> None:
+        # The statement that matches a batch is kept per campaign version; one whose filters read
+        # the clock must still be evaluated at each batch's instant, not at the first one's.
+        clock.set(datetime(2026, 3, 2, 10, 0, tzinfo=UTC))
+        await ready(app, workspace, webhook, "ana", "bo")
+        for customer_id in ("ana", "bo"):
+            await add_users(
+                app, workspace.workspace_id, {"customer_id": customer_id, "trial_ends": "2026-03-03T09:00:00Z"}
+            )
+        ending_soon = {
+            "filter_operator": "and",
+            "filters": [
+                {
+                    "filter_type": "user_attributes",
+                    "data_type": "datetime",
+                    "name": "trial_ends",
+                    "operator": "inTheNext",
+                    "value": {"value": 1, "unit": "days"},
+                }
+            ],
+        }
+        trigger = {**EVENT["trigger_condition"], "secondary_included_filters": ending_soon}
+        await publish(client, workspace, event_body(trigger_condition=trigger))
+        await send_event(client, workspace, "ana", "added_to_cart")  # ends within the next day
+        await tick(app, workspace)
+        assert [c for c, _ in titles(webhook)] == ["ana"]
+        clock.set(datetime(2026, 3, 3, 9, 30, tzinfo=UTC))  # the trial has ended
+        await send_event(client, workspace, "bo", "added_to_cart")
+        await tick(app, workspace)
+        assert [c for c, _ in titles(webhook)] == ["ana"]
+
     async def test_delay_after_the_event_and_before_an_attribute(
         self,
         app: FastAPI,

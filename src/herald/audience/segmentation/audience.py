@@ -23,7 +23,7 @@ from typing import Any
 from pydantic import ValidationError
 from sqlalchemy import Select, and_, case, false, func, not_, or_, select, true
 from sqlalchemy.ext.asyncio import AsyncSession
-from sqlalchemy.sql.elements import ColumnElement
+from sqlalchemy.sql.elements import BindParameter, ColumnElement
 
 from herald.audience.models import platform_mask
 from herald.audience.segmentation.catalog import SegmentCatalog, load_segments
@@ -189,10 +189,10 @@ def _push_reachable(
 def _compiler(
     details: SegmentationDetails,
     workspace_id: str,
-    now: datetime,
+    now: datetime | None,
     dialect: str | SqlDialect,
     segments: SegmentCatalog | None,
-    customers: Sequence[str] | None = None,
+    customers: Sequence[str] | BindParameter[Any] | None = None,
 ) -> Compiler:
     return Compiler(
         dialect_for(dialect) if isinstance(dialect, str) else dialect, workspace_id, now, segments, customers
@@ -203,19 +203,20 @@ def audience_query(
     segmentation_details: Segmentation,
     channel: str,
     workspace_id: str,
-    now: datetime,
+    now: datetime | None,
     *,
     dialect: str | SqlDialect,
     segments: SegmentCatalog | None = None,
     reachable_only: bool = False,
     reach: Reach = Reach(),
     subscribed_only: bool = True,
-    customers: Sequence[str] | None = None,
+    customers: Sequence[str] | BindParameter[Any] | None = None,
 ) -> Select[tuple[str]]:
     """SELECT of the audience's customer ids. Raises ValidationFailed (400) for invalid filters.
 
     `segments` must hold the custom segments the filters refer to (`catalog.load_segments`);
-    `customers`, when given, limits the question to those users (which of them are in it).
+    `customers`, when given, limits the question to those users (which of them are in it): a list,
+    or an expanding parameter. Without `now`, filters that need the instant raise ClockNeeded.
     """
     details = _require(segmentation_details)
     compiler = _compiler(details, workspace_id, now, dialect, segments, customers)

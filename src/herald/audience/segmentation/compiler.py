@@ -19,9 +19,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import cache, lru_cache
+from typing import Any
 
 from sqlalchemy import Select, Table, and_, case, exists, false, func, literal, or_, select, true
-from sqlalchemy.sql.elements import ColumnElement
+from sqlalchemy.sql.elements import BindParameter, ColumnElement
 from sqlalchemy.sql.selectable import FromClause, Subquery
 
 from herald.audience.models import STANDARD_ATTRIBUTES, Event, SegmentMember, User
@@ -81,16 +82,22 @@ class Compiler:
         self,
         dialect: SqlDialect,
         workspace_id: str,
-        now: datetime,
+        now: datetime | None,
         segments: SegmentCatalog | None = None,
-        customers: Sequence[str] | None = None,
+        customers: Sequence[str] | BindParameter[Any] | None = None,
     ) -> None:
         self.dialect = dialect
         # When set, only these users are evaluated: their events alone are counted (a trigger asks
-        # about the few users who just acted, not the whole workspace).
-        self.customers = list(customers) if customers is not None else None
+        # about the few users who just acted, not the whole workspace). An expanding parameter
+        # instead of the list: a statement built once and run for each batch's users.
+        self.customers: list[str] | BindParameter[Any] | None = (
+            list(customers)
+            if customers is not None and not isinstance(customers, BindParameter)
+            else customers
+        )
         self.workspace_id = workspace_id
-        self.predicates = Predicates(dialect, now.astimezone(UTC))
+        # Without `now`, building a predicate that needs the instant raises `ClockNeeded`.
+        self.predicates = Predicates(dialect, now.astimezone(UTC) if now is not None else None)
         self.segments = segments or {}
         self.users = _alias(User.__table__, "u")
         self.problems: list[Problem] = []

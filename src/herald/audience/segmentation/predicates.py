@@ -90,10 +90,15 @@ def text_bounds(period: Period) -> tuple[str | None, str | None] | None:
     return low, high
 
 
-class Predicates:
-    """Builds criterion predicates for one dialect at one instant."""
+class ClockNeeded(Exception):
+    """A predicate depends on the instant (a relative time window) and none was given."""
 
-    def __init__(self, dialect: SqlDialect, now: datetime) -> None:
+
+class Predicates:
+    """Builds criterion predicates for one dialect at one instant. Without an instant (`now` None),
+    a predicate that depends on one raises ClockNeeded: what is built then holds at any instant."""
+
+    def __init__(self, dialect: SqlDialect, now: datetime | None) -> None:
         self.dialect = dialect
         self.now = now
 
@@ -183,6 +188,8 @@ class Predicates:
             if other is None:
                 return None, None
             return self._relation_test(condition, criterion.data_type, other), None
+        if self.now is None:
+            raise ClockNeeded
         bounds = text_bounds(resolve_period(condition, self.now))
         if bounds is None:
             return None, None

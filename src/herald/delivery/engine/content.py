@@ -325,7 +325,14 @@ def live_campaign(row: Campaign) -> LiveCampaign | None:
             "campaign %s/%s cannot be read for sending: %s", row.workspace_id, row.campaign_id, problems
         )
         return None
-    return LiveCampaign(row.workspace_id, row.campaign_id, row.channel, document, dict(row.components or {}))
+    return LiveCampaign(
+        row.workspace_id,
+        row.campaign_id,
+        row.channel,
+        document,
+        dict(row.components or {}),
+        version=(str(row.id), int(row.revision)),
+    )
 
 
 async def replan(database: Database, plan: SendPlan, execution: Execution) -> SendPlan:

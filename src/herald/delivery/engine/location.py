@@ -41,13 +41,13 @@ from herald.campaigns.schemas.common import Granularity
 from herald.delivery.engine.models import Execution, ExecutionUser
 from herald.delivery.engine.rank import rank_of
 from herald.delivery.engine.resolve import LiveCampaign
+from herald.delivery.engine.trigger_match import in_audience
 from herald.delivery.engine.triggers import (
     LOCATION_ACTION,
     Dropped,
     Fired,
     firing_row,
     holdout,
-    in_audience,
     write_firings,
 )
 from herald.errors import ValidationFailed

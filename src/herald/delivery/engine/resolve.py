@@ -72,6 +72,8 @@ class LiveCampaign:
     channel: str
     document: CampaignDocument
     components: dict[str, Any]
+    # The stored version read (row id, revision): what is derived from it alone may be kept by it.
+    version: tuple[str, int] | None = None
 
     @property
     def reach(self) -> Reach:

@@ -26,7 +26,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
 from pydantic import ValidationError
-from sqlalchemy import Table, and_, bindparam, delete, insert, select, update
+from sqlalchemy import Table, bindparam, delete, insert, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -35,21 +35,19 @@ from herald.audience.attributes import parse_datetime_text
 from herald.audience.best_time import best_hour, next_at_hour
 from herald.audience.ingest import EventWrite
 from herald.audience.models import Event, User
-from herald.audience.segmentation.audience import audience_query, session_dialect
-from herald.audience.segmentation.catalog import load_segments
-from herald.audience.segmentation.compiler import Compiler
-from herald.audience.segmentation.dialect import dialect_for
+from herald.audience.segmentation.audience import session_dialect
 from herald.campaigns.models import Campaign
 from herald.campaigns.schemas.common import CampaignStatus, Channel, DeliveryType, Granularity
-from herald.campaigns.schemas.filters import ActionFilter, ExecutionType, FilterGroup
+from herald.campaigns.schemas.filters import ActionFilter, ExecutionType
 from herald.campaigns.schemas.trigger import TriggerCondition, TriggerDelayType, TriggerRelation
 from herald.db import Database
 from herald.delivery.engine.content import live_campaign
 from herald.delivery.engine.controls import zone
 from herald.delivery.engine.models import Execution, ExecutionUser, TriggerInbox
 from herald.delivery.engine.rank import RANK_BITS, rank_of
-from herald.delivery.engine.resolve import ExecutionStatus, LiveCampaign, _global_control, _segmentation
+from herald.delivery.engine.resolve import ExecutionStatus, LiveCampaign, _global_control
 from herald.delivery.engine.split import in_global_control
+from herald.delivery.engine.trigger_match import firing_events
 from herald.errors import ValidationFailed
 from herald.wake import wake_on_commit
 from herald.workspaces.delivery_settings import settings_of
@@ -409,7 +407,7 @@ async def _fire_campaign(
     if trigger is None or included is None:
         return 0
     events = [e for e in events if not stale(campaign, e, now)]
-    matched = await _matching(session, campaign, trigger, included, events, now) if events else []
+    matched = await firing_events(session, campaign, trigger, included, events, now) if events else []
     if not matched:
         return 0
     # Only their timezones: loaded as ORM entities, the users cost more than the rest of firing.
@@ -518,8 +516,7 @@ def _insert_new(session: AsyncSession) -> Any:
     return sqlite.insert(table).on_conflict_do_nothing()
 
 
-# Built once: an alias's columns are proxies made at first use, which cost as much as the query.
-_FIRED = cast(Table, Event.__table__).alias("fired")
+# Built once (each firing batch reads them).
 _TIMEZONES = select(User.customer_id, User.timezone).where(
     User.workspace_id == bindparam("workspace_id"), User.customer_id.in_(bindparam("ids", expanding=True))
 )
@@ -528,84 +525,6 @@ _TIMEZONES = select(User.customer_id, User.timezone).where(
 async def _default_zone(session: AsyncSession, workspace_id: str) -> str:
     workspace = await session.get(Workspace, workspace_id)
     return settings_of(workspace.delivery if workspace is not None else None).timezone
-
-
-async def _matching(
-    session: AsyncSession,
-    campaign: LiveCampaign,
-    trigger: TriggerCondition,
-    included: FilterGroup,
-    events: list[Fired],
-    now: datetime,
-) -> list[Fired]:
-    """The events that fire the campaign: an awaited action with the attributes asked for, by a
-    user who matches both filter groups and is in the audience. Raises ValidationFailed."""
-    workspace_id = campaign.workspace_id
-    customers = sorted({e.customer_id for e in events})
-    details = _segmentation(campaign, with_opted_out=False)
-    secondary = trigger.secondary_included_filters
-    seg_included = details.get("included_filters")
-    seg_excluded = details.get("excluded_filters")
-    groups: list[FilterGroup | None] = [included, secondary]
-    for raw in (seg_included, seg_excluded):
-        groups.append(FilterGroup.model_validate(raw) if isinstance(raw, dict) else None)
-    segments = await load_segments(session, workspace_id, groups)
-    dialect = dialect_for(session_dialect(session))
-    path = ("trigger_condition", "included_filters")
-
-    compiler = Compiler(dialect, workspace_id, now, segments, customers)
-    fired = _FIRED
-    is_awaited = compiler.triggering_event(included, fired, path)
-    user_matches = compiler.where(included, path)
-    if secondary is not None and secondary.filters:
-        user_matches = and_(
-            user_matches, compiler.where(secondary, ("trigger_condition", "secondary_included_filters"))
-        )
-    if compiler.problems:
-        raise ValidationFailed(compiler.problems)
-    joined = compiler.from_clause().join(
-        fired,
-        and_(
-            fired.c.workspace_id == compiler.users.c.workspace_id,
-            fired.c.customer_id == compiler.users.c.customer_id,
-        ),
-    )
-    query = (
-        select(fired.c.id)
-        .select_from(joined)
-        .where(compiler.in_workspace(), fired.c.id.in_([e.id for e in events]), is_awaited, user_matches)
-    )
-    awaited = set((await session.scalars(query)).all())
-    if not awaited:
-        return []
-    members = await in_audience(session, campaign, {e.customer_id for e in events if e.id in awaited}, now)
-    return [e for e in events if e.id in awaited and e.customer_id in members]
-
-
-async def in_audience(
-    session: AsyncSession, campaign: LiveCampaign, customers: set[str], now: datetime
-) -> set[str]:
-    """Those of `customers` in the campaign's audience (segmentation, opt-outs, an address)."""
-    if not customers:
-        return set()
-    details = _segmentation(campaign, with_opted_out=False)
-    groups: list[FilterGroup | None] = [
-        FilterGroup.model_validate(raw) if isinstance(raw, dict) else None
-        for raw in (details.get("included_filters"), details.get("excluded_filters"))
-    ]
-    segments = await load_segments(session, campaign.workspace_id, groups)
-    audience = audience_query(
-        details,
-        campaign.channel,
-        campaign.workspace_id,
-        now,
-        dialect=dialect_for(session_dialect(session)),
-        segments=segments,
-        reachable_only=True,
-        reach=campaign.reach,
-        customers=sorted(customers),
-    )
-    return set((await session.scalars(audience)).all())
 
 
 async def _best_hours(
