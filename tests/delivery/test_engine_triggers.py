@@ -265,7 +265,9 @@ class TestEventTriggered:
         await ready(app, workspace, webhook, "ana", "bo")
         for customer_id in ("ana", "bo"):
             await add_users(
-                app, workspace.workspace_id, {"customer_id": customer_id, "trial_ends": "2026-03-03T09:00:00Z"}
+                app,
+                workspace.workspace_id,
+                {"customer_id": customer_id, "trial_ends": "2026-03-03T09:00:00Z"},
             )
         ending_soon = {
             "filter_operator": "and",
