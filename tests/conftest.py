@@ -1,8 +1,9 @@
 """Test fixtures: a migrated real database per run, an app per test, a frozen clock, an HTTP client.
 
 SQLite by default; PostgreSQL and Redis when HERALD_TEST_DATABASE_URL / HERALD_TEST_REDIS_URL are set.
-Each run migrates its own fresh database once; each test works in workspaces of its own (random ids),
-so tests never see each other's rows and tenancy is exercised everywhere.
+Each run migrates a template database once and works on copies of it (`Databases`): one the tests
+share, each in workspaces of its own (random ids), so tests never see each other's rows and tenancy
+is exercised everywhere; and one per test that runs a worker over every workspace.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import asyncio
 import inspect
 import os
 import secrets
+import sqlite3
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -46,54 +48,70 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-def _create_pg_database(base_url: str) -> tuple[str, str]:
-    import asyncpg
-
-    url = make_url(base_url)
-    name = f"herald_t_{secrets.token_hex(4)}"
-
-    async def create() -> None:
-        connection = await asyncpg.connect(
-            user=url.username, password=url.password, host=url.host, port=url.port, database=url.database
-        )
-        try:
-            await connection.execute(f'CREATE DATABASE "{name}"')
-        finally:
-            await connection.close()
-
-    asyncio.run(create())
-    return url.set(database=name).render_as_string(hide_password=False), name
-
-
-def _drop_pg_database(base_url: str, name: str) -> None:
+def _on_server(base_url: str, statement: str) -> None:
     import asyncpg
 
     url = make_url(base_url)
 
-    async def drop() -> None:
+    async def run() -> None:
         connection = await asyncpg.connect(
             user=url.username, password=url.password, host=url.host, port=url.port, database=url.database
         )
         try:
-            await connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            await connection.execute(statement)
         finally:
             await connection.close()
 
-    asyncio.run(drop())
+    asyncio.run(run())
+
+
+class Databases:
+    """The run's databases: one migrated template, copied for the database the run shares and for
+    each test marked `own_database` (a worker that scans every workspace then finds only its test's
+    work, not what thousands of tests before it left behind). A copy costs a fraction of migrating."""
+
+    def __init__(self, tmp: Path) -> None:
+        self._tmp = tmp
+        self._names: list[str] = []
+        if PG_URL:
+            self._template = f"herald_t_{secrets.token_hex(4)}"
+            _on_server(PG_URL, f'CREATE DATABASE "{self._template}"')
+            self._names.append(self._template)
+            upgrade(make_url(PG_URL).set(database=self._template).render_as_string(hide_password=False))
+        else:
+            self._template = str(tmp / "template.db")
+            upgrade(f"sqlite+aiosqlite:///{self._template}")
+
+    def fresh(self) -> str:
+        """The URL of a new copy of the migrated template."""
+        if PG_URL:
+            name = f"herald_t_{secrets.token_hex(4)}"
+            _on_server(PG_URL, f'CREATE DATABASE "{name}" TEMPLATE "{self._template}"')
+            self._names.append(name)
+            return make_url(PG_URL).set(database=name).render_as_string(hide_password=False)
+        path = self._tmp / f"herald-{secrets.token_hex(4)}.db"
+        with sqlite3.connect(self._template) as source, sqlite3.connect(path) as copy:
+            source.backup(copy)
+        return f"sqlite+aiosqlite:///{path}"
+
+    def drop(self) -> None:
+        assert PG_URL
+        for name in reversed(self._names):
+            _on_server(PG_URL, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 @pytest.fixture(scope="session")
-def database_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def databases(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Databases]:
+    found = Databases(Path(tmp_path_factory.mktemp("db")))
+    yield found
     if PG_URL:
-        url, name = _create_pg_database(PG_URL)
-        upgrade(url)
-        yield url
-        _drop_pg_database(PG_URL, name)
-    else:
-        path = Path(tmp_path_factory.mktemp("db")) / "herald.db"
-        url = f"sqlite+aiosqlite:///{path}"
-        upgrade(url)
-        yield url
+        found.drop()
+
+
+@pytest.fixture(scope="session")
+def database_url(databases: Databases) -> str:
+    """The database the run's tests share (each in workspaces of its own)."""
+    return databases.fresh()
 
 
 # Connector secrets are sealed with a real key in tests too (there is no default key).
@@ -101,7 +119,10 @@ TEST_SECRET_KEY = Fernet.generate_key().decode()
 
 
 @pytest.fixture
-def settings(database_url: str) -> Settings:
+def settings(request: pytest.FixtureRequest, database_url: str, databases: Databases) -> Settings:
+    """A test marked `own_database` gets a database of its own (see `Databases`)."""
+    if request.node.get_closest_marker("own_database") is not None:
+        database_url = databases.fresh()
     return Settings(
         database_url=database_url,
         redis_url=None,

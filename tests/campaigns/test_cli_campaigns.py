@@ -15,6 +15,7 @@ from fastapi import FastAPI
 from typer.testing import CliRunner
 
 from herald.cli.app import app as cli
+from herald.config import Settings
 from tests.campaigns import lifecycle_helpers as h
 from tests.campaigns.payloads import PAYLOADS
 from tests.factories import Tenant
@@ -28,8 +29,8 @@ async def ws(app: FastAPI) -> Tenant:
 
 
 @pytest.fixture
-def herald(monkeypatch: pytest.MonkeyPatch, database_url: str) -> Any:
-    monkeypatch.setenv("HERALD_DATABASE_URL", database_url)
+def herald(monkeypatch: pytest.MonkeyPatch, settings: Settings) -> Any:
+    monkeypatch.setenv("HERALD_DATABASE_URL", settings.database_url)
     runner = CliRunner()
 
     async def run(*args: str) -> Result:
@@ -205,6 +206,7 @@ class TestReject:
         assert blank.exit_code == 1
 
 
+@pytest.mark.own_database  # the worker applies every workspace's due transitions
 async def test_worker_once_applies_due_transitions(
     herald: Any, app: FastAPI, client: httpx.AsyncClient, ws: Tenant
 ) -> None:

@@ -282,6 +282,7 @@ class _Watch(logging.Handler):
             self.loop.call_soon_threadsafe(self.seen.set)
 
 
+@pytest.mark.own_database  # the app's tick scans every workspace
 async def test_the_api_process_runs_the_worker_when_told(
     settings: Settings, clock: FrozenClock, client: httpx.AsyncClient, app: FastAPI
 ) -> None:
@@ -300,9 +301,8 @@ async def test_the_api_process_runs_the_worker_when_told(
     serving = create_app(
         dataclasses.replace(settings, in_process_worker=True, worker_interval_seconds=3600), clock=clock
     )
-    # The app's own tick scans every workspace of the shared test database: allow it time. A
-    # shutdown stops the worker after the batch in hand, so the test waits, while the app serves,
-    # for the worker to log the transition.
+    # A shutdown stops the worker after the batch in hand, so the test waits, while the app
+    # serves, for the worker to log the transition.
     applied = asyncio.Event()
     watch = _Watch(campaign_id, applied)
     worker_log = logging.getLogger("herald.worker")

@@ -9,6 +9,7 @@ import copy
 from collections.abc import Callable
 
 import httpx
+import pytest
 from fastapi import FastAPI
 from sqlalchemy import text
 
@@ -41,6 +42,7 @@ def _of(webhook: HttpReceiver, campaign_id: str) -> list[str]:
     ]
 
 
+@pytest.mark.own_database  # the worker scans every workspace
 async def test_publishing_wakes_the_worker(
     app: FastAPI, client: httpx.AsyncClient, workspace: Tenant, webhook: HttpReceiver
 ) -> None:
