@@ -58,10 +58,10 @@ log = logging.getLogger("herald.delivery.engine")
 EVENT = "EVENT"
 BUSINESS = "BUSINESS"
 # Inbox rows taken at once by a worker (at most: a tick takes what is there). A tick fires them,
-# then sends the firings; at 500, 1,000 events/s on SQLite filled each tick to the limit and the
-# worker fell behind for good (p95 9.4 s, the backlog growing by 215 a second); with room for
-# more, a tick that follows a slow one takes what arrived meanwhile and catches up (p95 1.5-2.5 s,
-# no lasting growth).
+# then sends the firings; at 500, 1,000 events/s on SQLite filled each tick to the limit and a
+# slow tick was never caught up (over 60 s: p95 9.4 s); with room for more, a tick that follows a
+# slow one takes what arrived meanwhile (p95 1.8-1.9 s). See benchmarks/README.md: over five
+# minutes the worker still falls behind.
 INBOX_BATCH = 2000
 BEST_TIME_DAYS = 90  # the past events a user's best hour is learnt from
 
