@@ -14,6 +14,7 @@ import os
 import secrets
 import sqlite3
 from collections.abc import AsyncIterator, Iterator
+from contextlib import closing
 from pathlib import Path
 
 import httpx
@@ -90,7 +91,8 @@ class Databases:
             self._names.append(name)
             return make_url(PG_URL).set(database=name).render_as_string(hide_password=False)
         path = self._tmp / f"herald-{secrets.token_hex(4)}.db"
-        with sqlite3.connect(self._template) as source, sqlite3.connect(path) as copy:
+        # closing(): a connection's own `with` ends a transaction, not the connection.
+        with closing(sqlite3.connect(self._template)) as source, closing(sqlite3.connect(path)) as copy:
             source.backup(copy)
         return f"sqlite+aiosqlite:///{path}"
 
