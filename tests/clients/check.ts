@@ -1,6 +1,7 @@
 // Compiled by `tsc --strict` against the types openapi-typescript makes of the served document
-// (build/clients/herald.d.ts): the answers a client reads are typed, not `unknown`.
-import type { components, operations } from "../../build/clients/herald";
+// (herald.d.ts; the test copies this file beside it in build/clients/<engine>/): the answers a client
+// reads are typed, not `unknown`.
+import type { components, operations } from "./herald";
 
 type Json<T> = T extends { content: { "application/json": infer Body } } ? Body : never;
 

@@ -6,7 +6,8 @@ config) generates a client, `flow.py` written against it passes `mypy --strict`,
 first session (offers cursor walk, draft, patch, validate, search, meta, test send, preview).
 
 The npm tools are pinned in `tests/clients/package-lock.json` and installed by `make clients` (`npm ci`):
-without them these tests fail, they are never skipped. Generated code goes to `build/clients/`.
+without them these tests fail, they are never skipped. Generated code goes to `build/clients/<engine>/`:
+one directory per database engine, so the SQLite and PostgreSQL runs can share a checkout side by side.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from herald.config import Settings
 from herald.delivery.config import ConnectorInput
 from herald.http.limits import BUCKETS
 from herald.main import create_app
-from tests.conftest import TEST_SECRET_KEY
+from tests.conftest import PG_URL, TEST_SECRET_KEY
 from tests.delivery.conftest import add_users
 from tests.delivery.servers import SmtpServer, start_smtp
 from tests.factories import add_connector, make_tenant
@@ -36,7 +37,7 @@ from tests.system.cluster import Server, serve
 
 HERE = Path(__file__).parent
 ROOT = HERE.parents[1]
-BUILD = ROOT / "build" / "clients"
+BUILD = ROOT / "build" / "clients" / ("postgresql" if PG_URL else "sqlite")
 NODE_BIN = HERE / "node_modules" / ".bin"
 PACKAGE = "herald_offer_listing_and_campaign_draft_api_client"
 FEATURES = dict.fromkeys(
@@ -135,7 +136,10 @@ def test_spectral_oas_ruleset_reports_nothing(document: Path) -> None:
 
 def test_typescript_types_compile_strict(document: Path) -> None:
     _run([_node_tool("openapi-typescript"), document, "--output", BUILD / "herald.d.ts"])
-    _run([_node_tool("tsc"), "--project", HERE / "tsconfig.json"])
+    # Compiled beside the types it imports ("./herald"), in this run's own build directory.
+    for name in ("check.ts", "tsconfig.json"):
+        shutil.copyfile(HERE / name, BUILD / name)
+    _run([_node_tool("tsc"), "--project", BUILD / "tsconfig.json"])
 
 
 def test_generated_python_client_runs_a_first_session(served: Served, document: Path) -> None:
