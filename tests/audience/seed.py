@@ -107,14 +107,14 @@ async def seed(
 
 
 async def matching(
-    app: FastAPI, workspace_id: str, group: FilterGroup, now: datetime
+    app: FastAPI, workspace_id: str, group: FilterGroup, now: datetime, customers: list[str] | None = None
 ) -> tuple[set[str] | None, list[Problem]]:
-    """The customer ids the compiled group selects (or its problems)."""
+    """The customer ids the compiled group selects (or its problems); among `customers` if given."""
     async with services(app).database.reader() as session:
         segments = await load_segments(session, workspace_id, [group])
         dialect = session.get_bind().dialect.name
         query, problems = compile_filter_group(
-            group, workspace_id=workspace_id, now=now, dialect=dialect, segments=segments
+            group, workspace_id=workspace_id, now=now, dialect=dialect, segments=segments, customers=customers
         )
         if query is None:
             return None, problems

@@ -80,6 +80,28 @@ async def test_compiled_filters_select_what_the_reference_selects(
     assert found == reference.matching(group)
 
 
+# A trigger evaluates only the users of its batch, where "did it / did it not" compiles to a probe
+# per user instead of a count: the same answer, among those users.
+@pytest.mark.anyio
+@settings(SETTINGS, max_examples=100)
+@given(audience=audiences(), raw_group=groups(SEGMENT_IDS), picks=st.lists(st.booleans(), max_size=12))
+async def test_compiled_filters_for_given_users_select_what_the_reference_selects_among_them(
+    app: FastAPI, audience: dict[str, Any], raw_group: dict[str, Any], picks: list[bool]
+) -> None:
+    group = FilterGroup.model_validate(raw_group)
+    workspace_id = await seed(app, audience["users"], audience["events"], audience["segments"])
+    given_users = [user.customer_id for user, picked in zip(audience["users"], picks, strict=False) if picked]
+    found, problems = await matching(app, workspace_id, group, audience["now"], customers=given_users)
+    assert problems == []
+    reference = Reference(
+        audience["users"],
+        audience["events"],
+        {segment.definition.id: segment for segment in audience["segments"]},
+        now=audience["now"],
+    )
+    assert found == reference.matching(group) & set(given_users)
+
+
 @pytest.mark.anyio
 @settings(SETTINGS, max_examples=60)
 @given(

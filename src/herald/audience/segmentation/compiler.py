@@ -2,7 +2,9 @@
 
 The query reads `audience_users` once. Each distinct action filter (action name + attribute filters)
 becomes a LEFT JOIN to the per-user count of matching events, so counts of zero are seen (they are
-the users without a joined row) and `atmost`/`exactly`/`executed: false` need no anti-join. Custom
+the users without a joined row) and `atmost`/`exactly`/`executed: false` need no anti-join. When
+the compiler evaluates a few given users (a trigger's batch), "did it / did it not" is instead an
+EXISTS per user, which stops at the first event instead of counting the user's history. Custom
 segments are inlined: a filter segment's own FilterGroup is compiled into the same WHERE clause, a
 static one is an EXISTS on its member list. `and`/`or` nest as the groups do; a group without
 filters is true for `and` and false for `or`.
@@ -102,6 +104,7 @@ class Compiler:
         self.users = _alias(User.__table__, "u")
         self.problems: list[Problem] = []
         self._counts: dict[str, Subquery] = {}
+        self._exists: dict[str, ColumnElement[bool]] = {}
         self._segment_chain: list[str] = []
         source = user_source(self.users)
         self._user_scope = _Scope(source, lambda: source, on_events=False)
@@ -180,10 +183,20 @@ class Compiler:
     # ---- actions --------------------------------------------------------------------------------
 
     def _action(self, item: ActionFilter, path: Path) -> ColumnElement[bool]:
+        execution = item.execution
+        if self.customers is not None:
+            # A few users (a trigger's batch): whether each has one matching event is a probe of
+            # the (workspace, action, customer) index that stops at the first row, where a count
+            # reads the user's whole history of the action (a trigger's cost grew with it).
+            if item.executed is False or (
+                execution is not None and execution.type is ExecutionType.EXACTLY and execution.count == 0
+            ):
+                return ~self._event_exists(item, path)
+            if execution is None or (execution.type is ExecutionType.ATLEAST and execution.count == 1):
+                return self._event_exists(item, path)
         counts = self._event_counts(item, path)
         if item.executed is False:
             return counts.c.customer_id.is_(None)
-        execution = item.execution
         if execution is None:
             return counts.c.customer_id.is_not(None)
         wanted = execution.count
@@ -195,25 +208,55 @@ class Compiler:
 
     def _event_counts(self, item: ActionFilter, path: Path) -> Subquery:
         """Per user, the number of their events of this action whose attributes match."""
-        attributes = None if item.attributes is None else item.attributes.model_dump(mode="json")
-        key = json.dumps([item.action_name, attributes], sort_keys=True)
+        key = _action_key(item)
         known = self._counts.get(key)
         if known is not None:
             return known
-        number = len(self._counts)
-        events = _alias(Event.__table__, f"e{number}")
+        name = f"{len(self._counts)}"
+        events, source, conditions = self._matching_events(item, path, name)
+        if self.customers is not None:
+            conditions.append(events.c.customer_id.in_(self.customers))
+        counts = (
+            select(events.c.customer_id, func.count().label("n"))
+            .select_from(source)
+            .where(*conditions)
+            .group_by(events.c.customer_id)
+            .subquery(f"a{name}")
+        )
+        self._counts[key] = counts
+        return counts
+
+    def _event_exists(self, item: ActionFilter, path: Path) -> ColumnElement[bool]:
+        """Whether the user row has an event of this action whose attributes match."""
+        key = _action_key(item)
+        known = self._exists.get(key)
+        if known is not None:
+            return known
+        events, source, conditions = self._matching_events(item, path, f"x{len(self._exists)}")
+        found = exists(
+            select(literal(1))
+            .select_from(source)
+            .where(*conditions, events.c.customer_id == self.users.c.customer_id)
+        )
+        self._exists[key] = found
+        return found
+
+    def _matching_events(
+        self, item: ActionFilter, path: Path, name: str
+    ) -> tuple[FromClause, FromClause, list[ColumnElement[bool]]]:
+        """An alias of the events (`e<name>`), what to select them from (with their user when a
+        dynamic value asks for it) and the conditions of this action with its attributes."""
+        events = _alias(Event.__table__, f"e{name}")
         owner: list[FromClause] = []
 
         def user() -> AttributeSource:
             # a dynamic value compares with the event's own user, joined only when asked for
             if not owner:
-                owner.append(_alias(User.__table__, f"eu{number}"))
+                owner.append(_alias(User.__table__, f"eu{name}"))
             return user_source(owner[0])
 
         of_action = events.c.action == item.action_name
         conditions = [events.c.workspace_id == self.workspace_id, of_action]
-        if self.customers is not None:
-            conditions.append(events.c.customer_id.in_(self.customers))
         if item.attributes is not None:
             scope = _Scope(AttributeSource(events.c.attributes, {}), user, on_events=True)
             # Only events of the action pay for their attribute tests: PostgreSQL orders a WHERE
@@ -231,15 +274,7 @@ class Compiler:
                     owner[0].c.customer_id == events.c.customer_id,
                 ),
             )
-        counts = (
-            select(events.c.customer_id, func.count().label("n"))
-            .select_from(source)
-            .where(*conditions)
-            .group_by(events.c.customer_id)
-            .subquery(f"a{number}")
-        )
-        self._counts[key] = counts
-        return counts
+        return events, source, conditions
 
     # ---- custom segments ------------------------------------------------------------------------
 
@@ -289,6 +324,12 @@ class Compiler:
         return predicate
 
 
+def _action_key(item: ActionFilter) -> str:
+    """One key per distinct action filter (its name and attribute filters): compiled once."""
+    attributes = None if item.attributes is None else item.attributes.model_dump(mode="json")
+    return json.dumps([item.action_name, attributes], sort_keys=True)
+
+
 def compile_filter_group(
     group: FilterGroup,
     *,
@@ -297,14 +338,16 @@ def compile_filter_group(
     dialect: str | SqlDialect,
     segments: SegmentCatalog | None = None,
     path: Path = (),
+    customers: Sequence[str] | None = None,
 ) -> tuple[Select[tuple[str]] | None, list[Problem]]:
     """One SELECT of the customer ids of `workspace_id` that `group` matches, or its problems.
 
     `path` prefixes every problem target (e.g. `("segmentation_details", "included_filters")`).
     `segments` must hold every segment the group refers to (see `catalog.load_segments`).
+    `customers`: only these users are evaluated.
     """
     compiler = Compiler(
-        dialect_for(dialect) if isinstance(dialect, str) else dialect, workspace_id, now, segments
+        dialect_for(dialect) if isinstance(dialect, str) else dialect, workspace_id, now, segments, customers
     )
     where = compiler.where(group, path)
     if compiler.problems:
