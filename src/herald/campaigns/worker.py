@@ -28,6 +28,7 @@ from datetime import datetime
 from sqlalchemy import ColumnElement, and_, func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from herald import planner_statistics
 from herald.campaigns.lifecycle import Timing, due_steps
 from herald.campaigns.models import Campaign
 from herald.campaigns.schemas.common import CampaignStatus, DeliveryType
@@ -240,6 +241,7 @@ async def run_forever(
             wake.clear()  # a wake-up during the tick below makes the next one start at once
             try:
                 await run_tick(database, clock.now(), None, settings, stop)
+                await planner_statistics.refresh(database)
             except Exception:  # e.g. the database restarting, or a deadlock victim: the loop must live on
                 log.exception("scheduled-transitions tick failed")
             if listener is not None:

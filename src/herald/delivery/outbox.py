@@ -35,6 +35,7 @@ from herald.delivery.models import Connector, OutboxEntry
 from herald.direct_writes import execute_in
 from herald.joined_writes import Joined, execute_with
 from herald.ops import metrics
+from herald.sql_lists import one_of
 from herald.timefmt import rfc3339
 
 log = logging.getLogger("herald.delivery")
@@ -140,7 +141,7 @@ async def _insert_window(session: AsyncSession, envelopes: Sequence[Envelope], c
 # A window's rows settled alike (SENT), as one statement built once.
 _SETTLE_MANY = update(_TABLE).where(
     _TABLE.c.workspace_id == bindparam("row_workspace_id"),
-    _TABLE.c.id.in_(bindparam("row_ids", expanding=True)),
+    one_of(_TABLE.c.id, "row_ids"),
 )
 
 

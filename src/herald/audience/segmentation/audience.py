@@ -23,7 +23,7 @@ from typing import Any
 from pydantic import ValidationError
 from sqlalchemy import Select, and_, case, false, func, not_, or_, select, true
 from sqlalchemy.ext.asyncio import AsyncSession
-from sqlalchemy.sql.elements import BindParameter, ColumnElement
+from sqlalchemy.sql.elements import ColumnElement
 
 from herald.audience.models import platform_mask
 from herald.audience.segmentation.catalog import SegmentCatalog, load_segments
@@ -34,6 +34,7 @@ from herald.campaigns.schemas.segmentation import SegmentationDetails
 from herald.errors import ValidationFailed
 from herald.problems import Problem
 from herald.pydantic_errors import problems_from_validation_error
+from herald.sql_lists import ListParameter
 
 ROOT = "segmentation_details"
 # A user's custom attribute: the subscription categories (strings) they unsubscribed from.
@@ -192,7 +193,7 @@ def _compiler(
     now: datetime | None,
     dialect: str | SqlDialect,
     segments: SegmentCatalog | None,
-    customers: Sequence[str] | BindParameter[Any] | None = None,
+    customers: Sequence[str] | ListParameter | None = None,
 ) -> Compiler:
     return Compiler(
         dialect_for(dialect) if isinstance(dialect, str) else dialect, workspace_id, now, segments, customers
@@ -210,13 +211,13 @@ def audience_query(
     reachable_only: bool = False,
     reach: Reach = Reach(),
     subscribed_only: bool = True,
-    customers: Sequence[str] | BindParameter[Any] | None = None,
+    customers: Sequence[str] | ListParameter | None = None,
 ) -> Select[tuple[str]]:
     """SELECT of the audience's customer ids. Raises ValidationFailed (400) for invalid filters.
 
     `segments` must hold the custom segments the filters refer to (`catalog.load_segments`);
     `customers`, when given, limits the question to those users (which of them are in it): a list,
-    or an expanding parameter. Without `now`, filters that need the instant raise ClockNeeded.
+    or a list parameter (`sql_lists`). Without `now`, filters that need the instant raise ClockNeeded.
     """
     details = _require(segmentation_details)
     compiler = _compiler(details, workspace_id, now, dialect, segments, customers)

@@ -21,10 +21,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import cache, lru_cache
-from typing import Any
 
 from sqlalchemy import Select, Table, and_, case, exists, false, func, literal, or_, select, true
-from sqlalchemy.sql.elements import BindParameter, ColumnElement
+from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.sql.selectable import FromClause, Subquery
 
 from herald.audience.models import STANDARD_ATTRIBUTES, Event, SegmentMember, User
@@ -43,6 +42,7 @@ from herald.campaigns.schemas.filters import (
     UserAttributeFilter,
 )
 from herald.problems import Problem, join_path
+from herald.sql_lists import ListParameter
 
 Path = tuple[str | int, ...]
 _FLAGS = frozenset({"email_opt_out", "push_opt_out", "sms_opt_out"})
@@ -86,15 +86,15 @@ class Compiler:
         workspace_id: str,
         now: datetime | None,
         segments: SegmentCatalog | None = None,
-        customers: Sequence[str] | BindParameter[Any] | None = None,
+        customers: Sequence[str] | ListParameter | None = None,
     ) -> None:
         self.dialect = dialect
         # When set, only these users are evaluated: their events alone are counted (a trigger asks
-        # about the few users who just acted, not the whole workspace). An expanding parameter
-        # instead of the list: a statement built once and run for each batch's users.
-        self.customers: list[str] | BindParameter[Any] | None = (
+        # about the few users who just acted, not the whole workspace). A list parameter instead
+        # of the list: a statement built once and run for each batch's users.
+        self.customers: list[str] | ListParameter | None = (
             list(customers)
-            if customers is not None and not isinstance(customers, BindParameter)
+            if customers is not None and not isinstance(customers, ListParameter)
             else customers
         )
         self.workspace_id = workspace_id
@@ -123,10 +123,15 @@ class Compiler:
 
     def in_workspace(self) -> ColumnElement[bool]:
         if self.customers is not None:
-            return and_(
-                self.users.c.workspace_id == self.workspace_id, self.users.c.customer_id.in_(self.customers)
-            )
+            return and_(self.users.c.workspace_id == self.workspace_id, self._among(self.users.c.customer_id))
         return self.users.c.workspace_id == self.workspace_id
+
+    def _among(self, column: ColumnElement[str]) -> ColumnElement[bool]:
+        """`column` is one of the given customers (`self.customers` is set)."""
+        assert self.customers is not None
+        if isinstance(self.customers, ListParameter):
+            return self.customers.among(column)
+        return column.in_(self.customers)
 
     def triggering_event(self, group: FilterGroup, events: FromClause, path: Path) -> ColumnElement[bool]:
         """Whether one row of `events` (joined to this compiler's user row) is an action the group
@@ -215,7 +220,7 @@ class Compiler:
         name = f"{len(self._counts)}"
         events, source, conditions = self._matching_events(item, path, name)
         if self.customers is not None:
-            conditions.append(events.c.customer_id.in_(self.customers))
+            conditions.append(self._among(events.c.customer_id))
         counts = (
             select(events.c.customer_id, func.count().label("n"))
             .select_from(source)

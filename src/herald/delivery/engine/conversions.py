@@ -42,6 +42,7 @@ from herald.audience.segmentation import event_predicate, goal_filter
 from herald.campaigns.models import Campaign
 from herald.campaigns.schemas.goals import CampaignGoal, ConversionGoalDetails
 from herald.delivery.engine.models import AttributionWindow, Conversion, Execution
+from herald.sql_lists import one_of
 
 DEFAULT_WINDOW_HOURS = 24
 _CHUNK = 500  # customer ids per IN list
@@ -175,7 +176,7 @@ _OPEN_WINDOWS = select(
     AttributionWindow.closes_at,
 ).where(
     AttributionWindow.workspace_id == bindparam("workspace_id"),
-    AttributionWindow.customer_id.in_(bindparam("customers", expanding=True)),
+    one_of(AttributionWindow.customer_id, "customers"),
     AttributionWindow.closes_at > bindparam("earliest"),
     AttributionWindow.opened_at <= bindparam("latest"),
 )

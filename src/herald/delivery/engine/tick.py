@@ -166,21 +166,31 @@ async def _triggered_due(
         }
         if not campaigns:
             return []
-        due = (
-            select(ExecutionUser.customer_id)
-            .where(
-                ExecutionUser.workspace_id == Execution.workspace_id,
-                ExecutionUser.execution_id == Execution.id,
-                or_(
-                    and_(
+        # Per state, the first such user in rank order: a walk of the (workspace, state, execution,
+        # rank) index that stops at the first row. An EXISTS let PostgreSQL expect one among the
+        # thousands it thought due and scan the table for it, settled users first (15-75 ms a
+        # tick at 14,000-60,000 users).
+        of_execution = (
+            ExecutionUser.workspace_id == Execution.workspace_id,
+            ExecutionUser.execution_id == Execution.id,
+        )
+        due = or_(
+            *(
+                select(ExecutionUser.rank)
+                .where(*of_execution, *conditions)
+                .order_by(ExecutionUser.rank)
+                .limit(1)
+                .scalar_subquery()
+                .is_not(None)
+                for conditions in (
+                    (
                         ExecutionUser.state == "PENDING",
                         or_(ExecutionUser.not_before.is_(None), ExecutionUser.not_before <= now),
                     ),
-                    and_(ExecutionUser.state == "CLAIMED", ExecutionUser.claimed_at < now - lease),
-                    and_(ExecutionUser.state == "RETRY", ExecutionUser.not_before <= now),
-                ),
+                    (ExecutionUser.state == "CLAIMED", ExecutionUser.claimed_at < now - lease),
+                    (ExecutionUser.state == "RETRY", ExecutionUser.not_before <= now),
+                )
             )
-            .exists()
         )
         rows = (
             await session.scalars(

@@ -4,7 +4,7 @@ segmentation compiler's statements, built once per campaign version.
 Built for each batch, with the batch's users and events as literal lists, these statements cost the
 trigger worker more CPU than the database took to answer them: about 1 ms per campaign and batch to
 build, then SQLAlchemy's cache key of the lists. Here each is built once per (campaign version,
-dialect, statement) with the users and events as expanding parameters, and kept while nothing it
+dialect, statement) with the users and events as list parameters (`sql_lists`), and kept while nothing it
 was built from can change under it. Two things can: a relative time window in the filters (it
 resolves at the instant of the batch) and a custom segment (edited on its own). A statement that
 needs either is built per batch, as before.
@@ -16,9 +16,8 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any, Protocol, TypeVar, cast
 
-from sqlalchemy import Select, Table, and_, bindparam, select
+from sqlalchemy import Select, Table, and_, select
 from sqlalchemy.ext.asyncio import AsyncSession
-from sqlalchemy.sql.elements import BindParameter
 
 from herald.audience.models import Event
 from herald.audience.segmentation.audience import audience_query, session_dialect
@@ -30,10 +29,11 @@ from herald.campaigns.schemas.filters import FilterGroup
 from herald.campaigns.schemas.trigger import TriggerCondition
 from herald.delivery.engine.resolve import LiveCampaign, _segmentation
 from herald.errors import ValidationFailed
+from herald.sql_lists import ListParameter
 
 # The batch's users and events, given at each run of a kept statement.
-_CUSTOMERS: BindParameter[Any] = bindparam("customers", expanding=True)
-_EVENTS: BindParameter[Any] = bindparam("event_ids", expanding=True)
+_CUSTOMERS = ListParameter("customers")
+_EVENTS = ListParameter("event_ids")
 
 # The batch's events, joined to their users. Built once: an alias's columns are proxies made at
 # first use, which cost as much as the query.
@@ -94,7 +94,7 @@ async def firing_events(
         return (
             select(_FIRED.c.id)
             .select_from(joined)
-            .where(compiler.in_workspace(), _FIRED.c.id.in_(_EVENTS), is_awaited, user_matches)
+            .where(compiler.in_workspace(), _EVENTS.among(_FIRED.c.id), is_awaited, user_matches)
         )
 
     query = await _statement(session, campaign, "fired", groups, build, now)

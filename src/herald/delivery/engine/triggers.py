@@ -49,6 +49,7 @@ from herald.delivery.engine.resolve import ExecutionStatus, LiveCampaign, _globa
 from herald.delivery.engine.split import in_global_control
 from herald.delivery.engine.trigger_match import firing_events
 from herald.errors import ValidationFailed
+from herald.sql_lists import one_of
 from herald.wake import wake_on_commit
 from herald.workspaces.delivery_settings import settings_of
 from herald.workspaces.models import Workspace
@@ -355,7 +356,7 @@ _TAKE_INBOX = (
     .with_for_update(skip_locked=True)
 )
 _FIRED_EVENTS = select(Event.id, Event.customer_id, Event.action, Event.attributes, Event.occurred_at).where(
-    Event.workspace_id == bindparam("workspace_id"), Event.id.in_(bindparam("ids", expanding=True))
+    Event.workspace_id == bindparam("workspace_id"), one_of(Event.id, "ids")
 )
 
 
@@ -523,7 +524,7 @@ def _insert_new(session: AsyncSession) -> Any:
 
 # Built once (each firing batch reads them).
 _TIMEZONES = select(User.customer_id, User.timezone).where(
-    User.workspace_id == bindparam("workspace_id"), User.customer_id.in_(bindparam("ids", expanding=True))
+    User.workspace_id == bindparam("workspace_id"), one_of(User.customer_id, "ids")
 )
 
 

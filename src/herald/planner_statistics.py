@@ -1,0 +1,90 @@
+"""PostgreSQL: planner statistics (and, without autovacuum, dead rows) of the tables the delivery
+engine fills fast, kept fresh by the worker.
+
+The engine's statements name rows by key (`workspace_id = :w AND id = ANY(:ids)`). A table that
+grew since its last ANALYZE (a new table, a new workspace, minutes of triggers) looks nearly empty
+to the planner, which then costs a scan of every row of the workspace through another index as one
+row, and sometimes takes it: an outbox window's update read the workspace's whole outbox (2 ms per
+thousand rows, growing with every message), and at 1,000 events/s the trigger worker fell behind
+for good. PostgreSQL's autovacuum refreshes statistics only after a share of the table changed and
+at most once a minute per database, and a deployment may run without it (`autovacuum = off`). So
+the worker, between ticks and at most every `INTERVAL` seconds, ANALYZEs each of these tables whose
+changes since its last analysis passed `MIN_CHANGES` plus `SHARE` of its rows, and, when autovacuum
+is off, VACUUMs those whose dead rows (every update leaves one) passed the same bound. One worker at
+a time does it (an advisory lock); the commands take no lock that writers or readers wait for.
+SQLite needs none of this: its planner reads no statistics unless asked to.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from sqlalchemy import text
+
+from herald.db import Database
+
+log = logging.getLogger(__name__)
+
+INTERVAL = 10.0  # seconds between two checks of one process
+MIN_CHANGES = 1000
+SHARE = 0.1
+# The tables whose rows the engine writes per message or per event.
+TABLES = (
+    "delivery_outbox",
+    "delivery_execution_users",
+    "delivery_trigger_inbox",
+    "delivery_attribution_windows",
+    "audience_events",
+)
+_LOCK_KEY = 0x6865726C6473  # pg_try_advisory_lock key of this step ("herlds")
+
+_STALE = text(
+    """
+    SELECT relname,
+           n_mod_since_analyze > :least + :share * n_live_tup AS analyze,
+           n_dead_tup > :least + :share * n_live_tup AS vacuum
+    FROM pg_stat_user_tables
+    WHERE schemaname = current_schema() AND relname = ANY(:tables)
+    """
+)
+
+_last_check = float("-inf")
+
+
+async def refresh(database: Database, *, force: bool = False) -> list[str]:
+    """Analyze (and vacuum, without autovacuum) the stale tables of `TABLES`: the commands run,
+    e.g. `["ANALYZE delivery_outbox"]`. Nothing on SQLite, when another process is at it, or within
+    `INTERVAL` seconds of this process's last check (unless `force`)."""
+    global _last_check
+    engine = database.engine
+    if engine.dialect.name != "postgresql":
+        return []
+    started = time.monotonic()
+    if not force and started - _last_check < INTERVAL:
+        return []
+    _last_check = started
+    done: list[str] = []
+    # VACUUM cannot run in a transaction: each command commits on its own.
+    async with engine.connect() as connection:
+        connection = await connection.execution_options(isolation_level="AUTOCOMMIT")
+        if not await connection.scalar(text("SELECT pg_try_advisory_lock(:key)"), {"key": _LOCK_KEY}):
+            return []
+        try:
+            autovacuum = await connection.scalar(text("SELECT current_setting('autovacuum') = 'on'"))
+            values = {"least": MIN_CHANGES, "share": SHARE, "tables": list(TABLES)}
+            for table, analyze, vacuum in (await connection.execute(_STALE, values)).all():
+                # The names come from `TABLES`, never from input.
+                if vacuum and not autovacuum:
+                    command = f"VACUUM (ANALYZE) {table}"
+                elif analyze:
+                    command = f"ANALYZE {table}"
+                else:
+                    continue
+                await connection.execute(text(command))
+                done.append(command)
+        finally:
+            await connection.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": _LOCK_KEY})
+    if done:
+        log.info("planner statistics: %s (%.0f ms)", "; ".join(done), (time.monotonic() - started) * 1000)
+    return done

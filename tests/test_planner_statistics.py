@@ -1,0 +1,110 @@
+"""The worker keeps the planner statistics of the tables the delivery engine fills fast fresh
+(`herald.planner_statistics`): on PostgreSQL a table changed past the bound is analyzed (vacuumed
+too when autovacuum is off), one below it is left alone; SQLite has nothing to do."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+
+import pytest
+from sqlalchemy import insert, text
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from herald import planner_statistics
+from herald.audience.models import Event
+from herald.config import Settings
+from herald.db import Database, create_database
+from herald.workspaces.service import create_workspace
+from tests.conftest import PG_URL
+
+NOW = datetime(2026, 11, 27, 9, 0, tzinfo=UTC)
+WORKSPACE = "planner-stats"
+
+pytestmark = [pytest.mark.anyio, pytest.mark.own_database]
+
+
+@pytest.fixture
+async def database(settings: Settings) -> AsyncIterator[Database]:
+    database = create_database(settings)
+    async with database.writer() as session:
+        await create_workspace(session, NOW, "planner statistics", WORKSPACE)
+        await session.commit()
+    yield database
+    await database.dispose()
+
+
+async def _add_events(database: Database, count: int, first: int = 0) -> None:
+    """`count` events, then the server's counters of them published to other sessions."""
+    rows = [
+        {
+            "workspace_id": WORKSPACE,
+            "id": f"e{n}",
+            "customer_id": f"u{n % 50}",
+            "action": "bought",
+            "attributes": {},
+            "occurred_at": NOW,
+            "received_at": NOW,
+        }
+        for n in range(first, first + count)
+    ]
+    async with database.engine.connect() as connection:
+        await connection.execute(insert(Event), rows)
+        await connection.commit()
+        if connection.dialect.name == "postgresql":
+            await _publish_counters(connection)
+
+
+async def _publish_counters(connection: AsyncConnection) -> None:
+    """The counters of this session's changes, seen by other sessions: a backend publishes them
+    when idle, at most once a second unless told."""
+    await connection.execute(text("SELECT pg_stat_force_next_flush()"))
+    await connection.commit()
+    await connection.execute(text("SELECT 1"))  # after the idle moment that published them
+    await connection.commit()
+
+
+async def _analyzed(database: Database) -> bool:
+    async with database.engine.connect() as connection:
+        query = "SELECT coalesce(last_analyze, last_vacuum) IS NOT NULL FROM pg_stat_user_tables"
+        return bool(await connection.scalar(text(f"{query} WHERE relname = 'audience_events'")))
+
+
+@pytest.mark.skipif(PG_URL is None, reason="PostgreSQL's planner statistics")
+async def test_a_table_changed_past_the_bound_is_analyzed_and_one_below_it_is_not(database: Database) -> None:
+    await _add_events(database, planner_statistics.MIN_CHANGES // 2)
+    assert not any(
+        "audience_events" in done for done in await planner_statistics.refresh(database, force=True)
+    )
+    assert not await _analyzed(database)
+
+    await _add_events(database, planner_statistics.MIN_CHANGES, first=planner_statistics.MIN_CHANGES)
+    assert "ANALYZE audience_events" in await planner_statistics.refresh(database, force=True)
+    assert await _analyzed(database)
+    # Analyzed: no longer stale.
+    assert not any(
+        "audience_events" in done for done in await planner_statistics.refresh(database, force=True)
+    )
+
+    # Deleted rows are dead rows: vacuumed too when autovacuum is off (left to it when on).
+    async with database.engine.connect() as connection:
+        autovacuum = await connection.scalar(text("SELECT current_setting('autovacuum') = 'on'"))
+        await connection.execute(
+            text("DELETE FROM audience_events WHERE workspace_id = :w"), {"w": WORKSPACE}
+        )
+        await connection.commit()
+        await _publish_counters(connection)
+    done = await planner_statistics.refresh(database, force=True)
+    assert ("ANALYZE audience_events" if autovacuum else "VACUUM (ANALYZE) audience_events") in done
+
+
+async def test_a_check_within_the_interval_does_nothing(database: Database) -> None:
+    await planner_statistics.refresh(database, force=True)
+    await _add_events(database, planner_statistics.MIN_CHANGES * 2, first=10_000)
+    assert await planner_statistics.refresh(database) == []
+
+
+@pytest.mark.skipif(PG_URL is not None, reason="SQLite")
+async def test_sqlite_has_nothing_to_refresh(database: Database) -> None:
+    await _add_events(database, planner_statistics.MIN_CHANGES * 2)
+    assert await planner_statistics.refresh(database, force=True) == []
