@@ -13,6 +13,9 @@ changes since its last analysis passed `MIN_CHANGES` plus `SHARE` of its rows, a
 is off, VACUUMs those whose dead rows (every update leaves one) passed the same bound. One worker at
 a time does it (an advisory lock); the commands take no lock that writers or readers wait for.
 SQLite needs none of this: its planner reads no statistics unless asked to.
+
+`analyze_if_unknown` is the first step of the same care: the engine calls it while it writes an
+audience, so that the first claims of an execution already find statistics.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import logging
 import time
 
 from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from herald.db import Database
 
@@ -88,3 +92,19 @@ async def refresh(database: Database, *, force: bool = False) -> list[str]:
     if done:
         log.info("planner statistics: %s (%.0f ms)", "; ".join(done), (time.monotonic() - started) * 1000)
     return done
+
+
+async def analyze_if_unknown(session: AsyncSession, tables: dict[str, int]) -> None:
+    """PostgreSQL: ANALYZE each of `tables` whose planner statistics count fewer rows than the
+    number given (never analysed: -1), in the session's transaction. Without them the planner
+    estimates a handful of rows and picks plans that read everything: an update by customer id
+    through the rank index instead of the primary key (1 s per window at 100,000 users), a claim
+    joining a bitmap scan of every user of the workspace (0.9 s per claim)."""
+    if session.get_bind().dialect.name != "postgresql":
+        return
+    for table, least in tables.items():
+        known = await session.scalar(
+            text("SELECT reltuples FROM pg_class WHERE oid = CAST(:t AS regclass)"), {"t": table}
+        )
+        if known is not None and float(known) < least:
+            await session.execute(text(f"ANALYZE {table}"))  # a name of ours, never input

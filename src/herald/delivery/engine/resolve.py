@@ -23,11 +23,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import Select, Table, case, func, insert, literal, not_, null, select, text
+from sqlalchemy import Select, Table, case, func, insert, literal, not_, null, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.sql.elements import ColumnElement
 
+from herald import planner_statistics
 from herald.audience.models import User
 from herald.audience.segmentation.audience import (
     Reach,
@@ -343,7 +344,10 @@ async def resolve_chunk(
                 session, execution.workspace_id
             )  # workers that found it resolving share the dispatch
         if inserted and dialect == "postgresql":
-            await _planner_statistics(session)
+            # Claims and updates read these from the first chunk on (see `planner_statistics`).
+            await planner_statistics.analyze_if_unknown(
+                session, {ExecutionUser.__tablename__: FIRST_CHUNK, User.__tablename__: 0}
+            )
         if inserted:
             last = await session.scalar(
                 select(func.max(ExecutionUser.customer_id)).where(*_users_of(execution))
@@ -380,21 +384,6 @@ async def resolve(database: Database, campaign: LiveCampaign, execution: Executi
         # SQLite's statements run on the event loop's thread (herald.sqlite_inline) and complete
         # without suspending: let the requests of an embedding `herald serve` in between chunks.
         await asyncio.sleep(0)
-
-
-async def _planner_statistics(session: AsyncSession) -> None:
-    """PostgreSQL: statistics of the tables a claim reads, taken when the planner has none worth
-    the name (never analysed, or the users of executions analysed nearly empty; autovacuum may be
-    off or not have come by yet after a large import). Without them it estimates a handful of rows
-    and picks plans that read everything: an update by customer id through the (execution, state,
-    rank) index instead of the primary key (1 s per window at 100,000 users), a claim joining a
-    bitmap scan of every user of the workspace (0.9 s per claim)."""
-    for table, least in ((ExecutionUser.__tablename__, FIRST_CHUNK), (User.__tablename__, 0)):
-        known = await session.scalar(
-            text("SELECT reltuples FROM pg_class WHERE oid = CAST(:t AS regclass)"), {"t": table}
-        )
-        if known is not None and float(known) < least:
-            await session.execute(text(f"ANALYZE {table}"))
 
 
 def _users_of(execution: Execution) -> tuple[ColumnElement[bool], ...]:
