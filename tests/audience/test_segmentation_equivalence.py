@@ -59,6 +59,11 @@ def segmentations(draw: st.DrawFn) -> dict[str, Any]:
     return segmentation
 
 
+def _reference(audience: dict[str, Any]) -> Reference:
+    segments = {segment.definition.id: segment for segment in audience["segments"]}
+    return Reference(audience["users"], audience["events"], segments, now=audience["now"])
+
+
 # Hypothesis draws everything before the test's coroutine starts: a draw inside it could stop the
 # example with a BaseException, which the async runner does not survive.
 @pytest.mark.anyio
@@ -71,12 +76,7 @@ async def test_compiled_filters_select_what_the_reference_selects(
     workspace_id = await seed(app, audience["users"], audience["events"], audience["segments"])
     found, problems = await matching(app, workspace_id, group, audience["now"])
     assert problems == []
-    reference = Reference(
-        audience["users"],
-        audience["events"],
-        {segment.definition.id: segment for segment in audience["segments"]},
-        now=audience["now"],
-    )
+    reference = _reference(audience)
     assert found == reference.matching(group)
 
 
@@ -93,12 +93,7 @@ async def test_compiled_filters_for_given_users_select_what_the_reference_select
     given_users = [user.customer_id for user, picked in zip(audience["users"], picks, strict=False) if picked]
     found, problems = await matching(app, workspace_id, group, audience["now"], customers=given_users)
     assert problems == []
-    reference = Reference(
-        audience["users"],
-        audience["events"],
-        {segment.definition.id: segment for segment in audience["segments"]},
-        now=audience["now"],
-    )
+    reference = _reference(audience)
     assert found == reference.matching(group) & set(given_users)
 
 
@@ -117,10 +112,5 @@ async def test_audience_counts_match_the_reference(
     count = await audience_count(
         app, workspace_id, channel, segmentation, audience["now"], reachable_only=reachable_only
     )
-    reference = Reference(
-        audience["users"],
-        audience["events"],
-        {segment.definition.id: segment for segment in audience["segments"]},
-        now=audience["now"],
-    )
+    reference = _reference(audience)
     assert count == len(reference.audience(segmentation, channel, reachable_only=reachable_only))
