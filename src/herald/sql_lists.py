@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import Boolean, String, any_, bindparam
-from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.elements import ColumnElement
@@ -61,4 +60,7 @@ def _expanding(element: OneOf, compiler: SQLCompiler, **kw: Any) -> str:
 
 @compiles(OneOf, "postgresql")
 def _array(element: OneOf, compiler: SQLCompiler, **kw: Any) -> str:
+    # Imported when PostgreSQL compiles: a command line on SQLite does not load its dialect.
+    from sqlalchemy.dialects.postgresql import ARRAY
+
     return compiler.process(element.column == any_(bindparam(element.name, type_=ARRAY(String))), **kw)

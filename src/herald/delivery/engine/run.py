@@ -177,9 +177,10 @@ async def _set_users(
         mine = {"row_workspace_id": execution.workspace_id, "row_execution_id": execution.id}
         await session.execute(_SET_USERS, {**mine, "row_ids": ids, "state": state, "reason": reason, **more})
         return
-    # One row per (user, firing), each found by its primary key (an executemany). A user's rows grow
-    # with every event that fires the campaign: picking them by customer id and then testing the
-    # pairs read all of them, and at 1,000 events/s the worker fell behind within minutes.
+    # One row per (user, firing), each found by its primary key: all in one statement on
+    # PostgreSQL (`_SET_USER_FIRINGS`), an executemany on SQLite. A user's rows grow with every
+    # event that fires the campaign: picking them by customer id and then testing the pairs read
+    # all of them, and at 1,000 events/s the worker fell behind within minutes.
     mine = {"row_workspace_id": execution.workspace_id, "row_execution_id": execution.id}
     values = {"state": state, "reason": reason, **more}
     if session_dialect(session) == "postgresql":
