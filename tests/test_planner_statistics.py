@@ -108,3 +108,17 @@ async def test_a_check_within_the_interval_does_nothing(database: Database) -> N
 async def test_sqlite_has_nothing_to_refresh(database: Database) -> None:
     await _add_events(database, planner_statistics.MIN_CHANGES * 2)
     assert await planner_statistics.refresh(database, force=True) == []
+
+
+@pytest.mark.skipif(PG_URL is None, reason="PostgreSQL's planner statistics")
+async def test_a_failure_is_logged_and_never_raised(
+    database: Database, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The upkeep runs inside the worker's tick and between a dispatch's batches: it must not stop them.
+    monkeypatch.setattr(planner_statistics, "_STALE", text("SELECT no_such_column FROM pg_stat_user_tables"))
+    assert await planner_statistics.refresh(database, force=True) == []
+    assert "planner statistics not refreshed" in caplog.text
+    # The advisory lock was given back: the next check runs.
+    monkeypatch.undo()
+    await _add_events(database, planner_statistics.MIN_CHANGES * 2, first=20_000)
+    assert "ANALYZE audience_events" in await planner_statistics.refresh(database, force=True)

@@ -24,6 +24,7 @@ import logging
 import time
 
 from sqlalchemy import text
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from herald.db import Database
@@ -61,34 +62,17 @@ async def refresh(database: Database, *, force: bool = False) -> list[str]:
     e.g. `["ANALYZE delivery_outbox"]`. Nothing on SQLite, when another process is at it, or within
     `INTERVAL` seconds of this process's last check (unless `force`)."""
     global _last_check
-    engine = database.engine
-    if engine.dialect.name != "postgresql":
+    if database.engine.dialect.name != "postgresql":
         return []
     started = time.monotonic()
     if not force and started - _last_check < INTERVAL:
         return []
     _last_check = started
     done: list[str] = []
-    # VACUUM cannot run in a transaction: each command commits on its own.
-    async with engine.connect() as connection:
-        connection = await connection.execution_options(isolation_level="AUTOCOMMIT")
-        if not await connection.scalar(text("SELECT pg_try_advisory_lock(:key)"), {"key": _LOCK_KEY}):
-            return []
-        try:
-            autovacuum = await connection.scalar(text("SELECT current_setting('autovacuum') = 'on'"))
-            values = {"least": MIN_CHANGES, "share": SHARE, "tables": list(TABLES)}
-            for table, analyze, vacuum in (await connection.execute(_STALE, values)).all():
-                # The names come from `TABLES`, never from input.
-                if vacuum and not autovacuum:
-                    command = f"VACUUM (ANALYZE) {table}"
-                elif analyze:
-                    command = f"ANALYZE {table}"
-                else:
-                    continue
-                await connection.execute(text(command))
-                done.append(command)
-        finally:
-            await connection.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": _LOCK_KEY})
+    try:
+        await _refresh_stale(database, done)
+    except DBAPIError as error:  # upkeep: a failure here must not stop the tick or the sends
+        log.warning("planner statistics not refreshed: %s", error)
     if done:
         log.info("planner statistics: %s (%.0f ms)", "; ".join(done), (time.monotonic() - started) * 1000)
     return done
@@ -108,3 +92,27 @@ async def analyze_if_unknown(session: AsyncSession, tables: dict[str, int]) -> N
         )
         if known is not None and float(known) < least:
             await session.execute(text(f"ANALYZE {table}"))  # a name of ours, never input
+
+
+async def _refresh_stale(database: Database, done: list[str]) -> None:
+    """`refresh`'s commands, each appended to `done` once run."""
+    # VACUUM cannot run in a transaction: each command commits on its own.
+    async with database.engine.connect() as connection:
+        connection = await connection.execution_options(isolation_level="AUTOCOMMIT")
+        if not await connection.scalar(text("SELECT pg_try_advisory_lock(:key)"), {"key": _LOCK_KEY}):
+            return
+        try:
+            autovacuum = await connection.scalar(text("SELECT current_setting('autovacuum') = 'on'"))
+            values = {"least": MIN_CHANGES, "share": SHARE, "tables": list(TABLES)}
+            for table, analyze, vacuum in (await connection.execute(_STALE, values)).all():
+                # The names come from `TABLES`, never from input.
+                if vacuum and not autovacuum:
+                    command = f"VACUUM (ANALYZE) {table}"
+                elif analyze:
+                    command = f"ANALYZE {table}"
+                else:
+                    continue
+                await connection.execute(text(command))
+                done.append(command)
+        finally:
+            await connection.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": _LOCK_KEY})
