@@ -317,7 +317,7 @@ async def resolve_chunk(
             .limit(size)
         )
         table = cast(Table, ExecutionUser.__table__)
-        # Written in rank order: the (execution, state, rank) index then takes the chunk's rows in
+        # Written in rank order: the (workspace, state, execution, rank) index then takes the chunk's rows in
         # one ordered pass instead of one random descent each (on a large audience, most of a
         # chunk's time).
         ranked = chunk.subquery()
@@ -343,12 +343,11 @@ async def resolve_chunk(
             await wake_on_commit(
                 session, execution.workspace_id
             )  # workers that found it resolving share the dispatch
-        if inserted and dialect == "postgresql":
+        if inserted:
             # Claims and updates read these from the first chunk on (see `planner_statistics`).
             await planner_statistics.analyze_if_unknown(
                 session, {ExecutionUser.__tablename__: FIRST_CHUNK, User.__tablename__: 0}
             )
-        if inserted:
             last = await session.scalar(
                 select(func.max(ExecutionUser.customer_id)).where(*_users_of(execution))
             )

@@ -173,15 +173,14 @@ async def _set_users(
     EVENT execution's batch holds (a user has one row per event there)."""
     if not ids:
         return
+    mine = {"row_workspace_id": execution.workspace_id, "row_execution_id": execution.id}
     if not (firings and any(firings[c] for c in ids)):
-        mine = {"row_workspace_id": execution.workspace_id, "row_execution_id": execution.id}
         await session.execute(_SET_USERS, {**mine, "row_ids": ids, "state": state, "reason": reason, **more})
         return
     # One row per (user, firing), each found by its primary key: all in one statement on
     # PostgreSQL (`_SET_USER_FIRINGS`), an executemany on SQLite. A user's rows grow with every
     # event that fires the campaign: picking them by customer id and then testing the pairs read
     # all of them, and at 1,000 events/s the worker fell behind within minutes.
-    mine = {"row_workspace_id": execution.workspace_id, "row_execution_id": execution.id}
     values = {"state": state, "reason": reason, **more}
     if session_dialect(session) == "postgresql":
         keys = orjson.dumps([(c, firings[c]) for c in ids]).decode()
@@ -261,7 +260,7 @@ async def _claim_in(
         _EXECUTION_LOCKED, {"workspace_id": execution.workspace_id, "execution_id": execution.id}
     )
     assert current is not None
-    # One state per statement, so each walks the (execution, state, rank) index from its first
+    # One state per statement, so each walks the (state, execution, rank) index from its first
     # claimable user: a single statement over the three states walks the rank index through
     # every user settled so far (each claim slower than the last: 1 s at 30,000 sent).
     # Taken-over and due retries first (decided before: only their sends are left), then users
