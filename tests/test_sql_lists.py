@@ -1,6 +1,6 @@
 """`one_of(column, name)`: the rows whose column is one of a list given at each run, for lists of
 any length (none, one, many) and negated, on the test database's engine (an array parameter on
-PostgreSQL, an expanding IN on SQLite), with one statement text for every length on PostgreSQL."""
+PostgreSQL, a JSON text on SQLite), with one statement text for every length."""
 
 from __future__ import annotations
 
@@ -9,11 +9,12 @@ from datetime import UTC, datetime
 
 import pytest
 from sqlalchemy import insert, select
-from sqlalchemy.dialects import postgresql
+from sqlalchemy.dialects import postgresql, sqlite
 
 from herald.audience.models import User
 from herald.config import Settings
 from herald.db import Database, create_database
+from herald.direct_reads import compiled_form
 from herald.sql_lists import one_of
 from herald.workspaces.service import create_workspace
 
@@ -60,3 +61,11 @@ async def test_the_rows_among_a_list_of_any_length(database: Database, given: li
 def test_postgresql_gets_one_array_parameter() -> None:
     sql = str(_AMONG.compile(dialect=postgresql.asyncpg.dialect()))  # type: ignore[no-untyped-call]
     assert "= ANY ($2::VARCHAR[])" in sql
+
+
+def test_sqlite_gets_one_json_parameter() -> None:
+    # One statement text whatever the list's length: compiled once, run on the driver
+    # (`herald.direct_writes`, `herald.direct_reads.rows_in`), where an expanding list is refused.
+    compiled = _AMONG.compile(dialect=sqlite.dialect())
+    assert "IN (SELECT value FROM json_each(?))" in str(compiled)
+    assert compiled_form(compiled) is not None

@@ -33,7 +33,7 @@ import sqlite3
 from collections import namedtuple
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from sqlalchemy import ColumnElement, bindparam, make_url
 from sqlalchemy.engine import Dialect
@@ -238,12 +238,23 @@ def _prepared_in_transaction(statement: Select[Any], dialect: Dialect) -> _InTra
     )
 
 
+class DriverTransaction(Protocol):
+    """A transaction begun on a SQLite driver connection itself (`direct_writes.SqliteTransaction`)."""
+
+    @property
+    def driver(self) -> sqlite3.Connection: ...
+
+    @property
+    def dialect(self) -> Dialect: ...
+
+
 async def rows_in(
-    connection: AsyncConnection, statement: Select[Any], values: dict[str, Any]
+    connection: AsyncConnection | DriverTransaction, statement: Select[Any], values: dict[str, Any]
 ) -> Sequence[Any]:
     """The rows of `statement` (built once) with `values`, run on the driver connection of
     `connection`'s transaction (the request's, where a statement must see and lock what its
-    transaction does), as named tuples whose values are those SQLAlchemy's rows would hold.
+    transaction does; or one of `herald.direct_writes`), as named tuples whose values are those
+    SQLAlchemy's rows would hold.
 
     SQLAlchemy's execution of a large statement costs more than the database's: the hash of its
     cache key alone (a deep tuple, hashed anew on every lookup) was about a tenth of a C7 request on
@@ -251,9 +262,12 @@ async def rows_in(
     binds its values (the statement's own bind processors) and makes its rows (each column's result
     processor). Statements SQLAlchemy must render per call take its path."""
     prepared = _in_transaction.get(statement, connection.dialect, _prepared_in_transaction)
+    if not isinstance(connection, AsyncConnection):
+        if prepared is None:
+            raise TypeError(f"{statement} needs SQLAlchemy's execution; read it in a session")
+        return _sqlite_rows(connection.driver, prepared, values)
     if prepared is None:
         return (await connection.execute(statement, values)).all()
-    arguments = prepared.compiled.arguments(values)
     fairy: Any = connection.sync_connection.connection  # type: ignore[union-attr]
     driver: Any = fairy.driver_connection
     if connection.dialect.name == "postgresql":
@@ -263,13 +277,17 @@ async def rows_in(
             # statement: begun here as it would be there, so a statement first in its transaction
             # (a share lock, a snapshot the next statements share) is in it, not autocommitted.
             await adapted._start_transaction()
-        records = await driver.fetch(prepared.compiled.sql, *arguments)
-    else:
-        cursor = driver.cursor()  # inline SQLite: runs at once; the transaction holds its locks
-        try:
-            records = cursor.execute(prepared.compiled.sql, arguments).fetchall()
-        finally:
-            cursor.close()
+        records = await driver.fetch(prepared.compiled.sql, *prepared.compiled.arguments(values))
+        return [prepared.make(record) for record in records]
+    return _sqlite_rows(driver, prepared, values)
+
+
+def _sqlite_rows(driver: sqlite3.Connection, prepared: _InTransaction, values: dict[str, Any]) -> list[Any]:
+    cursor = driver.cursor()  # inline SQLite: runs at once; the transaction holds its locks
+    try:
+        records = cursor.execute(prepared.compiled.sql, prepared.compiled.arguments(values)).fetchall()
+    finally:
+        cursor.close()
     return [prepared.make(record) for record in records]
 
 

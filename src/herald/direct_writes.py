@@ -7,13 +7,17 @@ each step) than in SQLite: a pair of one-row transactions took 584-857 µs of CP
 144-152 µs here (benchmarks/README.md, the ninth pass).
 
 - `execute_in(connection, statement, values)` runs one write in an engine transaction already
-  begun (a session's, an `engine.begin()`'s): on SQLite on the transaction's driver connection,
-  whose `BEGIN IMMEDIATE` holds the write lock.
+  begun (a session's, an `engine.begin()`'s) on the transaction's driver connection: on SQLite,
+  whose `BEGIN IMMEDIATE` holds the write lock; on PostgreSQL, asyncpg's (a prepared statement of
+  its cache, as SQLAlchemy's own path would run it, without that path's CPU).
 - `DirectWrites.transaction()` is a whole transaction of such writes without the engine: on SQLite
   on one connection of its own, set up as the engine's, after the process's write gate
   (`db.WriteGate`, which every SQLite writer of the file queues on), `BEGIN IMMEDIATE` ...
   `COMMIT`, rolled back on any error; on PostgreSQL (and an in-memory SQLite database, which a
-  second connection would not see) it is the engine's transaction.
+  second connection would not see) it is the engine's transaction. Its reads go through
+  `direct_reads.rows_in`, its executemany writes through `execute_many_in`. The delivery engine
+  writes each window of messages so (its outbox rows, its users' states): through an ORM session
+  those two transactions per window were about a third of its CPU per message.
 
 A statement is compiled once per statement object and set of parameter names (its VALUES or SET
 clause), and its values bound by its own bind processors: the SQL and values SQLAlchemy would send.
@@ -42,22 +46,42 @@ class Gate(Protocol):
     def release(self) -> None: ...
 
 
-async def execute_in(
-    connection: AsyncConnection | SqliteTransaction, statement: Any, values: dict[str, Any]
-) -> int:
+async def execute_in(connection: Writer, statement: Any, values: dict[str, Any]) -> int:
     """Run a write statement (built once) with `values` in `connection`'s transaction (an engine's,
     or one of `DirectWrites`): the number of rows it matched. See the module docstring."""
     if isinstance(connection, SqliteTransaction):
         return await connection.execute(statement, values)
-    if connection.dialect.name != "sqlite" or not connection.in_transaction():
-        return int((await connection.execute(statement, values)).rowcount)
-    compiled = _compiled(statement, connection.dialect, values)
+    compiled = _compiled(statement, connection.dialect, values) if connection.in_transaction() else None
     if compiled is None:
         return int((await connection.execute(statement, values)).rowcount)
     fairy: Any = connection.sync_connection.connection  # type: ignore[union-attr]
+    if connection.dialect.name == "postgresql":
+        return await _run_postgresql(fairy.dbapi_connection, connection.dialect, compiled, values)
     return await _run(
         fairy.driver_connection, fairy.dbapi_connection.patience, connection.dialect, compiled, values
     )
+
+
+async def _run_postgresql(adapted: Any, dialect: Dialect, compiled: _Compiled, values: dict[str, Any]) -> int:
+    """`compiled` run on the asyncpg connection under SQLAlchemy's adapter `adapted`, in its
+    transaction (begun here as the adapter begins it, with its first statement); a driver error
+    raised as SQLAlchemy raises it (an `IntegrityError` stays one)."""
+    arguments = compiled.arguments(values)
+    try:
+        if not adapted._started:
+            await adapted._start_transaction()
+        status: str = await adapted._connection.execute(compiled.sql, *arguments)
+    except Exception as error:
+        dbapi = dialect.loaded_dbapi
+        try:
+            adapted._handle_exception(error)  # raises it as the adapter's DB-API error
+        except dbapi.Error as translated:
+            raise exc.DBAPIError.instance(
+                compiled.sql, arguments, translated, dbapi.Error, dialect=dialect
+            ) from error
+        raise
+    # The command's tag: "UPDATE 8", "INSERT 0 8", "DELETE 0".
+    return int(status.rsplit(" ", 1)[-1]) if status and status[-1].isdigit() else 0
 
 
 class DirectWrites:
@@ -82,10 +106,11 @@ class DirectWrites:
         self._sqlite: sqlite3.Connection | None = None
 
     @contextlib.asynccontextmanager
-    async def transaction(self) -> AsyncIterator[AsyncConnection | SqliteTransaction]:
+    async def transaction(self, *, engine: bool = False) -> AsyncIterator[Writer]:
         """A write transaction, committed at the end of the block, rolled back on any error: run
-        statements in it with `execute_in` (or `joined_writes.execute_with`)."""
-        if self._path is None or self._gate is None:
+        statements in it with `execute_in` (or `joined_writes.execute_with`). `engine`: the
+        engine's transaction whatever the database, for writes that take SQLAlchemy's path."""
+        if engine or self._path is None or self._gate is None:
             async with self._engine.begin() as connection:
                 yield connection
             return
@@ -134,18 +159,62 @@ def _roll_back(connection: sqlite3.Connection) -> None:
 
 
 class SqliteTransaction:
-    """A transaction of `DirectWrites` on its SQLite connection."""
+    """A transaction of `DirectWrites` on its SQLite connection: writes with `execute_in` and
+    `execute_many_in`, reads with `direct_reads.rows_in`."""
 
     def __init__(self, connection: sqlite3.Connection, dialect: Dialect, patience: float) -> None:
         self._connection = connection
         self._dialect = dialect
         self._patience = patience
 
+    @property
+    def driver(self) -> sqlite3.Connection:
+        return self._connection
+
+    @property
+    def dialect(self) -> Dialect:
+        return self._dialect
+
     async def execute(self, statement: Any, values: dict[str, Any]) -> int:
+        return await _run(
+            self._connection, self._patience, self._dialect, self._compiled(statement, values), values
+        )
+
+    def execute_many(self, statement: Any, rows: list[dict[str, Any]]) -> None:
+        compiled = self._compiled(statement, rows[0])
+        arguments = [compiled.arguments(values) for values in rows]
+        cursor = self._connection.cursor()
+        try:
+            # The transaction holds the write lock: no statement of it waits on another writer.
+            cursor.executemany(compiled.sql, arguments)
+        except sqlite3.Error as error:
+            raise exc.DBAPIError.instance(
+                compiled.sql, arguments, error, sqlite3.Error, dialect=self._dialect
+            ) from error
+        finally:
+            cursor.close()
+
+    def _compiled(self, statement: Any, values: dict[str, Any]) -> _Compiled:
         compiled = _compiled(statement, self._dialect, values)
         if compiled is None:
             raise TypeError(f"{statement} needs SQLAlchemy's execution; write it in a session")
-        return await _run(self._connection, self._patience, self._dialect, compiled, values)
+        return compiled
+
+
+# A write transaction: the engine's (a session's connection, an `engine.begin()`), or one of
+# `DirectWrites` on SQLite's driver.
+Writer = AsyncConnection | SqliteTransaction
+
+
+async def execute_many_in(connection: Writer, statement: Any, rows: list[dict[str, Any]]) -> None:
+    """Run a write statement (built once) once per parameter set of `rows` (all with the same
+    names) in `connection`'s transaction."""
+    if not rows:
+        return
+    if isinstance(connection, SqliteTransaction):
+        connection.execute_many(statement, rows)
+    else:
+        await connection.execute(statement, rows)
 
 
 async def _run(

@@ -4,8 +4,11 @@ SQLAlchemy's expanding parameter (`bindparam(name, expanding=True)`) renders one
 value at each run. On PostgreSQL every length is then a statement text of its own: rendered again
 (a cast per value) and prepared again by the driver, whose statement cache it also churns. That was
 about a tenth of the trigger worker's CPU at 1,000 events/s (its batches' users and events, the
-outbox rows of a window). There the list is one array parameter, `column = ANY(:name)`. SQLite
-keeps the expanding IN: it runs in-process, with no prepare to save.
+outbox rows of a window). There the list is one array parameter, `column = ANY(:name)`. On SQLite
+it is one JSON text, `column IN (SELECT value FROM json_each(:name))` (the same plan: the index
+searched once per value): a statement with a list in it then compiles once and runs on the driver
+(`herald.direct_writes`, `herald.direct_reads.rows_in`), where an expanding list is rendered again
+by SQLAlchemy at every run.
 
     statement = select(...).where(one_of(User.customer_id, "ids"))
     await session.execute(statement, {"ids": ["u1", "u2"]})
@@ -17,10 +20,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import Boolean, String, any_, bindparam
+from sqlalchemy.engine import Dialect
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.sql.visitors import InternalTraversal
+from sqlalchemy.types import TypeDecorator
 
 
 class OneOf(ColumnElement[bool]):
@@ -56,6 +61,25 @@ class ListParameter:
 @compiles(OneOf)
 def _expanding(element: OneOf, compiler: SQLCompiler, **kw: Any) -> str:
     return compiler.process(element.column.in_(bindparam(element.name, expanding=True)), **kw)
+
+
+class _JsonList(TypeDecorator[list[str]]):
+    """A list of strings bound as its JSON text (SQLite's `json_each` takes it apart)."""
+
+    impl = String
+    cache_ok = True
+
+    def process_bind_param(self, value: Any, dialect: Dialect) -> str:
+        import orjson  # as `herald.db` does: loaded at the first list bound, not at import
+
+        return orjson.dumps(list(value)).decode()
+
+
+@compiles(OneOf, "sqlite")
+def _json_each(element: OneOf, compiler: SQLCompiler, **kw: Any) -> str:
+    column = compiler.process(element.column, **kw)
+    values = compiler.process(bindparam(element.name, type_=_JsonList()), **kw)
+    return f"{column} IN (SELECT value FROM json_each({values}))"
 
 
 @compiles(OneOf, "postgresql")

@@ -249,7 +249,7 @@ async def _write_events(database: Database, batch: list[EventWrite], options: Im
             conversions.StoredEvent(event_id, e.customer_id, e.action, e.attributes, e.occurred_at)
             for e, event_id in zip(batch, ids, strict=True)
         ]
-        await conversions.attribute(session, workspace_id, stored, now)
+        await conversions.attribute(await session.connection(), workspace_id, stored, now)
         await session.commit()
 
 

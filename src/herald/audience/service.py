@@ -49,7 +49,7 @@ async def ingest_event(session: AsyncSession, workspace_id: str, raw: Any, now: 
     ids = await store.insert_events(session, workspace_id, batch.events, now)
     # Live events fire event-triggered campaigns (an import of past events does not).
     await triggers.enqueue(session, workspace_id, list(zip(ids, batch.events, strict=True)), now)
-    await conversions.attribute(session, workspace_id, _stored(ids, batch.events), now)
+    await conversions.attribute(await session.connection(), workspace_id, _stored(ids, batch.events), now)
     return {
         "customer_id": batch.customer_id,
         "accepted": len(ids),
@@ -91,7 +91,7 @@ async def ingest_transition(
     await store.upsert_customers(session, workspace_id, writes, now)
     ids = await store.insert_events(session, workspace_id, events, now)
     await triggers.enqueue(session, workspace_id, list(zip(ids, events, strict=True)), now)
-    await conversions.attribute(session, workspace_id, _stored(ids, events), now)
+    await conversions.attribute(await session.connection(), workspace_id, _stored(ids, events), now)
     return {
         "elements": len(elements),
         "customers": {**counts, "skipped_customer_ids": skipped},

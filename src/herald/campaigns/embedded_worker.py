@@ -16,6 +16,8 @@ import contextlib
 import logging
 import threading
 
+import uvloop
+
 from herald.campaigns import worker
 from herald.clock import Clock
 from herald.config import Settings
@@ -30,7 +32,7 @@ class EmbeddedWorker:
     def __init__(self, settings: Settings, clock: Clock) -> None:
         self._settings = settings
         self._clock = clock
-        self._loop = asyncio.new_event_loop()
+        self._loop = uvloop.new_event_loop()
         self._stop = asyncio.Event()
         self._thread = threading.Thread(target=self._main, name="herald-worker", daemon=True)
 

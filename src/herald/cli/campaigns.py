@@ -255,4 +255,6 @@ def worker(
     # longer walks it while the engine sends (a quarter of the delivery's CPU went to collections).
     gc.collect()
     gc.freeze()
-    asyncio.run(main())
+    import uvloop
+
+    uvloop.run(main())

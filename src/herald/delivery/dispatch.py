@@ -22,7 +22,6 @@ from types import TracebackType
 from typing import Self
 
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.ext.asyncio import AsyncSession
 
 from herald.clock import Clock
 from herald.config import Settings
@@ -35,6 +34,7 @@ from herald.delivery.messages import Envelope, Outcome
 from herald.delivery.models import Connector
 from herald.delivery.smtp import SmtpSessions
 from herald.delivery.webhook import Lane, new_lane, send_webhook, send_webhook_batch
+from herald.direct_writes import Writer
 from herald.joined_writes import FirstWrite, Joined
 
 
@@ -146,24 +146,26 @@ class Dispatcher:
         self,
         connector: Connector,
         envelopes: Sequence[Envelope],
-        allowed: Callable[[AsyncSession], Awaitable[bool]],
-        also: Callable[[list[Outcome]], Callable[[AsyncSession], Awaitable[None]]],
+        allowed: Callable[[Writer], Awaitable[bool]],
+        also: Callable[[list[Outcome]], Callable[[Writer], Awaitable[None]]],
+        *,
+        engine: bool = False,
     ) -> list[Outcome] | None:
         """`deliver` for a window of campaign messages: their attempts begun in one transaction
         that first asks `allowed` (None, nothing written or sent, when it says no), the messages
         handed over side by side, their outcomes recorded in one transaction together with what
-        `also(outcomes)` writes (the engine's state of the users)."""
+        `also(outcomes)` writes (the engine's state of the users; `engine`, see `record_window`)."""
         window = await self.begin_window(connector, envelopes, allowed)
         if window is None:
             return None
         await self.send_window(window)
-        return await self.record_window(window, also)
+        return await self.record_window(window, also, engine=engine)
 
     async def begin_window(
         self,
         connector: Connector,
         envelopes: Sequence[Envelope],
-        allowed: Callable[[AsyncSession], Awaitable[bool]],
+        allowed: Callable[[Writer], Awaitable[bool]],
         first: bool = False,
     ) -> Window | None:
         """The first step of `deliver_many`: the window's attempts begun (its outbox rows written)
@@ -188,12 +190,18 @@ class Dispatcher:
             window.outcomes[index] = final
 
     async def record_window(
-        self, window: Window, also: Callable[[list[Outcome]], Callable[[AsyncSession], Awaitable[None]]]
+        self,
+        window: Window,
+        also: Callable[[list[Outcome]], Callable[[Writer], Awaitable[None]]],
+        *,
+        engine: bool = False,
     ) -> list[Outcome]:
         """The last step of `deliver_many`: the outcomes recorded in one transaction together with
-        what `also(outcomes)` writes; each message's outcome, in the window's order."""
+        what `also(outcomes)` writes (`engine`: it takes SQLAlchemy's path, so the transaction is
+        the engine's: `DirectWrites.transaction`); each message's outcome, in the window's order."""
         ended = [outcome for outcome in window.outcomes if outcome is not None]
-        await outbox.record_settled(self._database, window.settled, self._clock.now(), also(ended))
+        now = self._clock.now()
+        await outbox.record_settled(self._database, window.settled, now, also(ended), engine=engine)
         return ended
 
     def _settle(self, connector: Connector, number: int, outcome: Outcome, now: datetime) -> Outcome:

@@ -32,7 +32,8 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from herald.db import Database, UTCDateTime
 from herald.delivery.messages import Envelope, Outcome, summary_of
 from herald.delivery.models import Connector, OutboxEntry
-from herald.direct_writes import execute_in
+from herald.direct_reads import rows_in
+from herald.direct_writes import Writer, execute_in
 from herald.joined_writes import Joined, execute_with
 from herald.ops import metrics
 from herald.sql_lists import one_of
@@ -124,19 +125,24 @@ def _window_row(envelope: Envelope) -> tuple[Any, ...]:
     )
 
 
-async def _insert_window(session: AsyncSession, envelopes: Sequence[Envelope], connector: Connector) -> None:
+async def _insert_window(connection: Writer, envelopes: Sequence[Envelope], connector: Connector) -> None:
     """The PENDING rows of a window's messages (one statement per instant they were built at: one)."""
     import orjson  # as `herald.db` does: a command line on SQLite does not load it
 
-    statement = _WINDOW_INSERT[session.get_bind().dialect.name]
+    statement = _WINDOW_INSERT[connection.dialect.name]
     built: dict[datetime, list[tuple[Any, ...]]] = {}
     for envelope in envelopes:
         built.setdefault(envelope.now, []).append(_window_row(envelope))
     for now, rows in built.items():
         shared = {"workspace_id": envelopes[0].workspace_id, "now": now}
         shared |= {"connector_id": connector.id, "connector_name": connector.name}
-        await session.execute(statement, {**shared, "rows": orjson.dumps(rows).decode()})
+        await execute_in(connection, statement, {**shared, "rows": orjson.dumps(rows).decode()})
 
+
+# Those of a window's messages that have rows already.
+_EXISTING = select(_TABLE.c.id).where(
+    _TABLE.c.workspace_id == bindparam("workspace_id"), one_of(_TABLE.c.id, "ids")
+)
 
 # A window's rows settled alike (SENT), as one statement built once.
 _SETTLE_MANY = update(_TABLE).where(
@@ -249,7 +255,7 @@ async def begin_attempts(
     envelopes: Sequence[Envelope],
     connector: Connector,
     now: datetime,
-    allowed: Callable[[AsyncSession], Awaitable[bool]],
+    allowed: Callable[[Writer], Awaitable[bool]],
     first: bool = False,
 ) -> list[Attempt] | None:
     """`begin_attempt` for a window of campaign messages: in one transaction, `allowed` is asked
@@ -265,22 +271,16 @@ async def begin_attempts(
     workspace_id = envelopes[0].workspace_id
     ids = [envelope.delivery_id for envelope in envelopes]
     try:
-        async with database.writer() as session:
-            if not await allowed(session):
+        async with database.writes.transaction() as connection:
+            if not await allowed(connection):
                 return None
             existing: set[str] = set()
             if not first:
-                existing = set(
-                    await session.scalars(
-                        select(OutboxEntry.id).where(
-                            OutboxEntry.workspace_id == workspace_id, OutboxEntry.id.in_(ids)
-                        )
-                    )
-                )
+                found = await rows_in(connection, _EXISTING, {"workspace_id": workspace_id, "ids": ids})
+                existing = {row.id for row in found}
             fresh = [envelope for envelope in envelopes if envelope.delivery_id not in existing]
             if fresh:
-                await _insert_window(session, fresh, connector)
-            await session.commit()
+                await _insert_window(connection, fresh, connector)
     except IntegrityError:
         existing = set(ids)  # a row appeared under us: settle each message on its own
     return [
@@ -305,19 +305,22 @@ async def record_settled(
     database: Database,
     settled: Sequence[Settled],
     now: datetime,
-    also: Callable[[AsyncSession], Awaitable[None]] | None = None,
+    also: Callable[[Writer], Awaitable[None]] | None = None,
+    *,
+    engine: bool = False,
 ) -> None:
     """Commit the outcomes of a window of attempts in one transaction, with `also` (the caller's
-    own bookkeeping of the same window). As with `record_outcome`, a failure to record is logged:
-    the messages are gone, their rows stay PENDING (outcome unknown)."""
+    own bookkeeping of the same window; `engine`: it takes SQLAlchemy's path, so the transaction
+    is the engine's). As with `record_outcome`, a failure to record is logged: the messages are
+    gone, their rows stay PENDING (outcome unknown)."""
     workspace_id = settled[0].envelope.workspace_id if settled else ""
     sent = [item.envelope.delivery_id for item in settled if item.outcome.sent]
     try:
-        async with database.writer() as session:
+        async with database.writes.transaction(engine=engine) as connection:
             if sent:
                 rows = {"row_workspace_id": workspace_id, "row_ids": sent}
                 ended = {"status": OutboxStatus.SENT.value, "failure_reason": None, "updated_at": now}
-                await session.execute(_SETTLE_MANY, {**rows, **ended})
+                await execute_in(connection, _SETTLE_MANY, {**rows, **ended})
             for item in settled:
                 if item.outcome.sent:
                     continue
@@ -326,18 +329,10 @@ async def record_settled(
                     values["next_attempt_at"] = item.retry_at
                 else:
                     values["status"] = OutboxStatus.FAILED.value
-                await session.execute(
-                    update(OutboxEntry)
-                    .where(
-                        OutboxEntry.workspace_id == workspace_id,
-                        OutboxEntry.id == item.envelope.delivery_id,
-                    )
-                    .values(**values)
-                    .execution_options(synchronize_session=False)
-                )
+                key = {"row_workspace_id": workspace_id, "row_id": item.envelope.delivery_id}
+                await execute_in(connection, _SETTLE, {**values, **key})
             if also is not None:
-                await also(session)
-            await session.commit()
+                await also(connection)
     except SQLAlchemyError:
         log.exception("could not record the outcomes of %d deliveries", len(settled))
         return

@@ -10,6 +10,7 @@ tracking parameters are the engine's own.
 from __future__ import annotations
 
 import copy
+import functools
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -22,8 +23,10 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from herald.campaigns.models import Campaign
 from herald.campaigns.schemas.common import CampaignStatus, Channel, DeliveryType
 from herald.campaigns.schemas.content import DEFAULT_LOCALE
+from herald.campaigns.schemas.goals import ConversionGoalDetails
 from herald.campaigns.validation import load_document
 from herald.db import Database
+from herald.delivery.engine.conversions import goals_of
 from herald.delivery.engine.models import Execution, ExecutionUser
 from herald.delivery.engine.resolve import LiveCampaign
 from herald.delivery.engine.split import (
@@ -75,6 +78,11 @@ class SendPlan:
     # (row id, revision) of the campaign version planned from: a new version or any write since
     # means the content may have changed (`live_version`).
     version: Version | None = None
+
+    @functools.cached_property
+    def goals(self) -> ConversionGoalDetails | None:
+        """The campaign's conversion goals (None: no attribution windows to open), read once."""
+        return goals_of(self.campaign.components)
 
     def group_for(self, customer_id: str, rank: int, profile: dict[str, Any]) -> Group:
         """The user's (locale, variation); `rank` is its execution rank, which is

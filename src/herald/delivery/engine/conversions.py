@@ -35,7 +35,7 @@ from typing import Any, cast
 from pydantic import ValidationError
 from sqlalchemy import Insert, Table, and_, bindparam, select
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from herald.audience.models import Event
 from herald.audience.segmentation import event_predicate, goal_filter
@@ -87,8 +87,8 @@ def window_length(details: ConversionGoalDetails) -> timedelta:
     return timedelta(hours=details.attribution_window_in_hours or DEFAULT_WINDOW_HOURS)
 
 
-def _insert_ignore(session: AsyncSession, table: Any) -> Insert:
-    if session.get_bind().dialect.name == "postgresql":
+def _insert_ignore(connection: AsyncConnection, table: Any) -> Insert:
+    if connection.dialect.name == "postgresql":
         return postgresql.insert(table).on_conflict_do_nothing()
     return sqlite.insert(table).on_conflict_do_nothing()
 
@@ -102,7 +102,7 @@ def _chunks(items: Sequence[str]) -> Iterable[Sequence[str]]:
 
 
 async def open_windows(
-    session: AsyncSession,
+    connection: AsyncConnection,
     execution: Execution,
     details: ConversionGoalDetails,
     users: Sequence[tuple[str, str | None, str | None]],
@@ -113,8 +113,8 @@ async def open_windows(
     if not users:
         return
     closes_at = at + window_length(details)
-    await session.execute(
-        _insert_ignore(session, AttributionWindow),
+    await connection.execute(
+        _insert_ignore(connection, AttributionWindow),
         [
             {
                 "workspace_id": execution.workspace_id,
@@ -129,11 +129,11 @@ async def open_windows(
             for customer_id, variation, held_out in users
         ],
     )
-    await catch_up(session, execution.workspace_id, [c for c, _, _ in users], details, at)
+    await catch_up(connection, execution.workspace_id, [c for c, _, _ in users], details, at)
 
 
 async def catch_up(
-    session: AsyncSession,
+    connection: AsyncConnection,
     workspace_id: str,
     customer_ids: Sequence[str],
     details: ConversionGoalDetails,
@@ -143,7 +143,7 @@ async def catch_up(
     names = sorted({goal.goal_event_name for goal in details.goals or []})
     found: list[StoredEvent] = []
     for chunk in _chunks(list(customer_ids)):
-        rows = await session.execute(
+        rows = await connection.execute(
             select(
                 _events.c.id,
                 _events.c.customer_id,
@@ -158,7 +158,7 @@ async def catch_up(
             )
         )
         found += [StoredEvent(*row) for row in rows.all()]
-    return await attribute(session, workspace_id, found, since)
+    return await attribute(connection, workspace_id, found, since)
 
 
 # --- attribution ------------------------------------------------------------------------------
@@ -183,7 +183,7 @@ _OPEN_WINDOWS = select(
 
 
 async def attribute(
-    session: AsyncSession, workspace_id: str, events: Sequence[StoredEvent], now: datetime
+    connection: AsyncConnection, workspace_id: str, events: Sequence[StoredEvent], now: datetime
 ) -> int:
     """Record the conversions `events` (just stored, in this transaction) make; how many are new."""
     if not events:
@@ -193,7 +193,7 @@ async def attribute(
     customers = sorted({event.customer_id for event in events})
     windows: list[_Window] = []
     for chunk in _chunks(customers):
-        rows = await session.execute(
+        rows = await connection.execute(
             _OPEN_WINDOWS,
             {"workspace_id": workspace_id, "customers": list(chunk), "earliest": earliest, "latest": latest},
         )
@@ -201,7 +201,7 @@ async def attribute(
     if not windows:
         return 0
     wanted = sorted({window.campaign_id for window in windows})
-    rows = await session.execute(
+    rows = await connection.execute(
         select(Campaign.campaign_id, Campaign.components).where(
             Campaign.workspace_id == workspace_id, Campaign.is_latest, Campaign.campaign_id.in_(wanted)
         )
@@ -225,7 +225,7 @@ async def attribute(
             ]
             if inside:
                 candidates[(window, index)] = inside
-    matching = await _matching(session, workspace_id, goals, candidates, now)
+    matching = await _matching(connection, workspace_id, goals, candidates, now)
     rows_to_write: list[dict[str, Any]] = []
     for (window, index), inside in candidates.items():
         goal = (goals[window.campaign_id].goals or [])[index]  # type: ignore[union-attr]
@@ -250,12 +250,12 @@ async def attribute(
         )
     if not rows_to_write:
         return 0
-    result = await session.execute(_insert_ignore(session, Conversion), rows_to_write)
+    result = await connection.execute(_insert_ignore(connection, Conversion), rows_to_write)
     return max(int(getattr(result, "rowcount", 0) or 0), 0)
 
 
 async def _matching(
-    session: AsyncSession,
+    connection: AsyncConnection,
     workspace_id: str,
     goals: dict[str, ConversionGoalDetails | None],
     candidates: dict[tuple[_Window, int], list[StoredEvent]],
@@ -267,7 +267,7 @@ async def _matching(
     for (window, index), inside in candidates.items():
         ids[(window.campaign_id, index)].update(event.id for event in inside)
     matching: dict[tuple[str, int], set[str]] = defaultdict(set)
-    dialect = session.get_bind().dialect.name
+    dialect = connection.dialect.name
     for (campaign_id, index), event_ids in ids.items():
         goal = (goals[campaign_id].goals or [])[index]  # type: ignore[union-attr]
         if goal.goal_event_attribute is None:
@@ -282,7 +282,7 @@ async def _matching(
             continue
         listed = sorted(event_ids)
         for chunk in _chunks(listed):
-            rows = await session.execute(
+            rows = await connection.execute(
                 select(_events.c.id).where(
                     and_(_events.c.workspace_id == workspace_id, _events.c.id.in_(chunk), predicate)
                 )

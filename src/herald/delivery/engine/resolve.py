@@ -364,7 +364,7 @@ async def resolve_chunk(
                     )
                 )
                 users = [(customer, None, "GLOBAL_CONTROL") for customer in held_ids]
-                await conversions.open_windows(session, execution, goals, users, now)
+                await conversions.open_windows(await session.connection(), execution, goals, users, now)
             current.resolved_after = last
         current.updated_at = now
         await session.commit()

@@ -35,11 +35,10 @@ import orjson
 from sqlalchemy import JSON, Select, String, Table, and_, bindparam, func, literal_column, or_, select, update
 from sqlalchemy import cast as sql_cast
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
 from herald import planner_statistics
 from herald.audience.models import USER_COLUMNS, User, UserRow, UserValues
-from herald.audience.segmentation.audience import session_dialect
 from herald.campaigns.models import Campaign
 from herald.campaigns.schemas.common import CampaignStatus
 from herald.db import Database
@@ -61,6 +60,7 @@ from herald.delivery.recipients import recipient_for, with_push_tokens
 from herald.delivery.rendering import RenderError
 from herald.delivery.testsend_plan import SlotMessage
 from herald.direct_reads import rows_in
+from herald.direct_writes import Writer, execute_in, execute_many_in
 from herald.sql_lists import one_of
 
 log = logging.getLogger("herald.delivery.engine")
@@ -81,10 +81,16 @@ class UserState:
     SUPPRESSED = "SUPPRESSED"
 
 
+# Built once, and run on the driver (`rows_in`): through the ORM session, this read of a claimed
+# batch's users (a statement rendered anew for each list, rows through its loading) was a sixth of
+# the engine's CPU in batched mode.
+_USERS_OF = select(*USER_COLUMNS).where(
+    User.workspace_id == bindparam("workspace_id"), one_of(User.customer_id, "ids")
+)
+
+
 async def _users_of(session: AsyncSession, workspace_id: str, ids: list[str]) -> dict[str, UserRow]:
-    rows = await session.execute(
-        select(*USER_COLUMNS).where(User.workspace_id == workspace_id, User.customer_id.in_(ids))
-    )
+    rows = await rows_in(await session.connection(), _USERS_OF, {"workspace_id": workspace_id, "ids": ids})
     return {row[0]: UserRow(*row) for row in rows}
 
 
@@ -161,7 +167,7 @@ _ITS_USERS = and_(
 
 
 async def _set_users(
-    session: AsyncSession,
+    connection: Writer,
     execution: Execution,
     ids: list[str],
     state: str,
@@ -175,19 +181,21 @@ async def _set_users(
         return
     mine = {"row_workspace_id": execution.workspace_id, "row_execution_id": execution.id}
     if not (firings and any(firings[c] for c in ids)):
-        await session.execute(_SET_USERS, {**mine, "row_ids": ids, "state": state, "reason": reason, **more})
+        await execute_in(
+            connection, _SET_USERS, {**mine, "row_ids": ids, "state": state, "reason": reason, **more}
+        )
         return
     # One row per (user, firing), each found by its primary key: all in one statement on
     # PostgreSQL (`_SET_USER_FIRINGS`), an executemany on SQLite. A user's rows grow with every
     # event that fires the campaign: picking them by customer id and then testing the pairs read
     # all of them, and at 1,000 events/s the worker fell behind within minutes.
     values = {"state": state, "reason": reason, **more}
-    if session_dialect(session) == "postgresql":
+    if connection.dialect.name == "postgresql":
         keys = orjson.dumps([(c, firings[c]) for c in ids]).decode()
-        await session.execute(_SET_USER_FIRINGS, {**mine, "row_keys": keys, **values})
+        await execute_in(connection, _SET_USER_FIRINGS, {**mine, "row_keys": keys, **values})
         return
     rows = [{**mine, "row_customer_id": c, "row_firing": firings[c], **values} for c in ids]
-    await session.execute(_SET_USER_FIRING, rows)
+    await execute_many_in(connection, _SET_USER_FIRING, rows)
 
 
 async def _claim(
@@ -299,18 +307,19 @@ async def _claim_in(
     reclaimed = len(claimed)
     fresh = [(c, rank, users.get(c)) for c, rank, state in unique if not (state in taken and c in users)]
     decision = await controls.decide(session, rules, plan, current, fresh, now)
-    goals = conversions.goals_of(plan.campaign.components)
+    connection = await session.connection()
     for reason, ids in decision.held.items():
-        await _set_users(session, execution, ids, UserState.HELD_OUT, reason, firings)
-        if goals is not None:  # their conversions count from when they would have been sent
-            await conversions.open_windows(session, current, goals, [(c, None, reason) for c in ids], now)
+        await _set_users(connection, execution, ids, UserState.HELD_OUT, reason, firings)
+        if plan.goals is not None:  # their conversions count from when they would have been sent
+            held = [(c, None, reason) for c in ids]
+            await conversions.open_windows(connection, current, plan.goals, held, now)
     for reason, ids in decision.suppressed.items():
-        await _set_users(session, execution, ids, UserState.SUPPRESSED, reason, firings)
+        await _set_users(connection, execution, ids, UserState.SUPPRESSED, reason, firings)
     for due, ids in decision.deferred_by_time().items():
-        await _set_users(session, execution, ids, UserState.PENDING, None, firings, not_before=due)
+        await _set_users(connection, execution, ids, UserState.PENDING, None, firings, not_before=due)
     claimed += [_Claimed(c, user, ranks[c], firings[c], events[c]) for c, user in decision.send]
     await _set_users(
-        session,
+        connection,
         execution,
         [c.customer_id for c in claimed],
         UserState.CLAIMED,
@@ -333,7 +342,7 @@ async def still_sending(database: Database, execution: Execution) -> bool:
 
 
 async def _sending_in(session: AsyncSession, execution: Execution) -> bool:
-    return (await _sending_at(session, execution))[0]
+    return (await _sending_at(await session.connection(), execution))[0]
 
 
 # Built once: every window of messages asks it (building it per call cost a tenth of the engine's
@@ -352,7 +361,7 @@ _SENDING_HELD = _SENDING.with_for_update(read=True, of=Campaign)
 
 
 async def _sending_at(
-    session: AsyncSession, execution: Execution, *, hold: bool = False
+    connection: Writer, execution: Execution, *, hold: bool = False
 ) -> tuple[bool, Version | None]:
     """Whether the campaign is live and the execution DISPATCHING (`still_sending`), and the
     version the campaign is at (`live_version`), in one read. `hold`: the campaign's row is read
@@ -365,7 +374,7 @@ async def _sending_at(
         "execution_id": execution.id,
         "campaign_id": execution.campaign_id,
     }
-    rows = await rows_in(await session.connection(), query, values)
+    rows = await rows_in(connection, query, values)
     found = rows[0] if rows else None
     if found is None:
         return False, None
@@ -407,7 +416,7 @@ async def _release(database: Database, execution: Execution, users: list[_Claime
     ids = [item.customer_id for item in users]
     async with database.writer() as session:
         await _set_users(
-            session,
+            await session.connection(),
             execution,
             ids,
             UserState.PENDING,
@@ -620,7 +629,7 @@ class _Flight:
         ready = [envelope for _, found in messages for envelope, reason in found if reason is None]
         if not ready:
             async with database.reader() as session:
-                sending, version = await _sending_at(session, execution)
+                sending, version = await _sending_at(await session.connection(), execution)
             if not sending:
                 return _Went.STOPPED
             if version != plan.version:
@@ -642,9 +651,9 @@ class _Flight:
             return _Went.FAILING
         went = _Went.STOPPED
 
-        async def allowed(session: AsyncSession) -> bool:
+        async def allowed(connection: Writer) -> bool:
             nonlocal went
-            sending, version = await _sending_at(session, execution, hold=True)
+            sending, version = await _sending_at(connection, execution, hold=True)
             if sending and version != plan.version:
                 went = _Went.CHANGED
                 return False
@@ -662,12 +671,12 @@ class _Flight:
             return went
         unsendable = len(ready) < sum(len(found) for _, found in messages)
 
-        def users_too(delivered: list[Outcome]) -> Callable[[AsyncSession], Awaitable[None]]:
+        def users_too(delivered: list[Outcome]) -> Callable[[Writer], Awaitable[None]]:
             # The users' states in the outbox's own transaction, when every message was attempted.
-            async def write(session: AsyncSession) -> None:
+            async def write(connection: Writer) -> None:
                 if not unsendable:
                     found = dict(zip((envelope.delivery_id for envelope in ready), delivered, strict=True))
-                    await _write_users(session, execution, _results(messages, found), firings, plan, now)
+                    await _write_users(connection, execution, _results(messages, found), firings, plan, now)
 
             return write
 
@@ -679,7 +688,9 @@ class _Flight:
                     self._tickets.release()
                 await asyncio.sleep(0)  # the next window's rows first: then its requests go out
                 async with self.writing():
-                    delivered = await dispatcher.record_window(window, users_too)
+                    delivered = await dispatcher.record_window(
+                        window, users_too, engine=plan.goals is not None
+                    )
                     if unsendable:
                         outcomes = {
                             envelope.delivery_id: outcome
@@ -752,13 +763,12 @@ async def _record_users(
     plan: SendPlan,
     now: datetime,
 ) -> None:
-    async with database.writer() as session:
-        await _write_users(session, execution, results, firings, plan, now)
-        await session.commit()
+    async with database.writes.transaction(engine=plan.goals is not None) as connection:
+        await _write_users(connection, execution, results, firings, plan, now)
 
 
 async def _write_users(
-    session: AsyncSession,
+    connection: Writer,
     execution: Execution,
     results: dict[str, _Result],
     firings: dict[str, str] | None,
@@ -766,7 +776,8 @@ async def _write_users(
     now: datetime,
 ) -> None:
     """Each user's state after its messages (one statement per distinct end); users SENT for a
-    campaign with conversion goals get their attribution window."""
+    campaign with conversion goals get their attribution window (which takes the engine's
+    transaction: `DirectWrites.transaction(engine=True)`)."""
     ends: dict[tuple[str, str | None, datetime | None], list[str]] = {}
     for customer_id, result in results.items():
         if result.retry_at is not None:
@@ -776,13 +787,13 @@ async def _write_users(
         ends.setdefault((state, result.reason, result.retry_at), []).append(customer_id)
     for (state, reason, retry_at), ids in ends.items():
         more: dict[str, object] = {"not_before": retry_at, "claimed_at": None} if retry_at else {}
-        await _set_users(session, execution, ids, state, reason, firings, **more)
-    goals = conversions.goals_of(plan.campaign.components)
+        await _set_users(connection, execution, ids, state, reason, firings, **more)
     sent = [
         (c, result.variation, None) for c, result in results.items() if result.sent and not result.retry_at
     ]
-    if goals is not None and sent:
-        await conversions.open_windows(session, execution, goals, sent, now)
+    if plan.goals is not None and sent:
+        assert isinstance(connection, AsyncConnection), "conversions are written in the engine's transaction"
+        await conversions.open_windows(connection, execution, plan.goals, sent, now)
 
 
 async def dispatch(
@@ -979,22 +990,23 @@ async def _send_shared(
     assert connector is not None
     ready = [envelope for _, messages in group for _, found in messages for envelope, _ in found]
 
-    async def allowed(session: AsyncSession) -> bool:
+    async def allowed(connection: Writer) -> bool:
         # Share-locked until the window's rows commit, as a one-time window's check is: a PAUSE or
         # STOP either came first and is seen here, or answers after these messages are handed over.
-        return all([(await _sending_at(session, lane.execution, hold=True))[0] for lane, _ in group])
+        return all([(await _sending_at(connection, lane.execution, hold=True))[0] for lane, _ in group])
 
-    def users_too(delivered: list[Outcome]) -> Callable[[AsyncSession], Awaitable[None]]:
-        async def write(session: AsyncSession) -> None:
+    def users_too(delivered: list[Outcome]) -> Callable[[Writer], Awaitable[None]]:
+        async def write(connection: Writer) -> None:
             found = dict(zip((envelope.delivery_id for envelope in ready), delivered, strict=True))
             for lane, messages in group:
                 firings = _firings([item for item, _ in messages])
                 results = _results(messages, found)
-                await _write_users(session, lane.execution, results, firings, lane.plan, now)
+                await _write_users(connection, lane.execution, results, firings, lane.plan, now)
 
         return write
 
-    if await dispatcher.deliver_many(connector, ready, allowed, users_too) is None:
+    goals = any(lane.plan.goals is not None for lane, _ in group)
+    if await dispatcher.deliver_many(connector, ready, allowed, users_too, engine=goals) is None:
         return False
     failing = dispatcher.failing(connector)
     if failing is not None:
