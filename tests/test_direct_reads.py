@@ -1,16 +1,20 @@
 """`direct_reads.rows_in` and `padded_in`: statements run on the driver inside the caller's
-transaction, with IN lists compiled once per size class. Both engines (PostgreSQL when
+transaction, with IN lists compiled once per size class; `DirectReads.write`, one statement its own
+transaction. Both engines (PostgreSQL when
 HERALD_TEST_DATABASE_URL is set)."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 
 import pytest
-from sqlalchemy import bindparam, func, literal_column, select, text
+from sqlalchemy import Boolean, String, bindparam, func, insert, literal, literal_column, select, text
+from sqlalchemy.exc import IntegrityError
 
+from herald.campaigns.models import CampaignRequestId
 from herald.config import Settings
-from herald.db import Database, create_database
+from herald.db import Database, UTCDateTime, create_database
 from herald.delivery.models import Connector
 from herald.direct_reads import padded_in, padded_values, rows_in
 
@@ -60,3 +64,32 @@ def test_padded_values_fill_the_size_class_with_the_last_value() -> None:
     assert len(padded_values("v", list(range(9)))) == 16
     statement = select(Connector.id).where(padded_in(Connector.name, "name", 5))
     assert len(statement.compile().params) == 8
+
+
+async def test_a_single_write_is_its_own_transaction_under_its_condition(database: Database) -> None:
+    """`DirectReads.write` (PostgreSQL's pool, no BEGIN or COMMIT round trips): the rows written
+    when the statement's condition holds, none when it does not, a duplicate key raised as
+    SQLAlchemy raises it; SQLite refuses it (its transactions cost no round trips)."""
+    table = CampaignRequestId.__table__
+    rows = select(
+        bindparam("workspace_id", type_=String),
+        bindparam("request_id", type_=String),
+        literal("c1", String),
+        bindparam("at", type_=UTCDateTime),
+    ).where(bindparam("go", type_=Boolean))
+    statement = insert(table).from_select(["workspace_id", "request_id", "campaign_id", "expires_at"], rows)
+    at = datetime(2026, 11, 27, tzinfo=UTC)
+    values = {"workspace_id": "direct-write", "request_id": "r1", "at": at}
+    if database.engine.dialect.name != "postgresql":
+        with pytest.raises(TypeError):
+            await database.direct.write(statement, {**values, "go": True})
+        return
+    assert await database.direct.write(statement, {**values, "go": False}) == 0
+    assert await database.direct.write(statement, {**values, "go": True}) == 1
+    with pytest.raises(IntegrityError):
+        await database.direct.write(statement, {**values, "go": True})
+    async with database.reader() as session:
+        found = await session.scalars(
+            select(CampaignRequestId.request_id).where(CampaignRequestId.workspace_id == "direct-write")
+        )
+        assert list(found) == ["r1"]  # committed: another connection sees it

@@ -21,6 +21,10 @@ processors: the same conversions SQLAlchemy applies) and runs the SQL:
   pool returns a connection without asyncpg's default reset (a round trip of `RESET ALL`, `UNLISTEN`
   ...): a single statement leaves no session state behind.
 
+`DirectReads.write` runs one write statement the same way on PostgreSQL's pool, a transaction of its
+own: where a statement can say everything a short transaction would (the delivery engine's window of
+outbox rows written under its campaign's condition), it saves the BEGIN and COMMIT round trips.
+
 Statements with expanding `IN` lists are rendered per call by SQLAlchemy and keep its path; a
 statement selecting a column that needs result processing (a date-time read back as a Python object,
 say) is refused when compiled: rows come back exactly as the driver returns them.
@@ -35,7 +39,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
-from sqlalchemy import ColumnElement, bindparam, make_url
+from sqlalchemy import ColumnElement, bindparam, exc, make_url
 from sqlalchemy.engine import Dialect
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlalchemy.sql import Select
@@ -85,6 +89,7 @@ class DirectReads:
         self._postgres = engine.dialect.name == "postgresql"
         # Each statement's compiled form, or None when it takes SQLAlchemy's path.
         self._compiled: _PerStatement[_Compiled | None] = _PerStatement()
+        self._written: _PerStatement[_Compiled] = _PerStatement()
         self._sqlite: sqlite3.Connection | None = None
         self._patience = busy_patience
         self._pool_size = pool_size
@@ -109,6 +114,27 @@ class DirectReads:
             return cursor.fetchall()
         finally:
             cursor.close()
+
+    async def write(self, statement: Any, values: dict[str, Any]) -> int:
+        """One write statement, a transaction of its own, on PostgreSQL's pool (no BEGIN or
+        COMMIT round trip around it): the number of rows it wrote. The statement must compile
+        for the driver (no expanding lists, no Python-side defaults or RETURNING)."""
+        if not self._postgres:
+            raise TypeError("single-statement writes go to PostgreSQL's pool only")
+        import asyncpg
+
+        compiled = self._compile_write(statement)
+        arguments = compiled.arguments(values)
+        pool = self._postgres_pool or await self._open_postgres_pool()
+        try:
+            async with pool.acquire() as connection:
+                status: str = await connection.execute(compiled.sql, *arguments)
+        except asyncpg.IntegrityConstraintViolationError as error:  # raised as SQLAlchemy raises it
+            raise exc.IntegrityError(compiled.sql, arguments, error) from error
+        except asyncpg.PostgresError as error:
+            raise exc.DBAPIError(compiled.sql, arguments, error) from error
+        # The command's tag: "INSERT 0 8", "UPDATE 8".
+        return int(status.rsplit(" ", 1)[-1]) if status and status[-1].isdigit() else 0
 
     async def scalar(self, statement: Select[Any], values: dict[str, Any]) -> Any:
         rows = await self.rows(statement, values)
@@ -152,6 +178,16 @@ class DirectReads:
             self._sqlite = connection
         return self._sqlite
 
+    def _compile_write(self, statement: Any) -> _Compiled:
+        def make(statement: Any, dialect: Dialect) -> _Compiled:
+            compiled = statement.compile(dialect=dialect)
+            found = compiled_form(compiled)
+            if found is None or compiled.insert_prefetch or compiled.effective_returning:
+                raise TypeError(f"{statement} needs SQLAlchemy's execution")
+            return found
+
+        return self._written.get(statement, self._dialect, make)
+
     def _compile(self, statement: Select[Any]) -> _Compiled | None:
         return self._compiled.get(statement, self._dialect, self._wire_form)
 
@@ -168,9 +204,9 @@ class _PerStatement(Generic[V]):
     at most `_COMPILED_LIMIT` at a time (a caller building statements per request cannot grow it)."""
 
     def __init__(self) -> None:
-        self._made: dict[tuple[int, str], tuple[Select[Any], V]] = {}
+        self._made: dict[tuple[int, str], tuple[Any, V]] = {}
 
-    def get(self, statement: Select[Any], dialect: Dialect, make: Callable[[Select[Any], Dialect], V]) -> V:
+    def get(self, statement: Any, dialect: Dialect, make: Callable[[Any, Dialect], V]) -> V:
         key = (id(statement), dialect.name)
         cached = self._made.get(key)
         if cached is not None and cached[0] is statement:

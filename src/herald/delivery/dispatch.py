@@ -167,13 +167,17 @@ class Dispatcher:
         envelopes: Sequence[Envelope],
         allowed: Callable[[Writer], Awaitable[bool]],
         first: bool = False,
+        guard: outbox.Guard | None = None,
     ) -> Window | None:
         """The first step of `deliver_many`: the window's attempts begun (its outbox rows written)
         in one transaction that first asks `allowed`; None, nothing written, when it says no. A
         window begun is handed over: `send_window` and `record_window` must follow. `first`: no
-        message of the window was attempted before (`outbox.begin_attempts`)."""
+        message of the window was attempted before; `guard`: `allowed` as one statement's condition
+        (both: `outbox.begin_attempts`)."""
         now = self._clock.now()
-        attempts = await outbox.begin_attempts(self._database, envelopes, connector, now, allowed, first)
+        attempts = await outbox.begin_attempts(
+            self._database, envelopes, connector, now, allowed, first, guard
+        )
         if attempts is None:
             return None
         return Window(connector, envelopes, attempts, now)

@@ -18,6 +18,7 @@ what lets delivery keep up with the transport.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -25,7 +26,25 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, cast
 
-from sqlalchemy import String, Table, TextClause, bindparam, func, insert, select, text, update
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    ColumnElement,
+    Insert,
+    Integer,
+    String,
+    Table,
+    TextClause,
+    bindparam,
+    func,
+    insert,
+    literal,
+    literal_column,
+    select,
+    text,
+    update,
+)
+from sqlalchemy import cast as sql_cast
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -137,6 +156,67 @@ async def _insert_window(connection: Writer, envelopes: Sequence[Envelope], conn
         shared = {"workspace_id": envelopes[0].workspace_id, "now": now}
         shared |= {"connector_id": connector.id, "connector_name": connector.name}
         await execute_in(connection, statement, {**shared, "rows": orjson.dumps(rows).decode()})
+
+
+@dataclass(frozen=True)
+class Guard:
+    """What a window's rows are written under, as the WHERE of the one statement that writes them
+    on PostgreSQL (`DirectReads.write`: no BEGIN and COMMIT round trips around it): `condition`,
+    built once (e.g. an EXISTS of a row it share-locks), with its `values`. It holds exactly when
+    the window's `allowed` says yes; when it does not, the window takes `allowed`'s transaction."""
+
+    condition: ColumnElement[bool]
+    values: dict[str, Any]
+
+
+@functools.cache
+def _guarded_insert(condition: ColumnElement[bool]) -> Insert:
+    """`_window_insert`'s PostgreSQL statement under `condition` (one statement per condition)."""
+    from sqlalchemy.dialects.postgresql import JSONB  # PostgreSQL only
+
+    item = func.json_array_elements(sql_cast(bindparam("rows", type_=String), JSON)).table_valued("value")
+    value = item.c.value
+
+    def text_at(index: int) -> ColumnElement[Any]:
+        return value.op("->>", return_type=String)(literal_column(str(index)))
+
+    shared: list[ColumnElement[Any]] = [
+        bindparam("workspace_id", type_=String),
+        literal(OutboxStatus.PENDING.value, String),
+        bindparam("connector_id", type_=String),
+        bindparam("connector_name", type_=String),
+        literal(1, Integer),
+        bindparam("now", type_=UTCDateTime),
+        bindparam("now", type_=UTCDateTime),
+    ]
+    each = [text_at(index) for index in range(len(_PER_ROW) - 2)]
+    each.append(sql_cast(text_at(len(_PER_ROW) - 2), Boolean))
+    each.append(sql_cast(value.op("->", return_type=JSON)(literal_column(str(len(_PER_ROW) - 1))), JSONB))
+    rows = select(*shared, *each).select_from(item).where(condition)
+    return insert(_TABLE).from_select(list(_SHARED + _PER_ROW), rows)
+
+
+async def _insert_guarded(
+    database: Database, envelopes: Sequence[Envelope], connector: Connector, guard: Guard | None
+) -> bool:
+    """The window's PENDING rows written in one statement under `guard` on PostgreSQL; False,
+    nothing written, when there is no guard, it does not hold, the database is SQLite (whose
+    transactions cost no round trips) or the messages were built at several instants."""
+    import orjson
+
+    if guard is None or database.engine.dialect.name != "postgresql":
+        return False
+    if any(envelope.now != envelopes[0].now for envelope in envelopes):
+        return False
+    values = {
+        **guard.values,
+        "workspace_id": envelopes[0].workspace_id,
+        "connector_id": connector.id,
+        "connector_name": connector.name,
+        "now": envelopes[0].now,
+        "rows": orjson.dumps([_window_row(envelope) for envelope in envelopes]).decode(),
+    }
+    return await database.direct.write(_guarded_insert(guard.condition), values) > 0
 
 
 # Those of a window's messages that have rows already.
@@ -257,6 +337,7 @@ async def begin_attempts(
     now: datetime,
     allowed: Callable[[Writer], Awaitable[bool]],
     first: bool = False,
+    guard: Guard | None = None,
 ) -> list[Attempt] | None:
     """`begin_attempt` for a window of campaign messages: in one transaction, `allowed` is asked
     (e.g. "the campaign is still SENDING") and the rows of the messages seen for the first time
@@ -265,12 +346,15 @@ async def begin_attempts(
     every message of the window if another worker wrote one of its rows meanwhile. `first`: the
     caller knows none of the messages was attempted before (its users were never handed over), so
     the rows are written without looking for them first (one statement less per window; a row
-    found after all takes the same way as one written meanwhile)."""
+    found after all takes the same way as one written meanwhile). `guard`: on PostgreSQL, the rows
+    of such a window are first written in one statement under it (see `Guard`)."""
     if not envelopes:
         return []
     workspace_id = envelopes[0].workspace_id
     ids = [envelope.delivery_id for envelope in envelopes]
     try:
+        if await _insert_guarded(database, envelopes, connector, guard if first else None):
+            return [Attempt(1) for _ in envelopes]
         async with database.writes.transaction() as connection:
             if not await allowed(connection):
                 return None

@@ -67,19 +67,17 @@ def tls_context() -> ssl.SSLContext:
 
 
 def webhook_body(envelope: Envelope) -> bytes:
-    return orjson.dumps(_payload(envelope, rfc3339(envelope.now)))
+    return orjson.dumps(_payload(envelope, _stamp(envelope.now)))
 
 
 def batch_body(envelopes: Sequence[Envelope]) -> bytes:
-    # A window's messages were built at one instant: its timestamp formatted once, not per message.
-    stamps: dict[datetime, str] = {}
-    payloads = []
-    for envelope in envelopes:
-        stamp = stamps.get(envelope.now)
-        if stamp is None:
-            stamp = stamps[envelope.now] = rfc3339(envelope.now)
-        payloads.append(_payload(envelope, stamp))
-    return orjson.dumps(payloads)
+    return orjson.dumps([_payload(envelope, _stamp(envelope.now)) for envelope in envelopes])
+
+
+@functools.lru_cache(maxsize=16)
+def _stamp(now: datetime) -> str:
+    # A batch's messages were built at one instant: its timestamp formatted once, not per message.
+    return rfc3339(now)
 
 
 def batch_id(envelopes: Sequence[Envelope]) -> str:

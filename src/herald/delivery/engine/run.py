@@ -32,7 +32,20 @@ from enum import Enum
 from typing import Any, cast
 
 import orjson
-from sqlalchemy import JSON, Select, String, Table, and_, bindparam, func, literal_column, or_, select, update
+from sqlalchemy import (
+    JSON,
+    Select,
+    String,
+    Table,
+    and_,
+    bindparam,
+    exists,
+    func,
+    literal_column,
+    or_,
+    select,
+    update,
+)
 from sqlalchemy import cast as sql_cast
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
@@ -42,6 +55,7 @@ from herald.audience.models import USER_COLUMNS, User, UserRow, UserValues
 from herald.campaigns.models import Campaign
 from herald.campaigns.schemas.common import CampaignStatus
 from herald.db import Database
+from herald.delivery import outbox
 from herald.delivery.dispatch import Dispatcher
 from herald.delivery.engine import controls, conversions
 from herald.delivery.engine.content import (
@@ -359,6 +373,37 @@ _SENDING = select(
 )
 _SENDING_HELD = _SENDING.with_for_update(read=True, of=Campaign)
 
+# `_sending_at(hold=True)` said yes and the version is the plan's, as one condition: PostgreSQL
+# writes a window's rows in one statement under it (`outbox.Guard`), the campaign's row
+# share-locked by that statement as the check locks it in its transaction.
+_STILL_AS_PLANNED = exists(
+    select(Campaign.id)
+    .where(
+        Campaign.workspace_id == bindparam("workspace_id"),
+        Campaign.campaign_id == bindparam("campaign_id"),
+        Campaign.is_latest,
+        Campaign.id == bindparam("version_id"),
+        Campaign.revision == bindparam("version_revision"),
+        # Two comparisons, not an IN list: an expanding list would not compile for the driver.
+        or_(Campaign.status == CampaignStatus.SENDING.value, Campaign.status == CampaignStatus.ACTIVE.value),
+        select(Execution.status).where(_THE_EXECUTION).scalar_subquery() == "DISPATCHING",
+    )
+    .with_for_update(read=True, of=Campaign)
+)
+
+
+def _still_as_planned(execution: Execution, plan: SendPlan) -> outbox.Guard | None:
+    if plan.version is None:
+        return None
+    values = {
+        "workspace_id": execution.workspace_id,
+        "execution_id": execution.id,
+        "campaign_id": execution.campaign_id,
+        "version_id": plan.version[0],
+        "version_revision": plan.version[1],
+    }
+    return outbox.Guard(_STILL_AS_PLANNED, values)
+
 
 async def _sending_at(
     connection: Writer, execution: Execution, *, hold: bool = False
@@ -662,7 +707,8 @@ class _Flight:
         try:
             async with self.writing():
                 first = not any(item.resumed for item in users)
-                window = await dispatcher.begin_window(connector, ready, allowed, first)
+                guard = _still_as_planned(execution, plan)
+                window = await dispatcher.begin_window(connector, ready, allowed, first, guard)
         except BaseException:
             give_back()
             raise
