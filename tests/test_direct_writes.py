@@ -1,5 +1,6 @@
 """`direct_writes`: write transactions on the driver (SQLite) or the engine (PostgreSQL, when
-HERALD_TEST_DATABASE_URL is set), with the same rows, errors and write gate as the engine's."""
+HERALD_TEST_DATABASE_URL is set), with the same rows, errors and write gate as the engine's; chains
+of writes as one statement (PostgreSQL)."""
 
 from __future__ import annotations
 
@@ -9,14 +10,15 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from sqlalchemy import insert, select
+from sqlalchemy import insert, select, text
+from sqlalchemy.dialects import postgresql
 from sqlalchemy.exc import IntegrityError
 
 from herald.config import Settings
 from herald.db import Database, create_database
 from herald.delivery.models import OutboxEntry
 from herald.delivery.outbox import _INSERT, _SETTLE, _TABLE
-from herald.direct_writes import execute_in
+from herald.direct_writes import WriteChain, execute_in
 from herald.ids import object_id
 from herald.joined_writes import execute_with
 from herald.workspaces.service import create_workspace
@@ -157,3 +159,42 @@ async def test_a_transaction_cancelled_midway_leaves_nothing_and_the_next_one_wr
     async with database.writes.transaction() as connection:
         await execute_with(connection, _INSERT, _TABLE, _row(kept), None)
     assert [row[0] for row in await _rows(database)] == [kept]
+
+
+async def test_a_chain_of_writes_is_one_statement_written_whole_or_not_at_all(database: Database) -> None:
+    """`WriteChain` (PostgreSQL): what a transaction of several writes would write, as one
+    statement; a statement of it that fails leaves nothing of the others."""
+    first, second = object_id(NOW), object_id(NOW)
+    async with database.writes.transaction() as connection:
+        for delivery_id in (first, second):
+            await execute_with(connection, _INSERT, _TABLE, _row(delivery_id), None)
+    chain = WriteChain(postgresql.asyncpg.dialect())  # type: ignore[no-untyped-call]
+    key = {"row_workspace_id": WORKSPACE, "updated_at": NOW}
+    assert await execute_in(chain, _SETTLE, {**key, "row_id": first, "status": "SENT"}) == 0
+    await execute_in(chain, _SETTLE, {**key, "row_id": second, "status": "FAILED"})
+    sql, arguments = chain.statement()
+    # Each part's parameters renumbered after the ones before it.
+    assert sql.startswith("WITH w0 AS (UPDATE delivery_outbox SET ")
+    assert "$8" in sql  # four parameters each: SET status, updated_at; WHERE workspace, id
+    assert "$9" not in sql
+    assert len(arguments) == 8
+    if database.engine.dialect.name != "postgresql":
+        return
+    broken = WriteChain(database.engine.dialect)
+    await execute_in(broken, _SETTLE, {**key, "row_id": first, "status": "SENT"})
+    await execute_in(broken, _INSERT, _row(second))  # the key is taken: the whole statement fails
+    with pytest.raises(IntegrityError):
+        await database.direct.execute(*broken.statement())
+    assert [row[1] for row in await _rows(database)] == ["PENDING", "PENDING"]
+    await database.direct.execute(sql, arguments)
+    assert {row[0]: row[1] for row in await _rows(database)} == {first: "SENT", second: "FAILED"}
+
+
+def test_a_chain_refuses_what_it_cannot_renumber_or_run() -> None:
+    chain = WriteChain(postgresql.asyncpg.dialect())  # type: ignore[no-untyped-call]
+    with pytest.raises(TypeError):  # a `$` that is not a parameter's
+        chain.add(text("UPDATE delivery_outbox SET recipient = '$1'"), {})
+    with pytest.raises(TypeError):
+        chain.add(text("UPDATE delivery_outbox SET recipient = 'US$'"), {})
+    with pytest.raises(TypeError):  # SQLAlchemy completes it (reads rows back)
+        chain.add(insert(_TABLE).returning(_TABLE.c.id), _row("x"))

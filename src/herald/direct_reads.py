@@ -121,18 +121,23 @@ class DirectReads:
         for the driver (no expanding lists, no Python-side defaults or RETURNING)."""
         if not self._postgres:
             raise TypeError("single-statement writes go to PostgreSQL's pool only")
+        compiled = self._compile_write(statement)
+        return await self.execute(compiled.sql, compiled.arguments(values))
+
+    async def execute(self, sql: str, arguments: Sequence[Any]) -> int:
+        """`write` of a statement already compiled for the driver (`direct_writes.WriteChain`)."""
         import asyncpg
 
-        compiled = self._compile_write(statement)
-        arguments = compiled.arguments(values)
+        if not self._postgres:
+            raise TypeError("single-statement writes go to PostgreSQL's pool only")
         pool = self._postgres_pool or await self._open_postgres_pool()
         try:
             async with pool.acquire() as connection:
-                status: str = await connection.execute(compiled.sql, *arguments)
+                status: str = await connection.execute(sql, *arguments)
         except asyncpg.IntegrityConstraintViolationError as error:  # raised as SQLAlchemy raises it
-            raise exc.IntegrityError(compiled.sql, arguments, error) from error
+            raise exc.IntegrityError(sql, arguments, error) from error
         except asyncpg.PostgresError as error:
-            raise exc.DBAPIError(compiled.sql, arguments, error) from error
+            raise exc.DBAPIError(sql, arguments, error) from error
         # The command's tag: "INSERT 0 8", "UPDATE 8".
         return int(status.rsplit(" ", 1)[-1]) if status and status[-1].isdigit() else 0
 

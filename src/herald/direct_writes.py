@@ -29,6 +29,7 @@ SQLAlchemy raises it (an `IntegrityError` stays one).
 from __future__ import annotations
 
 import contextlib
+import re
 import sqlite3
 from collections.abc import AsyncIterator, Callable
 from typing import Any, Protocol
@@ -48,7 +49,11 @@ class Gate(Protocol):
 
 async def execute_in(connection: Writer, statement: Any, values: dict[str, Any]) -> int:
     """Run a write statement (built once) with `values` in `connection`'s transaction (an engine's,
-    or one of `DirectWrites`): the number of rows it matched. See the module docstring."""
+    or one of `DirectWrites`; or added to a `WriteChain`, 0): the number of rows it matched. See
+    the module docstring."""
+    if isinstance(connection, WriteChain):
+        connection.add(statement, values)
+        return 0
     if isinstance(connection, SqliteTransaction):
         return await connection.execute(statement, values)
     compiled = _compiled(statement, connection.dialect, values) if connection.in_transaction() else None
@@ -106,7 +111,7 @@ class DirectWrites:
         self._sqlite: sqlite3.Connection | None = None
 
     @contextlib.asynccontextmanager
-    async def transaction(self, *, engine: bool = False) -> AsyncIterator[Writer]:
+    async def transaction(self, *, engine: bool = False) -> AsyncIterator[Transaction]:
         """A write transaction, committed at the end of the block, rolled back on any error: run
         statements in it with `execute_in` (or `joined_writes.execute_with`). `engine`: the
         engine's transaction whatever the database, for writes that take SQLAlchemy's path."""
@@ -201,12 +206,64 @@ class SqliteTransaction:
         return compiled
 
 
-# A write transaction: the engine's (a session's connection, an `engine.begin()`), or one of
-# `DirectWrites` on SQLite's driver.
-Writer = AsyncConnection | SqliteTransaction
+class WriteChain:
+    """Writes collected to run as one statement on PostgreSQL (`statement()`: each but the last a
+    data-modifying CTE, `WITH w0 AS (...), w1 AS (...) <last>`), run where one write statement runs
+    (`DirectReads.execute`): one round trip, and no BEGIN or COMMIT, for what would be a transaction
+    of several. Its statements see one snapshot, so each must write rows none of the others does
+    (a row written twice by one statement is undefined), and none reports a row count
+    (`execute_in` answers 0). What the delivery engine records after a window goes so."""
+
+    def __init__(self, dialect: Dialect) -> None:
+        self._dialect = dialect
+        self._parts: list[tuple[str, list[Any]]] = []
+
+    @property
+    def dialect(self) -> Dialect:
+        return self._dialect
+
+    def add(self, statement: Any, values: dict[str, Any]) -> None:
+        compiled = _compiled(statement, self._dialect, values)
+        arguments = compiled.arguments(values) if compiled is not None else []
+        # Renumbered by text (`statement`): every `$` of the SQL must be a parameter's, `$1` to `$n`.
+        numbers = {int(found) for found in _PLACEHOLDER.findall(compiled.sql)} if compiled else set()
+        if (
+            compiled is None
+            or "$" in _PLACEHOLDER.sub("", compiled.sql)
+            or numbers != set(range(1, len(arguments) + 1))
+        ):
+            raise TypeError(f"{statement} cannot be chained; write it in a transaction")
+        self._parts.append((compiled.sql, arguments))
+
+    def statement(self) -> tuple[str, list[Any]]:
+        """The chain as one statement and its arguments (each part's parameters renumbered)."""
+        parts: list[str] = []
+        arguments: list[Any] = []
+        for sql, values in self._parts:
+            parts.append(_renumbered(sql, len(arguments)))
+            arguments += values
+        *first, last = parts
+        if not first:
+            return last, arguments
+        named = ", ".join(f"w{index} AS ({sql})" for index, sql in enumerate(first))
+        return f"WITH {named} {last}", arguments
 
 
-async def execute_many_in(connection: Writer, statement: Any, rows: list[dict[str, Any]]) -> None:
+_PLACEHOLDER = re.compile(r"\$(\d+)")
+
+
+def _renumbered(sql: str, offset: int) -> str:
+    """`sql` with each parameter `$n` as `$(n + offset)`."""
+    return _PLACEHOLDER.sub(lambda found: f"${int(found[1]) + offset}", sql)
+
+
+# A transaction: the engine's (a session's connection, an `engine.begin()`), or one of
+# `DirectWrites` on SQLite's driver; a Writer is one of those, or a chain of writes.
+Transaction = AsyncConnection | SqliteTransaction
+Writer = Transaction | WriteChain
+
+
+async def execute_many_in(connection: Transaction, statement: Any, rows: list[dict[str, Any]]) -> None:
     """Run a write statement (built once) once per parameter set of `rows` (all with the same
     names) in `connection`'s transaction."""
     if not rows:
@@ -235,11 +292,11 @@ async def _run(
 
 # Each write statement's compiled form per set of parameter names (its VALUES or SET clause), or
 # None when it takes SQLAlchemy's path.
-_writes: dict[tuple[int, frozenset[str]], tuple[Any, _Compiled | None]] = {}
+_writes: dict[tuple[int, str, frozenset[str]], tuple[Any, _Compiled | None]] = {}
 
 
 def _compiled(statement: Any, dialect: Dialect, values: dict[str, Any]) -> _Compiled | None:
-    key = (id(statement), frozenset(values))
+    key = (id(statement), dialect.name, frozenset(values))
     cached = _writes.get(key)
     if cached is None or cached[0] is not statement:
         if len(_writes) >= _COMPILED_LIMIT:

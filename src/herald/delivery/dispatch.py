@@ -34,7 +34,7 @@ from herald.delivery.messages import Envelope, Outcome
 from herald.delivery.models import Connector
 from herald.delivery.smtp import SmtpSessions
 from herald.delivery.webhook import Lane, new_lane, send_webhook, send_webhook_batch
-from herald.direct_writes import Writer
+from herald.direct_writes import Transaction, Writer
 from herald.joined_writes import FirstWrite, Joined
 
 
@@ -146,7 +146,7 @@ class Dispatcher:
         self,
         connector: Connector,
         envelopes: Sequence[Envelope],
-        allowed: Callable[[Writer], Awaitable[bool]],
+        allowed: Callable[[Transaction], Awaitable[bool]],
         also: Callable[[list[Outcome]], Callable[[Writer], Awaitable[None]]],
         *,
         engine: bool = False,
@@ -165,7 +165,7 @@ class Dispatcher:
         self,
         connector: Connector,
         envelopes: Sequence[Envelope],
-        allowed: Callable[[Writer], Awaitable[bool]],
+        allowed: Callable[[Transaction], Awaitable[bool]],
         first: bool = False,
         guard: outbox.Guard | None = None,
     ) -> Window | None:

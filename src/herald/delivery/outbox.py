@@ -52,7 +52,7 @@ from herald.db import Database, UTCDateTime
 from herald.delivery.messages import Envelope, Outcome, summary_of
 from herald.delivery.models import Connector, OutboxEntry
 from herald.direct_reads import rows_in
-from herald.direct_writes import Writer, execute_in
+from herald.direct_writes import Transaction, WriteChain, Writer, execute_in
 from herald.joined_writes import Joined, execute_with
 from herald.ops import metrics
 from herald.sql_lists import one_of
@@ -335,7 +335,7 @@ async def begin_attempts(
     envelopes: Sequence[Envelope],
     connector: Connector,
     now: datetime,
-    allowed: Callable[[Writer], Awaitable[bool]],
+    allowed: Callable[[Transaction], Awaitable[bool]],
     first: bool = False,
     guard: Guard | None = None,
 ) -> list[Attempt] | None:
@@ -393,30 +393,20 @@ async def record_settled(
     *,
     engine: bool = False,
 ) -> None:
-    """Commit the outcomes of a window of attempts in one transaction, with `also` (the caller's
-    own bookkeeping of the same window; `engine`: it takes SQLAlchemy's path, so the transaction
-    is the engine's). As with `record_outcome`, a failure to record is logged: the messages are
-    gone, their rows stay PENDING (outcome unknown)."""
-    workspace_id = settled[0].envelope.workspace_id if settled else ""
+    """Commit the outcomes of a window of attempts at once, with `also` (the caller's own
+    bookkeeping of the same window; `engine`: it takes SQLAlchemy's path, so the transaction is
+    the engine's): on PostgreSQL as one statement (`WriteChain`), else in one transaction. As with
+    `record_outcome`, a failure to record is logged: the messages are gone, their rows stay
+    PENDING (outcome unknown)."""
     sent = [item.envelope.delivery_id for item in settled if item.outcome.sent]
     try:
-        async with database.writes.transaction(engine=engine) as connection:
-            if sent:
-                rows = {"row_workspace_id": workspace_id, "row_ids": sent}
-                ended = {"status": OutboxStatus.SENT.value, "failure_reason": None, "updated_at": now}
-                await execute_in(connection, _SETTLE_MANY, {**rows, **ended})
-            for item in settled:
-                if item.outcome.sent:
-                    continue
-                values: dict[str, Any] = {"failure_reason": item.outcome.reason, "updated_at": now}
-                if item.retry_at is not None:
-                    values["next_attempt_at"] = item.retry_at
-                else:
-                    values["status"] = OutboxStatus.FAILED.value
-                key = {"row_workspace_id": workspace_id, "row_id": item.envelope.delivery_id}
-                await execute_in(connection, _SETTLE, {**values, **key})
-            if also is not None:
-                await also(connection)
+        if not engine and database.engine.dialect.name == "postgresql":
+            chain = WriteChain(database.engine.dialect)
+            await _record_settled(chain, settled, sent, now, also)
+            await database.direct.execute(*chain.statement())
+        else:
+            async with database.writes.transaction(engine=engine) as connection:
+                await _record_settled(connection, settled, sent, now, also)
     except SQLAlchemyError:
         log.exception("could not record the outcomes of %d deliveries", len(settled))
         return
@@ -425,6 +415,32 @@ async def record_settled(
     for label, count in (("SENT", len(sent)), ("FAILED", failed), ("RETRY", retried)):
         if count:
             metrics.SENDS.labels(label).inc(count)
+
+
+async def _record_settled(
+    connection: Writer,
+    settled: Sequence[Settled],
+    sent: list[str],
+    now: datetime,
+    also: Callable[[Writer], Awaitable[None]] | None,
+) -> None:
+    workspace_id = settled[0].envelope.workspace_id if settled else ""
+    if sent:
+        rows = {"row_workspace_id": workspace_id, "row_ids": sent}
+        ended = {"status": OutboxStatus.SENT.value, "failure_reason": None, "updated_at": now}
+        await execute_in(connection, _SETTLE_MANY, {**rows, **ended})
+    for item in settled:
+        if item.outcome.sent:
+            continue
+        values: dict[str, Any] = {"failure_reason": item.outcome.reason, "updated_at": now}
+        if item.retry_at is not None:
+            values["next_attempt_at"] = item.retry_at
+        else:
+            values["status"] = OutboxStatus.FAILED.value
+        key = {"row_workspace_id": workspace_id, "row_id": item.envelope.delivery_id}
+        await execute_in(connection, _SETTLE, {**values, **key})
+    if also is not None:
+        await also(connection)
 
 
 async def record_retry(

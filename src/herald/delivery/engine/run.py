@@ -74,7 +74,7 @@ from herald.delivery.recipients import recipient_for, with_push_tokens
 from herald.delivery.rendering import RenderError
 from herald.delivery.testsend_plan import SlotMessage
 from herald.direct_reads import rows_in
-from herald.direct_writes import Writer, execute_in, execute_many_in
+from herald.direct_writes import Transaction, WriteChain, Writer, execute_in, execute_many_in
 from herald.sql_lists import one_of
 
 log = logging.getLogger("herald.delivery.engine")
@@ -209,6 +209,7 @@ async def _set_users(
         await execute_in(connection, _SET_USER_FIRINGS, {**mine, "row_keys": keys, **values})
         return
     rows = [{**mine, "row_customer_id": c, "row_firing": firings[c], **values} for c in ids]
+    assert not isinstance(connection, WriteChain), "writes are chained on PostgreSQL only"
     await execute_many_in(connection, _SET_USER_FIRING, rows)
 
 
@@ -406,7 +407,7 @@ def _still_as_planned(execution: Execution, plan: SendPlan) -> outbox.Guard | No
 
 
 async def _sending_at(
-    connection: Writer, execution: Execution, *, hold: bool = False
+    connection: Transaction, execution: Execution, *, hold: bool = False
 ) -> tuple[bool, Version | None]:
     """Whether the campaign is live and the execution DISPATCHING (`still_sending`), and the
     version the campaign is at (`live_version`), in one read. `hold`: the campaign's row is read
@@ -696,7 +697,7 @@ class _Flight:
             return _Went.FAILING
         went = _Went.STOPPED
 
-        async def allowed(connection: Writer) -> bool:
+        async def allowed(connection: Transaction) -> bool:
             nonlocal went
             sending, version = await _sending_at(connection, execution, hold=True)
             if sending and version != plan.version:
@@ -1036,7 +1037,7 @@ async def _send_shared(
     assert connector is not None
     ready = [envelope for _, messages in group for _, found in messages for envelope, _ in found]
 
-    async def allowed(connection: Writer) -> bool:
+    async def allowed(connection: Transaction) -> bool:
         # Share-locked until the window's rows commit, as a one-time window's check is: a PAUSE or
         # STOP either came first and is seen here, or answers after these messages are handed over.
         return all([(await _sending_at(connection, lane.execution, hold=True))[0] for lane, _ in group])
