@@ -7,7 +7,7 @@ Only `campaign_content.content` holds message text; `locales` and `variation_det
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 from herald.problems import join_path
@@ -56,17 +56,6 @@ def fill_from(target: dict[str, Any], template_body: dict[str, Any]) -> None:
             target[key] = copy.deepcopy(value)
         elif isinstance(target[key], dict) and isinstance(value, dict):
             fill_from(target[key], value)
-
-
-def transform(value: Any, visit: Callable[[Path, str], str], path: Path = CONTENT_ROOT) -> Any:
-    """A copy of `value` with every string replaced by `visit(path, string)`."""
-    if isinstance(value, str):
-        return visit(path, value)
-    if isinstance(value, dict):
-        return {key: transform(item, visit, (*path, key)) for key, item in value.items()}
-    if isinstance(value, list):
-        return [transform(item, visit, (*path, index)) for index, item in enumerate(value)]
-    return value
 
 
 def dotted(path: Path) -> str:
