@@ -15,8 +15,7 @@ messages per POST; SMTP connections are kept between messages (`smtp.SmtpSession
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Self
@@ -50,16 +49,16 @@ class Lanes:
         self._idle: list[Lane] = []
         self._all: list[Lane] = []
 
-    @contextlib.asynccontextmanager
-    async def lane(self) -> AsyncIterator[Lane]:
-        """A lane to send one request on, held while it is in flight (the last one released
-        first: its connection is the likeliest to be open still)."""
-        async with self.flight:
-            lane = self._idle.pop() if self._idle else self._new_lane()
-            try:
-                yield lane
-            finally:
-                self._idle.append(lane)
+    async def take(self) -> Lane:
+        """A lane to send one request on, held until `give_back` (the last one given back first:
+        its connection is the likeliest to be open still). Not a context manager: one per message
+        cost more than the lane's bookkeeping."""
+        await self.flight.acquire()
+        return self._idle.pop() if self._idle else self._new_lane()
+
+    def give_back(self, lane: Lane) -> None:
+        self._idle.append(lane)
+        self.flight.release()
 
     def _new_lane(self) -> Lane:
         lane = new_lane()
@@ -310,11 +309,14 @@ class Dispatcher:
                 async with self._lanes.flight:
                     outcome = await self._smtp.send(connector.id, settings, secrets, envelope, time_limit)
             else:
-                async with self._lanes.lane() as lane:
+                lane = await self._lanes.take()
+                try:
                     if batch is not None:
                         outcome = await send_webhook_batch(lane, settings, secrets, batch, time_limit)
                     else:
                         outcome = await send_webhook(lane, settings, secrets, envelope, time_limit)
+                finally:
+                    self._lanes.give_back(lane)
         if outcome.connector_down and outcome.reason:
             self._down[connector.id] = (
                 f"connector '{connector.name}' failed earlier in this batch: {outcome.reason}"

@@ -11,7 +11,6 @@ may drop a delivery id it has already seen (replays within the tolerance).
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 
 SIGNATURE_HEADER = "X-Herald-Signature"
@@ -24,7 +23,8 @@ DEFAULT_TOLERANCE_SECONDS = 300
 def signature(secret: str, timestamp: int, body: bytes) -> str:
     """The `X-Herald-Signature` value for `body` sent at `timestamp`."""
     signed = str(timestamp).encode() + b"." + body
-    return SCHEME + hmac.new(secret.encode(), signed, hashlib.sha256).hexdigest()
+    # The one-shot C digest: an HMAC object per message (`hmac.new`) cost several times more.
+    return SCHEME + hmac.digest(secret.encode(), signed, "sha256").hex()
 
 
 def signed_headers(secret: str, timestamp: int, body: bytes, delivery_id: str) -> dict[str, str]:
