@@ -119,8 +119,6 @@ class DirectReads:
         """One write statement, a transaction of its own, on PostgreSQL's pool (no BEGIN or
         COMMIT round trip around it): the number of rows it wrote. The statement must compile
         for the driver (no expanding lists, no Python-side defaults or RETURNING)."""
-        if not self._postgres:
-            raise TypeError("single-statement writes go to PostgreSQL's pool only")
         compiled = self._compile_write(statement)
         return await self.execute(compiled.sql, compiled.arguments(values))
 

@@ -403,7 +403,8 @@ async def record_settled(
         if not engine and database.engine.dialect.name == "postgresql":
             chain = WriteChain(database.engine.dialect)
             await _record_settled(chain, settled, sent, now, also)
-            await database.direct.execute(*chain.statement())
+            if chain:
+                await database.direct.execute(*chain.statement())
         else:
             async with database.writes.transaction(engine=engine) as connection:
                 await _record_settled(connection, settled, sent, now, also)
