@@ -29,7 +29,7 @@ from jinja2.visitor import NodeTransformer
 from herald.personalization import guards, state
 from herald.personalization.filters import bounded_filters
 from herald.personalization.limits import RenderLimitExceeded
-from herald.personalization.values import RecordingUndefined
+from herald.personalization.values import RecordingUndefined, View
 
 _STR_METHODS = frozenset(
     [
@@ -160,6 +160,17 @@ class HeraldSandbox(ImmutableSandboxedEnvironment):
 
     def getattr(self, obj: Any, attribute: str) -> Any:
         state.current().budget.step()
+        if type(obj) is View and not attribute.startswith("_"):
+            # `user.x`, `event.x`: what the sandbox's own path answers, without its detour (an
+            # attribute lookup, then an item lookup, each failing with an exception for a missing
+            # value, then the safety check): nearly half of a trigger worker's rendering samples
+            # at 1,000 events/s were in that path.
+            try:
+                value = obj[attribute]
+            except KeyError:
+                return self.undefined(obj=obj, name=attribute)
+            if not callable(value):
+                return value
         return super().getattr(obj, attribute)
 
     def getitem(self, obj: Any, argument: Any) -> Any:
