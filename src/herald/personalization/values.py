@@ -54,6 +54,9 @@ def labeled(value: Any, path: str) -> Any:
     return value
 
 
+_UNREAD = object()
+
+
 class View:
     """A read-only, named bag of values: `UserAttribute`, `user`, `event`, `ProductSet`, `ContentApi`.
 
@@ -84,11 +87,10 @@ class View:
             raise AttributeError(name) from None
 
     def __getitem__(self, key: str) -> Any:
-        try:
-            return self._labeled[key]
-        except KeyError:
+        found = self._labeled.get(key, _UNREAD)
+        if found is _UNREAD:  # read once per render: a miss here is the rule, not an exception
             found = self._labeled[key] = labeled(self._values[key], self.expression(key))
-            return found
+        return found
 
     def __contains__(self, key: object) -> bool:
         return key in self._values
