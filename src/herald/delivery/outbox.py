@@ -42,6 +42,7 @@ from sqlalchemy import (
     literal_column,
     select,
     text,
+    true,
     update,
 )
 from sqlalchemy import cast as sql_cast
@@ -97,35 +98,19 @@ _PER_ROW = (
 _SHARED = ("workspace_id", "status", "connector_id", "connector_name", "attempts", "created_at", "updated_at")
 
 
-def _window_insert(dialect: str) -> TextClause:
-    if dialect == "postgresql":
-        shared = [
-            "CAST(:workspace_id AS VARCHAR)",
-            f"'{OutboxStatus.PENDING.value}'",
-            "CAST(:connector_id AS VARCHAR)",
-            "CAST(:connector_name AS VARCHAR)",
-            "1",
-            "CAST(:now AS TIMESTAMP WITH TIME ZONE)",
-            "CAST(:now AS TIMESTAMP WITH TIME ZONE)",
-        ]
-        each = [f"item ->> {index}" for index in range(len(_PER_ROW) - 2)]
-        each += [
-            f"CAST(item ->> {len(_PER_ROW) - 2} AS BOOLEAN)",
-            f"CAST(item -> {len(_PER_ROW) - 1} AS JSONB)",
-        ]
-        source = "json_array_elements(CAST(:rows AS JSON)) AS item"
-    else:
-        pending = f"'{OutboxStatus.PENDING.value}'"
-        shared = [":workspace_id", pending, ":connector_id", ":connector_name", "1", ":now", ":now"]
-        each = [f"item.value ->> {index}" for index in range(len(_PER_ROW) - 1)]
-        each.append(f"item.value -> {len(_PER_ROW) - 1}")  # the summary, as JSON text
-        source = "json_each(:rows) AS item"
+def _sqlite_window_insert() -> TextClause:
+    pending = f"'{OutboxStatus.PENDING.value}'"
+    shared = [":workspace_id", pending, ":connector_id", ":connector_name", "1", ":now", ":now"]
+    each = [f"item.value ->> {index}" for index in range(len(_PER_ROW) - 1)]
+    each.append(f"item.value -> {len(_PER_ROW) - 1}")  # the summary, as JSON text
     columns = ", ".join(_SHARED + _PER_ROW)
-    statement = f"INSERT INTO {_TABLE.name} ({columns}) SELECT {', '.join(shared + each)} FROM {source}"
+    statement = f"INSERT INTO {_TABLE.name} ({columns}) SELECT {', '.join(shared + each)} FROM json_each(:rows) AS item"
     return text(statement).bindparams(bindparam("now", type_=UTCDateTime), bindparam("rows", type_=String))
 
 
-_WINDOW_INSERT = {dialect: _window_insert(dialect) for dialect in ("postgresql", "sqlite")}
+_SQLITE_WINDOW_INSERT = _sqlite_window_insert()
+# PostgreSQL's insert of a window's rows with no condition (`_postgresql_window_insert`).
+_ALWAYS = true()
 
 
 def _window_row(envelope: Envelope) -> tuple[Any, ...]:
@@ -144,18 +129,30 @@ def _window_row(envelope: Envelope) -> tuple[Any, ...]:
     )
 
 
-async def _insert_window(connection: Writer, envelopes: Sequence[Envelope], connector: Connector) -> None:
-    """The PENDING rows of a window's messages (one statement per instant they were built at: one)."""
+def _window_values(envelopes: Sequence[Envelope], connector: Connector, now: datetime) -> dict[str, Any]:
+    """The parameters of a window insert for `envelopes`, all built at `now`."""
     import orjson  # as `herald.db` does: a command line on SQLite does not load it
 
-    statement = _WINDOW_INSERT[connection.dialect.name]
-    built: dict[datetime, list[tuple[Any, ...]]] = {}
+    return {
+        "workspace_id": envelopes[0].workspace_id,
+        "connector_id": connector.id,
+        "connector_name": connector.name,
+        "now": now,
+        "rows": orjson.dumps([_window_row(envelope) for envelope in envelopes]).decode(),
+    }
+
+
+async def _insert_window(connection: Writer, envelopes: Sequence[Envelope], connector: Connector) -> None:
+    """The PENDING rows of a window's messages (one statement per instant they were built at: one)."""
+    if connection.dialect.name == "postgresql":
+        statement: Any = _postgresql_window_insert(_ALWAYS)
+    else:
+        statement = _SQLITE_WINDOW_INSERT
+    built: dict[datetime, list[Envelope]] = {}
     for envelope in envelopes:
-        built.setdefault(envelope.now, []).append(_window_row(envelope))
-    for now, rows in built.items():
-        shared = {"workspace_id": envelopes[0].workspace_id, "now": now}
-        shared |= {"connector_id": connector.id, "connector_name": connector.name}
-        await execute_in(connection, statement, {**shared, "rows": orjson.dumps(rows).decode()})
+        built.setdefault(envelope.now, []).append(envelope)
+    for now, same_instant in built.items():
+        await execute_in(connection, statement, _window_values(same_instant, connector, now))
 
 
 @dataclass(frozen=True)
@@ -170,8 +167,9 @@ class Guard:
 
 
 @functools.cache
-def _guarded_insert(condition: ColumnElement[bool]) -> Insert:
-    """`_window_insert`'s PostgreSQL statement under `condition` (one statement per condition)."""
+def _postgresql_window_insert(condition: ColumnElement[bool]) -> Insert:
+    """PostgreSQL's insert of a window's rows (one JSON array of `_window_row`s, taken apart by the
+    database) where `condition` holds: `_ALWAYS`, or a `Guard`'s (built once per condition)."""
     from sqlalchemy.dialects.postgresql import JSONB  # PostgreSQL only
 
     item = func.json_array_elements(sql_cast(bindparam("rows", type_=String), JSON)).table_valued("value")
@@ -202,21 +200,12 @@ async def _insert_guarded(
     """The window's PENDING rows written in one statement under `guard` on PostgreSQL; False,
     nothing written, when there is no guard, it does not hold, the database is SQLite (whose
     transactions cost no round trips) or the messages were built at several instants."""
-    import orjson
-
     if guard is None or database.engine.dialect.name != "postgresql":
         return False
     if any(envelope.now != envelopes[0].now for envelope in envelopes):
         return False
-    values = {
-        **guard.values,
-        "workspace_id": envelopes[0].workspace_id,
-        "connector_id": connector.id,
-        "connector_name": connector.name,
-        "now": envelopes[0].now,
-        "rows": orjson.dumps([_window_row(envelope) for envelope in envelopes]).decode(),
-    }
-    return await database.direct.write(_guarded_insert(guard.condition), values) > 0
+    values = {**guard.values, **_window_values(envelopes, connector, envelopes[0].now)}
+    return await database.direct.write(_postgresql_window_insert(guard.condition), values) > 0
 
 
 # Those of a window's messages that have rows already.
