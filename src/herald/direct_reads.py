@@ -136,8 +136,7 @@ class DirectReads:
             raise exc.IntegrityError(sql, arguments, error) from error
         except asyncpg.PostgresError as error:
             raise exc.DBAPIError(sql, arguments, error) from error
-        # The command's tag: "INSERT 0 8", "UPDATE 8".
-        return int(status.rsplit(" ", 1)[-1]) if status and status[-1].isdigit() else 0
+        return rows_of_tag(status)
 
     async def scalar(self, statement: Select[Any], values: dict[str, Any]) -> Any:
         rows = await self.rows(statement, values)
@@ -199,6 +198,11 @@ class DirectReads:
             if column.type._cached_result_processor(dialect, None) is not None:
                 raise ValueError(f"{column} needs result processing; select it in its wire form")
         return _compiled(statement, dialect)
+
+
+def rows_of_tag(status: str) -> int:
+    """The rows a PostgreSQL command wrote, from its tag ("INSERT 0 8", "UPDATE 8", "DELETE 0")."""
+    return int(status.rsplit(" ", 1)[-1]) if status and status[-1].isdigit() else 0
 
 
 class _PerStatement(Generic[V]):

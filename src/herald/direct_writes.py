@@ -41,7 +41,7 @@ from sqlalchemy.engine import Dialect
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from herald import sqlite_inline
-from herald.direct_reads import _COMPILED_LIMIT, _Compiled, compiled_form
+from herald.direct_reads import _COMPILED_LIMIT, _Compiled, compiled_form, rows_of_tag
 
 
 class Gate(Protocol):
@@ -87,8 +87,7 @@ async def _run_postgresql(adapted: Any, dialect: Dialect, compiled: _Compiled, v
                 compiled.sql, arguments, translated, dbapi.Error, dialect=dialect
             ) from error
         raise
-    # The command's tag: "UPDATE 8", "INSERT 0 8", "DELETE 0".
-    return int(status.rsplit(" ", 1)[-1]) if status and status[-1].isdigit() else 0
+    return rows_of_tag(status)
 
 
 class DirectWrites:
