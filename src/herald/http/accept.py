@@ -9,6 +9,10 @@ loop accepts up to the listen backlog per turn, but costs about a quarter more C
 So the listening sockets are served here instead: one reader per socket accepts until the queue is
 empty and hands each connection to uvloop (`connect_accepted_socket`), which then runs it exactly as
 one it had accepted itself. Everything else is uvloop's.
+
+Under `--workers N` each process listens on a socket of its own (`SO_REUSEPORT`, `_own_listener`):
+on the one socket uvicorn shares, accepting every waiting connection would let one process take
+them all.
 """
 
 from __future__ import annotations
@@ -51,7 +55,7 @@ class AcceptingLoop(uvloop.Loop):
             return await super().create_server(
                 protocol_factory, host, port, sock=sock, backlog=backlog, ssl=ssl, **kwargs
             )
-        listeners = [sock] if sock is not None else _bind(host, port)
+        listeners = [_own_listener(sock)] if sock is not None else _bind(host, port)
         for listener in listeners:
             # uvicorn binds the socket it hands to its worker processes but leaves listening to
             # create_server, as asyncio's and uvloop's do (again on a listening socket: harmless).
@@ -146,6 +150,43 @@ class AcceptingServer(asyncio.AbstractServer):
 
     async def serve_forever(self) -> None:
         raise NotImplementedError("herald serve drives the server through uvicorn")
+
+
+def _own_listener(shared: socket.socket) -> socket.socket:
+    """This process's listening socket in place of `shared`, the one socket uvicorn binds and hands to
+    each of its worker processes.
+
+    On one shared socket the process that wakes first accepts every waiting connection
+    (`accept_pending`): 32 connections opened at once against `herald serve --workers 2` went all to
+    one process in about one run in three, which then served at half the machine's rate while the
+    other idled. So each process listens on a socket of its own, bound to the same address with
+    `SO_REUSEPORT`, and the kernel spreads new connections over them (by a hash of their addresses);
+    the shared socket stays bound, never listened on. Where that cannot be (no `SO_REUSEPORT`, not
+    TCP, a socket already listening), the shared socket serves as before."""
+    reuse_port = getattr(socket, "SO_REUSEPORT", None)
+    if (
+        reuse_port is None
+        or shared.family not in (socket.AF_INET, socket.AF_INET6)
+        or shared.type != socket.SOCK_STREAM
+        or shared.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN)
+    ):
+        return shared
+    own = socket.socket(shared.family, socket.SOCK_STREAM)
+    try:
+        # Every socket of the address must allow it, the shared one included (its option is the
+        # same kernel socket's in every process: setting it again is harmless).
+        shared.setsockopt(socket.SOL_SOCKET, reuse_port, 1)
+        own.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        own.setsockopt(socket.SOL_SOCKET, reuse_port, 1)
+        if shared.family == socket.AF_INET6:  # dual-stack or not, as the shared socket is
+            v6_only = shared.getsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY)
+            own.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, v6_only)
+        own.bind(shared.getsockname())
+    except OSError as error:
+        logger.warning("listening on the shared socket (no socket of this process's own: %s)", error)
+        own.close()
+        return shared
+    return own
 
 
 def _bind(host: Any, port: Any) -> list[socket.socket]:
