@@ -134,7 +134,7 @@ class DirectReads:
                 status: str = await connection.execute(sql, *arguments)
         except asyncpg.IntegrityConstraintViolationError as error:  # raised as SQLAlchemy raises it
             raise exc.IntegrityError(sql, arguments, error) from error
-        except asyncpg.PostgresError as error:
+        except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError) as error:  # the server's, the link's
             raise exc.DBAPIError(sql, arguments, error) from error
         return rows_of_tag(status)
 

@@ -92,14 +92,26 @@ async def execute_with(
         matched = await execute_in(connection, statement, values)
         await execute_in(connection, also, also_values)
         return matched
+    combined, parameters = one_statement(statement, table, values, joined)
+    return int((await connection.execute(combined, parameters)).rowcount)
+
+
+def one_statement(
+    statement: Insert | Update, table: Table, values: dict[str, Any], joined: Joined | None
+) -> tuple[Any, dict[str, Any]]:
+    """`statement` with `values` and `joined` as one PostgreSQL statement (built once per
+    statement, set of columns and joined insert), and its parameters: what `execute_with` runs
+    there, for a caller that runs it as a transaction of its own (`DirectReads.write`)."""
     columns = frozenset(name for name in values if name in table.c)
-    combined = _combined(statement, table, columns, also)
-    return int((await connection.execute(combined, {**values, **also_values})).rowcount)
+    if joined is None:
+        return _combined(statement, table, columns, None), values
+    also, also_values = joined
+    return _combined(statement, table, columns, also), {**values, **also_values}
 
 
 @cache
 def _combined(statement: Insert | Update, table: Table, columns: frozenset[str], also: Any) -> Any:
-    # Inside a CTE the clause is not taken from the parameters: it is spelled out. Built once per
-    # statement, set of columns and joined insert.
+    # Inside a CTE the clause is not taken from the parameters: it is spelled out (so is it for a
+    # statement alone, whose clause would otherwise be every column of the table).
     spelled = statement.values({name: bindparam(name, type_=table.c[name].type) for name in columns})
-    return spelled.add_cte(also.cte("joined"))
+    return spelled if also is None else spelled.add_cte(also.cte("joined"))

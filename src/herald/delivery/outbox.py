@@ -35,6 +35,7 @@ from sqlalchemy import (
     String,
     Table,
     TextClause,
+    Update,
     bindparam,
     func,
     insert,
@@ -54,7 +55,7 @@ from herald.delivery.messages import Envelope, Outcome, summary_of
 from herald.delivery.models import Connector, OutboxEntry
 from herald.direct_reads import rows_in
 from herald.direct_writes import Transaction, WriteChain, Writer, execute_in
-from herald.joined_writes import Joined, execute_with
+from herald.joined_writes import Joined, execute_with, one_statement
 from herald.ops import metrics
 from herald.sql_lists import one_of
 from herald.timefmt import rfc3339
@@ -269,8 +270,20 @@ async def record_pending(
     """Commit the PENDING row, with `joined` (e.g. the request's idempotency claim). Raises if it
     cannot be written: then nothing may be sent."""
     values = _values(envelope, connector, request_id, OutboxStatus.PENDING)
+    await _write_alone(database, _INSERT, values, joined)
+
+
+async def _write_alone(
+    database: Database, statement: Insert | Update, values: dict[str, Any], joined: Joined | None
+) -> None:
+    """`statement` and `joined`, a transaction of their own. On PostgreSQL one statement on the
+    driver's pool, committed by itself: a test send's PENDING row and its outcome, each through an
+    engine transaction, were three round trips and about a third of the request's CPU."""
+    if database.engine.dialect.name == "postgresql":
+        await database.direct.write(*one_statement(statement, _TABLE, values, joined))
+        return
     async with database.writes.transaction() as connection:
-        await execute_with(connection, _INSERT, _TABLE, values, joined)
+        await execute_with(connection, statement, _TABLE, values, joined)
 
 
 @dataclass(frozen=True, slots=True)
@@ -468,8 +481,7 @@ async def record_outcome(
     try:
         values = {"status": status.value, "failure_reason": outcome.reason, "updated_at": now}
         key = {"row_workspace_id": envelope.workspace_id, "row_id": envelope.delivery_id}
-        async with database.writes.transaction() as connection:
-            await execute_with(connection, _SETTLE, _TABLE, {**values, **key}, joined)
+        await _write_alone(database, _SETTLE, {**values, **key}, joined)
     except SQLAlchemyError:
         log.exception("could not record the outcome of delivery %s", envelope.delivery_id)
         if joined is not None:
