@@ -104,7 +104,10 @@ async def test_campaign(
         request, problems = parse_test_body(raw)
         if request is None:
             raise ValidationFailed(problems)
-        async with deployment.database.reader() as session:
+        # Each read its own snapshot, without a transaction around them (on PostgreSQL a BEGIN and a
+        # ROLLBACK fewer): what a test goes to (a draft, a connector, users and their tokens) is
+        # read once, and none of it must agree with the rest at one instant.
+        async with deployment.database.single_statement_reader() as session:
             plan = await _plan(session, workspace_id, request)
     except HeraldError:
         await claimed.apart()  # the key answers first (a replay, a 409), as when claimed before
