@@ -104,9 +104,15 @@ class DirectReads:
         arguments = compiled.arguments(values)
         if self._postgres:
             pool = self._postgres_pool or await self._open_postgres_pool()
-            async with pool.acquire() as connection:
-                found: Sequence[Sequence[Any]] = await connection.fetch(compiled.sql, *arguments)
-                return found
+            try:
+                async with pool.acquire() as connection:
+                    found: Sequence[Sequence[Any]] = await connection.fetch(compiled.sql, *arguments)
+                    return found
+            except Exception as error:  # raised as SQLAlchemy raises it (a statement may write)
+                translated = _translated(compiled.sql, arguments, error)
+                if translated is None:
+                    raise
+                raise translated from error
         sqlite = self._sqlite_connection()
         cursor = sqlite.cursor()
         try:
@@ -124,18 +130,17 @@ class DirectReads:
 
     async def execute(self, sql: str, arguments: Sequence[Any]) -> int:
         """`write` of a statement already compiled for the driver (`direct_writes.WriteChain`)."""
-        import asyncpg
-
         if not self._postgres:
             raise TypeError("single-statement writes go to PostgreSQL's pool only")
         pool = self._postgres_pool or await self._open_postgres_pool()
         try:
             async with pool.acquire() as connection:
                 status: str = await connection.execute(sql, *arguments)
-        except asyncpg.IntegrityConstraintViolationError as error:  # raised as SQLAlchemy raises it
-            raise exc.IntegrityError(sql, arguments, error) from error
-        except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError) as error:  # the server's, the link's
-            raise exc.DBAPIError(sql, arguments, error) from error
+        except Exception as error:
+            translated = _translated(sql, arguments, error)
+            if translated is None:
+                raise
+            raise translated from error
         return rows_of_tag(status)
 
     async def scalar(self, statement: Select[Any], values: dict[str, Any]) -> Any:
@@ -198,6 +203,18 @@ class DirectReads:
             if column.type._cached_result_processor(dialect, None) is not None:
                 raise ValueError(f"{column} needs result processing; select it in its wire form")
         return _compiled(statement, dialect)
+
+
+def _translated(sql: str, arguments: Sequence[Any], error: Exception) -> exc.DBAPIError | None:
+    """An error of asyncpg's pool as SQLAlchemy raises it (an `IntegrityError` stays one; the
+    server's other errors and a lost link are `DBAPIError`s); None for any other."""
+    import asyncpg
+
+    if isinstance(error, asyncpg.IntegrityConstraintViolationError):
+        return exc.IntegrityError(sql, arguments, error)
+    if isinstance(error, asyncpg.PostgresError | asyncpg.InterfaceError | OSError):
+        return exc.DBAPIError(sql, arguments, error)
+    return None
 
 
 def rows_of_tag(status: str) -> int:

@@ -1,7 +1,8 @@
 """A write and an insert that goes with it (a request's idempotency record), in one statement on
 PostgreSQL: one round trip instead of two. Likewise a read and the request's idempotency claim
-before it (`ClaimedRead`), and a service's first and last writes of transactions of its own with the
-request's idempotency claim and answer (`ClaimedWrites`).
+before it (`ClaimedRead`), a service's first and last writes of transactions of its own with the
+request's idempotency claim and answer (`ClaimedWrites`), and a service's one write with both, in a
+statement committed by itself (`ClaimedStatement`).
 
 The insert is a data-modifying CTE of the write (`WITH joined AS (INSERT ...) UPDATE ...`), which
 PostgreSQL runs once and to completion whatever the write does, in the same snapshot; the
@@ -59,6 +60,31 @@ class ClaimedWrites(Protocol[T_contra]):
     async def apart(self) -> None: ...
 
     def last(self, shown: T_contra) -> Joined | None: ...
+
+
+class ClaimedStatement(Protocol):
+    """The request's idempotency claim left to a service's one write (PostgreSQL): the write's
+    statement claims the key in a CTE of its own (`claim`, with `parameters`), inserts the answer's
+    record (`record_after` the row written; its parameters are the answer's `Joined`'s) and runs
+    on the driver, committed by itself (`rows`). When it wrote, `written()`; when it wrote
+    nothing (the key has a record or is in flight, or the write was refused), the service calls
+    `apart(session)`, which claims the key in the request's transaction (raising the replay or 409
+    the key answers with), and goes on there. `claim` and `record_after` are the same objects for
+    every request (the statement built of them is built once)."""
+
+    @property
+    def claim(self) -> Any: ...
+
+    @property
+    def parameters(self) -> dict[str, Any]: ...
+
+    def record_after(self, source: Any) -> Any: ...
+
+    async def rows(self, statement: Select[Any], values: dict[str, Any]) -> Sequence[Sequence[Any]]: ...
+
+    def written(self) -> None: ...
+
+    async def apart(self, session: AsyncSession) -> None: ...
 
 
 class ClaimedRows(Protocol):

@@ -315,6 +315,8 @@ class TestLimits:
                 BASE, json={**MINIMAL_PUSH, "created_by": "b@example.com"}, headers=headers
             )
             assert other_body.status_code == 409  # the key names another request
+            invalid = await client.post(BASE, json={**MINIMAL_PUSH, "created_by": "x"}, headers=headers)
+            assert invalid.status_code == 409  # the key answers before the body's 400
         for _ in range(4):
             assert (await _create(client, tenant, MINIMAL_PUSH)).status_code == 201
         assert (await _create(client, tenant, MINIMAL_PUSH)).status_code == 429

@@ -100,6 +100,10 @@ def two_servers(database_url: str, redis_url: str, tmp: Path) -> Iterator[Cluste
         "HERALD_REDIS_URL": redis_url,
         "HERALD_CLOCK_FILE": clock_file,
         "HERALD_LOG_LEVEL": "warning",
+        # Five processes at most (two servers of two, one more), each with 1.25 times its pool (the
+        # driver's own pool beside the engine's; see the README), and the test's own connections,
+        # under the server's 100.
+        "HERALD_DB_POOL_SIZE": "12",
         # Servers may be killed, not stopped: their metrics directories stay in the test's tmp.
         "TMPDIR": str(tmp / "tmp"),
     }

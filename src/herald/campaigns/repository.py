@@ -9,12 +9,14 @@ from typing import Any
 from typing import cast as typed
 
 from sqlalchemy import ARRAY, Select, String, Table, bindparam, delete, func, insert, select, text, update
+from sqlalchemy.dialects import postgresql
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from herald.campaigns.models import Campaign, CampaignRequestId, CampaignTag, StoredCampaign
 from herald.db import UTCDateTime
 from herald.direct_writes import execute_in
-from herald.joined_writes import ClaimedRead, Joined, execute_with
+from herald.joined_writes import ClaimedRead, ClaimedStatement, Joined, execute_with
 
 _CAMPAIGNS = typed(Table, Campaign.__table__)
 # The latest version of a campaign by its `campaign_id` (parameters `workspace_id`, `campaign_id`).
@@ -254,6 +256,61 @@ def _held_in_one(columns: frozenset[str], tags: bool, also: Any) -> Any:
     if also is not None:
         ctes.append(also.cte("joined"))
     return select(hold.c.campaign_id).add_cte(*ctes)
+
+
+async def insert_claimed_held(
+    claimed: ClaimedStatement,
+    hold: dict[str, Any],
+    now: datetime,
+    values: dict[str, Any],
+    joined: Joined | None,
+) -> bool:
+    """PostgreSQL: `insert_held` with the request's Idempotency-Key claim (`claimed`), as one
+    statement committed by itself: the key's claim, then the hold (only when the key was claimed
+    and has no record), the row, its tags and `joined`, the answer's record (only when the row was
+    inserted). Whether they were written: when not, nothing was, and the caller claims the key and
+    holds the request_id in its transaction instead, which says why (a replay, a 409)."""
+    tags = _tags_of(values)
+    record_after = claimed.record_after if joined is not None else None
+    statement = _claimed_in_one(frozenset(values), bool(tags), claimed.claim, record_after)
+    record = joined[1] if joined is not None else {}
+    parameters = {**values, **hold, **claimed.parameters, "now": now, "tag_list": tags, **record}
+    try:
+        return bool(await claimed.rows(statement, parameters))
+    except IntegrityError:  # e.g. the key's record written meanwhile by a claim without the lock
+        return False
+
+
+@cache
+def _claimed_in_one(columns: frozenset[str], tags: bool, claim: Any, record_after: Any) -> Any:
+    """`insert_claimed_held`'s statement: it returns the hold's row when everything was written.
+    Built once per combination."""
+    claimed = claim.cte("claim")
+    granted = select(*(bindparam(name, type_=_HOLDS.c[name].type) for name in _HOLD_COLUMNS))
+    granted = granted.select_from(claimed).where(claimed.c.held, claimed.c.fingerprint.is_(None))
+    taken = postgresql.insert(_HOLDS).from_select(_HOLD_COLUMNS, granted)
+    hold = (
+        taken.on_conflict_do_update(
+            index_elements=[_HOLDS.c.workspace_id, _HOLDS.c.request_id],
+            set_={"campaign_id": taken.excluded.campaign_id, "expires_at": taken.excluded.expires_at},
+            where=_HOLDS.c.expires_at <= bindparam("now", type_=UTCDateTime()),
+        )
+        .returning(_HOLDS.c.campaign_id)
+        .cte("hold")
+    )
+    names = sorted(columns)
+    row_values = select(*(bindparam(name, type_=_CAMPAIGNS.c[name].type) for name in names))
+    row = insert(_CAMPAIGNS).from_select(names, row_values.select_from(hold))
+    inserted = row.returning(_CAMPAIGNS.c.id).cte("inserted")
+    ctes = [claimed, hold, inserted]
+    if tags:
+        ctes.append(_tag_rows(select(inserted.c.id)).cte("tag_rows"))
+    if record_after is not None:
+        ctes.append(record_after(inserted).cte("record"))
+    return select(hold.c.campaign_id).add_cte(*ctes)
+
+
+_HOLD_COLUMNS = ["workspace_id", "request_id", "campaign_id", "expires_at"]
 
 
 def _tag_rows(row_id: Select[Any]) -> Any:

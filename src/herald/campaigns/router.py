@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from typing import Annotated, Any
 
 import orjson
@@ -20,6 +21,7 @@ from herald.http.auth import Caller
 from herald.http.docs import error_responses
 from herald.http.operation import (
     AnswerFirst,
+    ClaimedCreate,
     ClaimRead,
     Operation,
     guarded,
@@ -43,6 +45,7 @@ CREATE = Operation(
     campaigns=True,
     idempotency="required",
     success_quota="campaign_create_success",
+    claim_with_create=True,
 )
 GET = Operation("C2", Scope.CAMPAIGNS_VIEW, "campaign_ops", campaigns=True)
 UPDATE = Operation(
@@ -122,15 +125,18 @@ async def create_campaign(request: Request, caller: Annotated[Caller, guarded(CR
         return json_response(_envelope(request, {"id": campaign_id, "status": status}), status=201)
 
     first = AnswerFirst(request, answer)  # its record goes with the row
-    await service.create_campaign(
-        unit_of_work(request).session(),
-        workspace_of(caller),
-        json_body(request),
-        services_of(request).clock.now(),
-        reserve,
-        first,
-        reserved=success_granted(request, quota),
-    )
+    claimed = ClaimedCreate.of(request)  # PostgreSQL: the key's claim goes with the row too
+    async with claimed.answering() if claimed is not None else contextlib.nullcontext():
+        await service.create_campaign(
+            unit_of_work(request).session(),
+            workspace_of(caller),
+            json_body(request),
+            services_of(request).clock.now(),
+            reserve,
+            first,
+            reserved=success_granted(request, quota),
+            claimed=claimed,
+        )
     return first.response
 
 

@@ -31,7 +31,7 @@ from herald.campaigns.validation import (
 from herald.delivery import connectors as delivery_connectors
 from herald.errors import DuplicateRequestId, InvalidState, NotFound, PreconditionFailed, ValidationFailed
 from herald.ids import is_object_id, object_id
-from herald.joined_writes import Answer, ClaimedRead
+from herald.joined_writes import Answer, ClaimedRead, ClaimedStatement
 from herald.personalization import check_template
 from herald.problems import Problem
 
@@ -71,9 +71,12 @@ async def create_campaign(
     answer: Answer[tuple[str, str]] | None = None,
     *,
     reserved: bool = False,
+    claimed: ClaimedStatement | None = None,
 ) -> tuple[str, str]:
     """A new draft from a C1 body: its id and status. `reserved`: `reserve_success` is known to
-    grant its slot (then the request_id's hold and the row go in one statement on PostgreSQL)."""
+    grant its slot (then the request_id's hold and the row go in one statement on PostgreSQL).
+    `claimed`: the request's Idempotency-Key claim left to this write (PostgreSQL): the claim, the
+    hold, the row and the answer's record then go in one statement committed by itself."""
     body, problems = parse_create(raw)
     if body is None:
         raise ValidationFailed(problems)
@@ -111,15 +114,25 @@ async def create_campaign(
             "expires_at": now + REQUEST_ID_HOLD[document.channel],
         }
         if reserved:
+            if claimed is not None:
+                if await repository.insert_claimed_held(claimed, hold, now, values, joined):
+                    claimed.written()
+                    await reserve_success()  # granted already: it takes nothing more
+                    return campaign_id, status
+                await claimed.apart(session)  # the key answers (a replay, a 409), else it is ours
             holder = await repository.insert_held(session, hold, now, values, joined)
             if holder is not None:
                 raise _duplicate_request_id(holder)
             await reserve_success()  # granted already: it takes nothing more
             return campaign_id, status
+        if claimed is not None:
+            await claimed.apart(session)
         # A used request_id is refused (409) before the quota is asked (429).
         holder = await repository.hold_request_id(session, hold, now)
         if holder is not None:
             raise _duplicate_request_id(holder)
+    elif claimed is not None:
+        await claimed.apart(session)
     await reserve_success()
     await repository.insert_new(session, values, joined)
     return campaign_id, status

@@ -16,6 +16,12 @@ its effect.
   taken over once its lease runs out. A handler whose work writes in transactions of its own (C8's
   outbox rows) inserts that row with its first write and completes it with its last (`claimed_with`,
   `completed_with`): the same row and rules, two transactions fewer.
+
+On PostgreSQL a request whose effect is one write (C1's new campaign) can claim the key in that
+write's own statement, committed by itself (`CLAIMED`, `claim_parameters`, `record_after`): the
+function's lock lasts as long as the statement's transaction, the record is inserted only when the
+effect is, and a key with a record (or in flight) writes nothing; the request then claims it
+inside its transaction as above, and is answered from there.
 """
 
 from __future__ import annotations
@@ -135,6 +141,24 @@ _CLAIM = text(
     "SELECT * FROM herald_claim_idempotency_key(:lock_id, :workspace_id, :api_key_id, :key)"
 ).columns(column("held", Boolean), *(_RECORDS.c[name] for name in _CLAIMED_RECORD))
 _RECORD = insert(_RECORDS)
+
+
+# The claim function's row (`held` and the key's record), for a statement that claims the key in a
+# CTE of its own (`claim_parameters`): its lock lasts as long as that statement's transaction.
+CLAIMED = _CLAIM
+
+
+def claim_parameters(claim: Claim) -> dict[str, Any]:
+    """The parameters of `CLAIMED` for `claim`."""
+    return {**_key_of(claim), "lock_id": _lock_id(claim)}
+
+
+@cache
+def record_after(source: Any) -> Any:
+    """`RECORD_JOINED`'s row (its `record_...` parameters, `written_with`'s) inserted from `source`
+    (a CTE): written only when `source` has a row. Built once per source."""
+    row = select(*(bindparam(f"record_{column.name}", type_=column.type) for column in _RECORDS.c))
+    return insert(_RECORDS).from_select([column.name for column in _RECORDS.c], row.select_from(source))
 
 
 def _key_of(claim: Claim) -> dict[str, str]:

@@ -9,8 +9,9 @@ idempotency record: one transaction per request, and a claim that cannot outlive
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Generic, Literal, NoReturn, TypeVar
@@ -74,6 +75,10 @@ class Operation:
     # work writes in transactions of its own (`WrittenClaim`): the Idempotency-Key's claim is then
     # inserted with its first write and completed with its last, two transactions fewer.
     claim_with_write: bool = False
+    # True when the handler's effect is one write that can take the Idempotency-Key's claim
+    # (`ClaimedCreate`): on PostgreSQL the claim, the write and the answer's record then go in one
+    # statement committed by itself, instead of BEGIN, the claim, the write and COMMIT.
+    claim_with_create: bool = False
 
 
 def services_of(request: Request) -> Services:
@@ -187,6 +192,9 @@ async def _claim(
             if in_request_transaction and operation.claim_with_read:
                 uow.pending_claim = claim  # taken by the handler's first read (`ClaimRead`)
                 return
+            if in_request_transaction and operation.claim_with_create and _on_postgresql(services):
+                uow.pending_claim = claim  # taken by the handler's one write (`ClaimedCreate`)
+                return
             if not in_request_transaction and operation.claim_with_write:
                 uow.pending_claim = claim  # taken by the handler's first write (`WrittenClaim`)
                 return
@@ -195,6 +203,10 @@ async def _claim(
             else:
                 await idempotency.claim(services.database.writer, claim, now)
             uow.idempotency = claim
+
+
+def _on_postgresql(services: Services) -> bool:
+    return services.database.engine.dialect.name == "postgresql"
 
 
 def _url_path(request: Request) -> str:
@@ -246,6 +258,61 @@ class AnswerFirst(Generic[T]):
         if self._response is None:
             raise RuntimeError("the service wrote without making its answer first")
         return self._response
+
+
+class ClaimedCreate:
+    """The Idempotency-Key claim the guard left to the handler's one write
+    (`Operation.claim_with_create`, PostgreSQL; a `joined_writes.ClaimedStatement`), or None
+    (`of`). From then on the claim is the request's (`UnitOfWork.idempotency`), so that the
+    answer made before the write carries its record (`recorded_with`); until the write took it or
+    `apart` claimed it, nothing the handler answers may be sent: `answering` claims it first."""
+
+    def __init__(self, request: Request, claim: idempotency.Claim) -> None:
+        self._request = request
+        self._claim: idempotency.Claim | None = claim
+        self.parameters = idempotency.claim_parameters(claim)
+        unit_of_work(request).idempotency = claim
+
+    @classmethod
+    def of(cls, request: Request) -> ClaimedCreate | None:
+        uow = unit_of_work(request)
+        claim, uow.pending_claim = uow.pending_claim, None
+        return None if claim is None else cls(request, claim)
+
+    # The same objects for every request: the statement built of them is built once.
+    claim = idempotency.CLAIMED
+    record_after = staticmethod(idempotency.record_after)
+
+    async def rows(self, statement: Select[Any], values: dict[str, Any]) -> Sequence[Sequence[Any]]:
+        return await services_of(self._request).database.direct.rows(statement, values)
+
+    def written(self) -> None:
+        self._claim = None
+
+    async def apart(self, session: AsyncSession) -> None:
+        """Claim the key in the request's transaction, as the guard would have: a replay or a 409
+        gives back what the guard took for the request (its success-quota slot), as there."""
+        claim, self._claim = self._claim, None
+        if claim is None:
+            return
+        uow = unit_of_work(self._request)
+        uow.idempotency = None  # a refusal of the key records nothing
+        try:
+            await idempotency.claim_in(session, claim, services_of(self._request).clock.now())
+        except BaseException:
+            await uow.run_failure_callbacks()
+            raise
+        uow.idempotency = claim
+
+    @contextlib.asynccontextmanager
+    async def answering(self) -> AsyncIterator[None]:
+        """Around the handler's work: what it refuses before its write took the claim answers
+        after the key is claimed (the key's replay or 409 answers first, as with the guard's)."""
+        try:
+            yield
+        except (HeraldError, GatewayRefusal):
+            await self.apart(unit_of_work(self._request).session())
+            raise
 
 
 class WrittenClaim(Generic[T]):
