@@ -63,14 +63,18 @@ class ClaimedWrites(Protocol[T_contra]):
 
 
 class ClaimedStatement(Protocol):
-    """The request's idempotency claim left to a service's one write (PostgreSQL): the write's
-    statement claims the key in a CTE of its own (`claim`, with `parameters`), inserts the answer's
-    record (`record_after` the row written; its parameters are the answer's `Joined`'s) and runs
-    on the driver, committed by itself (`rows`). When it wrote, `written()`; when it wrote
-    nothing (the key has a record or is in flight, or the write was refused), the service calls
-    `apart(session)`, which claims the key in the request's transaction (raising the replay or 409
-    the key answers with), and goes on there. `claim` and `record_after` are the same objects for
+    """The request's idempotency claim left to a service's one write. Where the write can be one
+    statement committed by itself (`alone`: PostgreSQL), that statement claims the key in a CTE of
+    its own (`claim`, with `parameters`), inserts the answer's record (`record_after` the row
+    written; its parameters are the answer's `Joined`'s) and runs on the driver (`rows`). When it
+    wrote, `written()`; when it wrote nothing (the key has a record or is in flight, or the write
+    was refused), or it cannot be one statement, the service calls `apart(session)` just before
+    its write, which claims the key in the request's transaction (raising the replay or 409 the key
+    answers with), and goes on there. `claim` and `record_after` are the same objects for
     every request (the statement built of them is built once)."""
+
+    @property
+    def alone(self) -> bool: ...
 
     @property
     def claim(self) -> Any: ...

@@ -76,8 +76,11 @@ class Operation:
     # inserted with its first write and completed with its last, two transactions fewer.
     claim_with_write: bool = False
     # True when the handler's effect is one write that can take the Idempotency-Key's claim
-    # (`ClaimedCreate`): on PostgreSQL the claim, the write and the answer's record then go in one
-    # statement committed by itself, instead of BEGIN, the claim, the write and COMMIT.
+    # (`ClaimedCreate`): the claim is made just before that write, once the body is parsed and
+    # validated (on SQLite the write lock is not held through that work), and on PostgreSQL the
+    # claim, the write and the answer's record go in one statement committed by itself, instead
+    # of BEGIN, the claim, the write and COMMIT. What the handler refuses before answers after the
+    # claim, as it would had the guard claimed.
     claim_with_create: bool = False
 
 
@@ -192,7 +195,7 @@ async def _claim(
             if in_request_transaction and operation.claim_with_read:
                 uow.pending_claim = claim  # taken by the handler's first read (`ClaimRead`)
                 return
-            if in_request_transaction and operation.claim_with_create and _on_postgresql(services):
+            if in_request_transaction and operation.claim_with_create:
                 uow.pending_claim = claim  # taken by the handler's one write (`ClaimedCreate`)
                 return
             if not in_request_transaction and operation.claim_with_write:
@@ -203,10 +206,6 @@ async def _claim(
             else:
                 await idempotency.claim(services.database.writer, claim, now)
             uow.idempotency = claim
-
-
-def _on_postgresql(services: Services) -> bool:
-    return services.database.engine.dialect.name == "postgresql"
 
 
 def _url_path(request: Request) -> str:
@@ -262,7 +261,7 @@ class AnswerFirst(Generic[T]):
 
 class ClaimedCreate:
     """The Idempotency-Key claim the guard left to the handler's one write
-    (`Operation.claim_with_create`, PostgreSQL; a `joined_writes.ClaimedStatement`), or None
+    (`Operation.claim_with_create`; a `joined_writes.ClaimedStatement`), or None
     (`of`). From then on the claim is the request's (`UnitOfWork.idempotency`), so that the
     answer made before the write carries its record (`recorded_with`); until the write took it or
     `apart` claimed it, nothing the handler answers may be sent: `answering` claims it first."""
@@ -271,6 +270,7 @@ class ClaimedCreate:
         self._request = request
         self._claim: idempotency.Claim | None = claim
         self.parameters = idempotency.claim_parameters(claim)
+        self.alone = services_of(request).database.engine.dialect.name == "postgresql"
         unit_of_work(request).idempotency = claim
 
     @classmethod
