@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from herald.config import Settings
@@ -17,6 +18,13 @@ from tests.conftest import REDIS_URL, TEST_SECRET_KEY
 from tests.factories import Tenant, make_tenant
 
 Labels = dict[str, str]
+
+
+# Several worker processes on one SQLite file is not a supported deployment: their tests need PostgreSQL.
+SEVERAL_WORKERS = pytest.mark.skipif(
+    not os.environ.get("HERALD_TEST_DATABASE_URL"),
+    reason="several worker processes need HERALD_TEST_DATABASE_URL (PostgreSQL)",
+)
 
 
 def server_env(database_url: str, **settings: str) -> dict[str, str]:

@@ -11,16 +11,12 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
-import pytest
 
 from tests.offers.builders import OFFERS
-from tests.ops.served import server_env, tenant, value
+from tests.ops.served import SEVERAL_WORKERS, server_env, tenant, value
 from tests.system.cluster import serve
 
-pytestmark = pytest.mark.skipif(
-    not os.environ.get("HERALD_TEST_DATABASE_URL"),
-    reason="several worker processes need HERALD_TEST_DATABASE_URL (PostgreSQL)",
-)
+pytestmark = SEVERAL_WORKERS
 REQUESTS = 40
 
 

@@ -9,20 +9,15 @@ Needs PostgreSQL (several processes on one SQLite file is not a supported deploy
 
 from __future__ import annotations
 
-import os
 import socket
 import time
 from pathlib import Path
 
-import pytest
-
-from tests.ops.served import server_env
+from tests.ops.served import SEVERAL_WORKERS, server_env
+from tests.procfs import children, socket_inodes, tcp_rows
 from tests.system.cluster import serve
 
-pytestmark = pytest.mark.skipif(
-    not os.environ.get("HERALD_TEST_DATABASE_URL"),
-    reason="several worker processes need HERALD_TEST_DATABASE_URL (PostgreSQL)",
-)
+pytestmark = SEVERAL_WORKERS
 BURST = 32
 
 
@@ -43,7 +38,7 @@ def test_a_burst_of_connections_is_served_by_both_worker_processes(database_url:
         for client in clients:  # answered: accepted by a worker, and still open (keep-alive)
             assert client.recv(4096).startswith(b"HTTP/1.1 200 ")
         ports = {client.getsockname()[1] for client in clients}
-        by_worker = {pid: len(ports & _peer_ports(pid, server.port)) for pid in _children(server.process.pid)}
+        by_worker = {pid: len(ports & _peer_ports(pid, server.port)) for pid in children(server.process.pid)}
         assert sum(by_worker.values()) == BURST, by_worker
         # Spread by a hash of each connection's addresses: fewer than 4 of 32 on one side happens
         # about once in 10^5 runs.
@@ -55,33 +50,12 @@ def test_a_burst_of_connections_is_served_by_both_worker_processes(database_url:
         server.kill()
 
 
-def _children(parent: int) -> list[int]:
-    found = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rpartition(")")[2].split()
-        except OSError:
-            continue
-        if int(fields[1]) == parent:  # after the name: state, ppid
-            found.append(int(stat.parent.name))
-    return found
-
-
 def _peer_ports(pid: int, server_port: int) -> set[int]:
     """The client ports of the connections to `server_port` that process `pid` holds open."""
-    inodes = set()
-    for fd in Path(f"/proc/{pid}/fd").iterdir():
-        try:
-            target = os.readlink(fd)
-        except OSError:
-            continue
-        if target.startswith("socket:["):
-            inodes.add(target[8:-1])
-    ports = set()
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        for line in Path(table).read_text().splitlines()[1:]:
-            fields = line.split()
-            local_port = int(fields[1].rsplit(":", 1)[1], 16)
-            if local_port == server_port and fields[9] in inodes:
-                ports.add(int(fields[2].rsplit(":", 1)[1], 16))
-    return ports
+    inodes = socket_inodes(pid)
+    return {
+        remote
+        for table in ("/proc/net/tcp", "/proc/net/tcp6")
+        for local, remote, _, inode in tcp_rows(table)
+        if local == server_port and inode in inodes
+    }

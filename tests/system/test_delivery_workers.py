@@ -48,6 +48,7 @@ from tests.delivery.conftest import OPEN_LIMITS
 from tests.delivery.test_engine_send import PUSH
 from tests.factories import Tenant, add_connector
 from tests.ops.served import server_env, tenant
+from tests.procfs import socket_inodes, tcp_rows
 from tests.system.cluster import Server, serve
 
 PG_URL = os.environ.get("HERALD_TEST_DATABASE_URL")
@@ -115,20 +116,11 @@ class Receiver:
 
 def _connected_to(pid: int, port: int) -> bool:
     """Whether process `pid` has a TCP connection open to 127.0.0.1:`port` (Linux /proc)."""
-    inodes = set()
-    for fd in Path(f"/proc/{pid}/fd").iterdir():
-        try:
-            target = os.readlink(fd)
-        except OSError:
-            continue
-        if target.startswith("socket:["):
-            inodes.add(target[8:-1])
-    for line in Path(f"/proc/{pid}/net/tcp").read_text().splitlines()[1:]:
-        fields = line.split()
-        remote_port = int(fields[2].rsplit(":", 1)[1], 16)
-        if remote_port == port and fields[9] in inodes and fields[3] == "01":  # ESTABLISHED
-            return True
-    return False
+    inodes = socket_inodes(pid)
+    return any(
+        remote == port and inode in inodes and state == "01"  # ESTABLISHED
+        for _, remote, state, inode in tcp_rows(f"/proc/{pid}/net/tcp")
+    )
 
 
 @dataclass
