@@ -43,6 +43,7 @@ from sqlalchemy import ColumnElement, bindparam, exc, make_url
 from sqlalchemy.engine import Dialect
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlalchemy.sql import Select
+from sqlalchemy.sql.selectable import TextualSelect
 
 from herald import sqlite_inline
 
@@ -242,7 +243,7 @@ class _PerStatement(Generic[V]):
         return made
 
 
-def _compiled(statement: Select[Any], dialect: Dialect) -> _Compiled | None:
+def _compiled(statement: Select[Any] | TextualSelect, dialect: Dialect) -> _Compiled | None:
     """`statement` compiled for `dialect`, or None when SQLAlchemy must render it per call
     (expanding `IN` lists, values rendered into the SQL)."""
     return compiled_form(statement.compile(dialect=dialect))
@@ -285,7 +286,9 @@ class _InTransaction:
 _in_transaction: _PerStatement[_InTransaction | None] = _PerStatement()
 
 
-def _prepared_in_transaction(statement: Select[Any], dialect: Dialect) -> _InTransaction | None:
+def _prepared_in_transaction(
+    statement: Select[Any] | TextualSelect, dialect: Dialect
+) -> _InTransaction | None:
     compiled = _compiled(statement, dialect)
     if compiled is None:
         return None
@@ -309,7 +312,9 @@ class DriverTransaction(Protocol):
 
 
 async def rows_in(
-    connection: AsyncConnection | DriverTransaction, statement: Select[Any], values: dict[str, Any]
+    connection: AsyncConnection | DriverTransaction,
+    statement: Select[Any] | TextualSelect,
+    values: dict[str, Any],
 ) -> Sequence[Any]:
     """The rows of `statement` (built once) with `values`, run on the driver connection of
     `connection`'s transaction (the request's, where a statement must see and lock what its

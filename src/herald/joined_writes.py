@@ -13,6 +13,7 @@ one after the other (a statement there costs no round trip).
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from functools import cache
 from typing import Any, Protocol, TypeVar
@@ -20,7 +21,7 @@ from typing import Any, Protocol, TypeVar
 from sqlalchemy import Insert, Select, Table, Update, bindparam
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
-from herald.direct_writes import SqliteTransaction, execute_in
+from herald.direct_writes import SqliteTransaction, Transaction, execute_in
 
 # An insert built once (its values all parameters) and its parameters, named apart from the write's.
 Joined = tuple[Any, dict[str, Any]]
@@ -63,21 +64,29 @@ class ClaimedWrites(Protocol[T_contra]):
 
 
 class ClaimedStatement(Protocol):
-    """The request's idempotency claim left to a service's one write. Where the write can be one
-    statement committed by itself (`alone`: PostgreSQL), that statement claims the key in a CTE of
-    its own (`claim`, with `parameters`), inserts the answer's record (`record_after` the row
-    written; its parameters are the answer's `Joined`'s) and runs on the driver (`rows`). When it
-    wrote, `written()`; when it wrote nothing (the key has a record or is in flight, or the write
-    was refused), or it cannot be one statement, the service calls `apart(session)` just before
-    its write, which claims the key in the request's transaction (raising the replay or 409 the key
-    answers with), and goes on there. `claim` and `record_after` are the same objects for
-    every request (the statement built of them is built once)."""
+    """The request's idempotency claim left to a service's one write, which then runs by itself,
+    the claim with it: on PostgreSQL one statement (`one_statement`) that claims the key in a CTE
+    of its own (`claim`, with `parameters`), inserts the answer's record (`record_after` the row
+    written; its parameters are the answer's `Joined`'s) and runs on the driver (`rows`); on
+    SQLite a transaction of its own on the driver (`transaction`) that reads the key's record
+    first (`lookup`, with `parameters`), when it can (`by_itself`: the request's transaction has
+    not begun). When it wrote, `written()`; when it wrote nothing (the key
+    has a record or is in flight, or the write was refused), the service calls `apart(session)`,
+    which claims the key in the request's transaction (raising the replay or 409 the key answers
+    with), and goes on there. `claim`, `record_after` and `lookup` are the same objects for every
+    request (what is built of them is built once)."""
 
     @property
-    def alone(self) -> bool: ...
+    def one_statement(self) -> bool: ...
+
+    @property
+    def by_itself(self) -> bool: ...
 
     @property
     def claim(self) -> Any: ...
+
+    @property
+    def lookup(self) -> Select[Any]: ...
 
     @property
     def parameters(self) -> dict[str, Any]: ...
@@ -85,6 +94,8 @@ class ClaimedStatement(Protocol):
     def record_after(self, source: Any) -> Any: ...
 
     async def rows(self, statement: Select[Any], values: dict[str, Any]) -> Sequence[Sequence[Any]]: ...
+
+    def transaction(self) -> AbstractAsyncContextManager[Transaction]: ...
 
     def written(self) -> None: ...
 

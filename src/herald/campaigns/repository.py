@@ -15,7 +15,8 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from herald.campaigns.models import Campaign, CampaignRequestId, CampaignTag, StoredCampaign
 from herald.db import UTCDateTime
-from herald.direct_writes import execute_in
+from herald.direct_reads import rows_in
+from herald.direct_writes import execute_in, execute_many_in
 from herald.joined_writes import ClaimedRead, ClaimedStatement, Joined, execute_with
 
 _CAMPAIGNS = typed(Table, Campaign.__table__)
@@ -265,20 +266,64 @@ async def insert_claimed_held(
     values: dict[str, Any],
     joined: Joined | None,
 ) -> bool:
-    """PostgreSQL: `insert_held` with the request's Idempotency-Key claim (`claimed`), as one
-    statement committed by itself: the key's claim, then the hold (only when the key was claimed
-    and has no record), the row, its tags and `joined`, the answer's record (only when the row was
-    inserted). Whether they were written: when not, nothing was, and the caller claims the key and
-    holds the request_id in its transaction instead, which says why (a replay, a 409)."""
+    """`insert_held` with the request's Idempotency-Key claim (`claimed`), written by themselves:
+    the key's claim, then the hold (only when the key has no record), the row, its tags and
+    `joined`, the answer's record. On PostgreSQL one statement committed by itself (the hold only
+    when the key was claimed, the rest only when the row was inserted); on SQLite a transaction of
+    its own on the driver, under the write lock. Whether they were written: when not, nothing was,
+    and the caller claims the key and holds the request_id in its transaction instead, which says
+    why (a replay, a 409)."""
+    try:
+        if claimed.one_statement:
+            return await _claimed_in_one_statement(claimed, hold, now, values, joined)
+        return await _claimed_in_one_transaction(claimed, hold, now, values, joined)
+    except IntegrityError:  # e.g. the key's record written meanwhile by a claim without the lock
+        return False
+
+
+async def _claimed_in_one_statement(
+    claimed: ClaimedStatement,
+    hold: dict[str, Any],
+    now: datetime,
+    values: dict[str, Any],
+    joined: Joined | None,
+) -> bool:
     tags = _tags_of(values)
     record_after = claimed.record_after if joined is not None else None
     statement = _claimed_in_one(frozenset(values), bool(tags), claimed.claim, record_after)
     record = joined[1] if joined is not None else {}
     parameters = {**values, **hold, **claimed.parameters, "now": now, "tag_list": tags, **record}
+    return bool(await claimed.rows(statement, parameters))
+
+
+class _NotWritten(Exception):
+    """Rolls back a claimed create's own transaction that must write nothing."""
+
+
+async def _claimed_in_one_transaction(
+    claimed: ClaimedStatement,
+    hold: dict[str, Any],
+    now: datetime,
+    values: dict[str, Any],
+    joined: Joined | None,
+) -> bool:
     try:
-        return bool(await claimed.rows(statement, parameters))
-    except IntegrityError:  # e.g. the key's record written meanwhile by a claim without the lock
+        async with claimed.transaction() as transaction:
+            if await rows_in(transaction, claimed.lookup, claimed.parameters):
+                raise _NotWritten  # the key has a record: it answers (or is forgotten) the other way
+            if not await rows_in(transaction, _TAKE_HOLD, {**hold, "now": now}):
+                raise _NotWritten  # a live hold of the request_id
+            await execute_in(transaction, _INSERT_CAMPAIGN, values)
+            tags = [
+                {"workspace_id": values["workspace_id"], "tag": tag, "campaign_row_id": values["id"]}
+                for tag in _tags_of(values)
+            ]
+            await execute_many_in(transaction, _INSERT_TAGS, tags)
+            if joined is not None:
+                await execute_in(transaction, *joined)
+    except _NotWritten:
         return False
+    return True
 
 
 @cache

@@ -75,10 +75,10 @@ async def create_campaign(
 ) -> tuple[str, str]:
     """A new draft from a C1 body: its id and status. `reserved`: `reserve_success` is known to
     grant its slot (then the request_id's hold and the row go in one statement on PostgreSQL).
-    `claimed`: the request's Idempotency-Key claim left to this write, claimed just before it (on
-    SQLite the write lock is then taken after the body is parsed and validated, not before); on
-    PostgreSQL the claim, the hold, the row and the answer's record go in one statement committed
-    by itself."""
+    `claimed`: the request's Idempotency-Key claim left to this write, claimed with it, once the
+    body is parsed and validated (on SQLite the write lock is not held through that work): the
+    claim, the hold, the row and the answer's record are written by themselves, in one statement
+    on PostgreSQL, in a short transaction on the driver on SQLite."""
     body, problems = parse_create(raw)
     if body is None:
         raise ValidationFailed(problems)
@@ -116,7 +116,7 @@ async def create_campaign(
             "expires_at": now + REQUEST_ID_HOLD[document.channel],
         }
         if reserved:
-            if claimed is not None and claimed.alone:
+            if claimed is not None and claimed.by_itself:
                 if await repository.insert_claimed_held(claimed, hold, now, values, joined):
                     claimed.written()
                     await reserve_success()  # granted already: it takes nothing more

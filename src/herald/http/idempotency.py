@@ -146,6 +146,8 @@ _RECORD = insert(_RECORDS)
 # The claim function's row (`held` and the key's record), for a statement that claims the key in a
 # CTE of its own (`claim_parameters`): its lock lasts as long as that statement's transaction.
 CLAIMED = _CLAIM
+# The key's record (`claim_parameters`), for a SQLite transaction that holds the write lock.
+RECORD_OF_KEY = _LOOKUP
 
 
 def claim_parameters(claim: Claim) -> dict[str, Any]:

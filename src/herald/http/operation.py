@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Generic, Literal, NoReturn, TypeVar
@@ -24,6 +25,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from herald import direct_reads
+from herald.direct_writes import Transaction
 from herald.errors import HeraldError, RateLimited, ValidationFailed
 from herald.http import idempotency
 from herald.http.auth import Caller, GatewayRefusal, authenticate, forbidden
@@ -270,7 +272,7 @@ class ClaimedCreate:
         self._request = request
         self._claim: idempotency.Claim | None = claim
         self.parameters = idempotency.claim_parameters(claim)
-        self.alone = services_of(request).database.engine.dialect.name == "postgresql"
+        self.one_statement = services_of(request).database.engine.dialect.name == "postgresql"
         unit_of_work(request).idempotency = claim
 
     @classmethod
@@ -279,12 +281,26 @@ class ClaimedCreate:
         claim, uow.pending_claim = uow.pending_claim, None
         return None if claim is None else cls(request, claim)
 
-    # The same objects for every request: the statement built of them is built once.
+    @property
+    def by_itself(self) -> bool:
+        """Whether the write can go by itself now: on SQLite, only while the request's own
+        transaction has not begun (once it has, e.g. with its authentication's read, it holds the
+        one write lock, and the write goes in it)."""
+        if self.one_statement:
+            return True
+        uow = unit_of_work(self._request)
+        return not (uow.has_session and uow.session().in_transaction())
+
+    # The same objects for every request: what is built of them is built once.
     claim = idempotency.CLAIMED
+    lookup = idempotency.RECORD_OF_KEY
     record_after = staticmethod(idempotency.record_after)
 
     async def rows(self, statement: Select[Any], values: dict[str, Any]) -> Sequence[Sequence[Any]]:
         return await services_of(self._request).database.direct.rows(statement, values)
+
+    def transaction(self) -> AbstractAsyncContextManager[Transaction]:
+        return services_of(self._request).database.writes.transaction()
 
     def written(self) -> None:
         self._claim = None
