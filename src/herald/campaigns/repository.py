@@ -274,44 +274,31 @@ async def insert_claimed_held(
     and the caller claims the key and holds the request_id in its transaction instead, which says
     why (a replay, a 409)."""
     try:
-        if claimed.one_statement:
-            return await _claimed_in_one_statement(claimed, hold, now, values, joined)
-        return await _claimed_in_one_transaction(claimed, hold, now, values, joined)
+        if not claimed.one_statement:
+            return await _in_own_transaction(claimed, {**hold, "now": now}, values, joined)
+        tags = _tags_of(values)
+        record_after = claimed.record_after if joined is not None else None
+        statement = _claimed_in_one(frozenset(values), bool(tags), claimed.claim, record_after)
+        record = joined[1] if joined is not None else {}
+        parameters = {**values, **hold, **claimed.parameters, "now": now, "tag_list": tags, **record}
+        return bool(await claimed.rows(statement, parameters))
     except IntegrityError:  # e.g. the key's record written meanwhile by a claim without the lock
         return False
-
-
-async def _claimed_in_one_statement(
-    claimed: ClaimedStatement,
-    hold: dict[str, Any],
-    now: datetime,
-    values: dict[str, Any],
-    joined: Joined | None,
-) -> bool:
-    tags = _tags_of(values)
-    record_after = claimed.record_after if joined is not None else None
-    statement = _claimed_in_one(frozenset(values), bool(tags), claimed.claim, record_after)
-    record = joined[1] if joined is not None else {}
-    parameters = {**values, **hold, **claimed.parameters, "now": now, "tag_list": tags, **record}
-    return bool(await claimed.rows(statement, parameters))
 
 
 class _NotWritten(Exception):
     """Rolls back a claimed create's own transaction that must write nothing."""
 
 
-async def _claimed_in_one_transaction(
-    claimed: ClaimedStatement,
-    hold: dict[str, Any],
-    now: datetime,
-    values: dict[str, Any],
-    joined: Joined | None,
+async def _in_own_transaction(
+    claimed: ClaimedStatement, hold: dict[str, Any], values: dict[str, Any], joined: Joined | None
 ) -> bool:
+    """SQLite: `insert_claimed_held` in a transaction of its own on the driver; `hold` with `now`."""
     try:
         async with claimed.transaction() as transaction:
             if await rows_in(transaction, claimed.lookup, claimed.parameters):
                 raise _NotWritten  # the key has a record: it answers (or is forgotten) the other way
-            if not await rows_in(transaction, _TAKE_HOLD, {**hold, "now": now}):
+            if not await rows_in(transaction, _TAKE_HOLD, hold):
                 raise _NotWritten  # a live hold of the request_id
             await execute_in(transaction, _INSERT_CAMPAIGN, values)
             tags = [
