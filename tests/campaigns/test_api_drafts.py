@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import dataclasses
 import uuid
 from datetime import timedelta
 from typing import Any
@@ -16,6 +17,7 @@ from sqlalchemy import func, select, update
 from herald.campaigns.models import Campaign, CampaignTag
 from herald.campaigns.views import etag_of
 from herald.clock import FrozenClock
+from herald.config import Settings
 from herald.http import idempotency
 from herald.workspaces.scopes import Scope
 from tests.campaigns import lifecycle_helpers as h
@@ -273,6 +275,30 @@ class TestReplay:
             ).all()
         assert [row.id for row in rows] == [first.json()["data"]["id"]]
         assert sorted(rows[0].tags) == sorted(body["basic_details"]["tags"])
+
+
+class TestReplayAfterAReadFirst:
+    """With no credentials cache, a create reads its key's row first, in its own transaction (on
+    SQLite that takes the write lock): its write then goes in that transaction, still claiming the
+    key."""
+
+    @pytest.fixture
+    def settings(self, settings: Settings) -> Settings:
+        return dataclasses.replace(settings, credentials_cache_seconds=0)
+
+    async def test_a_repeated_create_is_replayed(self, app: FastAPI, client: httpx.AsyncClient) -> None:
+        tenant = await make_tenant(app, rate_limits={"campaign_create": "1000/second"})
+        headers = tenant.headers(campaigns=True, idempotency_key=str(uuid.uuid4()))
+        for body in (MINIMAL_PUSH, {**MINIMAL_PUSH, "request_id": "read-first"}):
+            first = await client.post(BASE, json=body, headers=headers)
+            second = await client.post(BASE, json=body, headers=headers)
+            assert first.status_code == second.status_code == 201, second.text
+            assert second.headers["Idempotent-Replayed"] == "true"
+            assert second.content == first.content
+            other = await client.post(BASE, json={**body, "request_id": "another"}, headers=headers)
+            assert other.status_code == 409
+            assert other.json()["error"]["code"] == "IDEMPOTENCY_CONFLICT"
+            headers = tenant.headers(campaigns=True, idempotency_key=str(uuid.uuid4()))
 
 
 class TestLimits:

@@ -108,6 +108,7 @@ async def create_campaign(
         **derived_columns(components),
     }
     joined = answer((campaign_id, status)) if answer is not None else None
+    hold: dict[str, Any] | None = None
     if body.request_id is not None:
         hold = {
             "workspace_id": workspace.id,
@@ -115,26 +116,29 @@ async def create_campaign(
             "campaign_id": campaign_id,
             "expires_at": now + REQUEST_ID_HOLD[document.channel],
         }
+    if claimed is not None:
+        # By itself only where the create holds a request_id and its quota slot is granted.
+        if (
+            hold is not None
+            and reserved
+            and claimed.by_itself
+            and await repository.insert_claimed_held(claimed, hold, now, values, joined)
+        ):
+            claimed.written()
+            await reserve_success()  # granted already: it takes nothing more
+            return campaign_id, status
+        await claimed.apart(session)  # the key answers (a replay, a 409), else it is ours
+    if hold is not None:
         if reserved:
-            if claimed is not None and claimed.by_itself:
-                if await repository.insert_claimed_held(claimed, hold, now, values, joined):
-                    claimed.written()
-                    await reserve_success()  # granted already: it takes nothing more
-                    return campaign_id, status
-                await claimed.apart(session)  # the key answers (a replay, a 409), else it is ours
             holder = await repository.insert_held(session, hold, now, values, joined)
             if holder is not None:
                 raise _duplicate_request_id(holder)
             await reserve_success()  # granted already: it takes nothing more
             return campaign_id, status
-        if claimed is not None:
-            await claimed.apart(session)
         # A used request_id is refused (409) before the quota is asked (429).
         holder = await repository.hold_request_id(session, hold, now)
         if holder is not None:
             raise _duplicate_request_id(holder)
-    elif claimed is not None:
-        await claimed.apart(session)
     await reserve_success()
     await repository.insert_new(session, values, joined)
     return campaign_id, status
