@@ -125,7 +125,7 @@ async def create_campaign(request: Request, caller: Annotated[Caller, guarded(CR
         return json_response(_envelope(request, {"id": campaign_id, "status": status}), status=201)
 
     first = AnswerFirst(request, answer)  # its record goes with the row
-    claimed = ClaimedCreate.of(request)  # PostgreSQL: the key's claim goes with the row too
+    claimed = ClaimedCreate.of(request)  # the key's claim goes with the row too
     async with claimed.answering() if claimed is not None else contextlib.nullcontext():
         await service.create_campaign(
             unit_of_work(request).session(),

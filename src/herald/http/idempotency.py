@@ -17,7 +17,8 @@ its effect.
   outbox rows) inserts that row with its first write and completes it with its last (`claimed_with`,
   `completed_with`): the same row and rules, two transactions fewer.
 
-On PostgreSQL a request whose effect is one write (C1's new campaign) can claim the key in that
+A request whose effect is one write (C1's new campaign) can claim the key with it (on SQLite in a
+transaction of its own that reads `RECORD_OF_KEY` first); on PostgreSQL in that
 write's own statement, committed by itself (`CLAIMED`, `claim_parameters`, `record_after`): the
 function's lock lasts as long as the statement's transaction, the record is inserted only when the
 effect is, and a key with a record (or in flight) writes nothing; the request then claims it
