@@ -1,6 +1,6 @@
 """`direct_reads.rows_in` and `padded_in`: statements run on the driver inside the caller's
-transaction, with IN lists compiled once per size class; `DirectReads.write`, one statement its own
-transaction. Both engines (PostgreSQL when
+transaction or outside any (`DirectReads`), with IN lists compiled once per size class;
+`DirectReads.write`, one statement its own transaction. Both engines (PostgreSQL when
 HERALD_TEST_DATABASE_URL is set)."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from sqlalchemy.exc import IntegrityError
 
 from herald.campaigns.models import CampaignRequestId
 from herald.config import Settings
-from herald.db import Database, UTCDateTime, create_database
+from herald.db import Database, PortableJSON, UTCDateTime, create_database
 from herald.delivery.models import Connector
 from herald.direct_reads import padded_in, padded_values, rows_in
 
@@ -41,6 +41,30 @@ async def test_a_statement_first_in_its_transaction_runs_in_it(database: Databas
             await connection.exec_driver_sql("INSERT INTO seen VALUES (1)")
             assert connection.in_transaction()
         await session.rollback()
+
+
+async def test_rows_outside_a_transaction_hold_what_a_transaction_reads(database: Database) -> None:
+    """`rows_in` on `DirectReads` (the driver, no session): the same named rows, each value as
+    SQLAlchemy makes it: a JSON document decoded (on PostgreSQL SQLAlchemy decodes it with codecs
+    of its own pool's connections, which the direct pool has not), a date-time aware in UTC."""
+    statement = select(
+        bindparam("document", type_=PortableJSON).label("document"),
+        bindparam("at", type_=UTCDateTime).label("at"),
+        bindparam("name", type_=String).label("name"),
+    )
+    values = {
+        "document": {"senders": ["a@example.com"], "port": 25},
+        "at": datetime(2026, 11, 27, tzinfo=UTC),
+    }
+    values["name"] = "hook"
+    async with database.reader() as session:
+        in_transaction = await rows_in(await session.connection(), statement, values)
+    direct = await rows_in(database.direct, statement, values)
+    assert direct == in_transaction
+    assert direct[0].document == values["document"]
+    assert direct[0].at == values["at"]
+    assert direct[0].at.tzinfo is not None
+    assert direct[0].name == "hook"
 
 
 @pytest.mark.parametrize("count", [1, 2, 3, 5, 8, 9])

@@ -33,17 +33,19 @@ say) is refused when compiled: rows come back exactly as the driver returns them
 from __future__ import annotations
 
 import asyncio
+import json
 import sqlite3
 from collections import namedtuple
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
-from sqlalchemy import ColumnElement, bindparam, exc, make_url
+from sqlalchemy import JSON, ColumnElement, bindparam, exc, make_url
 from sqlalchemy.engine import Dialect
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlalchemy.sql import Select
 from sqlalchemy.sql.selectable import TextualSelect
+from sqlalchemy.types import TypeEngine
 
 from herald import sqlite_inline
 
@@ -91,6 +93,7 @@ class DirectReads:
         # Each statement's compiled form, or None when it takes SQLAlchemy's path.
         self._compiled: _PerStatement[_Compiled | None] = _PerStatement()
         self._written: _PerStatement[_Compiled] = _PerStatement()
+        self._named: _PerStatement[_InTransaction | None] = _PerStatement()
         self._sqlite: sqlite3.Connection | None = None
         self._patience = busy_patience
         self._pool_size = pool_size
@@ -102,22 +105,53 @@ class DirectReads:
         if compiled is None:  # expanding parameters: SQLAlchemy renders them per call
             async with self._engine.connect() as connection:
                 return (await connection.execute(statement, values)).all()
-        arguments = compiled.arguments(values)
+        return await self._fetch(compiled.sql, compiled.arguments(values))
+
+    async def named_rows(
+        self, statement: Select[Any] | TextualSelect, values: dict[str, Any]
+    ) -> Sequence[Any]:
+        """The rows `rows_in` makes (named tuples, each column's result processor applied), the
+        statement run here: on the driver, outside any session and transaction. For a read that
+        needs no snapshot shared with other statements (a test send's connector, users, tokens)."""
+        prepared = self._named.get(statement, self._dialect, self._prepared_here)
+        if prepared is None:  # expanding parameters: SQLAlchemy renders them per call
+            async with self._engine.connect() as connection:
+                return (await connection.execute(statement, values)).all()
+        records = await self._fetch(prepared.compiled.sql, prepared.compiled.arguments(values))
+        return [prepared.make(record) for record in records]
+
+    def _prepared_here(
+        self, statement: Select[Any] | TextualSelect, dialect: Dialect
+    ) -> _InTransaction | None:
+        prepared = _prepared_in_transaction(statement, dialect)
+        if prepared is None or not self._postgres:
+            return prepared
+        # SQLAlchemy decodes JSON on PostgreSQL with codecs it sets on each connection of its pool
+        # (the type's own result processor is none); this pool has none of them (`rows` reads JSON
+        # as text), so JSON columns are decoded here, as those codecs would.
+        loads = getattr(dialect, "_json_deserializer", None) or json.loads
+        results = tuple(
+            loads if process is None and _is_json(column.type, dialect) else process
+            for process, column in zip(prepared.results, statement.selected_columns, strict=True)
+        )
+        return replace(prepared, results=results)
+
+    async def _fetch(self, sql: str, arguments: list[Any]) -> Sequence[Sequence[Any]]:
         if self._postgres:
             pool = self._postgres_pool or await self._open_postgres_pool()
             try:
                 async with pool.acquire() as connection:
-                    found: Sequence[Sequence[Any]] = await connection.fetch(compiled.sql, *arguments)
+                    found: Sequence[Sequence[Any]] = await connection.fetch(sql, *arguments)
                     return found
             except Exception as error:  # raised as SQLAlchemy raises it (a statement may write)
-                translated = _translated(compiled.sql, arguments, error)
+                translated = _translated(sql, arguments, error)
                 if translated is None:
                     raise
                 raise translated from error
         sqlite = self._sqlite_connection()
         cursor = sqlite.cursor()
         try:
-            await sqlite_inline.retry_busy(self._patience, lambda: cursor.execute(compiled.sql, arguments))
+            await sqlite_inline.retry_busy(self._patience, lambda: cursor.execute(sql, arguments))
             return cursor.fetchall()
         finally:
             cursor.close()
@@ -218,6 +252,12 @@ def _translated(sql: str, arguments: Sequence[Any], error: Exception) -> exc.DBA
     return None
 
 
+def _is_json(type_: TypeEngine[Any], dialect: Dialect) -> bool:
+    """Whether `type_` is JSON on `dialect` (a decorator by the type it loads there)."""
+    loaded = type_.dialect_impl(dialect)
+    return isinstance(getattr(loaded, "impl_instance", loaded), JSON)
+
+
 def rows_of_tag(status: str) -> int:
     """The rows a PostgreSQL command wrote, from its tag ("INSERT 0 8", "UPDATE 8", "DELETE 0")."""
     return int(status.rsplit(" ", 1)[-1]) if status and status[-1].isdigit() else 0
@@ -311,21 +351,28 @@ class DriverTransaction(Protocol):
     def dialect(self) -> Dialect: ...
 
 
+# Where `rows_in` runs a statement: a transaction's connection (the request's, where a statement
+# must see and lock what its transaction does), a transaction on the driver (`herald.direct_writes`),
+# or no transaction at all (`DirectReads`: each statement its own snapshot).
+RowSource = AsyncConnection | DriverTransaction | DirectReads
+
+
 async def rows_in(
-    connection: AsyncConnection | DriverTransaction,
+    connection: RowSource,
     statement: Select[Any] | TextualSelect,
     values: dict[str, Any],
 ) -> Sequence[Any]:
     """The rows of `statement` (built once) with `values`, run on the driver connection of
-    `connection`'s transaction (the request's, where a statement must see and lock what its
-    transaction does; or one of `herald.direct_writes`), as named tuples whose values are those
-    SQLAlchemy's rows would hold.
+    `connection` (see `RowSource`), as named tuples whose values are those SQLAlchemy's rows would
+    hold.
 
     SQLAlchemy's execution of a large statement costs more than the database's: the hash of its
     cache key alone (a deep tuple, hashed anew on every lookup) was about a tenth of a C7 request on
     SQLite (benchmarks/README.md). Here it is compiled once per statement and dialect, and each call
     binds its values (the statement's own bind processors) and makes its rows (each column's result
     processor). Statements SQLAlchemy must render per call take its path."""
+    if isinstance(connection, DirectReads):
+        return await connection.named_rows(statement, values)
     prepared = _in_transaction.get(statement, connection.dialect, _prepared_in_transaction)
     if not isinstance(connection, AsyncConnection):
         if prepared is None:

@@ -39,7 +39,7 @@ from herald.audience.models import PLATFORM_BITS, Event, PushToken, User
 from herald.audience.segmentation.dialect import dialect_for
 from herald.campaigns.schemas.filters import FilterDataType
 from herald.db import PortableJSON, UTCDateTime
-from herald.direct_reads import padded_in, padded_values, rows_in
+from herald.direct_reads import RowSource, padded_in, padded_values, rows_in
 from herald.ids import object_id
 
 Outcome = Literal["created", "updated", "skipped"]
@@ -199,15 +199,12 @@ def _tokens_of(count: int) -> Select[Any]:
     )
 
 
-async def push_tokens(
-    session: AsyncSession, workspace_id: str, ids: Sequence[str]
-) -> dict[str, dict[str, str]]:
+async def push_tokens(source: RowSource, workspace_id: str, ids: Sequence[str]) -> dict[str, dict[str, str]]:
     """The per-platform push tokens of these users: customer id -> platform -> token."""
     found: dict[str, dict[str, str]] = {}
-    connection = await session.connection()
     for chunk in chunks(list(dict.fromkeys(ids)), ID_CHUNK):
         values = {"workspace_id": workspace_id, **padded_values("id", chunk)}
-        for customer_id, platform, token in await rows_in(connection, _tokens_of(len(chunk)), values):
+        for customer_id, platform, token in await rows_in(source, _tokens_of(len(chunk)), values):
             found.setdefault(customer_id, {})[platform] = token
     return found
 

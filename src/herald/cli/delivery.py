@@ -113,7 +113,10 @@ def connectors_list(workspace: WorkspaceOpt, as_json: JsonOpt = False) -> None:
 
     async def work(session: AsyncSession) -> list[dict[str, Any]]:
         await get_workspace(session, workspace)
-        return [service.connector_view(row) for row in await service.list_connectors(session, workspace)]
+        return [
+            service.connector_view(row)
+            for row in await service.list_connectors(await session.connection(), workspace)
+        ]
 
     for view in run_in_session(work):
         if as_json:

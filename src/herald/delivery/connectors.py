@@ -21,7 +21,7 @@ from herald.campaigns.schemas.common import Channel
 from herald.delivery.config import ConnectorInput, check_connector, is_smtp, shown_url
 from herald.delivery.crypto import SecretKeyError, secret_box
 from herald.delivery.models import Connector
-from herald.direct_reads import rows_in
+from herald.direct_reads import RowSource, rows_in
 from herald.ids import object_id
 from herald.workspaces.service import AdminError, get_workspace
 
@@ -81,14 +81,13 @@ _LISTED_ON = _LISTED.where(Connector.channel == bindparam("channel"))
 
 
 async def list_connectors(
-    session: AsyncSession, workspace_id: str, channel: Channel | None = None
+    source: RowSource, workspace_id: str, channel: Channel | None = None
 ) -> list[Connector]:
     """The workspace's connectors, by name: entities of no session (nothing written through them)."""
-    connection = await session.connection()
     if channel is None:
-        rows = await rows_in(connection, _LISTED, {"workspace_id": workspace_id})
+        rows = await rows_in(source, _LISTED, {"workspace_id": workspace_id})
     else:
-        rows = await rows_in(connection, _LISTED_ON, {"workspace_id": workspace_id, "channel": channel.value})
+        rows = await rows_in(source, _LISTED_ON, {"workspace_id": workspace_id, "channel": channel.value})
     return [Connector(**row._asdict()) for row in rows]
 
 

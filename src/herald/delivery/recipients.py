@@ -25,7 +25,7 @@ from herald.audience.models import USER_COLUMNS, Segment, SegmentMember, User, U
 from herald.campaigns.schemas.common import Channel
 from herald.delivery.messages import Recipient
 from herald.delivery.testsend_request import MAX_RECIPIENTS, Identifier
-from herald.direct_reads import padded_in, padded_values, rows_in
+from herald.direct_reads import RowSource, padded_in, padded_values, rows_in
 from herald.personalization import users
 from herald.problems import Problem
 
@@ -79,24 +79,31 @@ def recipient_for(user: UserValues, value: str, channel: Channel) -> Recipient:
 
 
 async def resolve(
-    session: AsyncSession, workspace_id: str, channel: Channel, identifier: Identifier, values: Sequence[str]
+    source: RowSource,
+    session: AsyncSession,
+    workspace_id: str,
+    channel: Channel,
+    identifier: Identifier,
+    values: Sequence[str],
 ) -> Resolution:
+    """Users and their tokens are read from `source` (compiled single statements); custom segments,
+    rarer, through `session`'s ORM."""
     if identifier is Identifier.CUSTOM_SEGMENT:
         resolution = await _resolve_segments(session, workspace_id, channel, values)
     else:
-        resolution = await _resolve_users(session, workspace_id, channel, identifier, values)
+        resolution = await _resolve_users(source, workspace_id, channel, identifier, values)
     resolution.recipients = _unique(resolution.recipients)[:MAX_RECIPIENTS]
     if channel is Channel.PUSH:
-        resolution.recipients = await with_push_tokens(session, workspace_id, resolution.recipients)
+        resolution.recipients = await with_push_tokens(source, workspace_id, resolution.recipients)
     return resolution
 
 
 async def with_push_tokens(
-    session: AsyncSession, workspace_id: str, recipients: list[Recipient]
+    source: RowSource, workspace_id: str, recipients: list[Recipient]
 ) -> list[Recipient]:
     """The recipients with their per-platform push tokens (one query; set on them, not copied)."""
     ids = [r.customer_id for r in recipients if r.customer_id is not None]
-    tokens = await audience_store.push_tokens(session, workspace_id, ids) if ids else {}
+    tokens = await audience_store.push_tokens(source, workspace_id, ids) if ids else {}
     for recipient in recipients:
         if recipient.customer_id in tokens:
             recipient.tokens = tokens[recipient.customer_id]
@@ -104,13 +111,13 @@ async def with_push_tokens(
 
 
 async def _resolve_users(
-    session: AsyncSession, workspace_id: str, channel: Channel, identifier: Identifier, values: Sequence[str]
+    source: RowSource, workspace_id: str, channel: Channel, identifier: Identifier, values: Sequence[str]
 ) -> Resolution:
     column = _COLUMNS[identifier]
     by_value: dict[str, UserRow] = {}
     distinct = list(dict.fromkeys(values))
     values_of = {"workspace_id": workspace_id, **padded_values("value", distinct)}
-    rows = await rows_in(await session.connection(), _users_by(column.key, len(distinct)), values_of)
+    rows = await rows_in(source, _users_by(column.key, len(distinct)), values_of)
     for row in rows:
         user = UserRow(*row)
         by_value.setdefault(str(getattr(user, column.key)), user)

@@ -12,12 +12,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from sqlalchemy.ext.asyncio import AsyncSession
-
 from herald.campaigns.schemas.common import Channel
 from herald.campaigns.schemas.connector import Connector as ConnectorRef
 from herald.delivery.connectors import list_connectors
 from herald.delivery.models import Connector
+from herald.direct_reads import RowSource
 from herald.problems import Problem
 
 ADD_PUSH_HINT = "add one with `herald connectors add --type CUSTOM_API --channel push`"
@@ -49,13 +48,13 @@ def _match(
 
 
 async def choose_connector(
-    session: AsyncSession,
+    source: RowSource,
     workspace_id: str,
     channel: Channel,
     sent: ConnectorRef | None,
     saved: ConnectorRef | None,
 ) -> ConnectorChoice:
-    rows = list(await list_connectors(session, workspace_id))
+    rows = list(await list_connectors(source, workspace_id))
     choice = ConnectorChoice()
     if sent is not None:
         choice.connector, choice.bad_request = _match(rows, sent, channel)

@@ -144,10 +144,21 @@ async def check_access(request: Request, operation: Operation) -> Caller:
             request, services.credentials, uow.session, operation.scope, app_key_header
         )
     else:
-        async with services.database.reader() as session:
+        # A session of its own, made only on a credentials-cache miss (most requests make none).
+        opened: list[AsyncSession] = []
+
+        def session() -> AsyncSession:
+            if not opened:
+                opened.append(services.database.reader())
+            return opened[0]
+
+        try:
             caller = await authenticate(
-                request, services.credentials, lambda: session, operation.scope, app_key_header
+                request, services.credentials, session, operation.scope, app_key_header
             )
+        finally:
+            if opened:
+                await opened[0].close()
     request.state.workspace_id = caller.workspace_id  # for the request's log line
 
     if request.state.request_id_invalid:

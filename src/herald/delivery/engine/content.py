@@ -257,7 +257,9 @@ def streams(campaign: LiveCampaign) -> bool:
 async def plan_sends(session: AsyncSession, campaign: LiveCampaign, execution: Execution) -> SendPlan:
     document = campaign.document
     channel = Channel(campaign.channel)
-    choice = await choose_connector(session, campaign.workspace_id, channel, None, document.connector)
+    choice = await choose_connector(
+        await session.connection(), campaign.workspace_id, channel, None, document.connector
+    )
     problems = [*choice.bad_request, *choice.unprocessable]
     plan = SendPlan(campaign, channel, choice.connector, "; ".join(p.message for p in problems) or None)
     plan.version = await _version(session, campaign.workspace_id, campaign.campaign_id)

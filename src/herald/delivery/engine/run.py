@@ -514,7 +514,9 @@ async def _envelopes_of(
     for plan, execution, users in batches:
         recipients = [recipient_for(item.user, item.customer_id, plan.channel) for item in users]
         if plan.groups and any("push_id" in recipient.contact for recipient in recipients):
-            recipients = await with_push_tokens(session, execution.workspace_id, recipients)
+            recipients = await with_push_tokens(
+                await session.connection(), execution.workspace_id, recipients
+            )
         wanted: list[tuple[Group, dict[str, Any], list[tuple[SlotMessage, Recipient]]]] = []
         for item, recipient in zip(users, recipients, strict=True) if plan.groups else ():
             profile = recipient.profile or {}
