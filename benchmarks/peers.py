@@ -7,7 +7,8 @@ Starts, side by side in one run, each on a free loopback port:
 
 - `herald-sqlite`: `herald serve` on a fresh SQLite file, one process (the embedded default);
 - `herald-pg`: `herald serve --workers 2` on PostgreSQL + Redis (the recommended deployment for a
-  2-core machine; HERALD_BENCH_POSTGRES_URL, default the local server, and HERALD_BENCH_REDIS_URL);
+  2-core machine; HERALD_BENCH_POSTGRES_URL, default the local server over its Unix socket, and
+  HERALD_BENCH_REDIS_URL);
 - `bare`: `benchmarks/peers/bare_offers.py` on the SQLite file of `herald-sqlite` (the limit: stdlib
   sqlite3, orjson, one Starlette route, the same page + count + Basic check), plus a bare `/healthz`;
 - `mock`: Prism 5.14.2 (`benchmarks/peers/package.json`; `npm ci` there once) mocking Herald's own
@@ -51,6 +52,7 @@ from typing import Any
 import httpx
 import orjson
 from cryptography.fernet import Fernet
+from sqlalchemy import make_url
 
 from benchmarks import wrk
 from benchmarks.campaign_create import create_body
@@ -66,6 +68,7 @@ WORKSPACE = "BENCHPEERS"
 PEERS_DIR = Path(__file__).parent / "peers"
 PRISM = PEERS_DIR / "node_modules" / ".bin" / "prism"
 OFFERS = 1000
+POSTGRES_SOCKET_DIR = "/var/run/postgresql"  # where Debian's server keeps its socket
 ONE_ROW_LIMIT = "pg-one-row"  # the bare limit of a one-row scenario (`Scenario.one_row_update`)
 POOL = 64  # offers and campaigns O3 and C3 patch in turn (a client writing to its own objects)
 # Objects a consuming scenario may take per second of its run (warm-up included): well above what any
@@ -356,11 +359,21 @@ async def analyze_postgres(urls: list[str]) -> None:
             await connection.close()
 
 
+def _local_postgres(database: str) -> str:
+    """The local server as the recommended deployment reaches it: over its Unix socket where it has
+    one (README, "Operating a server"), else over loopback TCP."""
+    if Path(POSTGRES_SOCKET_DIR, ".s.PGSQL.5432").exists():
+        return f"postgresql+asyncpg://postgres@/{database}?host={POSTGRES_SOCKET_DIR}"
+    return f"postgresql+asyncpg://postgres@127.0.0.1:5432/{database}"
+
+
 async def recreate_postgres(url: str) -> None:
     import asyncpg  # only the PostgreSQL side needs it
 
-    base, name = url.rsplit("/", 1)
-    admin = await asyncpg.connect(base.replace("postgresql+asyncpg", "postgresql") + "/postgres")
+    database = make_url(url)
+    name = database.database
+    admin_url = database.set(drivername="postgresql", database="postgres")
+    admin = await asyncpg.connect(admin_url.render_as_string(hide_password=False))
     try:
         await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         await admin.execute(f'CREATE DATABASE "{name}"')
@@ -561,9 +574,7 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="herald-peers-"))
     sqlite_file = work / "herald.db"
     sqlite_url = f"sqlite+aiosqlite:///{sqlite_file}"
-    postgres_url = os.environ.get(
-        "HERALD_BENCH_POSTGRES_URL", "postgresql+asyncpg://postgres@127.0.0.1:5432/herald_bench_peers"
-    )
+    postgres_url = os.environ.get("HERALD_BENCH_POSTGRES_URL", _local_postgres("herald_bench_peers"))
     redis_url = os.environ.get("HERALD_BENCH_REDIS_URL", "redis://127.0.0.1:6379/0")
     if args.baseline is not None and not args.no_postgres:
         # Two PostgreSQL deployments of two processes each: 4 x 20 pooled connections would pass
