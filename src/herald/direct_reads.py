@@ -75,12 +75,16 @@ class _Compiled:
     processors: dict[str, Callable[[Any], Any]]
 
     def arguments(self, values: dict[str, Any]) -> list[Any]:
-        arguments = []
-        for name in self.names:
+        # Each processed value once: a name may stand at several places (SQLite's `?` repeats it;
+        # O1's `now` twice), and a processor (a date-time formatted) costs more than the lookup.
+        converted = {}
+        for name, processor in self.processors.items():
             value = values[name] if name in values else self.defaults[name]
-            processor = self.processors.get(name)
-            arguments.append(processor(value) if processor is not None and value is not None else value)
-        return arguments
+            converted[name] = processor(value) if value is not None else None
+        return [
+            converted[name] if name in converted else values[name] if name in values else self.defaults[name]
+            for name in self.names
+        ]
 
 
 class DirectReads:
