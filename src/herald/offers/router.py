@@ -30,7 +30,7 @@ router = APIRouter(prefix="/v5/offers", tags=["offers"])
 LIST_OFFERS = Operation("O1", Scope.OFFERS_READ, "offers_read", single_statement=True)
 CREATE_OFFER = Operation("O2", Scope.OFFERS_WRITE, "offers_write", idempotency="required")
 UPDATE_OFFER = Operation("O3", Scope.OFFERS_WRITE, "offers_write", idempotency="required")
-LIST_TEMPLATES = Operation("O4", Scope.OFFERS_READ, "offers_read")
+LIST_TEMPLATES = Operation("O4", Scope.OFFERS_READ, "offers_read", single_statement=True)
 ARCHIVE_OFFER = Operation("O5", Scope.OFFERS_WRITE, "offers_write", idempotency="required")
 
 # The body is read as a plain JSON object and validated by the service, so that parse errors and
@@ -113,7 +113,7 @@ async def list_templates(
     query: Annotated[TemplatesQuery, query_model(TemplatesQuery)],
 ) -> Response:
     items, pagination = await templates.list_templates(
-        unit_of_work(request).session(), caller.workspace_id, query
+        unit_of_work(request).direct_reads(), caller.workspace_id, query
     )
     return json_response(
         {"response_id": response_id(request), "type": "template", "data": items, "pagination": pagination}

@@ -6,9 +6,9 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic_core import PydanticCustomError
-from sqlalchemy import func, select
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy import Integer, Select, bindparam, func, select
 
+from herald.direct_reads import DirectReads, rows_in
 from herald.offers import cursor as offers_cursor
 from herald.workspaces.models import OfferTemplate
 
@@ -33,23 +33,37 @@ class TemplatesQuery(BaseModel):
         return offers_cursor.decode_template(self.cursor) if self.cursor else None
 
 
-async def list_templates(
-    session: AsyncSession, workspace_id: str, query: TemplatesQuery
-) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """One page in id order and the pagination block."""
-    scope = OfferTemplate.workspace_id == workspace_id
-    # Page and count in one statement, hence one snapshot (see offers.repository.list_page).
-    count = select(func.count()).select_from(OfferTemplate).where(scope)
+# Built once (O4 runs one of them per request): building and keying a statement cost more than
+# running it on a small page. Page and count in one statement, hence one snapshot (see
+# `offers.repository.list_page`).
+_SCOPE = OfferTemplate.workspace_id == bindparam("workspace_id")
+_COUNT = select(func.count()).select_from(OfferTemplate).where(_SCOPE)
+
+
+def _page(after: bool) -> Select[Any]:
     page = select(
         OfferTemplate.id,
         OfferTemplate.label,
         OfferTemplate.template_type,
-        count.scalar_subquery().label("total_count"),
-    ).where(scope)
-    if query.after_id is not None:
-        page = page.where(OfferTemplate.id > query.after_id)
-    rows = (await session.execute(page.order_by(OfferTemplate.id).limit(query.limit + 1))).all()
-    total = rows[0].total_count if rows else await session.scalar(count)
+        _COUNT.scalar_subquery().label("total_count"),
+    ).where(_SCOPE)
+    if after:
+        page = page.where(OfferTemplate.id > bindparam("after_id"))
+    return page.order_by(OfferTemplate.id).limit(bindparam("page_size", type_=Integer()))
+
+
+_FIRST_PAGE, _NEXT_PAGE = _page(after=False), _page(after=True)
+
+
+async def list_templates(
+    reads: DirectReads, workspace_id: str, query: TemplatesQuery
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """One page in id order and the pagination block, read on the driver (`rows_in` on
+    `DirectReads`: no session, no transaction)."""
+    after_id = query.after_id
+    values = {"workspace_id": workspace_id, "page_size": query.limit + 1, "after_id": after_id}
+    rows = await rows_in(reads, _FIRST_PAGE if after_id is None else _NEXT_PAGE, values)
+    total = rows[0].total_count if rows else (await rows_in(reads, _COUNT, values))[0][0]
     has_more = len(rows) > query.limit
     rows = rows[: query.limit]
     items = [
