@@ -71,7 +71,9 @@ async def expected(
     """The audience by its definition, from the stored tokens and users (not from `push_platforms`)."""
     async with services(app).database.reader() as session:
         users = (await session.scalars(select(User).where(User.workspace_id == workspace_id))).all()
-        tokens = await store.push_tokens(session, workspace_id, [user.customer_id for user in users])
+        tokens = await store.push_tokens(
+            await session.connection(), workspace_id, [user.customer_id for user in users]
+        )
     wanted = set(platforms) if platforms else set(store.PLATFORMS)
     found: set[str] = set()
     for user in users:
@@ -89,7 +91,9 @@ async def expected(
 async def test_the_stored_tokens_are_the_ones_ingestion_leaves(app: FastAPI) -> None:
     workspace_id = await ingest(app)
     async with services(app).database.reader() as session:
-        tokens = await store.push_tokens(session, workspace_id, [customer_id for customer_id, _ in WRITES])
+        tokens = await store.push_tokens(
+            await session.connection(), workspace_id, [customer_id for customer_id, _ in WRITES]
+        )
     assert {customer_id: set(held) for customer_id, held in tokens.items()} == {
         "and": {"ANDROID"},
         "ios": {"IOS"},
