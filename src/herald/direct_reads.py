@@ -27,7 +27,9 @@ outbox rows written under its campaign's condition), it saves the BEGIN and COMM
 
 Statements with expanding `IN` lists are rendered per call by SQLAlchemy and keep its path; a
 statement selecting a column that needs result processing (a date-time read back as a Python object,
-say) is refused when compiled: rows come back exactly as the driver returns them.
+say) is refused by `rows` when compiled: its rows come back exactly as the driver returns them.
+`named_rows` (and `rows_in` given a `DirectReads`) runs any such statement the same way and makes its
+rows as SQLAlchemy would: named, each column's result processor applied.
 """
 
 from __future__ import annotations

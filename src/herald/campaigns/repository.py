@@ -16,7 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from herald.campaigns.models import Campaign, CampaignRequestId, CampaignTag, StoredCampaign
 from herald.db import UTCDateTime
 from herald.direct_reads import rows_in
-from herald.direct_writes import execute_in, execute_many_in
+from herald.direct_writes import Transaction, execute_in, execute_many_in
 from herald.joined_writes import ClaimedRead, ClaimedStatement, Joined, execute_with
 
 _CAMPAIGNS = typed(Table, Campaign.__table__)
@@ -181,15 +181,19 @@ async def insert_new(session: AsyncSession, values: dict[str, Any], joined: Join
         statement = _in_one(frozenset(values), bool(tags), also)
         await connection.execute(statement, {**values, "tag_list": tags, **also_values})
         return
-    await execute_in(connection, _INSERT_CAMPAIGN, values)
-    if tags:
-        rows = [
-            {"workspace_id": values["workspace_id"], "tag": tag, "campaign_row_id": values["id"]}
-            for tag in tags
-        ]
-        await connection.execute(_INSERT_TAGS, rows)
-    if also is not None:
-        await execute_in(connection, also, also_values)
+    await _write_new(connection, values, joined)
+
+
+async def _write_new(transaction: Transaction, values: dict[str, Any], joined: Joined | None) -> None:
+    """A new campaign row, its tag rows and `joined`, statement by statement in `transaction`."""
+    await execute_in(transaction, _INSERT_CAMPAIGN, values)
+    tags = [
+        {"workspace_id": values["workspace_id"], "tag": tag, "campaign_row_id": values["id"]}
+        for tag in _tags_of(values)
+    ]
+    await execute_many_in(transaction, _INSERT_TAGS, tags)
+    if joined is not None:
+        await execute_in(transaction, *joined)
 
 
 async def insert_held(
@@ -300,14 +304,7 @@ async def _in_own_transaction(
                 raise _NotWritten  # the key has a record: it answers (or is forgotten) the other way
             if not await rows_in(transaction, _TAKE_HOLD, hold):
                 raise _NotWritten  # a live hold of the request_id
-            await execute_in(transaction, _INSERT_CAMPAIGN, values)
-            tags = [
-                {"workspace_id": values["workspace_id"], "tag": tag, "campaign_row_id": values["id"]}
-                for tag in _tags_of(values)
-            ]
-            await execute_many_in(transaction, _INSERT_TAGS, tags)
-            if joined is not None:
-                await execute_in(transaction, *joined)
+            await _write_new(transaction, values, joined)
     except _NotWritten:
         return False
     return True
