@@ -275,6 +275,10 @@ async def execute_many_in(connection: Transaction, statement: Any, rows: list[di
         return
     if isinstance(connection, SqliteTransaction):
         connection.execute_many(statement, rows)
+    elif len(rows) == 1:
+        # Compiled once and run on the driver: SQLAlchemy compiles a statement it cannot cache (an
+        # upsert merging JSON) at every execution, which cost more than running it.
+        await execute_in(connection, statement, rows[0])
     else:
         await connection.execute(statement, rows)
 

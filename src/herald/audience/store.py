@@ -40,7 +40,9 @@ from herald.audience.segmentation.dialect import dialect_for
 from herald.campaigns.schemas.filters import FilterDataType
 from herald.db import PortableJSON, UTCDateTime
 from herald.direct_reads import RowSource, padded_in, padded_values, rows_in
+from herald.direct_writes import execute_many_in
 from herald.ids import object_id
+from herald.sql_lists import one_of
 
 Outcome = Literal["created", "updated", "skipped"]
 # Bound parameters per statement stay well below both engines' limits (SQLite 32766, asyncpg 32767).
@@ -70,15 +72,17 @@ def _existing_ids_query(postgres: bool) -> Any:
             func.unnest(bindparam("ids", type_=postgresql.ARRAY(String))).table_valued("id").render_derived()
         )
         return query.join(given, User.customer_id == given.c.id)
-    return query.where(User.customer_id.in_(bindparam("ids", expanding=True)))
+    return query.where(one_of(User.customer_id, "ids"))
 
 
 async def existing_ids(session: AsyncSession, workspace_id: str, ids: Iterable[str]) -> set[str]:
     wanted = list(dict.fromkeys(ids))
     found: set[str] = set()
     query = _existing_ids_query(dialect_of(session) == "postgresql")
+    connection = await session.connection()
     for chunk in chunks(wanted, ID_CHUNK):
-        found.update((await session.scalars(query, {"workspace_id": workspace_id, "ids": list(chunk)})).all())
+        values = {"workspace_id": workspace_id, "ids": list(chunk)}
+        found.update(row[0] for row in await rows_in(connection, query, values))
     return found
 
 
@@ -139,6 +143,9 @@ def _row(workspace_id: str, write: CustomerWrite, now: datetime) -> dict[str, An
         patch=write.patch,
         created_at=now,
         updated_at=now,
+        # A new user's tokens are none yet (`sync_push_tokens` follows); given here rather than by
+        # the column's Python default, the upsert compiles once and runs on the driver.
+        push_platforms=0,
     )
     return row
 
@@ -167,7 +174,7 @@ async def upsert_customers(
         for write in run:
             groups.setdefault(tuple(sorted(write.columns)), []).append(_row(workspace_id, write, now))
         for keys, rows in groups.items():
-            await session.execute(_upsert(dialect, keys), rows)
+            await execute_many_in(await session.connection(), _upsert(dialect, keys), rows)
     await sync_push_tokens(session, workspace_id, writes, now)
 
 
