@@ -587,7 +587,10 @@ def main() -> int:
         asyncio.run(recreate_postgres(postgres_url))
         pg_credentials = asyncio.run(prepare(postgres_url))
     base_sqlite_url = f"sqlite+aiosqlite:///{work / 'base.db'}"
-    base_postgres_url = postgres_url + "_base"
+    database = make_url(postgres_url)
+    base_postgres_url = database.set(database=f"{database.database}_base").render_as_string(
+        hide_password=False
+    )
     base_credentials: dict[str, Credentials] = {}
     if args.baseline is not None:
         base_credentials["base-sqlite"] = asyncio.run(prepare(base_sqlite_url))
