@@ -267,7 +267,8 @@ async def _claim_on(connection: AsyncConnection, claim: Claim, now: datetime) ->
             raise DuplicateIdempotencyKey(target="Idempotency-Key")
         record = claimed if claimed.fingerprint is not None else None  # a record's is never NULL
     else:
-        record = (await connection.execute(_LOOKUP, _key_of(claim))).first()
+        found = await direct_reads.rows_in(connection, _LOOKUP, _key_of(claim))
+        record = found[0] if found else None
     if record is not None:
         await _settle(connection, claim, record, now)
 
@@ -299,13 +300,18 @@ async def claim_in_with_read(
     connection = await session.connection()
     if connection.dialect.name != "postgresql" or read is None:
         await _claim_on(connection, claim, now)
-        return None if read is None else _mapping((await connection.execute(read, params)).first())
+        return None if read is None else _first(read, await direct_reads.rows_in(connection, read, params))
     joined = await _claimed_rows(connection, claim, now, read, params, ())
     if joined is None:
-        return _mapping((await connection.execute(read, params)).first())
-    if not joined:
+        joined = await direct_reads.rows_in(connection, read, params)
+    return _first(read, joined)
+
+
+def _first(read: Select[Any], rows: Sequence[Any]) -> dict[str, Any] | None:
+    """The first of `rows` (named tuples of `direct_reads.rows_in`) by `read`'s column names."""
+    if not rows:
         return None
-    found = joined[0]._asdict()  # a named tuple (`direct_reads.rows_in`)
+    found = rows[0]._asdict()
     return {name: found[name] for name in read.selected_columns.keys()}  # noqa: SIM118 (not a dict: its iteration yields columns)
 
 
@@ -353,10 +359,6 @@ async def _claimed_rows(
         return [row for row in rows if row[-1]]  # `_READ_FOUND`: NULL where the read found nothing
     await _settle(connection, claim, claimed, now)
     return None
-
-
-def _mapping(row: Any) -> dict[str, Any] | None:
-    return None if row is None else dict(row._mapping)
 
 
 @cache
