@@ -105,6 +105,13 @@ class DirectReads:
         self._pool_size = pool_size
         self._postgres_pool: asyncpg.Pool | None = None
         self._postgres_pool_opening: asyncio.Lock | None = None
+        self._watch: PoolWatch | None = None
+
+    def watch(self, watch: PoolWatch | None) -> None:
+        """Tell `watch` the PostgreSQL pool's size and each connection taken and given back (the
+        `/metrics` pool gauges); None: tell nothing more. SQLite's one connection is no pool:
+        nothing is told."""
+        self._watch = watch
 
     async def rows(self, statement: Select[Any], values: dict[str, Any]) -> Sequence[Sequence[Any]]:
         compiled = self._compile(statement)
@@ -145,9 +152,16 @@ class DirectReads:
     async def _fetch(self, sql: str, arguments: list[Any]) -> Sequence[Sequence[Any]]:
         if self._postgres:
             pool = self._postgres_pool or await self._open_postgres_pool()
+            watch = self._watch
             try:
                 async with pool.acquire() as connection:
-                    found: Sequence[Sequence[Any]] = await connection.fetch(sql, *arguments)
+                    if watch is not None:
+                        watch.taken(1)
+                    try:
+                        found: Sequence[Sequence[Any]] = await connection.fetch(sql, *arguments)
+                    finally:
+                        if watch is not None:
+                            watch.taken(-1)
                     return found
             except Exception as error:  # raised as SQLAlchemy raises it (a statement may write)
                 translated = _translated(sql, arguments, error)
@@ -174,9 +188,16 @@ class DirectReads:
         if not self._postgres:
             raise TypeError("single-statement writes go to PostgreSQL's pool only")
         pool = self._postgres_pool or await self._open_postgres_pool()
+        watch = self._watch
         try:
             async with pool.acquire() as connection:
-                status: str = await connection.execute(sql, *arguments)
+                if watch is not None:
+                    watch.taken(1)
+                try:
+                    status: str = await connection.execute(sql, *arguments)
+                finally:
+                    if watch is not None:
+                        watch.taken(-1)
         except Exception as error:
             translated = _translated(sql, arguments, error)
             if translated is None:
@@ -194,6 +215,8 @@ class DirectReads:
             self._sqlite = None
         if self._postgres_pool is not None:
             pool, self._postgres_pool = self._postgres_pool, None
+            if self._watch is not None:
+                self._watch.sized(-self._pool_size)
             await pool.close()
 
     async def _open_postgres_pool(self) -> asyncpg.Pool:
@@ -215,6 +238,8 @@ class DirectReads:
                     server_settings=settings,
                     **arguments,
                 )
+                if self._watch is not None:
+                    self._watch.sized(self._pool_size)
             return self._postgres_pool
 
     def _sqlite_connection(self) -> sqlite3.Connection:
@@ -345,6 +370,15 @@ def _prepared_in_transaction(
         namedtuple("Row", names, rename=True),
         tuple(column.type._cached_result_processor(dialect, None) for column in columns),
     )
+
+
+class PoolWatch(Protocol):
+    """Told of a pool's connections (`DirectReads.watch`): its size as it opens (+) and closes (-),
+    and each connection as it is taken (+1) and given back (-1)."""
+
+    def sized(self, change: int) -> None: ...
+
+    def taken(self, change: int) -> None: ...
 
 
 class DriverTransaction(Protocol):

@@ -41,6 +41,7 @@ class Served:
     log: Path
     tenant: Tenant
     smtp: SmtpServer
+    postgres: bool
 
     def get(self, path: str, **kwargs: Any) -> httpx.Response:
         return httpx.get(f"{self.server.url}{path}", timeout=30, **kwargs)
@@ -71,7 +72,7 @@ def served(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> Itera
     with log.open("wb") as stderr:
         server = serve(server_env(database_url, log_format="json"), workers=1, stderr=stderr)
     try:
-        yield Served(server, log, made, smtp)
+        yield Served(server, log, made, smtp, database_url.startswith("postgresql"))
     finally:
         server.kill()
         smtp.controller.stop()
@@ -140,6 +141,9 @@ class TestMetrics:
         ] == []
         assert value(text, "herald_db_pool_size", pool="write") > 0
         assert "herald_db_pool_checked_out" in text
+        if served.postgres:  # the driver's own pool (reads on the driver: the test send's, O1's)
+            assert value(text, "herald_db_pool_size", pool="direct") > 0
+            assert value(text, "herald_db_pool_checked_out", pool="direct") == 0  # each given back
 
     def test_metrics_and_probes_need_no_credentials_and_are_documented(self, served: Served) -> None:
         response = served.get("/metrics")

@@ -71,8 +71,9 @@ def is_multiprocess() -> bool:
 
 
 def watch_pools(database: Database) -> Callable[[], None]:
-    """Keep the pool gauges current from the pools' checkout/checkin events; the returned function
-    takes this process's pools out of the figures at shutdown."""
+    """Keep the pool gauges current from the engine pools' checkout/checkin events and from the
+    driver's own pool (`DirectReads.watch`); the returned function takes this process's pools out
+    of the figures at shutdown."""
     pools = {"write": database.engine.sync_engine.pool}
     if database.read_engine.sync_engine.pool is not pools["write"]:
         pools["read"] = database.read_engine.sync_engine.pool
@@ -87,13 +88,35 @@ def watch_pools(database: Database) -> Callable[[], None]:
         event.listen(pool, "checkout", lambda *_args, gauge=in_use: gauge.inc())
         event.listen(pool, "checkin", lambda *_args, gauge=in_use: gauge.dec())
 
+    direct = _DirectPoolWatch()
+    database.direct.watch(direct)
+
     def stop() -> None:
         for name, size in sizes.items():
             POOL_SIZE.labels(name).dec(size)
+        database.direct.watch(None)
+        direct.sized(-direct.opened)
         if is_multiprocess():
             multiprocess.mark_process_dead(os.getpid())  # type: ignore[no-untyped-call]
 
     return stop
+
+
+class _DirectPoolWatch:
+    """The gauges of the driver's own pool (`herald.direct_reads`), `pool="direct"`: the reads and
+    one-statement writes that bypass the engine's pool hold its connections."""
+
+    def __init__(self) -> None:
+        self._size = POOL_SIZE.labels("direct")
+        self._in_use = POOL_IN_USE.labels("direct")
+        self.opened = 0
+
+    def sized(self, change: int) -> None:
+        self.opened += change
+        self._size.inc(change)
+
+    def taken(self, change: int) -> None:
+        self._in_use.inc(change)
 
 
 class _Snapshot(Collector):
