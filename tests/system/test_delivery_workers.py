@@ -235,13 +235,11 @@ def receiver() -> Iterator[tuple[Receiver, str]]:
     server.server_close()
 
 
-def test_every_user_gets_exactly_one_delivery_id_across_a_killed_worker(
-    database_url: str, tmp_path: Path, receiver: tuple[Receiver, str]
-) -> None:
-    sink, url = receiver
-    clock_file = str(tmp_path / "now")
-    start = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
-    FileClock.write(clock_file, start)
+def _deployment(
+    database_url: str, tmp_path: Path, url: str, clock_file: str
+) -> tuple[Tenant, dict[str, str]]:
+    """A workspace of USERS Android users whose push connector posts to `url`, and the environment
+    of its processes (the file clock, Redis, the lease)."""
 
     async def connector(app: FastAPI, made: Tenant) -> None:
         given = ConnectorInput(
@@ -260,20 +258,36 @@ def test_every_user_gets_exactly_one_delivery_id_across_a_killed_worker(
     )
     (tmp_path / "tmp").mkdir()
     env["TMPDIR"] = str(tmp_path / "tmp")
+    return workspace, env
+
+
+def _publish(api: Server, workspace: Tenant) -> str:
+    """A Push campaign to the workspace's Android users, published (ASAP): its id."""
+    body = copy.deepcopy(PUSH)
+    body["basic_details"]["platforms"] = ["ANDROID"]
+
+    async def publish() -> str:
+        async with httpx.AsyncClient(base_url=api.url, timeout=30) as client:
+            campaign_id = await create_campaign(client, workspace, body)
+            await h.publish(client, workspace, campaign_id)
+            return campaign_id
+
+    return asyncio.run(publish())
+
+
+def test_every_user_gets_exactly_one_delivery_id_across_a_killed_worker(
+    database_url: str, tmp_path: Path, receiver: tuple[Receiver, str]
+) -> None:
+    sink, url = receiver
+    clock_file = str(tmp_path / "now")
+    start = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
+    FileClock.write(clock_file, start)
+    workspace, env = _deployment(database_url, tmp_path, url, clock_file)
     api: Server = serve(env, 1)
     workers = [_start_worker(env, tmp_path / f"worker-{n}.log") for n in range(WORKERS)]
     try:
-        body = copy.deepcopy(PUSH)
-        body["basic_details"]["platforms"] = ["ANDROID"]
-
-        async def publish() -> str:
-            async with httpx.AsyncClient(base_url=api.url, timeout=30) as client:
-                campaign_id = await create_campaign(client, workspace, body)
-                await h.publish(client, workspace, campaign_id)
-                return campaign_id
-
         sink.hold_after = USERS // 5
-        campaign_id = asyncio.run(publish())
+        campaign_id = _publish(api, workspace)
         _wait(lambda: sink.holding() > 0, "a fifth of the audience reached the receiver, the rest is held")
         # The victim is a worker caught mid-window: it has requests held at the receiver, so it
         # holds a claimed batch and messages in flight.
@@ -326,3 +340,41 @@ def test_every_user_gets_exactly_one_delivery_id_across_a_killed_worker(
     assert {s for _, s in rows} == {"SENT"}
     _, states = _states(database_url, workspace.workspace_id)
     assert states == {"SENT": USERS}
+
+
+def test_sigterm_stops_a_worker_after_its_batch_in_hand(
+    database_url: str, tmp_path: Path, receiver: tuple[Receiver, str]
+) -> None:
+    """SIGTERM while a worker's messages are on the wire: the batch it claimed is sent and recorded,
+    no other batch is claimed, the process exits 0; the next worker sends the rest, each user once."""
+    sink, url = receiver
+    clock_file = str(tmp_path / "now")
+    FileClock.write(clock_file, datetime(2026, 3, 1, 9, 0, tzinfo=UTC))
+    workspace, env = _deployment(database_url, tmp_path, url, clock_file)
+    api: Server = serve(env, 1)
+    worker = _start_worker(env, tmp_path / "worker.log")
+    try:
+        sink.hold_after = 20  # within the first batch the worker claims
+        _publish(api, workspace)
+        _wait(lambda: sink.holding() > 0, "the worker's messages held at the receiver")
+        worker.process.send_signal(signal.SIGTERM)
+        sink.opened.set()
+        assert worker.process.wait(timeout=120) == 0
+        execution_id, states = _states(database_url, workspace.workspace_id)
+        assert states.get("CLAIMED", 0) == 0  # the batch in hand was finished, not abandoned
+        assert 0 < states.get("SENT", 0) < USERS  # and no batch after it was taken
+        assert {status for _, status in _outbox(database_url, workspace.workspace_id)} == {"SENT"}
+        sent_before = sink.count()
+        assert sent_before == states["SENT"]
+
+        worker = _start_worker(env, tmp_path / "worker-again.log")  # ticks at start
+        _wait(lambda: _states(database_url, workspace.workspace_id)[1].get("SENT", 0) == USERS, "all SENT")
+    finally:
+        worker.kill()
+        api.kill()
+
+    assert execution_id is not None
+    expected = {delivery_id(execution_id, f"user-{i:05d}", "ANDROID") for i in range(USERS)}
+    received = Counter(sink.ids)
+    assert set(received) == expected
+    assert set(received.values()) == {1}  # nothing sent twice: the stop lost nothing in flight

@@ -196,7 +196,7 @@ async def tick(
     """Apply every transition due at `now` (in the given workspaces, else in all) and advance the
     deliveries of sending campaigns; the transitions applied. `settings` (connector secrets and
     timeouts) default to the environment's. Once `stop` is set, the tick ends after the batch in hand
-    (one workspace's, one transaction)."""
+    (one workspace's transitions, one transaction; a dispatch's claimed batch of users)."""
     ids = list(workspace_ids) if workspace_ids is not None else named_first(await _workspace_ids(database))
     settings = settings or Settings()
     applied: list[Applied] = []
@@ -204,7 +204,7 @@ async def tick(
         if stop is not None and stop.is_set():
             break
         applied += await _tick_workspace(database, workspace_id, now)
-        finished = await run_executions(database, settings, now, workspace_id)
+        finished = await run_executions(database, settings, now, workspace_id, stop)
         applied += await _finish(database, workspace_id, finished, now)
     for change in applied:
         log.info("campaign %s/%s: %s -> %s", change.workspace_id, change.row_id, change.before, change.after)

@@ -79,9 +79,11 @@ class Dispatcher:
         database: Database,
         request_id: str | None = None,
         lanes: Lanes | None = None,
+        stop: asyncio.Event | None = None,
     ) -> None:
         """`lanes`: shared with other dispatchers (and closed by their owner); by default, lanes
-        of this dispatcher's own, closed with it."""
+        of this dispatcher's own, closed with it. `stop`: set when the process is to stop (SIGTERM);
+        the engine then claims no new batch (`stopping`)."""
         self._settings = settings
         self._clock = clock
         self._database = database
@@ -94,6 +96,12 @@ class Dispatcher:
         self._lanes = Lanes(settings.delivery_concurrency) if lanes is None else lanes
         self.lanes = self._lanes.count
         self._smtp = SmtpSessions()
+        self._stop = stop
+
+    @property
+    def stopping(self) -> bool:
+        """The process is stopping: finish the batch in hand, claim no other."""
+        return self._stop is not None and self._stop.is_set()
 
     async def __aenter__(self) -> Self:
         return self

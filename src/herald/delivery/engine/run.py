@@ -864,6 +864,8 @@ async def dispatch(
     try:
         while True:
             await asyncio.sleep(0)  # between batches, the requests of an embedding server (see resolve)
+            if dispatcher.stopping:  # SIGTERM: the batch in hand is done; the rest waits for a tick
+                return False
             failing = dispatcher.failing(plan.connector) if plan.connector is not None else None
             if failing is not None:
                 await flight.drain()

@@ -9,6 +9,7 @@ over) are returned for the worker to mark SENT (one loop, one notion of "what is
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from datetime import datetime, timedelta
 
@@ -106,10 +107,16 @@ async def _stop_executions(database: Database, workspace_id: str, now: datetime)
 
 
 async def run_executions(
-    database: Database, settings: Settings, now: datetime, workspace_id: str
+    database: Database,
+    settings: Settings,
+    now: datetime,
+    workspace_id: str,
+    stop: asyncio.Event | None = None,
 ) -> list[str]:
     """Advance the workspace's executions; the public ids of the campaigns now completely sent (a
-    one-time campaign whose users are all settled, a periodic one whose schedule is over)."""
+    one-time campaign whose users are all settled, a periodic one whose schedule is over). Once
+    `stop` is set (SIGTERM) every dispatch ends after the batch in hand; what is left is sent by
+    the next tick of any worker."""
     finished: list[str] = []
     await _stop_executions(database, workspace_id, now)
     campaigns = await _sending(database, workspace_id)
@@ -122,7 +129,7 @@ async def run_executions(
     if not campaigns and not triggered and not live_activities and not repeating:
         return finished
     async with (
-        Dispatcher(settings, FrozenClock(now), database) as dispatcher,
+        Dispatcher(settings, FrozenClock(now), database, stop=stop) as dispatcher,
         open_store(settings) as store,
     ):
         await broadcast.run_broadcasts(database, dispatcher, live_activities, now, lease)
@@ -341,6 +348,8 @@ async def _run_one(
             settled = await dispatch(database, dispatcher, plan, execution, now, lease, rules)
             if written:
                 break
+            if dispatcher.stopping:
+                return False  # the rest of the audience is written by the next tick
             if not await still_sending(database, execution):
                 return False  # stopped or paused: the rest is written when it goes on
     except HeraldError as exc:
