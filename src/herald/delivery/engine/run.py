@@ -974,6 +974,8 @@ async def dispatch_lanes(
     campaign."""
     while lanes:
         await asyncio.sleep(0)  # between rounds, the requests of an embedding server
+        if dispatcher.stopping:  # SIGTERM: the round in hand is done; the rest waits for a tick
+            return
         async with database.reader() as session:
             lanes = [lane for lane in lanes if await _sending_in(session, lane.execution)]
         if not lanes:
