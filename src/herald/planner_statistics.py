@@ -14,12 +14,20 @@ is off, VACUUMs those whose dead rows (every update leaves one) passed the same 
 a time does it (an advisory lock); the commands take no lock that writers or readers wait for.
 SQLite needs none of this: its planner reads no statistics unless asked to.
 
+The users' tables are among them: a workspace whose users were imported since the last analysis
+looks empty to the planner too, and a claim's read of 200 users by key then scanned every user of
+the workspace through its push-id index (12 ms instead of under 1, on each claim of 30,000 users).
+
+A dispatching worker does not wait for these commands (`refresh_in_background`): a VACUUM of the
+outbox took 0.3 to 0.7 s here, during which no batch was claimed and nothing was on the wire.
+
 `analyze_if_unknown` is the first step of the same care: the engine calls it while it writes an
 audience, so that the first claims of an execution already find statistics.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 
@@ -41,6 +49,8 @@ TABLES = (
     "delivery_trigger_inbox",
     "delivery_attribution_windows",
     "audience_events",
+    "audience_users",
+    "audience_push_tokens",
 )
 _LOCK_KEY = 0x6865726C6473  # pg_try_advisory_lock key of this step ("herlds")
 
@@ -55,6 +65,7 @@ _STALE = text(
 )
 
 _last_check = float("-inf")
+_running: asyncio.Task[list[str]] | None = None  # `refresh_in_background`'s last task
 
 
 async def refresh(database: Database, *, force: bool = False) -> list[str]:
@@ -76,6 +87,27 @@ async def refresh(database: Database, *, force: bool = False) -> list[str]:
     if done:
         log.info("planner statistics: %s (%.0f ms)", "; ".join(done), (time.monotonic() - started) * 1000)
     return done
+
+
+def refresh_in_background(database: Database, *, force: bool = False) -> None:
+    """`refresh` in a task of its own, so that the caller (a dispatch between two batches) goes on
+    at once; nothing when this process's last one is still running."""
+    global _running
+    if database.engine.dialect.name != "postgresql":
+        return
+    loop = asyncio.get_running_loop()
+    if _running is not None and not _running.done() and _running.get_loop() is loop:
+        return
+    # Held here until the next one: the loop keeps only a weak reference to a task.
+    _running = loop.create_task(_refresh_logged(database, force))
+
+
+async def _refresh_logged(database: Database, force: bool) -> list[str]:
+    try:
+        return await refresh(database, force=force)
+    except Exception:  # upkeep with nobody awaiting it (the database closing under it, say): said, not raised
+        log.warning("planner statistics not refreshed", exc_info=True)
+        return []
 
 
 async def analyze_if_unknown(session: AsyncSession, tables: dict[str, int]) -> None:
