@@ -57,6 +57,7 @@ from benchmarks.common import (
     Figure,
     argument_parser,
     prepare_workspace,
+    start_afresh,
     summary,
     table,
     vacuum_analyze,
@@ -795,11 +796,7 @@ def main() -> None:
     args = parser.parse_args()
     key = Fernet.generate_key().decode()
     settings = Settings(database_url=args.database_url, redis_url=None, secret_key=key)
-    if args.database_url.startswith("sqlite"):
-        path = args.database_url.split("///", 1)[1]
-        for suffix in ("", "-wal", "-shm"):
-            if os.path.exists(path + suffix):
-                os.remove(path + suffix)
+    start_afresh(args.database_url)
     # The bare scripts run on the event loop Herald's engine runs on (uvloop): the same loop on both sides.
     figures = uvloop.run(run(args, settings, key))
     summary("delivery", _engine(args.database_url), figures)

@@ -27,7 +27,7 @@ import uvloop
 from cryptography.fernet import Fernet
 from sqlalchemy import insert
 
-from benchmarks.common import Figure, argument_parser, summary, table
+from benchmarks.common import Figure, argument_parser, start_afresh, summary, table
 from benchmarks.delivery import (
     CHUNK,
     RATIO,
@@ -215,11 +215,7 @@ def main() -> None:
     args = parser.parse_args()
     key = Fernet.generate_key().decode()
     settings = Settings(database_url=args.database_url, redis_url=None, secret_key=key)
-    if args.database_url.startswith("sqlite"):
-        path = args.database_url.split("///", 1)[1]
-        for suffix in ("", "-wal", "-shm"):
-            if os.path.exists(path + suffix):
-                os.remove(path + suffix)
+    start_afresh(args.database_url)
     figures = uvloop.run(run(args, settings, key))  # the engine's loop, as `benchmarks.delivery`'s
     summary("delivery_periodic", _engine(args.database_url), figures)
 

@@ -56,7 +56,14 @@ from sqlalchemy import make_url
 
 from benchmarks import wrk
 from benchmarks.campaign_create import create_body
-from benchmarks.common import Credentials, Figure, prepare_workspace, summary, vacuum_analyze
+from benchmarks.common import (
+    Credentials,
+    Figure,
+    prepare_workspace,
+    recreate_postgres,
+    summary,
+    vacuum_analyze,
+)
 from benchmarks.delivery import add_users, add_workspace_connector
 from benchmarks.offers_list import load_offers
 from herald.campaigns import importer
@@ -365,20 +372,6 @@ def _local_postgres(database: str) -> str:
     if Path(POSTGRES_SOCKET_DIR, ".s.PGSQL.5432").exists():
         return f"postgresql+asyncpg://postgres@/{database}?host={POSTGRES_SOCKET_DIR}"
     return f"postgresql+asyncpg://postgres@127.0.0.1:5432/{database}"
-
-
-async def recreate_postgres(url: str) -> None:
-    import asyncpg  # only the PostgreSQL side needs it
-
-    database = make_url(url)
-    name = database.database
-    admin_url = database.set(drivername="postgresql", database="postgres")
-    admin = await asyncpg.connect(admin_url.render_as_string(hide_password=False))
-    try:
-        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        await admin.execute(f'CREATE DATABASE "{name}"')
-    finally:
-        await admin.close()
 
 
 @dataclass(frozen=True)

@@ -45,8 +45,16 @@ from typing import Any
 import orjson
 from cryptography.fernet import Fernet
 
-from benchmarks.common import Figure, argument_parser, prepare_workspace, summary, table, vacuum_analyze
-from benchmarks.peers import free_port, herald_env, recreate_postgres, started
+from benchmarks.common import (
+    Figure,
+    argument_parser,
+    prepare_workspace,
+    recreate_postgres,
+    summary,
+    table,
+    vacuum_analyze,
+)
+from benchmarks.peers import free_port, herald_env, started
 from herald.clock import SystemClock
 from herald.config import Settings
 from herald.db import create_database
