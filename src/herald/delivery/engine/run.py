@@ -79,12 +79,14 @@ from herald.sql_lists import one_of
 
 log = logging.getLogger("herald.delivery.engine")
 
-# Users claimed at once by `dispatch`, at least (a window larger than that is claimed whole). A
-# claim is a write transaction of several statements and a read of the users: on PostgreSQL, a
-# dozen round trips and a commit during which the wire is idle. At 200 users a claim, they were a
-# fifth of a one-message-per-POST dispatch's time; at 1,000, a twentieth. A worker killed leaves at
-# most this many users claimed until their lease passes (then another worker takes them over).
-BATCH = 1000
+# Users claimed at once by `dispatch`, at least (a window larger than that is claimed whole). On
+# PostgreSQL a claim is a dozen round trips and a commit during which nothing is on the wire: for
+# 20,000 users one message per POST, claims of 200 took 2.5 s of the 27 s, claims of 1,000 1.4 s
+# of 23 s. SQLite's claim costs CPU, not waiting, whatever its size, and holds the one writer's
+# lock that the API's writes queue behind: it stays at 200 there. A worker killed leaves at most
+# twice this many users claimed (the batch in hand, and the next one, claimed ahead) until their
+# lease passes; then another worker takes them over.
+BATCH = {"postgresql": 1000, "sqlite": 200}
 # Users claimed at once per EVENT execution by `dispatch_lanes`: a round's messages go out as one
 # window, so a larger round would hold the next events' messages back behind it.
 ROUND = 200
@@ -866,44 +868,88 @@ async def dispatch(
     when every user is settled. A batch goes out in windows of users whose messages are handed
     over side by side, two windows on the wire at once (`_Flight`); a window's outbox rows are
     written only if the campaign is still SENDING, and before each window the connector's error
-    threshold is checked. The next batch is claimed and rendered while the last windows of the
-    batch before are on the wire."""
+    threshold is checked. The next batch is claimed and rendered while this one goes out (on
+    PostgreSQL a claim is round trips during which the wire would be idle); it is released,
+    pending again, when sending stops before its turn."""
     flight = _Flight(database, dispatcher, plan.connector)
+    ahead: asyncio.Task[_Batch | None] | None = None
+
+    async def next_batch(plan: SendPlan) -> _Batch | None:
+        size = max(BATCH[database.engine.dialect.name], dispatcher.window(plan.connector))
+        async with flight.writing():
+            claimed = await _claim(database, plan, rules, execution, now, lease, size)
+        if claimed is None:
+            return None
+        return _Batch(plan, claimed, await _envelopes(database, plan, execution, claimed, now))
+
+    async def release_ahead() -> None:
+        nonlocal ahead
+        if ahead is not None:
+            found, ahead = await ahead, None
+            if found is not None:
+                await _release(database, execution, found.claimed)
+
     try:
         while True:
             await asyncio.sleep(0)  # between batches, the requests of an embedding server (see resolve)
             if dispatcher.stopping:  # SIGTERM: the batch in hand is done; the rest waits for a tick
+                await release_ahead()
                 return False
             failing = dispatcher.failing(plan.connector) if plan.connector is not None else None
             if failing is not None:
                 await flight.drain()
+                await release_ahead()
                 await pause(database, execution, failing, now)
                 return False
             if not await still_sending(database, execution):
+                await release_ahead()
                 return False
             # A long dispatch fills the outbox and settles its users between two ticks: their
             # statistics are kept fresh here too (at most every few seconds, in a task of its own:
             # the sends do not wait for it; see the module).
             planner_statistics.refresh_in_background(database)
-            size = max(BATCH, dispatcher.window(plan.connector))
-            async with flight.writing():
-                claimed = await _claim(database, plan, rules, execution, now, lease, size)
-            if claimed is None:
+            if ahead is not None:
+                batch, ahead = await ahead, None
+                if batch is None:
+                    # Nobody could be claimed while the batch before was in hand (an audience
+                    # limit's room held by its users, say): once it is settled (which may also
+                    # have reached the connector's error threshold), checked and claimed again.
+                    await flight.drain()
+                    continue
+            else:
+                batch = await next_batch(plan)
+            if batch is None:
                 if flight.busy:
                     # Its windows' outcomes may free room (audience limit) or pause the execution.
                     await flight.drain()
                     continue
                 return not await _in_flight(database, execution)
+            # Rendered with the content of its claim: if that changed since, rendered again.
+            rendered = batch.rendered if batch.plan is plan else None
+            ahead = asyncio.create_task(next_batch(plan))
             plan, going = await _send_batch(
-                database, dispatcher, plan, execution, claimed, now, flight=flight
+                database, dispatcher, plan, execution, batch.claimed, now, rendered, flight
             )
             if not going:
+                await release_ahead()
                 return False
     except BaseException:
+        if ahead is not None:  # its users stay claimed until their lease passes, as a dead worker's
+            ahead.cancel()
+            await asyncio.gather(ahead, return_exceptions=True)
         await flight.abandon()
         raise
     finally:
         await flight.drain()
+
+
+@dataclass(slots=True)
+class _Batch:
+    """A claimed batch (`dispatch`), rendered with the content of `plan`."""
+
+    plan: SendPlan
+    claimed: list[_Claimed]
+    rendered: _Messages
 
 
 async def _send_batch(
