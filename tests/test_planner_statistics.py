@@ -12,7 +12,7 @@ from sqlalchemy import insert, text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from herald import planner_statistics
-from herald.audience.models import Event
+from herald.audience.models import Event, User
 from herald.config import Settings
 from herald.db import Database, create_database
 from herald.workspaces.service import create_workspace
@@ -96,6 +96,39 @@ async def test_a_table_changed_past_the_bound_is_analyzed_and_one_below_it_is_no
         await _publish_counters(connection)
     done = await planner_statistics.refresh(database, force=True)
     assert ("ANALYZE audience_events" if autovacuum else "VACUUM (ANALYZE) audience_events") in done
+
+
+@pytest.mark.skipif(PG_URL is None, reason="PostgreSQL's planner statistics")
+async def test_users_imported_since_the_last_analysis_are_analyzed_beside_the_caller(
+    database: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The users' tables are kept analysed too (a claim reads its users by key), and a dispatch asks
+    # for it without waiting: the call returns before the commands run, in a task of their own.
+    users = [
+        {
+            "workspace_id": WORKSPACE,
+            "customer_id": f"c{n}",
+            "email_opt_out": False,
+            "push_opt_out": False,
+            "sms_opt_out": False,
+            "attributes": {},
+            "created_at": NOW,
+            "updated_at": NOW,
+        }
+        for n in range(planner_statistics.MIN_CHANGES * 2)
+    ]
+    async with database.engine.connect() as connection:
+        await connection.execute(insert(User), users)
+        await connection.commit()
+        await _publish_counters(connection)
+    monkeypatch.setattr(planner_statistics, "_last_check", float("-inf"))
+    planner_statistics.refresh_in_background(database)
+    task = planner_statistics._running
+    assert task is not None
+    assert not task.done()  # the caller went on before the commands ran
+    assert "ANALYZE audience_users" in await task
+    planner_statistics.refresh_in_background(database)  # within the interval: nothing to run
+    assert await planner_statistics._running == []
 
 
 async def test_a_check_within_the_interval_does_nothing(database: Database) -> None:

@@ -16,7 +16,7 @@ SQLite needs none of this: its planner reads no statistics unless asked to.
 
 The users' tables are among them: a workspace whose users were imported since the last analysis
 looks empty to the planner too, and a claim's read of 200 users by key then scanned every user of
-the workspace through its push-id index (12 ms instead of under 1, on each claim of 30,000 users).
+the workspace through its push-id index (12 ms instead of under 1, in a workspace of 30,000 users).
 
 A dispatching worker does not wait for these commands (`refresh_in_background`): a VACUUM of the
 outbox took 0.3 to 0.7 s here, during which no batch was claimed and nothing was on the wire.
@@ -89,7 +89,7 @@ async def refresh(database: Database, *, force: bool = False) -> list[str]:
     return done
 
 
-def refresh_in_background(database: Database, *, force: bool = False) -> None:
+def refresh_in_background(database: Database) -> None:
     """`refresh` in a task of its own, so that the caller (a dispatch between two batches) goes on
     at once; nothing when this process's last one is still running."""
     global _running
@@ -99,12 +99,12 @@ def refresh_in_background(database: Database, *, force: bool = False) -> None:
     if _running is not None and not _running.done() and _running.get_loop() is loop:
         return
     # Held here until the next one: the loop keeps only a weak reference to a task.
-    _running = loop.create_task(_refresh_logged(database, force))
+    _running = loop.create_task(_refresh_logged(database))
 
 
-async def _refresh_logged(database: Database, force: bool) -> list[str]:
+async def _refresh_logged(database: Database) -> list[str]:
     try:
-        return await refresh(database, force=force)
+        return await refresh(database)
     except Exception:  # upkeep with nobody awaiting it (the database closing under it, say): said, not raised
         log.warning("planner statistics not refreshed", exc_info=True)
         return []
