@@ -66,18 +66,25 @@ async def recreate_postgres(url: str) -> None:
         await admin.close()
 
 
-def start_afresh(database_url: str) -> None:
-    """An empty database at `database_url`: the SQLite file removed, or the PostgreSQL database
-    dropped and created again. A delivery benchmark's worker takes on whatever is due in its
-    database: work left by an earlier run (a periodic campaign, an execution stopped midway) was
-    sent first, and a run's figures counted it (publish to first message: 74 to 132 s)."""
+async def start_afresh(database_url: str, sibling: str) -> str:
+    """The URL of an empty database for a benchmark to run on: on SQLite the file of `database_url`
+    removed; on PostgreSQL its sibling `<name>_<sibling>` dropped and created again, so the data
+    other benchmarks keep in the one named (a million offers, reachability's users and events)
+    stays. A delivery benchmark's worker takes on whatever is due in its database: work left by an
+    earlier run (a periodic campaign, an execution stopped midway) was sent first, and a run's
+    figures counted it (publish to first message: 74 to 132 s)."""
     if database_url.startswith("sqlite"):
-        path = database_url.split("///", 1)[1]
-        for suffix in ("", "-wal", "-shm"):
-            if os.path.exists(path + suffix):
-                os.remove(path + suffix)
-        return
-    asyncio.run(recreate_postgres(database_url))
+        _remove_sqlite_files(database_url.split("///", 1)[1])
+        return database_url
+    url = make_url(database_url)
+    fresh = url.set(database=f"{url.database}_{sibling}").render_as_string(hide_password=False)
+    await recreate_postgres(fresh)
+    return fresh
+
+
+def _remove_sqlite_files(path: str) -> None:
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
 
 
 @dataclass(frozen=True)

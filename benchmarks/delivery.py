@@ -795,8 +795,8 @@ def main() -> None:
     )
     args = parser.parse_args()
     key = Fernet.generate_key().decode()
+    args.database_url = asyncio.run(start_afresh(args.database_url, "delivery"))
     settings = Settings(database_url=args.database_url, redis_url=None, secret_key=key)
-    start_afresh(args.database_url)
     # The bare scripts run on the event loop Herald's engine runs on (uvloop): the same loop on both sides.
     figures = uvloop.run(run(args, settings, key))
     summary("delivery", _engine(args.database_url), figures)

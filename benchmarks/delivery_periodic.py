@@ -16,6 +16,7 @@ timed from that start to the last message at the sink:
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sys
 import time
@@ -214,8 +215,8 @@ def main() -> None:
     )
     args = parser.parse_args()
     key = Fernet.generate_key().decode()
+    args.database_url = asyncio.run(start_afresh(args.database_url, "periodic"))
     settings = Settings(database_url=args.database_url, redis_url=None, secret_key=key)
-    start_afresh(args.database_url)
     figures = uvloop.run(run(args, settings, key))  # the engine's loop, as `benchmarks.delivery`'s
     summary("delivery_periodic", _engine(args.database_url), figures)
 

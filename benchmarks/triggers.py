@@ -49,7 +49,7 @@ from benchmarks.common import (
     Figure,
     argument_parser,
     prepare_workspace,
-    recreate_postgres,
+    start_afresh,
     summary,
     table,
     vacuum_analyze,
@@ -304,11 +304,6 @@ async def add_sink(settings: Settings, workspace: str, port: int, batch: int) ->
         await database.dispose()
 
 
-def fresh(path: Path) -> None:
-    for suffix in ("", "-wal", "-shm"):
-        Path(f"{path}{suffix}").unlink(missing_ok=True)
-
-
 async def main() -> None:
     parser = argument_parser(__doc__, "herald-bench-triggers.db")
     parser.add_argument("--rate", type=float, default=1000, help="events per second")
@@ -331,13 +326,8 @@ async def main() -> None:
     key = Fernet.generate_key().decode()
     sqlite = args.database_url.startswith("sqlite")
     engine = "sqlite" if sqlite else "postgresql"
-    # A fresh database each run (the campaigns of an earlier run would still be ACTIVE); on
-    # PostgreSQL a sibling of the one named, so the data of other benchmarks stays.
-    if sqlite:
-        fresh(Path(args.database_url.split("///", 1)[1]))
-    else:
-        args.database_url += "_triggers"
-        await recreate_postgres(args.database_url)
+    # A fresh database each run (the campaigns of an earlier run would still be ACTIVE).
+    args.database_url = await start_afresh(args.database_url, "triggers")
     settings = Settings(database_url=args.database_url, redis_url=None, secret_key=key)
     workspace = f"{WORKSPACE}-{uuid.uuid4().hex[:8]}"
     credentials = await prepare_workspace(settings, workspace)
