@@ -882,27 +882,17 @@ async def dispatch(
             return None
         return _Batch(plan, claimed, await _envelopes(database, plan, execution, claimed, now))
 
-    async def release_ahead() -> None:
-        nonlocal ahead
-        if ahead is not None:
-            found, ahead = await ahead, None
-            if found is not None:
-                await _release(database, execution, found.claimed)
-
     try:
         while True:
             await asyncio.sleep(0)  # between batches, the requests of an embedding server (see resolve)
             if dispatcher.stopping:  # SIGTERM: the batch in hand is done; the rest waits for a tick
-                await release_ahead()
                 return False
             failing = dispatcher.failing(plan.connector) if plan.connector is not None else None
             if failing is not None:
                 await flight.drain()
-                await release_ahead()
                 await pause(database, execution, failing, now)
                 return False
             if not await still_sending(database, execution):
-                await release_ahead()
                 return False
             # A long dispatch fills the outbox and settles its users between two ticks: their
             # statistics are kept fresh here too (at most every few seconds, in a task of its own:
@@ -931,16 +921,19 @@ async def dispatch(
                 database, dispatcher, plan, execution, batch.claimed, now, rendered, flight
             )
             if not going:
-                await release_ahead()
                 return False
     except BaseException:
         if ahead is not None:  # its users stay claimed until their lease passes, as a dead worker's
             ahead.cancel()
             await asyncio.gather(ahead, return_exceptions=True)
+            ahead = None
         await flight.abandon()
         raise
     finally:
         await flight.drain()
+        # Sending stopped before the batch claimed ahead had its turn: its users pending again.
+        if ahead is not None and (unsent := await ahead) is not None:
+            await _release(database, execution, unsent.claimed)
 
 
 @dataclass(slots=True)
