@@ -169,12 +169,13 @@ async def upsert_customers(
 ) -> None:
     """Insert or merge each write, in order (callers leave out the skipped ones)."""
     dialect = dialect_of(session)
+    connection = await session.connection()
     for run in runs(writes):
         groups: dict[tuple[str, ...], list[dict[str, Any]]] = {}
         for write in run:
             groups.setdefault(tuple(sorted(write.columns)), []).append(_row(workspace_id, write, now))
         for keys, rows in groups.items():
-            await execute_many_in(await session.connection(), _upsert(dialect, keys), rows)
+            await execute_many_in(connection, _upsert(dialect, keys), rows)
     await sync_push_tokens(session, workspace_id, writes, now)
 
 
