@@ -119,7 +119,7 @@ class ExecutionUser(Base):
             "execution_id",
             "rank",
         ),
-        ForeignKeyConstraint(["workspace_id"], ["workspaces.id"]),
+        # No foreign key to workspaces, as the outbox (see `delivery.models`).
     )
 
     workspace_id: Mapped[str] = mapped_column(String(64), primary_key=True)
