@@ -2,11 +2,13 @@
 starts itself (`benchmarks.delivery_sink`: an HTTP receiver and aiosmtpd, in a process of their own).
 
     python -m benchmarks.delivery [--users 100000] [--email-users 20000] [--audience-users 1000000]
-                                  [--concurrency 32] [--batch-size 100] [--database-url URL]
+                                  [--concurrency 32] [--batch-size 100] [--workers 1]
+                                  [--database-url URL]
 
 Herald runs as it is deployed: `herald serve` (the engine embedded, on SQLite) or `herald serve` plus
-one `herald worker` (PostgreSQL), both with an hourly poll, so a publish is picked up only by the
-wake-up on commit. Each figure is timed from the publish request to the last message at the sink:
+`--workers` `herald worker` processes (PostgreSQL; each claims batches of its own), all with an
+hourly poll, so a publish is picked up only by the wake-up on commit. Each bare script is one
+process, whatever `--workers` says. Each figure is timed from the publish request to the last message at the sink:
 1. Push to `--users` users through a webhook connector, one message per POST, then the same with
    the connector's `batch_size` (many messages per POST) — each against a bare script that reads the
    same users, renders the same title for each, and POSTs the same signed payloads (aiohttp, as
@@ -336,15 +338,21 @@ async def _herald_run(
     sink: Sink,
     campaign_id: str,
     count: int,
-    engine_pid: int | None,
+    engine_pids: list[int],
 ) -> Run:
     await sink.reset()
-    before = _cpu_s(engine_pid)
+    before = _cpu_of(engine_pids)
     started = time.time()
     await _publish(api, headers, campaign_id)
     found = await sink.wait_for(count, _limit_s(count))
-    after = _cpu_s(engine_pid)
+    after = _cpu_of(engine_pids)
     return Run.of(found, started, after - before if after is not None and before is not None else None)
+
+
+def _cpu_of(pids: list[int]) -> float | None:
+    """CPU seconds the processes `pids` used so far together; None when not measured."""
+    used = [_cpu_s(pid) for pid in pids]
+    return sum(cpu for cpu in used if cpu is not None) if used and None not in used else None
 
 
 # --- the bare scripts -------------------------------------------------------------------------
@@ -638,11 +646,11 @@ async def run(args: Any, settings: Settings, key: str) -> list[Figure]:
                     "--",
                 ]
             served = processes.start(serve, env)
-            engine_pid: int | None = served.pid
+            engine_pids = [served.pid]
             if _engine(args.database_url) == "postgresql":
-                engine_pid = processes.start(worker, env).pid
+                engine_pids = [processes.start(worker, env).pid for _ in range(args.workers)]
             if args.profile:
-                engine_pid = None  # py-spy's own process: the engine is its child
+                engine_pids = []  # py-spy's own process: the engine is its child
             async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{api_port}", timeout=60) as api:
                 await _wait_ready(api, "/healthz")
                 campaigns = {
@@ -661,7 +669,7 @@ async def run(args: Any, settings: Settings, key: str) -> list[Figure]:
                     if args.only and name not in args.only:
                         continue
                     headers = credentials.headers(settings, campaigns=True)
-                    herald = await _herald_run(api, headers, sink, campaigns[name], count, engine_pid)
+                    herald = await _herald_run(api, headers, sink, campaigns[name], count, engine_pids)
                     if name == "email":
                         bare = await _bare_email(
                             settings,
@@ -682,10 +690,12 @@ async def run(args: Any, settings: Settings, key: str) -> list[Figure]:
                     resolution = await _resolution(settings, api, args.audience_users)
         if resolution is not None:
             figures += _resolution_figures(args.audience_users, *resolution)
+        # Several workers (the production topology: one per core) are named in each figure.
+        workers = f" ({args.workers} workers)" if args.workers > 1 and engine is worker else ""
         labels = {
-            "push": "Push webhook",
-            "batched": f"Push webhook, {args.batch_size} per POST",
-            "email": "Email SMTP",
+            "push": f"Push webhook{workers}",
+            "batched": f"Push webhook, {args.batch_size} per POST{workers}",
+            "email": f"Email SMTP{workers}",
         }
         for name, herald, bare in runs:
             figures.append(Figure(f"{labels[name]}: Herald msg/s", herald.rate, "/s"))
@@ -778,6 +788,9 @@ def main() -> None:
     )
     parser.add_argument("--batch-size", type=int, default=100, help="messages per POST in batched mode")
     parser.add_argument(
+        "--workers", type=int, default=1, help="`herald worker` processes sharing the work (PostgreSQL)"
+    )
+    parser.add_argument(
         "--smtp-session-messages",
         type=int,
         default=SMTP_SESSION_MESSAGES,
@@ -794,6 +807,8 @@ def main() -> None:
         "with py-spy --gil --idle into this file (raw; BENCH_WALL=1: every thread, GIL or not)",
     )
     args = parser.parse_args()
+    if args.profile and args.workers > 1:
+        parser.error("--profile records one worker: leave --workers at 1")
     key = Fernet.generate_key().decode()
     args.database_url = asyncio.run(start_afresh(args.database_url, "delivery"))
     settings = Settings(database_url=args.database_url, redis_url=None, secret_key=key)

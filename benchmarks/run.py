@@ -48,6 +48,19 @@ BENCHMARKS: list[tuple[str, list[str]]] = [
 ]
 
 
+# PostgreSQL only: the production topology, one `herald worker` per core of this machine, each
+# claiming its own batches (the figures above run one worker, as SQLite's one process does).
+POSTGRES_ONLY: list[tuple[str, list[str]]] = [
+    (
+        "benchmarks.delivery",
+        [
+            *("--users", scaled(100_000, least=100), "--only", "push,batched"),
+            *("--workers", str(os.cpu_count() or 1)),
+        ],
+    ),
+]
+
+
 def urls() -> list[str]:
     found = [f"sqlite+aiosqlite:///{Path(tempfile.gettempdir()) / 'herald-bench.db'}"]
     postgres = os.environ.get("HERALD_BENCH_POSTGRES_URL")
@@ -131,7 +144,8 @@ def main() -> int:
     failed += code != 0
     _collect(rows, "peers", "served", code, summaries)
     for url in urls():
-        for module, args in BENCHMARKS:
+        extra = POSTGRES_ONLY if url.startswith("postgresql") else []
+        for module, args in [*BENCHMARKS, *extra]:
             print(f"\n== {module} :: {url.split('://')[0]} ==", flush=True)
             code, summaries = run_benchmark([sys.executable, "-m", module, "--database-url", url, *args])
             failed += code != 0
