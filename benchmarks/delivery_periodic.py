@@ -1,10 +1,11 @@
 """A PERIODIC run and a SEND_IN_BTS campaign, side by side with the bare push script of
 `benchmarks.delivery` (the same reference as the one-time figures), against the same local sink.
 
-    python -m benchmarks.delivery_periodic [--users 100000] [--concurrency 32] [--database-url URL]
+    python -m benchmarks.delivery_periodic [--users 100000] [--concurrency 32] [--workers 1]
+                                           [--database-url URL]
 
-Herald runs as deployed (`herald serve`, plus one `herald worker` on PostgreSQL) with a one-second
-worker interval, on the real clock. Each campaign is published to start a few seconds ahead and is
+Herald runs as deployed (`herald serve`, plus `--workers` `herald worker` processes on PostgreSQL)
+with a one-second worker interval, on the real clock. Each campaign is published to start a few seconds ahead and is
 timed from that start to the last message at the sink:
 1. a DAILY periodic Push campaign's first run to `--users` users (the run started by the worker
    tick, its child campaign written, its audience resolved at run time, then dispatched);
@@ -166,8 +167,11 @@ async def run(args: Any, settings: Settings, key: str) -> list[Figure]:
             env.pop("HERALD_REDIS_URL", None)
             env.pop("HERALD_CLOCK_FILE", None)
             processes.start([sys.executable, "-m", "herald", "serve", "--port", str(api_port)], env)
+            named = ""
             if _engine(args.database_url) == "postgresql":
-                processes.start([sys.executable, "-m", "herald", "worker"], env)
+                for _ in range(args.workers):
+                    processes.start([sys.executable, "-m", "herald", "worker"], env)
+                named = f" ({args.workers} workers)" if args.workers > 1 else ""
             runs: list[tuple[str, Run, Run]] = []
             async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{api_port}", timeout=60) as api:
                 await _wait_ready(api, "/healthz")
@@ -193,7 +197,8 @@ async def run(args: Any, settings: Settings, key: str) -> list[Figure]:
                         ("Herald repeats at the sink", str(herald.repeats)),
                     ]
                     print(table(f"{name}: {args.users:,} users", rows), flush=True)
-        for name, herald, bare in runs:
+        for scenario, herald, bare in runs:
+            name = f"{scenario}{named}"
             figures.append(Figure(f"{name}: Herald msg/s", herald.rate, "/s"))
             figures.append(Figure(f"{name}: bare msg/s", bare.rate, "/s"))
             figures.append(Figure(f"{name}: Herald / bare", herald.rate / bare.rate, at_least=RATIO))
@@ -212,6 +217,9 @@ def main() -> None:
         type=int,
         default=Settings.delivery_concurrency,
         help="messages in flight, both sides",
+    )
+    parser.add_argument(
+        "--workers", type=int, default=1, help="`herald worker` processes sharing the work (PostgreSQL)"
     )
     args = parser.parse_args()
     key = Fernet.generate_key().decode()

@@ -58,6 +58,10 @@ POSTGRES_ONLY: list[tuple[str, list[str]]] = [
             *("--workers", str(os.cpu_count() or 1)),
         ],
     ),
+    (
+        "benchmarks.delivery_periodic",
+        ["--users", scaled(100_000, least=100), "--workers", str(os.cpu_count() or 1)],
+    ),
 ]
 
 
