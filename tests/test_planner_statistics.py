@@ -99,6 +99,23 @@ async def test_a_table_changed_past_the_bound_is_analyzed_and_one_below_it_is_no
 
 
 @pytest.mark.skipif(PG_URL is None, reason="PostgreSQL's planner statistics")
+async def test_a_table_analyzed_lately_waits_unless_it_doubled(
+    database: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Checked every second, a table past the bound is analyzed again only `REPEAT` seconds after
+    # its last analysis, unless it grew to more than twice the rows its statistics count.
+    monkeypatch.setattr(planner_statistics, "REPEAT", 3600.0)  # "lately", whatever this machine's speed
+    await _add_events(database, planner_statistics.MIN_CHANGES * 4)
+    assert "audience_events" in " ".join(await planner_statistics.refresh(database, force=True))
+    await _add_events(database, planner_statistics.MIN_CHANGES * 2, first=100_000)  # 4,000 → 6,000
+    monkeypatch.setattr(planner_statistics, "_last_check", float("-inf"))
+    assert not any("audience_events" in done for done in await planner_statistics.refresh(database))
+    await _add_events(database, planner_statistics.MIN_CHANGES * 3, first=200_000)  # → 9,000
+    monkeypatch.setattr(planner_statistics, "_last_check", float("-inf"))
+    assert "audience_events" in " ".join(await planner_statistics.refresh(database))
+
+
+@pytest.mark.skipif(PG_URL is None, reason="PostgreSQL's planner statistics")
 async def test_users_imported_since_the_last_analysis_are_analyzed_beside_the_caller(
     database: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:

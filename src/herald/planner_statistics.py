@@ -10,17 +10,19 @@ for good. PostgreSQL's autovacuum refreshes statistics only after a share of the
 at most once a minute per database, and a deployment may run without it (`autovacuum = off`). So
 the worker, between ticks and at most every `INTERVAL` seconds, ANALYZEs each of these tables whose
 changes since its last analysis passed `MIN_CHANGES` plus `SHARE` of its rows, and, when autovacuum
-is off and at most every `VACUUM_INTERVAL` seconds, VACUUMs those whose dead rows (every update
-leaves one) passed the same bound. One worker at a time does it (an advisory lock); the commands
-take no lock that writers or readers wait for.
+is off, VACUUMs those whose dead rows (every update leaves one) passed the same bound; each table at
+most every `REPEAT` seconds (the server's record of its last analysis or vacuum, so several workers
+share it), unless it grew to more than twice the rows its statistics count. One worker at a time
+does it (an advisory lock); the commands take no lock that writers or readers wait for.
 
-The check is frequent because the first analysis matters most: an execution's first window writes
-the workspace's first outbox rows, and until an ANALYZE has seen some of them every window's update
-read all the rows before it (at 1,000 messages a second, 8 ms per window 8 s in, when the check was
-every 10 s). Once the statistics know the workspace, its share scales with the table's size in
-pages without another ANALYZE. Columns no statement filters on (message summaries, reasons) have no
-statistics kept (migration 0023): an ANALYZE of 40,000 outbox rows took 0.4 s with them, 0.17 s
-without.
+The check is frequent, and a table that doubled is analysed at once, because the first analyses
+matter most: an execution's first window writes the workspace's first outbox rows, and until an
+ANALYZE has seen some of them every window's update read all the rows before it (8 ms per window 8 s
+into a send at 1,000 messages a second, when the check was every 10 s). Once the statistics know the
+workspace, its share scales with the table's size in pages without another ANALYZE, so later ones
+wait for `REPEAT` (checked every second at that bound, the outbox was analysed every second: a
+tenth of a core). Columns no statement filters on (message summaries, reasons) have no statistics
+kept (migration 0023): an ANALYZE of 40,000 outbox rows took 0.4 s with them, 0.17 s without.
 SQLite needs none of this: its planner reads no statistics unless asked to.
 
 The users' tables are among them: a workspace whose users were imported since the last analysis
@@ -49,7 +51,7 @@ from herald.db import Database
 log = logging.getLogger(__name__)
 
 INTERVAL = 1.0  # seconds between two checks of one process
-VACUUM_INTERVAL = 10.0  # seconds between two VACUUMs by one process (each reads every index)
+REPEAT = 10.0  # seconds between two analyses (or vacuums) of one table that did not double
 MIN_CHANGES = 1000
 SHARE = 0.1
 # The tables whose rows the engine writes per message or per event.
@@ -66,24 +68,27 @@ _LOCK_KEY = 0x6865726C6473  # pg_try_advisory_lock key of this step ("herlds")
 
 _STALE = text(
     """
-    SELECT relname,
-           n_mod_since_analyze > :least + :share * n_live_tup AS analyze,
-           n_dead_tup > :least + :share * n_live_tup AS vacuum
-    FROM pg_stat_user_tables
-    WHERE schemaname = current_schema() AND relname = ANY(:tables)
+    SELECT s.relname,
+           s.n_mod_since_analyze > :least + :share * s.n_live_tup
+             AND (s.n_live_tup > 2 * greatest(c.reltuples, 0)
+                  OR coalesce(greatest(s.last_analyze, s.last_autoanalyze), '-infinity')
+                     < now() - make_interval(secs => :repeat)) AS analyze,
+           s.n_dead_tup > :least + :share * s.n_live_tup
+             AND coalesce(greatest(s.last_vacuum, s.last_autovacuum), '-infinity')
+                 < now() - make_interval(secs => :repeat) AS vacuum
+    FROM pg_stat_user_tables AS s JOIN pg_class AS c ON c.oid = s.relid
+    WHERE s.schemaname = current_schema() AND s.relname = ANY(:tables)
     """
 )
 
 _last_check = float("-inf")
-_last_vacuum = float("-inf")
 _running: asyncio.Task[list[str]] | None = None  # `refresh_in_background`'s last task
 
 
 async def refresh(database: Database, *, force: bool = False) -> list[str]:
     """Analyze (and vacuum, without autovacuum) the stale tables of `TABLES`: the commands run,
     e.g. `["ANALYZE delivery_outbox"]`. Nothing on SQLite, when another process is at it, or within
-    `INTERVAL` seconds of this process's last check (unless `force`), and no VACUUM within
-    `VACUUM_INTERVAL` seconds of its last one (unless `force`)."""
+    `INTERVAL` seconds of this process's last check; `force`: now, and whatever `REPEAT` says."""
     global _last_check
     if database.engine.dialect.name != "postgresql":
         return []
@@ -139,9 +144,7 @@ async def analyze_if_unknown(session: AsyncSession, tables: dict[str, int]) -> N
 
 
 async def _refresh_stale(database: Database, done: list[str], force: bool) -> None:
-    """`refresh`'s commands, each appended to `done` once run (`force`: VACUUMs too within
-    `VACUUM_INTERVAL` of the last)."""
-    global _last_vacuum
+    """`refresh`'s commands, each appended to `done` once run."""
     # VACUUM cannot run in a transaction: each command commits on its own.
     async with database.engine.connect() as connection:
         connection = await connection.execution_options(isolation_level="AUTOCOMMIT")
@@ -149,12 +152,15 @@ async def _refresh_stale(database: Database, done: list[str], force: bool) -> No
             return
         try:
             autovacuum = await connection.scalar(text("SELECT current_setting('autovacuum') = 'on'"))
-            vacuums = not autovacuum and (force or time.monotonic() - _last_vacuum >= VACUUM_INTERVAL)
-            values = {"least": MIN_CHANGES, "share": SHARE, "tables": list(TABLES)}
+            values = {
+                "least": MIN_CHANGES,
+                "share": SHARE,
+                "repeat": 0.0 if force else REPEAT,
+                "tables": list(TABLES),
+            }
             for table, analyze, vacuum in (await connection.execute(_STALE, values)).all():
                 # The names come from `TABLES`, never from input.
-                if vacuum and vacuums:
-                    _last_vacuum = time.monotonic()
+                if vacuum and not autovacuum:
                     command = f"VACUUM (ANALYZE) {table}"
                 elif analyze:
                     command = f"ANALYZE {table}"
