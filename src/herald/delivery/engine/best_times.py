@@ -6,15 +6,17 @@ from __future__ import annotations
 
 from collections import defaultdict
 from datetime import datetime, timedelta
+from typing import cast
 from zoneinfo import ZoneInfo
 
-from sqlalchemy import select
+from sqlalchemy import Insert, Table, bindparam, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from herald.audience.models import Event
 from herald.delivery.engine.models import BestTime
 from herald.delivery.engine.send_time import best_hour
+from herald.sql_lists import one_of
 
 FRESH = timedelta(days=1)  # recomputed at most daily
 HISTORY = timedelta(days=90)  # the events a best time is computed from
@@ -28,13 +30,7 @@ async def hours(
         return {}
     stored = {
         row.customer_id: row
-        for row in (
-            await session.scalars(
-                select(BestTime).where(
-                    BestTime.workspace_id == workspace_id, BestTime.customer_id.in_(list(zones))
-                )
-            )
-        ).all()
+        for row in await session.execute(_STORED, {"workspace_id": workspace_id, "ids": list(zones)})
     }
     found: dict[str, int | None] = {}
     stale: list[str] = []
@@ -54,12 +50,8 @@ async def _recompute(
 ) -> dict[str, int | None]:
     moments: dict[str, list[datetime]] = defaultdict(list)
     rows = await session.execute(
-        select(Event.customer_id, Event.occurred_at).where(
-            Event.workspace_id == workspace_id,
-            Event.customer_id.in_(list(zones)),
-            Event.occurred_at > now - HISTORY,
-            Event.occurred_at <= now,
-        )
+        _HISTORY,
+        {"workspace_id": workspace_id, "ids": list(zones), "since": now - HISTORY, "now": now},
     )
     for customer_id, occurred_at in rows.all():
         moments[customer_id].append(occurred_at)
@@ -77,17 +69,37 @@ async def _recompute(
         for customer_id, hour in computed.items()
     ]
     assert session.bind is not None
-    insert = postgresql.insert if session.bind.dialect.name == "postgresql" else sqlite.insert
-    statement = insert(BestTime).values(values)
-    # Two runs claiming the same user at once both compute it: the last one written stands.
-    await session.execute(
-        statement.on_conflict_do_update(
-            index_elements=["workspace_id", "customer_id"],
-            set_={
-                "hour": statement.excluded.hour,
-                "timezone": statement.excluded.timezone,
-                "computed_at": statement.excluded.computed_at,
-            },
-        )
-    )
+    await session.execute(_UPSERT[session.bind.dialect.name], values)
     return computed
+
+
+# Built once, each list one parameter (`sql_lists`) and the rows written as one executemany: a claim
+# of 1,000 users compiled a statement with 1,000 placeholders for each read and one with 5,000 for
+# the write, and the server parsed them anew (71 ms a write on PostgreSQL, at 20,000 users).
+_STORED = select(BestTime.customer_id, BestTime.hour, BestTime.timezone, BestTime.computed_at).where(
+    BestTime.workspace_id == bindparam("workspace_id"), one_of(BestTime.customer_id, "ids")
+)
+_HISTORY = select(Event.customer_id, Event.occurred_at).where(
+    Event.workspace_id == bindparam("workspace_id"),
+    one_of(Event.customer_id, "ids"),
+    Event.occurred_at > bindparam("since"),
+    Event.occurred_at <= bindparam("now"),
+)
+
+
+def _upsert(insert: type[postgresql.Insert] | type[sqlite.Insert]) -> Insert:
+    # Two runs claiming the same user at once both compute it: the last one written stands. On the
+    # table, not the entity: the ORM's bulk path handles each row in Python (3 s of a 20,000-user
+    # send's worker CPU); the Core executemany hands them to the driver.
+    statement = insert(cast(Table, BestTime.__table__))
+    return statement.on_conflict_do_update(
+        index_elements=["workspace_id", "customer_id"],
+        set_={
+            "hour": statement.excluded.hour,
+            "timezone": statement.excluded.timezone,
+            "computed_at": statement.excluded.computed_at,
+        },
+    )
+
+
+_UPSERT = {"postgresql": _upsert(postgresql.Insert), "sqlite": _upsert(sqlite.Insert)}
