@@ -4,7 +4,7 @@ statement filters on
 
 Every message writes an outbox row PENDING, then SENT, and moves its user's row from CLAIMED to
 SENT. On PostgreSQL the foreign key's check is a query of its own for each row written (24 µs of
-the 55 µs an outbox row cost, measured on a window of 200 rows); both tables are written only by
+the 63 µs an outbox row cost, measured on a window of 200 rows); both tables are written only by
 the engine and test sends, with a workspace read from a row that keeps the key, and a workspace
 is never deleted. The outbox's pages are filled to 70 % so that the SENT version of a row fits
 on the page of its PENDING one: the update then adds no entry to the table's three indexes (it

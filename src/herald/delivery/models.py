@@ -41,7 +41,7 @@ class Connector(Base):
 
 # The outbox and the engine's users' rows (`engine.models.ExecutionUser`) are written once or
 # twice per message, and carry no foreign key to workspaces: on PostgreSQL the key's check is a
-# query of its own per row (24 µs of an outbox row's 55 µs, measured), and every other table keeps
+# query of its own per row (24 µs of an outbox row's 63 µs, measured), and every other table keeps
 # the key. Their rows are only written by the engine and test sends, which take the workspace
 # from a row that has the key, and a workspace is never deleted (migration 0023).
 # On PostgreSQL the outbox's pages are filled to 70 %, so that the row written SENT after its
