@@ -15,6 +15,7 @@ from herald import planner_statistics
 from herald.audience.models import Event, User
 from herald.config import Settings
 from herald.db import Database, create_database
+from herald.delivery.engine.models import BestTime
 from herald.workspaces.service import create_workspace
 from tests.conftest import PG_URL
 
@@ -147,6 +148,21 @@ async def test_users_imported_since_the_last_analysis_are_analyzed_beside_the_ca
     assert "ANALYZE audience_users" in await task
     planner_statistics.refresh_in_background(database)  # within the interval: nothing to run
     assert await planner_statistics._running == []
+
+
+@pytest.mark.skipif(PG_URL is None, reason="PostgreSQL's planner statistics")
+async def test_best_times_written_by_claims_are_analyzed(database: Database) -> None:
+    # SEND_IN_BTS claims write them 1,000 users at a time and read them back by key: never
+    # analysed, that read scanned every best time of the workspace.
+    rows = [
+        {"workspace_id": WORKSPACE, "customer_id": f"c{n}", "hour": 9, "timezone": "UTC", "computed_at": NOW}
+        for n in range(planner_statistics.MIN_CHANGES * 2)
+    ]
+    async with database.engine.connect() as connection:
+        await connection.execute(insert(BestTime), rows)
+        await connection.commit()
+        await _publish_counters(connection)
+    assert "delivery_best_times" in " ".join(await planner_statistics.refresh(database, force=True))
 
 
 async def test_a_check_within_the_interval_does_nothing(
