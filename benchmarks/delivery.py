@@ -8,7 +8,8 @@ starts itself (`benchmarks.delivery_sink`: an HTTP receiver and aiosmtpd, in a p
 Herald runs as it is deployed: `herald serve` (the engine embedded, on SQLite) or `herald serve` plus
 `--workers` `herald worker` processes (PostgreSQL; each claims batches of its own), all with an
 hourly poll, so a publish is picked up only by the wake-up on commit. Each bare script is one
-process, whatever `--workers` says. Each figure is timed from the publish request to the last message at the sink:
+process, whatever `--workers` says. Each figure is timed from the publish request to the last
+message at the sink:
 1. Push to `--users` users through a webhook connector, one message per POST, then the same with
    the connector's `batch_size` (many messages per POST) — each against a bare script that reads the
    same users, renders the same title for each, and POSTs the same signed payloads (aiohttp, as

@@ -5,8 +5,8 @@
                                            [--database-url URL]
 
 Herald runs as deployed (`herald serve`, plus `--workers` `herald worker` processes on PostgreSQL)
-with a one-second worker interval, on the real clock. Each campaign is published to start a few seconds ahead and is
-timed from that start to the last message at the sink:
+with a one-second worker interval, on the real clock. Each campaign is published to start a few
+seconds ahead and is timed from that start to the last message at the sink:
 1. a DAILY periodic Push campaign's first run to `--users` users (the run started by the worker
    tick, its child campaign written, its audience resolved at run time, then dispatched);
 2. a one-time SEND_IN_BTS Push campaign to `--users` users, half of them with events: every user's
