@@ -50,17 +50,18 @@ BENCHMARKS: list[tuple[str, list[str]]] = [
 
 # PostgreSQL only: the production topology, one `herald worker` per core of this machine, each
 # claiming its own batches (the figures above run one worker, as SQLite's one process does).
+_WORKERS = str(os.cpu_count() or 1)
 POSTGRES_ONLY: list[tuple[str, list[str]]] = [
     (
         "benchmarks.delivery",
         [
             *("--users", scaled(100_000, least=100), "--only", "push,batched"),
-            *("--workers", str(os.cpu_count() or 1)),
+            *("--workers", _WORKERS),
         ],
     ),
     (
         "benchmarks.delivery_periodic",
-        ["--users", scaled(100_000, least=100), "--workers", str(os.cpu_count() or 1)],
+        ["--users", scaled(100_000, least=100), "--workers", _WORKERS],
     ),
 ]
 

@@ -895,8 +895,8 @@ async def dispatch(
             if not await still_sending(database, execution):
                 return False
             # A long dispatch fills the outbox and settles its users between two ticks: their
-            # statistics are kept fresh here too (at most every few seconds, in a task of its own:
-            # the sends do not wait for it; see the module).
+            # statistics are kept fresh here too (checked at most every second, in a task of its
+            # own: the sends do not wait for it; see `planner_statistics`).
             planner_statistics.refresh_in_background(database)
             if ahead is not None:
                 batch, ahead = await ahead, None
