@@ -148,7 +148,7 @@ class TestSmtpSessions:
         await tick(app, workspace)
         assert len(smtp_server.received) == 40
         assert len({mail.message["X-Herald-Delivery"] for mail in smtp_server.received}) == 40
-        assert smtp_server.sink.sessions <= services.settings.delivery_concurrency
+        assert smtp_server.sink.sessions <= services.settings.delivery_smtp_connections
 
 
 class TestConnectorRules:

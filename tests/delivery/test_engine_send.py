@@ -95,7 +95,7 @@ async def tick(app: FastAPI, tenant: Tenant, *, one_at_a_time: bool = False) -> 
     services: Services = app.state.herald
     settings = services.settings
     if one_at_a_time:
-        settings = dataclasses.replace(settings, delivery_concurrency=1)
+        settings = dataclasses.replace(settings, delivery_concurrency=1, delivery_smtp_connections=1)
     return await worker.run_tick(services.database, services.clock.now(), [tenant.workspace_id], settings)
 
 

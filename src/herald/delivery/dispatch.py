@@ -8,7 +8,8 @@ Campaign messages go through `deliver` (one) or `deliver_many` (a window of them
 by side): a transient failure is attempted again later (bounded attempts, exponential backoff on
 the injected clock), and the dispatcher counts failed attempts in a row per connector so the
 engine can pause an execution whose connector keeps failing. A window is handed over at most
-`delivery_concurrency` requests at a time; a webhook connector with a `batch_size` gets that many
+`delivery_concurrency` webhook requests (`delivery_smtp_connections` SMTP sessions) at a time; a
+webhook connector with a `batch_size` gets that many
 messages per POST; SMTP connections are kept between messages (`smtp.SmtpSessions`).
 """
 
@@ -38,14 +39,17 @@ from herald.joined_writes import FirstWrite, Joined
 
 
 class Lanes:
-    """At most `count` requests in flight, each on a lane of its own (`webhook.new_lane`): one
-    kept-alive connection. (One pool of that many connections, on httpcore, walked its whole pool
-    twice per request, quadratically in its size: at a few hundred messages a second that walk was
-    most of the worker's time. A lane per request in flight keeps any client's pool trivial.)"""
+    """At most `count` webhook requests in flight, each on a lane of its own (`webhook.new_lane`):
+    one kept-alive connection. (One pool of that many connections, on httpcore, walked its whole
+    pool twice per request, quadratically in its size: at a few hundred messages a second that walk
+    was most of the worker's time. A lane per request in flight keeps any client's pool trivial.)
+    At most `smtp` SMTP sessions at once (`smtp_flight`; the connections are `SmtpSessions`')."""
 
-    def __init__(self, count: int) -> None:
+    def __init__(self, count: int, smtp: int) -> None:
         self.count = max(1, count)
         self.flight = asyncio.Semaphore(self.count)
+        self.smtp = max(1, smtp)
+        self.smtp_flight = asyncio.Semaphore(self.smtp)
         self._idle: list[Lane] = []
         self._all: list[Lane] = []
 
@@ -93,8 +97,11 @@ class Dispatcher:
         self._streak: dict[str, tuple[int, str]] = {}
         self._secrets: dict[str, dict[str, str] | SecretKeyError] = {}
         self._own_lanes = lanes is None
-        self._lanes = Lanes(settings.delivery_concurrency) if lanes is None else lanes
-        self.lanes = self._lanes.count
+        self._lanes = (
+            Lanes(settings.delivery_concurrency, settings.delivery_smtp_connections)
+            if lanes is None
+            else lanes
+        )
         self._smtp = SmtpSessions()
         self._stop = stop
 
@@ -227,11 +234,21 @@ class Dispatcher:
         at = now + retry_delay(self._settings, number)
         return Outcome(False, reason, outcome.connector_down, True, at, outcome.attempted)
 
+    def requests(self, connector: Connector | None) -> int:
+        """How many requests (webhook POSTs, SMTP sessions) can be in flight at once through
+        `connector`."""
+        return self._lanes.smtp if connector is not None and is_smtp(connector.type) else self._lanes.count
+
+    @staticmethod
+    def per_request(connector: Connector | None) -> int:
+        """Messages per request through `connector` (a batched webhook's `batch_size`, else 1)."""
+        if connector is None or is_smtp(connector.type):
+            return 1
+        return max(1, int((connector.settings or {}).get("batch_size") or 1))
+
     def window(self, connector: Connector | None) -> int:
         """How many messages `deliver_many` can have on the way at once through `connector`."""
-        settings = (connector.settings if connector is not None else None) or {}
-        size = 1 if connector is None or is_smtp(connector.type) else int(settings.get("batch_size") or 1)
-        return self.lanes * max(1, size)
+        return self.requests(connector) * self.per_request(connector)
 
     def failing(self, connector: Connector) -> str | None:
         """Why `connector` counts as failing (its error threshold reached), else None."""
@@ -271,10 +288,9 @@ class Dispatcher:
         return outcome
 
     async def _attempt_many(self, connector: Connector, envelopes: Sequence[Envelope]) -> list[Outcome]:
-        """Each message's outcome, at most `delivery_concurrency` requests in flight; a batched
+        """Each message's outcome, at most `requests(connector)` requests in flight; a batched
         webhook carries `batch_size` messages per request (and answers for all of them)."""
-        settings = connector.settings or {}
-        size = 1 if is_smtp(connector.type) else max(1, int(settings.get("batch_size") or 1))
+        size = self.per_request(connector)
         groups = [envelopes[start : start + size] for start in range(0, len(envelopes), size)]
 
         async def attempt(group: Sequence[Envelope]) -> list[Outcome]:
@@ -314,7 +330,7 @@ class Dispatcher:
             settings = connector.settings or {}
             time_limit = float(settings.get("timeout") or self._settings.delivery_timeout_seconds)
             if is_smtp(connector.type):
-                async with self._lanes.flight:
+                async with self._lanes.smtp_flight:
                     outcome = await self._smtp.send(connector.id, settings, secrets, envelope, time_limit)
             else:
                 lane = await self._lanes.take()

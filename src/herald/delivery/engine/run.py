@@ -609,17 +609,16 @@ class _Flight:
     one is still being recorded behind those on the wire, so a worker killed leaves at most the
     windows on the wire and one more answered but unrecorded (sent again by whoever takes over).
 
-    With several messages per request (a batched webhook) a window takes half the lanes and two
-    are out at once: while one window's requests are out, the next one's rows are written and its
-    requests follow, so the wire is not idle while the database works. With one message per
-    request a window takes every lane: two half windows would cost two more transactions per
-    window's worth of messages than the wire time they hide (measured: more CPU per message, not
-    less)."""
+    A window takes half the requests the connector may have in flight, and two are out at once:
+    while one window's requests are out, the next one's rows are written and its requests follow,
+    so the wire is not idle while the database works. (With one window of every lane, the worker
+    waited on each window's rows about a third of the time; two half windows of 4 requests cost
+    more CPU per message than that wait, as each window's two transactions are shared by fewer
+    messages; of 16, less: 482 → 339 µs per message, 1,851 → 2,369 msg/s.)"""
 
     def __init__(self, database: Database, dispatcher: Dispatcher, connector: Connector | None) -> None:
         self._dispatcher = dispatcher
-        batched = dispatcher.window(connector) > dispatcher.lanes
-        self._count = 2 if batched and dispatcher.lanes >= 2 else 1
+        self._count = 2 if dispatcher.requests(connector) >= 2 else 1
         self._tickets = asyncio.Semaphore(self._count)
         # Windows begun and not yet recorded: those on the wire and one being recorded, at most.
         # Without this bound a database slow to commit let answered windows pile up unrecorded,
@@ -641,8 +640,9 @@ class _Flight:
             yield
 
     def size(self, connector: Connector | None) -> int:
-        """Users per window."""
-        return max(1, self._dispatcher.window(connector) // self._count)
+        """Users per window: the messages of its share of the requests."""
+        dispatcher = self._dispatcher
+        return max(1, dispatcher.requests(connector) // self._count) * dispatcher.per_request(connector)
 
     @property
     def busy(self) -> bool:
