@@ -133,6 +133,23 @@ class TestEventTriggered:
         assert (run["audience"], run["sent"], run["pending"]) == (2, 2, 0)
         assert len({r.json()["id"] for r in webhook.received}) == 2
 
+    async def test_two_firings_of_a_user_in_one_batch_both_go_out_in_one_tick(
+        self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant, webhook: HttpReceiver
+    ) -> None:
+        # A claim takes one firing per user; the second is claimed by the next round of the same
+        # tick (a lane is left out of the next round only when its claim found nobody else).
+        await ready(app, workspace, webhook, "ana", "bo")
+        await publish(client, workspace, EVENT)
+        await send_event(client, workspace, "ana", "added_to_cart", product="Boots")
+        await send_event(client, workspace, "bo", "added_to_cart", product="Scarf")
+        await send_event(client, workspace, "ana", "added_to_cart", product="Hat")
+        await tick(app, workspace)
+        assert sorted(titles(webhook)) == [
+            ("ana", "Still want Boots?"),
+            ("ana", "Still want Hat?"),
+            ("bo", "Still want Scarf?"),
+        ]
+
     async def test_transition_events_fire_and_two_workers_send_each_firing_once(
         self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant, webhook: HttpReceiver
     ) -> None:

@@ -46,9 +46,9 @@ from herald.delivery.engine.triggers import (
     LOCATION_ACTION,
     Dropped,
     Fired,
+    FiringWrites,
     firing_row,
     holdout,
-    write_firings,
 )
 from herald.errors import ValidationFailed
 
@@ -155,17 +155,22 @@ def crossings(
 
 
 async def fire_location(
-    session: AsyncSession, campaign: LiveCampaign, execution: Execution, events: list[Fired], now: datetime
-) -> int:
-    """Write the firings (and dwell cancellations) of a batch of inboxed updates; how many rows
-    were written. Raises ValidationFailed when the trigger's filters cannot be evaluated."""
+    session: AsyncSession,
+    firings: FiringWrites,
+    campaign: LiveCampaign,
+    execution: Execution,
+    events: list[Fired],
+    now: datetime,
+) -> None:
+    """The firings of a batch of inboxed updates, added to `firings` (dwell cancellations written
+    at once). Raises ValidationFailed when the trigger's filters cannot be evaluated."""
     fences = fences_of(campaign)
     updates = sorted(
         (e for e in events if e.action == LOCATION_ACTION and position(e.attributes) is not None),
         key=lambda e: (e.occurred_at, e.id),
     )
     if not fences or not updates:
-        return 0
+        return
     by_user: dict[str, list[Fired]] = defaultdict(list)
     for event in updates:
         by_user[event.customer_id].append(event)
@@ -206,7 +211,7 @@ async def fire_location(
                     )
                 )
             before = after
-    return await write_firings(session, execution, rows, now)
+    firings.add(execution, rows)
 
 
 def _send_limit(campaign: LiveCampaign) -> tuple[int, timedelta] | None:

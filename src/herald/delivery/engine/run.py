@@ -234,12 +234,12 @@ async def _claim(
 ) -> list[_Claimed] | None:
     """The next batch to send (maybe empty after hold-outs); None when no user can be claimed now."""
     async with database.writer() as session:
-        claimed = await _claim_in(session, plan, rules, execution, now, lease, size)
-        if claimed is None:
+        found = await _claim_in(session, plan, rules, execution, now, lease, size)
+        if found is None:
             await session.rollback()
             return None
         await session.commit()
-    return claimed
+    return found.users
 
 
 # Built once: every claimed batch runs them (building them per claim was about 7 % of the trigger
@@ -278,6 +278,15 @@ _CLAIMABLE_IN_EVENT_ORDER = _claimable_in(ExecutionUser.firing)
 _CLAIMABLE_IN_RANK_ORDER = _claimable_in(ExecutionUser.rank)
 
 
+@dataclass(slots=True)
+class _Claim:
+    """What `_claim_in` took: the users to send to, and whether every user claimable now was read
+    for them (`drained`: none is left for another batch at this instant)."""
+
+    users: list[_Claimed]
+    drained: bool
+
+
 async def _claim_in(
     session: AsyncSession,
     plan: SendPlan,
@@ -286,7 +295,7 @@ async def _claim_in(
     now: datetime,
     lease: timedelta,
     size: int,
-) -> list[_Claimed] | None:
+) -> _Claim | None:
     """`_claim` in the caller's write transaction (left for the caller to end: None, nothing
     changed, when no user can be claimed now)."""
     current = await session.scalar(
@@ -356,7 +365,8 @@ async def _claim_in(
         return None  # everyone left waits for a later tick (throttle, deferral, limit)
     current.dispatched += len(claimed) - reclaimed  # a reclaimed user was counted already
     current.updated_at = now
-    return claimed
+    # Fewer rows than asked for, each a user of its own: nobody else is claimable now.
+    return _Claim(claimed, len(rows) < size and len(unique) == len(rows))
 
 
 async def still_sending(database: Database, execution: Execution) -> bool:
@@ -1019,7 +1029,9 @@ async def dispatch_lanes(
     recorded in one more). A lane's claim, controls and outbox ids are those of `dispatch`; only
     the transactions are shared, so that on SQLite (one writer, queued behind the API's
     writes) a round costs three write transactions whatever the number of campaigns, not three per
-    campaign."""
+    campaign. A lane whose claim took every user it could is not claimed again in the next round:
+    a round of claims that find nobody cost as much as one that finds a few hundred (users fired
+    since are the next tick's, which their ingestion wakes)."""
     while lanes:
         await asyncio.sleep(0)  # between rounds, the requests of an embedding server
         if dispatcher.stopping:  # SIGTERM: the round in hand is done; the rest waits for a tick
@@ -1029,17 +1041,20 @@ async def dispatch_lanes(
         if not lanes:
             return
         claimed: list[tuple[Lane, list[_Claimed]]] = []
+        more: list[Lane] = []
         async with database.writer() as session:
             for lane in lanes:
                 window = dispatcher.window(lane.plan.connector)
                 size = max(ROUND, window)
                 found = await _claim_in(session, lane.plan, lane.rules, lane.execution, now, lease, size)
                 if found is not None:
-                    claimed.append((lane, found))
+                    claimed.append((lane, found.users))
+                    if not found.drained:
+                        more.append(lane)
             await session.commit()
         if not claimed:
             return
-        lanes = [lane for lane, _ in claimed]
+        lanes = more
         await _send_lanes(database, dispatcher, claimed, now)
 
 

@@ -386,42 +386,51 @@ async def _fire_batch(
         # Imported here: `engine.location` builds on this module's helpers.
         from herald.delivery.engine.location import fire_location
 
-        written = 0
+        firings = FiringWrites()
         for campaign_id, fired in by_campaign.items():
             campaign = campaigns[campaign_id]
             fire_one = _fire_campaign
             if campaign.document.delivery_type is DeliveryType.LOCATION_TRIGGERED:
                 fire_one = fire_location
             try:
-                written += await fire_one(session, campaign, executions[campaign_id], fired, now)
+                await fire_one(session, firings, campaign, executions[campaign_id], fired, now)
             except ValidationFailed as exc:  # e.g. a custom segment deleted since publish
                 log.error("campaign %s/%s: trigger cannot be evaluated: %s", workspace_id, campaign_id, exc)
+        written = await firings.write(session, now)
         await session.execute(
             delete(TriggerInbox)
             .where(TriggerInbox.workspace_id == workspace_id, TriggerInbox.event_id.in_(ids))
-            .execution_options(synchronize_session=False)  # see `write_firings`
+            .execution_options(synchronize_session=False)  # see `FiringWrites.write`
         )
         await session.commit()
     return len(inbox), written
 
 
 async def _fire_campaign(
-    session: AsyncSession, campaign: LiveCampaign, execution: Execution, events: list[Fired], now: datetime
-) -> int:
+    session: AsyncSession,
+    firings: FiringWrites,
+    campaign: LiveCampaign,
+    execution: Execution,
+    events: list[Fired],
+    now: datetime,
+) -> None:
     trigger = campaign.document.trigger_condition
     included = trigger.included_filters if trigger is not None else None
     if trigger is None or included is None:
-        return 0
+        return
     events = [e for e in events if not stale(campaign, e, now)]
     matched = await firing_events(session, campaign, trigger, included, events, now) if events else []
     if not matched:
-        return 0
-    # Only their timezones: loaded as ORM entities, the users cost more than the rest of firing.
-    found = await session.execute(
-        _TIMEZONES, {"workspace_id": campaign.workspace_id, "ids": list({e.customer_id for e in matched})}
-    )
-    timezones: dict[str, str | None] = {row.customer_id: row.timezone for row in found}
-    default_zone = await _default_zone(session, campaign.workspace_id)
+        return
+    timezones: dict[str, str | None] = {}
+    default_zone = "UTC"
+    if trigger.trigger_delay_type is TriggerDelayType.INTELLIGENT_DELAY:
+        # Only a best hour needs the users' timezones (the other delays are instants). Only the
+        # timezones: loaded as ORM entities, the users cost more than the rest of firing.
+        ids = list({e.customer_id for e in matched})
+        found = await session.execute(_TIMEZONES, {"workspace_id": campaign.workspace_id, "ids": ids})
+        timezones = {row.customer_id: row.timezone for row in found}
+        default_zone = await _default_zone(session, campaign.workspace_id)
     hours = await _best_hours(session, campaign, trigger, timezones, default_zone, now)
     held_out = await holdout(session, campaign)
     rows: list[dict[str, Any]] = []
@@ -439,7 +448,7 @@ async def _fire_campaign(
                 execution, event.customer_id, event.id, rank, state, reason, due, now, event.attributes
             )
         )
-    return await write_firings(session, execution, rows, now)
+    firings.add(execution, rows)
 
 
 def stale(campaign: LiveCampaign, event: Fired, now: datetime) -> bool:
@@ -497,29 +506,51 @@ def firing_row(
     }
 
 
-async def write_firings(
-    session: AsyncSession, execution: Execution, rows: list[dict[str, Any]], now: datetime
-) -> int:
-    if not rows:
-        return 0
-    await session.execute(_insert_new(session), rows)
-    # Not synchronized with the session: an ORM-enabled statement would first look for the rows it
-    # changes among every entity the session holds (the batch's events), once per campaign.
-    await session.execute(
-        update(Execution)
-        .where(Execution.workspace_id == execution.workspace_id, Execution.id == execution.id)
-        .values(audience=Execution.audience + len(rows), updated_at=now)
-        .execution_options(synchronize_session=False)
+class FiringWrites:
+    """The firings of an inbox batch, every campaign's, written together once the batch is
+    evaluated (`write`), in the transaction that deletes its inbox rows: one insert for all of them
+    and an audience count per execution. (Written campaign by campaign, the writes were about half
+    of firing's time on PostgreSQL: 6-7 ms a campaign for 70 firings.) A campaign's firings never
+    read another's: each campaign has an execution of its own."""
+
+    def __init__(self) -> None:
+        self._rows: list[dict[str, Any]] = []
+        self._added: dict[tuple[str, str], int] = {}
+
+    def add(self, execution: Execution, rows: list[dict[str, Any]]) -> None:
+        if rows:
+            self._rows += rows
+            key = (execution.workspace_id, execution.id)
+            self._added[key] = self._added.get(key, 0) + len(rows)
+
+    async def write(self, session: AsyncSession, now: datetime) -> int:
+        """Write them; how many."""
+        if not self._rows:
+            return 0
+        connection = await session.connection()
+        await connection.execute(_INSERT_NEW[session_dialect(session)], self._rows)
+        # Core statements on the session's connection: the ORM would first look for the execution
+        # among every entity the session holds (the batch's events).
+        for (workspace_id, execution_id), added in self._added.items():
+            values = {"row_workspace_id": workspace_id, "row_id": execution_id, "added": added, "now": now}
+            await connection.execute(_ADD_AUDIENCE, values)
+        return len(self._rows)
+
+
+# Built once. The INSERT skips a firing already written (the primary key is (execution, user, event)).
+_USERS = cast(Table, ExecutionUser.__table__)
+_INSERT_NEW = {
+    "postgresql": postgresql.insert(_USERS).on_conflict_do_nothing(),
+    "sqlite": sqlite.insert(_USERS).on_conflict_do_nothing(),
+}
+_EXECUTIONS = cast(Table, Execution.__table__)
+_ADD_AUDIENCE = (
+    update(_EXECUTIONS)
+    .where(
+        _EXECUTIONS.c.workspace_id == bindparam("row_workspace_id"), _EXECUTIONS.c.id == bindparam("row_id")
     )
-    return len(rows)
-
-
-def _insert_new(session: AsyncSession) -> Any:
-    """INSERT that skips a firing already written (the primary key is (execution, user, event))."""
-    table = cast(Table, ExecutionUser.__table__)
-    if session_dialect(session) == "postgresql":
-        return postgresql.insert(table).on_conflict_do_nothing()
-    return sqlite.insert(table).on_conflict_do_nothing()
+    .values(audience=_EXECUTIONS.c.audience + bindparam("added"), updated_at=bindparam("now"))
+)
 
 
 # Built once (each firing batch reads them).
