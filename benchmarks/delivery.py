@@ -2,8 +2,8 @@
 starts itself (`benchmarks.delivery_sink`: an HTTP receiver and aiosmtpd, in a process of their own).
 
     python -m benchmarks.delivery [--users 100000] [--email-users 20000] [--audience-users 1000000]
-                                  [--concurrency 32] [--batch-size 100] [--workers 1]
-                                  [--database-url URL]
+                                  [--concurrency 32] [--smtp-connections 8] [--batch-size 100]
+                                  [--workers 1] [--database-url URL]
 
 Herald runs as it is deployed: `herald serve` (the engine embedded, on SQLite) or `herald serve` plus
 `--workers` `herald worker` processes (PostgreSQL; each claims batches of its own), all with an
@@ -15,8 +15,8 @@ message at the sink:
    same users, renders the same title for each, and POSTs the same signed payloads (aiohttp, as
    Herald: one session reused, `--concurrency` requests in flight; batched the same way for the
    batched figure);
-2. Email to `--email-users` users through SMTP, against a bare aiosmtplib script with the same
-   concurrency, each connection reused for as many messages as the connector's sessions carry;
+2. Email to `--email-users` users through SMTP, against a bare aiosmtplib script with as many
+   connections at once (`--smtp-connections`), each connection reused for as many messages as the connector's sessions carry;
 3. publish → first message at the sink (worst of the three campaigns);
 4. resolving the audience of an execution of `--audience-users` users, each with the ANDROID token
    ingestion keeps for it (materialising it, in-process; the segmentation engine's count of it),
@@ -624,6 +624,7 @@ async def run(args: Any, settings: Settings, key: str) -> list[Figure]:
                 "HERALD_LOG_LEVEL": "warning",
                 "HERALD_WORKER_INTERVAL_SECONDS": "3600",
                 "HERALD_DELIVERY_CONCURRENCY": str(args.concurrency),
+                "HERALD_DELIVERY_SMTP_CONNECTIONS": str(args.smtp_connections),
             }
             env.pop("HERALD_REDIS_URL", None)
             serve = [sys.executable, "-m", "herald", "serve", "--port", str(api_port)]
@@ -676,7 +677,7 @@ async def run(args: Any, settings: Settings, key: str) -> list[Figure]:
                             settings,
                             credentials.workspace_id,
                             sink,
-                            args.concurrency,
+                            args.smtp_connections,
                             args.smtp_session_messages,
                         )
                     else:
@@ -785,7 +786,13 @@ def main() -> None:
         "--concurrency",
         type=int,
         default=Settings.delivery_concurrency,
-        help="messages in flight, both sides",
+        help="webhook requests in flight, both sides",
+    )
+    parser.add_argument(
+        "--smtp-connections",
+        type=int,
+        default=Settings.delivery_smtp_connections,
+        help="SMTP connections at once, both sides",
     )
     parser.add_argument("--batch-size", type=int, default=100, help="messages per POST in batched mode")
     parser.add_argument(

@@ -61,7 +61,7 @@ class Settings:
     delivery_timeout_seconds: float = 10.0
     # Webhook requests a worker has in flight at once, each on a kept-alive connection of its own.
     # A campaign's windows take half of them each, two out at once: with fewer, a window's two
-    # transactions are shared by too few messages (8: 0.41 of the bare sender; 32: 0.47-0.50).
+    # transactions are shared by too few messages (benchmarks/README.md, seventeenth pass).
     delivery_concurrency: int = 32
     # SMTP connections a worker has open at once: mail relays commonly refuse more per client.
     delivery_smtp_connections: int = 8

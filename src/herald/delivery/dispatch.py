@@ -9,8 +9,8 @@ by side): a transient failure is attempted again later (bounded attempts, expone
 the injected clock), and the dispatcher counts failed attempts in a row per connector so the
 engine can pause an execution whose connector keeps failing. A window is handed over at most
 `delivery_concurrency` webhook requests (`delivery_smtp_connections` SMTP sessions) at a time; a
-webhook connector with a `batch_size` gets that many
-messages per POST; SMTP connections are kept between messages (`smtp.SmtpSessions`).
+webhook connector with a `batch_size` gets that many messages per POST; SMTP connections are kept
+between messages (`smtp.SmtpSessions`).
 """
 
 from __future__ import annotations
