@@ -63,36 +63,28 @@ async def execute_in(connection: Writer, statement: Any, values: dict[str, Any])
         return int((await connection.execute(statement, values)).rowcount)
     fairy: Any = connection.sync_connection.connection  # type: ignore[union-attr]
     if connection.dialect.name == "postgresql":
-        return await _run_postgresql(fairy.dbapi_connection, connection.dialect, compiled, [values])
+        return await _run_postgresql(fairy.dbapi_connection, connection.dialect, compiled, values)
     return await _run(
         fairy.driver_connection, fairy.dbapi_connection.patience, connection.dialect, compiled, values
     )
 
 
-async def _run_postgresql(
-    adapted: Any, dialect: Dialect, compiled: _Compiled, rows: list[dict[str, Any]]
-) -> int:
-    """`compiled` run once per parameter set of `rows` on the asyncpg connection under
-    SQLAlchemy's adapter `adapted`, in its transaction (begun here as the adapter begins it, with
-    its first statement): the rows it matched (0 for several runs). A driver error is raised as
-    SQLAlchemy raises it (an `IntegrityError` stays one)."""
-    arguments = [compiled.arguments(values) for values in rows]
+async def _run_postgresql(adapted: Any, dialect: Dialect, compiled: _Compiled, values: dict[str, Any]) -> int:
+    """`compiled` run on the asyncpg connection under SQLAlchemy's adapter `adapted`, in its
+    transaction (begun here as the adapter begins it, with its first statement); a driver error
+    raised as SQLAlchemy raises it (an `IntegrityError` stays one)."""
+    arguments = compiled.arguments(values)
     try:
         if not adapted._started:
             await adapted._start_transaction()
-        if len(arguments) > 1:
-            # One round trip for all of them (asyncpg pipelines the runs of its prepared statement).
-            await adapted._connection.executemany(compiled.sql, arguments)
-            return 0
-        status: str = await adapted._connection.execute(compiled.sql, *arguments[0])
+        status: str = await adapted._connection.execute(compiled.sql, *arguments)
     except Exception as error:
         dbapi = dialect.loaded_dbapi
         try:
             adapted._handle_exception(error)  # raises it as the adapter's DB-API error
         except dbapi.Error as translated:
-            shown = arguments[0] if len(arguments) == 1 else arguments
             raise exc.DBAPIError.instance(
-                compiled.sql, shown, translated, dbapi.Error, dialect=dialect
+                compiled.sql, arguments, translated, dbapi.Error, dialect=dialect
             ) from error
         raise
     return rows_of_tag(status)
@@ -287,15 +279,6 @@ async def execute_many_in(connection: Transaction, statement: Any, rows: list[di
         # Compiled once and run on the driver: SQLAlchemy compiles a statement it cannot cache (an
         # upsert merging JSON) at every execution, which cost more than running it.
         await execute_in(connection, statement, rows[0])
-    elif connection.dialect.name == "postgresql" and connection.in_transaction():
-        # On asyncpg's executemany: SQLAlchemy rendered one INSERT of every row's VALUES and bound
-        # each value through its processors (a batch of 600 trigger firings: 30 ms of the worker).
-        compiled = _compiled(statement, connection.dialect, rows[0])
-        if compiled is None:
-            await connection.execute(statement, rows)
-            return
-        fairy: Any = connection.sync_connection.connection  # type: ignore[union-attr]
-        await _run_postgresql(fairy.dbapi_connection, connection.dialect, compiled, rows)
     else:
         await connection.execute(statement, rows)
 

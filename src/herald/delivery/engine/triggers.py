@@ -48,7 +48,6 @@ from herald.delivery.engine.rank import RANK_BITS, rank_of
 from herald.delivery.engine.resolve import ExecutionStatus, LiveCampaign, _global_control
 from herald.delivery.engine.split import in_global_control
 from herald.delivery.engine.trigger_match import firing_events
-from herald.direct_writes import execute_many_in
 from herald.errors import ValidationFailed
 from herald.sql_lists import one_of
 from herald.wake import wake_on_commit
@@ -529,7 +528,7 @@ class FiringWrites:
         if not self._rows:
             return 0
         connection = await session.connection()
-        await execute_many_in(connection, _INSERT_NEW[session_dialect(session)], self._rows)
+        await connection.execute(_INSERT_NEW[session_dialect(session)], self._rows)
         # Core statements on the session's connection: the ORM would first look for the execution
         # among every entity the session holds (the batch's events).
         for (workspace_id, execution_id), added in self._added.items():
