@@ -16,7 +16,8 @@ message at the sink:
    Herald: one session reused, `--concurrency` requests in flight; batched the same way for the
    batched figure);
 2. Email to `--email-users` users through SMTP, against a bare aiosmtplib script with as many
-   connections at once (`--smtp-connections`), each connection reused for as many messages as the connector's sessions carry;
+   connections at once (`--smtp-connections`), each connection reused for as many messages as the
+   connector's sessions carry;
 3. publish → first message at the sink (worst of the three campaigns);
 4. resolving the audience of an execution of `--audience-users` users, each with the ANDROID token
    ingestion keeps for it (materialising it, in-process; the segmentation engine's count of it),
