@@ -51,7 +51,7 @@ def create_app(
         clock=clock or (FileClock(settings.clock_file) if settings.clock_file else SystemClock()),
         limiter=limiter or make_store(settings.redis_url),
         credentials=CredentialsCache(ttl=settings.credentials_cache_seconds),
-        test_lanes=Lanes(settings.delivery_concurrency, settings.delivery_smtp_connections),
+        test_lanes=Lanes.of(settings),
     )
 
     sqlite_path = make_url(settings.database_url).database or "" if settings.is_sqlite else None

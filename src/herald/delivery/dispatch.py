@@ -53,6 +53,11 @@ class Lanes:
         self._idle: list[Lane] = []
         self._all: list[Lane] = []
 
+    @classmethod
+    def of(cls, settings: Settings) -> Lanes:
+        """The lanes `settings` allow (`delivery_concurrency`, `delivery_smtp_connections`)."""
+        return cls(settings.delivery_concurrency, settings.delivery_smtp_connections)
+
     async def take(self) -> Lane:
         """A lane to send one request on, held until `give_back` (the last one given back first:
         its connection is the likeliest to be open still). Not a context manager: one per message
@@ -97,11 +102,7 @@ class Dispatcher:
         self._streak: dict[str, tuple[int, str]] = {}
         self._secrets: dict[str, dict[str, str] | SecretKeyError] = {}
         self._own_lanes = lanes is None
-        self._lanes = (
-            Lanes(settings.delivery_concurrency, settings.delivery_smtp_connections)
-            if lanes is None
-            else lanes
-        )
+        self._lanes = Lanes.of(settings) if lanes is None else lanes
         self._smtp = SmtpSessions()
         self._stop = stop
 
