@@ -16,7 +16,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any, Protocol, TypeVar, cast
 
-from sqlalchemy import Select, Table, and_, select
+from sqlalchemy import CTE, Select, Table, and_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from herald.audience.models import Event
@@ -35,9 +35,8 @@ from herald.sql_lists import ListParameter
 _CUSTOMERS = ListParameter("customers")
 _EVENTS = ListParameter("event_ids")
 
-# The batch's events, joined to their users. Built once: an alias's columns are proxies made at
-# first use, which cost as much as the query.
-_FIRED = cast(Table, Event.__table__).alias("fired")
+# The events table, whose batch of events a statement reads first (`_batch`).
+_EVENTS_TABLE = cast(Table, Event.__table__)
 
 # (campaign row id, revision, dialect, statement) -> the statement built for that version.
 _kept: dict[tuple[str, int, str, str], Select[Any]] = {}
@@ -75,8 +74,9 @@ async def firing_events(
 
     def build(segments: SegmentCatalog, dialect: SqlDialect, at: datetime | None) -> Select[Any]:
         compiler = Compiler(dialect, campaign.workspace_id, at, segments, _CUSTOMERS)
+        fired = _batch(campaign.workspace_id)
         path = ("trigger_condition", "included_filters")
-        is_awaited = compiler.triggering_event(included, _FIRED, path)
+        is_awaited = compiler.triggering_event(included, fired, path)
         user_matches = compiler.where(included, path)
         if secondary is not None and secondary.filters:
             user_matches = and_(
@@ -85,17 +85,13 @@ async def firing_events(
         if compiler.problems:
             raise ValidationFailed(compiler.problems)
         joined = compiler.from_clause().join(
-            _FIRED,
+            fired,
             and_(
-                _FIRED.c.workspace_id == compiler.users.c.workspace_id,
-                _FIRED.c.customer_id == compiler.users.c.customer_id,
+                fired.c.workspace_id == compiler.users.c.workspace_id,
+                fired.c.customer_id == compiler.users.c.customer_id,
             ),
         )
-        return (
-            select(_FIRED.c.id)
-            .select_from(joined)
-            .where(compiler.in_workspace(), _EVENTS.among(_FIRED.c.id), is_awaited, user_matches)
-        )
+        return select(fired.c.id).select_from(joined).where(compiler.in_workspace(), is_awaited, user_matches)
 
     query = await _statement(session, campaign, "fired", groups, build, now)
     values = {"customers": sorted({e.customer_id for e in events}), "event_ids": [e.id for e in events]}
@@ -104,6 +100,19 @@ async def firing_events(
         return []
     members = await in_audience(session, campaign, {e.customer_id for e in events if e.id in awaited}, now)
     return [e for e in events if e.id in awaited and e.customer_id in members]
+
+
+def _batch(workspace_id: str) -> CTE:
+    """The batch's events (`event_ids`), read first by their key and then joined to their users.
+
+    Joined to the users directly, SQLite (which keeps no statistics: nothing runs ANALYZE) read
+    them through the (action, customer) index instead, that is every event of the batch's users
+    with the awaited action, a number that grows with each event they send: after five minutes at
+    1,000 events/s, 3 ms per campaign and batch, and the trigger worker fell behind. Materialised
+    first: 0.2 ms, whatever the history. PostgreSQL does the same with its statistics."""
+    events = _EVENTS_TABLE
+    found = select(events).where(events.c.workspace_id == workspace_id, _EVENTS.among(events.c.id))
+    return found.cte("fired").prefix_with("MATERIALIZED")
 
 
 async def in_audience(
