@@ -13,6 +13,7 @@ CPU) and is the sink: a raw asyncio HTTP server on 127.0.0.1 recording when each
                                   [--campaigns 10] [--connections 16] [--serve-workers 2]
                                   [--bare-rate R] [--sink-batch 1] [--pool-size 10]
                                   [--database-url URL] [--redis-url URL] [--source CHECKOUT]
+                                  [--trace FILE]
 
 `--campaigns` ACTIVE EVENT_TRIGGERED Push campaigns (ASAP), each waiting for an action of its own;
 events go round-robin over the actions at `--rate` events per second for `--seconds`, so each event
@@ -322,6 +323,9 @@ async def main() -> None:
     parser.add_argument(
         "--source", type=Path, default=None, help="serve this checkout's src instead (an A/B reference)"
     )
+    parser.add_argument(
+        "--trace", type=Path, default=None, help="write the backlog's samples here (CSV: seconds, firings)"
+    )
     args = parser.parse_args()
     key = Fernet.generate_key().decode()
     sqlite = args.database_url.startswith("sqlite")
@@ -466,6 +470,8 @@ async def drive(
     backlog_seconds = backlog / max(rate, 1)
     slope = growth(samples)
     peak = max((b for _, b in samples), default=0)
+    if args.trace is not None:  # where a stall was, to line up with the server's own logs
+        args.trace.write_text("".join(f"{at:.1f},{firings}\n" for at, firings in samples))
     rows = [
         ("events", f"{len(progress.acknowledged):,} in {args.seconds:g} s, {args.batch} per request"),
         (

@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import BigInteger, Double, ForeignKeyConstraint, Index, Integer, String, Text
+from sqlalchemy import BigInteger, Double, ForeignKeyConstraint, Index, Integer, String, Text, text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from herald.db import Base, PortableJSON, UTCDateTime
@@ -99,6 +99,13 @@ class Execution(Base):
         )
 
 
+# The rows of `ix_delivery_execution_users_ws_execution_pending_firing`. A statement that is to
+# walk that index states this condition word for word, with literals: PostgreSQL and SQLite use a
+# partial index only where the statement's own terms imply its condition, and a bound parameter
+# implies nothing.
+PENDING_FIRINGS = "state = 'PENDING' AND firing != ''"
+
+
 class ExecutionUser(Base):
     """A user of an execution's audience and how far it got: PENDING → CLAIMED → SENT / FAILED, or
     HELD_OUT (`reason`: CONTROL_GROUP, GLOBAL_CONTROL) / SUPPRESSED (`reason`: NO_USER,
@@ -118,6 +125,16 @@ class ExecutionUser(Base):
             "state",
             "execution_id",
             "rank",
+        ),
+        # An EVENT execution's PENDING firings in claim order (the oldest event first), and only
+        # those: a claim reads the firings it takes, however many wait (migration 0024).
+        Index(
+            "ix_delivery_execution_users_ws_execution_pending_firing",
+            "workspace_id",
+            "execution_id",
+            "firing",
+            sqlite_where=text(PENDING_FIRINGS),
+            postgresql_where=text(PENDING_FIRINGS),
         ),
         # No foreign key to workspaces, as the outbox (see `delivery.models`).
     )

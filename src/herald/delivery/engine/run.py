@@ -34,9 +34,11 @@ from typing import Any, cast
 import orjson
 from sqlalchemy import (
     JSON,
+    ColumnElement,
     Select,
     String,
     Table,
+    TextClause,
     and_,
     bindparam,
     exists,
@@ -44,6 +46,7 @@ from sqlalchemy import (
     literal_column,
     or_,
     select,
+    text,
     update,
 )
 from sqlalchemy import cast as sql_cast
@@ -66,7 +69,7 @@ from herald.delivery.engine.content import (
     render_plans,
     replan,
 )
-from herald.delivery.engine.models import Execution, ExecutionUser
+from herald.delivery.engine.models import PENDING_FIRINGS, Execution, ExecutionUser
 from herald.delivery.engine.pause import pause
 from herald.delivery.messages import Envelope, Outcome, Recipient
 from herald.delivery.models import Connector, OutboxEntry
@@ -247,9 +250,11 @@ async def _claim(
 _EXECUTION_LOCKED = select(Execution).where(_THE_EXECUTION).with_for_update()
 
 
-def _claimable_in(order: Any) -> tuple[Select[Any], Select[Any], Select[Any]]:
+def _claimable_in(
+    order: Any, never_claimed: ColumnElement[bool] | TextClause
+) -> tuple[Select[Any], Select[Any], Select[Any]]:
     """The users claimable in `order`: taken over (claimed before `lease_cutoff`), due retries, and
-    never claimed, each locked (skipping users another worker holds)."""
+    never claimed (`never_claimed`, due), each locked (skipping users another worker holds)."""
     claimable = (
         select(
             ExecutionUser.customer_id,
@@ -268,14 +273,16 @@ def _claimable_in(order: Any) -> tuple[Select[Any], Select[Any], Select[Any]]:
         ),
         claimable.where(ExecutionUser.state == UserState.RETRY, ExecutionUser.not_before <= bindparam("now")),
         claimable.where(
-            ExecutionUser.state == UserState.PENDING,
+            never_claimed,
             or_(ExecutionUser.not_before.is_(None), ExecutionUser.not_before <= bindparam("now")),
         ),
     )
 
 
-_CLAIMABLE_IN_EVENT_ORDER = _claimable_in(ExecutionUser.firing)
-_CLAIMABLE_IN_RANK_ORDER = _claimable_in(ExecutionUser.rank)
+# An EVENT execution's firings never claimed, through the partial index of exactly those
+# (`PENDING_FIRINGS`): the oldest first, however many wait.
+_CLAIMABLE_IN_EVENT_ORDER = _claimable_in(ExecutionUser.firing, text(PENDING_FIRINGS))
+_CLAIMABLE_IN_RANK_ORDER = _claimable_in(ExecutionUser.rank, ExecutionUser.state == UserState.PENDING)
 
 
 @dataclass(slots=True)
