@@ -6,13 +6,11 @@ from __future__ import annotations
 import copy
 import json
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import httpx
 from fastapi import FastAPI
-from sqlalchemy import event, select
+from sqlalchemy import select
 
 from herald.campaigns import importer
 from herald.campaigns.models import Campaign
@@ -150,24 +148,3 @@ async def stored(app: FastAPI, tenant: Tenant, campaign_id: str) -> list[Campaig
             .order_by(Campaign.version_number)
         )
         return list((await session.scalars(query)).all())
-
-
-@contextmanager
-def recorded_statements(app: FastAPI) -> Iterator[list[str]]:
-    """Every SQL statement the app's engines send while the block runs."""
-    seen: list[str] = []
-    engines = {
-        app.state.herald.database.engine.sync_engine,
-        app.state.herald.database.read_engine.sync_engine,
-    }
-
-    def record(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
-        seen.append(statement)
-
-    for engine in engines:
-        event.listen(engine, "before_cursor_execute", record)
-    try:
-        yield seen
-    finally:
-        for engine in engines:
-            event.remove(engine, "before_cursor_execute", record)

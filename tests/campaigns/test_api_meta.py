@@ -21,6 +21,7 @@ from herald.clock import FrozenClock
 from tests.campaigns import lifecycle_helpers as h
 from tests.campaigns.payloads import PAYLOADS
 from tests.factories import Tenant
+from tests.sql_probes import recorded_statements
 
 IDS = [f"{n:024x}" for n in range(100, 140)]
 FUTURE = {"start_time": "2026-03-01T10:00:00Z"}
@@ -222,13 +223,13 @@ class TestReachability:
         )
         first = await h.meta_rows(client, ws)
         assert len(counted) == 4
-        with h.recorded_statements(app) as statements:
+        with recorded_statements(app) as statements:
             again = await h.meta_rows(client, ws)
         assert again == first
         assert len(counted) == 4
         # The figures come with the page's own statement (run on the driver: not recorded here),
         # never in statements of their own.
-        assert [s for s in statements if "campaign_reachability" in s] == []
+        assert [s for s, _ in statements if "campaign_reachability" in s] == []
 
     async def test_concurrent_requests_compute_once(
         self, app: FastAPI, client: httpx.AsyncClient, ws: Tenant, counted: list[str]

@@ -8,13 +8,13 @@ from typing import Any
 import httpx
 import pytest
 from fastapi import FastAPI
-from sqlalchemy import text
 
 from herald.campaigns import search as search_module
 from herald.campaigns.schemas.search import SearchBody
 from herald.workspaces.scopes import Scope
 from tests.campaigns import lifecycle_helpers as h
 from tests.factories import Tenant, add_key
+from tests.sql_probes import plan_of, recorded_statements
 
 IDS = [f"{n:024x}" for n in range(1, 40)]
 
@@ -311,7 +311,7 @@ class TestFilters:
 class TestQueryPlan:
     async def test_one_query_per_page(self, app: FastAPI, client: httpx.AsyncClient, ws: Tenant) -> None:
         await h.seed(app, ws, *(h.line(basic_details={"name": f"c{n}", "tags": ["t"]}) for n in range(5)))
-        with h.recorded_statements(app) as statements:
+        with recorded_statements(app) as statements:
             rows = await h.found(
                 client,
                 ws,
@@ -320,7 +320,7 @@ class TestQueryPlan:
                 campaign_fields={"tags": ["t"], "name": "c", "created_date": {"from_date": "2020-01-01"}},
             )
         assert len(rows) == 2
-        touching = [s for s in statements if "campaign" in s.lower() and "idempotency" not in s.lower()]
+        touching = [s for s, _ in statements if "campaign" in s.lower() and "idempotency" not in s.lower()]
         assert len(touching) == 1, touching
 
     @pytest.mark.parametrize(
@@ -345,13 +345,7 @@ class TestQueryPlan:
             compiled = statement.params(parameters).compile(
                 dialect=connection.dialect, compile_kwargs={"literal_binds": True}
             )
-            if dialect == "postgresql":
-                await connection.execute(text("SET LOCAL enable_seqscan = off"))
-                plan = "\n".join(row[0] for row in await connection.execute(text(f"EXPLAIN {compiled}")))
-            else:
-                plan = "\n".join(
-                    str(row[-1]) for row in await connection.execute(text(f"EXPLAIN QUERY PLAN {compiled}"))
-                )
+            plan = await plan_of(connection, str(compiled))
         assert "Seq Scan on campaigns" not in plan
         assert "SCAN campaigns" not in plan.replace("SCAN campaigns USING", "")
         used = [
