@@ -33,7 +33,7 @@ async def test_a_serving_app_turns_automatic_checkpoints_off_and_leaves_the_log_
     try:
         assert await _autocheckpoint(outside) == 1000  # no app serving: SQLite's own default
     finally:
-        await outside.state.herald.database.dispose()
+        await outside.state.herald.aclose()
 
     app = create_app(settings)
     async with app.router.lifespan_context(app):

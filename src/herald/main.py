@@ -75,9 +75,7 @@ def create_app(
             await worker.stop()
         unwatch_pools()
         await readiness.aclose()
-        if services.test_lanes is not None:
-            await services.test_lanes.aclose()
-        await services.database.dispose()
+        await services.aclose()
         if sqlite_path is not None:
             sqlite_checkpoints.stop(sqlite_path)
 

@@ -24,3 +24,9 @@ class Services:
     credentials: CredentialsCache = field(default_factory=lambda: CredentialsCache(ttl=0))
     # Kept-alive HTTP clients every test send (C8) of the process shares (closed with the app).
     test_lanes: Lanes | None = None
+
+    async def aclose(self) -> None:
+        """Close what the app opened for its life: the test sends' clients, then the database's pools."""
+        if self.test_lanes is not None:
+            await self.test_lanes.aclose()
+        await self.database.dispose()

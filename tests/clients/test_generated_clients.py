@@ -91,7 +91,7 @@ async def _seed(database_url: str, smtp_port: int) -> tuple[str, str]:
         )
         return tenant.workspace_id, tenant.secret
     finally:
-        await app.state.herald.database.dispose()
+        await app.state.herald.aclose()
 
 
 @pytest.fixture(scope="module")

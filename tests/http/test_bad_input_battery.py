@@ -164,7 +164,7 @@ async def app(database_url: str, clock: FrozenClock) -> AsyncIterator[FastAPI]:
     application = create_app(settings, clock=clock, limiter=limiter)
     yield application
     await limiter.aclose()
-    await application.state.herald.database.dispose()
+    await application.state.herald.aclose()
 
 
 @pytest.fixture(scope="module")

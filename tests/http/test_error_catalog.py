@@ -88,7 +88,7 @@ async def test_the_catalog_page_has_an_anchor_per_code(client: httpx.AsyncClient
 async def unset_app(settings: Settings) -> AsyncIterator[FastAPI]:
     app = create_app(dataclasses.replace(settings, base_url=None))
     yield app
-    await app.state.herald.database.dispose()
+    await app.state.herald.aclose()
 
 
 async def _not_found(app: FastAPI, tenant: Tenant, base_url: str) -> dict[str, str]:

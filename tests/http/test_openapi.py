@@ -157,7 +157,7 @@ async def test_servers_name_the_address_the_document_was_read_from(settings: Set
         async with httpx.AsyncClient(transport=transport, base_url="http://herald.test:9123") as reader:
             document = (await reader.get("/openapi.json")).json()
     finally:
-        await app.state.herald.database.dispose()
+        await app.state.herald.aclose()
     assert document["servers"] == [{"url": "http://herald.test:9123"}]
 
 
@@ -168,7 +168,7 @@ async def test_servers_name_the_configured_base_url(settings: Settings) -> None:
         async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:9") as reader:
             document = (await reader.get("/openapi.json")).json()
     finally:
-        await app.state.herald.database.dispose()
+        await app.state.herald.aclose()
     assert document["servers"] == [{"url": "https://api.example.org"}]
 
 

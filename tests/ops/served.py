@@ -55,7 +55,7 @@ def tenant(database_url: str, *, setup: Callable[[Any, Tenant], Any] | None = No
                 await setup(app, made)
             return made
         finally:
-            await app.state.herald.database.dispose()
+            await app.state.herald.aclose()
 
     return asyncio.run(make())
 

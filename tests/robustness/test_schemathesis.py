@@ -52,7 +52,7 @@ async def _workspace(database_url: str) -> Tenant:
     try:
         return await make_tenant(app, features=FEATURES, rate_limits=OPEN_LIMITS)
     finally:
-        await app.state.herald.database.dispose()
+        await app.state.herald.aclose()
 
 
 @pytest.fixture(scope="module")

@@ -153,7 +153,7 @@ async def _tenant(database_url: str) -> Tenant:
         limits = dict.fromkeys(BUCKETS, "1000000/second")
         return await make_tenant(app, rate_limits=limits)
     finally:
-        await app.state.herald.database.dispose()
+        await app.state.herald.aclose()
 
 
 def _env(database_url: str) -> dict[str, str]:
