@@ -23,6 +23,7 @@ from herald.campaigns import worker
 from herald.cli import app as cli
 from herald.clock import FrozenClock
 from herald.delivery.config import ConnectorInput
+from herald.delivery.engine.run import AHEAD
 from herald.delivery.engine.split import assign_variations
 from herald.services import Services
 from tests.campaigns import lifecycle_helpers as h
@@ -474,10 +475,11 @@ class TestStop:
         self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant
     ) -> None:
         # Two messages per request and two lanes: two windows of one request each go out side by
-        # side (the second one's rows written while the first is on the wire, its lane being free).
+        # side (the second one's rows written while the first is on the wire, its lane being
+        # free), and a third is written ahead of them (`AHEAD`), its request waiting for a lane.
         gate = _Gate()
         try:
-            campaign_id = await _publish_to_gate(app, client, workspace, gate, users=8, batch_size=2)
+            campaign_id = await _publish_to_gate(app, client, workspace, gate, users=10, batch_size=2)
             services: Services = app.state.herald
             settings = dataclasses.replace(services.settings, delivery_concurrency=2)
             now = services.clock.now()
@@ -486,19 +488,26 @@ class TestStop:
             )
             for _ in range(2):  # both windows in flight, held by the receiver
                 assert await asyncio.to_thread(gate.arrivals.acquire, True, 30)
+            handed = 2 * (2 + AHEAD)  # messages whose rows are written: the windows holding tickets
+            for _ in range(3000):  # the window ahead written (a bound against hanging, not a timing)
+                if len(await outbox_rows(app, workspace)) == handed:
+                    break
+                await asyncio.sleep(0.01)
+            else:
+                raise AssertionError("the window ahead of those on the wire was not written")
             stopped = await h.action(client, workspace, campaign_id, "STOP")
             assert stopped.status_code == 200, stopped.text
             gate.release.set()
             await running
-            assert gate.count == 2  # the windows handed over before the STOP, nothing after it
+            assert gate.count == 2 + AHEAD  # the windows handed over before the STOP, nothing after
             assert await status(client, workspace, campaign_id) == "STOPPED"
             await tick(app, workspace)
-            assert gate.count == 2
+            assert gate.count == 2 + AHEAD
             rows = await outbox_rows(app, workspace)
             assert sorted(r.id for r in rows) == sorted(gate.ids)
-            assert [r.status for r in rows] == ["SENT"] * 4
+            assert [r.status for r in rows] == ["SENT"] * handed
             [run] = (await stats(client, workspace, campaign_id))["executions"]
-            assert (run["status"], run["sent"], run["pending"]) == ("STOPPED", 4, 4)
+            assert (run["status"], run["sent"], run["pending"]) == ("STOPPED", handed, 10 - handed)
         finally:
             gate.stop()
 

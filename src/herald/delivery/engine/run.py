@@ -90,6 +90,13 @@ log = logging.getLogger("herald.delivery.engine")
 # twice this many users claimed (the batch in hand, and the next one, claimed ahead) until their
 # lease passes; then another worker takes them over.
 BATCH = {"postgresql": 1000, "sqlite": 200}
+# Windows whose rows are written ahead of the two on the wire (`_Flight`): one. A worker on
+# PostgreSQL, one message per POST, 30,000 users, was idle 10-26 % of a send with none ahead;
+# with one ahead it sent 1,723-2,166 msg/s against 1,612-1,832 without, runs alternated
+# (benchmarks/README.md, the nineteenth pass). On SQLite, whose one process is busy throughout,
+# it changed nothing measurable. The price: when a worker dies, one window more may go out twice
+# (each message under its one id); a STOP answers after one window more is handed over.
+AHEAD = 1
 # Users claimed at once per EVENT execution by `dispatch_lanes`: a round's messages go out as one
 # window, so a larger round would hold the next events' messages back behind it.
 ROUND = 200
@@ -619,28 +626,36 @@ class _Went(Enum):
 class _Flight:
     """The windows of one `dispatch` on the wire. A window's outbox rows are written
     (`Dispatcher.begin_window`, which checks in the same transaction that the campaign is still
-    sending) only once it holds a ticket, that is once the lanes for its requests are free: the
-    rows are the messages handed over, so STOP stays exact. A ticket is given back as soon as the
-    window's answers are in: its outcomes are recorded while the next window goes out, and the next
-    batch is claimed and rendered while the last windows of a batch are out. No window begins while
-    one is still being recorded behind those on the wire, so a worker killed leaves at most the
-    windows on the wire and one more answered but unrecorded (sent again by whoever takes over).
+    sending) only once it holds a ticket: the rows are the messages handed over, so STOP stays
+    exact (a STOP answers after the rows it did not see are committed, and those messages go out;
+    none after them). A ticket is given back as soon as the window's answers are in: its outcomes
+    are recorded while the next window goes out, and the next batch is claimed and rendered while
+    the last windows of a batch are out. No window begins while one is still being recorded behind
+    those holding tickets, so a worker killed leaves at most the windows holding tickets and one
+    more answered but unrecorded (sent again, under the same ids, by whoever takes over).
 
     A window takes half the requests the connector may have in flight, and two are out at once:
     while one window's requests are out, the next one's rows are written and its requests follow,
     so the wire is not idle while the database works. (With one window of every lane, the worker
     waited on each window's rows about a third of the time; two half windows of 4 requests cost
     more CPU per message than that wait, as each window's two transactions are shared by fewer
-    messages; of 16, less: 482 → 339 µs per message, 1,851 → 2,369 msg/s.)"""
+    messages; of 16, less: 482 → 339 µs per message, 1,851 → 2,369 msg/s.) One window more is
+    written `AHEAD` of those two: its rows are committed while they are answered, and its requests
+    take the first lanes that free, instead of waiting for that window's round trip to the
+    database."""
 
     def __init__(self, database: Database, dispatcher: Dispatcher, connector: Connector | None) -> None:
         self._dispatcher = dispatcher
         self._count = 2 if dispatcher.requests(connector) >= 2 else 1
-        self._tickets = asyncio.Semaphore(self._count)
-        # Windows begun and not yet recorded: those on the wire and one being recorded, at most.
-        # Without this bound a database slow to commit let answered windows pile up unrecorded,
-        # and a worker killed then left all of them to be sent again (not just the one in flight).
-        self._unrecorded = asyncio.Semaphore(self._count + 1)
+        # Through one lane, nothing ahead: one message at a time is handed over, as an operator
+        # who sets one request in flight asks.
+        ahead = AHEAD if self._count > 1 else 0
+        self._tickets = asyncio.Semaphore(self._count + ahead)
+        # Windows begun and not yet recorded: those holding tickets and one being recorded, at
+        # most. Without this bound a database slow to commit let answered windows pile up
+        # unrecorded, and a worker killed then left all of them to be sent again (not just the
+        # ones in flight).
+        self._unrecorded = asyncio.Semaphore(self._count + ahead + 1)
         self._tasks: list[asyncio.Task[None]] = []
         # SQLite has one writer: the windows' transactions (and the claims) take turns here rather
         # than in the driver, which retries a refused BEGIN after a sleep (up to 50 ms each).
