@@ -649,13 +649,13 @@ class _Flight:
         self._count = 2 if dispatcher.requests(connector) >= 2 else 1
         # Through one lane, nothing ahead: one message at a time is handed over, as an operator
         # who sets one request in flight asks.
-        ahead = AHEAD if self._count > 1 else 0
-        self._tickets = asyncio.Semaphore(self._count + ahead)
+        holding = self._count + (AHEAD if self._count > 1 else 0)
+        self._tickets = asyncio.Semaphore(holding)
         # Windows begun and not yet recorded: those holding tickets and one being recorded, at
         # most. Without this bound a database slow to commit let answered windows pile up
         # unrecorded, and a worker killed then left all of them to be sent again (not just the
         # ones in flight).
-        self._unrecorded = asyncio.Semaphore(self._count + ahead + 1)
+        self._unrecorded = asyncio.Semaphore(holding + 1)
         self._tasks: list[asyncio.Task[None]] = []
         # SQLite has one writer: the windows' transactions (and the claims) take turns here rather
         # than in the driver, which retries a refused BEGIN after a sleep (up to 50 ms each).
