@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -35,9 +36,22 @@ def herald(monkeypatch: pytest.MonkeyPatch, settings: Settings) -> Any:
 
     async def run(*args: str) -> Result:
         # The command runs its own event loop, so it gets a thread of its own.
-        return await asyncio.to_thread(runner.invoke, cli, list(args))
+        return await asyncio.to_thread(_invoke, runner, list(args))
 
     return run
+
+
+def _invoke(runner: CliRunner, args: list[str]) -> Result:
+    """The command, with the process's logging put back as it was found: `herald worker` sets up
+    its log lines on the standard error the runner lends it and closes once the command returns,
+    and a library logging later in this process (aiosmtpd's SMTP sinks) then wrote to it closed."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    try:
+        return runner.invoke(cli, args)
+    finally:
+        root.handlers[:] = handlers
+        root.setLevel(level)
 
 
 def write_lines(path: Path, lines: list[dict[str, Any]]) -> Path:
