@@ -23,6 +23,7 @@ from herald.campaigns import worker
 from herald.cli import app as cli
 from herald.clock import FrozenClock
 from herald.delivery.config import ConnectorInput
+from herald.delivery.engine.resolve import FIRST_CHUNK
 from herald.delivery.engine.run import AHEAD
 from herald.delivery.engine.split import assign_variations
 from herald.services import Services
@@ -507,7 +508,43 @@ class TestStop:
             assert sorted(r.id for r in rows) == sorted(gate.ids)
             assert [r.status for r in rows] == ["SENT"] * handed
             [run] = (await stats(client, workspace, campaign_id))["executions"]
-            assert (run["status"], run["sent"], run["pending"]) == ("STOPPED", handed, 10 - handed)
+            assert (run["status"], run["sent"], run["pending"], run["unsent"]) == (
+                "STOPPED",
+                handed,
+                0,
+                10 - handed,
+            )
+        finally:
+            gate.stop()
+
+    async def test_a_stop_during_the_first_chunk_leaves_the_whole_audience_on_record(
+        self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant
+    ) -> None:
+        # More users than the first chunk written: the counts a publish does not wait for are taken
+        # while the first chunk's messages go out, not when the second chunk is written (after them).
+        gate = _Gate()
+        users = FIRST_CHUNK + 200
+        try:
+            campaign_id = await _publish_to_gate(app, client, workspace, gate, users=users)
+            running = asyncio.create_task(tick(app, workspace, one_at_a_time=True))
+            assert await asyncio.to_thread(gate.arrived.wait, 30)  # the first message is held
+            for _ in range(3000):  # a bound against hanging, not a timing
+                [run] = (await stats(client, workspace, campaign_id))["executions"]
+                if run["audience"] == users:
+                    break
+                await asyncio.sleep(0.01)
+            else:
+                raise AssertionError(f"only the first chunk is counted while it is sent: {run}")
+            assert (run["pending"], run["sent"], run["unsent"]) == (users, 0, 0)
+            stopped = await h.action(client, workspace, campaign_id, "STOP")
+            assert stopped.status_code == 200, stopped.text
+            gate.release.set()
+            await running
+            await tick(app, workspace)
+            [run] = (await stats(client, workspace, campaign_id))["executions"]
+            figures = (run["status"], run["audience"], run["sent"], run["pending"], run["unsent"])
+            assert figures == ("STOPPED", users, 1, 0, users - 1)
+            assert gate.count == 1
         finally:
             gate.stop()
 
@@ -561,7 +598,42 @@ class TestChangesWhileSending:
             await tick(app, workspace)
             assert gate.count == 1
             [run] = (await stats(client, workspace, campaign_id))["executions"]
-            assert (run["status"], run["sent"], run["pending"]) == ("STOPPED", 1, 4)
+            assert (run["status"], run["sent"], run["pending"], run["unsent"]) == ("STOPPED", 1, 0, 4)
+        finally:
+            gate.stop()
+
+    async def test_expiry_time_reached_during_a_send_ends_it_with_no_other_worker(
+        self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant, clock: FrozenClock
+    ) -> None:
+        # One worker alone (the embedded default): its tick began before the expiry, and the clock
+        # it is given moves on while it sends; nobody else marks the campaign SENT.
+        gate = _Gate()
+        try:
+            body = copy.deepcopy(PUSH)
+            expiry = clock.now() + timedelta(hours=1)
+            body["scheduling_details"] = {
+                "delivery_type": "ASAP",
+                "expiry_time": expiry.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            }
+            campaign_id = await _publish_to_gate(app, client, workspace, gate, body)
+            services: Services = app.state.herald
+            settings = dataclasses.replace(services.settings, delivery_concurrency=1)
+            running = asyncio.create_task(
+                worker.run_tick(
+                    services.database, clock.now(), [workspace.workspace_id], settings, clock=clock
+                )
+            )
+            assert await asyncio.to_thread(gate.arrived.wait, 30)
+            clock.advance(hours=2)
+            gate.release.set()
+            await running
+            assert gate.count == 1  # the message in flight at the expiry, nothing after it
+            assert await status(client, workspace, campaign_id) == "SENDING"  # until the next tick
+            await tick(app, workspace)
+            assert await status(client, workspace, campaign_id) == "SENT"
+            assert gate.count == 1
+            [run] = (await stats(client, workspace, campaign_id))["executions"]
+            assert (run["status"], run["sent"], run["pending"], run["unsent"]) == ("STOPPED", 1, 0, 4)
         finally:
             gate.stop()
 

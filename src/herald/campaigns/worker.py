@@ -192,11 +192,13 @@ async def tick(
     workspace_ids: Iterable[str] | None = None,
     settings: Settings | None = None,
     stop: asyncio.Event | None = None,
+    clock: Clock | None = None,
 ) -> list[Applied]:
     """Apply every transition due at `now` (in the given workspaces, else in all) and advance the
     deliveries of sending campaigns; the transitions applied. `settings` (connector secrets and
     timeouts) default to the environment's. Once `stop` is set, the tick ends after the batch in hand
-    (one workspace's transitions, one transaction; a dispatch's claimed batch of users)."""
+    (one workspace's transitions, one transaction; a dispatch's claimed batch of users). `clock`:
+    the time as it moves during the tick (a long send stops at its campaign's expiry), else `now`."""
     ids = list(workspace_ids) if workspace_ids is not None else named_first(await _workspace_ids(database))
     settings = settings or Settings()
     applied: list[Applied] = []
@@ -204,7 +206,7 @@ async def tick(
         if stop is not None and stop.is_set():
             break
         applied += await _tick_workspace(database, workspace_id, now)
-        finished = await run_executions(database, settings, now, workspace_id, stop)
+        finished = await run_executions(database, settings, now, workspace_id, stop, clock)
         applied += await _finish(database, workspace_id, finished, now)
     for change in applied:
         log.info("campaign %s/%s: %s -> %s", change.workspace_id, change.row_id, change.before, change.after)
@@ -218,9 +220,10 @@ async def run_tick(
     workspace_ids: Iterable[str] | None = None,
     settings: Settings | None = None,
     stop: asyncio.Event | None = None,
+    clock: Clock | None = None,
 ) -> int:
     """One tick; the number of transitions it applied."""
-    return len(await tick(database, now, workspace_ids, settings, stop))
+    return len(await tick(database, now, workspace_ids, settings, stop, clock))
 
 
 async def run_forever(
@@ -240,7 +243,7 @@ async def run_forever(
         while not stop.is_set():
             wake.clear()  # a wake-up during the tick below makes the next one start at once
             try:
-                await run_tick(database, clock.now(), None, settings, stop)
+                await run_tick(database, clock.now(), None, settings, stop, clock)
                 await planner_statistics.refresh(database)
             except Exception:  # e.g. the database restarting, or a deadlock victim: the loop must live on
                 log.exception("scheduled-transitions tick failed")

@@ -140,6 +140,7 @@ def stats_table(data: dict[str, Any]) -> str:
         ("pending", [str(run["pending"]) for run in runs]),
         ("sent", [str(run["sent"]) for run in runs]),
         ("failed", [str(run["failed"]) for run in runs]),
+        ("unsent", [str(run["unsent"]) for run in runs]),
     ]
     rows += _conversion_rows(runs)
     if any(run.get("reason") for run in runs):
@@ -237,7 +238,7 @@ def worker(
         database = create_database(settings)
         try:
             if once:
-                applied = await campaigns_worker.run_tick(database, now_from.now())
+                applied = await campaigns_worker.run_tick(database, now_from.now(), clock=now_from)
                 typer.echo(f"applied {applied} transitions")
                 return
             stop = asyncio.Event()

@@ -106,6 +106,11 @@ class Dispatcher:
         self._smtp = SmtpSessions()
         self._stop = stop
 
+    def now(self) -> datetime:
+        """The moment, as the dispatcher's clock says it now (a long send checks the campaign's
+        expiry against it before each window)."""
+        return self._clock.now()
+
     @property
     def stopping(self) -> bool:
         """The process is stopping: finish the batch in hand, claim no other."""

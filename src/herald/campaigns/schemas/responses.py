@@ -289,6 +289,13 @@ class ExecutionStats(BaseModel):
     )
     sent: int
     failed: int
+    unsent: int = Field(
+        description=(
+            "Users never sent to because the execution was STOPPED before their turn: the campaign was "
+            "stopped or reached its expiry_time, or (periodic) was paused. 0 unless STOPPED, whose "
+            "pending, retrying and deferred are 0."
+        )
+    )
     broadcast: BroadcastStats | None = Field(
         description="A BROADCAST_LIVE_ACTIVITY campaign's one message per execution; null for other campaigns."
     )

@@ -206,6 +206,25 @@ async def prepare(
     return found
 
 
+async def count_left_out(
+    database: Database, campaign: LiveCampaign, execution: Execution, now: datetime
+) -> None:
+    """The counts `prepare` left for later (a streamed execution without a control group), taken
+    while its first chunk is being sent rather than when the second chunk is written: that waits
+    for the first chunk's messages, which a slow receiver makes seconds, and a STOP meanwhile
+    would leave the execution with the first chunk as its audience for good."""
+    async with database.reader() as session:
+        current = await session.get(Execution, (execution.workspace_id, execution.id))
+        if current is None or current.audience != UNCOUNTED:
+            return
+        counts = await _counts(session, campaign, now)
+    async with database.writer() as session:
+        current = await session.scalar(_locked(execution))
+        if current is not None and current.audience == UNCOUNTED:
+            _set_counts(current, counts)
+            await session.commit()
+
+
 def _set_counts(execution: Execution, counts: tuple[int, int, int, int] | None) -> None:
     """The left-out groups and the audience on the execution (None: not counted yet)."""
     if counts is None:

@@ -57,7 +57,8 @@ from herald import planner_statistics
 from herald.audience.models import USER_COLUMNS, User, UserRow, UserValues
 from herald.campaigns.models import Campaign
 from herald.campaigns.schemas.common import CampaignStatus
-from herald.db import Database
+from herald.clock import utc
+from herald.db import Database, UTCDateTime
 from herald.delivery import outbox
 from herald.delivery.dispatch import Dispatcher
 from herald.delivery.engine import controls, conversions
@@ -383,15 +384,15 @@ async def _claim_in(
     return _Claim(claimed, len(rows) < size and len(unique) == len(rows))
 
 
-async def still_sending(database: Database, execution: Execution) -> bool:
-    """The campaign is live (a one-time one SENDING; a periodic or triggered one ACTIVE: not stopped
-    or paused) and the execution DISPATCHING (not paused)."""
+async def still_sending(database: Database, execution: Execution, now: datetime) -> bool:
+    """The campaign is live at `now` (a one-time one SENDING; a periodic or triggered one ACTIVE: not
+    stopped or paused; its `expiry_time` not reached) and the execution DISPATCHING (not paused)."""
     async with database.reader() as session:
-        return await _sending_in(session, execution)
+        return await _sending_in(session, execution, now)
 
 
-async def _sending_in(session: AsyncSession, execution: Execution) -> bool:
-    return (await _sending_at(await session.connection(), execution))[0]
+async def _sending_in(session: AsyncSession, execution: Execution, now: datetime) -> bool:
+    return (await _sending_at(await session.connection(), execution, now))[0]
 
 
 # Built once: every window of messages asks it (building it per call cost a tenth of the engine's
@@ -401,6 +402,7 @@ _SENDING = select(
     Campaign.id,
     Campaign.revision,
     select(Execution.status).where(_THE_EXECUTION).scalar_subquery(),
+    Campaign.expiry_at,
 ).where(
     Campaign.workspace_id == bindparam("workspace_id"),
     Campaign.campaign_id == bindparam("campaign_id"),
@@ -421,13 +423,14 @@ _STILL_AS_PLANNED = exists(
         Campaign.revision == bindparam("version_revision"),
         # Two comparisons, not an IN list: an expanding list would not compile for the driver.
         or_(Campaign.status == CampaignStatus.SENDING.value, Campaign.status == CampaignStatus.ACTIVE.value),
+        or_(Campaign.expiry_at.is_(None), Campaign.expiry_at > bindparam("checked_at", type_=UTCDateTime)),
         select(Execution.status).where(_THE_EXECUTION).scalar_subquery() == "DISPATCHING",
     )
     .with_for_update(read=True, of=Campaign)
 )
 
 
-def _still_as_planned(execution: Execution, plan: SendPlan) -> outbox.Guard | None:
+def _still_as_planned(execution: Execution, plan: SendPlan, now: datetime) -> outbox.Guard | None:
     if plan.version is None:
         return None
     values = {
@@ -436,15 +439,18 @@ def _still_as_planned(execution: Execution, plan: SendPlan) -> outbox.Guard | No
         "campaign_id": execution.campaign_id,
         "version_id": plan.version[0],
         "version_revision": plan.version[1],
+        "checked_at": now,
     }
     return outbox.Guard(_STILL_AS_PLANNED, values)
 
 
 async def _sending_at(
-    connection: Transaction, execution: Execution, *, hold: bool = False
+    connection: Transaction, execution: Execution, now: datetime, *, hold: bool = False
 ) -> tuple[bool, Version | None]:
-    """Whether the campaign is live and the execution DISPATCHING (`still_sending`), and the
-    version the campaign is at (`live_version`), in one read. `hold`: the campaign's row is read
+    """Whether the campaign is live at `now` and the execution DISPATCHING (`still_sending`), and
+    the version the campaign is at (`live_version`), in one read. `now` is the moment of the check,
+    not of the tick: a long send reaching the campaign's `expiry_time` stops there, as at a STOP
+    (the worker's next tick marks the campaign SENT and the execution STOPPED). `hold`: the campaign's row is read
     share-locked until the caller's transaction ends (PostgreSQL; SQLite has one writer anyway), so
     a STOP (which locks and updates that row) either came first and is seen, or waits until the
     caller's outbox rows are committed and answers after them."""
@@ -458,9 +464,13 @@ async def _sending_at(
     found = rows[0] if rows else None
     if found is None:
         return False, None
-    # A one-time campaign sends while SENDING; periodic and triggered ones while ACTIVE (PAUSE stops them).
+    # A one-time campaign sends while SENDING; periodic and triggered ones while ACTIVE (PAUSE stops
+    # them); neither once its expiry is reached.
+    expiry = found[4]
     live = (
-        found[0] in (CampaignStatus.SENDING.value, CampaignStatus.ACTIVE.value) and found[3] == "DISPATCHING"
+        found[0] in (CampaignStatus.SENDING.value, CampaignStatus.ACTIVE.value)
+        and found[3] == "DISPATCHING"
+        and (expiry is None or utc(expiry) > now)
     )
     return live, (str(found[1]), int(found[2]))
 
@@ -719,7 +729,7 @@ class _Flight:
         ready = [envelope for _, found in messages for envelope, reason in found if reason is None]
         if not ready:
             async with database.reader() as session:
-                sending, version = await _sending_at(await session.connection(), execution)
+                sending, version = await _sending_at(await session.connection(), execution, dispatcher.now())
             if not sending:
                 return _Went.STOPPED
             if version != plan.version:
@@ -743,7 +753,7 @@ class _Flight:
 
         async def allowed(connection: Transaction) -> bool:
             nonlocal went
-            sending, version = await _sending_at(connection, execution, hold=True)
+            sending, version = await _sending_at(connection, execution, checked_at, hold=True)
             if sending and version != plan.version:
                 went = _Went.CHANGED
                 return False
@@ -751,8 +761,9 @@ class _Flight:
 
         try:
             async with self.writing():
+                checked_at = dispatcher.now()  # the window's moment: its campaign may have expired
                 first = not any(item.resumed for item in users)
-                guard = _still_as_planned(execution, plan)
+                guard = _still_as_planned(execution, plan, checked_at)
                 window = await dispatcher.begin_window(connector, ready, allowed, first, guard)
         except BaseException:
             give_back()
@@ -924,7 +935,7 @@ async def dispatch(
                 await flight.drain()
                 await pause(database, execution, failing, now)
                 return False
-            if not await still_sending(database, execution):
+            if not await still_sending(database, execution, dispatcher.now()):
                 return False
             # A long dispatch fills the outbox and settles its users between two ticks: their
             # statistics are kept fresh here too (checked at most every second, in a task of its
@@ -1059,7 +1070,7 @@ async def dispatch_lanes(
         if dispatcher.stopping:  # SIGTERM: the round in hand is done; the rest waits for a tick
             return
         async with database.reader() as session:
-            lanes = [lane for lane in lanes if await _sending_in(session, lane.execution)]
+            lanes = [lane for lane in lanes if await _sending_in(session, lane.execution, dispatcher.now())]
         if not lanes:
             return
         claimed: list[tuple[Lane, list[_Claimed]]] = []
@@ -1131,7 +1142,10 @@ async def _send_shared(
     async def allowed(connection: Transaction) -> bool:
         # Share-locked until the window's rows commit, as a one-time window's check is: a PAUSE or
         # STOP either came first and is seen here, or answers after these messages are handed over.
-        return all([(await _sending_at(connection, lane.execution, hold=True))[0] for lane, _ in group])
+        checked_at = dispatcher.now()
+        return all(
+            [(await _sending_at(connection, lane.execution, checked_at, hold=True))[0] for lane, _ in group]
+        )
 
     def users_too(delivered: list[Outcome]) -> Callable[[Writer], Awaitable[None]]:
         async def write(connection: Writer) -> None:

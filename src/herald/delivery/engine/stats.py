@@ -97,6 +97,9 @@ async def _one(
         elif state == "HELD_OUT":
             key = (reason or "CONTROL_GROUP").lower()
             held_out[key] = held_out.get(key, 0) + int(count)
+    waiting = by_state["PENDING"] + by_state["CLAIMED"] + by_state["RETRY"] + unwritten
+    # A STOPPED execution's users still waiting never get their turn: unsent, not pending.
+    ended = execution.status == "STOPPED"
     return {
         "id": execution.id,
         "run": execution.run,
@@ -112,13 +115,14 @@ async def _one(
         "audience": audience + execution.opted_out + execution.unsubscribed + execution.no_address,
         "held_out": held_out,
         "suppressed": suppressed,
-        "pending": by_state["PENDING"] + by_state["CLAIMED"] + by_state["RETRY"] + unwritten,
+        "pending": 0 if ended else waiting,
         # Of the pending users, those waiting for another attempt after a transient failure.
-        "retrying": by_state["RETRY"],
+        "retrying": 0 if ended else by_state["RETRY"],
         # Of the pending users, those waiting for the end of quiet hours or of the minimum delay.
-        "deferred": deferred,
+        "deferred": 0 if ended else deferred,
         "sent": by_state["SENT"],
         "failed": by_state["FAILED"],
+        "unsent": waiting if ended else 0,
         "conversions": await execution_conversions(session, execution, components),
         "broadcast": await _broadcast(session, execution) if live_activity else None,
     }

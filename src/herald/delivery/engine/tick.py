@@ -18,7 +18,7 @@ from sqlalchemy import and_, or_, select, update
 from herald.campaigns.lifecycle import schedule_instants
 from herald.campaigns.models import Campaign
 from herald.campaigns.schemas.common import CampaignStatus, Channel, DeliveryType
-from herald.clock import FrozenClock
+from herald.clock import Clock, FrozenClock
 from herald.config import Settings
 from herald.db import Database
 from herald.delivery.dispatch import Dispatcher
@@ -37,6 +37,7 @@ from herald.delivery.engine.resolve import (
     FIRST_CHUNK,
     ExecutionStatus,
     LiveCampaign,
+    count_left_out,
     next_chunk_size,
     prepare,
     resolve,
@@ -112,11 +113,13 @@ async def run_executions(
     now: datetime,
     workspace_id: str,
     stop: asyncio.Event | None = None,
+    clock: Clock | None = None,
 ) -> list[str]:
     """Advance the workspace's executions; the public ids of the campaigns now completely sent (a
     one-time campaign whose users are all settled, a periodic one whose schedule is over). Once
     `stop` is set (SIGTERM) every dispatch ends after the batch in hand; what is left is sent by
-    the next tick of any worker."""
+    the next tick of any worker. `clock`: the time as it moves during the tick, which the sends
+    check their campaign's expiry against (else `now` throughout)."""
     finished: list[str] = []
     await _stop_executions(database, workspace_id, now)
     campaigns = await _sending(database, workspace_id)
@@ -129,7 +132,7 @@ async def run_executions(
     if not campaigns and not triggered and not live_activities and not repeating:
         return finished
     async with (
-        Dispatcher(settings, FrozenClock(now), database, stop=stop) as dispatcher,
+        Dispatcher(settings, clock or FrozenClock(now), database, stop=stop) as dispatcher,
         open_store(settings) as store,
     ):
         await broadcast.run_broadcasts(database, dispatcher, live_activities, now, lease)
@@ -157,7 +160,19 @@ async def run_executions(
                 )
             if not in_flight and periodic.schedule_over(each.recurrence, now):
                 finished.append(each.campaign.campaign_id)
+        # Sends cut short when their campaign's expiry came during the tick (`run._sending_at`):
+        # the next tick, at once rather than at the interval, marks it SENT and its run STOPPED.
+        moment = dispatcher.now()
+        live = [*campaigns, *(c for c, _ in triggered), *(each.campaign for each in repeating)]
+        if any(_expired_during(campaign, now, moment) for campaign in live):
+            wake_here(workspace_id)
     return finished
+
+
+def _expired_during(campaign: LiveCampaign, start: datetime, end: datetime) -> bool:
+    """The campaign's expiry came after `start` and by `end` (one wake-up per expiry, never a loop)."""
+    expiry = schedule_instants(campaign.components)[1]
+    return expiry is not None and start < expiry <= end
 
 
 async def _triggered_due(
@@ -337,21 +352,32 @@ async def _run_one(
         # Streamed: a chunk of the audience written, its users sent, the next chunk (larger) ...
         written = execution.resolved_at is not None
         size = FIRST_CHUNK
-        while True:
-            if not written:
-                found = await resolve_chunk(database, campaign, execution, now, size)
-                size = next_chunk_size(size)
-                if found is None:  # another worker is writing it: send what is there
-                    await dispatch(database, dispatcher, plan, execution, now, lease, rules)
-                    return False
-                written = found
-            settled = await dispatch(database, dispatcher, plan, execution, now, lease, rules)
-            if written:
-                break
-            if dispatcher.stopping:
-                return False  # the rest of the audience is written by the next tick
-            if not await still_sending(database, execution):
-                return False  # stopped or paused: the rest is written when it goes on
+        counting: asyncio.Task[None] | None = None
+        try:
+            while True:
+                if not written:
+                    found = await resolve_chunk(database, campaign, execution, now, size)
+                    if found is False and size == FIRST_CHUNK:  # counted while the chunk goes out
+                        counting = asyncio.create_task(count_left_out(database, campaign, execution, now))
+                    size = next_chunk_size(size)
+                    if found is None:  # another worker is writing it: send what is there
+                        await dispatch(database, dispatcher, plan, execution, now, lease, rules)
+                        return False
+                    written = found
+                settled = await dispatch(database, dispatcher, plan, execution, now, lease, rules)
+                if counting is not None:
+                    counting, task = None, counting
+                    await task
+                if written:
+                    break
+                if dispatcher.stopping:
+                    return False  # the rest of the audience is written by the next tick
+                if not await still_sending(database, execution, dispatcher.now()):
+                    return False  # stopped or paused: the rest is written when it goes on
+        finally:
+            if counting is not None:  # the dispatch failed: the counts are the next chunk's
+                counting.cancel()
+                await asyncio.gather(counting, return_exceptions=True)
     except HeraldError as exc:
         # E.g. a custom segment the filters name was deleted since publish: nobody can be
         # chosen, so the execution ends FAILED with the reason (stats show it) and the
