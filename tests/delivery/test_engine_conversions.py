@@ -24,6 +24,7 @@ from tests.delivery.conftest import OPEN_LIMITS
 from tests.delivery.servers import HttpReceiver
 from tests.delivery.test_engine_controls import herald, push_users
 from tests.delivery.test_engine_send import PUSH, publish, stats, tick
+from tests.delivery.test_engine_triggers import EVENT
 from tests.factories import Tenant, make_tenant
 
 PURCHASE = {
@@ -309,6 +310,65 @@ class TestControlGroups:
         assert figures["control"]["conversion_rate"] == 1.0
         assert figures["sent"]["converted_users"] == 1
         assert figures["sent"]["uplift"] == pytest.approx(1 / len(received) - 1)
+
+
+class TestTriggeredCampaigns:
+    async def test_each_message_opens_a_window_of_its_own_and_an_event_counts_for_the_latest(
+        self,
+        app: FastAPI,
+        client: httpx.AsyncClient,
+        clock: FrozenClock,
+        workspace: Tenant,
+        webhook: HttpReceiver,
+    ) -> None:
+        await push_connector(app, workspace, webhook)
+        [user] = await push_users(app, workspace, 1)
+        campaign_id = await publish(client, workspace, with_goals(PURCHASE, hours=24, body=EVENT))
+        await event(client, workspace, user, {"action": "added_to_cart", "attributes": {}})
+        await tick(app, workspace)
+        clock.advance(days=3)  # the first message's window closed with no purchase
+        await event(client, workspace, user, {"action": "added_to_cart", "attributes": {}})
+        await tick(app, workspace)
+        clock.advance(minutes=10)
+        await event(client, workspace, user, order(40))
+        figures = await conversions(client, workspace, campaign_id)
+        assert (figures["sent"]["conversions"], figures["sent"]["revenue"]) == (1, 40.0)
+        # Two more messages within a day: a purchase after both counts once, for the later one,
+        # and the user converts again (each message has its goal once), still one user.
+        clock.advance(days=3)
+        for _ in range(2):
+            await event(client, workspace, user, {"action": "added_to_cart", "attributes": {}})
+            await tick(app, workspace)
+            clock.advance(minutes=5)
+        await event(client, workspace, user, order(60))
+        assert len(webhook.received) == 4
+        figures = await conversions(client, workspace, campaign_id)
+        assert figures["sent"]["users"] == 1
+        assert figures["sent"]["converted_users"] == 1
+        assert (figures["sent"]["conversions"], figures["sent"]["revenue"]) == (2, 100.0)
+
+    async def test_the_event_that_fired_a_message_is_not_its_conversion(
+        self,
+        app: FastAPI,
+        client: httpx.AsyncClient,
+        clock: FrozenClock,
+        workspace: Tenant,
+        webhook: HttpReceiver,
+    ) -> None:
+        # A thank-you message for a purchase, whose goal is a purchase: on the frozen clock the
+        # triggering purchase and the send share their instant; only a later purchase converts.
+        await push_connector(app, workspace, webhook)
+        [user] = await push_users(app, workspace, 1)
+        body = with_goals(PURCHASE, hours=24, body=EVENT)
+        body["trigger_condition"]["included_filters"] = {
+            "filter_operator": "and",
+            "filters": [{"filter_type": "actions", "action_name": "Order Completed"}],
+        }
+        campaign_id = await publish(client, workspace, body)
+        await event(client, workspace, user, order(50))
+        await tick(app, workspace)
+        assert len(webhook.received) == 1
+        assert (await conversions(client, workspace, campaign_id))["sent"]["conversions"] == 0
 
 
 class TestIsolation:

@@ -3,7 +3,8 @@ the users SENT, and for the control users (HELD_OUT: campaign and global control
 the database from the attribution windows and conversions (`engine.conversions`).
 
 - `users`: users with an attribution window (sent, or held out, while the campaign had goals);
-- `converted_users`: of them, those with at least one conversion; `conversions`: (user, goal) pairs;
+- `converted_users`: of them, those with at least one conversion; `conversions`: (window, goal)
+  pairs, a window being a user's, or in an event-triggered campaign each message's;
 - `revenue`: the sum of the conversions' revenue (a goal's `revenue_attribute`, numbers only);
 - `conversion_rate` = converted_users / users (null when users is 0);
 - `uplift` = (rate_variation - rate_control) / rate_control: null when there is no control user or
@@ -59,7 +60,11 @@ async def execution_conversions(
     users: dict[str, int] = defaultdict(int)
     for held_out, variation, count in (
         await session.execute(
-            select(AttributionWindow.held_out, AttributionWindow.variation, func.count())
+            select(
+                AttributionWindow.held_out,
+                AttributionWindow.variation,
+                func.count(distinct(AttributionWindow.customer_id)),
+            )
             .where(*mine)
             .group_by(AttributionWindow.held_out, AttributionWindow.variation)
         )

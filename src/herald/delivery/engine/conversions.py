@@ -3,7 +3,8 @@
 When the engine settles a user of a campaign with `conversion_goal_details.goals` (SENT, or
 HELD_OUT in the campaign or global control group), it opens the user's attribution window: from
 then (`opened_at`: when the message went, or would have gone) for `attribution_window_in_hours`
-(`DEFAULT_WINDOW_HOURS` when absent). Attribution happens as events are stored, in the storing
+(`DEFAULT_WINDOW_HOURS` when absent). In an EVENT execution (an event-triggered campaign), where a
+user gets a message per firing, each message opens a window of its own. Attribution happens as events are stored, in the storing
 transaction, so a conversion is visible as soon as its event is:
 
 - ingestion (`/v1/event`, `/v1/transition`, `herald audience import`) calls `attribute` with the
@@ -13,12 +14,16 @@ transaction, so a conversion is visible as soon as its event is:
   happened after it).
 
 An event converts a window's goal when its action is the goal's `goal_event_name`, its time
-(`occurred_at`, as sent; historical imports included) lies in [opened_at, closes_at), and its
-attributes satisfy `goal_event_attribute`, evaluated by the segmentation compiler
-(`segmentation.goal_filter` + `event_predicate`: the one filter language). A goal whose condition
-cannot be read there never converts. At most one conversion per (execution, user, goal): the
-primary key of `delivery_conversions`, inserted with ON CONFLICT DO NOTHING, makes that hold across
-any number of ingesting processes; the first event stored wins, with its revenue: the event's
+(`occurred_at`, as sent; historical imports included) lies in [opened_at, closes_at), it is not
+the event that fired the window's message (a triggered campaign whose goal is its own trigger:
+under an injected clock the two share their instant), and its attributes satisfy
+`goal_event_attribute`, evaluated by the segmentation compiler (`segmentation.goal_filter` +
+`event_predicate`: the one filter language). A goal whose condition cannot be read there never
+converts. An event inside several windows of one
+user and execution (two messages of a triggered campaign within the attribution window) counts
+for the latest of them only (last touch). At most one conversion per window and goal: the primary
+key of `delivery_conversions`, inserted with ON CONFLICT DO NOTHING, makes that hold across any
+number of ingesting processes; the first event stored wins, with its revenue: the event's
 `revenue_attribute` when it is a JSON number (a string, even of digits, or a missing value counts
 the conversion without revenue).
 """
@@ -64,6 +69,7 @@ class StoredEvent:
 class _Window:
     execution_id: str
     customer_id: str
+    firing: str
     campaign_id: str
     variation: str | None
     held_out: str | None
@@ -105,11 +111,12 @@ async def open_windows(
     connection: AsyncConnection,
     execution: Execution,
     details: ConversionGoalDetails,
-    users: Sequence[tuple[str, str | None, str | None]],
+    users: Sequence[tuple[str, str | None, str | None, str]],
     at: datetime,
 ) -> None:
-    """Open the attribution windows of `users` (customer id, variation, held-out reason) at `at`,
-    once (a window already open stays as it was), then attribute events already stored in them."""
+    """Open the attribution windows of `users` (customer id, variation, held-out reason, firing:
+    '' but in an EVENT execution) at `at`, once (a window already open stays as it was), then
+    attribute events already stored in them."""
     if not users:
         return
     closes_at = at + window_length(details)
@@ -120,16 +127,18 @@ async def open_windows(
                 "workspace_id": execution.workspace_id,
                 "execution_id": execution.id,
                 "customer_id": customer_id,
+                "firing": firing,
                 "campaign_id": execution.campaign_id,
                 "variation": variation,
                 "held_out": held_out,
                 "opened_at": at,
                 "closes_at": closes_at,
             }
-            for customer_id, variation, held_out in users
+            for customer_id, variation, held_out, firing in users
         ],
     )
-    await catch_up(connection, execution.workspace_id, [c for c, _, _ in users], details, at)
+    customers = sorted({customer_id for customer_id, _, _, _ in users})
+    await catch_up(connection, execution.workspace_id, customers, details, at)
 
 
 async def catch_up(
@@ -139,7 +148,9 @@ async def catch_up(
     details: ConversionGoalDetails,
     since: datetime,
 ) -> int:
-    """Attribute the goal events of `customer_ids` stored before their windows opened."""
+    """Attribute the goal events of `customer_ids` stored before their windows opened (those that
+    converted a window of the same goal already, seen by the ingestion that stored them, are not
+    counted again)."""
     names = sorted({goal.goal_event_name for goal in details.goals or []})
     found: list[StoredEvent] = []
     for chunk in _chunks(list(customer_ids)):
@@ -158,7 +169,7 @@ async def catch_up(
             )
         )
         found += [StoredEvent(*row) for row in rows.all()]
-    return await attribute(connection, workspace_id, found, since)
+    return await attribute(connection, workspace_id, found, since, seen_before=True)
 
 
 # --- attribution ------------------------------------------------------------------------------
@@ -169,6 +180,7 @@ async def catch_up(
 _OPEN_WINDOWS = select(
     AttributionWindow.execution_id,
     AttributionWindow.customer_id,
+    AttributionWindow.firing,
     AttributionWindow.campaign_id,
     AttributionWindow.variation,
     AttributionWindow.held_out,
@@ -183,9 +195,15 @@ _OPEN_WINDOWS = select(
 
 
 async def attribute(
-    connection: AsyncConnection, workspace_id: str, events: Sequence[StoredEvent], now: datetime
+    connection: AsyncConnection,
+    workspace_id: str,
+    events: Sequence[StoredEvent],
+    now: datetime,
+    *,
+    seen_before: bool = False,
 ) -> int:
-    """Record the conversions `events` (just stored, in this transaction) make; how many are new."""
+    """Record the conversions `events` (just stored, in this transaction; `seen_before`: stored
+    earlier, and attributed then to the windows open at the time) make; how many are new."""
     if not events:
         return 0
     earliest = min(event.occurred_at for event in events)
@@ -210,33 +228,48 @@ async def attribute(
     by_user: dict[str, list[StoredEvent]] = defaultdict(list)
     for event in sorted(events, key=lambda e: (e.occurred_at, e.id)):
         by_user[event.customer_id].append(event)
-    # (window, goal index) -> the candidate events, earliest first.
-    candidates: dict[tuple[_Window, int], list[StoredEvent]] = {}
+    # A user's windows per execution: one, or in an EVENT execution one per message.
+    runs: dict[tuple[str, str], list[_Window]] = defaultdict(list)
     for window in windows:
-        details = goals.get(window.campaign_id)
-        if details is None:
-            continue
+        if goals.get(window.campaign_id) is not None:
+            runs[(window.execution_id, window.customer_id)].append(window)
+    # (execution, user, goal index) -> the goal's events in one of the user's windows, earliest first.
+    candidates: dict[tuple[str, str, int], list[StoredEvent]] = {}
+    for (execution_id, customer_id), held in runs.items():
+        details = goals[held[0].campaign_id]
+        assert details is not None
         for index, goal in enumerate(details.goals or []):
             inside = [
                 event
-                for event in by_user[window.customer_id]
-                if event.action == goal.goal_event_name
-                and window.opened_at <= event.occurred_at < window.closes_at
+                for event in by_user[customer_id]
+                if event.action == goal.goal_event_name and _latest_holding(held, event) is not None
             ]
             if inside:
-                candidates[(window, index)] = inside
-    matching = await _matching(connection, workspace_id, goals, candidates, now)
+                candidates[(execution_id, customer_id, index)] = inside
+    if not candidates:
+        return 0
+    ids: dict[tuple[str, int], set[str]] = defaultdict(set)
+    for (execution_id, customer_id, index), inside in candidates.items():
+        ids[(runs[(execution_id, customer_id)][0].campaign_id, index)].update(event.id for event in inside)
+    matching = await _matching(connection, workspace_id, goals, ids, now)
+    converted = await _converted(connection, workspace_id, candidates) if seen_before else set()
     rows_to_write: list[dict[str, Any]] = []
-    for (window, index), inside in candidates.items():
-        goal = (goals[window.campaign_id].goals or [])[index]  # type: ignore[union-attr]
-        first = next((event for event in inside if event.id in matching[(window.campaign_id, index)]), None)
-        if first is None:
-            continue
-        rows_to_write.append(
+    for (execution_id, customer_id, index), inside in candidates.items():
+        held = runs[(execution_id, customer_id)]
+        goal = (goals[held[0].campaign_id].goals or [])[index]  # type: ignore[union-attr]
+        wanted_ids = matching[(held[0].campaign_id, index)]
+        firsts: dict[_Window, StoredEvent] = {}
+        for event in inside:
+            if event.id in wanted_ids and (execution_id, index, event.id) not in converted:
+                holder = _latest_holding(held, event)
+                assert holder is not None
+                firsts.setdefault(holder, event)
+        rows_to_write += [
             {
                 "workspace_id": workspace_id,
-                "execution_id": window.execution_id,
-                "customer_id": window.customer_id,
+                "execution_id": execution_id,
+                "customer_id": customer_id,
+                "firing": window.firing,
                 "goal": index,
                 "campaign_id": window.campaign_id,
                 "goal_name": goal.goal_name,
@@ -247,25 +280,50 @@ async def attribute(
                 "revenue": revenue_of(goal, first.attributes),
                 "created_at": now,
             }
-        )
+            for window, first in firsts.items()
+        ]
     if not rows_to_write:
         return 0
     result = await connection.execute(_insert_ignore(connection, Conversion), rows_to_write)
     return max(int(getattr(result, "rowcount", 0) or 0), 0)
 
 
+def _latest_holding(windows: Sequence[_Window], event: StoredEvent) -> _Window | None:
+    """The window the event counts for: the latest of those it falls in (but the one whose message
+    it fired)."""
+    holding = [w for w in windows if w.opened_at <= event.occurred_at < w.closes_at and w.firing != event.id]
+    return max(holding, key=lambda w: (w.opened_at, w.firing)) if holding else None
+
+
+async def _converted(
+    connection: AsyncConnection, workspace_id: str, candidates: dict[tuple[str, str, int], list[StoredEvent]]
+) -> set[tuple[str, int, str]]:
+    """(execution, goal, event) of the candidate events that converted a goal already."""
+    executions = sorted({execution_id for execution_id, _, _ in candidates})
+    customers = sorted({customer_id for _, customer_id, _ in candidates})
+    found: set[tuple[str, int, str]] = set()
+    for chunk in _chunks(customers):
+        rows = await connection.execute(
+            select(Conversion.execution_id, Conversion.goal, Conversion.event_id).where(
+                Conversion.workspace_id == workspace_id,
+                Conversion.execution_id.in_(executions),
+                Conversion.customer_id.in_(chunk),
+            )
+        )
+        found.update((str(e), int(g), str(i)) for e, g, i in rows.all())
+    return found
+
+
 async def _matching(
     connection: AsyncConnection,
     workspace_id: str,
     goals: dict[str, ConversionGoalDetails | None],
-    candidates: dict[tuple[_Window, int], list[StoredEvent]],
+    ids: dict[tuple[str, int], set[str]],
     now: datetime,
 ) -> dict[tuple[str, int], set[str]]:
-    """Per (campaign, goal), the candidate event ids whose attributes satisfy the goal's condition:
-    all of them without a condition; else those the segmentation compiler's predicate selects."""
-    ids: dict[tuple[str, int], set[str]] = defaultdict(set)
-    for (window, index), inside in candidates.items():
-        ids[(window.campaign_id, index)].update(event.id for event in inside)
+    """Per (campaign, goal), the candidate event ids (`ids`) whose attributes satisfy the goal's
+    condition: all of them without a condition; else those the segmentation compiler's predicate
+    selects."""
     matching: dict[tuple[str, int], set[str]] = defaultdict(set)
     dialect = connection.dialect.name
     for (campaign_id, index), event_ids in ids.items():

@@ -191,8 +191,9 @@ class AttributionWindow(Base):
     """A user of an execution whose campaign has conversion goals, from the moment the message was
     SENT (`held_out` None, with its `variation`) or the user was HELD_OUT (`held_out`: CONTROL_GROUP
     or GLOBAL_CONTROL, when the message would have gone), until `closes_at`
-    (`attribution_window_in_hours` later). Ingestion finds a user's open windows through
-    `ix_..._ws_customer_closes`, so attributing an event is one indexed read."""
+    (`attribution_window_in_hours` later); in an EVENT execution, one per firing (each message has
+    its window). Ingestion finds a user's open windows through `ix_..._ws_customer_closes`, so
+    attributing an event is one indexed read."""
 
     __tablename__ = "delivery_attribution_windows"
     __table_args__ = (
@@ -208,6 +209,8 @@ class AttributionWindow(Base):
     workspace_id: Mapped[str] = mapped_column(String(64), primary_key=True)
     execution_id: Mapped[str] = mapped_column(String(24), primary_key=True)
     customer_id: Mapped[str] = mapped_column(String(200), primary_key=True)
+    # The firing whose message opened it in an EVENT execution; '' otherwise (migration 0025).
+    firing: Mapped[str] = mapped_column(String(24), primary_key=True, default="", server_default="")
     campaign_id: Mapped[str] = mapped_column(String(24))
     variation: Mapped[str | None] = mapped_column(String(64), nullable=True)
     held_out: Mapped[str | None] = mapped_column(String(32), nullable=True)
@@ -216,8 +219,9 @@ class AttributionWindow(Base):
 
 
 class Conversion(Base):
-    """A goal reached by a user within an attribution window: at most one per (execution, user,
-    goal), which the primary key makes structural whatever the number of ingesting processes."""
+    """A goal reached by a user within an attribution window: at most one per window and goal
+    (execution, user, firing, goal), which the primary key makes structural whatever the number of
+    ingesting processes."""
 
     __tablename__ = "delivery_conversions"
     __table_args__ = (ForeignKeyConstraint(["workspace_id"], ["workspaces.id"]),)
@@ -225,6 +229,8 @@ class Conversion(Base):
     workspace_id: Mapped[str] = mapped_column(String(64), primary_key=True)
     execution_id: Mapped[str] = mapped_column(String(24), primary_key=True)
     customer_id: Mapped[str] = mapped_column(String(200), primary_key=True)
+    # The window's firing (see `AttributionWindow.firing`).
+    firing: Mapped[str] = mapped_column(String(24), primary_key=True, default="", server_default="")
     # The goal's position in `conversion_goal_details.goals` (fixed while the campaign is live).
     goal: Mapped[int] = mapped_column(Integer, primary_key=True)
     campaign_id: Mapped[str] = mapped_column(String(24))

@@ -382,7 +382,7 @@ async def resolve_chunk(
                         ExecutionUser.reason == "GLOBAL_CONTROL",
                     )
                 )
-                users = [(customer, None, "GLOBAL_CONTROL") for customer in held_ids]
+                users = [(customer, None, "GLOBAL_CONTROL", "") for customer in held_ids]
                 await conversions.open_windows(await session.connection(), execution, goals, users, now)
             current.resolved_after = last
         current.updated_at = now

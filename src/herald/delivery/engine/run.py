@@ -360,7 +360,7 @@ async def _claim_in(
     for reason, ids in decision.held.items():
         await _set_users(connection, execution, ids, UserState.HELD_OUT, reason, firings)
         if plan.goals is not None:  # their conversions count from when they would have been sent
-            held = [(c, None, reason) for c in ids]
+            held = [(c, None, reason, firings[c]) for c in ids]
             await conversions.open_windows(connection, current, plan.goals, held, now)
     for reason, ids in decision.suppressed.items():
         await _set_users(connection, execution, ids, UserState.SUPPRESSED, reason, firings)
@@ -891,7 +891,9 @@ async def _write_users(
         more: dict[str, object] = {"not_before": retry_at, "claimed_at": None} if retry_at else {}
         await _set_users(connection, execution, ids, state, reason, firings, **more)
     sent = [
-        (c, result.variation, None) for c, result in results.items() if result.sent and not result.retry_at
+        (c, result.variation, None, firings.get(c, "") if firings else "")
+        for c, result in results.items()
+        if result.sent and not result.retry_at
     ]
     if plan.goals is not None and sent:
         assert isinstance(connection, AsyncConnection), "conversions are written in the engine's transaction"

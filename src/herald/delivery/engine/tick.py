@@ -366,8 +366,8 @@ async def _run_one(
                     written = found
                 settled = await dispatch(database, dispatcher, plan, execution, now, lease, rules)
                 if counting is not None:
-                    counting, task = None, counting
-                    await task
+                    await counting
+                    counting = None
                 if written:
                     break
                 if dispatcher.stopping:
