@@ -49,10 +49,16 @@ async def test_unconfigured_connector_is_invalid_until_it_is_added(
         app, other_tenant, ConnectorInput("receipts-smtp", "CUSTOM_SMTP", host="smtp.example.com")
     )
     assert (await _validate(client, workspace, campaign_id))["valid"] is False
-    # Nor does a push connector of that name.
+    # Nor does a push connector of that name, which the error then names for what it is.
     push = ConnectorInput("receipts-smtp", "CUSTOM_API", channel="push", url="https://push.example.com/in")
     await add_connector(app, workspace, push)
-    assert (await _validate(client, workspace, campaign_id))["valid"] is False
+    assert (await _validate(client, workspace, campaign_id))["errors"] == [
+        {
+            "field": "connector.connector_name",
+            "issue": "Connector 'receipts-smtp' carries push messages, not e-mail.",
+            "code": "INVALID_ENUM_VALUE",
+        }
+    ]
 
 
 async def test_configured_connector_is_valid(

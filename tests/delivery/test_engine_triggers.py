@@ -536,6 +536,8 @@ class TestBusinessEvent:
             ({"name": "x", "attributes": {"a": {"nested": {"too": "deep"}}}}, "attributes.a"),
             ({"name": "x", "colour": 1}, "colour"),
             ({"name": 5}, "name"),
+            ({"name": "   "}, "name"),
+            ({"name": "price\ndrop"}, "name"),
         ]:
             response = await client.post(path, json=body, headers=workspace.write_headers())
             assert response.status_code == 400, response.text

@@ -277,6 +277,8 @@ BAD_BODIES = {
     "infinity": BadBody(b'{"name": "x", "priority": Infinity}'),
     "minus-infinity": BadBody(b'{"name": "x", "priority": -Infinity}'),
     "truncated": BadBody(b'{"name": "Winter_Sale", "priority": '),
+    # Valid JSON, but a number of more digits than Python reads into an int (4,300).
+    "integer-of-5000-digits": BadBody(b'{"name": "x", "priority": ' + b"9" * 5000 + b"}"),
 }
 
 
@@ -304,6 +306,24 @@ async def test_malformed_body_is_refused(
     )
     assert_envelope(response, bad.status, bad.code, request_id)
     await assert_nothing_written(world, before, key)
+
+
+NUL_PLACES = {
+    "top-level": (b'{"name": "a\\u0000b"}', "name"),
+    "nested": (b'{"actions": [{"attributes": {"colour": "r\\u0000"}}]}', "actions.0.attributes.colour"),
+    "in-a-key": (b'{"a": {"k\\u0000": 1}}', "a.k\\u0000"),
+}
+
+
+@pytest.mark.parametrize("case", list(NUL_PLACES))
+async def test_a_nul_is_refused_where_it_is(client: httpx.AsyncClient, world: World, case: str) -> None:
+    body, target = NUL_PLACES[case]
+    key, request_id = str(uuid.uuid4()), str(uuid.uuid4())
+    headers = {**world.headers(key, request_id), "Content-Type": "application/json"}
+    response = await client.post("/v5/campaigns/search", content=body, headers=headers)
+    assert response.status_code == 400, response.text
+    error = response.json()["error"]
+    assert (error["code"], error["target"]) == ("BAD_REQUEST", target)
 
 
 _SEARCH = b'{"limit": 15, "page": 1, "a": '  # a valid search, but for the unknown field `a`

@@ -7,9 +7,11 @@ those fields are typed loosely here and documented with `WithJsonSchema`.
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, Strict, WithJsonSchema
+from pydantic import AfterValidator, Field, Strict, WithJsonSchema
+from pydantic_core import PydanticCustomError
 
 from herald.audience.attributes import MAX_ATTRIBUTES, MAX_NAME_LENGTH, RESERVED_NAMES
 from herald.json_numbers import IntegralFloat
@@ -20,7 +22,24 @@ MAX_ACTIONS = 1000  # per event object
 
 CustomerId = Annotated[str, Strict(), Field(min_length=1, max_length=200)]
 Flag = Annotated[bool, Strict()]
-ActionName = Annotated[str, Strict(), Field(min_length=1, max_length=200)]
+_ACTION_NAME = r"^[^\x00-\x1f\x7f]*[^\s\x00-\x1f\x7f][^\x00-\x1f\x7f]*$"
+
+
+def _check_action_name(value: str) -> str:
+    if not re.match(_ACTION_NAME, value):
+        raise PydanticCustomError("INVALID_TYPE", "Names must not be blank nor contain control characters.")
+    return value
+
+
+# Not blank and without control characters, as attribute names: campaigns' triggers and business
+# events name actions as written, and a name no campaign can name is a mistake to report. (The
+# pattern is the OpenAPI document's; the validator says it in words.)
+ActionName = Annotated[
+    str,
+    Strict(),
+    Field(min_length=1, max_length=200, json_schema_extra={"pattern": _ACTION_NAME}),
+    AfterValidator(_check_action_name),
+]
 Platform = Annotated[str, Strict(), Field(min_length=1, max_length=32)]
 AppVersion = Annotated[str, Strict(), Field(min_length=1, max_length=64)]
 TimezoneOffset = Annotated[int, Strict(), Field(ge=-14 * 3600, le=14 * 3600), IntegralFloat]

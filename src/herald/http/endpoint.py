@@ -29,11 +29,12 @@ from fastapi.dependencies.models import Dependant
 from fastapi.dependencies.utils import request_body_to_args
 from fastapi.exceptions import RequestValidationError
 from fastapi.routing import APIRoute
-from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute
 from starlette.types import ASGIApp, Receive, Scope, Send
+
+from herald.errors import BadRequest
 
 Reader = Callable[[Request], Awaitable[Any]]
 
@@ -98,8 +99,8 @@ def _parsed_body(raw: bytes) -> Any:
             "ctx": {"error": error.msg},
         }
         raise RequestValidationError([problem], body=error.doc) from error
-    except ValueError as error:  # e.g. an integer beyond the interpreter's digit limit
-        raise HTTPException(status_code=400, detail="There was an error parsing the body") from error
+    except ValueError as error:  # an integer beyond the interpreter's digit limit (4,300)
+        raise BadRequest("The request body holds a number of more digits than can be read.") from error
 
 
 def _readers(path: str, dependant: Dependant) -> list[tuple[str, Reader]]:

@@ -31,6 +31,7 @@ from herald.http.guards import (
     is_json_content_type,
     is_utf8,
     json_depth_exceeds,
+    nul_path,
     parse_uuid4,
 )
 from herald.http.limits import headers_for
@@ -127,7 +128,10 @@ class HeraldMiddleware:
                 return
             problem = self._body_problem(headers, body)
             if problem is not None:
-                await self._send_error(send, request_id, 400, "BAD_REQUEST", problem, raw_body=body)
+                message, target = problem
+                await self._send_error(
+                    send, request_id, 400, "BAD_REQUEST", message, target=target, raw_body=body
+                )
                 return
         state["body"] = body
         if not routes.served:  # no route: answered here, without entering the router
@@ -283,22 +287,23 @@ class HeraldMiddleware:
                 break
         return b"".join(chunks)
 
-    def _body_problem(self, headers: list[tuple[bytes, bytes]], body: bytes) -> str | None:
+    def _body_problem(self, headers: list[tuple[bytes, bytes]], body: bytes) -> tuple[str, str | None] | None:
+        """What is wrong with the body before any route reads it, and where when that is known."""
         if not body:
             return None
         content_type = next((value for name, value in headers if name == b"content-type"), b"")
         if not is_json_content_type(content_type.decode("latin-1")):
-            return "The request body must be JSON, sent with Content-Type: application/json."
+            return "The request body must be JSON, sent with Content-Type: application/json.", None
         if not is_utf8(body):
-            return "The request body must be UTF-8."
+            return "The request body must be UTF-8.", None
         if has_escaped_nul(body):
-            return "Strings must not contain NUL characters."
+            return "Strings must not contain NUL characters.", nul_path(body)
         if has_lone_surrogate(body):
-            return "Strings must not contain unpaired UTF-16 surrogate escapes (\\uD800-\\uDFFF)."
+            return "Strings must not contain unpaired UTF-16 surrogate escapes (\\uD800-\\uDFFF).", None
         if has_non_finite_number(body):
-            return "NaN and Infinity are not JSON numbers."
+            return "NaN and Infinity are not JSON numbers.", None
         if json_depth_exceeds(body, self.settings.max_json_depth):
-            return f"The JSON body nests deeper than {self.settings.max_json_depth} levels."
+            return f"The JSON body nests deeper than {self.settings.max_json_depth} levels.", None
         return None
 
 

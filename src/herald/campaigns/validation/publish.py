@@ -133,14 +133,14 @@ def _check_connector(ctx: Context) -> list[Problem]:
     if connector is None:
         return [required("connector", "Email campaigns need a connector to send through.")]
     known = ctx.configured_connectors
-    if known is not None and connector.connector_name not in known:
-        return [
-            invalid_value(
-                "connector.connector_name",
-                f"No connector named '{connector.connector_name}' is configured in this workspace.",
-            )
-        ]
-    return []
+    name = connector.connector_name
+    if known is None or name in known:
+        return []
+    if name in (ctx.push_connectors or ()):
+        message = f"Connector '{name}' carries push messages, not e-mail."
+    else:
+        message = f"No connector named '{name}' is configured in this workspace."
+    return [invalid_value("connector.connector_name", message)]
 
 
 def _check_push_connector(ctx: Context) -> list[Problem]:
