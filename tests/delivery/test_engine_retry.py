@@ -214,6 +214,24 @@ class TestErrorThreshold:
         run = await _run(await stats(client, workspace, campaign_id))
         assert (run["status"], run["reason"], run["sent"]) == ("DONE", None, 10)
 
+    async def test_the_reason_counts_every_attempt_answered_before_the_pause(
+        self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant, webhook: HttpReceiver
+    ) -> None:
+        # Many requests in flight: those on their way when the threshold is reached are answered
+        # (and fail) before the execution pauses, and the reason counts them all.
+        await push_connector(app, workspace, webhook)
+        await add_users(app, workspace.workspace_id, *_android(*(f"u{i:03d}" for i in range(200))))
+        webhook.status = 502
+        campaign_id = await publish(client, workspace, PUSH)
+        await tick(app, workspace)
+        run = await _run(await stats(client, workspace, campaign_id))
+        assert run["status"] == "PAUSED"
+        attempts = len(webhook.received)
+        assert attempts > 3  # more than the threshold went out before the pause
+        assert run["reason"] == (
+            f"Connector 'push-gw' failed {attempts} attempts in a row; the last: The webhook answered 502."
+        )
+
     async def test_stop_ends_a_paused_execution(
         self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant, webhook: HttpReceiver
     ) -> None:

@@ -932,10 +932,9 @@ async def dispatch(
             await asyncio.sleep(0)  # between batches, the requests of an embedding server (see resolve)
             if dispatcher.stopping:  # SIGTERM: the batch in hand is done; the rest waits for a tick
                 return False
-            failing = dispatcher.failing(plan.connector) if plan.connector is not None else None
-            if failing is not None:
-                await flight.drain()
-                await pause(database, execution, failing, now)
+            if plan.connector is not None and dispatcher.failing(plan.connector) is not None:
+                await flight.drain()  # the reason then counts the answers of the windows out
+                await pause(database, execution, dispatcher.failing(plan.connector) or "", now)
                 return False
             if not await still_sending(database, execution, dispatcher.now()):
                 return False
@@ -1024,9 +1023,8 @@ async def _send_batch(
             if went is not _Went.HANDED:
                 if went is _Went.FAILING:
                     assert plan.connector is not None
-                    failing = dispatcher.failing(plan.connector)
-                    await flight.drain()
-                    await pause(database, execution, failing or "", now)
+                    await flight.drain()  # the reason then counts the answers of the windows out
+                    await pause(database, execution, dispatcher.failing(plan.connector) or "", now)
                 await _release(database, execution, claimed[start:])
                 return plan, False
             start += len(messages)
