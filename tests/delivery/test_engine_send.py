@@ -549,6 +549,16 @@ class TestStop:
             gate.stop()
 
 
+def _expiring_in_an_hour(clock: FrozenClock) -> dict[str, Any]:
+    body = copy.deepcopy(PUSH)
+    expiry = clock.now() + timedelta(hours=1)
+    body["scheduling_details"] = {
+        "delivery_type": "ASAP",
+        "expiry_time": expiry.strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
+    return body
+
+
 class TestChangesWhileSending:
     async def test_a_content_change_applies_to_the_messages_not_yet_handed_over(
         self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant
@@ -580,13 +590,7 @@ class TestChangesWhileSending:
     ) -> None:
         gate = _Gate()
         try:
-            body = copy.deepcopy(PUSH)
-            expiry = clock.now() + timedelta(hours=1)
-            body["scheduling_details"] = {
-                "delivery_type": "ASAP",
-                "expiry_time": expiry.strftime("%Y-%m-%dT%H:%M:%SZ"),
-            }
-            campaign_id = await _publish_to_gate(app, client, workspace, gate, body)
+            campaign_id = await _publish_to_gate(app, client, workspace, gate, _expiring_in_an_hour(clock))
             running = asyncio.create_task(tick(app, workspace, one_at_a_time=True))
             assert await asyncio.to_thread(gate.arrived.wait, 30)
             clock.advance(hours=2)
@@ -609,13 +613,7 @@ class TestChangesWhileSending:
         # it is given moves on while it sends; nobody else marks the campaign SENT.
         gate = _Gate()
         try:
-            body = copy.deepcopy(PUSH)
-            expiry = clock.now() + timedelta(hours=1)
-            body["scheduling_details"] = {
-                "delivery_type": "ASAP",
-                "expiry_time": expiry.strftime("%Y-%m-%dT%H:%M:%SZ"),
-            }
-            campaign_id = await _publish_to_gate(app, client, workspace, gate, body)
+            campaign_id = await _publish_to_gate(app, client, workspace, gate, _expiring_in_an_hour(clock))
             services: Services = app.state.herald
             settings = dataclasses.replace(services.settings, delivery_concurrency=1)
             running = asyncio.create_task(
