@@ -232,6 +232,46 @@ def test_status_actions_racing_patches_lose_nothing(cluster: Cluster, database_u
     assert len(set(etags)) == len(etags)
 
 
+def test_publishes_racing_on_a_versioned_campaign_all_land(cluster: Cluster, database_url: str) -> None:
+    # Each publish of a change makes a new version; a writer queued behind several of them finds
+    # the latest version replaced once per publish ahead of it, and must follow it each time
+    # rather than answer as if it had named an old version (409 "immutable snapshot").
+    tenant = _tenant(database_url, LIMITS, {**FEATURES, "versioning": True})
+    _add_push_connector(database_url, tenant)
+    campaign_id = _create(cluster, tenant, copy.deepcopy(PUSH_PERIODIC))
+    headers = tenant.headers(campaigns=True)
+    publish = _v1("delivery_controls", PUSH_PERIODIC["delivery_controls"], publish=True)
+    [published] = _burst(cluster.servers, [("PATCH", f"{L1}/{campaign_id}", headers, publish)])
+    assert published.status_code == 204, published.text
+
+    def change(n: int) -> dict[str, Any]:
+        content = copy.deepcopy(PUSH_PERIODIC["campaign_content"])
+        content["content"]["push"]["android"]["basic_details"]["title"] = f"Title {n}"
+        return _v1("campaign_content", content, publish=True)
+
+    publishes = [("PATCH", f"{L1}/{campaign_id}", headers, change(n)) for n in range(16)]
+    patches = [
+        (
+            "PATCH",
+            f"{C3}/{campaign_id}",
+            tenant.write_headers(campaigns=True),
+            {"utm_params": COMPONENTS["utm_params"]},
+        )
+        for _ in range(8)
+    ]
+    calls = [*publishes, *patches]
+    responses = _burst(cluster.servers, calls)
+    refused = [r.text for r in responses if r.status_code >= 300]
+    assert not refused, refused
+    rows = sorted(
+        (r for r in _rows(database_url, Campaign, tenant.workspace_id) if r.campaign_id == campaign_id),
+        key=lambda row: row.version_number,
+    )
+    assert [row.version_number for row in rows] == list(range(1, len(rows) + 1))
+    assert [row.is_latest for row in rows] == [False] * (len(rows) - 1) + [True]
+    assert len(rows) >= 1 + len(publishes)
+
+
 def test_concurrent_attribute_merges_of_one_customer_keep_every_key(
     cluster: Cluster, database_url: str
 ) -> None:

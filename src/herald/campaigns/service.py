@@ -11,6 +11,7 @@ from datetime import datetime, timedelta
 from functools import cached_property
 from typing import Any, NoReturn, TypeVar
 
+from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm.exc import StaleDataError
 
@@ -197,13 +198,29 @@ async def _latest(
     row: T | None = None
     if is_object_id(campaign_id):
         row = await latest()
-        if row is None and for_update:
-            # The version waited for stopped being the latest while we queued (a publish made a new
-            # version): a new statement sees, and locks, the one that replaced it.
+        # The version waited for stopped being the latest while we queued (a publish made a new
+        # version): a new statement sees, and locks, the one that replaced it, which the next
+        # publish queued ahead of us may replace in turn. Looked for again as long as the campaign
+        # has a latest version at all (a bound against a loop, never reached by honest traffic).
+        for _ in range(_REQUEUES):
+            if row is not None or not for_update or not await _has_latest(session, workspace_id, campaign_id):
+                break
             row = await latest()
     if row is None:
         await no_latest(session, workspace_id, campaign_id)
     return row
+
+
+_REQUEUES = 1000
+
+
+async def _has_latest(session: AsyncSession, workspace_id: str, campaign_id: str) -> bool:
+    found = await session.scalar(
+        select(Campaign.id)
+        .where(Campaign.workspace_id == workspace_id, Campaign.campaign_id == campaign_id, Campaign.is_latest)
+        .limit(1)
+    )
+    return found is not None
 
 
 async def no_latest(session: AsyncSession, workspace_id: str, campaign_id: str) -> NoReturn:
