@@ -9,7 +9,8 @@ import copy
 import dataclasses
 import json
 import threading
-from datetime import timedelta
+from collections import Counter
+from datetime import datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -17,14 +18,16 @@ from urllib.parse import parse_qs, urlsplit
 import httpx
 import pytest
 from fastapi import FastAPI
+from sqlalchemy import func, select
 from typer.testing import CliRunner
 
 from herald.campaigns import worker
 from herald.cli import app as cli
-from herald.clock import FrozenClock
+from herald.clock import FrozenClock, utc
 from herald.delivery.config import ConnectorInput
+from herald.delivery.engine.models import ExecutionUser
 from herald.delivery.engine.resolve import FIRST_CHUNK
-from herald.delivery.engine.run import AHEAD
+from herald.delivery.engine.run import AHEAD, BATCH
 from herald.delivery.engine.split import assign_variations
 from herald.services import Services
 from tests.campaigns import lifecycle_helpers as h
@@ -634,6 +637,57 @@ class TestChangesWhileSending:
             assert (run["status"], run["sent"], run["pending"], run["unsent"]) == ("STOPPED", 1, 0, 4)
         finally:
             gate.stop()
+
+
+class TestLongSends:
+    async def test_each_batch_is_claimed_and_sent_at_the_moment_it_is_claimed(
+        self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant, clock: FrozenClock
+    ) -> None:
+        # A send that outlasts the lease: its later batches carry the time they were claimed, so
+        # another worker's tick does not take them over as abandoned while this one sends them
+        # (and their messages the time they went out, which frequency caps count from). Claimed
+        # at the tick's start, a batch claimed 4 minutes in was taken over 1 minute later.
+        gate = _Gate()
+        users = 2 * BATCH["sqlite"] + 50  # two batches claimed at the start (one ahead), one later
+        try:
+            campaign_id = await _publish_to_gate(app, client, workspace, gate, users=users)
+            services: Services = app.state.herald
+            settings = dataclasses.replace(services.settings, delivery_concurrency=1)
+            start = clock.now()
+            running = asyncio.create_task(
+                worker.run_tick(services.database, start, [workspace.workspace_id], settings, clock=clock)
+            )
+            assert await asyncio.to_thread(gate.arrived.wait, 30)
+            for _ in range(3000):  # the first batch and the one ahead claimed (a bound, not a timing)
+                if sum((await _claimed_at(services, workspace)).values()) == users - 50:
+                    break
+                await asyncio.sleep(0.01)
+            else:
+                raise AssertionError(
+                    f"the batch ahead was not claimed: {await _claimed_at(services, workspace)}"
+                )
+            # Within the lease (5 minutes) of those batches, past it counted from the tick's start
+            # once the next four minutes go by: what a long send's later batches are.
+            later = clock.advance(minutes=4)
+            gate.release.set()
+            await running
+            assert await status(client, workspace, campaign_id) == "SENT"
+            assert await _claimed_at(services, workspace) == {start: users - 50, later: 50}
+            sent_at = Counter(utc(row.created_at) for row in await outbox_rows(app, workspace))
+            assert sent_at == {start: users - 50, later: 50}
+        finally:
+            gate.stop()
+
+
+async def _claimed_at(services: Services, tenant: Tenant) -> dict[datetime, int]:
+    """How many of the workspace's execution users were claimed at each moment (never: absent)."""
+    async with services.database.reader() as session:
+        rows = await session.execute(
+            select(ExecutionUser.claimed_at, func.count())
+            .where(ExecutionUser.workspace_id == tenant.workspace_id, ExecutionUser.claimed_at.is_not(None))
+            .group_by(ExecutionUser.claimed_at)
+        )
+        return {utc(at): int(count) for at, count in rows.all()}
 
 
 class TestResume:

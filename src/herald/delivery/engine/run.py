@@ -905,7 +905,6 @@ async def dispatch(
     dispatcher: Dispatcher,
     plan: SendPlan,
     execution: Execution,
-    now: datetime,
     lease: timedelta,
     rules: controls.Rules,
 ) -> bool:
@@ -915,17 +914,21 @@ async def dispatch(
     written only if the campaign is still SENDING, and before each window the connector's error
     threshold is checked. The next batch is claimed and rendered while this one goes out (on
     PostgreSQL a claim is round trips during which the wire would be idle); it is released,
-    pending again, when sending stops before its turn."""
+    pending again, when sending stops before its turn. Each batch is claimed, decided and sent at
+    the moment the dispatcher's clock gives when it is claimed, not when the tick began: a send
+    lasting longer than the lease would otherwise claim users already past it, which another
+    worker then takes over while this one still sends them."""
     flight = _Flight(database, dispatcher, plan.connector)
     ahead: asyncio.Task[_Batch | None] | None = None
 
     async def next_batch(plan: SendPlan) -> _Batch | None:
         size = max(BATCH[database.engine.dialect.name], dispatcher.window(plan.connector))
         async with flight.writing():
-            claimed = await _claim(database, plan, rules, execution, now, lease, size)
+            at = dispatcher.now()
+            claimed = await _claim(database, plan, rules, execution, at, lease, size)
         if claimed is None:
             return None
-        return _Batch(plan, claimed, await _envelopes(database, plan, execution, claimed, now))
+        return _Batch(plan, claimed, await _envelopes(database, plan, execution, claimed, at), at)
 
     try:
         while True:
@@ -934,7 +937,7 @@ async def dispatch(
                 return False
             if plan.connector is not None and dispatcher.failing(plan.connector) is not None:
                 await flight.drain()  # the reason then counts the answers of the windows out
-                await pause(database, execution, dispatcher.failing(plan.connector) or "", now)
+                await pause(database, execution, dispatcher.failing(plan.connector) or "", dispatcher.now())
                 return False
             if not await still_sending(database, execution, dispatcher.now()):
                 return False
@@ -962,7 +965,7 @@ async def dispatch(
             rendered = batch.rendered if batch.plan is plan else None
             ahead = asyncio.create_task(next_batch(plan))
             plan, going = await _send_batch(
-                database, dispatcher, plan, execution, batch.claimed, now, rendered, flight
+                database, dispatcher, plan, execution, batch.claimed, batch.at, rendered, flight
             )
             if not going:
                 return False
@@ -987,6 +990,7 @@ class _Batch:
     plan: SendPlan
     claimed: list[_Claimed]
     rendered: _Messages
+    at: datetime  # the moment it was claimed at: its messages' too
 
 
 async def _send_batch(
@@ -1054,7 +1058,7 @@ class Lane:
 
 
 async def dispatch_lanes(
-    database: Database, dispatcher: Dispatcher, lanes: list[Lane], now: datetime, lease: timedelta
+    database: Database, dispatcher: Dispatcher, lanes: list[Lane], lease: timedelta
 ) -> None:
     """`dispatch` for the EVENT executions of a workspace at once, round after round: every lane's
     next batch claimed in one write transaction, and the messages of all of them handed over in one
@@ -1075,11 +1079,12 @@ async def dispatch_lanes(
             return
         claimed: list[tuple[Lane, list[_Claimed]]] = []
         more: list[Lane] = []
+        at = dispatcher.now()  # the round's moment (see `dispatch`)
         async with database.writer() as session:
             for lane in lanes:
                 window = dispatcher.window(lane.plan.connector)
                 size = max(ROUND, window)
-                found = await _claim_in(session, lane.plan, lane.rules, lane.execution, now, lease, size)
+                found = await _claim_in(session, lane.plan, lane.rules, lane.execution, at, lease, size)
                 if found is not None:
                     claimed.append((lane, found.users))
                     if not found.drained:
@@ -1088,7 +1093,7 @@ async def dispatch_lanes(
         if not claimed:
             return
         lanes = more
-        await _send_lanes(database, dispatcher, claimed, now)
+        await _send_lanes(database, dispatcher, claimed, at)
 
 
 async def _send_lanes(

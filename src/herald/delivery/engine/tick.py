@@ -149,7 +149,7 @@ async def run_executions(
             else:
                 await _run_triggered(database, dispatcher, store, campaign, execution, now, lease)
         lanes = await _lanes(database, store, workspace_id, events)
-        await dispatch_lanes(database, dispatcher, lanes, now, lease)
+        await dispatch_lanes(database, dispatcher, lanes, lease)
         for each in repeating:
             await periodic.due_runs(database, each, now)
             runs = await periodic.live_runs(database, workspace_id, each.campaign.campaign_id)
@@ -309,7 +309,7 @@ async def _run_triggered(
     plan = await _plan_for(database, campaign, execution)
     async with database.reader() as session:
         rules = await controls.load(session, campaign, store, execution.trigger)
-    done = await dispatch(database, dispatcher, plan, execution, now, lease, rules)
+    done = await dispatch(database, dispatcher, plan, execution, lease, rules)
     if done and execution.trigger == triggers.BUSINESS:
         await _end(database, execution, ExecutionStatus.DONE, now, None)
 
@@ -361,10 +361,10 @@ async def _run_one(
                         counting = asyncio.create_task(count_left_out(database, campaign, execution, now))
                     size = next_chunk_size(size)
                     if found is None:  # another worker is writing it: send what is there
-                        await dispatch(database, dispatcher, plan, execution, now, lease, rules)
+                        await dispatch(database, dispatcher, plan, execution, lease, rules)
                         return False
                     written = found
-                settled = await dispatch(database, dispatcher, plan, execution, now, lease, rules)
+                settled = await dispatch(database, dispatcher, plan, execution, lease, rules)
                 if counting is not None:
                     await counting
                     counting = None
