@@ -17,13 +17,14 @@ from typer.testing import CliRunner
 from herald.cli import app as cli
 from herald.clock import FrozenClock
 from herald.config import Settings
+from herald.delivery.config import ConnectorInput
 from tests.campaigns import lifecycle_helpers as h
 from tests.conftest import TEST_SECRET_KEY
-from tests.delivery.builders import outbox_rows, push_connector, smtp_connector
+from tests.delivery.builders import HOOK_SECRET, outbox_rows, push_connector, smtp_connector
 from tests.delivery.conftest import add_users
 from tests.delivery.servers import HttpReceiver, SmtpServer
 from tests.delivery.test_engine_send import EMAIL, PUSH, publish, stats, status, tick
-from tests.factories import Tenant
+from tests.factories import Tenant, add_connector
 
 RETRY = timedelta(seconds=30)  # the first wait; doubled after each failed attempt
 
@@ -231,6 +232,38 @@ class TestErrorThreshold:
         assert run["reason"] == (
             f"Connector 'push-gw' failed {attempts} attempts in a row; the last: The webhook answered 502."
         )
+
+    async def test_a_failed_batched_post_is_one_attempt_of_the_threshold(
+        self,
+        app: FastAPI,
+        client: httpx.AsyncClient,
+        workspace: Tenant,
+        webhook: HttpReceiver,
+        clock: FrozenClock,
+    ) -> None:
+        # One POST carrying 10 messages, answered 502 once: one failed attempt (the threshold is
+        # 3), retried whole after the backoff, not a connector failing 10 times in a row.
+        given = ConnectorInput(
+            "push-gw",
+            "CUSTOM_API",
+            channel="push",
+            url=webhook.url,
+            secret=HOOK_SECRET,
+            timeout=5,
+            batch_size=10,
+        )
+        await add_connector(app, workspace, given)
+        await add_users(app, workspace.workspace_id, *_android(*(f"u{i}" for i in range(10))))
+        webhook.status = 502
+        campaign_id = await publish(client, workspace, PUSH)
+        await tick(app, workspace)
+        run = await _run(await stats(client, workspace, campaign_id))
+        assert (run["status"], run["retrying"], run["reason"]) == ("DISPATCHING", 10, None)
+        webhook.status = 204
+        clock.advance(RETRY)
+        await tick(app, workspace)
+        assert await status(client, workspace, campaign_id) == "SENT"
+        assert [len(request.json()) for request in webhook.received] == [10, 10]
 
     async def test_stop_ends_a_paused_execution(
         self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant, webhook: HttpReceiver

@@ -16,6 +16,7 @@ between messages (`smtp.SmtpSessions`).
 from __future__ import annotations
 
 import asyncio
+import itertools
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime, timedelta
 from types import TracebackType
@@ -154,7 +155,9 @@ class Dispatcher:
         attempt = await outbox.begin_attempt(self._database, envelope, connector, now)
         if attempt.settled is not None:
             return attempt.settled
-        outcome = self._settle(connector, attempt.number, await self._attempt(connector, envelope), now)
+        tried = await self._attempt(connector, envelope)
+        self._count(connector, tried)
+        outcome = self._settle(connector, attempt.number, tried, now)
         if outcome.retry_at is None:
             await outbox.record_outcome(self._database, envelope, outcome, self._clock.now())
         else:
@@ -207,11 +210,16 @@ class Dispatcher:
         to the connector side by side (each request on a lane of its own)."""
         attempts, envelopes = window.attempts, window.envelopes
         todo = [index for index, attempt in enumerate(attempts) if attempt.settled is None]
-        tried = await self._attempt_many(window.connector, [envelopes[index] for index in todo])
-        for index, outcome in zip(todo, tried, strict=True):
-            final = self._settle(window.connector, attempts[index].number, outcome, window.began)
-            window.settled.append(outbox.Settled(envelopes[index], final, final.retry_at))
-            window.outcomes[index] = final
+        requests = await self._attempt_many(window.connector, [envelopes[index] for index in todo])
+        indexes = iter(todo)
+        for outcome, count in requests:
+            # The connector's error streak counts requests: a batched POST that failed is one
+            # failure, not one per message it carried.
+            self._count(window.connector, outcome)
+            for index in itertools.islice(indexes, count):
+                final = self._settle(window.connector, attempts[index].number, outcome, window.began)
+                window.settled.append(outbox.Settled(envelopes[index], final, final.retry_at))
+                window.outcomes[index] = final
 
     async def record_window(
         self,
@@ -230,8 +238,8 @@ class Dispatcher:
 
     def _settle(self, connector: Connector, number: int, outcome: Outcome, now: datetime) -> Outcome:
         """What attempt `number` comes to: sent, failed for good, or to be attempted again
-        (`retry_at`) after a transient failure below the attempt limit."""
-        self._count(connector, outcome)
+        (`retry_at`) after a transient failure below the attempt limit (the caller counts the
+        attempt in the connector's streak: `_count`)."""
         if outcome.sent or not outcome.transient:
             return outcome
         reason = outcome.reason or "The send failed."
@@ -293,19 +301,21 @@ class Dispatcher:
         )
         return outcome
 
-    async def _attempt_many(self, connector: Connector, envelopes: Sequence[Envelope]) -> list[Outcome]:
-        """Each message's outcome, at most `requests(connector)` requests in flight; a batched
-        webhook carries `batch_size` messages per request (and answers for all of them)."""
+    async def _attempt_many(
+        self, connector: Connector, envelopes: Sequence[Envelope]
+    ) -> list[tuple[Outcome, int]]:
+        """Each request's outcome and how many of the messages, in order, it carried: at most
+        `requests(connector)` requests in flight; a batched webhook carries `batch_size` messages
+        per request (and answers for all of them)."""
         size = self.per_request(connector)
         groups = [envelopes[start : start + size] for start in range(0, len(envelopes), size)]
 
-        async def attempt(group: Sequence[Envelope]) -> list[Outcome]:
+        async def attempt(group: Sequence[Envelope]) -> tuple[Outcome, int]:
             if size == 1:
-                return [await self._attempt(connector, group[0])]
-            return [await self._attempt(connector, group[0], group)] * len(group)
+                return await self._attempt(connector, group[0]), 1
+            return await self._attempt(connector, group[0], group), len(group)
 
-        done = await asyncio.gather(*(attempt(group) for group in groups))
-        return [outcome for outcomes in done for outcome in outcomes]
+        return list(await asyncio.gather(*(attempt(group) for group in groups)))
 
     def _open_secrets(self, connector: Connector) -> dict[str, str]:
         """The connector's secrets, opened once per dispatcher. Raises SecretKeyError."""
