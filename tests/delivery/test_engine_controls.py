@@ -198,6 +198,32 @@ class TestThrottle:
         assert len(set(receivers(webhook))) == 12
         assert await status(client, workspace, campaign_id) == "SENT"
 
+    async def test_retries_take_from_the_minute_budget(
+        self,
+        app: FastAPI,
+        client: httpx.AsyncClient,
+        workspace: Tenant,
+        webhook: HttpReceiver,
+        clock: FrozenClock,
+    ) -> None:
+        await push_connector(app, workspace, webhook)
+        await push_users(app, workspace, 3)
+        clock.set(datetime(2026, 3, 2, 10, 0, 0, tzinfo=UTC))
+        webhook.status = 503
+        campaign_id = await publish(client, workspace, with_controls(PUSH, campaign_throttle_rpm=3))
+        await tick(app, workspace)
+        assert len(webhook.received) == 3  # the minute's budget, all failed transiently
+        webhook.status = 204
+        clock.advance(seconds=30)  # the retries are due, still in 10:00
+        await tick(app, workspace)
+        assert len(webhook.received) == 3
+        [run] = (await stats(client, workspace, campaign_id))["executions"]
+        assert (run["retrying"], run["sent"]) == (3, 0)
+        clock.advance(seconds=30)  # 10:01
+        await tick(app, workspace)
+        assert len(webhook.received) == 6
+        assert await status(client, workspace, campaign_id) == "SENT"
+
 
 class TestFrequencyCaps:
     async def test_a_user_at_the_cap_is_suppressed_unless_the_campaign_ignores_caps(

@@ -353,6 +353,13 @@ async def _claim_in(
         for c, rank, state in unique
         if state in taken and c in users
     ]
+    if rules.throttle_rpm is not None and claimed:
+        # Retries and users taken over go out again: they take from the minute's budget first
+        # (those beyond it stay as they are, claimable again), and fresh users get what is left.
+        granted = await rules.store.take(
+            session, execution.workspace_id, execution.campaign_id, now, len(claimed), rules.throttle_rpm
+        )
+        claimed = claimed[:granted]
     reclaimed = len(claimed)
     fresh = [(c, rank, users.get(c)) for c, rank, state in unique if not (state in taken and c in users)]
     decision = await controls.decide(session, rules, plan, current, fresh, now)

@@ -5,7 +5,8 @@ users beyond it stay PENDING for a later tick. The minute is the injected clock'
 worker tick) at 10:00:30 takes from the 10:00 budget and one at 10:01:00 from a fresh one. With
 Redis configured the count lives there (one Lua script: read, grant, add, atomically across
 processes and hosts); otherwise in `delivery_throttle_windows`, the row locked for the grant.
-A user counts as one send whatever the number of its messages (one per push platform).
+A user counts as one send whatever the number of its messages (one per push platform); a retry or a
+takeover counts as a send again (`run._claim_in`).
 """
 
 from __future__ import annotations
