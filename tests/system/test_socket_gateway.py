@@ -286,6 +286,7 @@ def test_non_ascii_header_name_is_400_bad_request(server: Server, tenant: Tenant
 
 MALFORMED = {
     "not-http": b"GARBAGE\r\n\r\n",
+    "no-version": b"GET /v5/offers\r\n\r\n",  # what llhttp reads as HTTP/0.9
     "unknown-version": b"GET /v5/offers HTTP/9.9\r\nHost: x\r\n\r\n",
     "space-in-target": b"GET /v5/off ers HTTP/1.1\r\nHost: x\r\n\r\n",
     "control-in-target": b"GET /v5/off\x01ers HTTP/1.1\r\nHost: x\r\n\r\n",
@@ -379,6 +380,43 @@ def test_a_slow_body_is_408_and_nothing_is_processed(server: Server, tenant: Ten
     assert_envelope(answer, 408, "REQUEST_TIMEOUT")
     assert answer.closed
     assert_not_processed(server, tenant, key)
+
+
+def test_bodies_refused_at_the_socket_are_counted_with_the_answer_the_client_got(
+    server: Server, tenant: Tenant
+) -> None:
+    # The app was reading these bodies when the server answered them itself: its metrics (and
+    # its log line) show that answer, not a 500 of an app that gave none.
+    before = _request_counts(server)
+    headers = [*create_headers(tenant, str(uuid.uuid4())), (b"Transfer-Encoding", b"chunked")]
+    bad_chunk = exchange(server, request("POST", "/v5/campaigns", headers) + b"zz\r\n")
+    assert_envelope(bad_chunk, 400, "BAD_REQUEST")
+    head, _, _ = request(
+        "POST", "/v5/campaigns", create_headers(tenant, str(uuid.uuid4())), CAMPAIGN
+    ).partition(b"\r\n\r\n")
+    with socket.create_connection(("127.0.0.1", server.port), timeout=WAIT) as sock:
+        sock.sendall(head + b"\r\n\r\n" + CAMPAIGN[:10])
+        received, closed = _read_all(sock)
+    assert_envelope(_parse(received, closed), 408, "REQUEST_TIMEOUT")
+    after = _request_counts(server)
+    assert after.get("400", 0) - before.get("400", 0) == 1
+    assert after.get("408", 0) - before.get("408", 0) == 1
+    assert after.get("500", 0) == before.get("500", 0)
+
+
+def _request_counts(server: Server) -> dict[str, float]:
+    """herald_http_requests_total of POST /v5/campaigns's requests refused before routing, by status."""
+    answer = exchange(server, request("GET", "/metrics", []))
+    counts: dict[str, float] = {}
+    for line in answer.body.decode().splitlines():
+        if (
+            line.startswith("herald_http_requests_total{")
+            and 'method="POST"' in line
+            and 'route="unmatched"' in line
+        ):
+            status = line.split('status="', 1)[1].split('"', 1)[0]
+            counts[status] = counts.get(status, 0) + float(line.rsplit(" ", 1)[1])
+    return counts
 
 
 # ---- body limits ------------------------------------------------------------------------------------

@@ -40,6 +40,7 @@ from uvicorn.server import ServerState
 from herald.config import Settings
 from herald.errors import BadRequest, HeadersTooLarge, HeraldError, RequestTimeout, error_body
 from herald.http.responses import GATEWAY_503_HTML
+from herald.ops.observe import ANSWERED_AT_SOCKET
 
 # In the header section (after the request line's CRLF): the controls of `guards.has_control_characters`,
 # with CR and LF counted only when they are not a CRLF line end. A CR at the very end of what arrived
@@ -162,6 +163,10 @@ class HeraldHttpProtocol(HttpToolsProtocol):
         if size > self.limits.max_header_bytes:
             self._refuse_json(HeadersTooLarge())
             raise _Refused  # stops the parser: nothing of this request reaches the app
+        if self.parser.get_http_version() not in _VERSIONS:
+            # A request line without its version, which llhttp reads as HTTP/0.9.
+            self._refuse_malformed()
+            raise _Refused
         super().on_headers_complete()
         # The answer's head and body in one send; see `_ResponseTransport`.
         self.cycle.transport = _ResponseTransport(self)
@@ -212,7 +217,7 @@ class HeraldHttpProtocol(HttpToolsProtocol):
             f"resp_{request_id}", code=error.code, message=error.message, doc_base=self._doc_base()
         )
         extra = [(self.limits.request_id_header, request_id.encode())]
-        self._refuse(error.status, b"application/json", orjson.dumps(body), extra)
+        self._refuse(error.status, b"application/json", orjson.dumps(body), extra, request_id)
 
     def _doc_base(self) -> str:
         """Like `base_url.of_request`, from the socket: a head refused here may name no usable host."""
@@ -223,12 +228,23 @@ class HeraldHttpProtocol(HttpToolsProtocol):
         return f"http://{host}:{port}" if port else f"http://{host}"
 
     def _refuse(
-        self, status: int, content_type: bytes, body: bytes, extra: list[tuple[bytes, bytes]]
+        self,
+        status: int,
+        content_type: bytes,
+        body: bytes,
+        extra: list[tuple[bytes, bytes]],
+        request_id: str | None = None,
     ) -> None:
-        """Answer and close; a request the app is waiting on sees the client gone."""
+        """Answer and close; a request the app is waiting on sees the client gone, and its log line
+        and metrics (`ops.observe`) show this answer and its request id."""
         if self.refused or self.transport.is_closing():
             return
         self.refused = True
+        if self.cycle is not None and not self.cycle.response_complete:
+            state = self.cycle.scope.setdefault("state", {})
+            state[ANSWERED_AT_SOCKET] = status
+            if request_id is not None:
+                state["request_id"] = request_id
         lines = [STATUS_LINE[status]]
         headers = [
             *self.server_state.default_headers,
@@ -260,6 +276,9 @@ class HeraldHttpProtocol(HttpToolsProtocol):
             if timer is not None:
                 timer.cancel()
         self.head_timer = self.body_timer = self.linger_timer = None
+
+
+_VERSIONS = frozenset({"1.0", "1.1"})
 
 
 class _ResponseTransport(asyncio.Transport):

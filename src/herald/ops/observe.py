@@ -21,6 +21,9 @@ from herald.ops.logs import request_state
 log = logging.getLogger("herald.access")
 
 UNMATCHED = "unmatched"  # no route: 404s, and 405s answered before routing
+# The status `herald.http.server` answered a request with itself, the app still reading its body
+# (a late or malformed body): what the client got, where the app gave no answer.
+ANSWERED_AT_SOCKET = "answered_at_socket"
 _METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 _REPLAYED = b"idempotent-replayed"
 
@@ -59,6 +62,7 @@ class ObserveMiddleware:
             await self.app(scope, receive, observe)
         finally:
             if not recorded:  # no complete answer (the client left, or the app failed)
+                status = state.get(ANSWERED_AT_SOCKET, status)
                 self._record(scope, state, status, perf_counter() - started, replayed)
             request_state.reset(token)
 
