@@ -4,8 +4,8 @@ When the engine settles a user of a campaign with `conversion_goal_details.goals
 HELD_OUT in the campaign or global control group), it opens the user's attribution window: from
 then (`opened_at`: when the message went, or would have gone) for `attribution_window_in_hours`
 (`DEFAULT_WINDOW_HOURS` when absent). In an EVENT execution (an event-triggered campaign), where a
-user gets a message per firing, each message opens a window of its own. Attribution happens as events are stored, in the storing
-transaction, so a conversion is visible as soon as its event is:
+user gets a message per firing, each message opens a window of its own. Attribution happens as
+events are stored, in the storing transaction, so a conversion is visible as soon as its event is:
 
 - ingestion (`/v1/event`, `/v1/transition`, `herald audience import`) calls `attribute` with the
   events it wrote; one indexed read finds the users' windows that may contain them;
@@ -19,13 +19,12 @@ the event that fired the window's message (a triggered campaign whose goal is it
 under an injected clock the two share their instant), and its attributes satisfy
 `goal_event_attribute`, evaluated by the segmentation compiler (`segmentation.goal_filter` +
 `event_predicate`: the one filter language). A goal whose condition cannot be read there never
-converts. An event inside several windows of one
-user and execution (two messages of a triggered campaign within the attribution window) counts
-for the latest of them only (last touch). At most one conversion per window and goal: the primary
-key of `delivery_conversions`, inserted with ON CONFLICT DO NOTHING, makes that hold across any
-number of ingesting processes; the first event stored wins, with its revenue: the event's
-`revenue_attribute` when it is a JSON number (a string, even of digits, or a missing value counts
-the conversion without revenue).
+converts. An event inside several windows of one user and execution (two messages of a triggered
+campaign within the attribution window) counts for the latest of them only (last touch). At most
+one conversion per window and goal: the primary key of `delivery_conversions`, inserted with ON
+CONFLICT DO NOTHING, makes that hold across any number of ingesting processes; the first event
+stored wins, with its revenue: the event's `revenue_attribute` when it is a JSON number (a string,
+even of digits, or a missing value counts the conversion without revenue).
 """
 
 from __future__ import annotations
@@ -235,14 +234,14 @@ async def attribute(
             runs[(window.execution_id, window.customer_id)].append(window)
     # (execution, user, goal index) -> the goal's events in one of the user's windows, earliest first.
     candidates: dict[tuple[str, str, int], list[StoredEvent]] = {}
-    for (execution_id, customer_id), held in runs.items():
-        details = goals[held[0].campaign_id]
+    for (execution_id, customer_id), its_windows in runs.items():
+        details = goals[its_windows[0].campaign_id]
         assert details is not None
         for index, goal in enumerate(details.goals or []):
             inside = [
                 event
                 for event in by_user[customer_id]
-                if event.action == goal.goal_event_name and _latest_holding(held, event) is not None
+                if event.action == goal.goal_event_name and _latest_holding(its_windows, event) is not None
             ]
             if inside:
                 candidates[(execution_id, customer_id, index)] = inside
@@ -255,13 +254,14 @@ async def attribute(
     converted = await _converted(connection, workspace_id, candidates) if seen_before else set()
     rows_to_write: list[dict[str, Any]] = []
     for (execution_id, customer_id, index), inside in candidates.items():
-        held = runs[(execution_id, customer_id)]
-        goal = (goals[held[0].campaign_id].goals or [])[index]  # type: ignore[union-attr]
-        wanted_ids = matching[(held[0].campaign_id, index)]
+        its_windows = runs[(execution_id, customer_id)]
+        campaign_id = its_windows[0].campaign_id
+        goal = (goals[campaign_id].goals or [])[index]  # type: ignore[union-attr]
+        wanted_ids = matching[(campaign_id, index)]
         firsts: dict[_Window, StoredEvent] = {}
         for event in inside:
             if event.id in wanted_ids and (execution_id, index, event.id) not in converted:
-                holder = _latest_holding(held, event)
+                holder = _latest_holding(its_windows, event)
                 assert holder is not None
                 firsts.setdefault(holder, event)
         rows_to_write += [

@@ -8,8 +8,8 @@ No transaction is open while messages go out. The batch is sent in windows of us
 messages handed over side by side, their outcomes and the users' states committed in one more; each
 outbox id is derived from (execution, user, platform), so the outbox primary key makes a second
 message for the same slot impossible, whatever the interleaving of workers. The transaction that
-writes a window's rows first reads the campaign's status: once it is no longer SENDING (STOP),
-nothing more is handed to a connector.
+writes a window's rows first reads the campaign's status: once it is no longer SENDING (STOP), or
+its `expiry_time` has passed by the worker's clock, nothing more is handed to a connector.
 
 Failures: a transient one puts the user in RETRY until the message's next attempt time (the
 dispatcher's backoff), when it is claimed again and only its unsettled messages are attempted. A
@@ -457,10 +457,10 @@ async def _sending_at(
     """Whether the campaign is live at `now` and the execution DISPATCHING (`still_sending`), and
     the version the campaign is at (`live_version`), in one read. `now` is the moment of the check,
     not of the tick: a long send reaching the campaign's `expiry_time` stops there, as at a STOP
-    (the worker's next tick marks the campaign SENT and the execution STOPPED). `hold`: the campaign's row is read
-    share-locked until the caller's transaction ends (PostgreSQL; SQLite has one writer anyway), so
-    a STOP (which locks and updates that row) either came first and is seen, or waits until the
-    caller's outbox rows are committed and answers after them."""
+    (the worker's next tick marks the campaign SENT and the execution STOPPED). `hold`: the
+    campaign's row is read share-locked until the caller's transaction ends (PostgreSQL; SQLite has
+    one writer anyway), so a STOP (which locks and updates that row) either came first and is seen,
+    or waits until the caller's outbox rows are committed and answers after them."""
     query = _SENDING_HELD if hold else _SENDING
     values = {
         "workspace_id": execution.workspace_id,
