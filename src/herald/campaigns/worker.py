@@ -198,7 +198,8 @@ async def tick(
     deliveries of sending campaigns; the transitions applied. `settings` (connector secrets and
     timeouts) default to the environment's. Once `stop` is set, the tick ends after the batch in hand
     (one workspace's transitions, one transaction; a dispatch's claimed batch of users). `clock`:
-    the time as it moves during the tick (a long send stops at its campaign's expiry), else `now`."""
+    the time as it moves during the tick (a long send claims each batch at its own moment, and stops
+    at its campaign's expiry), else `now`."""
     ids = list(workspace_ids) if workspace_ids is not None else named_first(await _workspace_ids(database))
     settings = settings or Settings()
     applied: list[Applied] = []

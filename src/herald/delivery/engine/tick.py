@@ -118,8 +118,9 @@ async def run_executions(
     """Advance the workspace's executions; the public ids of the campaigns now completely sent (a
     one-time campaign whose users are all settled, a periodic one whose schedule is over). Once
     `stop` is set (SIGTERM) every dispatch ends after the batch in hand; what is left is sent by
-    the next tick of any worker. `clock`: the time as it moves during the tick, which the sends
-    check their campaign's expiry against (else `now` throughout)."""
+    the next tick of any worker. `clock`: the time as it moves during the tick, at which each batch
+    is claimed and sent and each window checked against its campaign's expiry (else `now`
+    throughout)."""
     finished: list[str] = []
     await _stop_executions(database, workspace_id, now)
     campaigns = await _sending(database, workspace_id)
