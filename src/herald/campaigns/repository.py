@@ -8,7 +8,20 @@ from functools import cache
 from typing import Any
 from typing import cast as typed
 
-from sqlalchemy import ARRAY, Select, String, Table, bindparam, delete, func, insert, select, text, update
+from sqlalchemy import (
+    ARRAY,
+    ColumnElement,
+    Select,
+    String,
+    Table,
+    bindparam,
+    delete,
+    func,
+    insert,
+    select,
+    text,
+    update,
+)
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -57,12 +70,24 @@ async def get_latest(
     row and each reads what the one before it wrote (PostgreSQL: `SELECT ... FOR UPDATE`; SQLite
     writers begin with `BEGIN IMMEDIATE` and so already hold the database when they read).
     """
-    query = select(Campaign).where(
-        Campaign.workspace_id == workspace_id, Campaign.campaign_id == campaign_id, Campaign.is_latest
-    )
+    query = select(Campaign).where(*_latest_of(workspace_id, campaign_id))
     if for_update:
         query = query.with_for_update().execution_options(populate_existing=True)
     return (await session.scalars(query)).first()
+
+
+async def has_latest(session: AsyncSession, workspace_id: str, campaign_id: str) -> bool:
+    """Whether the campaign has a latest version, read without loading or locking it."""
+    found = await session.scalar(select(Campaign.id).where(*_latest_of(workspace_id, campaign_id)).limit(1))
+    return found is not None
+
+
+def _latest_of(workspace_id: str, campaign_id: str) -> tuple[ColumnElement[bool], ...]:
+    return (
+        Campaign.workspace_id == workspace_id,
+        Campaign.campaign_id == campaign_id,
+        Campaign.is_latest.expression,
+    )
 
 
 async def get_version(session: AsyncSession, workspace_id: str, row_id: str) -> Campaign | None:

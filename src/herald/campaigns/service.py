@@ -11,7 +11,6 @@ from datetime import datetime, timedelta
 from functools import cached_property
 from typing import Any, NoReturn, TypeVar
 
-from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm.exc import StaleDataError
 
@@ -203,7 +202,11 @@ async def _latest(
         # publish queued ahead of us may replace in turn. Looked for again as long as the campaign
         # has a latest version at all (a bound against a loop, never reached by honest traffic).
         for _ in range(_REQUEUES):
-            if row is not None or not for_update or not await _has_latest(session, workspace_id, campaign_id):
+            if (
+                row is not None
+                or not for_update
+                or not await repository.has_latest(session, workspace_id, campaign_id)
+            ):
                 break
             row = await latest()
     if row is None:
@@ -212,15 +215,6 @@ async def _latest(
 
 
 _REQUEUES = 1000
-
-
-async def _has_latest(session: AsyncSession, workspace_id: str, campaign_id: str) -> bool:
-    found = await session.scalar(
-        select(Campaign.id)
-        .where(Campaign.workspace_id == workspace_id, Campaign.campaign_id == campaign_id, Campaign.is_latest)
-        .limit(1)
-    )
-    return found is not None
 
 
 async def no_latest(session: AsyncSession, workspace_id: str, campaign_id: str) -> NoReturn:
