@@ -167,15 +167,16 @@ def normalise_value(value: Any, path: Path) -> tuple[Any, list[Problem]]:
     return stored, [problem] if problem else []
 
 
+def is_printable_name(name: str) -> bool:
+    """Not blank and without control characters: what attribute names and event action names share
+    (their lengths are bounded by each)."""
+    return not name.isspace() and not _CONTROL.search(name)
+
+
 @lru_cache(maxsize=4096)  # the same few names come back on every line of an import
 def _plain_name(name: str) -> bool:
     """True for a name that passes every rule of `check_name` (checked without building problems)."""
-    return (
-        0 < len(name) <= MAX_NAME_LENGTH
-        and not name.isspace()
-        and not _CONTROL.search(name)
-        and name not in RESERVED_NAMES
-    )
+    return 0 < len(name) <= MAX_NAME_LENGTH and is_printable_name(name) and name not in RESERVED_NAMES
 
 
 def _plain_value(value: Any) -> bool:

@@ -7,13 +7,12 @@ those fields are typed loosely here and documented with `WithJsonSchema`.
 
 from __future__ import annotations
 
-import re
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field, Strict, WithJsonSchema
 from pydantic_core import PydanticCustomError
 
-from herald.audience.attributes import MAX_ATTRIBUTES, MAX_NAME_LENGTH, RESERVED_NAMES
+from herald.audience.attributes import MAX_ATTRIBUTES, MAX_NAME_LENGTH, RESERVED_NAMES, is_printable_name
 from herald.json_numbers import IntegralFloat
 from herald.schemas import APIModel, ResponseModel
 
@@ -22,18 +21,18 @@ MAX_ACTIONS = 1000  # per event object
 
 CustomerId = Annotated[str, Strict(), Field(min_length=1, max_length=200)]
 Flag = Annotated[bool, Strict()]
+# `attributes.is_printable_name` as the OpenAPI document's pattern.
 _ACTION_NAME = r"^[^\x00-\x1f\x7f]*[^\s\x00-\x1f\x7f][^\x00-\x1f\x7f]*$"
 
 
 def _check_action_name(value: str) -> str:
-    if not re.match(_ACTION_NAME, value):
+    if not is_printable_name(value):
         raise PydanticCustomError("INVALID_TYPE", "Names must not be blank nor contain control characters.")
     return value
 
 
 # Not blank and without control characters, as attribute names: campaigns' triggers and business
-# events name actions as written, and a name no campaign can name is a mistake to report. (The
-# pattern is the OpenAPI document's; the validator says it in words.)
+# events name actions as written, and a name no campaign can name is a mistake to report.
 ActionName = Annotated[
     str,
     Strict(),
