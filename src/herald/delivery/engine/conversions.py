@@ -232,37 +232,36 @@ async def attribute(
     for window in windows:
         if goals.get(window.campaign_id) is not None:
             runs[(window.execution_id, window.customer_id)].append(window)
-    # (execution, user, goal index) -> the goal's events in one of the user's windows, earliest first.
-    candidates: dict[tuple[str, str, int], list[StoredEvent]] = {}
+    # (execution, user, goal index) -> the goal's events, each with the window it counts for,
+    # earliest first.
+    candidates: dict[tuple[str, str, int], list[tuple[StoredEvent, _Window]]] = {}
     for (execution_id, customer_id), its_windows in runs.items():
         details = goals[its_windows[0].campaign_id]
         assert details is not None
+        counted = [
+            (event, holder)
+            for event in by_user[customer_id]
+            if (holder := _latest_holding(its_windows, event)) is not None
+        ]
         for index, goal in enumerate(details.goals or []):
-            inside = [
-                event
-                for event in by_user[customer_id]
-                if event.action == goal.goal_event_name and _latest_holding(its_windows, event) is not None
-            ]
+            inside = [(event, holder) for event, holder in counted if event.action == goal.goal_event_name]
             if inside:
                 candidates[(execution_id, customer_id, index)] = inside
     if not candidates:
         return 0
     ids: dict[tuple[str, int], set[str]] = defaultdict(set)
-    for (execution_id, customer_id, index), inside in candidates.items():
-        ids[(runs[(execution_id, customer_id)][0].campaign_id, index)].update(event.id for event in inside)
+    for (_, _, index), inside in candidates.items():
+        ids[(inside[0][1].campaign_id, index)].update(event.id for event, _ in inside)
     matching = await _matching(connection, workspace_id, goals, ids, now)
-    converted = await _converted(connection, workspace_id, candidates) if seen_before else set()
+    converted = await _converted(connection, workspace_id, list(candidates)) if seen_before else set()
     rows_to_write: list[dict[str, Any]] = []
     for (execution_id, customer_id, index), inside in candidates.items():
-        its_windows = runs[(execution_id, customer_id)]
-        campaign_id = its_windows[0].campaign_id
+        campaign_id = inside[0][1].campaign_id
         goal = (goals[campaign_id].goals or [])[index]  # type: ignore[union-attr]
         wanted_ids = matching[(campaign_id, index)]
         firsts: dict[_Window, StoredEvent] = {}
-        for event in inside:
+        for event, holder in inside:
             if event.id in wanted_ids and (execution_id, index, event.id) not in converted:
-                holder = _latest_holding(its_windows, event)
-                assert holder is not None
                 firsts.setdefault(holder, event)
         rows_to_write += [
             {
@@ -296,9 +295,9 @@ def _latest_holding(windows: Sequence[_Window], event: StoredEvent) -> _Window |
 
 
 async def _converted(
-    connection: AsyncConnection, workspace_id: str, candidates: dict[tuple[str, str, int], list[StoredEvent]]
+    connection: AsyncConnection, workspace_id: str, candidates: Sequence[tuple[str, str, int]]
 ) -> set[tuple[str, int, str]]:
-    """(execution, goal, event) of the candidate events that converted a goal already."""
+    """(execution, goal, event) of the conversions of the candidates' (execution, user) pairs."""
     executions = sorted({execution_id for execution_id, _, _ in candidates})
     customers = sorted({customer_id for _, customer_id, _ in candidates})
     found: set[tuple[str, int, str]] = set()
