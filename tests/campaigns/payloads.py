@@ -17,7 +17,8 @@ from herald.problems import Problem
 
 ALL_FEATURES = frozenset({"campaign_audience_limit", "queuing", "portfolio", "versioning", "campaign_meta"})
 NO_FEATURES: frozenset[str] = frozenset()
-CONNECTORS = frozenset({"transactional-smtp", "marketing-api"})
+# The workspace's e-mail connectors, name -> type.
+CONNECTORS = {"transactional-smtp": "CUSTOM_SMTP", "marketing-api": "CUSTOM_API", "newsletters": "SENDGRID"}
 
 _SEGMENT = {
     "included_filters": {

@@ -301,6 +301,54 @@ class TestReplayAfterAReadFirst:
             headers = tenant.headers(campaigns=True, idempotency_key=str(uuid.uuid4()))
 
 
+BETWEEN_ON_A_STRING = {
+    "included_filters": {
+        "filter_operator": "and",
+        "filters": [
+            {
+                "filter_type": "user_attributes",
+                "project_name": "app",
+                "data_type": "string",
+                "name": "a",
+                "operator": "between",
+                "value": 1,
+            }
+        ],
+    }
+}
+
+
+class TestEveryViolationInOneAnswer:
+    """A body that fails to parse still has the rules of its sound components checked: the client
+    learns every violation at once (contract §3), not the rules' only once the types are fixed."""
+
+    async def test_create(self, client: httpx.AsyncClient, workspace: Tenant) -> None:
+        body = {**MINIMAL_PUSH, "created_by": "nope", "segmentation_details": BETWEEN_ON_A_STRING}
+        response = await _create(client, workspace, body)
+        assert response.status_code == 400
+        assert sorted((d["code"], d["target"]) for d in response.json()["error"]["details"]) == [
+            ("INVALID_ENUM_VALUE", "segmentation_details.included_filters.filters.0.operator"),
+            ("INVALID_TYPE", "created_by"),
+        ]
+
+    async def test_patch(self, client: httpx.AsyncClient, workspace: Tenant) -> None:
+        campaign_id = await _created_id(client, workspace, MINIMAL_PUSH)
+        body = {
+            "updated_by": 7,
+            "segmentation_details": BETWEEN_ON_A_STRING,
+            "utm_params": {"utm_source": "s", "utm_medium": "m", "foo": "x"},
+        }
+        response = await client.patch(
+            f"{BASE}/{campaign_id}", json=body, headers=workspace.write_headers(campaigns=True)
+        )
+        assert response.status_code == 400
+        assert sorted((d["code"], d["target"]) for d in response.json()["error"]["details"]) == [
+            ("INVALID_ENUM_VALUE", "segmentation_details.included_filters.filters.0.operator"),
+            ("INVALID_TYPE", "updated_by"),
+            ("UNKNOWN_FIELD", "utm_params.foo"),
+        ]
+
+
 class TestLimits:
     async def test_request_limit_is_5_per_second(self, app: FastAPI, client: httpx.AsyncClient) -> None:
         tenant = await make_tenant(app)
@@ -326,6 +374,23 @@ class TestLimits:
         assert (await _create(client, tenant, MINIMAL_PUSH)).status_code == 429
         clock.advance(seconds=1)
         assert (await _create(client, tenant, MINIMAL_PUSH)).status_code == 201
+
+    async def test_a_success_describes_the_window_nearest_exhaustion(
+        self, app: FastAPI, client: httpx.AsyncClient, clock: FrozenClock
+    ) -> None:
+        # One create a second: the per-second request window always has 4 left, the minute's
+        # successes one fewer each time. The headers follow the successes.
+        tenant = await make_tenant(app)
+        start = int(clock.now().timestamp())
+        seen = []
+        for _ in range(5):
+            created = await _create(client, tenant, MINIMAL_PUSH)
+            assert created.status_code == 201
+            seen.append((created.headers["X-RateLimit-Limit"], created.headers["X-RateLimit-Remaining"]))
+            clock.advance(seconds=1)
+        assert seen == [("5", "4"), ("5", "3"), ("5", "2"), ("5", "1"), ("5", "0")]
+        # The last success's minute frees its first slot 60 s after the first success.
+        assert int(created.headers["X-RateLimit-Reset"]) == start + 60
 
     async def test_replays_and_refused_requests_take_no_success_slot(
         self, app: FastAPI, client: httpx.AsyncClient, clock: FrozenClock
@@ -487,7 +552,14 @@ class TestUpdate:
             headers=workspace.write_headers(campaigns=True),
         )
         assert response.status_code == 400
-        assert response.json()["error"]["details"][0]["target"] == "channel"
+        # One violation, one detail.
+        assert response.json()["error"]["details"] == [
+            {
+                "code": "INVALID_ENUM_VALUE",
+                "target": "channel",
+                "message": "The channel of a campaign cannot change from PUSH.",
+            }
+        ]
 
     async def test_if_match_mismatch_is_412(self, client: httpx.AsyncClient, workspace: Tenant) -> None:
         campaign_id = await _created_id(client, workspace, MINIMAL_PUSH)
@@ -696,9 +768,15 @@ class TestValidate:
         self, client: httpx.AsyncClient, workspace: Tenant
     ) -> None:
         campaign_id = await _created_id(client, workspace, MINIMAL_PUSH)
-        response = await client.post(
-            f"{BASE}/{campaign_id}/validate",
-            json={"status": "PUBLISH"},
-            headers=workspace.headers(campaigns=True),
-        )
-        assert response.status_code == 400
+        for body, expected in (
+            ({"status": "PUBLISH"}, [("UNKNOWN_FIELD", "status")]),
+            ({"request_id": 7, "x": 1}, [("INVALID_TYPE", "request_id"), ("UNKNOWN_FIELD", "x")]),
+            ([], [("INVALID_TYPE", "")]),
+        ):
+            response = await client.post(
+                f"{BASE}/{campaign_id}/validate", json=body, headers=workspace.headers(campaigns=True)
+            )
+            assert response.status_code == 400
+            error = response.json()["error"]
+            assert error["code"] == "VALIDATION_FAILED", body
+            assert sorted((d["code"], d["target"]) for d in error["details"]) == expected, body

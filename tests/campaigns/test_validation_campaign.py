@@ -270,7 +270,18 @@ MINIMAL_EMAIL = {**MINIMAL_PUSH, "channel": "EMAIL"}
             {"connector.connector_type": "PIGEON"},
             stage=C,
         ),
-        passes("connector-named-provider", EMAIL_EVENT_TRIGGERED, {"connector.connector_type": "SENDGRID"}),
+        passes(
+            "connector-named-provider",
+            EMAIL_EVENT_TRIGGERED,
+            {"connector.connector_type": "SENDGRID", "connector.connector_name": "newsletters"},
+        ),
+        # The connector named is of another type than the one asked for (C8 refuses it too)
+        fails(
+            "connector-of-another-type",
+            EMAIL_EVENT_TRIGGERED,
+            ("INVALID_ENUM_VALUE", "connector.connector_type"),
+            {"connector.connector_type": "SENDGRID"},
+        ),
         # Push needs platforms to publish
         fails(
             "push-without-basic-details",

@@ -6,6 +6,7 @@ import httpx
 from fastapi import FastAPI
 
 from herald.delivery.config import ConnectorInput
+from tests.campaigns import lifecycle_helpers as h
 from tests.delivery.builders import CAMPAIGNS, EMAIL_CONTENT, create_campaign
 from tests.factories import Tenant, add_connector
 
@@ -69,3 +70,25 @@ async def test_configured_connector_is_valid(
     )
     campaign_id = await create_campaign(client, workspace, DRAFT)
     assert await _validate(client, workspace, campaign_id) == {"valid": True, "errors": []}
+
+
+async def test_a_connector_of_another_type_is_invalid_and_cannot_be_published(
+    app: FastAPI, client: httpx.AsyncClient, workspace: Tenant
+) -> None:
+    # The draft asks for SMTP; the workspace's e-mail connector of that name is a webhook. The test
+    # send (C8) refuses it, and so do validate and publish: the engine would not send through it.
+    webhook = ConnectorInput("receipts-smtp", "CUSTOM_API", url="https://mail-api.example.com/in")
+    await add_connector(app, workspace, webhook)
+    campaign_id = await create_campaign(client, workspace, DRAFT)
+    problem = {
+        "field": "connector.connector_type",
+        "issue": "Connector 'receipts-smtp' is of type CUSTOM_API, not CUSTOM_SMTP.",
+        "code": "INVALID_ENUM_VALUE",
+    }
+    assert await _validate(client, workspace, campaign_id) == {"valid": False, "errors": [problem]}
+    refused = await h.v1_patch(client, workspace, campaign_id)
+    assert refused.status_code == 422, refused.text
+    assert [(d["code"], d["target"]) for d in refused.json()["error"]["details"]] == [
+        ("INVALID_ENUM_VALUE", "connector.connector_type")
+    ]
+    assert (await h.get(client, workspace, campaign_id))["status"] == "DRAFT"

@@ -259,6 +259,16 @@ CASES: list[tuple[str, Callable[[Body], None], tuple[str, str]]] = [
         ("REQUIRED_FIELD_MISSING", "capping_rules.overall.limit_value"),
     ),
     (
+        "enabled cap at 0",
+        setting("capping_rules", {"user_level": {"enabled": True, "limit_value": 0}}),
+        ("OUT_OF_RANGE", "capping_rules.user_level.limit_value"),
+    ),
+    (
+        "cap at -1",
+        setting("capping_rules", {"overall": {"enabled": False, "limit_value": -1}}),
+        ("OUT_OF_RANGE", "capping_rules.overall.limit_value"),
+    ),
+    (
         "cap schedule unknown",
         setting(
             "capping_rules", {"user_level": {"enabled": True, "limit_value": 1, "limit_schedule": "HOURLY"}}
@@ -348,6 +358,12 @@ class TestCreateRules:
     def test_control_group_may_be_zero_when_disabled(self) -> None:
         body = offer_body(NOW)
         body["variation_meta"]["control_group"] = {"is_enabled": False, "percentage": 0}
+        assert problems_of(body) == set()
+
+    def test_caps_may_be_zero_when_disabled(self) -> None:
+        body = offer_body(NOW)
+        zero = {"enabled": False, "limit_value": 0}
+        body["capping_rules"] = {"overall": zero, "user_level": zero}
         assert problems_of(body) == set()
 
     def test_filters_empty_means_all_users(self) -> None:

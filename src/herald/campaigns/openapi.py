@@ -61,7 +61,7 @@ VALIDATE_BODY: dict[str, Any] = {
             "application/json": {
                 "schema": {
                     "type": "object",
-                    "properties": {"request_id": {"type": "string"}},
+                    "properties": {"request_id": {"type": "string", "minLength": 1, "maxLength": 128}},
                     "additionalProperties": False,
                 }
             }

@@ -7,13 +7,14 @@ from typing import Annotated, Any
 
 import orjson
 from fastapi import APIRouter, Header
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, Strict
 from starlette.requests import Request
 from starlette.responses import Response
 
 from herald.campaigns import service
 from herald.campaigns.openapi import CREATE_BODY, UPDATE_BODY, VALIDATE_BODY, success
 from herald.campaigns.schemas import responses
+from herald.campaigns.search import parse_body
 from herald.campaigns.views import campaign_view, etag, etag_of
 from herald.db import INTEGER_MAX
 from herald.errors import BadRequest
@@ -33,6 +34,7 @@ from herald.http.operation import (
 )
 from herald.http.query_model import query_model
 from herald.http.responses import json_response, response_id
+from herald.schemas import APIModel
 from herald.workspaces.models import enabled_features
 from herald.workspaces.scopes import Scope
 
@@ -62,6 +64,12 @@ UPDATE = Operation(
 # removed between them is as if it had changed just before or after the check. So they run
 # without a transaction around them (on PostgreSQL no BEGIN and COMMIT: two round trips fewer).
 VALIDATE = Operation("C4", Scope.CAMPAIGNS_VIEW, "campaign_ops", campaigns=True, request_transaction=False)
+
+
+class ValidateBody(APIModel):
+    """C4's optional body: nothing but the client's request id."""
+
+    request_id: Annotated[str, Strict(), Field(min_length=1, max_length=128)] | None = None
 
 
 class GetQuery(BaseModel):
@@ -231,9 +239,8 @@ async def validate_campaign(
 ) -> Response:
     raw = request.state.body
     if raw and raw.strip():
-        body = json_body(request)
-        if not isinstance(body, dict) or set(body) - {"request_id"}:
-            raise BadRequest("The validate body may only carry request_id.")
+        # Read only for its problems: an unknown field is UNKNOWN_FIELD, as on every other body.
+        parse_body(ValidateBody, json_body(request))
     async with services_of(request).database.single_statement_reader() as session:
         problems = await service.validate_stored(session, workspace_of(caller), campaign_id)
     errors = [

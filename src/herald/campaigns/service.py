@@ -19,13 +19,14 @@ from herald.campaigns.editability import not_editable
 from herald.campaigns.lifecycle import schedule_instants
 from herald.campaigns.models import Campaign, StoredCampaign
 from herald.campaigns.schemas.campaign import CampaignDocument, CampaignUpdate, sent_components
-from herald.campaigns.schemas.common import CampaignStatus, Channel, DeliveryType
+from herald.campaigns.schemas.common import CREATABLE_CHANNELS, CampaignStatus, Channel, DeliveryType
 from herald.campaigns.validation import (
     Stage,
     UpdateModels,
     load_document,
     parse_create,
     parse_update,
+    sound_part,
     validate_campaign,
 )
 from herald.delivery import connectors as delivery_connectors
@@ -81,7 +82,7 @@ async def create_campaign(
     on PostgreSQL, in a short transaction on the driver on SQLite."""
     body, problems = parse_create(raw)
     if body is None:
-        raise ValidationFailed(problems)
+        raise ValidationFailed([*problems, *_create_rules_beyond(workspace, raw, problems)])
     document = CampaignDocument.from_create(body)
     problems = validate_campaign(document, Stage.DRAFT_CREATE, workspace.features, sent_components(body))
     if problems:
@@ -289,7 +290,7 @@ def check_update(
         raw, stored_channel=channel, stored_delivery_type=delivery_type, models=models
     )
     if body is None:
-        raise ValidationFailed(problems)
+        raise ValidationFailed([*problems, *_patch_rules_beyond(workspace, stored, raw, problems)])
     sent = sent_components(body)
     sent_json = {name: _component_json(body, name) for name in sent}
 
@@ -305,6 +306,56 @@ def check_update(
     if problems:
         raise ValidationFailed(problems)
     return CheckedUpdate(body=body, merged=merged, stored_components=stored.components)
+
+
+def _rules_beyond(
+    workspace: Workspace,
+    base: CampaignDocument,
+    part: CampaignUpdate | None,
+    stage: Stage,
+    problems: list[Problem],
+    previous: CampaignDocument | None,
+) -> list[Problem]:
+    """The rules' problems of the components that parsed (`parse.sound_part`) in a body that did
+    not, merged over `base`, each not already among `problems`."""
+    if part is None:
+        return []
+    found = validate_campaign(
+        base.merged(part), stage, workspace.features, sent_components(part), previous=previous
+    )
+    known = {(problem.code, problem.target) for problem in problems}
+    return [problem for problem in found if (problem.code, problem.target) not in known]
+
+
+def _create_rules_beyond(workspace: Workspace, raw: object, problems: list[Problem]) -> list[Problem]:
+    """C1: the rules of a failed create's sound components, each read alone as at create, when its
+    channel and delivery type were read."""
+    spoiled = {problem.target.split(".", 1)[0] for problem in problems}
+    if not isinstance(raw, dict) or spoiled & {"", "channel", "campaign_delivery_type"}:
+        return []
+    try:
+        channel = Channel(str(raw.get("channel")))
+        delivery_type = DeliveryType(str(raw.get("campaign_delivery_type")))
+    except ValueError:
+        return []
+    if channel not in CREATABLE_CHANNELS:
+        return []
+    part = sound_part(raw, problems, channel)
+    base = CampaignDocument(channel, delivery_type)
+    return _rules_beyond(workspace, base, part, Stage.DRAFT_CREATE, problems, previous=None)
+
+
+def _patch_rules_beyond(
+    workspace: Workspace, stored: StoredCampaign, raw: object, problems: list[Problem]
+) -> list[Problem]:
+    """C3: the rules of a failed patch's components when its problems lie outside them (e.g. in
+    `updated_by`), the components merged over the stored campaign as a patch is checked."""
+    channel, delivery_type = Channel(stored.channel), DeliveryType(stored.delivery_type)
+    part = sound_part(raw, problems, channel, components_only=True)
+    current, _ = load_document(channel, delivery_type, stored.components) if part else (None, [])
+    if current is None:
+        return []
+    return _rules_beyond(workspace, current, part, Stage.DRAFT_PATCH, problems, previous=current)
 
 
 def prepare_update(
@@ -426,7 +477,7 @@ async def publish_problems(
         document,
         Stage.DRAFT_PUBLISH,
         workspace.features,
-        configured_connectors=connectors.get(Channel.EMAIL, frozenset()),
-        push_connectors=connectors.get(Channel.PUSH, frozenset()),
+        configured_connectors=connectors.get(Channel.EMAIL, {}),
+        push_connectors=frozenset(connectors.get(Channel.PUSH, ())),
         check_template=check_template,
     )

@@ -106,15 +106,17 @@ async def remove_connector(session: AsyncSession, workspace_id: str, name: str) 
     await session.flush()
 
 
-async def configured_names(session: AsyncSession, workspace_id: str) -> dict[str, frozenset[str]]:
-    """Names of the workspace's connectors by channel (a `Channel` value; a channel without
-    connectors is absent): what a campaign's `connector` may name. One Core statement for every
-    channel (a publish check asks about two)."""
-    query = select(Connector.channel, Connector.name).where(Connector.workspace_id == workspace_id)
-    found: dict[str, set[str]] = {}
-    for channel, name in await (await session.connection()).execute(query):
-        found.setdefault(channel, set()).add(name)
-    return {channel: frozenset(names) for channel, names in found.items()}
+async def configured_names(session: AsyncSession, workspace_id: str) -> dict[str, dict[str, str]]:
+    """The workspace's connectors by channel (a `Channel` value; a channel without connectors is
+    absent), each channel's as name → type: what a campaign's `connector` may name. One Core
+    statement for every channel (a publish check asks about two)."""
+    query = select(Connector.channel, Connector.name, Connector.type).where(
+        Connector.workspace_id == workspace_id
+    )
+    found: dict[str, dict[str, str]] = {}
+    for channel, name, type_ in await (await session.connection()).execute(query):
+        found.setdefault(channel, {})[name] = type_
+    return found
 
 
 def connector_view(row: Connector) -> dict[str, Any]:

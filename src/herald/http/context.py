@@ -36,6 +36,9 @@ class UnitOfWork:
     # the commit writes none.
     recorded: bool = False
     rate_limit: Decision | None = None
+    # The success quota's slot this request holds (a create that counts only if it succeeds): a
+    # success's X-RateLimit headers describe that window when it is nearer exhaustion.
+    quota: Decision | None = None
     # Success-quota decisions the guard took with the rate limit (`Operation.success_quota`), by
     # bucket, for the route's `reserve_quota`.
     held_quota: dict[str, Decision] = field(default_factory=dict)

@@ -233,7 +233,10 @@ class HeraldMiddleware:
         status: int = start["status"]
         added = [(self.request_id_header, request_id.encode())]
         if uow.rate_limit is not None and (200 <= status < 300 or status == 429):
-            added += headers_for(uow.rate_limit)
+            described = uow.rate_limit
+            if 200 <= status < 300 and uow.quota is not None and uow.quota.remaining < described.remaining:
+                described = uow.quota  # the window nearest exhaustion is the success quota's
+            added += headers_for(described)
         # Ours replace any of the same names the answer carried (a list built once, not a
         # header-by-header rewrite of it).
         ours = {name for name, _ in added}

@@ -183,6 +183,7 @@ async def check_access(request: Request, operation: Operation) -> Caller:
         raise
     uow.held_quota[operation.success_quota] = held.decision
     if held.decision.allowed:
+        uow.quota = held.decision
         uow.on_failure.append(held.give_back)
     return caller
 
@@ -540,6 +541,7 @@ async def reserve_quota(request: Request, caller: Caller, bucket: str, operation
         return
     services = services_of(request)
     decision, key, windows = await _take_slot(request, caller, bucket, operation)
+    unit_of_work(request).quota = decision
     token = decision.token
     assert token is not None  # every admitted entry has one
 

@@ -135,7 +135,13 @@ class CapSchedule(StrEnum):
 
 class Cap(APIModel):
     enabled: Flag
-    limit_value: Annotated[int, Strict(), Field(ge=1), IntegralFloat] | None = None
+    # At least 1 when the cap is enabled (`rules.check_capping`); a disabled cap may keep a 0.
+    limit_value: (
+        Annotated[
+            int, Strict(), Field(ge=0, description="At least 1 when the cap is enabled."), IntegralFloat
+        ]
+        | None
+    ) = None
     limit_schedule: CapSchedule | None = None
 
 

@@ -9,7 +9,7 @@ One entry point serves create, update, validate and publish; the stage says how 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from herald.campaigns.schemas.campaign import COMPONENT_NAMES, CampaignDocument
 from herald.campaigns.validation import (
@@ -25,7 +25,13 @@ from herald.campaigns.validation import (
     trigger,
 )
 from herald.campaigns.validation.context import Context, Stage, TemplateCheck
-from herald.campaigns.validation.parse import UpdateModels, load_document, parse_create, parse_update
+from herald.campaigns.validation.parse import (
+    UpdateModels,
+    load_document,
+    parse_create,
+    parse_update,
+    sound_part,
+)
 from herald.campaigns.validation.templates import balanced_delimiters
 from herald.problems import Problem
 
@@ -37,6 +43,7 @@ __all__ = [
     "load_document",
     "parse_create",
     "parse_update",
+    "sound_part",
     "validate_campaign",
 ]
 
@@ -71,7 +78,7 @@ def validate_campaign(
     features: frozenset[str],
     sent: frozenset[str] | None = None,
     *,
-    configured_connectors: frozenset[str] | None = None,
+    configured_connectors: Mapping[str, str] | None = None,
     push_connectors: frozenset[str] | None = None,
     check_template: TemplateCheck | None = None,
     previous: CampaignDocument | None = None,
@@ -80,7 +87,7 @@ def validate_campaign(
 
     - `features`: the workspace's feature flags that are on.
     - `sent`: the component names the request carried (create and patch); None means all present.
-    - `configured_connectors`: names of the workspace's configured connectors; None skips that check.
+    - `configured_connectors`: the workspace's e-mail connectors, name → type; None skips that check.
     - `push_connectors`: names of the workspace's push connectors; None skips that check.
     - `check_template`: personalization parser (message or None); defaults to `balanced_delimiters`.
     - `previous`: the stored campaign on DRAFT_PATCH, to detect a change of Push template type.

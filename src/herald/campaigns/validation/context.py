@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -28,7 +28,8 @@ class Context:
     stage: Stage
     features: frozenset[str]
     check_template: TemplateCheck
-    configured_connectors: frozenset[str] | None = None
+    # The workspace's e-mail connectors, name → type; None skips the check (publish sets it).
+    configured_connectors: Mapping[str, str] | None = None
     # Names of the workspace's push connectors; None skips the check (publish sets it).
     push_connectors: frozenset[str] | None = None
     previous: CampaignDocument | None = None

@@ -6,12 +6,13 @@ channel defines it: `advanced` on an EMAIL body is an unknown field at `advanced
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TypeVar
 
 from pydantic import BaseModel, ValidationError
 
 from herald.campaigns.schemas.campaign import (
+    COMPONENT_NAMES,
     AnyChannelCreate,
     AnyChannelUpdate,
     CampaignCreate,
@@ -109,6 +110,10 @@ def parse_update(
             problems.append(required("channel", "'channel' is required to read the campaign's components."))
         _, others = _validate(AnyChannelUpdate, raw)
         return None, [*problems, *others]
+    if raw.get("channel", channel) != channel:
+        # The channel sent was refused above: read the rest as the stored channel's, without
+        # reporting the same channel a second time as that model's mismatch.
+        raw = {key: value for key, value in raw.items() if key != "channel"}
     body, errors = _validate(model, raw)
     problems += errors
     if (
@@ -135,3 +140,24 @@ def load_document(
     if body is None:
         return None, problems
     return CampaignDocument(channel=channel, delivery_type=delivery_type).merged(body), []
+
+
+def sound_part(
+    raw: object, problems: Sequence[Problem], channel: Channel, *, components_only: bool = False
+) -> CampaignUpdate | None:
+    """The components of a body that failed to parse which hold none of its `problems`, read as an
+    update of `channel` (None when none does, or they do not read alone either): their own rules
+    can still be checked, so that a client learns every violation in one answer (contract §3: all
+    violations are collected in one response), not the rules' only after fixing the types.
+    `components_only`: nothing is salvaged unless every problem lies outside the components (a
+    patch's components are checked against each other, and a broken one would be read as stored)."""
+    if not isinstance(raw, dict):
+        return None
+    spoiled = {problem.target.split(".", 1)[0] for problem in problems}
+    if "" in spoiled or (components_only and spoiled & set(COMPONENT_NAMES)):
+        return None
+    part = {key: value for key, value in raw.items() if key in COMPONENT_NAMES and key not in spoiled}
+    if not part:
+        return None
+    body, errors = _validate(_UPDATE[channel.value], part)
+    return body if not errors else None

@@ -134,8 +134,13 @@ def _check_connector(ctx: Context) -> list[Problem]:
         return [required("connector", "Email campaigns need a connector to send through.")]
     known = ctx.configured_connectors
     name = connector.connector_name
-    if known is None or name in known:
+    if known is None:
         return []
+    if name in known:
+        if known[name] == connector.connector_type.value:
+            return []
+        message = f"Connector '{name}' is of type {known[name]}, not {connector.connector_type.value}."
+        return [invalid_value("connector.connector_type", message)]
     if name in (ctx.push_connectors or ()):
         message = f"Connector '{name}' carries push messages, not e-mail."
     else:

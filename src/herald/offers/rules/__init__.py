@@ -133,15 +133,21 @@ def check_tags(tags: Sequence[str], existing: frozenset[str]) -> list[Problem]:
 
 
 def check_capping(rules: CappingRules) -> list[Problem]:
-    return [
-        Problem(
-            "REQUIRED_FIELD_MISSING",
-            join_path("capping_rules", name, "limit_value"),
-            "An enabled cap needs limit_value (at least 1).",
-        )
-        for name, cap in (("overall", rules.overall), ("user_level", rules.user_level))
-        if cap is not None and cap.enabled and cap.limit_value is None
-    ]
+    """An enabled cap needs a limit_value of at least 1 (a disabled one may hold any count)."""
+    problems = []
+    for name, cap in (("overall", rules.overall), ("user_level", rules.user_level)):
+        if cap is None or not cap.enabled:
+            continue
+        target = join_path("capping_rules", name, "limit_value")
+        if cap.limit_value is None:
+            problems.append(
+                Problem("REQUIRED_FIELD_MISSING", target, "An enabled cap needs limit_value (at least 1).")
+            )
+        elif cap.limit_value < 1:
+            problems.append(
+                Problem("OUT_OF_RANGE", target, "An enabled cap's limit_value must be at least 1.")
+            )
+    return problems
 
 
 def check_conversion(conversion: Conversion) -> list[Problem]:
