@@ -345,6 +345,38 @@ class TestQuietHours:
         [run] = (await stats(client, workspace, campaign_id))["executions"]
         assert (run["sent"], run["pending"], run["suppressed"]["dnd"]) == (0, 0, 2)
 
+    @pytest.mark.parametrize(("expiry", "dropped"), [("2026-03-03T15:00:00", 2), ("2026-03-03T18:00:00", 0)])
+    async def test_an_expiry_without_zone_is_read_in_the_campaign_timezone(
+        self,
+        app: FastAPI,
+        client: httpx.AsyncClient,
+        settings: Settings,
+        workspace: Tenant,
+        webhook: HttpReceiver,
+        clock: FrozenClock,
+        expiry: str,
+        dropped: int,
+    ) -> None:
+        # 15:00 in Tokyo is 06:00Z, before the window's end (08:00 UTC, the workspace default):
+        # the users are dropped. 18:00 in Tokyo is 09:00Z: they wait for 08:00. Each tick goes on to
+        # the workspace's other campaign (a zoneless expiry once failed the whole tick).
+        await push_connector(app, workspace, webhook)
+        await push_users(app, workspace, 2)
+        await herald(settings, "workspaces", "set", "-w", workspace.workspace_id, "dnd", "22:00-08:00")
+        clock.set(datetime(2026, 3, 2, 23, 0, tzinfo=UTC))
+        expiring = copy.deepcopy(PUSH)
+        expiring["scheduling_details"] |= {"expiry_time": expiry, "timezone": "Asia/Tokyo"}
+        campaign_id = await publish(client, workspace, expiring)
+        other = await publish(client, workspace, with_controls(PUSH, bypass_dnd=True))
+        await tick(app, workspace)
+        assert len(webhook.received) == 2
+        assert await status(client, workspace, other) == "SENT"
+        [run] = (await stats(client, workspace, campaign_id))["executions"]
+        assert (run["pending"], run["suppressed"]["dnd"]) == (2 - dropped, dropped)
+        clock.set(datetime(2026, 3, 3, 8, 0, tzinfo=UTC))
+        await tick(app, workspace)
+        assert len(webhook.received) == 4 - dropped
+
 
 class TestMinimumDelay:
     async def test_a_user_sent_this_campaign_recently_waits_out_the_delay(

@@ -12,8 +12,9 @@ from zoneinfo import ZoneInfo
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from herald.campaigns.schemas.scheduling import SendingFrequency
-from herald.delivery.engine.occurrences import Recurrence, following, latest, occurrences
+from herald.campaigns.schemas.common import resolve_datetime
+from herald.campaigns.schemas.scheduling import SchedulingDetails, SendingFrequency
+from herald.delivery.engine.occurrences import Recurrence, following, latest, occurrences, recurrence_of
 
 PARIS = ZoneInfo("Europe/Paris")
 NEW_YORK = ZoneInfo("America/New_York")
@@ -47,6 +48,27 @@ class TestExamples:
         rec = Recurrence(D, start.astimezone(UTC), PARIS, count=3)
         second = all_of(rec)[1]
         assert local(second, PARIS).replace(tzinfo=None) == datetime(2026, 3, 29, 3, 30)
+
+    def test_a_start_time_written_in_the_spring_gap_moves_its_first_run_only(self) -> None:
+        # 02:30 does not exist in Berlin on 28 March 2027: that run is at 03:30 (the offset before
+        # the change, as the stored start reads it), and the next ones at 02:30, as written.
+        details = SchedulingDetails.model_validate(
+            {
+                "delivery_type": "AT_FIXED_TIME",
+                "start_time": "2027-03-28T02:30:00",
+                "timezone": "Europe/Berlin",
+                "periodic_details": {"sending_frequency": "DAILY", "no_of_occurences": 3},
+            }
+        )
+        start = resolve_datetime("2027-03-28T02:30:00", "Europe/Berlin")
+        rec = recurrence_of(details, start, None)
+        assert rec is not None
+        berlin = ZoneInfo("Europe/Berlin")
+        assert [local(a, berlin).replace(tzinfo=None) for a in all_of(rec)] == [
+            datetime(2027, 3, 28, 3, 30),
+            datetime(2027, 3, 29, 2, 30),
+            datetime(2027, 3, 30, 2, 30),
+        ]
 
     def test_the_31st_runs_only_in_months_that_have_one(self) -> None:
         start = datetime(2026, 1, 31, 10, 0, tzinfo=UTC)
@@ -93,11 +115,15 @@ class TestExamples:
         assert (after.run, after.at) == (3, start + timedelta(days=2))
         assert following(rec, start + timedelta(days=2)) is None  # the count is reached
 
-    def test_an_occurrence_at_the_expiry_still_runs(self) -> None:
+    def test_an_occurrence_at_the_expiry_does_not_run(self) -> None:
+        # The expiry ends dispatch at that instant (nothing is handed to a connector from then on),
+        # so a run there would send nothing: there is none.
         start = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
         rec = Recurrence(D, start, ZoneInfo("UTC"), expiry=start + timedelta(days=2))
-        assert len(all_of(rec)) == 3
-        assert following(rec, start + timedelta(days=2)) is None
+        assert all_of(rec) == [start, start + timedelta(days=1)]
+        assert following(rec, start + timedelta(days=1)) is None
+        just_after = Recurrence(D, start, ZoneInfo("UTC"), expiry=start + timedelta(days=2, seconds=1))
+        assert len(all_of(just_after)) == 3
 
 
 starts = st.datetimes(
@@ -180,7 +206,7 @@ class TestProperties:
         expiry = rec.start + timedelta(days=expire)
         bounded = Recurrence(**{**rec.__dict__, "expiry": expiry})
         found = list(occurrences(bounded, FAR))
-        assert all(o.at <= expiry for o in found)
+        assert all(o.at < expiry for o in found)
         now = rec.start + timedelta(days=at, hours=5)
         before = [o for o in found if o.at <= now]
         assert latest(bounded, now) == (before[-1] if before else None)

@@ -447,6 +447,31 @@ class TestEventTriggered:
             [run] = (await stats(client, workspace, campaign_id))["executions"]
             assert run["suppressed"]["minimum_delay"] == dropped, campaign_id
 
+    async def test_the_workspace_minimum_delay_counts_event_triggered_messages_only(
+        self,
+        app: FastAPI,
+        client: httpx.AsyncClient,
+        settings: Settings,
+        workspace: Tenant,
+        webhook: HttpReceiver,
+        clock: FrozenClock,
+    ) -> None:
+        clock.set(datetime(2026, 3, 2, 10, 0, tzinfo=UTC))
+        await ready(app, workspace, webhook, "ana")
+        await herald(settings, "workspaces", "set", "-w", workspace.workspace_id, "minimum-delay", "4")
+        one_time = await publish(client, workspace, PUSH)
+        await tick(app, workspace)
+        triggered = await publish(client, workspace, EVENT)
+        clock.advance(hours=1)  # 11:00: a one-time message an hour ago, no event-triggered one
+        await send_event(client, workspace, "ana", "added_to_cart")
+        await tick(app, workspace)
+        clock.advance(hours=1)  # 12:00: the event-triggered message an hour ago
+        await send_event(client, workspace, "ana", "added_to_cart")
+        await tick(app, workspace)
+        assert [r.json()["campaign_id"] for r in webhook.received] == [one_time, triggered]
+        [run] = (await stats(client, workspace, triggered))["executions"]
+        assert run["suppressed"]["minimum_delay"] == 1
+
     async def test_events_while_paused_do_not_fire_after_resume(
         self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant, webhook: HttpReceiver
     ) -> None:

@@ -137,7 +137,9 @@ def due_steps(timing: Timing, now: datetime) -> list[CampaignStatus]:
     return steps
 
 
-def _instant(value: object, timezone: object) -> datetime | None:
+def instant(value: object, timezone: object) -> datetime | None:
+    """The instant a stored date-time of `scheduling_details` names, read in its `timezone` when it
+    has no zone (contract §3); None when absent or unreadable."""
     if not isinstance(value, str):
         return None
     try:
@@ -153,7 +155,7 @@ def schedule_instants(components: Mapping[str, Any]) -> tuple[datetime | None, d
     if not isinstance(details, Mapping):
         return None, None
     timezone = details.get("timezone")
-    return _instant(details.get("start_time"), timezone), _instant(details.get("expiry_time"), timezone)
+    return instant(details.get("start_time"), timezone), instant(details.get("expiry_time"), timezone)
 
 
 def scheduling_type(components: Mapping[str, Any]) -> str | None:

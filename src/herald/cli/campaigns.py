@@ -238,8 +238,14 @@ def worker(
         database = create_database(settings)
         try:
             if once:
+                from herald.ops import metrics
+
+                failed_before = metrics.step_failures()
                 applied = await campaigns_worker.run_tick(database, now_from.now(), clock=now_from)
                 typer.echo(f"applied {applied} transitions")
+                if metrics.step_failures() > failed_before:
+                    typer.echo("error: part of the tick failed (see the log); the rest went on", err=True)
+                    raise typer.Exit(1)
                 return
             stop = asyncio.Event()
             loop = asyncio.get_running_loop()

@@ -64,6 +64,20 @@ POOL_SIZE = Gauge(
 )
 SENDS = Counter("herald_sends", "Messages whose outcome the outbox recorded, by status.", ["status"])
 TRANSITIONS = Counter("herald_worker_transitions", "Scheduled campaign transitions the worker applied.")
+STEP_FAILURES = Counter(
+    "herald_worker_step_failures",
+    "A workspace's or a campaign's part of a worker tick that failed (logged) while the others went on.",
+    ["scope"],
+)
+
+
+def step_failures() -> float:
+    """This process's failed tick steps so far (`herald worker --once` exits 1 when its tick adds any)."""
+    samples = (
+        REGISTRY.get_sample_value("herald_worker_step_failures_total", {"scope": scope})
+        for scope in ("workspace", "campaign")
+    )
+    return sum(value or 0.0 for value in samples)
 
 
 def is_multiprocess() -> bool:

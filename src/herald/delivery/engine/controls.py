@@ -27,6 +27,7 @@ from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from herald.audience.models import UserValues
+from herald.campaigns.lifecycle import instant
 from herald.campaigns.models import Campaign
 from herald.campaigns.schemas.audience_limit import AudienceLimitFrequency
 from herald.campaigns.schemas.common import DeliveryType
@@ -36,7 +37,6 @@ from herald.delivery.engine.models import Execution, ExecutionUser
 from herald.delivery.engine.resolve import LiveCampaign
 from herald.delivery.engine.throttle import ThrottleStore
 from herald.delivery.models import OutboxEntry
-from herald.timefmt import parse_iso_datetime
 from herald.workspaces.delivery_settings import DeliverySettings, settings_of
 from herald.workspaces.models import Workspace
 
@@ -164,7 +164,8 @@ async def _load(session: AsyncSession, campaign: LiveCampaign, store: ThrottleSt
     if limit is not None and limit.is_campaign_audience_limit_enabled and limit.limit is not None:
         audience_limit = AudienceLimit(int(limit.limit), limit.frequency != AudienceLimitFrequency.INSTANCE)
     scheduling = document.scheduling_details
-    expiry = parse_iso_datetime(scheduling.expiry_time) if scheduling and scheduling.expiry_time else None
+    # Read as the campaign's row reads it: a time without zone is in the component's timezone.
+    expiry = instant(scheduling.expiry_time, scheduling.timezone) if scheduling else None
     has_caps = settings.cap_day is not None or settings.cap_week is not None
     if controls is None:
         return Rules(settings, store, capped=has_caps, expiry=expiry, audience_limit=audience_limit)
@@ -226,21 +227,28 @@ async def _history(
     return [(str(c), campaign, at) for c, campaign, at in rows.all()]
 
 
-async def _capping_campaigns(session: AsyncSession, workspace_id: str, ids: set[str]) -> set[str]:
-    """Those of `ids` whose latest version counts toward the frequency caps."""
+async def _past_campaigns(
+    session: AsyncSession, workspace_id: str, ids: set[str]
+) -> tuple[set[str], set[str]]:
+    """Of the campaigns `ids` (of a user's past messages): those whose latest version counts toward
+    the frequency caps, and those that are event-triggered (the workspace's minimum delay is
+    between their messages only)."""
     if not ids:
-        return set()
+        return set(), set()
     rows = await session.execute(
-        select(Campaign.campaign_id, Campaign.components).where(
+        select(Campaign.campaign_id, Campaign.delivery_type, Campaign.components).where(
             Campaign.workspace_id == workspace_id, Campaign.is_latest, Campaign.campaign_id.in_(ids)
         )
     )
-    found: set[str] = set()
-    for campaign_id, components in rows.all():
+    capping: set[str] = set()
+    event_triggered: set[str] = set()
+    for campaign_id, delivery_type, components in rows.all():
         controls = (components or {}).get("delivery_controls")
         if isinstance(controls, dict) and controls.get("count_for_frequency_capping") is True:
-            found.add(campaign_id)
-    return found
+            capping.add(campaign_id)
+        if delivery_type == DeliveryType.EVENT_TRIGGERED.value:
+            event_triggered.add(campaign_id)
+    return capping, event_triggered
 
 
 async def _limit_used(session: AsyncSession, execution: Execution, limit: AudienceLimit) -> tuple[int, int]:
@@ -318,6 +326,7 @@ async def _timing(
         return candidates
     history: dict[str, list[tuple[str | None, datetime]]] = defaultdict(list)
     capping: set[str] = set()
+    event_triggered: set[str] = set()
     if rules.capped or rules.min_delay or rules.global_min_delay:
         since = now - max(
             WEEK if rules.capped else timedelta(0),
@@ -327,8 +336,9 @@ async def _timing(
         found = await _history(session, execution.workspace_id, [c for c, _ in candidates], since)
         for customer_id, campaign_id, at in found:
             history[customer_id].append((campaign_id, at))
-        if rules.capped:
-            capping = await _capping_campaigns(session, execution.workspace_id, {c for _, c, _ in found if c})
+        if rules.capped or rules.global_min_delay:
+            earlier = {c for _, c, _ in found if c}
+            capping, event_triggered = await _past_campaigns(session, execution.workspace_id, earlier)
     left: list[tuple[str, UserValues]] = []
     for customer_id, user in candidates:
         past = history.get(customer_id, [])
@@ -340,7 +350,7 @@ async def _timing(
         mine = [at for campaign, at in past if campaign == execution.campaign_id]
         due, reason = delay_until(max(mine, default=None), now, rules.min_delay), Reason.MINIMUM_DELAY
         if due is None and rules.global_min_delay is not None:
-            last = max((at for _, at in past), default=None)
+            last = max((at for campaign, at in past if campaign in event_triggered), default=None)
             due = delay_until(last, now, rules.global_min_delay)
         if due is None:
             due, reason = quiet_until(now, window, zone(user.timezone, settings.timezone)), Reason.DND

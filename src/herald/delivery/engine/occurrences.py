@@ -15,7 +15,8 @@ wall clock that does not exist that day (spring forward) is read with the offset
   with none of them, on the start's date of month.
 
 Occurrences before the start instant are not counted; they are numbered 1, 2, ... from there, end
-after `no_of_occurences` and at `expiry_time` (an occurrence at the expiry instant itself still runs).
+after `no_of_occurences` and at `expiry_time` (an occurrence at the expiry instant itself does not run:
+the expiry ends dispatch at that instant, as it ends a one-time send).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from datetime import UTC, date, datetime, time, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from herald.campaigns.schemas.scheduling import SchedulingDetails, SendingFrequency
+from herald.timefmt import parse_iso_datetime
 
 WEEKDAYS = ("MONDAY", "TUESDAY", "WEDNESDAY", "THURSDAY", "FRIDAY", "SATURDAY", "SUNDAY")
 WEEKS = {"FIRST": 1, "SECOND": 2, "THIRD": 3, "FOURTH": 4, "LAST": -1}
@@ -44,9 +46,14 @@ class Recurrence:
     dates_of_month: frozenset[int] = frozenset()
     # (week of the month: 1-4, or -1 for the last, weekday)
     nth_weekdays: frozenset[tuple[int, int]] = frozenset()
+    # The wall clock `start_time` names when it has no offset: a time the spring change skips on
+    # the start's day (02:30) starts an hour later that day only, and every later run keeps 02:30.
+    named_wall_clock: time | None = None
 
     @property
     def wall_clock(self) -> time:
+        if self.named_wall_clock is not None:
+            return self.named_wall_clock
         return self.start.astimezone(self.zone).time().replace(tzinfo=None, fold=0)
 
     @property
@@ -87,7 +94,17 @@ def recurrence_of(details: SchedulingDetails, start: datetime, expiry: datetime 
             for item in periodic.repeat_on_days_of_week_for_month or []
             for day in item.repeat_on_days_of_week
         ),
+        named_wall_clock=_named_wall_clock(details.start_time),
     )
+
+
+def _named_wall_clock(start_time: str | None) -> time | None:
+    """The time of day `start_time` is written with, when it is written without an offset (then it
+    is a wall clock of the campaign timezone); None otherwise (its instant gives the wall clock)."""
+    parsed = parse_iso_datetime(start_time) if start_time else None
+    if parsed is None or parsed.tzinfo is not None:
+        return None
+    return parsed.time().replace(fold=0)
 
 
 def local_instant(day: date, wall: time, zone: ZoneInfo) -> datetime:
@@ -148,7 +165,7 @@ def occurrences(rec: Recurrence, until: datetime) -> Iterator[Occurrence]:
         at = local_instant(day, wall, rec.zone)
         if at < rec.start:
             continue
-        if at > until or (rec.expiry is not None and at > rec.expiry):
+        if at > until or (rec.expiry is not None and at >= rec.expiry):
             return
         run += 1
         yield Occurrence(run, at)

@@ -10,7 +10,9 @@ over) are returned for the worker to mark SENT (one loop, one notion of "what is
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+from collections.abc import Iterator
 from datetime import datetime, timedelta
 
 from sqlalchemy import and_, or_, select, update
@@ -47,6 +49,7 @@ from herald.delivery.engine.resolve import (
 from herald.delivery.engine.run import Lane, dispatch, dispatch_lanes, still_sending
 from herald.delivery.engine.throttle import ThrottleStore, open_store
 from herald.errors import HeraldError
+from herald.ops import metrics
 from herald.wake import wake_here
 
 log = logging.getLogger("herald.delivery.engine")
@@ -107,6 +110,22 @@ async def _stop_executions(database: Database, workspace_id: str, now: datetime)
         await session.commit()
 
 
+@contextlib.contextmanager
+def _contained(workspace_id: str, campaign_id: str | None) -> Iterator[None]:
+    """One campaign's part of the tick (`campaign_id`; None: the event-triggered campaigns' shared
+    lanes) failing, from a defect or data it cannot read, is logged and the tick goes on: it must
+    not hold back the workspace's other campaigns. What it left is as a dead worker leaves it (a
+    claimed user is taken over after its lease); the next tick tries it again."""
+    try:
+        yield
+    except Exception:
+        name = campaign_id or "(event-triggered lanes)"
+        log.exception(
+            "campaign %s/%s: this tick's step failed; the other campaigns go on", workspace_id, name
+        )
+        metrics.STEP_FAILURES.labels("campaign").inc()
+
+
 async def run_executions(
     database: Database,
     settings: Settings,
@@ -136,11 +155,14 @@ async def run_executions(
         Dispatcher(settings, clock or FrozenClock(now), database, stop=stop) as dispatcher,
         open_store(settings) as store,
     ):
-        await broadcast.run_broadcasts(database, dispatcher, live_activities, now, lease)
+        for live_activity in live_activities:
+            with _contained(workspace_id, live_activity.campaign_id):
+                await broadcast.run_broadcasts(database, dispatcher, [live_activity], now, lease)
         for campaign in campaigns:
-            execution = await start_execution(database, campaign, now, 1, _start_of(campaign))
-            if await _run_one(database, dispatcher, store, campaign, execution, now, lease):
-                finished.append(campaign.campaign_id)
+            with _contained(workspace_id, campaign.campaign_id):
+                execution = await start_execution(database, campaign, now, 1, _start_of(campaign))
+                if await _run_one(database, dispatcher, store, campaign, execution, now, lease):
+                    finished.append(campaign.campaign_id)
         # The EVENT executions together (one claim, one window for all of them); a business
         # event's raises one by one (each resolved first, DONE when settled).
         events: list[tuple[LiveCampaign, Execution]] = []
@@ -148,19 +170,22 @@ async def run_executions(
             if execution.trigger == triggers.EVENT and execution.status == ExecutionStatus.DISPATCHING:
                 events.append((campaign, execution))
             else:
-                await _run_triggered(database, dispatcher, store, campaign, execution, now, lease)
-        lanes = await _lanes(database, store, workspace_id, events)
-        await dispatch_lanes(database, dispatcher, lanes, lease)
+                with _contained(workspace_id, campaign.campaign_id):
+                    await _run_triggered(database, dispatcher, store, campaign, execution, now, lease)
+        with _contained(workspace_id, None):
+            lanes = await _lanes(database, store, workspace_id, events)
+            await dispatch_lanes(database, dispatcher, lanes, lease)
         for each in repeating:
-            await periodic.due_runs(database, each, now)
-            runs = await periodic.live_runs(database, workspace_id, each.campaign.campaign_id)
-            in_flight = False
-            for execution in runs:
-                in_flight |= not await _run_one(
-                    database, dispatcher, store, each.campaign, execution, now, lease
-                )
-            if not in_flight and periodic.schedule_over(each.recurrence, now):
-                finished.append(each.campaign.campaign_id)
+            with _contained(workspace_id, each.campaign.campaign_id):
+                await periodic.due_runs(database, each, now)
+                runs = await periodic.live_runs(database, workspace_id, each.campaign.campaign_id)
+                in_flight = False
+                for execution in runs:
+                    in_flight |= not await _run_one(
+                        database, dispatcher, store, each.campaign, execution, now, lease
+                    )
+                if not in_flight and periodic.schedule_over(each.recurrence, now):
+                    finished.append(each.campaign.campaign_id)
         # Sends cut short when their campaign's expiry came during the tick (`run._sending_at`):
         # the next tick, at once rather than at the interval, marks it SENT and its run STOPPED.
         moment = dispatcher.now()
