@@ -75,10 +75,12 @@ class TestGatewayChecks:
     async def test_request_id_is_echoed_and_used_in_response_id(
         self, client: httpx.AsyncClient, tenant: Tenant
     ) -> None:
-        request_id = str(uuid.uuid4())
-        response = await client.get(OFFERS, headers={**tenant.headers(), "X-SVC-Request-Id": request_id})
-        assert response.headers["X-SVC-Request-Id"] == request_id
-        assert response.json()["response_id"] == f"resp_{request_id}"
+        generated = uuid.uuid4()
+        # Echoed as written, in each spelling a UUID v4 may take.
+        for request_id in (str(generated), str(generated).upper(), generated.hex):
+            response = await client.get(OFFERS, headers={**tenant.headers(), "X-SVC-Request-Id": request_id})
+            assert response.headers["X-SVC-Request-Id"] == request_id
+            assert response.json()["response_id"] == f"resp_{request_id}"
 
     async def test_request_id_is_generated_when_absent(
         self, client: httpx.AsyncClient, tenant: Tenant

@@ -83,7 +83,10 @@ class HeraldMiddleware:
 
         base_url.bind(scope)
         given = next((value for name, value in headers if name == self.request_id_header), None)
-        request_id = parse_uuid4(given.decode("latin-1")) if given is not None else None
+        sent = given.decode("latin-1") if given is not None else None
+        # A valid id is echoed as the client wrote it (upper-case hex, no hyphens): a client that
+        # correlates by string equality finds its own id.
+        request_id = sent if sent is not None and parse_uuid4(sent) is not None else None
         state = request_state(scope)
         # A malformed request id is refused by the route's guard, after authentication (a caller
         # without credentials learns 401 first); the answer still carries a fresh id of ours.
