@@ -91,6 +91,17 @@ class TestPaging:
                 "OUT_OF_RANGE",
                 "campaign_fields.version_number",
             ),
+            # A filter list holds at most 1,000 values (each a statement parameter).
+            (
+                {"limit": 5, "page": 1, "campaign_fields": {"channels": ["PUSH"] * 32_768}},
+                "OUT_OF_RANGE",
+                "campaign_fields.channels",
+            ),
+            (
+                {"limit": 5, "page": 1, "campaign_fields": {"created_by": ["a@example.com"] * 1001}},
+                "OUT_OF_RANGE",
+                "campaign_fields.created_by",
+            ),
         ],
     )
     async def test_bad_bodies_are_400(
@@ -101,6 +112,15 @@ class TestPaging:
         error = response.json()["error"]
         assert error["code"] == "VALIDATION_FAILED"
         assert (code, target) in [(d["code"], d["target"]) for d in error["details"]]
+
+    async def test_a_thousand_values_in_every_list_are_answered(
+        self, client: httpx.AsyncClient, ws: Tenant
+    ) -> None:
+        many = [f"user{i}@example.com" for i in range(1000)]
+        fields = {"created_by": many, "tags": many, "ids": many, "channels": ["PUSH"] * 1000}
+        response = await h.search(client, ws, {"limit": 5, "page": 1, "campaign_fields": fields})
+        assert response.status_code == 200, response.text
+        assert response.json()["data"] == {"campaigns": []}
 
     async def test_pages_in_stable_order(self, app: FastAPI, client: httpx.AsyncClient, ws: Tenant) -> None:
         # Two campaigns share each created_at: the id breaks the tie (descending).

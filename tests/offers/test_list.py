@@ -119,6 +119,25 @@ class TestFilters:
         await create_id(client, tenant, flat_body(clock.now(), "Only_T2", tags=["t2"]))
         assert sorted(await _names(client, tenant, {"tags": "tag_t1"})) == ["Both_Tags", "Only_T1"]
         assert await _names(client, tenant, [("tags", "tag_t1"), ("tags", "tag_t2")]) == ["Both_Tags"]
+        # The two spellings of a tag, and a repeat, are one tag.
+        same = [("tags", "tag_t1"), ("tags", "t1"), ("tags", "tag_t2"), ("tags", "t2"), ("tags", "t2")]
+        assert await _names(client, tenant, same) == ["Both_Tags"]
+
+    async def test_more_tags_than_an_offer_can_carry_match_nothing(
+        self, app: FastAPI, client: httpx.AsyncClient, tenant: Tenant, clock: FrozenClock
+    ) -> None:
+        ids = [f"t{i}" for i in range(10)]
+        await _tags(app, tenant, *ids)
+        await create_id(client, tenant, flat_body(clock.now(), "Ten_Tags", tags=ids))
+        assert await _names(client, tenant, [("tags", t) for t in ids]) == ["Ten_Tags"]
+        # An eleventh (or a thousandth) tag: no offer has them all, answered at once.
+        many = [("tags", f"tag_x{i}") for i in range(1000)] + [("tags", t) for t in ids]
+        page = await _list(client, tenant, many)
+        assert (page["data"], page["pagination"]["total_count"], page["pagination"]["has_more"]) == (
+            [],
+            0,
+            False,
+        )
 
     async def test_created_date_bounds_are_inclusive_days(
         self, client: httpx.AsyncClient, tenant: Tenant, clock: FrozenClock

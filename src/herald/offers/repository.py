@@ -33,6 +33,7 @@ from herald.direct_reads import DirectReads
 from herald.joined_writes import Joined, execute_with
 from herald.offers.list_query import SUMMARY_FIELDS, OffersListQuery
 from herald.offers.models import STORED_ARCHIVED, Offer, OfferTag, StoredOffer
+from herald.offers.requests import MAX_TAGS
 from herald.offers.status import OfferStatus, status_column, status_predicate
 from herald.timefmt_sql import rfc3339_text
 from herald.workspaces.models import OfferTemplate, Tag
@@ -64,12 +65,17 @@ def _shape(query: OffersListQuery) -> _Shape:
         by_id=query.id is not None,
         name_contains=bool(query.name_contains),
         statuses=tuple(query.statuses),
-        tags=len(query.tags),
+        tags=len(_tag_ids(query)),
         created_from=query.created_from is not None,
         created_until=query.created_until is not None,
         creators=bool(query.creators),
         after=query.after_id is not None,
     )
+
+
+def _tag_ids(query: OffersListQuery) -> list[str]:
+    """The distinct tag ids the query names (`tag_<id>` and `<id>` are one tag)."""
+    return list(dict.fromkeys(tag.removeprefix("tag_") for tag in query.tags))
 
 
 def _like_pattern(text: str) -> str:
@@ -84,8 +90,8 @@ def _parameters(workspace_id: str, query: OffersListQuery, now: datetime) -> dic
         values["offer_id"] = query.id.removeprefix("offer_")
     if query.name_contains:
         values["name_pattern"] = _like_pattern(query.name_contains.lower())
-    for index, tag in enumerate(query.tags):
-        values[f"tag_{index}"] = tag.removeprefix("tag_")
+    for index, tag in enumerate(_tag_ids(query)):
+        values[f"tag_{index}"] = tag
     if query.created_from is not None:
         values["created_from"] = datetime.combine(query.created_from, time(), UTC)
     if query.created_until is not None:
@@ -166,6 +172,10 @@ async def list_page(
     still walks the primary key and stops early. Only an empty page needs a query of its own
     (O1 reads without a transaction on PostgreSQL: that count is then a moment later's).
     """
+    if len(_tag_ids(query)) > MAX_TAGS:
+        # No offer carries more tags than that, so none has them ALL: answered without a query
+        # (each tag is a condition of its own, and hundreds of them kept PostgreSQL busy for minutes).
+        return [], 0
     page, count = _statements(_shape(query))
     values = _parameters(workspace_id, query, now)
     # On the driver: rows of the selected columns in wire form, without SQLAlchemy's execution and

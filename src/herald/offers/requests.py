@@ -151,6 +151,8 @@ class CappingRules(APIModel):
 
 
 REVENUE_ATTRIBUTE_MAX = 100
+# Tags an offer carries at most (contract: O2 `tags` ≤10); O1 relies on it (`repository.list_page`).
+MAX_TAGS = 10
 
 # The name of the (numeric) event attribute that carries a conversion's value, e.g. "order_value".
 # Its length is a rule (`rules.check_goal`), not a parse constraint, so that a bad length is
@@ -188,7 +190,7 @@ class OfferFields(APIModel):
     priority: Annotated[int, Strict(), Field(ge=1, le=100), IntegralFloat] | None = None
     delivery: Delivery | None = None
     created_by: EmailAddress | None = None
-    tags: Annotated[list[NonEmptyText], Field(max_length=10)] | None = None
+    tags: Annotated[list[NonEmptyText], Field(max_length=MAX_TAGS)] | None = None
     scheduling: Scheduling | None = None
     segment_info: SegmentInfo | None = None
     offer_content: OfferContent | None = None

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, date, datetime, timedelta
-from typing import Annotated
+from typing import Annotated, TypeVar
 
 from pydantic import AfterValidator, Field, Strict, model_validator
 from pydantic_core import PydanticCustomError
@@ -80,25 +80,32 @@ Name = Annotated[str, Strict(), Field(min_length=1, max_length=500)]
 VersionNumber = Annotated[int, Strict(), Field(ge=1, le=INTEGER_MAX), IntegralFloat]
 
 
+# Values one filter list may hold: each is a parameter of the statement, and a driver takes at
+# most 32,767 (a longer list answered 500 on PostgreSQL); a thousand is more than any screen sends.
+MAX_FILTER_VALUES = 1000
+T = TypeVar("T")
+Values = Annotated[list[T], Field(max_length=MAX_FILTER_VALUES)]
+
+
 class _CommonFields(APIModel):
     name: Name | None = None  # case-insensitive substring
-    channels: list[Channel] | None = None
-    status: list[CampaignStatus] | None = None
-    created_by: list[NonEmptyText] | None = None
-    tags: list[NonEmptyText] | None = None  # any of them
+    channels: Values[Channel] | None = None
+    status: Values[CampaignStatus] | None = None
+    created_by: Values[NonEmptyText] | None = None
+    tags: Values[NonEmptyText] | None = None  # any of them
     created_date: CreatedDate | None = None
 
 
 class SearchFields(_CommonFields):
-    ids: list[NonEmptyText] | None = None  # a campaign_id (every version) or a version's id
-    campaign_delivery_type: list[DeliveryType] | None = None
+    ids: Values[NonEmptyText] | None = None  # a campaign_id (every version) or a version's id
+    campaign_delivery_type: Values[DeliveryType] | None = None
     version_number: VersionNumber | None = None
 
 
 class MetaFields(_CommonFields):
     id: NonEmptyText | None = None
     delivery_type: DeliveryType | None = None
-    campaign_delivery_type: list[DeliveryType] | None = None  # accepted too; any of both
+    campaign_delivery_type: Values[DeliveryType] | None = None  # accepted too; any of both
 
 
 PageSize = Annotated[int, Strict(), Field(ge=1, le=MAX_PAGE_SIZE), IntegralFloat]
