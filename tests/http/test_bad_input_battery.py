@@ -279,6 +279,10 @@ BAD_BODIES = {
     "truncated": BadBody(b'{"name": "Winter_Sale", "priority": '),
     # Valid JSON, but a number of more digits than Python reads into an int (4,300).
     "integer-of-5000-digits": BadBody(b'{"name": "x", "priority": ' + b"9" * 5000 + b"}"),
+    # Valid JSON numbers a double cannot hold: read as infinity, stored as null (an attribute unset).
+    "number-1e400": BadBody(b'{"name": "x", "priority": 1e400}'),
+    "number-minus-1e999": BadBody(b'{"name": "x", "attributes": {"k": -1e999}}'),
+    "number-of-400-digits-with-a-fraction": BadBody(b'{"name": "x", "priority": ' + b"9" * 400 + b".5}"),
 }
 
 
@@ -324,6 +328,29 @@ async def test_a_nul_is_refused_where_it_is(client: httpx.AsyncClient, world: Wo
     assert response.status_code == 400, response.text
     error = response.json()["error"]
     assert (error["code"], error["target"]) == ("BAD_REQUEST", target)
+
+
+async def test_a_nul_spelled_out_after_an_escaped_backslash_is_text(
+    client: httpx.AsyncClient, world: World
+) -> None:
+    # `\\u0000` in JSON is a backslash and then the text u0000: no NUL, nothing refused for it.
+    key, request_id = str(uuid.uuid4()), str(uuid.uuid4())
+    headers = {**world.headers(key, request_id), "Content-Type": "application/json"}
+    body = b'{"limit": 15, "page": 1, "campaign_fields": {"name": "a\\\\u0000b"}}'
+    response = await client.post("/v5/campaigns/search", content=body, headers=headers)
+    assert response.status_code == 200, response.text
+
+
+async def test_a_number_too_large_for_a_double_is_refused_where_it_is(
+    client: httpx.AsyncClient, world: World
+) -> None:
+    key, request_id = str(uuid.uuid4()), str(uuid.uuid4())
+    headers = {**world.headers(key, request_id), "Content-Type": "application/json"}
+    body = b'{"limit": 15, "page": 1, "campaign_fields": {"name": "1e400", "version_number": 1e400}}'
+    response = await client.post("/v5/campaigns/search", content=body, headers=headers)
+    assert response.status_code == 400, response.text
+    error = response.json()["error"]
+    assert (error["code"], error["target"]) == ("BAD_REQUEST", "campaign_fields.version_number")
 
 
 _SEARCH = b'{"limit": 15, "page": 1, "a": '  # a valid search, but for the unknown field `a`

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 import uuid
 from array import array
@@ -101,9 +102,45 @@ def is_utf8(body: bytes) -> bool:
     return True
 
 
+# `\u0000` as an escape: after an even run of backslashes (`\\u0000` is a backslash, then text).
+_NUL_ESCAPE = re.compile(rb"(?<!\\)(?:\\\\)*\\u0000")
+
+
 def has_escaped_nul(body: bytes) -> bool:
     """JSON strings may spell NUL as \\u0000; no stored text may hold it (PostgreSQL refuses it)."""
-    return b"\\u0000" in body
+    return b"\\u0000" in body and _NUL_ESCAPE.search(body) is not None
+
+
+# A number a double cannot hold is written with a long exponent or hundreds of digits; a string
+# that looks like one is told apart by reading the body (`infinite_number_path`).
+_HUGE_NUMBER = re.compile(rb"\d(?:\.\d*)?[eE][+-]?\d{3,}|\d{309,}")
+
+
+def infinite_number_path(body: bytes) -> str | None:
+    """The dot path ("" for the body itself) of a number too large for a double (`1e400`): JSON
+    readers make it infinity, which no column stores (it became null, and unset an attribute).
+    None when there is none, or the body is not readable JSON (refused on its own account)."""
+    if _HUGE_NUMBER.search(body) is None:
+        return None
+    try:
+        return _infinite_in(json.loads(body), ())
+    except (ValueError, RecursionError):
+        return None
+
+
+def _infinite_in(value: Any, path: tuple[str | int, ...]) -> str | None:
+    if isinstance(value, float):
+        return None if math.isfinite(value) else join_path(*path)
+    items: Iterable[tuple[str | int, Any]] = ()
+    if isinstance(value, dict):
+        items = value.items()
+    elif isinstance(value, list):
+        items = enumerate(value)
+    for key, item in items:
+        found = _infinite_in(item, (*path, key))
+        if found is not None:
+            return found
+    return None
 
 
 def nul_path(body: bytes) -> str | None:

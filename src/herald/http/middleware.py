@@ -28,6 +28,7 @@ from herald.http.guards import (
     has_escaped_nul,
     has_lone_surrogate,
     has_non_finite_number,
+    infinite_number_path,
     is_json_content_type,
     is_utf8,
     json_depth_exceeds,
@@ -308,6 +309,9 @@ class HeraldMiddleware:
             return "Strings must not contain unpaired UTF-16 surrogate escapes (\\uD800-\\uDFFF).", None
         if has_non_finite_number(body):
             return "NaN and Infinity are not JSON numbers.", None
+        too_large = infinite_number_path(body)
+        if too_large is not None:
+            return "Numbers must fit a double (at most about 1.8e308 in size).", too_large or None
         if json_depth_exceeds(body, self.settings.max_json_depth):
             return f"The JSON body nests deeper than {self.settings.max_json_depth} levels.", None
         return None
