@@ -68,6 +68,12 @@ class TestPushTokens:
             ("both", "IOS"): "tok-ios",
             ("bare", "ANDROID"): "tok-bare",
         }
+        # A message's push_id is its platform's token too (the user's own is the one seen last).
+        assert {slot: b["recipient"]["push_id"] for slot, b in sent.items()} == {
+            ("both", "ANDROID"): "tok-and",
+            ("both", "IOS"): "tok-ios",
+            ("bare", "ANDROID"): "tok-bare",
+        }
         assert sent[("both", "ANDROID")]["message"]["basic_details"]["title"] == "Hi Bo"
         assert len({b["id"] for b in sent.values()}) == 3  # a delivery id per (user, platform)
         expires = rfc3339(clock.now() + timedelta(days=2))

@@ -47,8 +47,11 @@ class Recipient:
             return self
         token = self.tokens.get(platform.value)
         reason = None if token else f"User '{self.customer_id}' has no {platform.value} push token."
+        # The message's `push_id` is its platform's token: a gateway sending by push_id must not
+        # reach another of the user's devices (the user's own push_id is the token seen last).
+        contact = {**self.contact, "push_id": token} if "push_id" in self.contact else self.contact
         return Recipient(
-            self.identifier_value, token, self.customer_id, self.profile, reason, self.contact, self.tokens
+            self.identifier_value, token, self.customer_id, self.profile, reason, contact, self.tokens
         )
 
 
