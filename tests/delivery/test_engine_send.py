@@ -381,6 +381,36 @@ class TestPush:
         ids = {r.customer_id: r.id for r in await outbox_rows(app, workspace)}
         assert ann["id"] == ids["a"]
 
+    async def test_button_urls_are_tagged_like_the_click_url(
+        self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant, webhook: HttpReceiver
+    ) -> None:
+        body = copy.deepcopy(PUSH)
+        body["campaign_content"]["content"]["push"]["android"]["buttons"] = [
+            {"title": "Shop", "click_action": "URL", "click_action_value": "https://shop.example/b?y=2#top"},
+            {"title": "App", "click_action": "DEEPLINK", "click_action_value": "shop://sale"},
+            {
+                "title": "Tracked",
+                "click_action": "URL",
+                "click_action_value": "https://shop.example/?utm_source=own",
+            },
+        ]
+        await push_connector(app, workspace, webhook)
+        await add_users(
+            app, workspace.workspace_id, {"customer_id": "a", "push_id": "tok-a", "platform": "ANDROID"}
+        )
+        campaign_id = await publish(client, workspace, body)
+        await tick(app, workspace)
+        assert await status(client, workspace, campaign_id) == "SENT"
+        [message] = [r.json()["message"] for r in webhook.received]
+        assert [button["click_action_value"] for button in message["buttons"]] == [
+            "https://shop.example/b?y=2&utm_source=herald&utm_medium=push#top",
+            "shop://sale",
+            "https://shop.example/?utm_source=own&utm_medium=push",
+        ]
+        assert message["basic_details"]["default_click_action_value"] == (
+            "https://shop.example/app?x=1&utm_source=herald&utm_medium=push"
+        )
+
 
 class _Gate:
     """A webhook receiver that holds each request until released."""

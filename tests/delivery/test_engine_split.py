@@ -115,6 +115,12 @@ def test_locale_matches_exactly_then_by_language_else_default() -> None:
     assert locale_for("fr-CA", locales, "default") == "fr"
     assert locale_for("de-DE", locales, "default") == "default"
     assert locale_for(None, locales, "default") == "default"
+    # A campaign locale written with an underscore is the same locale (it was never matched).
+    underscored = ["default", "zh_TW", "pt_BR"]
+    for user in ("zh_TW", "zh-TW", "ZH-tw", " zh-TW ", "zh"):
+        assert locale_for(user, underscored, "default") == "zh_TW", user
+    assert locale_for("pt-PT", underscored, "default") == "pt_BR"  # by language
+    assert locale_for("  ", underscored, "default") == "default"
 
 
 UTM = {"utm_source": "herald", "utm_medium": "email"}

@@ -190,6 +190,11 @@ def _tag(message: dict[str, Any], channel: Channel, utm: dict[str, str]) -> None
     visible = message.get("basic_details")
     if isinstance(visible, dict) and isinstance(visible.get("default_click_action_value"), str):
         visible["default_click_action_value"] = with_utm(visible["default_click_action_value"], utm)
+    # A button opens its URL like the notification's click does: tagged the same way.
+    buttons = message.get("buttons")
+    for button in buttons if isinstance(buttons, list) else []:
+        if isinstance(button, dict) and isinstance(button.get("click_action_value"), str):
+            button["click_action_value"] = with_utm(button["click_action_value"], utm)
 
 
 def _shares(campaign: LiveCampaign, variations: list[str]) -> list[tuple[str, float]]:

@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from html import unescape
+from html.entities import html5
 from html.parser import HTMLParser
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from herald.delivery.engine.rank import GLOBAL_CONTROL, GLOBAL_CONTROL_BUCKETS, rank_of
 
@@ -103,69 +105,99 @@ def assign_variations(
     }
 
 
+def _tag_of(locale: str) -> str:
+    """A locale as a comparable language tag: `zh_TW`, `zh-tw` and ` zh-TW ` are one locale."""
+    return locale.strip().replace("_", "-").lower()
+
+
 def locale_for(user_locale: object, locales: Sequence[str], default: str) -> str:
     """The campaign locale matching the user's `locale` attribute (exactly, else by language), or
-    `default`."""
-    if not isinstance(user_locale, str) or not user_locale:
+    `default`; either side may write a locale with `_` or `-`, in any case."""
+    if not isinstance(user_locale, str) or not user_locale.strip():
         return default
-    wanted = user_locale.replace("_", "-").lower()
+    wanted = _tag_of(user_locale)
     for locale in locales:
-        if locale.lower() == wanted:
+        if _tag_of(locale) == wanted:
             return locale
     language = wanted.split("-")[0]
     for locale in locales:
-        if locale.lower().split("-")[0] == language:
+        if _tag_of(locale).split("-")[0] == language:
             return locale
     return default
 
 
+# What browsers strip from both ends of a URL before parsing it (C0 controls and space).
+_URL_PADDING = "".join(chr(code) for code in range(0x21))
+
+
 def with_utm(url: str, utm: Mapping[str, str]) -> str:
     """`url` with the tracking parameters added; keys the URL already has are kept as they are.
-    Only http(s) URLs are tagged (a deep link or `mailto:` is left alone)."""
-    if not utm:
+    Only http(s) URLs are tagged (a deep link or `mailto:` is left alone).
+
+    The parameters are spliced into the URL's own text (before its fragment) rather than the URL
+    rebuilt by `urlunsplit`, which would normalise it (scheme case, an empty `?` or `#`). Padding
+    around the URL is dropped from a tagged one: a browser ignores it, but `?…` after it would not be."""
+    stripped = url.strip(_URL_PADDING)
+    if not utm or _scheme(stripped) not in ("http", "https"):
         return url
-    parts = urlsplit(url)
-    if parts.scheme.lower() not in ("http", "https"):
-        return url
-    existing = parse_qsl(parts.query, keep_blank_values=True)
-    present = {key for key, _ in existing}
+    base, hash_mark, fragment = stripped.partition("#")
+    _, question_mark, query = base.partition("?")
+    present = {key for key, _ in parse_qsl(query, keep_blank_values=True)}
     added = [(key, value) for key, value in utm.items() if key not in present]
     if not added:
         return url
-    query = f"{parts.query}&{urlencode(added)}" if parts.query else urlencode(added)
-    return urlunsplit((parts.scheme, parts.netloc, parts.path, query, parts.fragment))
+    separator = "?" if not question_mark else "" if query == "" or query.endswith("&") else "&"
+    return f"{base}{separator}{urlencode(added)}{hash_mark}{fragment}"
+
+
+def _scheme(url: str) -> str:
+    try:
+        return urlsplit(url).scheme.lower()
+    except ValueError:  # e.g. an unclosed `[` in the host: not a URL to tag
+        return ""
+
+
+# --- Email HTML -------------------------------------------------------------------------------------
+# The `<a>`/`<area>` start tags are found by HTMLParser, then their `href` value is located in the
+# tag's text by the tokenizer HTMLParser itself uses (html.parser's `tagfind_tolerant` and
+# `attrfind_tolerant`, copied: they are not public), so the value rewritten is exactly the one the
+# parser (and a browser) reads as `href`, never `data-href` or text inside another attribute's value.
+_TAG_NAME = re.compile(r"([a-zA-Z][^\t\n\r\f />\x00]*)(?:\s|/(?!>))*")
+_ATTRIBUTE = re.compile(
+    r"((?<=['\"\s/])[^\s/>][^\s/=>]*)(\s*=+\s*"
+    r"('[^']*'|\"[^\"]*\"|(?!['\"])[^>\s]*))?(?:\s|/(?!>))*"
+)
+# A character reference, as `html.unescape` finds them.
+_CHARREF = re.compile(r"&(#[0-9]+;?|#[xX][0-9a-fA-F]+;?|[^\t\n\f <&#;]{1,32};?)")
 
 
 class _Links(HTMLParser):
-    """Finds the `href` values of `<a>` and `<area>` tags with their positions in the source."""
+    """Finds the `<a>` and `<area>` start tags with their offsets in the source."""
 
-    def __init__(self) -> None:
+    def __init__(self, html: str) -> None:
         super().__init__(convert_charrefs=False)
-        self.spans: list[tuple[int, str]] = []
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        if tag in ("a", "area") and any(name == "href" and value for name, value in attrs):
-            line, column = self.getpos()
-            self.spans.append((self._offset(line, column), self.get_starttag_text() or ""))
-
-    def _offset(self, line: int, column: int) -> int:
-        return sum(self._lines[: line - 1]) + column
-
-    def feed_text(self, html: str) -> None:
-        self._lines = [len(part) for part in html.splitlines(keepends=True)]
+        # getpos() counts lines by "\n" only; str.splitlines() would also break at \r, \x0c,
+        # \x1c-\x1e, \x85, \u2028, \u2029 and put every later tag at the wrong offset.
+        self._line_starts = [0, *(match.end() for match in re.finditer("\n", html))]
+        self.tags: list[tuple[int, str]] = []
         self.feed(html)
         self.close()
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag in ("a", "area"):
+            line, column = self.getpos()
+            self.tags.append((self._line_starts[line - 1] + column, self.get_starttag_text() or ""))
 
 
 def html_with_utm(html: str, utm: Mapping[str, str]) -> str:
     """The HTML with `utm` added to the href of every link (the rest of the document untouched)."""
     if not utm:
         return html
-    finder = _Links()
-    finder.feed_text(html)
     out: list[str] = []
     cursor = 0
-    for start, tag in finder.spans:
+    for start, tag in _Links(html).tags:
+        if start < cursor or not html.startswith(tag, start):
+            continue  # not where the parser said (never expected): leave it rather than splice over text
         out.append(html[cursor:start])
         out.append(_retag(tag, utm))
         cursor = start + len(tag)
@@ -174,12 +206,58 @@ def html_with_utm(html: str, utm: Mapping[str, str]) -> str:
 
 
 def _retag(tag: str, utm: Mapping[str, str]) -> str:
-    def replace(match: re.Match[str]) -> str:
-        quote, url = match.group(2), match.group(3)
-        unescaped = url.replace("&amp;", "&")
-        tagged = with_utm(unescaped, utm)
-        if tagged == unescaped:
-            return match.group(0)
-        return f"{match.group(1)}{quote}{tagged.replace('&', '&amp;')}{quote}"
+    """The start tag with `utm` added to its `href` (the first one: the one a browser follows)."""
+    span = _href_span(tag)
+    if span is None:
+        return tag
+    start, end = span
+    raw = tag[start:end]
+    quote = raw[0] if raw[:1] in ("'", '"') else ""
+    url = _unescape_attribute(raw[1:-1] if quote else raw)
+    tagged = with_utm(url, utm)
+    if tagged == url:
+        return tag
+    # An unquoted value is written back double-quoted: no character of the URL can end it there.
+    quote = quote or '"'
+    return f"{tag[:start]}{quote}{_escape_attribute(tagged, quote)}{quote}{tag[end:]}"
 
-    return re.sub(r"""(\bhref\s*=\s*)(["'])(.*?)\2""", replace, tag, count=1, flags=re.IGNORECASE | re.DOTALL)
+
+def _href_span(tag: str) -> tuple[int, int] | None:
+    """Where the value of the tag's first `href` attribute (with its quotes) is, if it has one."""
+    name = _TAG_NAME.match(tag, 1)
+    at = name.end() if name else len(tag)
+    while at < len(tag):
+        attribute = _ATTRIBUTE.match(tag, at)
+        if not attribute:
+            return None
+        if attribute.group(1).lower() == "href":
+            return attribute.span(3) if attribute.group(2) and attribute.group(3) else None
+        at = attribute.end()
+    return None
+
+
+def _unescape_attribute(value: str) -> str:
+    """`value` with its character references decoded the way a browser decodes an attribute value:
+    like `html.unescape`, except that a named reference without `;` followed by `=` or a letter or
+    digit stays as written (`?a=1&region=eu` is not `?a=1®ion=eu`)."""
+    return _CHARREF.sub(_decode_reference, value)
+
+
+def _decode_reference(match: re.Match[str]) -> str:
+    reference = match.group(1)
+    if reference.startswith("#") or reference in html5:
+        return unescape(match.group(0))
+    # The longest entity name it starts with (a legacy one, written without `;`), as `unescape` does.
+    for length in range(len(reference) - 1, 1, -1):
+        if reference[:length] in html5:
+            following = reference[length]
+            if following == "=" or (following.isascii() and following.isalnum()):
+                return match.group(0)
+            return html5[reference[:length]] + reference[length:]
+    return match.group(0)
+
+
+def _escape_attribute(value: str, quote: str) -> str:
+    """`value` written in an attribute quoted with `quote`: `&` and that quote as references."""
+    escaped = value.replace("&", "&amp;")
+    return escaped.replace('"', "&quot;") if quote == '"' else escaped.replace("'", "&#39;")
