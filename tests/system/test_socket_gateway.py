@@ -498,3 +498,67 @@ def test_a_head_request_gets_its_head_alone_and_the_connection_goes_on(server: S
     assert closed
     answer = _parse(rest, closed)
     assert (answer.status, answer.json) == (200, {"status": "ok"})
+
+
+def _answers(raw: bytes, closed: bool) -> list[Answer]:
+    """Every answer in `raw`, in order (the last one `closed` when the server closed after it)."""
+    found = []
+    while raw:
+        head, _, rest = raw.partition(b"\r\n\r\n")
+        lines = head.lower().split(b"\r\n")
+        length = int(next(line.split(b":")[1] for line in lines if line.startswith(b"content-length")))
+        raw = rest[length:]
+        found.append(_parse(head + b"\r\n\r\n" + rest[:length], closed and not raw))
+    return found
+
+
+def _pipelined(server: Server, first: bytes, rest: bytes = b"") -> tuple[list[Answer], bool]:
+    """Send `first` on one connection and, once its first answer is in (so that the server has read
+    it all), `rest`; every answer, and whether the server closed after them."""
+    with socket.create_connection(("127.0.0.1", server.port), timeout=WAIT) as sock:
+        sock.sendall(first)
+        received = b""
+        if rest:
+            while b"\r\n\r\n" not in received:  # the first answer's head (its body with it)
+                received += sock.recv(65536)
+            with contextlib.suppress(OSError):
+                sock.sendall(rest)
+        more, closed = _read_all(sock)
+    return _answers(received + more, closed), closed
+
+
+def test_a_malformed_request_after_a_complete_one_is_answered_after_it(
+    server: Server, tenant: Tenant
+) -> None:
+    # HTTP/1.1 answers pipelined requests in order: the complete create is processed and answered,
+    # then the malformed request after it gets its 400, and the connection closes.
+    key = str(uuid.uuid4())
+    create = request("POST", "/v5/campaigns", create_headers(tenant, key), CAMPAIGN, close=False)
+    answers, closed = _pipelined(server, create + b"BOGUS / HTTP/1.1\r\n\r\n")
+    assert [answer.status for answer in answers] == [201, 400]
+    assert answers[1].error_code() == "BAD_REQUEST"
+    assert closed
+    again = exchange(server, request("POST", "/v5/campaigns", create_headers(tenant, key), CAMPAIGN))
+    assert again.headers.get("idempotent-replayed") == "true"  # it was processed
+
+
+@pytest.mark.parametrize("split", ["same-read", "head-split", "body-then-head"])
+def test_a_control_character_in_a_pipelined_head_is_503_html(
+    server: Server, tenant: Tenant, split: str
+) -> None:
+    first = request("GET", "/v5/offers?limit=1", credentials(tenant), close=False)
+    second = b"GET /v5/offers HTTP/1.1\r\nX-A: a\x00b\r\nHost: x\r\n\r\n"
+    if split == "same-read":
+        parts = [first + second]
+    elif split == "head-split":
+        cut = second.index(b"X-A")
+        parts = [first + second[:cut], second[cut:]]
+    else:  # a request with a body, then the bad head, in one read
+        key = str(uuid.uuid4())
+        parts = [
+            request("POST", "/v5/campaigns", create_headers(tenant, key), CAMPAIGN, close=False) + second
+        ]
+    answers, closed = _pipelined(server, *parts)
+    assert [answer.status for answer in answers][:-1] in ([200], [201])
+    assert_gateway_503(answers[-1])
+    assert closed

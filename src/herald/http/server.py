@@ -17,6 +17,9 @@ answers instead, and closes the connection after each of them:
 - a body not complete within `HERALD_BODY_TIMEOUT_SECONDS` of its head → 408, the app sees the
   client disconnect and processes nothing.
 
+A refused request pipelined behind complete ones is answered after them, in request order, so a
+malformed request never costs the earlier ones their processing or their answers.
+
 The JSON answers are the error envelope of every other error. The in-process middleware keeps the
 503 rule for servers other than this one (and for in-process tests).
 """
@@ -100,6 +103,11 @@ class HeraldHttpProtocol(HttpToolsProtocol):
         self.linger_timer: TimerHandle | None = None
         self.body_pending = False  # the current request's head is in, its body not all of it
         self.refused = False
+        # The current request's body length when it declares one by Content-Length (None: none,
+        # or chunked), to find where a pipelined next request starts in the same read.
+        self.body_length: int | None = None
+        # A refusal of a later pipelined request, held until the earlier requests are answered.
+        self.deferred: tuple[int, bytes, bytes, list[tuple[bytes, bytes]], str | None] | None = None
 
     # ---- connection ----------------------------------------------------------------------------
 
@@ -150,7 +158,11 @@ class HeraldHttpProtocol(HttpToolsProtocol):
     def on_headers_complete(self) -> None:
         self.in_head = False
         self.head_begun = False
-        self.head = bytearray()
+        # What arrived after this head in the same read: its body, then maybe a pipelined next
+        # request's first bytes (kept, so that a fault in that head is judged on the whole head;
+        # `on_message_complete` drops the body).
+        end = self.head.find(_HEADERS_END)
+        self.head = self.head[end + len(_HEADERS_END) :] if end >= 0 else bytearray()
         if self.head_timer is not None:
             self.head_timer.cancel()
             self.head_timer = None
@@ -170,6 +182,7 @@ class HeraldHttpProtocol(HttpToolsProtocol):
         super().on_headers_complete()
         # The answer's head and body in one send; see `_ResponseTransport`.
         self.cycle.transport = _ResponseTransport(self)
+        self.body_length = _content_length(self.headers) if has_body else 0
         if has_body:
             # Its timer starts if the body is not complete in this read. The app may answer before
             # the body is in (413): uvicorn then closes at once, and the client, still sending,
@@ -183,6 +196,24 @@ class HeraldHttpProtocol(HttpToolsProtocol):
             self.body_timer = None
         super().on_message_complete()
         self.in_head = True
+        # The bytes kept after the head: its body, then the next request's first bytes when the
+        # whole body came in the same read (else where the next request starts is not known).
+        length = self.body_length
+        self.head = self.head[length:] if length is not None and len(self.head) >= length else bytearray()
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        # A later request was refused while earlier ones were being answered: its answer goes out
+        # once the last of them has (HTTP/1.1 answers in request order), then the connection closes.
+        if (
+            self.deferred is not None
+            and not self.pipeline
+            and self.cycle is not None
+            and self.cycle.response_complete
+        ):
+            deferred, self.deferred = self.deferred, None
+            self.refused = False
+            self._refuse(*deferred)
 
     # ---- refusals --------------------------------------------------------------------------------
 
@@ -239,7 +270,10 @@ class HeraldHttpProtocol(HttpToolsProtocol):
         and metrics (`ops.observe`) show this answer and its request id."""
         if self.refused or self.transport.is_closing():
             return
-        self.refused = True
+        self.refused = True  # what the client still sends is dropped
+        if self._answering_earlier():
+            self.deferred = (status, content_type, body, extra, request_id)
+            return
         if self.cycle is not None and not self.cycle.response_complete:
             state = self.cycle.scope.setdefault("state", {})
             state[ANSWERED_AT_SOCKET] = status
@@ -256,6 +290,14 @@ class HeraldHttpProtocol(HttpToolsProtocol):
         lines.extend(name + b": " + value + b"\r\n" for name, value in headers)
         self.transport.write(b"".join([*lines, b"\r\n", body]))
         self._close(linger=True)
+
+    def _answering_earlier(self) -> bool:
+        """Whether complete earlier requests are still being answered (pipelined) while a later
+        one is refused (its head, or the wait for it): they must be answered first. A refusal
+        while a body is arriving is that request's own."""
+        if self.body_pending:
+            return False
+        return bool(self.pipeline) or (self.cycle is not None and not self.cycle.response_complete)
 
     def _close(self, *, linger: bool = False) -> None:
         """Close; after an answer, half-close first (lingering close): a client still sending its
@@ -332,6 +374,17 @@ class _ResponseTransport(asyncio.Transport):
             self.protocol._close(linger=True)
         else:
             self.protocol.transport.close()
+
+
+def _content_length(headers: list[tuple[bytes, bytes]]) -> int | None:
+    """The body's length by Content-Length; None when chunked (or unreadable)."""
+    length = None
+    for name, value in headers:
+        if name == b"transfer-encoding":
+            return None
+        if name == b"content-length":
+            length = int(value) if value.isdigit() else None
+    return length
 
 
 class _Refused(Exception):
