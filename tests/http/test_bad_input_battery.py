@@ -279,6 +279,10 @@ BAD_BODIES = {
     "truncated": BadBody(b'{"name": "Winter_Sale", "priority": '),
     # Valid JSON, but a number of more digits than Python reads into an int (4,300).
     "integer-of-5000-digits": BadBody(b'{"name": "x", "priority": ' + b"9" * 5000 + b"}"),
+    # Not UTF-8 JSON text, though Python's reader takes them (it detects the encoding).
+    "utf16-le": BadBody('{"name": "x"}'.encode("utf-16-le")),
+    "utf32-be": BadBody('{"name": "x"}'.encode("utf-32-be")),
+    "utf8-bom": BadBody(b'\xef\xbb\xbf{"name": "x"}'),
     # Valid JSON numbers a double cannot hold: read as infinity, stored as null (an attribute unset).
     "number-1e400": BadBody(b'{"name": "x", "priority": 1e400}'),
     "number-minus-1e999": BadBody(b'{"name": "x", "attributes": {"k": -1e999}}'),

@@ -18,7 +18,10 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 from sqlalchemy.exc import DBAPIError, IntegrityError
+from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from herald.http import base_url, endpoint, idempotency
@@ -214,8 +217,11 @@ class HeraldMiddleware:
             # A concurrent request won a race the handler's own checks could not see.
             status, code, message = 409, "CONFLICT", "A concurrent request changed the same data; retry."
         elif database_unavailable(exc):
-            log.warning("database unavailable: %s", exc.orig if isinstance(exc, DBAPIError) else exc)
+            log.warning("database unavailable: %r", exc.orig if isinstance(exc, DBAPIError) else exc)
             status, code, message = 503, "SERVICE_UNAVAILABLE", "The database is unavailable; retry."
+        elif rate_limit_store_unavailable(exc):
+            log.warning("rate-limit store (Redis) unavailable: %s", exc)
+            status, code, message = 503, "SERVICE_UNAVAILABLE", "The rate-limit store is unavailable; retry."
         else:
             log.exception("unhandled error", exc_info=exc)
             status, code, message = 500, "INTERNAL_ERROR", "Internal error. The request was not applied."
@@ -303,6 +309,12 @@ class HeraldMiddleware:
             return "The request body must be JSON, sent with Content-Type: application/json.", None
         if not is_utf8(body):
             return "The request body must be UTF-8.", None
+        # JSON text has no byte order mark, and no raw NUL byte anywhere (in a string it must be
+        # escaped): the reader would otherwise take UTF-16 and UTF-32 bodies for JSON too.
+        if body.startswith(b"\xef\xbb\xbf"):
+            return "The request body must be UTF-8 JSON text without a byte order mark.", None
+        if b"\x00" in body:
+            return "The request body must be UTF-8 JSON text; it holds NUL bytes (UTF-16 or UTF-32?).", None
         if has_escaped_nul(body):
             return "Strings must not contain NUL characters.", nul_path(body)
         if has_lone_surrogate(body):
@@ -327,11 +339,38 @@ def database_unavailable(exc: BaseException) -> bool:
     """True for an error saying the database cannot serve now (503 and retry), not that the request
     failed: through SQLAlchemy, or from the driver itself (reads run on it, `herald.direct_reads`)."""
     if isinstance(exc, DBAPIError):
+        if isinstance(exc.orig, TimeoutError):  # the driver's, wrapped (`herald.direct_reads`)
+            return True
         return exc.connection_invalidated or (exc.orig is not None and database_unavailable(exc.orig))
     if isinstance(exc, ConnectionError):  # refused, reset: nothing answers at the address
         return True
+    if isinstance(exc, PoolTimeoutError):  # every pooled connection stayed busy (or stuck connecting)
+        return True
+    if isinstance(exc, TimeoutError) and _raised_in(exc, _DATABASE_PACKAGES):
+        return True  # asyncpg's connect timeout: a server that accepts and never answers
     state = getattr(exc, "sqlstate", None) or getattr(exc, "pgcode", None)
     return isinstance(state, str) and state.startswith(_UNAVAILABLE_STATES)
+
+
+_DATABASE_PACKAGES = ("asyncpg", "sqlalchemy", "aiosqlite")
+
+
+def _raised_in(exc: BaseException, packages: tuple[str, ...]) -> bool:
+    """Whether `exc` came out of code of one of `packages` (a frame of its traceback is theirs):
+    a `TimeoutError` of the database driver, not of anything else a handler waited for."""
+    tb = exc.__traceback__
+    while tb is not None:
+        module = tb.tb_frame.f_globals.get("__name__", "")
+        if isinstance(module, str) and module.split(".", 1)[0] in packages:
+            return True
+        tb = tb.tb_next
+    return False
+
+
+def rate_limit_store_unavailable(exc: BaseException) -> bool:
+    """True for Redis (the rate-limit store) refusing connections or not answering in time: 503 and
+    retry (`herald.http.ratelimit.redis` bounds every exchange, and fails it with one of these)."""
+    return isinstance(exc, RedisConnectionError | RedisTimeoutError)
 
 
 def _parts(captured: list[Message]) -> tuple[int, dict[str, str], bytes]:
