@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -39,6 +40,12 @@ class TestRecord:
             (data["event_ids"][1], "purchased", {"sku": "A1"}, None, "5.2.0"),
         ]
         assert all(e.occurred_at == NOW and e.received_at == NOW for e in events)
+
+    async def test_one_of_concurrent_first_events_says_it_created_the_user(self, ingest: Ingest) -> None:
+        # Each request sees no user and inserts one; only the insert that wrote it says so.
+        answers = await asyncio.gather(*(ingest.event("racer", {"action": "app_open"}) for _ in range(10)))
+        assert [answer.status_code for answer in answers] == [200] * 10
+        assert sum(answer.json()["data"]["user_created"] for answer in answers) == 1
 
     async def test_unknown_customer_is_created(self, app: FastAPI, ingest: Ingest, workspace: Tenant) -> None:
         response = await ingest.event("newcomer", {"action": "app_open"})

@@ -87,7 +87,7 @@ async def ingest_transition(
                 known.add(element.customer_id)
                 made_by_events.append(element.customer_id)
             events += element.events
-    await store.insert_bare_users(session, workspace_id, made_by_events, now)
+    made_by_events = await store.insert_bare_users(session, workspace_id, made_by_events, now)
     await store.upsert_customers(session, workspace_id, writes, now)
     ids = await store.insert_events(session, workspace_id, events, now)
     await triggers.enqueue(session, workspace_id, list(zip(ids, events, strict=True)), now)

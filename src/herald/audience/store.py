@@ -30,6 +30,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.sql.dml import ReturningInsert
 from sqlalchemy.sql.elements import ColumnElement
 
 from herald.audience.attributes import FLAG_COLUMNS
@@ -284,23 +285,26 @@ async def ensure_users(
     wanted = list(dict.fromkeys(ids))
     existing = await existing_ids(session, workspace_id, wanted)
     missing = [customer_id for customer_id in wanted if customer_id not in existing]
-    await insert_bare_users(session, workspace_id, missing, now)
-    return missing
+    return await insert_bare_users(session, workspace_id, missing, now)
 
 
 async def insert_bare_users(
     session: AsyncSession, workspace_id: str, ids: Sequence[str], now: datetime
-) -> None:
-    """Users with only an id (ids that exist already are left alone)."""
-    if ids:
-        rows = [_bare_user(workspace_id, customer_id, now) for customer_id in ids]
-        await session.execute(_insert_ignore(dialect_of(session)), rows)
+) -> list[str]:
+    """Users with only an id (ids that exist already are left alone); the ids this inserted (a
+    concurrent request that inserted one first made it, and says so)."""
+    if not ids:
+        return []
+    rows = [_bare_user(workspace_id, customer_id, now) for customer_id in ids]
+    inserted = await session.execute(_insert_ignore(dialect_of(session)), rows)
+    return [row[0] for row in inserted]
 
 
 @cache
-def _insert_ignore(dialect: str) -> Insert:
+def _insert_ignore(dialect: str) -> ReturningInsert[tuple[str]]:
     statement = postgresql.insert(_users) if dialect == "postgresql" else sqlite.insert(_users)
-    return statement.on_conflict_do_nothing(index_elements=["workspace_id", "customer_id"])
+    ignoring = statement.on_conflict_do_nothing(index_elements=["workspace_id", "customer_id"])
+    return ignoring.returning(_users.c.customer_id)
 
 
 def _bare_user(workspace_id: str, customer_id: str, now: datetime) -> dict[str, Any]:
