@@ -106,6 +106,26 @@ class TestPushDraft:
         ]
         assert {request.json()["campaign_id"] for request in webhook.received} == {draft_id}
 
+    async def test_a_draft_with_utm_params_is_tested_with_its_links_tagged(
+        self, client: httpx.AsyncClient, push_ready: Tenant, webhook: HttpReceiver
+    ) -> None:
+        # As the live send will tag them: a test shows the links a user will get.
+        body = _push_draft(["ANDROID"])
+        android = body["campaign_content"]["content"]["default"]["variation_1"]["push"]["android"]
+        android["basic_details"]["default_click_action_value"] = "https://shop.example/sale?ref=push"
+        body["utm_params"] = {"utm_source": "herald", "utm_medium": "push"}
+        draft_id = await create_campaign(client, push_ready, body)
+        test = _draft_test(
+            draft_id, "USER_ATTRIBUTE_UNIQUE_ID", "u1", locale_name="default", variation="variation_1"
+        )
+        assert results(await send_test(client, push_ready, test)) == {
+            "ANDROID_default_variation_1": {"status": "SENT"}
+        }
+        [sent] = webhook.received
+        assert sent.json()["message"]["basic_details"]["default_click_action_value"] == (
+            "https://shop.example/sale?ref=push&utm_source=herald&utm_medium=push"
+        )
+
     async def test_platforms_outside_basic_details_are_not_tested(
         self, client: httpx.AsyncClient, push_ready: Tenant
     ) -> None:

@@ -15,8 +15,9 @@ nothing again; a refusal claims it first, in a transaction of its own, so the ke
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -34,6 +35,7 @@ from herald.db import Database
 from herald.delivery import recipients as recipients_lookup
 from herald.delivery.config import is_smtp
 from herald.delivery.dispatch import Dispatcher, Lanes
+from herald.delivery.engine.split import tag_message, utm_of
 from herald.delivery.messages import Envelope, Outcome, Recipient
 from herald.delivery.models import Connector
 from herald.delivery.push_options import push_options
@@ -77,6 +79,7 @@ class _Source:
     connector: ConnectorRef | None
     campaign_id: str | None
     advanced: Advanced | None = None
+    utm: dict[str, str] = field(default_factory=dict)  # a draft's `utm_params`, as live sends add them
 
 
 @dataclass(frozen=True)
@@ -87,6 +90,7 @@ class _Plan:
     recipients: list[Recipient]
     prepared: PreparedContent
     advanced: Advanced | None = None
+    utm: dict[str, str] = field(default_factory=dict)
 
 
 Results = dict[str, dict[str, str]]
@@ -163,6 +167,7 @@ async def _source(session: AsyncSession, workspace_id: str, request: CampaignTes
         document.connector,
         row.campaign_id,
         document.advanced if channel is Channel.PUSH else None,
+        utm_of(document.utm_params),
     )
 
 
@@ -217,7 +222,9 @@ async def _plan(reads: _Reads, workspace_id: str, request: CampaignTestRequest) 
         if not draft_mode:
             raise
         raise Unprocessable("The saved content cannot be personalized.", details=exc.details) from None
-    return _Plan(choice.connector, source.campaign_id, messages, recipients, prepared, source.advanced)
+    return _Plan(
+        choice.connector, source.campaign_id, messages, recipients, prepared, source.advanced, source.utm
+    )
 
 
 async def _recipients(
@@ -293,6 +300,9 @@ async def _execute(
         recipient = listed.on(item.slot.platform)  # its token on this platform
         reason = rendering_failed or (recipient.unreachable_reason if recipient.address is None else None)
         message = message_at(content or plan.prepared.campaign_content, item.path)
+        if plan.utm:  # tagged as the live message will be (a copy: the content may be shared)
+            message = copy.deepcopy(message)
+            tag_message(message, item.slot.channel is Channel.EMAIL, plan.utm)
         advanced = push_options(plan.advanced, item.slot.platform, now) if item.slot.platform else None
         envelope = Envelope(
             object_id(now),

@@ -32,13 +32,13 @@ from herald.delivery.engine.resolve import LiveCampaign
 from herald.delivery.engine.split import (
     VARIATION_MODULUS,
     VariationKey,
-    html_with_utm,
     locale_for,
     share_bounds,
+    tag_message,
+    utm_of,
     variation_bounds_at,
     variation_for,
     variation_key,
-    with_utm,
 )
 from herald.delivery.messages import Recipient
 from herald.delivery.models import Connector
@@ -144,7 +144,7 @@ class SendPlan:
             # cost more than rendering it).
             return message
         message = copy.deepcopy(message)  # tagged below; the content may be shared
-        _tag(message, self.channel, self.utm)
+        tag_message(message, self.channel is Channel.EMAIL, self.utm)
         return message
 
 
@@ -179,22 +179,6 @@ async def render_plans(
         at += len(wanted)
         found.append(bodies)
     return found
-
-
-def _tag(message: dict[str, Any], channel: Channel, utm: dict[str, str]) -> None:
-    if channel is Channel.EMAIL:
-        html = message.get("html_content")
-        if isinstance(html, str):
-            message["html_content"] = html_with_utm(html, utm)
-        return
-    visible = message.get("basic_details")
-    if isinstance(visible, dict) and isinstance(visible.get("default_click_action_value"), str):
-        visible["default_click_action_value"] = with_utm(visible["default_click_action_value"], utm)
-    # A button opens its URL like the notification's click does: tagged the same way.
-    buttons = message.get("buttons")
-    for button in buttons if isinstance(buttons, list) else []:
-        if isinstance(button, dict) and isinstance(button.get("click_action_value"), str):
-            button["click_action_value"] = with_utm(button["click_action_value"], utm)
 
 
 def _shares(campaign: LiveCampaign, variations: list[str]) -> list[tuple[str, float]]:
@@ -285,8 +269,7 @@ async def plan_sends(session: AsyncSession, campaign: LiveCampaign, execution: E
         plan.bounds = share_bounds(plan.shares)
     elif len(plan.shares) > 1:
         plan.bounds = await _variation_bounds(session, execution, plan.shares)
-    if document.utm_params is not None:
-        plan.utm = {k: str(v) for k, v in document.utm_params.model_dump(exclude_none=True).items()}
+    plan.utm = utm_of(document.utm_params)
     try:
         for group, items in plan.groups.items():
             written = [(item.path, item.message()) for item in items]

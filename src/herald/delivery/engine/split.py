@@ -16,7 +16,10 @@ from collections.abc import Mapping, Sequence
 from html import unescape
 from html.entities import html5
 from html.parser import HTMLParser
+from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit
+
+from pydantic import BaseModel
 
 from herald.delivery.engine.rank import GLOBAL_CONTROL, GLOBAL_CONTROL_BUCKETS, rank_of
 
@@ -128,6 +131,31 @@ def locale_for(user_locale: object, locales: Sequence[str], default: str) -> str
 
 # What browsers strip from both ends of a URL before parsing it (C0 controls and space).
 _URL_PADDING = "".join(chr(code) for code in range(0x21))
+
+
+def utm_of(params: BaseModel | None) -> dict[str, str]:
+    """A campaign's `utm_params` as the parameters its messages' links get (none when absent)."""
+    if params is None:
+        return {}
+    return {key: str(value) for key, value in params.model_dump(exclude_none=True).items()}
+
+
+def tag_message(message: dict[str, Any], email: bool, utm: Mapping[str, str]) -> None:
+    """Add `utm` to the links of a message, in place: an e-mail's HTML links, a push message's
+    click URL and button URLs (a button opens its URL as the notification's click does). Live
+    sends and test sends tag alike, so a test shows the links a user will get."""
+    if email:
+        html = message.get("html_content")
+        if isinstance(html, str):
+            message["html_content"] = html_with_utm(html, utm)
+        return
+    visible = message.get("basic_details")
+    if isinstance(visible, dict) and isinstance(visible.get("default_click_action_value"), str):
+        visible["default_click_action_value"] = with_utm(visible["default_click_action_value"], utm)
+    buttons = message.get("buttons")
+    for button in buttons if isinstance(buttons, list) else []:
+        if isinstance(button, dict) and isinstance(button.get("click_action_value"), str):
+            button["click_action_value"] = with_utm(button["click_action_value"], utm)
 
 
 def with_utm(url: str, utm: Mapping[str, str]) -> str:
