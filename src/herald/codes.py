@@ -155,7 +155,12 @@ CODES: tuple[Code, ...] = (
         500,
         "An unexpected failure; nothing was applied. Never an answer to bad input.",
     ),
-    Code("SERVICE_UNAVAILABLE", "error", 503, "The database is unavailable; retry with back-off."),
+    Code(
+        "SERVICE_UNAVAILABLE",
+        "error",
+        503,
+        "A dependency (the database or Redis) is unavailable; retry with back-off.",
+    ),
     # Detail codes (error.details[].code).
     Code(
         "REQUIRED_FIELD_MISSING",

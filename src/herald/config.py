@@ -43,6 +43,9 @@ class Settings:
     # has in flight at once; with fewer, requests wait for one (or, with an overflow, connections
     # are opened and closed all the time, each a handshake with the server).
     db_pool_size: int = 20
+    # PostgreSQL: how long opening a connection may take (a server that accepts and never answers
+    # is answered 503 after this, instead of after asyncpg's own 60 s).
+    db_connect_timeout_seconds: float = 10.0
     log_level: str = "info"
     # "json": one JSON object per log line; anything else: readable `key=value` lines.
     log_format: str = "text"

@@ -301,7 +301,11 @@ def create_database(settings: Settings) -> Database:
         # At most `db_pool_size` connections per process (no overflow): processes times pool size must
         # stay under the server's max_connections; a request beyond them waits for a connection.
         engine = create_async_engine(
-            url, pool_size=settings.db_pool_size, max_overflow=0, json_serializer=_json_text
+            url,
+            pool_size=settings.db_pool_size,
+            max_overflow=0,
+            json_serializer=_json_text,
+            connect_args={"timeout": settings.db_connect_timeout_seconds},
         )
         # Reading requests see one snapshot across their statements (a page and its total count).
         read_engine = engine.execution_options(isolation_level="REPEATABLE READ")
@@ -317,6 +321,7 @@ def create_database(settings: Settings) -> Database:
             single_statement,
             busy_patience=_SQLITE_LOCK_TIMEOUT,
             pool_size=max(2, settings.db_pool_size // 4),
+            connect_timeout=settings.db_connect_timeout_seconds,
         ),
         writes=_direct_writes(url, engine),
     )

@@ -92,7 +92,14 @@ class _Compiled:
 class DirectReads:
     """Run single statements on the driver (see the module docstring)."""
 
-    def __init__(self, engine: AsyncEngine, *, busy_patience: float = 30.0, pool_size: int = 4) -> None:
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        *,
+        busy_patience: float = 30.0,
+        pool_size: int = 4,
+        connect_timeout: float = 10.0,
+    ) -> None:
         self._engine = engine
         self._dialect: Dialect = engine.dialect
         self._postgres = engine.dialect.name == "postgresql"
@@ -103,6 +110,7 @@ class DirectReads:
         self._sqlite: sqlite3.Connection | None = None
         self._patience = busy_patience
         self._pool_size = pool_size
+        self._connect_timeout = connect_timeout  # PostgreSQL: opening one of the pool's connections
         self._postgres_pool: asyncpg.Pool | None = None
         self._postgres_pool_opening: asyncio.Lock | None = None
         self._watch: PoolWatch | None = None
@@ -230,12 +238,14 @@ class DirectReads:
                 _, arguments = self._dialect.create_connect_args(self._engine.url)
                 for name in _ADAPTER_ONLY:
                     arguments.pop(name, None)
+                arguments.pop("timeout", None)  # ours, below (from the URL it would be text)
                 settings = {**arguments.pop("server_settings", {}), **_PLANNED_ONCE}
                 self._postgres_pool = await asyncpg.create_pool(
                     min_size=1,
                     max_size=self._pool_size,
                     reset=_leave_as_is,
                     server_settings=settings,
+                    timeout=self._connect_timeout,
                     **arguments,
                 )
                 if self._watch is not None:

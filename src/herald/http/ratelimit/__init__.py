@@ -7,7 +7,7 @@ from redis.asyncio import Redis
 
 from herald.http.ratelimit.core import Decision, RateLimitStore, Window, parse_windows
 from herald.http.ratelimit.memory import MemoryRateLimitStore
-from herald.http.ratelimit.redis import RedisRateLimitStore
+from herald.http.ratelimit.redis import TIMEOUT_SECONDS, RedisRateLimitStore
 
 __all__ = [
     "Decision",
@@ -21,7 +21,13 @@ __all__ = [
 
 
 def make_store(redis_url: str | None, prefix: str = "herald:rl:") -> RateLimitStore:
-    """Redis when a URL is configured (limits hold across processes), otherwise in-process."""
+    """Redis when a URL is configured (limits hold across processes), otherwise in-process.
+
+    Every exchange with Redis is bounded by `TIMEOUT_SECONDS` unless the URL says otherwise
+    (`?socket_timeout=2.5`, `socket_connect_timeout`)."""
     if redis_url:
-        return RedisRateLimitStore(Redis.from_url(redis_url), prefix=prefix)
+        client = Redis.from_url(
+            redis_url, socket_timeout=TIMEOUT_SECONDS, socket_connect_timeout=TIMEOUT_SECONDS
+        )
+        return RedisRateLimitStore(client, prefix=prefix)
     return MemoryRateLimitStore()

@@ -10,6 +10,12 @@ acquire issued within one turn of the event loop is written in one send and thei
 together. Pipelining changes nothing Redis decides (each script still runs whole, one at a time);
 it removes the per-request send and the client's per-command machinery, which were a fifth of a
 PostgreSQL worker's samples on `GET /v5/offers` (benchmarks/README.md, "Herald against its peers").
+
+Every exchange is bounded by the store's `timeout` (`TIMEOUT_SECONDS`, or the client's
+`socket_timeout`, e.g. `?socket_timeout=0.5` in the URL): a Redis that refuses connections, or
+accepts them and never answers (a network partition, a paused host), fails the callers with a
+`redis.exceptions.ConnectionError` within about that long, which the request middleware answers
+503; the next call connects afresh, so the store works again as soon as Redis answers.
 """
 
 from __future__ import annotations
@@ -26,8 +32,11 @@ from typing import Any
 import hiredis
 from redis.asyncio import Redis
 from redis.asyncio.connection import AbstractConnection
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError, ResponseError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from herald.http.ratelimit.core import Decision, Window, check_windows, decide
 
@@ -72,18 +81,31 @@ return out
 """
 _ACQUIRE_SHA = hashlib.sha1(_ACQUIRE.encode()).hexdigest()
 
+# The longest a request waits on Redis (to connect, or for a reply it is due) unless the client
+# says otherwise (`socket_timeout`): a healthy Redis answers in well under a millisecond, and a
+# stalled one must not hold every request of the process (each then answers 503).
+TIMEOUT_SECONDS = 1.0
+
+
+def store_timeout(client: Redis) -> float:
+    """The bound on each exchange with Redis: the client's `socket_timeout`, else `TIMEOUT_SECONDS`."""
+    given = client.connection_pool.connection_kwargs.get("socket_timeout")
+    return float(given) if given else TIMEOUT_SECONDS
+
 
 class RedisRateLimitStore:
     """Owns `client` and closes it in `aclose`. Keys are `<prefix>{<key>}:<window seconds>`.
 
     Acquires use a connection of their own, made with `client`'s connection settings on first use;
-    `release` and `reset` (rare) go through `client`.
+    `release` and `reset` (rare) go through `client`. `acquire` and `release` take at most about
+    `timeout` (`store_timeout(client)`), or fail with a `redis.exceptions.ConnectionError`.
     """
 
     def __init__(self, client: Redis, prefix: str = "herald:rl:") -> None:
         self._client = client
         self._prefix = prefix
-        self._channel = _ScriptChannel(client)
+        self.timeout = store_timeout(client)
+        self._channel = _ScriptChannel(client, self.timeout)
         # Entry names only need to be unique among concurrent entries of one key: a random part per
         # store (process) and a counter are, and cost less than a UUID per request.
         self._token_prefix = secrets.token_hex(8) + ":"
@@ -137,10 +159,13 @@ class RedisRateLimitStore:
         return decide(windows, now, token if allowed else None, counts, pivots)
 
     async def release(self, key: str, windows: Sequence[Window], token: str) -> None:
-        async with self._client.pipeline(transaction=True) as pipe:
-            for name in self._keys(key, windows):
-                pipe.zrem(name, token)
-            await pipe.execute()
+        try:
+            async with asyncio.timeout(self.timeout), self._client.pipeline(transaction=True) as pipe:
+                for name in self._keys(key, windows):
+                    pipe.zrem(name, token)
+                await pipe.execute()
+        except (TimeoutError, RedisTimeoutError) as error:  # the slot expires with its window
+            raise RedisConnectionError(f"Redis did not answer within {self.timeout:g} s") from error
 
     async def reset(self) -> None:
         pattern = re.sub(r"([*?\[\]\\])", r"\\\1", self._prefix) + "*"
@@ -184,16 +209,26 @@ class _ScriptChannel:
     it. A lost connection sends the commands it carried once more on a new one, as the client's own
     retry does; a command may then count twice (never admit more than the limit). If they fail
     again, or connecting fails, the callers get a `redis.exceptions.ConnectionError`.
+
+    Bounds (`timeout`): connecting, handshake included, takes at most `timeout`; while replies are
+    due, one arrives every `timeout` at least. Otherwise the connection is dropped and every call
+    waiting on it (sent or queued) fails at once, none sent again (a stalled Redis may yet run
+    them); the next call connects afresh. An idle connection waits for nothing, so it has no bound.
     """
 
-    def __init__(self, client: Redis) -> None:
+    def __init__(self, client: Redis, timeout: float) -> None:
         self._pool = client.connection_pool  # one home for the connection settings (URL, auth, TLS, db)
+        self._timeout = timeout
         self._queued: list[_Call] = []
         self._sent: deque[_Call] = deque()
         self._wake: asyncio.Future[None] | None = None
         self._sender: asyncio.Task[None] | None = None
         self._reader: asyncio.Task[None] | None = None
         self._connection: AbstractConnection | None = None
+        # Armed while replies are due: `_overdue` drops the connection unless one arrived meanwhile.
+        self._watch: asyncio.TimerHandle | None = None
+        self._replies = 0  # replies read on any connection: what the watch compares
+        self._closing: set[asyncio.Task[None]] = set()  # disconnects the watch started
         self._closed = False
 
     def call(self, command: tuple[Any, ...]) -> asyncio.Future[Any]:
@@ -222,10 +257,13 @@ class _ScriptChannel:
                 continue
             try:
                 connection = await self._connected()
-            except Exception as error:  # nothing answers: fail this batch, the next call tries again
-                self._fail(batch, error)
+            except Exception as error:
+                # Nothing answers: fail this batch and what queued behind it; the next call tries again.
+                waiting, self._queued = [*batch, *self._queued], []
+                self._fail(waiting, error)
                 continue
             self._sent.extend(batch)  # before the send: the reader may see the replies at once
+            self._expect_replies(connection)
             try:
                 await connection.send_packed_command(
                     b"".join(hiredis.pack_command(call.command) for call in batch), check_health=False
@@ -235,8 +273,23 @@ class _ScriptChannel:
 
     async def _connected(self) -> AbstractConnection:
         if self._connection is None:
-            connection = self._pool.connection_class(**self._pool.connection_kwargs)
-            await connection.connect()  # type: ignore[no-untyped-call]
+            # No socket timeout: the reader waits on an idle connection for as long as it is idle
+            # (the watch bounds the waits for replies). No retry: a failed connect fails its calls.
+            settings = {
+                **self._pool.connection_kwargs,
+                "socket_timeout": None,
+                "socket_connect_timeout": self._timeout,
+                "retry": Retry(NoBackoff(), 0),
+            }
+            connection = self._pool.connection_class(**settings)
+            try:
+                async with asyncio.timeout(self._timeout):
+                    await connection.connect()  # type: ignore[no-untyped-call]
+            except BaseException as error:
+                await connection.disconnect(nowait=True)
+                if isinstance(error, TimeoutError):
+                    raise RedisTimeoutError(f"Redis did not answer within {self._timeout:g} s") from error
+                raise
             self._connection = connection
             self._reader = asyncio.get_running_loop().create_task(self._read(connection))
         return self._connection
@@ -248,6 +301,7 @@ class _ScriptChannel:
                     reply = await connection.read_response()
                 except ResponseError as error:  # an error reply: its command's alone
                     reply = error
+                self._replies += 1
                 call = self._sent.popleft()  # a reply nothing was sent for breaks the connection too
                 if isinstance(reply, NoScriptError) and call.command[0] == "EVALSHA":
                     call.command = ("EVAL", _ACQUIRE, *call.command[2:])
@@ -261,22 +315,54 @@ class _ScriptChannel:
         except Exception as error:
             await self._lost(connection, error)
 
+    def _expect_replies(self, connection: AbstractConnection) -> None:
+        """Replies are due on `connection`: watch that one arrives every `timeout`."""
+        if self._watch is None:
+            loop = asyncio.get_running_loop()
+            self._watch = loop.call_later(self._timeout, self._overdue, connection, self._replies)
+
+    def _overdue(self, connection: AbstractConnection, replies: int) -> None:
+        self._watch = None
+        if connection is not self._connection or not self._sent:
+            return  # dropped already, or every reply due has arrived
+        if self._replies != replies:  # some arrived: the next are due within another period
+            self._expect_replies(connection)
+            return
+        error = RedisTimeoutError(f"Redis did not answer within {self._timeout:g} s")
+        if self._drop(connection, error, resend=False):
+            closing = asyncio.get_running_loop().create_task(connection.disconnect(nowait=True))
+            self._closing.add(closing)
+            closing.add_done_callback(self._closing.discard)
+
     async def _lost(self, connection: AbstractConnection, error: Exception) -> None:
         """`connection` broke: send what it carried once more on a new one (or fail it)."""
+        if self._drop(connection, error, resend=True):
+            await connection.disconnect(nowait=True)
+
+    def _drop(self, connection: AbstractConnection, error: Exception, *, resend: bool) -> bool:
+        """Forget `connection` (False: it was already) and settle the calls it carried: sent once
+        more if `resend` and not sent twice already, else failed, and with no `resend` the calls
+        queued for it fail too."""
         if self._connection is not connection:
-            return  # already handled, by the reader or the sender
+            return False  # already handled, by the reader, the sender or the watch
         self._connection = None
+        if self._watch is not None:
+            self._watch.cancel()
+            self._watch = None
         reader, self._reader = self._reader, None
         if reader is not None and reader is not asyncio.current_task():
             reader.cancel()
         carried = list(self._sent)
         self._sent.clear()
-        await connection.disconnect(nowait=True)
-        again = [call for call in carried if not call.resent and not self._closed]
+        if not resend:
+            carried += self._queued
+            self._queued = []
+        again = [call for call in carried if resend and not call.resent and not self._closed]
         self._fail([call for call in carried if call not in again], error)
         for call in again:
             call.resent = True
             self._queue(call)
+        return True
 
     @staticmethod
     def _fail(calls: list[_Call], error: Exception) -> None:
@@ -292,6 +378,9 @@ class _ScriptChannel:
             if task is not None:
                 task.cancel()
         self._sender = self._reader = None
+        if self._watch is not None:
+            self._watch.cancel()
+            self._watch = None
         closed = RedisConnectionError("the rate-limit store was closed")
         self._fail([*self._sent, *self._queued], closed)
         self._sent.clear()
