@@ -395,7 +395,7 @@ class TestLimits:
     async def test_replays_and_refused_requests_take_no_success_slot(
         self, app: FastAPI, client: httpx.AsyncClient, clock: FrozenClock
     ) -> None:
-        # The guard takes the success slot with the request limit's (one exchange with the store).
+        # The success slot is taken once the body passed its checks, and given back on a replay.
         tenant = await make_tenant(app, rate_limits={"campaign_create": "1000/second"})
         headers = tenant.headers(campaigns=True, idempotency_key=str(uuid.uuid4()))
         assert (await client.post(BASE, json=MINIMAL_PUSH, headers=headers)).status_code == 201
@@ -411,6 +411,18 @@ class TestLimits:
         for _ in range(4):
             assert (await _create(client, tenant, MINIMAL_PUSH)).status_code == 201
         assert (await _create(client, tenant, MINIMAL_PUSH)).status_code == 429
+
+    async def test_failures_in_flight_never_crowd_out_a_success(
+        self, app: FastAPI, client: httpx.AsyncClient
+    ) -> None:
+        # Only a create that passed its checks takes a success slot: twenty invalid creates sent
+        # together with five valid ones leave all five their slots.
+        tenant = await make_tenant(app, rate_limits={"campaign_create": "1000/second"})
+        invalid = {**MINIMAL_PUSH, "created_by": "x"}
+        bodies = [invalid] * 10 + [MINIMAL_PUSH] * 5 + [invalid] * 10
+        responses = await asyncio.gather(*(_create(client, tenant, body) for body in bodies))
+        statuses = [response.status_code for response in responses]
+        assert statuses == [400] * 10 + [201] * 5 + [400] * 10
 
     async def test_success_quota_is_exact_under_concurrency(
         self, app: FastAPI, client: httpx.AsyncClient

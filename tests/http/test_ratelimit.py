@@ -97,21 +97,6 @@ class TestRollingWindowLimits:
         # T0+10 and T0+20 have left too, T0+60 is still in: exactly 2.
         assert admitted(await take(store, windows, T0 + 80, 3)) == 2
 
-    async def test_acquire_each_decides_each_key_on_its_own_as_acquire_does(
-        self, store: RateLimitStore
-    ) -> None:
-        one, two = parse_windows("2/second"), parse_windows("1/minute")
-        first = await store.acquire_each([("a", one), ("b", two)], T0)
-        assert [d.allowed for d in first] == [True, True]
-        second = await store.acquire_each([("a", one), ("b", two)], T0 + 0.1)
-        assert [d.allowed for d in second] == [True, False]
-        assert (second[1].limit, second[1].retry_after) == (1, 60)
-        third = await store.acquire_each([("a", one), ("b", two)], T0 + 0.2)
-        assert [d.allowed for d in third] == [False, False]
-        assert first[1].token is not None
-        await store.release("b", two, first[1].token)
-        assert (await store.acquire("b", two, T0 + 0.3)).allowed
-
     async def test_refusal_by_one_window_takes_no_slot_in_another(self, store: RateLimitStore) -> None:
         windows = parse_windows("2/second;3/minute")
         assert admitted(await take(store, windows, T0, 2)) == 2

@@ -29,7 +29,6 @@ from herald.http.operation import (
     parsed_or_refused,
     reserve_quota,
     services_of,
-    success_granted,
     unit_of_work,
 )
 from herald.http.query_model import query_model
@@ -46,7 +45,6 @@ CREATE = Operation(
     "campaign_create",
     campaigns=True,
     idempotency="required",
-    success_quota="campaign_create_success",
     claim_with_create=True,
 )
 GET = Operation("C2", Scope.CAMPAIGNS_VIEW, "campaign_ops", campaigns=True)
@@ -142,7 +140,6 @@ async def create_campaign(request: Request, caller: Annotated[Caller, guarded(CR
             services_of(request).clock.now(),
             reserve,
             first,
-            reserved=success_granted(request, quota),
             claimed=claimed,
         )
     return first.response

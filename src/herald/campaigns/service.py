@@ -71,15 +71,15 @@ async def create_campaign(
     reserve_success: Reserve,
     answer: Answer[tuple[str, str]] | None = None,
     *,
-    reserved: bool = False,
     claimed: ClaimedStatement | None = None,
 ) -> tuple[str, str]:
-    """A new draft from a C1 body: its id and status. `reserved`: `reserve_success` is known to
-    grant its slot (then the request_id's hold and the row go in one statement on PostgreSQL).
-    `claimed`: the request's Idempotency-Key claim left to this write, claimed with it, once the
-    body is parsed and validated (on SQLite the write lock is not held through that work): the
-    claim, the hold, the row and the answer's record are written by themselves, in one statement
-    on PostgreSQL, in a short transaction on the driver on SQLite."""
+    """A new draft from a C1 body: its id and status. `reserve_success` takes the success quota's
+    slot (or refuses, 429) once the body has passed its checks: a create that fails them never
+    holds one, so concurrent failures cannot crowd out a success (the slot is given back if the
+    write then fails). `claimed`: the request's Idempotency-Key claim left to this write, claimed
+    with it, once the body is parsed and validated (on SQLite the write lock is not held through
+    that work): the claim, the hold, the row and the answer's record are written by themselves, in
+    one statement on PostgreSQL, in a short transaction on the driver on SQLite."""
     body, problems = parse_create(raw)
     if body is None:
         raise ValidationFailed([*problems, *_create_rules_beyond(workspace, raw, problems)])
@@ -87,6 +87,7 @@ async def create_campaign(
     problems = validate_campaign(document, Stage.DRAFT_CREATE, workspace.features, sent_components(body))
     if problems:
         raise ValidationFailed(problems)
+    await reserve_success()
 
     campaign_id = object_id(now)
     components = document.components_json()
@@ -118,29 +119,20 @@ async def create_campaign(
             "expires_at": now + REQUEST_ID_HOLD[document.channel],
         }
     if claimed is not None:
-        # By itself only where the create holds a request_id and its quota slot is granted.
+        # By itself only where the create holds a request_id.
         if (
             hold is not None
-            and reserved
             and claimed.by_itself
             and await repository.insert_claimed_held(claimed, hold, now, values, joined)
         ):
             claimed.written()
-            await reserve_success()  # granted already: it takes nothing more
             return campaign_id, status
         await claimed.apart(session)  # the key answers (a replay, a 409), else it is ours
     if hold is not None:
-        if reserved:
-            holder = await repository.insert_held(session, hold, now, values, joined)
-            if holder is not None:
-                raise _duplicate_request_id(holder)
-            await reserve_success()  # granted already: it takes nothing more
-            return campaign_id, status
-        # A used request_id is refused (409) before the quota is asked (429).
-        holder = await repository.hold_request_id(session, hold, now)
+        holder = await repository.insert_held(session, hold, now, values, joined)
         if holder is not None:
             raise _duplicate_request_id(holder)
-    await reserve_success()
+        return campaign_id, status
     await repository.insert_new(session, values, joined)
     return campaign_id, status
 

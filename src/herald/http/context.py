@@ -39,9 +39,6 @@ class UnitOfWork:
     # The success quota's slot this request holds (a create that counts only if it succeeds): a
     # success's X-RateLimit headers describe that window when it is nearer exhaustion.
     quota: Decision | None = None
-    # Success-quota decisions the guard took with the rate limit (`Operation.success_quota`), by
-    # bucket, for the route's `reserve_quota`.
-    held_quota: dict[str, Decision] = field(default_factory=dict)
     # A read whose statements need no common snapshot (see `Operation.single_statement`).
     single_statement: bool = False
 

@@ -32,7 +32,7 @@ from herald.http.auth import Caller, GatewayRefusal, authenticate, forbidden
 from herald.http.context import UnitOfWork
 from herald.http.guards import parse_uuid4, query_problems
 from herald.http.limits import Consumer, limit_key, windows_for
-from herald.http.ratelimit import Decision, RateLimitStore, Window
+from herald.http.ratelimit import Decision, Window
 from herald.joined_writes import FirstWrite, Joined
 from herald.problems import Problem
 from herald.services import Services
@@ -64,11 +64,6 @@ class Operation:
     # True when each statement the read sends stands alone (O1: its page and total count are one
     # statement): on PostgreSQL it then runs without a transaction around it.
     single_statement: bool = False
-    # The success-quota bucket the route reserves (`reserve_quota`), if any: its slot is taken with
-    # the rate limit's, in one exchange with the store (Redis: one round trip instead of two), and
-    # held from then on, given back if the request fails or replays. A refusal is answered only
-    # where the route reserves, so whatever the route checks before still answers first.
-    success_quota: str | None = None
     # True when the handler's first statement is a read of the row it writes (`ClaimRead`): on
     # PostgreSQL the Idempotency-Key's claim then goes in that statement (one round trip fewer).
     # Nothing the handler does before that read may answer, but for a malformed request (400).
@@ -171,20 +166,8 @@ async def check_access(request: Request, operation: Operation) -> Caller:
         raise ValidationFailed(bad_query)
 
     now = services.clock.now()
-    if operation.success_quota is None:
-        uow.rate_limit, _, _ = await _take_slot(request, caller, operation.bucket, operation.name)
-        await _claim(request, operation, caller, in_request_transaction, now)
-        return caller
-    uow.rate_limit, held = await _take_slot_and_quota(request, caller, operation)
-    try:
-        await _claim(request, operation, caller, in_request_transaction, now)
-    except BaseException:  # a replay or a refused key: the request does nothing, it takes nothing
-        await held.give_back()
-        raise
-    uow.held_quota[operation.success_quota] = held.decision
-    if held.decision.allowed:
-        uow.quota = held.decision
-        uow.on_failure.append(held.give_back)
+    uow.rate_limit, _, _ = await _take_slot(request, caller, operation.bucket, operation.name)
+    await _claim(request, operation, caller, in_request_transaction, now)
     return caller
 
 
@@ -319,7 +302,7 @@ class ClaimedCreate:
 
     async def apart(self, session: AsyncSession) -> None:
         """Claim the key in the request's transaction, as the guard would have: a replay or a 409
-        gives back what the guard took for the request (its success-quota slot), as there."""
+        gives back what the route reserved for the request (its success-quota slot)."""
         claim, self._claim = self._claim, None
         if claim is None:
             return
@@ -520,25 +503,13 @@ def guarded(operation: Operation) -> Any:
     return Depends(dependency)
 
 
-def success_granted(request: Request, bucket: str) -> bool:
-    """Whether the guard took a slot of the success quota `bucket` for this request, granted
-    (`Operation.success_quota`): `reserve_quota` will then only confirm it."""
-    held = unit_of_work(request).held_quota.get(bucket)
-    return held is not None and held.allowed
-
-
 async def reserve_quota(request: Request, caller: Caller, bucket: str, operation: str) -> None:
     """Take a slot of a success quota now (or 429); it is given back if the request ends in failure.
 
-    Reserving (rather than counting after the fact) keeps the quota exact under concurrency. When
-    the operation names the bucket as its `success_quota`, the guard took the slot already (in the
-    rate limit's exchange with the store) and this only answers its decision.
+    Reserving (rather than counting after the fact) keeps the quota exact under concurrency; the
+    route reserves once the request has passed its checks, so a request that fails them never
+    holds a slot another one would have had.
     """
-    held = unit_of_work(request).held_quota.pop(bucket, None)
-    if held is not None:  # taken by the guard (`Operation.success_quota`), given back on failure
-        if not held.allowed:
-            _refuse(request, bucket, held)
-        return
     services = services_of(request)
     decision, key, windows = await _take_slot(request, caller, bucket, operation)
     unit_of_work(request).quota = decision
@@ -570,37 +541,3 @@ def _refuse(request: Request, bucket: str, decision: Decision) -> NoReturn:
     unit_of_work(request).rate_limit = decision
     request.state.rate_limited_bucket = bucket  # for the refusals metric
     raise RateLimited(headers={"Retry-After": str(max(1, decision.retry_after))})
-
-
-@dataclass(frozen=True)
-class HeldSlot:
-    """A success-quota decision taken by the guard, and how to give its slot back."""
-
-    decision: Decision
-    key: str
-    windows: tuple[Window, ...]
-    limiter: RateLimitStore
-
-    async def give_back(self) -> None:
-        if self.decision.token is not None:
-            await self.limiter.release(self.key, self.windows, self.decision.token)
-
-
-async def _take_slot_and_quota(
-    request: Request, caller: Caller, operation: Operation
-) -> tuple[Decision, HeldSlot]:
-    """The rate limit's slot (or 429, taking nothing) and the success quota's decision, in one
-    exchange with the store."""
-    assert operation.success_quota is not None
-    services = services_of(request)
-    consumer = Consumer(caller.workspace, caller.api_key.id)
-    buckets = (operation.bucket, operation.success_quota)
-    keys = [limit_key(bucket, operation.name, consumer) for bucket in buckets]
-    windows = [windows_for(caller.workspace, bucket) for bucket in buckets]
-    now = services.clock.now().timestamp()
-    decision, quota = await services.limiter.acquire_each(list(zip(keys, windows, strict=True)), now)
-    held = HeldSlot(quota, keys[1], windows[1], services.limiter)
-    if not decision.allowed:
-        await held.give_back()
-        _refuse(request, operation.bucket, decision)
-    return decision, held

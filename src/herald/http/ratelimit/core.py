@@ -83,13 +83,6 @@ class RateLimitStore(Protocol):
         """Record one request at `now` in every window, or in none if any window is full."""
         ...
 
-    async def acquire_each(
-        self, requests: Sequence[tuple[str, Sequence[Window]]], now: float
-    ) -> list[Decision]:
-        """`acquire` for each (key, windows), each decided on its own, in one exchange with the store
-        (Redis: one round trip)."""
-        ...
-
     async def release(self, key: str, windows: Sequence[Window], token: str) -> None:
         """Forget the entry `token` (a reserved slot whose operation failed). Unknown tokens are ignored."""
         ...

@@ -46,11 +46,6 @@ class MemoryRateLimitStore:
         ]
         return decide(windows, now, token, counts, pivots)
 
-    async def acquire_each(
-        self, requests: Sequence[tuple[str, Sequence[Window]]], now: float
-    ) -> list[Decision]:
-        return [await self.acquire(key, windows, now) for key, windows in requests]
-
     async def release(self, key: str, windows: Sequence[Window], token: str) -> None:
         for w in windows:
             log = self._logs.get((key, w.seconds), [])

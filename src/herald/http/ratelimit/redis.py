@@ -121,23 +121,6 @@ class RedisRateLimitStore:
         reply = await self._channel.call(self._command(key, windows, now, token))
         return self._decision(windows, now, token, reply)
 
-    async def acquire_each(
-        self, requests: Sequence[tuple[str, Sequence[Window]]], now: float
-    ) -> list[Decision]:
-        # Queued in the same turn, so written in one send: one round trip, each script on its own.
-        checked = [(key, check_windows(windows)) for key, windows in requests]
-        tokens = [self._token_prefix + str(next(self._tokens)) for _ in checked]
-        replies = await asyncio.gather(
-            *(
-                self._channel.call(self._command(key, windows, now, token))
-                for (key, windows), token in zip(checked, tokens, strict=True)
-            )
-        )
-        return [
-            self._decision(windows, now, token, reply)
-            for (_, windows), token, reply in zip(checked, tokens, replies, strict=True)
-        ]
-
     def _command(self, key: str, windows: Sequence[Window], now: float, token: str) -> tuple[Any, ...]:
         command: list[Any] = [
             "EVALSHA",
