@@ -7,7 +7,7 @@ import math
 import re
 import uuid
 from array import array
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from itertools import accumulate
 from typing import Any
 from urllib.parse import unquote_to_bytes
@@ -123,47 +123,41 @@ def infinite_number_path(body: bytes) -> str | None:
     if _HUGE_NUMBER.search(body) is None:
         return None
     try:
-        return _infinite_in(json.loads(body), ())
+        found = _path_to(
+            json.loads(body), lambda value: isinstance(value, float) and not math.isfinite(value)
+        )
     except (ValueError, RecursionError):
         return None
-
-
-def _infinite_in(value: Any, path: tuple[str | int, ...]) -> str | None:
-    if isinstance(value, float):
-        return None if math.isfinite(value) else join_path(*path)
-    items: Iterable[tuple[str | int, Any]] = ()
-    if isinstance(value, dict):
-        items = value.items()
-    elif isinstance(value, list):
-        items = enumerate(value)
-    for key, item in items:
-        found = _infinite_in(item, (*path, key))
-        if found is not None:
-            return found
-    return None
+    return None if found is None else join_path(*found)
 
 
 def nul_path(body: bytes) -> str | None:
     """The dot path of the first string (or key) of the JSON body holding NUL (`has_escaped_nul`),
     for the error to name; None when the body is not readable JSON, or is that string itself."""
     try:
-        return _nul_in(json.loads(body), ())
+        found = _path_to(json.loads(body), lambda value: isinstance(value, str) and "\x00" in value)
     except (ValueError, RecursionError):  # not JSON (refused on its own account), or nested too deep
         return None
+    if not found:
+        return None
+    return join_path(*(part.replace("\x00", "\\u0000") if isinstance(part, str) else part for part in found))
 
 
-def _nul_in(value: Any, path: tuple[str | int, ...]) -> str | None:
-    if isinstance(value, str):
-        return (join_path(*path) or None) if "\x00" in value else None
+def _path_to(
+    value: Any, wanted: Callable[[Any], bool], path: tuple[str | int, ...] = ()
+) -> tuple[str | int, ...] | None:
+    """The path of the first value, or object key, of a JSON document that is `wanted` (depth first)."""
+    if wanted(value):
+        return path
     items: Iterable[tuple[str | int, Any]] = ()
     if isinstance(value, dict):
         items = value.items()
     elif isinstance(value, list):
         items = enumerate(value)
     for key, item in items:
-        if isinstance(key, str) and "\x00" in key:
-            return join_path(*path, key.replace("\x00", "\\u0000"))
-        found = _nul_in(item, (*path, key))
+        if isinstance(key, str) and wanted(key):
+            return (*path, key)
+        found = _path_to(item, wanted, (*path, key))
         if found is not None:
             return found
     return None
