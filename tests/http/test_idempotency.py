@@ -171,6 +171,21 @@ class TestReplay:
         assert "Idempotent-Replayed" not in first.headers
         assert await _tag_count(app_with_routes, tenant.workspace_id) == 1
 
+    async def test_the_same_json_written_otherwise_is_the_same_request(
+        self, app_with_routes: FastAPI, client: httpx.AsyncClient, tenant: Tenant
+    ) -> None:
+        key = str(uuid.uuid4())
+        headers = {**_headers(tenant, key), "Content-Type": "application/json"}
+        first = await client.post(
+            PATH, content=b'{"name": "a", "note": {"x": 1, "y": [1, 2]}}', headers=headers
+        )
+        again = await client.post(
+            PATH, content=b'{\n  "note": {"y": [1,2], "x": 1},\n  "name":"a"\n}', headers=headers
+        )
+        assert (first.status_code, again.status_code) == (201, 201)
+        assert again.headers["Idempotent-Replayed"] == "true"
+        assert await _tag_count(app_with_routes, tenant.workspace_id) == 1
+
     async def test_different_body_is_409_conflict(
         self, app_with_routes: FastAPI, client: httpx.AsyncClient, tenant: Tenant
     ) -> None:

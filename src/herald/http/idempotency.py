@@ -34,6 +34,7 @@ from datetime import datetime, timedelta
 from functools import cache
 from typing import Any, cast
 
+import orjson
 from sqlalchemy import (
     BigInteger,
     Boolean,
@@ -108,10 +109,23 @@ class Replay(HeraldError):
 
 
 def fingerprint(method: str, path: str, body: bytes) -> str:
+    """What makes a repeat "the same request": method, path and the JSON value of the body, so the
+    same document written by another serializer (key order, spacing) replays rather than conflicts."""
     digest = hashlib.sha256()
-    for part in (method.encode(), b"\0", path.encode(), b"\0", body):
+    for part in (method.encode(), b"\0", path.encode(), b"\0", _canonical(body)):
         digest.update(part)
     return digest.hexdigest()
+
+
+def _canonical(body: bytes) -> bytes:
+    """`body`'s JSON value in one spelling (sorted keys, no spaces); the bytes as they are when it
+    is no JSON orjson reads (e.g. an integer beyond 64 bits), where only the same bytes match."""
+    if not body.strip():
+        return b""
+    try:
+        return orjson.dumps(orjson.loads(body), option=orjson.OPT_SORT_KEYS)
+    except (orjson.JSONDecodeError, orjson.JSONEncodeError):
+        return body
 
 
 def is_stored_status(status: int) -> bool:
