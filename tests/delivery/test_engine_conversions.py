@@ -347,6 +347,40 @@ class TestTriggeredCampaigns:
         assert figures["sent"]["converted_users"] == 1
         assert (figures["sent"]["conversions"], figures["sent"]["revenue"]) == (2, 100.0)
 
+    async def test_control_users_of_a_triggered_campaign_convert_from_their_firing(
+        self,
+        app: FastAPI,
+        client: httpx.AsyncClient,
+        clock: FrozenClock,
+        workspace: Tenant,
+        webhook: HttpReceiver,
+    ) -> None:
+        # A firing held out (campaign control group) opens its window as a sent one does: the
+        # control side of the uplift. Its own triggering event is not its conversion.
+        await push_connector(app, workspace, webhook)
+        users = await push_users(app, workspace, 20)
+        body = with_goals(OPENED, hours=24, body=EVENT)
+        body["control_group_details"] = {
+            "is_campaign_control_group_enabled": True,
+            "campaign_control_group_percentage": 50,
+        }
+        campaign_id = await publish(client, workspace, body)
+        await transition(
+            client, workspace, [(u, {"action": "added_to_cart", "attributes": {}}) for u in users]
+        )
+        await tick(app, workspace)
+        received = set(sent_to(webhook))
+        control = sorted(set(users) - received)
+        assert 0 < len(control) < 20
+        figures = await conversions(client, workspace, campaign_id)
+        assert (figures["control"]["users"], figures["control"]["converted_users"]) == (len(control), 0)
+        clock.advance(minutes=30)
+        await transition(client, workspace, [(u, opened()) for u in control[:3]])
+        figures = await conversions(client, workspace, campaign_id)
+        assert (figures["control"]["users"], figures["control"]["converted_users"]) == (len(control), 3)
+        assert figures["control"]["conversion_rate"] == pytest.approx(3 / len(control))
+        assert figures["sent"]["uplift"] == pytest.approx(-1.0)  # no sent user converted
+
     async def test_the_event_that_fired_a_message_is_not_its_conversion(
         self,
         app: FastAPI,

@@ -12,9 +12,10 @@ from fastapi import FastAPI
 
 from herald.clock import FrozenClock
 from tests.campaigns import lifecycle_helpers as h
+from tests.delivery.builders import push_connector
 from tests.delivery.servers import HttpReceiver
 from tests.delivery.test_engine_send import publish, stats, tick
-from tests.delivery.test_engine_triggers import CART, EVENT, ready, send_event, titles
+from tests.delivery.test_engine_triggers import CART, EVENT, ready, send_event, titles, users
 from tests.factories import Tenant
 
 # A geofence of 200 m around a shop; HERE is inside it, NEAR 500 m north (outside), FAR elsewhere.
@@ -113,6 +114,28 @@ class TestLocationTriggered:
         await tick(app, workspace)
         assert titles(webhook) == [("ana", "EXIT shop")]
 
+    async def test_invalid_updates_in_between_do_not_lose_the_last_position(
+        self,
+        app: FastAPI,
+        client: httpx.AsyncClient,
+        workspace: Tenant,
+        webhook: HttpReceiver,
+        clock: FrozenClock,
+    ) -> None:
+        # Updates without a usable position are ignored, however many: the next valid one is
+        # compared with the last valid one (inside then inside: no second entry; then an exit).
+        clock.set(START)
+        await ready(app, workspace, webhook, "ana")
+        await publish(client, workspace, location_body(fence("ENTRY", response_time_value="0")))
+        await move(client, workspace, "ana", HERE)
+        await tick(app, workspace)
+        assert titles(webhook) == [("ana", "ENTRY shop")]
+        for _ in range(30):
+            await send_event(client, workspace, "ana", "location_update", latitude="nowhere", longitude=200)
+        await move(client, workspace, "ana", HERE)
+        await tick(app, workspace)
+        assert titles(webhook) == [("ana", "ENTRY shop")]
+
     async def test_dwell_fires_only_after_the_dwell_time(
         self,
         app: FastAPI,
@@ -139,6 +162,77 @@ class TestLocationTriggered:
         assert titles(webhook) == [("ana", "DWELL shop")]
         [run] = (await stats(client, workspace, campaign_id))["executions"]
         assert run["suppressed"]["left_geofence"] == 1
+
+    async def test_leaving_cancels_a_waiting_dwell_even_once_the_user_no_longer_qualifies(
+        self,
+        app: FastAPI,
+        client: httpx.AsyncClient,
+        workspace: Tenant,
+        webhook: HttpReceiver,
+        clock: FrozenClock,
+    ) -> None:
+        clock.set(START)
+        await push_connector(app, workspace, webhook)
+        await users(app, workspace, "ana", vip=True)
+        dwell = fence("dwell", dwell_time_value="30", dwell_time_granularity="MINUTES")
+        body = location_body(dwell)
+        vip = {
+            "filter_type": "user_attributes",
+            "data_type": "bool",
+            "name": "vip",
+            "operator": "is",
+            "value": True,
+        }
+        body["trigger_condition"] = {"included_filters": {"filter_operator": "and", "filters": [vip]}}
+        campaign_id = await publish(client, workspace, body)
+        await move(client, workspace, "ana", HERE)  # a dwell message waits for her
+        await tick(app, workspace)
+        clock.advance(minutes=10)
+        ingested = await client.post(
+            f"/v1/customer/{workspace.workspace_id}",
+            json={"type": "customer", "customer_id": "ana", "attributes": {"vip": False}},
+            headers=workspace.write_headers(),
+        )
+        assert ingested.status_code == 200, ingested.text
+        await move(client, workspace, "ana", FAR)  # she leaves before the dwell time
+        await tick(app, workspace)
+        clock.advance(hours=2)
+        await tick(app, workspace)
+        assert titles(webhook) == []
+        [run] = (await stats(client, workspace, campaign_id))["executions"]
+        assert run["suppressed"]["left_geofence"] == 1
+
+    async def test_a_limited_time_sends_only_within_its_bounds(
+        self,
+        app: FastAPI,
+        client: httpx.AsyncClient,
+        workspace: Tenant,
+        webhook: HttpReceiver,
+        clock: FrozenClock,
+    ) -> None:
+        # 09:00-17:00 in Paris (UTC+1 in March): an entry at 10:00Z is due at 11:10 in Paris,
+        # inside; one at 15:55Z (16:55 in Paris) is due at 17:05 in Paris, after the bound.
+        clock.set(START)
+        await ready(app, workspace, webhook, "ana", "bo")
+        body = location_body(fence("ENTRY"))
+        body["scheduling_details"] = {
+            **body.get("scheduling_details", {}),
+            "timezone": "Europe/Paris",
+            "geo_fence_timelimit": {
+                "notification_schedule": "LIMITED_TIME",
+                "timebounds": [{"start_time": "09:00", "end_time": "17:00"}],
+            },
+        }
+        campaign_id = await publish(client, workspace, body)
+        await move(client, workspace, "ana", HERE)
+        clock.set(datetime(2026, 3, 2, 15, 55, tzinfo=UTC))
+        await move(client, workspace, "bo", HERE)
+        await tick(app, workspace)
+        clock.advance(hours=1)
+        await tick(app, workspace)
+        assert titles(webhook) == [("ana", "ENTRY shop")]
+        [run] = (await stats(client, workspace, campaign_id))["executions"]
+        assert run["suppressed"]["outside_time_limit"] == 1
 
     async def test_the_send_limit_caps_messages_per_window(
         self,

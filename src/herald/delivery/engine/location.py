@@ -17,16 +17,19 @@ One update fires a campaign at most once (the firing is keyed by (user, update))
 is written the user must be in the audience (`segmentation_details`) and match the trigger's
 `included_filters` when it has any; `send_limit_value` per `send_limit_granularity_in_hours`
 counts the user's messages of the campaign sent in that window plus firings still waiting: over it,
-the firing is SUPPRESSED (SEND_LIMIT).
+the firing is SUPPRESSED (SEND_LIMIT). With a LIMITED_TIME `scheduling_details.geo_fence_timelimit`,
+a firing whose message would be due outside its `timebounds` is SUPPRESSED (OUTSIDE_TIME_LIMIT).
 """
 
 from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime, time, timedelta
 from typing import Any
+from zoneinfo import ZoneInfo
 
 from sqlalchemy import and_, func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -37,7 +40,8 @@ from herald.audience.segmentation.catalog import load_segments
 from herald.audience.segmentation.compiler import Compiler
 from herald.audience.segmentation.dialect import dialect_for
 from herald.campaigns.schemas.basic_details import Geofence, GeofenceTrigger, PushBasicDetails
-from herald.campaigns.schemas.common import Granularity
+from herald.campaigns.schemas.common import Granularity, resolve_datetime
+from herald.campaigns.schemas.scheduling import NotificationSchedule, SchedulingDetails
 from herald.delivery.engine.models import Execution, ExecutionUser
 from herald.delivery.engine.rank import rank_of
 from herald.delivery.engine.resolve import LiveCampaign
@@ -85,6 +89,43 @@ def position(attributes: Any) -> tuple[float, float] | None:
     if not (-90 <= lat <= 90 and -180 <= lon <= 180):
         return None
     return lat, lon
+
+
+def _time_of_day(text: str) -> time | None:
+    try:
+        return time.fromisoformat(text)
+    except ValueError:
+        return None
+
+
+def time_limit_of(details: SchedulingDetails | None) -> Callable[[datetime], bool] | None:
+    """When a LIMITED_TIME `geo_fence_timelimit` lets a message go: at an instant inside one of its
+    `timebounds`, each a time of day in the campaign timezone (a window past midnight wraps) or a
+    pair of date-times, start included, end excluded. None: at any time (ALWAYS, or no limit)."""
+    limit = details.geo_fence_timelimit if details is not None else None
+    if limit is None or limit.notification_schedule is not NotificationSchedule.LIMITED_TIME:
+        return None
+    tz = ZoneInfo(details.timezone) if details is not None and details.timezone else ZoneInfo("UTC")
+    bounds = list(limit.timebounds or [])
+
+    def within(at: datetime) -> bool:
+        local = at.astimezone(tz).time().replace(tzinfo=None)
+        for bound in bounds:
+            start, end = _time_of_day(bound.start_time), _time_of_day(bound.end_time)
+            if start is not None and end is not None:
+                if (start <= local < end) if start <= end else (local >= start or local < end):
+                    return True
+                continue
+            timezone = details.timezone if details is not None else None
+            if (
+                resolve_datetime(bound.start_time, timezone)
+                <= at
+                < resolve_datetime(bound.end_time, timezone)
+            ):
+                return True
+        return False
+
+    return within
 
 
 @dataclass(frozen=True)
@@ -177,12 +218,14 @@ async def fire_location(
     eligible = await _qualified(session, campaign, set(by_user), now)
     held_out = await holdout(session, campaign)
     limit = _send_limit(campaign)
+    within = time_limit_of(campaign.document.scheduling_details)
     rows: list[dict[str, Any]] = []
     for customer_id, mine in by_user.items():
-        if customer_id not in eligible:
-            continue
+        # A user who no longer qualifies (trigger filter, audience) fires nothing, but leaving a
+        # geofence still cancels the dwell message waiting for them.
+        qualifies = customer_id in eligible
         before = await _previous(session, campaign.workspace_id, customer_id, mine[0])
-        used = await _used(session, execution, customer_id, now, limit[1]) if limit else 0
+        used = await _used(session, execution, customer_id, now, limit[1]) if limit and qualifies else 0
         rank = rank_of(campaign.campaign_id, customer_id)
         for event in mine:
             after = position(event.attributes)
@@ -192,11 +235,13 @@ async def fire_location(
                 if crossing.due is None:
                     await _cancel_dwell(session, execution, customer_id, crossing.fence, event, rows)
                     continue
-                if fired:
+                if fired or not qualifies:
                     continue  # one firing per update
                 fired = True
                 state, reason = held_out(customer_id, rank) or ("PENDING", None)
-                if state == "PENDING" and limit is not None and used >= limit[0]:
+                if state == "PENDING" and within is not None and not within(crossing.due):
+                    state, reason = "SUPPRESSED", Dropped.OUTSIDE_TIME_LIMIT
+                elif state == "PENDING" and limit is not None and used >= limit[0]:
                     state, reason = "SUPPRESSED", Dropped.SEND_LIMIT
                 elif state == "PENDING":
                     used += 1
@@ -211,7 +256,7 @@ async def fire_location(
                     )
                 )
             before = after
-    firings.add(execution, rows)
+    firings.add(execution, rows, campaign)
 
 
 def _send_limit(campaign: LiveCampaign) -> tuple[int, timedelta] | None:
@@ -241,29 +286,40 @@ async def _used(
     return int(count or 0)
 
 
+# Earlier updates read at once while looking for the last valid position (most are valid: one page).
+_PREVIOUS_PAGE = 20
+
+
 async def _previous(
     session: AsyncSession, workspace_id: str, customer_id: str, first: Fired
 ) -> tuple[float, float] | None:
-    """The user's position before `first`: the latest earlier update with a valid position."""
-    rows = await session.scalars(
-        select(Event.attributes)
-        .where(
-            Event.workspace_id == workspace_id,
-            Event.customer_id == customer_id,
-            Event.action == LOCATION_ACTION,
-            or_(
-                Event.occurred_at < first.occurred_at,
-                and_(Event.occurred_at == first.occurred_at, Event.id < first.id),
-            ),
-        )
-        .order_by(Event.occurred_at.desc(), Event.id.desc())
-        .limit(5)
-    )
-    for attributes in rows.all():
-        found = position(attributes)
-        if found is not None:
-            return found
-    return None
+    """The user's position before `first`: the latest earlier update with a valid position, however
+    many invalid ones came after it (they are ignored, not a loss of where the user was)."""
+    before_at, before_id = first.occurred_at, first.id
+    while True:
+        rows = (
+            await session.execute(
+                select(Event.occurred_at, Event.id, Event.attributes)
+                .where(
+                    Event.workspace_id == workspace_id,
+                    Event.customer_id == customer_id,
+                    Event.action == LOCATION_ACTION,
+                    or_(
+                        Event.occurred_at < before_at,
+                        and_(Event.occurred_at == before_at, Event.id < before_id),
+                    ),
+                )
+                .order_by(Event.occurred_at.desc(), Event.id.desc())
+                .limit(_PREVIOUS_PAGE)
+            )
+        ).all()
+        for _, _, attributes in rows:
+            found = position(attributes)
+            if found is not None:
+                return found
+        if len(rows) < _PREVIOUS_PAGE:
+            return None
+        before_at, before_id = rows[-1][0], rows[-1][1]
 
 
 async def _cancel_dwell(

@@ -39,8 +39,10 @@ from herald.audience.segmentation.audience import session_dialect
 from herald.campaigns.models import Campaign
 from herald.campaigns.schemas.common import CampaignStatus, Channel, DeliveryType, Granularity
 from herald.campaigns.schemas.filters import ActionFilter, ExecutionType
+from herald.campaigns.schemas.goals import ConversionGoalDetails
 from herald.campaigns.schemas.trigger import TriggerCondition, TriggerDelayType, TriggerRelation
 from herald.db import Database
+from herald.delivery.engine import conversions
 from herald.delivery.engine.content import live_campaign
 from herald.delivery.engine.controls import zone
 from herald.delivery.engine.models import Execution, ExecutionUser, TriggerInbox
@@ -79,6 +81,7 @@ class Dropped:
     TRIGGER_TIME = "TRIGGER_TIME"  # BEFORE: the anchor attribute is missing or already past
     SEND_LIMIT = "SEND_LIMIT"  # LOCATION: the user had `send_limit_value` messages in the window
     LEFT_GEOFENCE = "LEFT_GEOFENCE"  # LOCATION dwell: the user left before the dwell time was up
+    OUTSIDE_TIME_LIMIT = "OUTSIDE_TIME_LIMIT"  # LOCATION: due outside the geofence time limit's bounds
 
 
 # The delivery types whose campaigns are fired from ingested events (DEVICE_TRIGGERED: its event
@@ -448,7 +451,7 @@ async def _fire_campaign(
                 execution, event.customer_id, event.id, rank, state, reason, due, now, event.attributes
             )
         )
-    firings.add(execution, rows)
+    firings.add(execution, rows, campaign)
 
 
 def stale(campaign: LiveCampaign, event: Fired, now: datetime) -> bool:
@@ -516,15 +519,23 @@ class FiringWrites:
     def __init__(self) -> None:
         self._rows: list[dict[str, Any]] = []
         self._added: dict[tuple[str, str], int] = {}
+        # Control users' firings of campaigns with conversion goals, by execution, with the goals.
+        self._held: list[tuple[Execution, ConversionGoalDetails, list[dict[str, Any]]]] = []
 
-    def add(self, execution: Execution, rows: list[dict[str, Any]]) -> None:
+    def add(self, execution: Execution, rows: list[dict[str, Any]], campaign: LiveCampaign) -> None:
         if rows:
             self._rows += rows
             key = (execution.workspace_id, execution.id)
             self._added[key] = self._added.get(key, 0) + len(rows)
+            goals = conversions.goals_of(campaign.components)
+            held = [row for row in rows if row["state"] == "HELD_OUT"]
+            if goals is not None and held:
+                self._held.append((execution, goals, held))
 
     async def write(self, session: AsyncSession, now: datetime) -> int:
-        """Write them; how many."""
+        """Write them; how many. A control user's firing opens its attribution window when its
+        message would have gone (its delay's end, else now), as a sent firing's opens when sent: the
+        control side of the campaign's uplift."""
         if not self._rows:
             return 0
         connection = await session.connection()
@@ -534,6 +545,13 @@ class FiringWrites:
         for (workspace_id, execution_id), added in self._added.items():
             values = {"row_workspace_id": workspace_id, "row_id": execution_id, "added": added, "now": now}
             await connection.execute(_ADD_AUDIENCE, values)
+        for execution, goals, held in self._held:
+            by_moment: dict[datetime, list[tuple[str, str | None, str | None, str]]] = defaultdict(list)
+            for row in held:
+                moment = row["not_before"] or now
+                by_moment[moment].append((row["customer_id"], None, row["reason"], row["firing"]))
+            for moment, users in by_moment.items():
+                await conversions.open_windows(connection, execution, goals, users, moment)
         return len(self._rows)
 
 
