@@ -130,7 +130,7 @@ class TestEventTriggered:
         await tick(app, workspace)
         assert titles(webhook)[1:] == [("ana", "Still want Hat?")]
         [run] = (await stats(client, workspace, campaign_id))["executions"]
-        assert (run["audience"], run["sent"], run["pending"]) == (2, 2, 0)
+        assert (run["audience"], run["sent"], run["pending"], run["trigger"]) == (2, 2, 0, "EVENT")
         assert len({r.json()["id"] for r in webhook.received}) == 2
 
     async def test_two_firings_of_a_user_in_one_batch_both_go_out_in_one_tick(
@@ -553,6 +553,7 @@ class TestBusinessEvent:
         assert sorted(titles(webhook)) == [("ana", "Hat now 12"), ("bo", "Hat now 12")]
         runs = (await stats(client, workspace, campaign_id))["executions"]
         assert [(r["run"], r["status"], r["sent"]) for r in runs] == [(1, "DONE", 2), (2, "DONE", 2)]
+        assert [r["trigger"] for r in runs] == ["BUSINESS", "BUSINESS"]
 
     async def test_bad_input(self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant) -> None:
         path = f"/v1/business-event/{workspace.workspace_id}"

@@ -271,15 +271,29 @@ class ExecutionStats(BaseModel):
         description="RESOLVING, DISPATCHING, DONE, STOPPED, FAILED, or PAUSED while its connector kept failing."
     )
     reason: str | None = Field(description="Why the execution FAILED or is PAUSED.")
+    trigger: str | None = Field(
+        description=(
+            "null for a one-time or periodic run; EVENT: a triggered campaign's one long-lived execution "
+            "(event-, device- and location-triggered), a user row per firing; BUSINESS: one raise of a "
+            "business event."
+        )
+    )
+    scheduled_for: str | None = Field(
+        description="The occurrence a periodic run is for (a one-time campaign's start_time); null for ASAP."
+    )
+    child_campaign_id: str | None = Field(description="A periodic run's child campaign; null otherwise.")
     started_at: str
     updated_at: str
     audience: int = Field(description="Users the segmentation selected, before the channel's suppressions.")
     held_out: ExecutionHeldOut
     suppressed: dict[str, int] = Field(
         description=(
-            "Users not sent to, by reason: opted_out, unsubscribed, no_address, audience_limit, no_user, "
-            "frequency_cap, dnd (quiet hours last past the campaign's expiry), minimum_delay "
-            "(likewise)."
+            "Users (firings, for a triggered campaign) not sent to, by reason: opted_out, unsubscribed, "
+            "no_address, audience_limit, no_user, frequency_cap, dnd (quiet hours last past the "
+            "campaign's expiry, or a firing not queued), minimum_delay (likewise), expired (the user's "
+            "own send time is after the expiry), timezone_passed, bts_not_available, bts_outside_window "
+            "(send time rules), trigger_time (a BEFORE delay's anchor missing or past), send_limit, "
+            "left_geofence, outside_time_limit (location rules)."
         )
     )
     pending: int

@@ -105,6 +105,7 @@ async def _one(
         "run": execution.run,
         "status": execution.status,
         "reason": execution.reason,
+        "trigger": execution.trigger,
         # The occurrence a periodic run is for (a one-time campaign's start_time; None for ASAP).
         "scheduled_for": rfc3339(execution.scheduled_for) if execution.scheduled_for else None,
         # A periodic run's child campaign.
