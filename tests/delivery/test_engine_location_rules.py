@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import math
 from datetime import UTC, datetime, timedelta
 
 from hypothesis import given
 from hypothesis import strategies as st
 
 from herald.campaigns.schemas.basic_details import GeofenceTrigger
-from herald.delivery.engine.location import Fence, crossings, distance_m, position
+from herald.delivery.engine.location import EARTH_RADIUS_M, Fence, crossings, distance_m, position
 
 lat = st.floats(min_value=-89.0, max_value=89.0)
 lon = st.floats(min_value=-179.0, max_value=179.0)
@@ -23,6 +24,15 @@ def test_known_distance() -> None:
     # One degree of latitude is about 111.2 km on the mean-radius sphere.
     assert abs(distance_m(0.0, 0.0, 1.0, 0.0) - 111_195) < 5
     assert abs(distance_m(48.8566, 2.3522, 51.5074, -0.1278) - 343_500) < 1_000  # two capitals
+
+
+@given(st.floats(min_value=-80.0, max_value=80.0), st.floats(min_value=1.0, max_value=5_000.0))
+def test_a_point_on_the_circle_is_inside(latitude: float, radius: float) -> None:
+    # Due north of the centre by exactly `radius` metres (the haversine's own arc on a meridian).
+    on_circle = latitude + math.degrees(radius / EARTH_RADIUS_M)
+    shop = Fence("shop", latitude, 2.0, radius, GeofenceTrigger.ENTRY, timedelta(0), timedelta(0))
+    assert shop.contains((on_circle, 2.0))
+    assert not shop.contains((latitude + math.degrees((radius + 0.01) / EARTH_RADIUS_M), 2.0))
 
 
 @given(lat, lon, lat, lon)

@@ -139,7 +139,9 @@ class Fence:
     response: timedelta
 
     def contains(self, where: tuple[float, float] | None) -> bool:
-        return where is not None and distance_m(self.latitude, self.longitude, *where) <= self.radius
+        # "At most radius" within a millimetre: a point computed to lie on the circle is inside,
+        # whatever the last bit of its floating-point distance.
+        return where is not None and distance_m(self.latitude, self.longitude, *where) <= self.radius + 1e-3
 
 
 def _amount(value: str | None, granularity: Granularity | None) -> timedelta:
