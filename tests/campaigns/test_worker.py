@@ -109,6 +109,15 @@ class TestTransitions:
         assert await tick(app, ws) == 2  # ACTIVE → SENDING → SENT (nobody to send to)
         assert await status(client, ws, campaign_id) == "SENT"
 
+    async def test_an_imported_campaign_of_a_channel_herald_does_not_send_is_settled(
+        self, app: FastAPI, client: httpx.AsyncClient, ws: Tenant, clock: FrozenClock
+    ) -> None:
+        # An SMS one-time campaign imported ACTIVE goes SENDING, and with nothing Herald could send
+        # it is SENT in the same tick (it stayed SENDING for ever).
+        [campaign_id] = await h.seed(app, ws, h.line(channel="SMS", status="ACTIVE"))
+        assert await tick(app, ws) == 2
+        assert await status(client, ws, campaign_id) == "SENT"
+
     async def test_paused_stopped_and_draft_campaigns_wait(
         self, app: FastAPI, client: httpx.AsyncClient, ws: Tenant, clock: FrozenClock
     ) -> None:

@@ -73,6 +73,22 @@ async def _sending(database: Database, workspace_id: str) -> list[LiveCampaign]:
     return [campaign for row in rows if (campaign := live_campaign(row)) is not None]
 
 
+async def _sent_elsewhere(database: Database, workspace_id: str) -> list[str]:
+    """One-time campaigns SENDING on a channel Herald does not deliver (imported SMS, WhatsApp,
+    ...): nothing to send, so the tick settles them (SENT) rather than leave them SENDING for ever."""
+    async with database.reader() as session:
+        found = await session.scalars(
+            select(Campaign.campaign_id).where(
+                Campaign.workspace_id == workspace_id,
+                Campaign.is_latest,
+                Campaign.status == CampaignStatus.SENDING.value,
+                Campaign.delivery_type == DeliveryType.ONE_TIME.value,
+                Campaign.channel.not_in([Channel.EMAIL.value, Channel.PUSH.value]),
+            )
+        )
+        return list(found.all())
+
+
 async def _stop_executions(database: Database, workspace_id: str, now: datetime) -> None:
     """Executions whose campaign was stopped, or reached its `expiry_time` (SENT before every user
     was settled), or, periodic, was PAUSED, end STOPPED (their pending users stay unsent), paused
@@ -140,7 +156,7 @@ async def run_executions(
     the next tick of any worker. `clock`: the time as it moves during the tick, at which each batch
     is claimed and sent and each window checked against its campaign's expiry (else `now`
     throughout)."""
-    finished: list[str] = []
+    finished: list[str] = await _sent_elsewhere(database, workspace_id)
     await _stop_executions(database, workspace_id, now)
     campaigns = await _sending(database, workspace_id)
     lease = timedelta(seconds=settings.delivery_lease_seconds)
