@@ -113,6 +113,18 @@ class TestPaging:
         assert error["code"] == "VALIDATION_FAILED"
         assert (code, target) in [(d["code"], d["target"]) for d in error["details"]]
 
+    @pytest.mark.parametrize("statuses", [None, ["SCHEDULED", "DRAFT"]])
+    async def test_a_page_past_32_bits_of_offset_is_empty(
+        self, client: httpx.AsyncClient, ws: Tenant, statuses: list[str] | None
+    ) -> None:
+        # (page - 1) x limit = 8,189,097,015: past a 32-bit parameter (it answered 500 on PostgreSQL).
+        body: dict[str, Any] = {"limit": 11, "page": 744_463_366}
+        if statuses is not None:
+            body["campaign_fields"] = {"status": statuses}
+        for search in (h.search, h.meta):
+            response = await search(client, ws, body)
+            assert response.status_code == 200, response.text
+
     async def test_a_thousand_values_in_every_list_are_answered(
         self, client: httpx.AsyncClient, ws: Tenant
     ) -> None:

@@ -33,6 +33,7 @@ from datetime import datetime
 from typing import Any, Generic, TypeVar
 
 from sqlalchemy import (
+    BigInteger,
     ColumnElement,
     Integer,
     Select,
@@ -219,7 +220,8 @@ def parameters(
 
 
 def _built(rows: Select[T], shape: Shape, size: int) -> Select[T]:
-    limit, offset = literal_column(str(int(size)), Integer), bindparam("offset", type_=Integer)
+    # The offset and the walks' end reach (page - 1) x limit: past 32 bits for a deep page.
+    limit, offset = literal_column(str(int(size)), Integer), bindparam("offset", type_=BigInteger)
     where = conditions(shape)
     if not shape.merged:
         return (
@@ -228,7 +230,7 @@ def _built(rows: Select[T], shape: Shape, size: int) -> Select[T]:
             .limit(limit)
             .offset(offset)
         )
-    walk_end = bindparam("walk_end", type_=Integer)
+    walk_end = bindparam("walk_end", type_=BigInteger)
 
     def walk(n: int) -> Select[tuple[str, datetime]]:
         one = select(Campaign.id, Campaign.created_at).where(
