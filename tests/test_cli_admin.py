@@ -87,9 +87,9 @@ def test_key_listing_shows_each_key_in_creation_order_with_its_state() -> None:
     assert _run("keys", "list", "-w", workspace_id) == (
         f"{first.id}\treader\toffers:read\trevoked\n{second.id}\tdefault\tdata:write,offers:write\tactive\n"
     )
-    # Another workspace's keys are not listed; an unknown workspace has none (and is no error).
+    # Another workspace's keys are not listed; a workspace without keys lists none.
     assert first.id not in _run("keys", "list", "-w", _workspace())
-    assert _run("keys", "list", "-w", "NO_SUCH_WORKSPACE") == ""
+    assert _run("keys", "list", "-w", _workspace()) == ""
 
 
 def test_workspace_listing_shows_the_flags_that_are_on() -> None:
@@ -155,3 +155,221 @@ def test_tags_and_templates() -> None:
         "templates", "create", "-w", workspace_id, "banner", "--label", "Banner", "--fields", "headline,image"
     )
     assert "banner\tBanner\tjson\tfields=headline,image" in _run("templates", "list", "-w", workspace_id)
+
+
+def _refused(*args: str) -> str:
+    """The one error line of a refused command (exit 1)."""
+    result = runner.invoke(app, list(args))
+    assert result.exit_code == 1, result.output
+    lines = result.output.splitlines()
+    assert len(lines) == 1, result.output
+    assert lines[0].startswith("error: "), result.output
+    return lines[0]
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("keys", "list"),
+        ("tags", "list"),
+        ("templates", "list"),
+        ("content", "blocks", "list"),
+        ("content", "product-sets", "list"),
+        ("content", "apis", "list"),
+        ("content", "templates", "list"),
+        ("connectors", "list"),
+        ("outbox", "list"),
+        ("segments", "list"),
+        ("workspaces", "settings"),
+        ("campaigns", "stats", "0123456789abcdef01234567"),
+        ("campaigns", "resume-delivery", "0123456789abcdef01234567"),
+    ],
+)
+def test_every_command_refuses_an_unknown_workspace_in_the_same_words(args: tuple[str, ...]) -> None:
+    assert _refused(*args, "-w", "NOPE") == "error: no workspace NOPE"
+
+
+def _workspaces() -> list[Workspace]:
+    async def load() -> list[Workspace]:
+        database = create_database(Settings())
+        try:
+            async with database.reader() as session:
+                return list((await session.scalars(select(Workspace))).all())
+        finally:
+            await database.dispose()
+
+    return asyncio.run(load())
+
+
+@pytest.mark.parametrize(
+    ("workspace_id", "accepted"),
+    [
+        ("ACME", True),
+        ("acme_2-b", True),
+        ("X" * 64, True),
+        ("X" * 65, False),
+        ("工作", False),
+        ("ÜNI", False),
+        ("١٢", False),
+        ("a b", False),
+        ("a:b", False),
+        ("a\tb", False),
+    ],
+)
+def test_workspace_ids_are_ascii_letters_digits_underscore_and_hyphen(
+    workspace_id: str, accepted: bool
+) -> None:
+    # The test's database is its own (`database_url`): the ids cannot collide with another test's.
+    if accepted:
+        assert _run("workspaces", "create", "Ok", "--id", workspace_id).strip() == workspace_id
+        return
+    before = len(_workspaces())
+    line = _refused("workspaces", "create", "Refused", "--id", workspace_id)
+    assert line == "error: workspace id must be 1-64 ASCII letters, digits, '_' or '-'"
+    assert len(_workspaces()) == before
+
+
+BAD_NAMES = ["", "   ", "two\nlines", "a\tb", "bell\x07", "c1\x85", "sep\u2028x"]
+
+
+@pytest.mark.parametrize("name", [*BAD_NAMES, "n" * 201])
+def test_workspace_names_are_printable_and_fit_their_column(name: str) -> None:
+    before = len(_workspaces())
+    line = _refused("workspaces", "create", name)
+    assert line.startswith("error: workspace name must be printable text of 1-200 characters")
+    assert len(_workspaces()) == before
+
+
+@pytest.mark.parametrize("name", [*BAD_NAMES, "k" * 201])
+def test_key_names_are_printable_and_fit_their_column(name: str) -> None:
+    workspace_id = _workspace()
+    line = _refused("keys", "create", "-w", workspace_id, "--name", name)
+    assert line.startswith("error: key name must be printable text of 1-200 characters")
+    assert _read(workspace_id)[1] == []
+
+
+@pytest.mark.parametrize(
+    ("args", "error"),
+    [
+        (("ctl\x07",), "error: tag name must be printable text of 1-200 characters"),
+        (("t" * 201,), "error: tag name must be printable text of 1-200 characters"),
+        (("ok", "--id", "bad id!"), "error: tag id must be 1-64 ASCII letters, digits, '_' or '-'"),
+        (("ok", "--id", "i" * 65), "error: tag id must be 1-64 ASCII letters, digits, '_' or '-'"),
+        (("ok", "--id", "é"), "error: tag id must be 1-64 ASCII letters, digits, '_' or '-'"),
+    ],
+)
+def test_bad_tags_are_refused(args: tuple[str, ...], error: str) -> None:
+    workspace_id = _workspace()
+    assert _refused("tags", "create", "-w", workspace_id, *args).startswith(error)
+    assert _run("tags", "list", "-w", workspace_id) == ""
+
+
+@pytest.mark.parametrize(
+    ("args", "error"),
+    [
+        (("", "--label", "T"), "error: template id must be printable text of 1-64 characters"),
+        (("t\t4", "--label", "T"), "error: template id must be printable text of 1-64 characters"),
+        (("t" * 65, "--label", "T"), "error: template id must be printable text of 1-64 characters"),
+        (("t4", "--label", ""), "error: template label must be printable text of 1-200 characters"),
+        (("t4", "--label", "a\nb"), "error: template label must be printable text of 1-200 characters"),
+        (("t4", "--label", "L" * 201), "error: template label must be printable text of 1-200 characters"),
+        (("t4", "--label", "T", "--type", "json,bo gus"), "error: template type must be 1-64 ASCII letters"),
+        (("t4", "--label", "T", "--type", ""), "error: a template needs at least one type"),
+        (("t4", "--label", "T", "--fields", "a,b\tc"), "error: template field name must be printable text"),
+    ],
+)
+def test_bad_templates_are_refused(args: tuple[str, ...], error: str) -> None:
+    workspace_id = _workspace()
+    assert _refused("templates", "create", "-w", workspace_id, *args).startswith(error)
+    assert _run("templates", "list", "-w", workspace_id) == ""
+
+
+def test_template_types_may_be_several_known_ones() -> None:
+    workspace_id = _workspace()
+    _run("templates", "create", "-w", workspace_id, "t", "--label", "T", "--type", "json,html")
+    assert _run("templates", "list", "-w", workspace_id) == "t\tT\tjson,html\tfields=\n"
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "error"),
+    [
+        ("minimum-delay", "24000000000", "minimum-delay must be a whole number of hours from 1 to 8760"),
+        (
+            "minimum-delay",
+            "99999999999999999999",
+            "minimum-delay must be a whole number of hours from 1 to 8760",
+        ),
+        ("minimum-delay", "8761", "minimum-delay must be a whole number of hours from 1 to 8760"),
+        ("minimum-delay", "0", "minimum-delay must be a whole number of hours from 1 to 8760"),
+        ("minimum-delay", "³", "minimum-delay must be a whole number of hours from 1 to 8760"),
+        ("minimum-delay", "1.5", "minimum-delay must be a whole number of hours from 1 to 8760"),
+        ("frequency-cap-day", "²", "frequency-cap-day must be a whole number of messages from 1 to 1000"),
+        ("frequency-cap-day", "1001", "frequency-cap-day must be a whole number of messages from 1 to 1000"),
+        ("frequency-cap-day", "1_0", "frequency-cap-day must be a whole number of messages from 1 to 1000"),
+        ("frequency-cap-week", "١٢", "frequency-cap-week must be a whole number of messages from 1 to 7000"),
+        (
+            "frequency-cap-week",
+            "9" * 5000,
+            "frequency-cap-week must be a whole number of messages from 1 to 7000",
+        ),
+        ("global-control", "١٢", "global-control must be a percentage from 0 to 100"),
+        ("global-control", "nan", "global-control must be a percentage from 0 to 100"),
+        ("global-control", "1e1", "global-control must be a percentage from 0 to 100"),
+        ("global-control", "100.5", "global-control must be a percentage from 0 to 100"),
+        ("dnd", "22:00-22:00", "dnd must not start and end at the same time"),
+        ("dnd", "2٢:00-08:00", "dnd must be a window HH:MM-HH:MM of times 00:00-23:59"),
+        ("dnd", "00:00-24:00", "dnd must be a window HH:MM-HH:MM of times 00:00-23:59"),
+        ("timezone", "localtime", "unknown timezone"),
+        ("timezone", "europe/paris", "unknown timezone"),
+        ("timezone", "../../etc/passwd", "unknown timezone"),
+    ],
+)
+def test_delivery_settings_out_of_range_are_refused_and_change_nothing(
+    key: str, value: str, error: str
+) -> None:
+    workspace_id = _workspace()
+    _run("workspaces", "set", "-w", workspace_id, key, "off")
+    before = _run("workspaces", "settings", "-w", workspace_id)
+    line = _refused("workspaces", "set", "-w", workspace_id, key, value)
+    assert line.startswith(f"error: {error}")
+    assert value.isascii() or value not in line  # other scripts' digits are not echoed back
+    assert _run("workspaces", "settings", "-w", workspace_id) == before
+    assert _read(workspace_id)[0].delivery == {}
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "shown"),
+    [
+        ("minimum-delay", "8760", "8760"),
+        ("frequency-cap-day", " 3 ", "3"),
+        ("frequency-cap-week", "7000", "7000"),
+        ("global-control", "2.5", "2.5"),
+        ("global-control", "0", "0.0"),
+        ("dnd", "22:00-08:00", "22:00-08:00"),
+        ("timezone", "Europe/Paris", "Europe/Paris"),
+        ("timezone", "UTC", "UTC"),
+    ],
+)
+def test_delivery_settings_in_range_are_stored_and_echoed_as_stored(key: str, value: str, shown: str) -> None:
+    workspace_id = _workspace()
+    assert (
+        _run("workspaces", "set", "-w", workspace_id, key, value) == f"{key} = {shown} for {workspace_id}\n"
+    )
+    assert f"{key}\t{shown}\n" in _run("workspaces", "settings", "-w", workspace_id)
+    assert (
+        _run("workspaces", "set", "-w", workspace_id, key, "off")
+        == f"{key} = {'UTC' if key == 'timezone' else 'off'} for {workspace_id}\n"
+    )
+
+
+def test_workspaces_set_help_names_every_setting() -> None:
+    shown = " ".join(_run("workspaces", "set", "--help").split())
+    for key in (
+        "global-control",
+        "frequency-cap-day",
+        "frequency-cap-week",
+        "dnd",
+        "timezone",
+        "minimum-delay",
+    ):
+        assert key in shown

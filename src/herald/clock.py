@@ -6,6 +6,8 @@ import os
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
+from herald.config import SettingsError
+
 
 class Clock(Protocol):
     def now(self) -> datetime:
@@ -42,19 +44,34 @@ class FileClock:
 
     For sandboxes and multi-process tests that need to move time (scheduled campaigns, rate-limit
     windows) without waiting. Enabled by `HERALD_CLOCK_FILE`; never used otherwise.
+
+    The file is read when the clock is made: a missing or unreadable one stops a process at start-up
+    (`SettingsError`) rather than failing every request and tick that asks the time.
     """
 
     def __init__(self, path: str) -> None:
         self._path = path
         self._stamp: float | None = None
         self._now = datetime.now(UTC)
+        self.now()
 
     def now(self) -> datetime:
-        stamp = os.stat(self._path).st_mtime_ns
-        if stamp != self._stamp:
-            with open(self._path, encoding="ascii") as handle:
-                self._now = datetime.fromtimestamp(float(handle.read().strip()), UTC)
-            self._stamp = stamp
+        try:
+            stamp = os.stat(self._path).st_mtime_ns
+            if stamp != self._stamp:
+                with open(self._path, encoding="ascii") as handle:
+                    text = handle.read().strip()
+                self._now = datetime.fromtimestamp(float(text), UTC)
+                self._stamp = stamp
+        except OSError as exc:
+            raise SettingsError(
+                f"HERALD_CLOCK_FILE={self._path!r} cannot be read ({exc.strerror or exc}): "
+                "expected a file holding epoch seconds"
+            ) from exc
+        except (ValueError, OverflowError) as exc:  # not a number, nan, out of range, not ASCII
+            raise SettingsError(
+                f"HERALD_CLOCK_FILE={self._path!r} does not hold a time: expected epoch seconds, e.g. 1767268800"
+            ) from exc
         return self._now
 
     @staticmethod

@@ -9,7 +9,9 @@ environment (names case-insensitive), then `.env` in the working directory, then
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
+import re
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -17,6 +19,18 @@ from typing import Any
 _PREFIX = "herald_"
 _TRUE = frozenset({"1", "on", "t", "true", "y", "yes"})
 _FALSE = frozenset({"0", "off", "f", "false", "n", "no"})
+# The bounds a number must keep to mean anything: sizes, timeouts, intervals and counts are positive;
+# these two may also be 0, which they document (read on every request; never pause).
+_MAY_BE_ZERO = frozenset({"credentials_cache_seconds", "delivery_error_threshold"})
+_LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
+# RFC 9110 `token`: what may stand in a header name (`X-<token>-Request-Id`, `<token>-APPKEY`).
+_HEADER_TOKEN = re.compile(r"[A-Za-z0-9!#$%&'*+.^_`|~-]+")
+_DATABASE_SCHEMES = ("sqlite+aiosqlite://", "postgresql+asyncpg://")
+
+
+class SettingsError(ValueError):
+    """A setting whose value is not one Herald can run with: one line naming it, its value and what
+    it should be (the command line prints it as it is, and stops before doing anything)."""
 
 
 @dataclass(init=False)
@@ -91,10 +105,10 @@ class Settings:
             raise TypeError(f"unknown settings: {', '.join(sorted(unknown))}")
         read = {**_dotenv(), **_environment()}
         for name, spec in known.items():
-            if name in given:
-                value = _coerce(name, str(spec.type), given[name])
-            elif name in read:
-                value = _coerce(name, str(spec.type), read[name])
+            if name in given or name in read:
+                raw = given[name] if name in given else read[name]
+                value = _coerce(name, str(spec.type), raw)
+                _check(name, value, raw)
             else:
                 value = spec.default
             setattr(self, name, value)
@@ -153,4 +167,36 @@ def _coerce(name: str, kind: str, value: Any) -> Any:
             return float(value)
     except ValueError:
         pass
-    raise ValueError(f"setting {name} (HERALD_{name.upper()}): {value!r} is not a valid {base}")
+    if base in ("int", "float"):
+        raise _invalid(name, value, _number(name, base))
+    raise _invalid(name, value, "on or off (true/false, yes/no, 1/0)" if base == "bool" else f"a {base}")
+
+
+def _number(name: str, base: str) -> str:
+    kind = "a whole number" if base == "int" else "a finite number"
+    if name in _MAY_BE_ZERO:
+        return f"{kind} >= 0"
+    return f"{kind} >= 1" if base == "int" else f"{kind} > 0"
+
+
+def _check(name: str, value: Any, raw: Any) -> None:
+    """Refuse a value of the right type that Herald cannot run with (see `_MAY_BE_ZERO`); `raw` is
+    what was given, repeated in the error."""
+    if isinstance(value, bool) or value is None:
+        return
+    if isinstance(value, int | float):
+        low_ok = value >= 0 if name in _MAY_BE_ZERO else value > 0
+        if not (math.isfinite(value) and low_ok):
+            raise _invalid(name, raw, _number(name, "int" if isinstance(value, int) else "float"))
+    elif name == "header_token" and not _HEADER_TOKEN.fullmatch(value):
+        raise _invalid(name, raw, "a non-empty header token (letters, digits, !#$%&'*+-.^_`|~)")
+    elif name == "log_level" and value.lower() not in _LOG_LEVELS:
+        raise _invalid(name, raw, f"one of {', '.join(_LOG_LEVELS)}")
+    elif name == "database_url" and not value.startswith(_DATABASE_SCHEMES):
+        # Only the scheme is repeated: the rest may hold a password.
+        scheme = value.partition("://")[0] + "://" if "://" in value else value[:20]
+        raise _invalid(name, f"{scheme}...", f"a URL starting {' or '.join(_DATABASE_SCHEMES)}")
+
+
+def _invalid(name: str, value: Any, expected: str) -> SettingsError:
+    return SettingsError(f"HERALD_{name.upper()}={str(value)!r} is not valid: expected {expected}")

@@ -129,3 +129,21 @@ class TestCheck:
             "invalid lines 0 (users 0, events 0)",
         )
         assert users_of(cli, workspace) == {}
+
+
+class TestErrorLinesArePlainText:
+    def test_line_numbers_and_values_are_not_read_as_emoji_or_markup(self, cli: Cli, tmp_path: Path) -> None:
+        # Rich would turn `:100:` into 💯 and `:1234:` into 🔢, and `[bold]` into a style.
+        workspace = cli.workspace()
+        users = tmp_path / "users.jsonl"
+        users.write_text("{x\n" * 1234 + '{"customer_id": ":smile: [bold]x[/bold]", "email": 5}\n')
+        result = cli(
+            "audience", "import", str(users), "-w", workspace, "--check", "--max-errors", "2000", "--no-progress",
+        )  # fmt: skip
+        assert result.exit_code == 1
+        assert "users.jsonl:100: " in result.output
+        assert "users.jsonl:1234: " in result.output
+        assert "\U0001f4af" not in result.output
+        assert "\U0001f522" not in result.output
+        assert "users.jsonl:1235: " in result.output
+        assert "\U0001f604" not in result.output  # :smile:

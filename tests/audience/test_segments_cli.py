@@ -263,3 +263,28 @@ class TestRules:
         assert result.exit_code == 1
         assert "no workspace NOPE" in result.output
         assert cli("segments", "list", "-w", "NOPE").exit_code == 1
+
+
+class TestNames:
+    def test_names_with_controls_or_too_long_are_refused_and_nothing_is_stored(
+        self, cli: Cli, tmp_path: Path
+    ) -> None:
+        workspace = cli.workspace()
+        ids = tmp_path / "ids.txt"
+        ids.write_text("u1\n")
+        for name in ("a\tb", "two\nlines", "bell\x07", "", "n" * 201):
+            result = cli("segments", "create", name, "-w", workspace, "--customers", str(ids))
+            assert result.exit_code == 1, result.output
+            assert result.output.startswith(
+                "error: a segment name must be printable text of 1-200 characters"
+            )
+        assert cli("segments", "list", "-w", workspace).output == ""
+
+    def test_a_customers_file_that_is_not_utf8_is_one_error_line(self, cli: Cli, tmp_path: Path) -> None:
+        workspace = cli.workspace()
+        ids = tmp_path / "ids.txt"
+        ids.write_bytes(b"u1\n\xff\n")
+        result = cli("segments", "create", "s", "-w", workspace, "--customers", str(ids))
+        assert result.exit_code == 1
+        assert result.output.startswith("error: ids.txt is not UTF-8 text")
+        assert cli("segments", "list", "-w", workspace).output == ""

@@ -186,7 +186,7 @@ class TestImport:
         path = write_lines(tmp_path / "c.jsonl", [h.line()])
         result = await herald("campaigns", "import", str(path), "--workspace", "NOPE")
         assert result.exit_code == 1
-        assert "does not exist" in result.output
+        assert "error: no workspace NOPE" in result.output
 
 
 class TestReject:

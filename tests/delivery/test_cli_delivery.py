@@ -11,6 +11,7 @@ from cryptography.fernet import Fernet
 from sqlalchemy import select
 from typer.testing import CliRunner
 
+from herald.campaigns.models import Campaign
 from herald.cli import app
 from herald.clock import FrozenClock
 from herald.config import Settings
@@ -252,3 +253,107 @@ def test_outbox_list_newest_first_with_reasons() -> None:
         for line in _run("outbox", "list", "-w", workspace_id, "--limit", "1", "--json").splitlines()
     ]
     assert row["failure_reason"] == "SMTP down"
+
+
+def _seed(*rows: object) -> None:
+    async def seed() -> None:
+        database = create_database(Settings())
+        try:
+            async with database.writer() as session:
+                session.add_all(rows)
+                await session.commit()
+        finally:
+            await database.dispose()
+
+    asyncio.run(seed())
+
+
+def _campaign(workspace_id: str, channel: str, status: str, connector: str | None = None) -> Campaign:
+    now = FrozenClock().now()
+    row_id = object_id(now)
+    components = (
+        {"connector": {"connector_type": "CUSTOM_SMTP", "connector_name": connector}} if connector else {}
+    )
+    return Campaign(
+        workspace_id=workspace_id, id=row_id, campaign_id=row_id, channel=channel, delivery_type="ONE_TIME",
+        status=status, created_by="ops@example.com", created_at=now, updated_at=now, components=components,
+    )  # fmt: skip
+
+
+def _add_push(workspace_id: str, name: str) -> None:
+    _run(
+        "connectors", "add", "-w", workspace_id, "--name", name, "--type", "CUSTOM_API",
+        "--channel", "push", "--url", "https://push.example.com/in", "--secret", SECRET,
+    )  # fmt: skip
+
+
+def test_remove_refuses_a_connector_live_campaigns_send_through_unless_forced() -> None:
+    workspace_id = _workspace()
+    _add_smtp(workspace_id)
+    live = [_campaign(workspace_id, "EMAIL", status, "mail") for status in ("ACTIVE", "SCHEDULED", "SENDING")]
+    # Not live, or through another connector: no reason to refuse.
+    others = [
+        _campaign(workspace_id, "EMAIL", "SENT", "mail"),
+        _campaign(workspace_id, "EMAIL", "DRAFT", "mail"),
+        _campaign(workspace_id, "EMAIL", "ACTIVE", "other"),
+    ]
+    _seed(*live, *others)
+    result = runner.invoke(app, ["connectors", "remove", "-w", workspace_id, "mail"])
+    assert result.exit_code == 1
+    [line] = result.output.splitlines()
+    assert line.startswith("error: connector 'mail' is used by 3 live campaign(s): ")
+    for campaign in live:
+        assert f"{campaign.campaign_id} ({campaign.status})" in line
+    for campaign in others:
+        assert campaign.campaign_id not in line
+    assert line.endswith("or pass --force to remove it anyway")
+    assert [row.name for row in _stored(workspace_id)] == ["mail"]
+
+    forced = runner.invoke(app, ["connectors", "remove", "-w", workspace_id, "mail", "--force"])
+    assert forced.exit_code == 0
+    assert forced.output.splitlines()[0] == "removed mail"
+    assert "warning: " in forced.output
+    assert live[0].campaign_id in forced.output
+    assert _stored(workspace_id) == []
+
+
+def test_remove_refuses_the_only_push_connector_of_live_push_campaigns() -> None:
+    workspace_id = _workspace()
+    _add_push(workspace_id, "push-a")
+    _seed(_campaign(workspace_id, "PUSH", "ACTIVE"))
+    assert "is used by 1 live campaign(s)" in _fails("connectors", "remove", "-w", workspace_id, "push-a")
+    # With two push connectors the engine names neither: removing one is what makes the other the one.
+    _add_push(workspace_id, "push-b")
+    assert _run("connectors", "remove", "-w", workspace_id, "push-a") == "removed push-a\n"
+    assert "is used by" in _fails("connectors", "remove", "-w", workspace_id, "push-b")
+
+
+def test_connector_json_lines_have_the_same_keys() -> None:
+    workspace_id = _workspace()
+    _add_smtp(workspace_id)
+    _add_push(workspace_id, "push-gw")
+    rows = [
+        json.loads(line) for line in _run("connectors", "list", "-w", workspace_id, "--json").splitlines()
+    ]
+    assert len(rows) == 2
+    assert rows[0].keys() == rows[1].keys()
+    assert {"username", "senders", "batch_size", "session_messages"} <= rows[0].keys()
+    mail, push = rows
+    assert (mail["username"], mail["senders"]) == ("mailer", ["news@example.com", "@brand.example"])
+    assert (push["username"], push["senders"], push["session_messages"]) == (None, None, None)
+
+
+def test_outbox_list_shows_a_dash_for_no_connector() -> None:
+    workspace_id = _workspace()
+    now = FrozenClock().now()
+    _seed(
+        OutboxEntry(
+            workspace_id=workspace_id, id=object_id(now), status=OutboxStatus.FAILED.value, failure_reason="gone",
+            is_test=False, channel="EMAIL", platform=None, locale="default", variation="variation_1",
+            connector_id=None, connector_name=None, recipient="a@example.com", customer_id="u1",
+            campaign_id=None, request_id=None, summary={}, created_at=now, updated_at=now,
+        )
+    )  # fmt: skip
+    [line] = _run("outbox", "list", "-w", workspace_id).splitlines()
+    assert line.split("\t")[5] == "-"
+    assert "None" not in line

@@ -63,6 +63,7 @@ def tags_create(
 @tags.command("list")
 def tags_list(workspace: WorkspaceOpt) -> None:
     async def work(session: AsyncSession) -> list[str]:
+        await service.get_workspace(session, workspace)  # an unknown one is an error, not an empty list
         return [f"tag_{t.id}\t{t.name}" for t in await service.list_tags(session, workspace)]
 
     for line in run_in_session(work):
@@ -74,7 +75,10 @@ def templates_create(
     workspace: WorkspaceOpt,
     template_id: Annotated[str, typer.Argument(help="Template id.")],
     label: Annotated[str, typer.Option(help="Display label.")],
-    template_type: Annotated[str, typer.Option("--type", help="Comma-separated template types.")] = "json",
+    template_type: Annotated[
+        str,
+        typer.Option("--type", help="Comma-separated template types (identifiers, e.g. json)."),
+    ] = "json",
     fields: Annotated[str, typer.Option(help="Comma-separated required field names.")] = "",
 ) -> None:
     async def work(session: AsyncSession) -> str:
@@ -95,6 +99,7 @@ def templates_create(
 @templates.command("list")
 def templates_list(workspace: WorkspaceOpt) -> None:
     async def work(session: AsyncSession) -> list[str]:
+        await service.get_workspace(session, workspace)  # an unknown one is an error, not an empty list
         found = await service.list_templates(session, workspace)
         return [f"{t.id}\t{t.label}\t{','.join(t.template_type)}\tfields={','.join(t.fields)}" for t in found]
 

@@ -6,11 +6,18 @@ first use (`LazyGroup`): `herald --help` imports only Typer, and `herald keys li
 and its one statement on the database driver (no SQLAlchemy). The one-line help shown in listings is kept
 here, so that listing a command never imports it (tests/test_cli_startup.py checks that it matches
 the command's own help).
+
+Before any command runs, `LazyGroup` reads the settings (and the clock file, and on SQLite looks for
+a migrated database), and it turns the errors an operator makes, not Herald, into one `error: ...`
+line: a bad setting exits 2 (as a bad option does), a database without its tables, a missing or
+unreadable file exits 1. Anything else is a bug and keeps its traceback (`OPERATOR_ERRORS`).
 """
 
 from __future__ import annotations
 
 import importlib
+import os
+import re
 from dataclasses import dataclass
 from typing import Annotated, Any
 
@@ -69,6 +76,85 @@ LAZY: dict[str, Lazy] = {
 }
 
 
+class OperatorError(Exception):
+    """What an operator can fix, said in one line (`error: ...`, exit 1)."""
+
+
+# A statement on a table that is not there: SQLite's words, and PostgreSQL's (asyncpg, SQLAlchemy).
+_MISSING_TABLE = re.compile(r'no such table: (\S+)|relation "([^"]+)" does not exist')
+# Commands that need no migrated database: `migrate` makes it, `serve` reports it (`/readyz`).
+_WITHOUT_SCHEMA = frozenset({"migrate", "serve"})
+
+
+def _preflight(command: str) -> None:
+    """Refuse at start-up what would fail later: a bad setting or clock file (`SettingsError`), a
+    SQLite database that is not there or not migrated (without creating an empty file), a
+    `migrate` into a directory that does not exist."""
+    from herald.config import Settings
+
+    settings = Settings()
+    if settings.clock_file:
+        from herald.clock import FileClock
+
+        FileClock(settings.clock_file)
+    if not settings.is_sqlite:
+        return
+    from herald.plain_sql import sqlite_file_key, sqlite_path
+
+    path = sqlite_path(settings.database_url)
+    if sqlite_file_key(path) is None or path.startswith("file:"):
+        return
+    if command == "migrate":
+        directory = os.path.dirname(path) or "."
+        if not os.path.isdir(directory):
+            raise OperatorError(f"cannot create the database {path}: no directory {directory}")
+    elif command not in _WITHOUT_SCHEMA:
+        if not os.path.isfile(path):
+            raise OperatorError(f"no database at {path}: run `herald migrate` first")
+        if not _migrated(path):
+            raise OperatorError(f"the database {path} is not migrated: run `herald migrate` first")
+
+
+def _migrated(path: str) -> bool:
+    import sqlite3
+    from urllib.parse import quote
+
+    try:
+        connection = sqlite3.connect(f"file:{quote(path)}?mode=ro", uri=True)
+        try:
+            found = connection.execute("SELECT 1 FROM sqlite_master WHERE name = 'alembic_version'")
+            return found.fetchone() is not None
+        finally:
+            connection.close()
+    except sqlite3.Error:
+        return True  # not for this check to say (locked, not a database): the command will
+
+
+def _operator_error(exc: BaseException) -> tuple[str, int] | None:
+    """The one line and exit status for an error the operator made; None for anything else."""
+    from herald.config import SettingsError
+
+    if isinstance(exc, SettingsError):
+        return str(exc), 2
+    if isinstance(exc, OperatorError):
+        return str(exc), 1
+    if isinstance(exc, UnicodeDecodeError):
+        return f"not UTF-8 text ({exc.reason} at byte {exc.start})", 1
+    unreadable = FileNotFoundError | IsADirectoryError | NotADirectoryError | PermissionError
+    if isinstance(exc, unreadable) and exc.filename is not None:
+        return f"{exc.filename}: {exc.strerror}", 1
+    cause: BaseException | None = exc
+    for _ in range(10):  # the exception and what it was raised from (a chain may loop)
+        if cause is None:
+            break
+        missing = _MISSING_TABLE.search(str(cause))
+        if missing:
+            table = missing.group(1) or missing.group(2)
+            return f"the database has no table {table}: run `herald migrate` first", 1
+        cause = cause.__cause__ or cause.__context__
+    return None
+
+
 class LazyGroup(TyperGroup):
     """A group whose `LAZY` commands are imported when resolved, and only described when listed."""
 
@@ -86,6 +172,25 @@ class LazyGroup(TyperGroup):
         command = LAZY[cmd_name].load(cmd_name)
         self.commands[cmd_name] = command
         return command
+
+    def resolve_command(self, ctx: Any, args: list[str]) -> Any:
+        name, command, rest = super().resolve_command(ctx, args)
+        # Not while completing a command line, nor for a command's help.
+        if name is not None and not ctx.resilient_parsing and "--help" not in rest:
+            _preflight(name)
+        return name, command, rest
+
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (typer.Exit, typer.Abort, typer.exceptions.TyperException):
+            raise  # the command line's own: usage errors, --help, exit statuses
+        except Exception as exc:
+            found = _operator_error(exc)
+            if found is None or os.environ.get("HERALD_LOG_LEVEL", "").lower() == "debug":
+                raise
+            typer.secho(f"error: {found[0]}", fg=typer.colors.RED, err=True)
+            raise typer.Exit(found[1]) from None
 
     def format_help(self, ctx: Any, formatter: Any) -> None:
         self._listing = True
@@ -118,8 +223,8 @@ def migrate() -> None:
 @app.command()
 def serve(
     host: Annotated[str, typer.Option(help="Interface to bind.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="Port.")] = 8000,
-    workers: Annotated[int, typer.Option(help="Worker processes.")] = 1,
+    port: Annotated[int, typer.Option(help="Port.", min=1, max=65535)] = 8000,
+    workers: Annotated[int, typer.Option(help="Worker processes.", min=1)] = 1,
 ) -> None:
     """Serve the API with uvicorn."""
     from herald.cli.serve import serve as run

@@ -27,6 +27,7 @@ from herald.cli.progress import bar as progress_bar
 from herald.config import Settings
 from herald.db import create_database
 from herald.problems import Problem
+from herald.workspaces.names import check_name
 from herald.workspaces.service import AdminError, get_workspace
 
 audience = typer.Typer(help="Users and events: bulk import.", no_args_is_help=True)
@@ -57,10 +58,12 @@ def import_(
     progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
 ) -> None:
     """Load users (upserted, as POST /v1/customer) and events (as POST /v1/event) from JSON Lines."""
-    err = Console(stderr=True)
+    # Lines carry user data (file names, values): printed as they are, never read as rich markup or
+    # emoji codes (`users.jsonl:100:` would show as `users.jsonl💯`).
+    err = Console(stderr=True, markup=False, emoji=False, highlight=False)
     files = [users, *([events] if events else [])]
     bar = progress_bar(
-        TextColumn("{task.description}"),
+        TextColumn("{task.description}", markup=False),
         BarColumn(),
         DownloadColumn(),
         TimeElapsedColumn(),
@@ -74,7 +77,7 @@ def import_(
 
     def on_error(error: importer.LineError) -> None:
         for line in error.lines():
-            err.print(line, style="red", markup=False, highlight=False, soft_wrap=True)
+            err.print(line, style="red", markup=False, emoji=False, highlight=False, soft_wrap=True)
 
     options = importer.ImportOptions(
         workspace_id=workspace,
@@ -142,6 +145,11 @@ def segments_create(
     """Create a filter-based segment (--filters) or a static list of customers (--customers)."""
     if (filters is None) == (customers is None):
         raise typer.BadParameter("give exactly one of --filters FILE.json or --customers FILE.txt")
+    try:
+        check_name("a segment name", name, segments_service.MAX_NAME_LENGTH)
+    except AdminError as exc:
+        typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)
+        raise typer.Exit(1) from None
     now = runtime.clock.now()
     if filters is not None:
         try:
@@ -158,7 +166,12 @@ def segments_create(
         return
 
     assert customers is not None
-    ids, problems = segments_service.read_customer_ids(customers.read_text(encoding="utf-8").splitlines())
+    try:
+        text = customers.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        typer.secho(f"error: {customers.name} is not UTF-8 text: {exc}", fg=typer.colors.RED, err=True)
+        raise typer.Exit(1) from None
+    ids, problems = segments_service.read_customer_ids(text.splitlines())
     if problems:
         raise _exit_with(problems)
 

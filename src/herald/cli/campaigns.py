@@ -37,6 +37,7 @@ def import_campaigns(
     from herald.campaigns import importer
     from herald.cli.progress import bar as progress_bar
     from herald.cli.runtime import clock, run_in_session
+    from herald.workspaces.service import get_workspace
 
     if not file.is_file():
         _fail([f"{file} is not a readable file"])
@@ -46,6 +47,7 @@ def import_campaigns(
         _fail(parsed.problems)
 
     async def work(session: AsyncSession) -> list[str]:
+        await get_workspace(session, workspace)  # the one wording of an unknown workspace
         problems = await importer.existing_problems(session, workspace, parsed)
         if problems:
             return problems
@@ -80,7 +82,9 @@ def reject_campaign(
         try:
             await review.reject(session, workspace, campaign_id, comment, clock.now())
         except HeraldError as exc:
-            return exc.message + "".join(f" {p.message}" for p in exc.details)
+            # Each sentence once: a refusal's detail often repeats its message.
+            said = dict.fromkeys([exc.message, *(p.message for p in exc.details)])
+            return " ".join(said)
         return None
 
     problem = run_in_session(work)
@@ -138,18 +142,24 @@ def stats_table(data: dict[str, Any]) -> str:
         rows.append((f"suppressed: {name}", [str(run["suppressed"].get(name, 0)) for run in runs]))
     rows += [
         ("pending", [str(run["pending"]) for run in runs]),
+        # Of the pending: waiting for another attempt, and for the end of quiet hours or a delay.
+        ("  retrying", [str(run.get("retrying", 0)) for run in runs]),
+        ("  deferred", [str(run.get("deferred", 0)) for run in runs]),
         ("sent", [str(run["sent"]) for run in runs]),
         ("failed", [str(run["failed"]) for run in runs]),
         ("unsent", [str(run["unsent"]) for run in runs]),
     ]
     rows += _conversion_rows(runs)
-    if any(run.get("reason") for run in runs):
-        rows.append(("reason", [str(run.get("reason") or "") for run in runs]))
     width = max(len(label) for label, _ in rows)
     columns = [max(len(row[1][i]) for row in rows) for i in range(len(runs))]
     for label, values in rows:
         cells = "  ".join(value.rjust(columns[i]) for i, value in enumerate(values))
         lines.append(f"{label.ljust(width)}  {cells}")
+    # A reason is a sentence (why a delivery was paused or stopped): under the table, one line per
+    # execution that has one, so it does not widen every column.
+    for run in runs:
+        if run.get("reason"):
+            lines.append(f"reason ({run['id']}): {run['reason']}")
     return "\n".join(lines)
 
 
@@ -199,11 +209,13 @@ def resume_delivery(
     from herald.clock import FileClock
     from herald.config import Settings
     from herald.delivery.engine import pause
+    from herald.workspaces.service import get_workspace
 
     settings = Settings()
     now = (FileClock(settings.clock_file) if settings.clock_file else clock).now()
 
     async def work(session: AsyncSession) -> int:
+        await get_workspace(session, workspace)  # the one wording of an unknown workspace
         return await pause.resume(session, workspace, campaign_id, now)
 
     if not run_in_session(work, settings):
@@ -211,9 +223,19 @@ def resume_delivery(
     typer.echo(f"resumed the delivery of {campaign_id}")
 
 
+def _positive_seconds(value: float | None) -> float | None:
+    import math
+
+    if value is not None and not (math.isfinite(value) and value > 0):
+        raise typer.BadParameter(f"{value} is not a finite number of seconds > 0")
+    return value
+
+
 def worker(
     once: Annotated[bool, typer.Option(help="Run one tick and exit.")] = False,
-    interval: Annotated[float | None, typer.Option(help="Seconds between ticks.")] = None,
+    interval: Annotated[
+        float | None, typer.Option(help="Seconds between ticks.", callback=_positive_seconds)
+    ] = None,
 ) -> None:
     """Run the background worker: scheduled campaign transitions (SCHEDULED → ACTIVE, expiry, ...)."""
     import asyncio
@@ -252,7 +274,11 @@ def worker(
             for sig in (signal.SIGINT, signal.SIGTERM):
                 loop.add_signal_handler(sig, stop.set)
             await campaigns_worker.run_forever(
-                database, now_from, interval or settings.worker_interval_seconds, stop, settings
+                database,
+                now_from,
+                settings.worker_interval_seconds if interval is None else interval,
+                stop,
+                settings,
             )
         finally:
             await database.dispose()

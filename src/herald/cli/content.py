@@ -11,6 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from herald.cli.runtime import clock, run_in_session
 from herald.personalization import resources
+from herald.workspaces.service import get_workspace
 
 content = typer.Typer(
     help="Personalization resources: content blocks, product sets, content APIs, templates."
@@ -31,7 +32,7 @@ ReplaceOpt = Annotated[bool, typer.Option("--replace", help="Replace an existing
 def _read(path: Path) -> str:
     try:
         return path.read_text(encoding="utf-8")
-    except OSError as exc:
+    except (OSError, UnicodeDecodeError) as exc:
         raise typer.BadParameter(f"cannot read {path}: {exc}") from None
 
 
@@ -69,6 +70,7 @@ def blocks_create(
 @blocks.command("list")
 def blocks_list(workspace: WorkspaceOpt) -> None:
     async def work(session: AsyncSession) -> list[str]:
+        await get_workspace(session, workspace)  # an unknown one is an error, not an empty list
         found = await resources.list_content_blocks(session, workspace)
         return [f"{row.name}\t{row.kind}\t{len(row.body)} chars" for row in found]
 
@@ -97,6 +99,7 @@ def product_sets_create(
 @product_sets.command("list")
 def product_sets_list(workspace: WorkspaceOpt) -> None:
     async def work(session: AsyncSession) -> list[str]:
+        await get_workspace(session, workspace)  # an unknown one is an error, not an empty list
         return [
             f"{row.name}\t{len(row.items)} items"
             for row in await resources.list_product_sets(session, workspace)
@@ -150,6 +153,7 @@ def apis_create(
 @apis.command("list")
 def apis_list(workspace: WorkspaceOpt) -> None:
     async def work(session: AsyncSession) -> list[str]:
+        await get_workspace(session, workspace)  # an unknown one is an error, not an empty list
         found = await resources.list_content_apis(session, workspace)
         # Header values may be credentials: only their names are shown.
         return [
@@ -202,6 +206,7 @@ def templates_create(
 @templates.command("list")
 def templates_list(workspace: WorkspaceOpt) -> None:
     async def work(session: AsyncSession) -> list[str]:
+        await get_workspace(session, workspace)  # an unknown one is an error, not an empty list
         found = await resources.list_custom_templates(session, workspace)
         return [f"{row.id}\tversion {row.version}\t{row.channel}\t{row.name}" for row in found]
 

@@ -18,7 +18,7 @@ from herald.delivery import connectors as service
 from herald.delivery import outbox
 from herald.delivery.config import ConnectorInput
 from herald.delivery.crypto import new_key
-from herald.workspaces.service import get_workspace
+from herald.workspaces.service import AdminError, get_workspace
 
 connectors = typer.Typer(help="Delivery connectors: SMTP servers and signed webhooks.", no_args_is_help=True)
 outbox_app = typer.Typer(help="The outbox: every message sent, test or real.", no_args_is_help=True)
@@ -122,7 +122,7 @@ def connectors_list(workspace: WorkspaceOpt, as_json: JsonOpt = False) -> None:
         if as_json:
             typer.echo(orjson.dumps(view).decode())
             continue
-        senders = ",".join(view.get("senders", [])) or "-"
+        senders = ",".join(view["senders"] or ()) or "-"
         typer.echo(
             f"{view['name']}\t{view['type']}\t{view['channel']}\t{view['target']}\t"
             f"senders={senders}\tsecret={view['secret']}"
@@ -131,15 +131,36 @@ def connectors_list(workspace: WorkspaceOpt, as_json: JsonOpt = False) -> None:
 
 @connectors.command("remove")
 def connectors_remove(
-    workspace: WorkspaceOpt, name: Annotated[str, typer.Argument(help="Connector name.")]
+    workspace: WorkspaceOpt,
+    name: Annotated[str, typer.Argument(help="Connector name.")],
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force", help="Remove it even if live campaigns send through it (their messages then fail)."
+        ),
+    ] = False,
 ) -> None:
-    """Remove a connector (its past sends stay in the outbox)."""
+    """Remove a connector (its past sends stay in the outbox). Refused while a SCHEDULED, ACTIVE,
+    SENDING or PAUSED campaign sends through it, unless --force."""
 
-    async def work(session: AsyncSession) -> None:
-        await service.remove_connector(session, workspace, name)
+    async def work(session: AsyncSession) -> list[service.LiveCampaign]:
+        try:
+            return await service.remove_connector(session, workspace, name, force=force)
+        except service.ConnectorInUse as exc:
+            raise AdminError(
+                f"{exc}; their messages would fail. Stop them or give them another connector first, "
+                "or pass --force to remove it anyway"
+            ) from None
 
-    run_in_session(work)
+    using = run_in_session(work)
     typer.echo(f"removed {name}")
+    if using:
+        typer.secho(
+            f"warning: live campaigns sent through {name}; their messages will fail: "
+            f"{service.describe_campaigns(using)}",
+            fg=typer.colors.YELLOW,
+            err=True,
+        )
 
 
 @connectors.command("keygen")
@@ -171,7 +192,7 @@ def outbox_list(
         )
         line = (
             f"{view['created_at']}\t{view['id']}\t{view['status']}\t{'test' if view['test'] else 'live'}\t"
-            f"{where}\t{view['connector']}\t{view['recipient']}"
+            f"{where}\t{view['connector'] or '-'}\t{view['recipient']}"
         )
         shown = view["summary"].get("subject") or view["summary"].get("title")
         if shown:

@@ -56,21 +56,27 @@ def workspaces_list() -> None:
         typer.echo(f"{w.id}\t{w.name}\tfeatures={','.join(sorted(k for k, v in w.features.items() if v))}")
 
 
-@workspaces.command("set")
+def _refused(exc: Exception) -> typer.Exit:
+    """An AdminError of a command that runs no session, reported as `run_in_session` reports one."""
+    typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)
+    return typer.Exit(1)
+
+
+@workspaces.command("set", help=f"Set a delivery setting: {', '.join(SETTINGS)}.")
 def workspaces_set(
     workspace: WorkspaceOpt,
     key: Annotated[str, typer.Argument(help=f"One of: {', '.join(SETTINGS)}")],
     value: Annotated[str, typer.Argument(help="The new value, or 'off' to remove the setting.")],
 ) -> None:
-    """Set a delivery setting: global-control, frequency-cap-day, frequency-cap-week, dnd, timezone."""
     from herald.cli.runtime import run_in_session
     from herald.workspaces import delivery_settings
 
-    async def work(session: AsyncSession) -> None:
-        await delivery_settings.set_delivery_setting(session, workspace, key, value)
+    async def work(session: AsyncSession) -> str:
+        changed = await delivery_settings.set_delivery_setting(session, workspace, key, value)
+        return delivery_settings.shown(key, changed.delivery)
 
-    run_in_session(work)
-    typer.echo(f"{key} = {value} for {workspace}")
+    # What was stored, as `workspaces settings` shows it (not the text given: ' 5 ' is 5.0).
+    typer.echo(f"{key} = {run_in_session(work)} for {workspace}")
 
 
 @workspaces.command("settings")
@@ -111,8 +117,13 @@ def keys_create(
 @keys.command("list")
 def keys_list(workspace: WorkspaceOpt) -> None:
     from herald.workspaces import listings
+    from herald.workspaces.errors import AdminError
 
-    for k in listings.api_keys(_database_url(), workspace):
+    try:
+        found = listings.api_keys(_database_url(), workspace)
+    except AdminError as exc:
+        raise _refused(exc) from None
+    for k in found:
         typer.echo(f"{k.id}\t{k.name}\t{','.join(k.scopes)}\t{'revoked' if k.revoked else 'active'}")
 
 

@@ -96,14 +96,81 @@ async def get_connector(session: AsyncSession, workspace_id: str, name: str) -> 
     return (await session.scalars(query)).first()
 
 
-async def remove_connector(session: AsyncSession, workspace_id: str, name: str) -> None:
+# Campaigns that still send (a PAUSED one may be resumed): removing the connector one of them sends
+# through fails every message it has left, permanently.
+LIVE_STATUSES = ("SCHEDULED", "ACTIVE", "SENDING", "PAUSED")
+
+
+@dataclass(frozen=True)
+class LiveCampaign:
+    campaign_id: str
+    status: str
+
+
+class ConnectorInUse(AdminError):
+    """The connector is what live campaigns send through (`remove_connector` without `force`)."""
+
+    def __init__(self, name: str, campaigns: list[LiveCampaign]) -> None:
+        self.campaigns = campaigns
+        super().__init__(
+            f"connector '{name}' is used by {len(campaigns)} live campaign(s): {describe_campaigns(campaigns)}"
+        )
+
+
+def describe_campaigns(campaigns: list[LiveCampaign], at_most: int = 10) -> str:
+    shown = ", ".join(f"{c.campaign_id} ({c.status})" for c in campaigns[:at_most])
+    return shown + (f" and {len(campaigns) - at_most} more" if len(campaigns) > at_most else "")
+
+
+async def campaigns_using(session: AsyncSession, row: Connector) -> list[LiveCampaign]:
+    """The live campaigns (latest versions) the engine would send through `row`, by campaign id: e-mail
+    ones naming it in `connector.connector_name`; push ones when it is the workspace's only push
+    connector (the engine sends push through that one, whatever the campaign saved)."""
+    # Imported here: the campaign model is needed only by this check.
+    from herald.campaigns.models import Campaign
+
+    if row.channel == Channel.PUSH.value:
+        pushes = await list_connectors(await session.connection(), row.workspace_id, Channel.PUSH)
+        if len(pushes) != 1:
+            return []
+    elif row.channel != Channel.EMAIL.value:
+        return []
+    query = (
+        select(Campaign.campaign_id, Campaign.status, Campaign.components)
+        .where(
+            Campaign.workspace_id == row.workspace_id,
+            Campaign.is_latest.is_(True),
+            Campaign.channel == row.channel,
+            Campaign.status.in_(LIVE_STATUSES),
+        )
+        .order_by(Campaign.campaign_id)
+    )
+    found: list[LiveCampaign] = []
+    for campaign_id, status, components in (await session.execute(query)).all():
+        if row.channel == Channel.EMAIL.value:
+            connector = (components or {}).get("connector")
+            if not isinstance(connector, dict) or connector.get("connector_name") != row.name:
+                continue
+        found.append(LiveCampaign(campaign_id, status))
+    return found
+
+
+async def remove_connector(
+    session: AsyncSession, workspace_id: str, name: str, *, force: bool = False
+) -> list[LiveCampaign]:
+    """Remove the connector; ConnectorInUse when live campaigns send through it, unless `force`.
+    Returns the live campaigns that used it (empty unless forced)."""
     await get_workspace(session, workspace_id)
     row = await get_connector(session, workspace_id, name)
     if row is None:
         raise AdminError(f"no connector named '{name}' in {workspace_id}")
+    using = await campaigns_using(session, row)
+    if using and not force:
+        raise ConnectorInUse(name, using)
     # The outbox keeps the connector's name and id: past sends stay readable after removal.
     await session.delete(row)
     await session.flush()
+    return using
 
 
 async def configured_names(session: AsyncSession, workspace_id: str) -> dict[str, dict[str, str]]:
@@ -135,13 +202,12 @@ def connector_view(row: Connector) -> dict[str, Any]:
         "secret": "sealed" if row.sealed_secrets else "none",
         "created_at": row.created_at.isoformat(),
     }
-    if settings.get("username"):
-        view["username"] = settings["username"]
-    if settings.get("senders"):
-        view["senders"] = list(settings["senders"])
+    # Every view has the same keys (null where the connector has no such setting): `--json` lines
+    # read as one table.
+    view["username"] = settings.get("username") or None
+    view["senders"] = list(settings["senders"]) if settings.get("senders") else None
     for tuning in ("batch_size", "session_messages"):
-        if settings.get(tuning):
-            view[tuning] = settings[tuning]
+        view[tuning] = settings.get(tuning) or None
     return view
 
 

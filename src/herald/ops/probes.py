@@ -22,6 +22,7 @@ from sqlalchemy import text
 from starlette.responses import PlainTextResponse, Response
 
 from herald.campaigns import worker as campaigns_worker
+from herald.config import SettingsError
 from herald.delivery import outbox
 from herald.http.responses import HEALTH_PATH, HEALTHY, json_response
 from herald.ops import metrics
@@ -64,7 +65,16 @@ class Readiness:
         checks = dict(zip(("database", "migrations"), await self._database(), strict=True))
         url = self.services.settings.redis_url
         checks["redis"] = await self._redis_check(url) if url else "not configured"
+        if self.services.settings.clock_file:  # a movable clock whose file may go away meanwhile
+            checks["clock"] = self._clock_check()
         return checks
+
+    def _clock_check(self) -> str:
+        try:
+            self.services.clock.now()
+        except SettingsError as exc:
+            return str(exc)
+        return OK
 
     async def _database(self) -> tuple[str, str]:
         try:

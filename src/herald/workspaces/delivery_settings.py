@@ -34,7 +34,20 @@ SETTINGS: dict[str, str] = {
     "(campaigns with ignore_global_minimum_delay are exempt)",
 }
 OFF = ("off", "none", "default")
-_CLOCK = re.compile(r"^([01]\d|2[0-3]):([0-5]\d)$")
+# ASCII digits only: `\d`, `str.isdigit`, `int` and `float` also take '²' or '١٢' (some then fail).
+_CLOCK = re.compile(r"([01][0-9]|2[0-3]):([0-5][0-9])")
+_WHOLE = re.compile(r"[0-9]{1,9}")
+_DECIMAL = re.compile(r"[0-9]{1,3}(\.[0-9]{1,6})?")
+# The ranges of the whole-number settings (beyond them the engine's date arithmetic overflows, and
+# no workspace means them): minimum-delay in hours (a year at most), the caps in messages.
+BOUNDS: dict[str, tuple[int, int]] = {
+    "minimum-delay": (1, 24 * 365),
+    "frequency-cap-day": (1, 1000),
+    "frequency-cap-week": (1, 7000),
+}
+_UNITS = {"minimum-delay": "hours", "frequency-cap-day": "messages", "frequency-cap-week": "messages"}
+# `ZoneInfo` also opens host files that are no IANA name (`localtime`, the host's own zone).
+_NOT_IANA = frozenset({"localtime", "posixrules", "Factory"})
 
 
 @dataclass(frozen=True)
@@ -55,36 +68,33 @@ class DeliverySettings:
 
 
 def _clock(text: str) -> time:
-    found = _CLOCK.match(text.strip())
+    found = _CLOCK.fullmatch(text.strip())
     if found is None:
-        raise AdminError(f"{text!r} is not a time of day HH:MM (00:00-23:59)")
+        raise AdminError("dnd must be a window HH:MM-HH:MM of times 00:00-23:59, e.g. 22:00-08:00 (or 'off')")
     return time(int(found.group(1)), int(found.group(2)))
 
 
 def parse_value(key: str, value: str) -> Any:
-    """The stored form of a CLI value (None removes the setting); AdminError when invalid."""
+    """The stored form of a CLI value (None removes the setting); AdminError when invalid.
+
+    The errors do not repeat the value: it may hold what a terminal shows badly (controls, other
+    scripts' digits)."""
     if key not in SETTINGS:
         raise AdminError(f"unknown setting {key!r}; known: {', '.join(SETTINGS)}")
-    if value.strip().lower() in OFF:
+    text = value.strip()
+    if text.lower() in OFF:
         return None
     if key == "global-control":
-        try:
-            share = float(value)
-        except ValueError:
-            raise AdminError("global-control must be a percentage from 0 to 100") from None
-        if not 0 <= share <= 100:
-            raise AdminError("global-control must be a percentage from 0 to 100")
-        return share
-    if key == "minimum-delay":
-        if not value.strip().isdigit() or int(value) < 1:
-            raise AdminError("minimum-delay must be a whole number of hours, at least 1 (or 'off')")
-        return int(value)
-    if key in ("frequency-cap-day", "frequency-cap-week"):
-        if not value.strip().isdigit() or int(value) < 1:
-            raise AdminError(f"{key} must be a whole number of messages, at least 1 (or 'off')")
-        return int(value)
+        if not _DECIMAL.fullmatch(text) or not 0 <= float(text) <= 100:
+            raise AdminError("global-control must be a percentage from 0 to 100, e.g. 5 or 2.5 (or 'off')")
+        return float(text)
+    if key in BOUNDS:
+        low, high = BOUNDS[key]
+        if not _WHOLE.fullmatch(text) or not low <= int(text) <= high:
+            raise AdminError(f"{key} must be a whole number of {_UNITS[key]} from {low} to {high} (or 'off')")
+        return int(text)
     if key == "dnd":
-        start, sep, end = value.partition("-")
+        start, sep, end = text.partition("-")
         if not sep:
             raise AdminError("dnd must be a window HH:MM-HH:MM, e.g. 22:00-08:00 (or 'off')")
         if _clock(start) == _clock(end):
@@ -92,13 +102,21 @@ def parse_value(key: str, value: str) -> Any:
         return f"{_clock(start):%H:%M}-{_clock(end):%H:%M}"
     # Imported here: zoneinfo finds its search path through sysconfig, a cost every command that loads
     # the admin group (`herald keys list`) would otherwise pay for the one setting that needs it.
-    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+    from zoneinfo import available_timezones
 
-    try:
-        ZoneInfo(value)
-    except (ZoneInfoNotFoundError, ValueError):
-        raise AdminError(f"unknown timezone {value!r} (use an IANA name such as Europe/Paris)") from None
-    return value
+    # The names the time zone database lists, as spelled there (`ZoneInfo` alone also opens
+    # `europe/paris` on a case-insensitive file system, and `localtime`).
+    if text in _NOT_IANA or text not in available_timezones():
+        raise AdminError("unknown timezone (use an IANA name such as Europe/Paris or UTC)")
+    return text
+
+
+def shown(key: str, stored: dict[str, Any] | None) -> str:
+    """The value of one setting as `settings` lists it (`off`, or UTC for the timezone, when unset)."""
+    value = (stored or {}).get(key)
+    if value is None:
+        return "UTC" if key == "timezone" else "off"
+    return str(value)
 
 
 def settings_of(stored: dict[str, Any] | None) -> DeliverySettings:
@@ -138,4 +156,4 @@ async def set_delivery_setting(session: AsyncSession, workspace_id: str, key: st
 def describe(stored: dict[str, Any] | None) -> list[str]:
     """One `key<TAB>value` line per setting, `off` for those not set."""
     stored = stored or {}
-    return [f"{key}\t{stored.get(key, 'off' if key != 'timezone' else 'UTC')}" for key in SETTINGS]
+    return [f"{key}\t{shown(key, stored)}" for key in SETTINGS]

@@ -6,3 +6,8 @@ from __future__ import annotations
 
 class AdminError(ValueError):
     """A refused administrative action (shown to the CLI user as is)."""
+
+
+def unknown_workspace(workspace_id: str) -> AdminError:
+    """The one refusal of every command given a workspace id that names no workspace."""
+    return AdminError(f"no workspace {workspace_id}")

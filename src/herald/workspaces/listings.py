@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from herald.plain_sql import fetch_all, json_value
+from herald.workspaces.errors import unknown_workspace
 
 
 @dataclass(frozen=True)
@@ -28,7 +29,12 @@ class ListedKey:
 
 
 _WORKSPACES = "SELECT id, name, features FROM workspaces ORDER BY created_at, id"
-_KEYS = "SELECT id, name, scopes, revoked_at FROM api_keys WHERE workspace_id = $1 ORDER BY created_at"
+# From the workspace: no row when it does not exist, one row of NULLs when it has no key (one
+# statement answers both, as `get_workspace` and the listing would in two).
+_KEYS = (
+    "SELECT k.id, k.name, k.scopes, k.revoked_at FROM workspaces w"
+    " LEFT JOIN api_keys k ON k.workspace_id = w.id WHERE w.id = $1 ORDER BY k.created_at"
+)
 
 
 def workspaces(database_url: str) -> list[ListedWorkspace]:
@@ -39,8 +45,12 @@ def workspaces(database_url: str) -> list[ListedWorkspace]:
 
 
 def api_keys(database_url: str, workspace_id: str) -> list[ListedKey]:
-    """The workspace's keys, revoked ones too (no error for an unknown workspace: it has none)."""
+    """The workspace's keys, revoked ones too; AdminError for an unknown workspace."""
+    rows = fetch_all(database_url, _KEYS, workspace_id)
+    if not rows:
+        raise unknown_workspace(workspace_id)
     return [
         ListedKey(id=id_, name=name, scopes=json_value(scopes), revoked=revoked_at is not None)
-        for id_, name, scopes, revoked_at in fetch_all(database_url, _KEYS, workspace_id)
+        for id_, name, scopes, revoked_at in rows
+        if id_ is not None
     ]

@@ -12,8 +12,14 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from herald.workspaces.credentials import KEY_PREFIX, secret_hash
 from herald.workspaces.errors import AdminError as AdminError  # raised here; its callers import it here
+from herald.workspaces.errors import unknown_workspace
 from herald.workspaces.models import FEATURES, ApiKey, OfferTemplate, Tag, Workspace
+from herald.workspaces.names import check_id, check_name
 from herald.workspaces.scopes import Scope
+
+# The columns' lengths (`herald.workspaces.models`): SQLite does not enforce them, PostgreSQL does.
+ID_LENGTH = 64
+NAME_LENGTH = 200
 
 
 @dataclass(frozen=True)
@@ -36,10 +42,10 @@ async def create_workspace(
     features: dict[str, bool] | None = None,
 ) -> Workspace:
     workspace_id = workspace_id or new_workspace_id()
-    if not workspace_id.replace("_", "").replace("-", "").isalnum() or len(workspace_id) > 64:
-        raise AdminError("workspace id must be 1-64 letters, digits, '_' or '-'")
-    if ":" in workspace_id:
-        raise AdminError("workspace id must not contain ':'")
+    # ASCII only: the C* routes take the id in the SVC-APPKEY header, whose values are Latin-1 (an
+    # `isalnum` id such as 工作 could be created, and never used there). No ':' either (Basic auth).
+    check_id("workspace id", workspace_id, ID_LENGTH)
+    check_name("workspace name", name, NAME_LENGTH)
     if await session.get(Workspace, workspace_id) is not None:
         raise AdminError(f"workspace {workspace_id} already exists")
     workspace = Workspace(
@@ -57,13 +63,14 @@ async def get_workspace(session: AsyncSession, workspace_id: str, *, for_update:
         Workspace, workspace_id, with_for_update=for_update, populate_existing=for_update
     )
     if workspace is None:
-        raise AdminError(f"no workspace {workspace_id}")
+        raise unknown_workspace(workspace_id)
     return workspace
 
 
 async def create_api_key(
     session: AsyncSession, now: datetime, workspace_id: str, scopes: Sequence[Scope], name: str = "default"
 ) -> IssuedKey:
+    check_name("key name", name, NAME_LENGTH)
     await get_workspace(session, workspace_id)
     if not scopes:
         raise AdminError("an API key needs at least one scope")
@@ -128,6 +135,9 @@ async def set_rate_limit(
 async def create_tag(
     session: AsyncSession, now: datetime, workspace_id: str, name: str, tag_id: str | None = None
 ) -> Tag:
+    check_name("tag name", name, NAME_LENGTH)
+    if tag_id is not None:
+        check_id("tag id", tag_id, ID_LENGTH)
     await get_workspace(session, workspace_id)
     tag = Tag(workspace_id=workspace_id, id=tag_id or secrets.token_hex(12), name=name, created_at=now)
     if await session.get(Tag, (workspace_id, tag.id)) is not None:
@@ -151,6 +161,15 @@ async def create_template(
     template_type: Sequence[str],
     fields: Sequence[str] = (),
 ) -> OfferTemplate:
+    check_name("template id", template_id, ID_LENGTH)
+    check_name("template label", label, NAME_LENGTH)
+    # O4 lists them as the template's `template_type`: identifiers, at least one (e.g. json).
+    if not template_type:
+        raise AdminError("a template needs at least one type")
+    for kind in template_type:
+        check_id("template type", kind, ID_LENGTH)
+    for field in fields:
+        check_name("template field name", field, NAME_LENGTH)
     await get_workspace(session, workspace_id)
     if await session.get(OfferTemplate, (workspace_id, template_id)) is not None:
         raise AdminError(f"template {template_id} already exists")

@@ -1,0 +1,46 @@
+"""The rules of the names and ids an administrator gives (workspaces, keys, tags, templates,
+segments): one check each, shared by the services and the command line.
+
+A name is printable text: not blank, without control characters (`attributes.is_printable_name`,
+the rule of attribute names) nor the characters that `str.splitlines` reads as line breaks, and no
+longer than its column (SQLite does not enforce a `String(N)`, PostgreSQL does). Listings print
+names in tab-separated lines, so a tab or a newline in one would break them.
+
+An id travels in headers and URLs (`SVC-APPKEY: <workspace id>`, `tag_<id>`), so it is ASCII
+letters, digits, `_` and `-` only.
+"""
+
+from __future__ import annotations
+
+import re
+
+from herald.workspaces.errors import AdminError
+
+# C1 controls and the Unicode line and paragraph separators: `_CONTROL` of attributes covers C0.
+_BREAKS = re.compile("[\x80-\x9f\u2028\u2029]")
+_ID = re.compile(r"[A-Za-z0-9_-]+")
+
+
+def is_printable(name: str, max_length: int) -> bool:
+    # Imported here: the attribute rules load the audience models, which the light commands
+    # (`herald keys list`) do without.
+    from herald.audience.attributes import is_printable_name
+
+    return 0 < len(name) <= max_length and is_printable_name(name) and not _BREAKS.search(name)
+
+
+def check_name(what: str, name: str, max_length: int) -> str:
+    """`name` when it is printable text of 1 to `max_length` characters; AdminError otherwise."""
+    if not is_printable(name, max_length):
+        raise AdminError(
+            f"{what} must be printable text of 1-{max_length} characters (no tabs, newlines or "
+            "control characters)"
+        )
+    return name
+
+
+def check_id(what: str, value: str, max_length: int) -> str:
+    """`value` when it is 1 to `max_length` ASCII letters, digits, '_' or '-'; AdminError otherwise."""
+    if len(value) > max_length or not _ID.fullmatch(value):
+        raise AdminError(f"{what} must be 1-{max_length} ASCII letters, digits, '_' or '-'")
+    return value
