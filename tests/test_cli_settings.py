@@ -148,6 +148,14 @@ def test_meaningful_values_are_accepted(
     assert _workspaces(database) == 1
 
 
+def test_a_sqlite_url_may_name_any_driver(database: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # `sqlite:///herald.db` as well as `sqlite+aiosqlite:///herald.db`: Herald opens SQLite itself.
+    monkeypatch.setenv("HERALD_DATABASE_URL", f"sqlite:///{database}")
+    result = runner.invoke(app, ["workspaces", "create", "Acme", "--id", "NEWWS"])
+    assert result.exit_code == 0, result.output
+    assert _workspaces(database) == 1
+
+
 def test_settings_given_in_code_are_checked_too() -> None:
     with pytest.raises(SettingsError, match=r"HERALD_DB_POOL_SIZE='0' .* >= 1"):
         Settings(db_pool_size=0)

@@ -26,6 +26,8 @@ _LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 # RFC 9110 `token`: what may stand in a header name (`X-<token>-Request-Id`, `<token>-APPKEY`).
 _HEADER_TOKEN = re.compile(r"[A-Za-z0-9!#$%&'*+.^_`|~-]+")
 _DATABASE_SCHEMES = ("sqlite+aiosqlite://", "postgresql+asyncpg://")
+# Any SQLite URL (`sqlite:///herald.db` too): Herald opens SQLite with its own driver whatever it names.
+_SQLITE_URL = re.compile(r"sqlite(\+\w+)?://")
 
 
 class SettingsError(ValueError):
@@ -192,7 +194,7 @@ def _check(name: str, value: Any, raw: Any) -> None:
         raise _invalid(name, raw, "a non-empty header token (letters, digits, !#$%&'*+-.^_`|~)")
     elif name == "log_level" and value.lower() not in _LOG_LEVELS:
         raise _invalid(name, raw, f"one of {', '.join(_LOG_LEVELS)}")
-    elif name == "database_url" and not value.startswith(_DATABASE_SCHEMES):
+    elif name == "database_url" and not (value.startswith(_DATABASE_SCHEMES) or _SQLITE_URL.match(value)):
         # Only the scheme is repeated: the rest may hold a password.
         scheme = value.partition("://")[0] + "://" if "://" in value else value[:20]
         raise _invalid(name, f"{scheme}...", f"a URL starting {' or '.join(_DATABASE_SCHEMES)}")
