@@ -182,6 +182,15 @@ class TestImport:
         assert result.exit_code == 0, result.output
         assert (await h.get(client, ws, IDS[0]))["created_at"] == "0001-01-01 00:00:00.000000"
 
+    async def test_a_number_past_the_digit_limit_is_a_line_error(
+        self, herald: Any, ws: Tenant, tmp_path: Path
+    ) -> None:
+        path = tmp_path / "c.jsonl"
+        path.write_text('{"channel": "PUSH", "priority": ' + "9" * 5000 + "}\n")
+        result = await herald("campaigns", "import", str(path), "--workspace", ws.workspace_id)
+        assert result.exit_code == 1
+        assert "line 1: holds a number of more digits than can be read" in result.output
+
     async def test_unknown_workspace(self, herald: Any, tmp_path: Path) -> None:
         path = write_lines(tmp_path / "c.jsonl", [h.line()])
         result = await herald("campaigns", "import", str(path), "--workspace", "NOPE")

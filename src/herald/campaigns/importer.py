@@ -187,6 +187,8 @@ def parse_line(
         raw = json.loads(text)
     except json.JSONDecodeError as exc:
         return None, [f"line {number}: not JSON ({exc.msg})"]
+    except ValueError:  # an integer beyond the interpreter's digit limit (4,300)
+        return None, [f"line {number}: holds a number of more digits than can be read"]
     if not isinstance(raw, dict):
         return None, [f"line {number}: expected a JSON object"]
     try:

@@ -22,7 +22,7 @@ def _value(text: str) -> Any:
     """`k=v`: v read as JSON when it is (numbers, booleans, quoted strings), else as text."""
     try:
         return json.loads(text)
-    except json.JSONDecodeError:
+    except ValueError:  # not JSON (or a number beyond the digit limit): the text as it is
         return text
 
 

@@ -24,6 +24,7 @@ from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from herald.config import SettingsError
 from herald.http import base_url, endpoint, idempotency
 from herald.http.context import UnitOfWork, request_state
 from herald.http.guards import (
@@ -222,6 +223,9 @@ class HeraldMiddleware:
         elif rate_limit_store_unavailable(exc):
             log.warning("rate-limit store (Redis) unavailable: %s", exc)
             status, code, message = 503, "SERVICE_UNAVAILABLE", "The rate-limit store is unavailable; retry."
+        elif isinstance(exc, SettingsError):  # the sandbox's clock file went away or was garbled
+            log.warning("%s", exc)
+            status, code, message = 503, "SERVICE_UNAVAILABLE", "The server's clock cannot be read; retry."
         else:
             log.exception("unhandled error", exc_info=exc)
             status, code, message = 500, "INTERNAL_ERROR", "Internal error. The request was not applied."
