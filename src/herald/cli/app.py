@@ -133,10 +133,11 @@ def _migrated(path: str) -> bool:
 def _operator_error(exc: BaseException) -> tuple[str, int] | None:
     """The one line and exit status for an error the operator made; None for anything else."""
     from herald.config import SettingsError
+    from herald.workspaces.errors import AdminError
 
     if isinstance(exc, SettingsError):
         return str(exc), 2
-    if isinstance(exc, OperatorError):
+    if isinstance(exc, OperatorError | AdminError):
         return str(exc), 1
     if isinstance(exc, UnicodeDecodeError):
         return f"not UTF-8 text ({exc.reason} at byte {exc.start})", 1
@@ -153,6 +154,18 @@ def _operator_error(exc: BaseException) -> tuple[str, int] | None:
             return f"the database has no table {table}: run `herald migrate` first", 1
         cause = cause.__cause__ or cause.__context__
     return None
+
+
+def _debugging() -> bool:
+    return os.environ.get("HERALD_LOG_LEVEL", "").lower() == "debug"
+
+
+def _refusal(exc: BaseException) -> bool:
+    """An administrative action Herald refused in its own words (`AdminError`: an unknown workspace,
+    a bad setting value): never a traceback, even at debug, as no failure is behind it."""
+    from herald.workspaces.errors import AdminError
+
+    return isinstance(exc, AdminError)
 
 
 class LazyGroup(TyperGroup):
@@ -187,7 +200,7 @@ class LazyGroup(TyperGroup):
             raise  # the command line's own: usage errors, --help, exit statuses
         except Exception as exc:
             found = _operator_error(exc)
-            if found is None or os.environ.get("HERALD_LOG_LEVEL", "").lower() == "debug":
+            if found is None or (_debugging() and not _refusal(exc)):
                 raise
             typer.secho(f"error: {found[0]}", fg=typer.colors.RED, err=True)
             raise typer.Exit(found[1]) from None

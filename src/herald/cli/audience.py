@@ -28,7 +28,7 @@ from herald.config import Settings
 from herald.db import create_database
 from herald.problems import Problem
 from herald.workspaces.names import check_name
-from herald.workspaces.service import AdminError, get_workspace
+from herald.workspaces.service import get_workspace
 
 audience = typer.Typer(help="Users and events: bulk import.", no_args_is_help=True)
 segments = typer.Typer(help="Custom segments (filter-based or static lists).", no_args_is_help=True)
@@ -107,9 +107,6 @@ def import_(
         done = "nothing was written" if check else "the valid lines before it are imported"
         typer.secho(f"error: {exc}; {done}", fg=typer.colors.RED, err=True)
         raise typer.Exit(1) from None
-    except AdminError as exc:
-        typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)
-        raise typer.Exit(1) from None
     users_written = report.users_created + report.users_updated
     # A check reports what the import would do, in the same words, so the two lines compare.
     verb = "checked (nothing written)" if check else "imported"
@@ -145,11 +142,7 @@ def segments_create(
     """Create a filter-based segment (--filters) or a static list of customers (--customers)."""
     if (filters is None) == (customers is None):
         raise typer.BadParameter("give exactly one of --filters FILE.json or --customers FILE.txt")
-    try:
-        check_name("a segment name", name, segments_service.MAX_NAME_LENGTH)
-    except AdminError as exc:
-        typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)
-        raise typer.Exit(1) from None
+    check_name("a segment name", name, segments_service.MAX_NAME_LENGTH)
     now = runtime.clock.now()
     if filters is not None:
         try:

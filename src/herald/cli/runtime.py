@@ -6,20 +6,19 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-import typer
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from herald.clock import SystemClock
 from herald.config import Settings
 from herald.db import create_database
-from herald.workspaces.service import AdminError
 
 T = TypeVar("T")
 clock = SystemClock()
 
 
 def run_in_session(work: Callable[[AsyncSession], Awaitable[T]], settings: Settings | None = None) -> T:
-    """Run `work` in one transaction: committed when it returns, rolled back when it raises."""
+    """Run `work` in one transaction: committed when it returns, rolled back when it raises (an
+    AdminError then reaches the command line, which prints it: `app.LazyGroup.invoke`)."""
 
     async def main() -> T:
         database = create_database(settings or Settings())
@@ -31,8 +30,4 @@ def run_in_session(work: Callable[[AsyncSession], Awaitable[T]], settings: Setti
         finally:
             await database.dispose()
 
-    try:
-        return asyncio.run(main())
-    except AdminError as exc:
-        typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)
-        raise typer.Exit(1) from None
+    return asyncio.run(main())

@@ -56,12 +56,6 @@ def workspaces_list() -> None:
         typer.echo(f"{w.id}\t{w.name}\tfeatures={','.join(sorted(k for k, v in w.features.items() if v))}")
 
 
-def _refused(exc: Exception) -> typer.Exit:
-    """An AdminError of a command that runs no session, reported as `run_in_session` reports one."""
-    typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)
-    return typer.Exit(1)
-
-
 @workspaces.command("set", help=f"Set a delivery setting: {', '.join(SETTINGS)}.")
 def workspaces_set(
     workspace: WorkspaceOpt,
@@ -117,13 +111,9 @@ def keys_create(
 @keys.command("list")
 def keys_list(workspace: WorkspaceOpt) -> None:
     from herald.workspaces import listings
-    from herald.workspaces.errors import AdminError
 
-    try:
-        found = listings.api_keys(_database_url(), workspace)
-    except AdminError as exc:
-        raise _refused(exc) from None
-    for k in found:
+    # An unknown workspace is an AdminError, reported by the command line (`app.LazyGroup.invoke`).
+    for k in listings.api_keys(_database_url(), workspace):
         typer.echo(f"{k.id}\t{k.name}\t{','.join(k.scopes)}\t{'revoked' if k.revoked else 'active'}")
 
 
