@@ -143,7 +143,7 @@ def connectors_remove(
     """Remove a connector (its past sends stay in the outbox). Refused while a SCHEDULED, ACTIVE,
     SENDING or PAUSED campaign sends through it, unless --force."""
 
-    async def work(session: AsyncSession) -> list[service.LiveCampaign]:
+    async def work(session: AsyncSession) -> list[service.CampaignUsing]:
         try:
             return await service.remove_connector(session, workspace, name, force=force)
         except service.ConnectorInUse as exc:

@@ -102,7 +102,7 @@ LIVE_STATUSES = ("SCHEDULED", "ACTIVE", "SENDING", "PAUSED")
 
 
 @dataclass(frozen=True)
-class LiveCampaign:
+class CampaignUsing:
     campaign_id: str
     status: str
 
@@ -110,19 +110,19 @@ class LiveCampaign:
 class ConnectorInUse(AdminError):
     """The connector is what live campaigns send through (`remove_connector` without `force`)."""
 
-    def __init__(self, name: str, campaigns: list[LiveCampaign]) -> None:
+    def __init__(self, name: str, campaigns: list[CampaignUsing]) -> None:
         self.campaigns = campaigns
         super().__init__(
             f"connector '{name}' is used by {len(campaigns)} live campaign(s): {describe_campaigns(campaigns)}"
         )
 
 
-def describe_campaigns(campaigns: list[LiveCampaign], at_most: int = 10) -> str:
+def describe_campaigns(campaigns: list[CampaignUsing], at_most: int = 10) -> str:
     shown = ", ".join(f"{c.campaign_id} ({c.status})" for c in campaigns[:at_most])
     return shown + (f" and {len(campaigns) - at_most} more" if len(campaigns) > at_most else "")
 
 
-async def campaigns_using(session: AsyncSession, row: Connector) -> list[LiveCampaign]:
+async def campaigns_using(session: AsyncSession, row: Connector) -> list[CampaignUsing]:
     """The live campaigns (latest versions) the engine would send through `row`, by campaign id: e-mail
     ones naming it in `connector.connector_name`; push ones when it is the workspace's only push
     connector (the engine sends push through that one, whatever the campaign saved)."""
@@ -145,19 +145,19 @@ async def campaigns_using(session: AsyncSession, row: Connector) -> list[LiveCam
         )
         .order_by(Campaign.campaign_id)
     )
-    found: list[LiveCampaign] = []
+    found: list[CampaignUsing] = []
     for campaign_id, status, components in (await session.execute(query)).all():
         if row.channel == Channel.EMAIL.value:
             connector = (components or {}).get("connector")
             if not isinstance(connector, dict) or connector.get("connector_name") != row.name:
                 continue
-        found.append(LiveCampaign(campaign_id, status))
+        found.append(CampaignUsing(campaign_id, status))
     return found
 
 
 async def remove_connector(
     session: AsyncSession, workspace_id: str, name: str, *, force: bool = False
-) -> list[LiveCampaign]:
+) -> list[CampaignUsing]:
     """Remove the connector; ConnectorInUse when live campaigns send through it, unless `force`.
     Returns the live campaigns that used it (empty unless forced)."""
     await get_workspace(session, workspace_id)
