@@ -55,7 +55,13 @@ from herald.wake import wake_here
 log = logging.getLogger("herald.delivery.engine")
 
 
-async def _sending(database: Database, workspace_id: str) -> list[LiveCampaign]:
+_DELIVERED = (Channel.EMAIL.value, Channel.PUSH.value)
+
+
+async def _sending(database: Database, workspace_id: str) -> tuple[list[LiveCampaign], list[str]]:
+    """The workspace's one-time campaigns SENDING: those Herald delivers (Push, Email), and the ids
+    of those on another channel (imported SMS, WhatsApp, ...), which have nothing to send and are
+    settled SENT at once rather than left SENDING for ever."""
     async with database.reader() as session:
         rows = (
             await session.scalars(
@@ -65,28 +71,13 @@ async def _sending(database: Database, workspace_id: str) -> list[LiveCampaign]:
                     Campaign.is_latest,
                     Campaign.status == CampaignStatus.SENDING.value,
                     Campaign.delivery_type == DeliveryType.ONE_TIME.value,
-                    Campaign.channel.in_([Channel.EMAIL.value, Channel.PUSH.value]),
                 )
                 .order_by(Campaign.id)
             )
         ).all()
-    return [campaign for row in rows if (campaign := live_campaign(row)) is not None]
-
-
-async def _sent_elsewhere(database: Database, workspace_id: str) -> list[str]:
-    """One-time campaigns SENDING on a channel Herald does not deliver (imported SMS, WhatsApp,
-    ...): nothing to send, so the tick settles them (SENT) rather than leave them SENDING for ever."""
-    async with database.reader() as session:
-        found = await session.scalars(
-            select(Campaign.campaign_id).where(
-                Campaign.workspace_id == workspace_id,
-                Campaign.is_latest,
-                Campaign.status == CampaignStatus.SENDING.value,
-                Campaign.delivery_type == DeliveryType.ONE_TIME.value,
-                Campaign.channel.not_in([Channel.EMAIL.value, Channel.PUSH.value]),
-            )
-        )
-        return list(found.all())
+    delivered = [row for row in rows if row.channel in _DELIVERED]
+    elsewhere = [row.campaign_id for row in rows if row.channel not in _DELIVERED]
+    return [campaign for row in delivered if (campaign := live_campaign(row)) is not None], elsewhere
 
 
 async def _stop_executions(database: Database, workspace_id: str, now: datetime) -> None:
@@ -156,9 +147,8 @@ async def run_executions(
     the next tick of any worker. `clock`: the time as it moves during the tick, at which each batch
     is claimed and sent and each window checked against its campaign's expiry (else `now`
     throughout)."""
-    finished: list[str] = await _sent_elsewhere(database, workspace_id)
     await _stop_executions(database, workspace_id, now)
-    campaigns = await _sending(database, workspace_id)
+    campaigns, finished = await _sending(database, workspace_id)
     lease = timedelta(seconds=settings.delivery_lease_seconds)
     if await triggers.fire(database, workspace_id, now):
         wake_here(workspace_id)  # more events wait in the inbox: the next tick takes them once these are sent
