@@ -29,7 +29,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, time, timedelta
 from typing import Any
-from zoneinfo import ZoneInfo
 
 from sqlalchemy import and_, func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -43,6 +42,7 @@ from herald.campaigns.schemas.basic_details import Geofence, GeofenceTrigger, Pu
 from herald.campaigns.schemas.common import Granularity, resolve_datetime
 from herald.campaigns.schemas.scheduling import NotificationSchedule, SchedulingDetails
 from herald.delivery.engine.models import Execution, ExecutionUser
+from herald.delivery.engine.occurrences import zone_named
 from herald.delivery.engine.rank import rank_of
 from herald.delivery.engine.resolve import LiveCampaign
 from herald.delivery.engine.trigger_match import in_audience
@@ -101,29 +101,34 @@ def _time_of_day(text: str) -> time | None:
 def time_limit_of(details: SchedulingDetails | None) -> Callable[[datetime], bool] | None:
     """When a LIMITED_TIME `geo_fence_timelimit` lets a message go: at an instant inside one of its
     `timebounds`, each a time of day in the campaign timezone (a window past midnight wraps) or a
-    pair of date-times, start included, end excluded. None: at any time (ALWAYS, or no limit)."""
+    pair of date-times, start included, end excluded. None: at any time (ALWAYS, or no limit). The
+    bounds are read once, here, not at each firing."""
     limit = details.geo_fence_timelimit if details is not None else None
-    if limit is None or limit.notification_schedule is not NotificationSchedule.LIMITED_TIME:
+    if (
+        details is None
+        or limit is None
+        or limit.notification_schedule is not NotificationSchedule.LIMITED_TIME
+    ):
         return None
-    tz = ZoneInfo(details.timezone) if details is not None and details.timezone else ZoneInfo("UTC")
-    bounds = list(limit.timebounds or [])
+    daily: list[tuple[time, time]] = []
+    spans: list[tuple[datetime, datetime]] = []
+    for bound in limit.timebounds or []:
+        start, end = _time_of_day(bound.start_time), _time_of_day(bound.end_time)
+        if start is not None and end is not None:
+            daily.append((start, end))
+        else:
+            timezone = details.timezone
+            spans.append(
+                (resolve_datetime(bound.start_time, timezone), resolve_datetime(bound.end_time, timezone))
+            )
+    tz = zone_named(details.timezone)
 
     def within(at: datetime) -> bool:
         local = at.astimezone(tz).time().replace(tzinfo=None)
-        for bound in bounds:
-            start, end = _time_of_day(bound.start_time), _time_of_day(bound.end_time)
-            if start is not None and end is not None:
-                if (start <= local < end) if start <= end else (local >= start or local < end):
-                    return True
-                continue
-            timezone = details.timezone if details is not None else None
-            if (
-                resolve_datetime(bound.start_time, timezone)
-                <= at
-                < resolve_datetime(bound.end_time, timezone)
-            ):
-                return True
-        return False
+        return any(
+            (start <= local < end) if start <= end else (local >= start or local < end)
+            for start, end in daily
+        ) or any(start <= at < end for start, end in spans)
 
     return within
 
