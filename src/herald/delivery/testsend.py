@@ -15,7 +15,6 @@ nothing again; a refusal claims it first, in a transaction of its own, so the ke
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,7 +34,7 @@ from herald.db import Database
 from herald.delivery import recipients as recipients_lookup
 from herald.delivery.config import is_smtp
 from herald.delivery.dispatch import Dispatcher, Lanes
-from herald.delivery.engine.split import tag_message, utm_of
+from herald.delivery.engine.split import tagged, utm_of
 from herald.delivery.messages import Envelope, Outcome, Recipient
 from herald.delivery.models import Connector
 from herald.delivery.push_options import push_options
@@ -299,10 +298,12 @@ async def _execute(
         now = clock.now()
         recipient = listed.on(item.slot.platform)  # its token on this platform
         reason = rendering_failed or (recipient.unreachable_reason if recipient.address is None else None)
-        message = message_at(content or plan.prepared.campaign_content, item.path)
-        if plan.utm:  # tagged as the live message will be (a copy: the content may be shared)
-            message = copy.deepcopy(message)
-            tag_message(message, item.slot.channel is Channel.EMAIL, plan.utm)
+        # Tagged as the live message will be.
+        message = tagged(
+            message_at(content or plan.prepared.campaign_content, item.path),
+            item.slot.channel is Channel.EMAIL,
+            plan.utm,
+        )
         advanced = push_options(plan.advanced, item.slot.platform, now) if item.slot.platform else None
         envelope = Envelope(
             object_id(now),

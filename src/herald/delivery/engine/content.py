@@ -9,7 +9,6 @@ tracking parameters are the engine's own.
 
 from __future__ import annotations
 
-import copy
 import functools
 import logging
 from collections.abc import Sequence
@@ -34,7 +33,7 @@ from herald.delivery.engine.split import (
     VariationKey,
     locale_for,
     share_bounds,
-    tag_message,
+    tagged,
     utm_of,
     variation_bounds_at,
     variation_for,
@@ -138,14 +137,7 @@ class SendPlan:
         return (await render_plans([(self, wanted, events)]))[0]
 
     def _message(self, content: dict[str, Any], item: SlotMessage) -> dict[str, Any]:
-        message = message_at(content, item.path)
-        if not self.utm:
-            # Nothing writes to a message after this: shared, not copied (the copy per message
-            # cost more than rendering it).
-            return message
-        message = copy.deepcopy(message)  # tagged below; the content may be shared
-        tag_message(message, self.channel is Channel.EMAIL, self.utm)
-        return message
+        return tagged(message_at(content, item.path), self.channel is Channel.EMAIL, self.utm)
 
 
 async def render_plans(

@@ -11,6 +11,7 @@ group leaves: each gets its percentage of them to one user.
 
 from __future__ import annotations
 
+import copy
 import re
 from collections.abc import Mapping, Sequence
 from html import unescape
@@ -140,15 +141,20 @@ def utm_of(params: BaseModel | None) -> dict[str, str]:
     return {key: str(value) for key, value in params.model_dump(exclude_none=True).items()}
 
 
-def tag_message(message: dict[str, Any], email: bool, utm: Mapping[str, str]) -> None:
-    """Add `utm` to the links of a message, in place: an e-mail's HTML links, a push message's
-    click URL and button URLs (a button opens its URL as the notification's click does). Live
-    sends and test sends tag alike, so a test shows the links a user will get."""
+def tagged(message: dict[str, Any], email: bool, utm: Mapping[str, str]) -> dict[str, Any]:
+    """`message` with `utm` added to its links, as a copy (the content it comes from may be shared
+    by other users' messages); `message` itself when there is nothing to add (a copy per message
+    cost more than rendering it). The links: an e-mail's HTML links, a push message's click URL and
+    button URLs (a button opens its URL as the notification's click does). Live sends and test
+    sends tag alike, so a test shows the links a user will get."""
+    if not utm:
+        return message
+    message = copy.deepcopy(message)
     if email:
         html = message.get("html_content")
         if isinstance(html, str):
             message["html_content"] = html_with_utm(html, utm)
-        return
+        return message
     visible = message.get("basic_details")
     if isinstance(visible, dict) and isinstance(visible.get("default_click_action_value"), str):
         visible["default_click_action_value"] = with_utm(visible["default_click_action_value"], utm)
@@ -156,6 +162,7 @@ def tag_message(message: dict[str, Any], email: bool, utm: Mapping[str, str]) ->
     for button in buttons if isinstance(buttons, list) else []:
         if isinstance(button, dict) and isinstance(button.get("click_action_value"), str):
             button["click_action_value"] = with_utm(button["click_action_value"], utm)
+    return message
 
 
 def with_utm(url: str, utm: Mapping[str, str]) -> str:
