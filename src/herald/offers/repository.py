@@ -60,12 +60,12 @@ class _Shape:
     # The summary fields the page shows: only their columns are read.
 
 
-def _shape(query: OffersListQuery) -> _Shape:
+def _shape(query: OffersListQuery, tag_ids: list[str]) -> _Shape:
     return _Shape(
         by_id=query.id is not None,
         name_contains=bool(query.name_contains),
         statuses=tuple(query.statuses),
-        tags=len(_tag_ids(query)),
+        tags=len(tag_ids),
         created_from=query.created_from is not None,
         created_until=query.created_until is not None,
         creators=bool(query.creators),
@@ -84,13 +84,15 @@ def _like_pattern(text: str) -> str:
     return f"%{escaped}%"
 
 
-def _parameters(workspace_id: str, query: OffersListQuery, now: datetime) -> dict[str, Any]:
+def _parameters(
+    workspace_id: str, query: OffersListQuery, tag_ids: list[str], now: datetime
+) -> dict[str, Any]:
     values: dict[str, Any] = {"workspace_id": workspace_id, "now": now, "page_size": query.limit + 1}
     if query.id is not None:
         values["offer_id"] = query.id.removeprefix("offer_")
     if query.name_contains:
         values["name_pattern"] = _like_pattern(query.name_contains.lower())
-    for index, tag in enumerate(_tag_ids(query)):
+    for index, tag in enumerate(tag_ids):
         values[f"tag_{index}"] = tag
     if query.created_from is not None:
         values["created_from"] = datetime.combine(query.created_from, time(), UTC)
@@ -172,12 +174,13 @@ async def list_page(
     still walks the primary key and stops early. Only an empty page needs a query of its own
     (O1 reads without a transaction on PostgreSQL: that count is then a moment later's).
     """
-    if len(_tag_ids(query)) > MAX_TAGS:
+    tag_ids = _tag_ids(query)
+    if len(tag_ids) > MAX_TAGS:
         # No offer carries more tags than that, so none has them ALL: answered without a query
         # (each tag is a condition of its own, and hundreds of them kept PostgreSQL busy for minutes).
         return [], 0
-    page, count = _statements(_shape(query))
-    values = _parameters(workspace_id, query, now)
+    page, count = _statements(_shape(query, tag_ids))
+    values = _parameters(workspace_id, query, tag_ids, now)
     # On the driver: rows of the selected columns in wire form, without SQLAlchemy's execution and
     # result machinery (more CPU than the statement itself; `herald.direct_reads`).
     rows = await reads.rows(page, values)
