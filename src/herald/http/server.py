@@ -166,12 +166,17 @@ class HeraldHttpProtocol(HttpToolsProtocol):
         if self.head_timer is not None:
             self.head_timer.cancel()
             self.head_timer = None
-        size, has_body = len(self.url), False
+        # One pass: the head's size, whether a body follows, and its length by Content-Length (None
+        # when chunked or unreadable: where a pipelined next request starts is then not known).
+        size, has_body, chunked = len(self.url), False, False
+        length: int | None = 0
         for name, value in self.headers:
             size += len(name) + len(value) + 4
-            has_body = (
-                has_body or name == b"transfer-encoding" or (name == b"content-length" and value != b"0")
-            )
+            if name == b"transfer-encoding":
+                has_body = chunked = True
+            elif name == b"content-length":
+                has_body = has_body or value != b"0"
+                length = int(value) if value.isdigit() else None
         if size > self.limits.max_header_bytes:
             self._refuse_json(HeadersTooLarge())
             raise _Refused  # stops the parser: nothing of this request reaches the app
@@ -182,7 +187,7 @@ class HeraldHttpProtocol(HttpToolsProtocol):
         super().on_headers_complete()
         # The answer's head and body in one send; see `_ResponseTransport`.
         self.cycle.transport = _ResponseTransport(self)
-        self.body_length = _content_length(self.headers) if has_body else 0
+        self.body_length = None if chunked else length
         if has_body:
             # Its timer starts if the body is not complete in this read. The app may answer before
             # the body is in (413): uvicorn then closes at once, and the client, still sending,
@@ -374,17 +379,6 @@ class _ResponseTransport(asyncio.Transport):
             self.protocol._close(linger=True)
         else:
             self.protocol.transport.close()
-
-
-def _content_length(headers: list[tuple[bytes, bytes]]) -> int | None:
-    """The body's length by Content-Length; None when chunked (or unreadable)."""
-    length = None
-    for name, value in headers:
-        if name == b"transfer-encoding":
-            return None
-        if name == b"content-length":
-            length = int(value) if value.isdigit() else None
-    return length
 
 
 class _Refused(Exception):
