@@ -5,8 +5,9 @@ The engine's statements name rows by key (`workspace_id = :w AND id = ANY(:ids)`
 grew since its last ANALYZE (a new table, a new workspace, minutes of triggers) looks nearly empty
 to the planner, which then costs a scan of every row of the workspace through another index as one
 row, and sometimes takes it: an outbox window's update read the workspace's whole outbox (2 ms per
-thousand rows, growing with every message), and at 1,000 events/s the trigger worker fell behind
-for good. PostgreSQL's autovacuum refreshes statistics only after a share of the table changed and
+thousand rows, growing with every message; since migration 0026 that update names its rows by
+delivery id alone, which no such index serves), and at 1,000 events/s the trigger worker fell
+behind for good. PostgreSQL's autovacuum refreshes statistics only after a share of the table changed and
 at most once a minute per database, and a deployment may run without it (`autovacuum = off`). So
 the worker, between ticks and at most every `INTERVAL` seconds, ANALYZEs each of these tables whose
 changes since its last analysis passed `MIN_CHANGES` plus `SHARE` of its rows, and, when autovacuum

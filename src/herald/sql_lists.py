@@ -12,6 +12,16 @@ by SQLAlchemy at every run.
 
     statement = select(...).where(one_of(User.customer_id, "ids"))
     await session.execute(statement, {"ids": ["u1", "u2"]})
+
+`one_of(..., driving=True)` is for a statement whose rows are found by the list alone, through an
+index led by the listed column (the outbox's rows of a window, by delivery id). On PostgreSQL it is
+`column IN (SELECT unnest(:name))`, a semi-join the planner either hashes or drives the index with,
+one probe per value: `column = ANY(:name)` is tested value by value against each row wherever the
+planner takes it for a filter rather than the index's condition (a generic plan cannot hash an
+array it does not know), and with statistics that did not yet count the table's newest rows it
+did: a window's update of 1,600 rows compared each row of the table with each id (0.4 s where the
+semi-join takes 20 ms, measured on 8,000 rows). Beside another condition on an index of its own
+the semi-join has the opposite trap (that index's rows scanned once per value), hence the flag.
 """
 
 from __future__ import annotations
@@ -19,7 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Boolean, String, any_, bindparam
+from sqlalchemy import Boolean, String, any_, bindparam, func, select
 from sqlalchemy.engine import Dialect
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.compiler import SQLCompiler
@@ -37,15 +47,17 @@ class OneOf(ColumnElement[bool]):
     _traverse_internals = [
         ("column", InternalTraversal.dp_clauseelement),
         ("name", InternalTraversal.dp_string),
+        ("driving", InternalTraversal.dp_boolean),
     ]
 
-    def __init__(self, column: ColumnElement[Any], name: str) -> None:
+    def __init__(self, column: ColumnElement[Any], name: str, driving: bool = False) -> None:
         self.column = column
         self.name = name
+        self.driving = driving
 
 
-def one_of(column: Any, name: str) -> OneOf:
-    return OneOf(column, name)
+def one_of(column: Any, name: str, *, driving: bool = False) -> OneOf:
+    return OneOf(column, name, driving)
 
 
 @dataclass(frozen=True)
@@ -87,4 +99,7 @@ def _array(element: OneOf, compiler: SQLCompiler, **kw: Any) -> str:
     # Imported when PostgreSQL compiles: a command line on SQLite does not load its dialect.
     from sqlalchemy.dialects.postgresql import ARRAY
 
-    return compiler.process(element.column == any_(bindparam(element.name, type_=ARRAY(String))), **kw)
+    values = bindparam(element.name, type_=ARRAY(String))
+    if element.driving:
+        return compiler.process(element.column.in_(select(func.unnest(values)).scalar_subquery()), **kw)
+    return compiler.process(element.column == any_(values), **kw)

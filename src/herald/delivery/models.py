@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Boolean, ForeignKeyConstraint, Index, Integer, String, Text
+from sqlalchemy import Boolean, ForeignKeyConstraint, Index, Integer, PrimaryKeyConstraint, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from herald.db import Base, PortableJSON, UTCDateTime
@@ -68,10 +68,13 @@ class OutboxEntry(Base):
             "created_at",
         ),
         # No foreign key to workspaces; on PostgreSQL a fill factor of 70 (see above the class).
+        # The delivery id leads the key: a window's rows are found by their ids alone
+        # (`outbox._SETTLE_MANY`), which no other index can serve (migration 0026).
+        PrimaryKeyConstraint("id", "workspace_id"),
     )
 
-    workspace_id: Mapped[str] = mapped_column(String(64), primary_key=True)
-    id: Mapped[str] = mapped_column(String(24), primary_key=True)
+    workspace_id: Mapped[str] = mapped_column(String(64))
+    id: Mapped[str] = mapped_column(String(24))
     status: Mapped[str] = mapped_column(String(16))
     failure_reason: Mapped[str | None] = mapped_column(Text, nullable=True)
     is_test: Mapped[bool] = mapped_column(Boolean, default=False)

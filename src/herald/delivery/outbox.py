@@ -27,7 +27,6 @@ from enum import StrEnum
 from typing import Any, cast
 
 from sqlalchemy import (
-    JSON,
     Boolean,
     ColumnElement,
     Insert,
@@ -173,7 +172,9 @@ def _postgresql_window_insert(condition: ColumnElement[bool]) -> Insert:
     database) where `condition` holds: `_ALWAYS`, or a `Guard`'s (built once per condition)."""
     from sqlalchemy.dialects.postgresql import JSONB  # PostgreSQL only
 
-    item = func.json_array_elements(sql_cast(bindparam("rows", type_=String), JSON)).table_valued("value")
+    # JSONB, not JSON: `->>` on a JSON value parses its text again for each column taken out of it
+    # (ten per row); a JSONB array is parsed once. A window of 1,600 rows: 58 → 28 ms.
+    item = func.jsonb_array_elements(sql_cast(bindparam("rows", type_=String), JSONB)).table_valued("value")
     value = item.c.value
 
     def text_at(index: int) -> ColumnElement[Any]:
@@ -190,7 +191,7 @@ def _postgresql_window_insert(condition: ColumnElement[bool]) -> Insert:
     ]
     each = [text_at(index) for index in range(len(_PER_ROW) - 2)]
     each.append(sql_cast(text_at(len(_PER_ROW) - 2), Boolean))
-    each.append(sql_cast(value.op("->", return_type=JSON)(literal_column(str(len(_PER_ROW) - 1))), JSONB))
+    each.append(value.op("->", return_type=JSONB)(literal_column(str(len(_PER_ROW) - 1))))
     rows = select(*shared, *each).select_from(item).where(condition)
     return insert(_TABLE).from_select(list(_SHARED + _PER_ROW), rows)
 
@@ -214,11 +215,12 @@ _EXISTING = select(_TABLE.c.id).where(
     _TABLE.c.workspace_id == bindparam("workspace_id"), one_of(_TABLE.c.id, "ids")
 )
 
-# A window's rows settled alike (SENT), as one statement built once.
-_SETTLE_MANY = update(_TABLE).where(
-    _TABLE.c.workspace_id == bindparam("row_workspace_id"),
-    one_of(_TABLE.c.id, "row_ids"),
-)
+# A window's rows settled alike (SENT), as one statement built once. By their delivery ids alone,
+# which lead the table's key (an id is derived from its execution's, itself unique: the ids of one
+# window are that workspace's): beside `workspace_id = :w`, the planner could take another index
+# led by the workspace, and with statistics that did not yet count the workspace's newest rows it
+# did, reading all of them once per id (migration 0026).
+_SETTLE_MANY = update(_TABLE).where(one_of(_TABLE.c.id, "row_ids", driving=True))
 
 
 def _values(
@@ -306,7 +308,9 @@ async def begin_attempt(
     except IntegrityError:
         pass
     async with database.writer() as session:
-        row = await session.get(OutboxEntry, (envelope.workspace_id, envelope.delivery_id))
+        row = await session.get(
+            OutboxEntry, {"workspace_id": envelope.workspace_id, "id": envelope.delivery_id}
+        )
         if row is None:  # cannot happen: rows are never deleted
             return Attempt(settled=Outcome(False, "The outbox row of this message disappeared."))
         if row.status == OutboxStatus.SENT.value:
@@ -429,9 +433,8 @@ async def _record_settled(
 ) -> None:
     workspace_id = settled[0].envelope.workspace_id if settled else ""
     if sent:
-        rows = {"row_workspace_id": workspace_id, "row_ids": sent}
         ended = {"status": OutboxStatus.SENT.value, "failure_reason": None, "updated_at": now}
-        await execute_in(connection, _SETTLE_MANY, {**rows, **ended})
+        await execute_in(connection, _SETTLE_MANY, {"row_ids": sent, **ended})
     for item in settled:
         if item.outcome.sent:
             continue

@@ -532,7 +532,7 @@ async def _release(database: Database, execution: Execution, users: list[_Claime
 
 async def _existing(database: Database, workspace_id: str, outbox_id: str) -> Outcome:
     async with database.reader() as session:
-        row = await session.get(OutboxEntry, (workspace_id, outbox_id))
+        row = await session.get(OutboxEntry, {"workspace_id": workspace_id, "id": outbox_id})
     if row is not None and row.status == "SENT":
         return Outcome(True)
     reason = row.failure_reason if row is not None and row.failure_reason else None

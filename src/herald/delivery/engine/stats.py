@@ -132,7 +132,7 @@ async def _one(
 async def _broadcast(session: AsyncSession, execution: Execution) -> dict[str, Any]:
     """A live activity's one message: its outbox id and how it went (PENDING until attempted)."""
     message_id = broadcast_id(execution.id)
-    row = await session.get(OutboxEntry, (execution.workspace_id, message_id))
+    row = await session.get(OutboxEntry, {"workspace_id": execution.workspace_id, "id": message_id})
     return {
         "id": message_id,
         "status": row.status if row is not None else "PENDING",
