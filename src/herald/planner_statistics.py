@@ -1,20 +1,20 @@
 """PostgreSQL: planner statistics (and, without autovacuum, dead rows) of the tables the delivery
 engine fills fast, kept fresh by the worker.
 
-The engine's statements name rows by key (`workspace_id = :w AND id = ANY(:ids)`). A table that
-grew since its last ANALYZE (a new table, a new workspace, minutes of triggers) looks nearly empty
-to the planner, which then costs a scan of every row of the workspace through another index as one
-row, and sometimes takes it: an outbox window's update read the workspace's whole outbox (2 ms per
-thousand rows, growing with every message; since migration 0026 that update names its rows by
-delivery id alone, which no such index serves), and at 1,000 events/s the trigger worker fell
-behind for good. PostgreSQL's autovacuum refreshes statistics only after a share of the table changed and
-at most once a minute per database, and a deployment may run without it (`autovacuum = off`). So
-the worker, between ticks and at most every `INTERVAL` seconds, ANALYZEs each of these tables whose
-changes since its last analysis passed `MIN_CHANGES` plus `SHARE` of its rows, and, when autovacuum
-is off, VACUUMs those whose dead rows (every update leaves one) passed the same bound; each table at
-most every `REPEAT` seconds (the server's record of its last analysis or vacuum, so several workers
-share it), unless it grew to more than twice the rows its statistics count. One worker at a time
-does it (an advisory lock); the commands take no lock that writers or readers wait for.
+The engine's statements name rows by key (`workspace_id = :w AND id = ANY(:ids)`). A table that grew
+since its last ANALYZE (a new table, a new workspace, minutes of triggers) looks nearly empty to the
+planner, which then costs a scan of every row of the workspace through another index as one row, and
+sometimes takes it: an outbox window's update read the workspace's whole outbox (2 ms per thousand
+rows, growing with every message; since migration 0026 that update names its rows by delivery id
+alone, which no such index serves), and at 1,000 events/s the trigger worker fell behind for good.
+PostgreSQL's autovacuum refreshes statistics only after a share of the table changed and at most
+once a minute per database, and a deployment may run without it (`autovacuum = off`). So the worker,
+between ticks and at most every `INTERVAL` seconds, ANALYZEs each of these tables whose changes
+since its last analysis passed `MIN_CHANGES` plus `SHARE` of its rows, and, when autovacuum is off,
+VACUUMs those whose dead rows (every update leaves one) passed the same bound; each table at most
+every `REPEAT` seconds (the server's record of its last analysis or vacuum, so several workers share
+it), unless it grew to more than twice the rows its statistics count. One worker at a time does it
+(an advisory lock); the commands take no lock that writers or readers wait for.
 
 The check is frequent, and a table that doubled is analysed at once, because the first analyses
 matter most: an execution's first window writes the workspace's first outbox rows, and until an

@@ -210,16 +210,14 @@ async def _insert_guarded(
     return await database.direct.write(_postgresql_window_insert(guard.condition), values) > 0
 
 
+# A window's rows are named by their delivery ids alone, which lead the table's key (an id is
+# derived from its execution's, itself unique: the ids of one window are that workspace's). Beside
+# `workspace_id = :w` the planner could take another index led by the workspace, and with
+# statistics that did not yet count the workspace's newest rows it did, reading all of them once
+# per id (migration 0026).
 # Those of a window's messages that have rows already.
-_EXISTING = select(_TABLE.c.id).where(
-    _TABLE.c.workspace_id == bindparam("workspace_id"), one_of(_TABLE.c.id, "ids")
-)
-
-# A window's rows settled alike (SENT), as one statement built once. By their delivery ids alone,
-# which lead the table's key (an id is derived from its execution's, itself unique: the ids of one
-# window are that workspace's): beside `workspace_id = :w`, the planner could take another index
-# led by the workspace, and with statistics that did not yet count the workspace's newest rows it
-# did, reading all of them once per id (migration 0026).
+_EXISTING = select(_TABLE.c.id).where(one_of(_TABLE.c.id, "ids", driving=True))
+# A window's rows settled alike (SENT), as one statement built once.
 _SETTLE_MANY = update(_TABLE).where(one_of(_TABLE.c.id, "row_ids", driving=True))
 
 
@@ -356,7 +354,6 @@ async def begin_attempts(
     of such a window are first written in one statement under it (see `Guard`)."""
     if not envelopes:
         return []
-    workspace_id = envelopes[0].workspace_id
     ids = [envelope.delivery_id for envelope in envelopes]
     try:
         if await _insert_guarded(database, envelopes, connector, guard if first else None):
@@ -366,7 +363,7 @@ async def begin_attempts(
                 return None
             existing: set[str] = set()
             if not first:
-                found = await rows_in(connection, _EXISTING, {"workspace_id": workspace_id, "ids": ids})
+                found = await rows_in(connection, _EXISTING, {"ids": ids})
                 existing = {row.id for row in found}
             fresh = [envelope for envelope in envelopes if envelope.delivery_id not in existing]
             if fresh:
