@@ -348,6 +348,25 @@ class TestEveryViolationInOneAnswer:
             ("UNKNOWN_FIELD", "utm_params.foo"),
         ]
 
+    async def test_a_component_that_does_not_parse_still_has_its_keys_checked(
+        self, client: httpx.AsyncClient, workspace: Tenant
+    ) -> None:
+        # `utm_medium` missing spoils the component; its custom keys' rules are read from the keys
+        # as sent: one without the `utm_` prefix, and six custom keys where five are allowed.
+        utm = {"utm_source": "s", "foo": "x", **{f"utm_k{n}": "v" for n in range(5)}}
+        created = await _create(client, workspace, {**MINIMAL_PUSH, "utm_params": utm})
+        campaign_id = await _created_id(client, workspace, MINIMAL_PUSH)
+        patched = await client.patch(
+            f"{BASE}/{campaign_id}", json={"utm_params": utm}, headers=workspace.write_headers(campaigns=True)
+        )
+        for response in (created, patched):
+            assert response.status_code == 400
+            assert sorted((d["code"], d["target"]) for d in response.json()["error"]["details"]) == [
+                ("OUT_OF_RANGE", "utm_params"),
+                ("REQUIRED_FIELD_MISSING", "utm_params.utm_medium"),
+                ("UNKNOWN_FIELD", "utm_params.foo"),
+            ]
+
 
 class TestLimits:
     async def test_request_limit_is_5_per_second(self, app: FastAPI, client: httpx.AsyncClient) -> None:

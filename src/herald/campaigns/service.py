@@ -27,6 +27,7 @@ from herald.campaigns.validation import (
     parse_create,
     parse_update,
     sound_part,
+    unparsed_utm_params,
     validate_campaign,
 )
 from herald.delivery import connectors as delivery_connectors
@@ -82,7 +83,8 @@ async def create_campaign(
     one statement on PostgreSQL, in a short transaction on the driver on SQLite."""
     body, problems = parse_create(raw)
     if body is None:
-        raise ValidationFailed([*problems, *_create_rules_beyond(workspace, raw, problems)])
+        beyond = _create_rules_beyond(workspace, raw, problems)
+        raise ValidationFailed([*problems, *beyond, *unparsed_utm_params(raw, problems)])
     document = CampaignDocument.from_create(body)
     problems = validate_campaign(document, Stage.DRAFT_CREATE, workspace.features, sent_components(body))
     if problems:
@@ -282,7 +284,8 @@ def check_update(
         raw, stored_channel=channel, stored_delivery_type=delivery_type, models=models
     )
     if body is None:
-        raise ValidationFailed([*problems, *_patch_rules_beyond(workspace, stored, raw, problems)])
+        beyond = _patch_rules_beyond(workspace, stored, raw, problems)
+        raise ValidationFailed([*problems, *beyond, *unparsed_utm_params(raw, problems)])
     sent = sent_components(body)
     sent_json = {name: _component_json(body, name) for name in sent}
 

@@ -33,6 +33,7 @@ from herald.campaigns.validation.parse import (
     sound_part,
 )
 from herald.campaigns.validation.templates import balanced_delimiters
+from herald.campaigns.validation.tracking import unparsed_utm_params
 from herald.problems import Problem
 
 __all__ = [
@@ -44,6 +45,7 @@ __all__ = [
     "parse_create",
     "parse_update",
     "sound_part",
+    "unparsed_utm_params",
     "validate_campaign",
 ]
 

@@ -2,18 +2,38 @@
 
 from __future__ import annotations
 
-from herald.campaigns.schemas.utm import MAX_CUSTOM_UTM_KEYS, UTM_PREFIX
+from collections.abc import Sequence
+
+from herald.campaigns.schemas.utm import MAX_CUSTOM_UTM_KEYS, UTM_PREFIX, UtmParams
 from herald.campaigns.validation.context import Context, not_applicable, out_of_range, required
 from herald.problems import Problem, join_path
 
 _UTM = "utm_params"
+_NAMED_KEYS = frozenset(UtmParams.model_fields)
 
 
 def check_utm_params(ctx: Context) -> list[Problem]:
     utm = ctx.campaign.utm_params
     if utm is None:
         return []
-    custom = utm.custom_keys()
+    return _custom_key_problems(utm.custom_keys())
+
+
+def unparsed_utm_params(raw: object, problems: Sequence[Problem]) -> list[Problem]:
+    """The custom keys' rules of a body's `utm_params` that did not parse (`problems` name it: a
+    named key missing, say), read from the keys as sent: the rules of a component that did not
+    parse are otherwise never reached, and a client would learn of its keys only once the types
+    were fixed (contract §3: all violations in one response)."""
+    utm = raw.get(_UTM) if isinstance(raw, dict) else None
+    targets = {problem.target for problem in problems}
+    spoiled = any(target.split(".", 1)[0] == _UTM for target in targets)
+    # Refused as a whole (not an object, or not a component of this campaign): nothing to add.
+    if not isinstance(utm, dict) or not spoiled or _UTM in targets:
+        return []
+    return _custom_key_problems([key for key in utm if key not in _NAMED_KEYS])
+
+
+def _custom_key_problems(custom: list[str]) -> list[Problem]:
     problems = [
         not_applicable(
             join_path(_UTM, key), f"Custom UTM keys must start with '{UTM_PREFIX}'; '{key}' does not."
