@@ -97,6 +97,7 @@ async def test_a_windows_outbox_rows_are_settled_by_their_ids_however_stale_the_
             f"EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE settle('SENT', now(), {ids})"
         )
         plan = rows.scalar_one()[0]["Plan"]
+        await connection.exec_driver_sql("DEALLOCATE settle")  # a connection's, not the transaction's
         await connection.rollback()
 
     def steps(node: dict[str, Any]) -> list[dict[str, Any]]:
