@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 
@@ -18,3 +19,8 @@ class Problem:
 def join_path(*parts: str | int) -> str:
     """Dot path from the body root; array indexes are plain numbers."""
     return ".".join(str(part) for part in parts if part != "")
+
+
+def fields_at_fault(problems: Iterable[Problem]) -> set[str]:
+    """The top-level fields of a body that `problems` lie in ("" for the body as a whole)."""
+    return {problem.target.split(".", 1)[0] for problem in problems}

@@ -35,7 +35,7 @@ from herald.errors import DuplicateRequestId, InvalidState, NotFound, Preconditi
 from herald.ids import is_object_id, object_id
 from herald.joined_writes import Answer, ClaimedRead, ClaimedStatement
 from herald.personalization import check_template
-from herald.problems import Problem
+from herald.problems import Problem, fields_at_fault
 
 # After a successful create, its request_id cannot be reused for this long (spec: Limits).
 REQUEST_ID_HOLD = {Channel.PUSH: timedelta(hours=1), Channel.EMAIL: timedelta(days=1)}
@@ -325,7 +325,7 @@ def _rules_beyond(
 def _create_rules_beyond(workspace: Workspace, raw: object, problems: list[Problem]) -> list[Problem]:
     """C1: the rules of a failed create's sound components, each read alone as at create, when its
     channel and delivery type were read."""
-    spoiled = {problem.target.split(".", 1)[0] for problem in problems}
+    spoiled = fields_at_fault(problems)
     if not isinstance(raw, dict) or spoiled & {"", "channel", "campaign_delivery_type"}:
         return []
     try:

@@ -25,7 +25,7 @@ from herald.campaigns.schemas.campaign import (
 )
 from herald.campaigns.schemas.common import CREATABLE_CHANNELS, Channel, DeliveryType
 from herald.campaigns.validation.context import invalid_value, required
-from herald.problems import Problem
+from herald.problems import Problem, fields_at_fault
 from herald.pydantic_errors import problems_from_validation_error
 
 M = TypeVar("M", bound=BaseModel)
@@ -153,7 +153,7 @@ def sound_part(
     patch's components are checked against each other, and a broken one would be read as stored)."""
     if not isinstance(raw, dict):
         return None
-    spoiled = {problem.target.split(".", 1)[0] for problem in problems}
+    spoiled = fields_at_fault(problems)
     if "" in spoiled or (components_only and spoiled & set(COMPONENT_NAMES)):
         return None
     part = {key: value for key, value in raw.items() if key in COMPONENT_NAMES and key not in spoiled}

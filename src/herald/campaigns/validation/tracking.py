@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from herald.campaigns.schemas.utm import MAX_CUSTOM_UTM_KEYS, UTM_PREFIX, UtmParams
 from herald.campaigns.validation.context import Context, not_applicable, out_of_range, required
-from herald.problems import Problem, join_path
+from herald.problems import Problem, fields_at_fault, join_path
 
 _UTM = "utm_params"
 _NAMED_KEYS = frozenset(UtmParams.model_fields)
@@ -25,10 +25,9 @@ def unparsed_utm_params(raw: object, problems: Sequence[Problem]) -> list[Proble
     parse are otherwise never reached, and a client would learn of its keys only once the types
     were fixed (contract §3: all violations in one response)."""
     utm = raw.get(_UTM) if isinstance(raw, dict) else None
-    targets = {problem.target for problem in problems}
-    spoiled = any(target.split(".", 1)[0] == _UTM for target in targets)
     # Refused as a whole (not an object, or not a component of this campaign): nothing to add.
-    if not isinstance(utm, dict) or not spoiled or _UTM in targets:
+    whole = any(problem.target == _UTM for problem in problems)
+    if not isinstance(utm, dict) or _UTM not in fields_at_fault(problems) or whole:
         return []
     return _custom_key_problems([key for key in utm if key not in _NAMED_KEYS])
 
