@@ -208,13 +208,10 @@ async def tick(
             break
         # A workspace whose step fails (the database refusing a statement, a defect) is logged and
         # tried again at the next tick; the other workspaces' campaigns go on (tenant isolation).
-        try:
+        with metrics.contained_step(log, "workspace", workspace_id):
             applied += await _tick_workspace(database, workspace_id, now)
             finished = await run_executions(database, settings, now, workspace_id, stop, clock)
             applied += await _finish(database, workspace_id, finished, now)
-        except Exception:
-            log.exception("workspace %s: this tick's step failed; the other workspaces go on", workspace_id)
-            metrics.STEP_FAILURES.labels("workspace").inc()
     for change in applied:
         log.info("campaign %s/%s: %s -> %s", change.workspace_id, change.row_id, change.before, change.after)
     metrics.TRANSITIONS.inc(len(applied))

@@ -9,6 +9,8 @@ when scraped, so whichever process answers gives the same figures.
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
@@ -69,13 +71,25 @@ STEP_FAILURES = Counter(
     "A workspace's or a campaign's part of a worker tick that failed (logged) while the others went on.",
     ["scope"],
 )
+STEP_SCOPES = ("workspace", "campaign")
+
+
+@contextlib.contextmanager
+def contained_step(log: logging.Logger, scope: str, name: str) -> Iterator[None]:
+    """The part of a worker tick for one `scope` (a `STEP_SCOPES` value) named `name`: if it fails,
+    it is logged and counted (`STEP_FAILURES`) and the tick goes on with the others."""
+    try:
+        yield
+    except Exception:
+        log.exception("%s %s: this tick's step failed; the other %ss go on", scope, name, scope)
+        STEP_FAILURES.labels(scope).inc()
 
 
 def step_failures() -> float:
     """This process's failed tick steps so far (`herald worker --once` exits 1 when its tick adds any)."""
     samples = (
         REGISTRY.get_sample_value("herald_worker_step_failures_total", {"scope": scope})
-        for scope in ("workspace", "campaign")
+        for scope in STEP_SCOPES
     )
     return sum(value or 0.0 for value in samples)
 

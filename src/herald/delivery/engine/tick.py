@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Iterator
 from datetime import datetime, timedelta
 
 from sqlalchemy import and_, or_, select, update
@@ -117,20 +116,13 @@ async def _stop_executions(database: Database, workspace_id: str, now: datetime)
         await session.commit()
 
 
-@contextlib.contextmanager
-def _contained(workspace_id: str, campaign_id: str | None) -> Iterator[None]:
+def _contained(workspace_id: str, campaign_id: str | None) -> contextlib.AbstractContextManager[None]:
     """One campaign's part of the tick (`campaign_id`; None: the event-triggered campaigns' shared
     lanes) failing, from a defect or data it cannot read, is logged and the tick goes on: it must
     not hold back the workspace's other campaigns. What it left is as a dead worker leaves it (a
     claimed user is taken over after its lease); the next tick tries it again."""
-    try:
-        yield
-    except Exception:
-        name = campaign_id or "(event-triggered lanes)"
-        log.exception(
-            "campaign %s/%s: this tick's step failed; the other campaigns go on", workspace_id, name
-        )
-        metrics.STEP_FAILURES.labels("campaign").inc()
+    name = f"{workspace_id}/{campaign_id or '(event-triggered lanes)'}"
+    return metrics.contained_step(log, "campaign", name)
 
 
 async def run_executions(
