@@ -20,9 +20,8 @@ from herald.delivery.demo import seed_demo_delivery
 from herald.offers import importer
 from herald.offers.rules.scheduling import zulu
 from herald.personalization.seed import seed_examples
-from herald.workspaces import service
-from herald.workspaces.credentials import KEY_PREFIX, secret_hash
-from herald.workspaces.models import FEATURES, ApiKey, Workspace
+from herald.workspaces import credentials, service
+from herald.workspaces.models import FEATURES, Workspace
 from herald.workspaces.scopes import Scope
 
 DEMO_ID = "DEMO"
@@ -88,10 +87,11 @@ def _accepts(api_key: str) -> Callable[[AsyncSession], Awaitable[bool]]:
     """Whether this database's demo workspace accepts `api_key`: a key of it, not revoked."""
 
     async def check(session: AsyncSession) -> bool:
-        prefix, _, rest = api_key.partition("_")
-        key_id, _, secret = rest.partition("_")  # the secret may hold "_" itself
-        key = await session.get(ApiKey, (DEMO_ID, key_id)) if prefix == KEY_PREFIX else None
-        return key is not None and key.revoked_at is None and key.secret_hash == secret_hash(secret)
+        parts = credentials.split_secret(api_key)
+        if parts is None:
+            return False
+        key_id, secret = parts
+        return credentials.proves(await credentials.load(session, DEMO_ID, key_id), secret)
 
     return check
 
@@ -107,18 +107,18 @@ def ensure_demo(settings: Settings | None = None) -> None:
     if not CREDENTIALS.exists():
         typer.echo(f"The demo workspace exists; its key was shown when it was made ({CREDENTIALS} is gone).")
         return
-    credentials = json.loads(CREDENTIALS.read_text())
+    saved = json.loads(CREDENTIALS.read_text())
     # The file is the working directory's, the workspace the database's: another database's demo
     # key, or a revoked one, would only get 401s.
-    if not run_in_session(_accepts(str(credentials.get("api_key", ""))), settings):
+    if not run_in_session(_accepts(str(saved.get("api_key", ""))), settings):
         typer.echo(
             f"The demo workspace exists, but the key in {CREDENTIALS} is not one of its keys (another "
             f"database's, or revoked): make one with `herald keys create -w {DEMO_ID}`."
         )
         return
-    basic = base64.b64encode(f"{credentials['workspace_id']}:{credentials['api_key']}".encode()).decode()
-    typer.echo(f"  workspace id : {credentials['workspace_id']}")
-    typer.echo(f"  API key      : {credentials['api_key']}")
+    basic = base64.b64encode(f"{saved['workspace_id']}:{saved['api_key']}".encode()).decode()
+    typer.echo(f"  workspace id : {saved['workspace_id']}")
+    typer.echo(f"  API key      : {saved['api_key']}")
     typer.echo("  try:")
     base = settings.base_url or "http://127.0.0.1:8000"  # where `make run` serves
     typer.echo(f"    curl -s -H 'Authorization: Basic {basic}' '{base}/v5/offers?limit=5'")

@@ -79,6 +79,14 @@ def split_secret(presented: str) -> tuple[str, str] | None:
     return key_id, secret
 
 
+def proves(found: Credentials | None, secret: str) -> bool:
+    """Whether `secret` proves the key `found` (its credentials, as `load` reads them): it exists,
+    is not revoked, and `secret` hashes to its hash."""
+    if found is None or found.key.revoked:
+        return False
+    return hmac.compare_digest(found.key.secret_hash, secret_hash(secret))
+
+
 async def load(session: AsyncSession, workspace_id: str, key_id: str) -> Credentials | None:
     connection = await session.connection()
     row = (await connection.execute(_CREDENTIALS, {"workspace_id": workspace_id, "key_id": key_id})).first()
@@ -124,11 +132,7 @@ class CredentialsCache:
             return None
         key_id, secret = parts
         found = await self._get(workspace_id, key_id, load)
-        if found is None or found.key.revoked:
-            return None
-        if not hmac.compare_digest(found.key.secret_hash, secret_hash(secret)):
-            return None
-        return found
+        return found if proves(found, secret) else None
 
     async def _get(self, workspace_id: str, key_id: str, load: Loader) -> Credentials | None:
         if self.ttl <= 0:
