@@ -26,7 +26,7 @@ from herald.clock import FrozenClock, utc
 from herald.delivery.config import ConnectorInput
 from herald.delivery.engine.models import ExecutionUser
 from herald.delivery.engine.resolve import FIRST_CHUNK
-from herald.delivery.engine.run import AHEAD, BATCH
+from herald.delivery.engine.run import AHEAD, BATCH, ROUNDS
 from herald.delivery.engine.split import assign_variations
 from herald.delivery.models import OutboxEntry
 from herald.services import Services
@@ -546,6 +546,53 @@ class TestStop:
                 handed,
                 0,
                 10 - handed,
+            )
+        finally:
+            gate.stop()
+
+    async def test_stop_while_windows_of_single_posts_are_on_the_wire_hands_over_nothing_more(
+        self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant
+    ) -> None:
+        # One message per POST and two lanes: each window holds `ROUNDS` messages on its one lane
+        # (its share), two windows are on the wire and a third is written ahead of them. The STOP
+        # answers after their rows, and every one of those messages goes out, nothing after them.
+        gate = _Gate()
+        users = 3 * (2 + AHEAD) * ROUNDS
+        try:
+            campaign_id = await _publish_to_gate(app, client, workspace, gate, users=users)
+            services: Services = app.state.herald
+            settings = dataclasses.replace(services.settings, delivery_concurrency=2)
+            now = services.clock.now()
+            running = asyncio.create_task(
+                worker.run_tick(services.database, now, [workspace.workspace_id], settings)
+            )
+            for _ in range(2):  # a request of each window on the wire, held by the receiver
+                assert await asyncio.to_thread(gate.arrivals.acquire, True, 30)
+            handed = (2 + AHEAD) * ROUNDS  # messages whose rows are written: the windows holding tickets
+            for _ in range(3000):  # the window ahead written (a bound against hanging, not a timing)
+                if len(await outbox_rows(app, workspace)) == handed:
+                    break
+                await asyncio.sleep(0.01)
+            else:
+                raise AssertionError("the window ahead of those on the wire was not written")
+            assert gate.count == 2  # one request per window's lane, not one per message
+            stopped = await h.action(client, workspace, campaign_id, "STOP")
+            assert stopped.status_code == 200, stopped.text
+            gate.release.set()
+            await running
+            assert gate.count == handed  # the windows handed over before the STOP, nothing after
+            await tick(app, workspace)
+            assert gate.count == handed
+            rows = await outbox_rows(app, workspace)
+            assert sorted(r.id for r in rows) == sorted(gate.ids)
+            assert len(set(gate.ids)) == handed
+            assert [r.status for r in rows] == ["SENT"] * handed
+            [run] = (await stats(client, workspace, campaign_id))["executions"]
+            assert (run["status"], run["sent"], run["pending"], run["unsent"]) == (
+                "STOPPED",
+                handed,
+                0,
+                users - handed,
             )
         finally:
             gate.stop()

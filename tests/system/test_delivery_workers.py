@@ -40,7 +40,7 @@ from herald.config import Settings
 from herald.db import create_database
 from herald.delivery.config import ConnectorInput
 from herald.delivery.engine.models import Execution, ExecutionUser
-from herald.delivery.engine.run import AHEAD, delivery_id
+from herald.delivery.engine.run import AHEAD, ROUNDS, delivery_id
 from herald.delivery.models import OutboxEntry
 from tests.campaigns import lifecycle_helpers as h
 from tests.delivery.builders import HOOK_SECRET, create_campaign
@@ -332,9 +332,9 @@ def test_every_user_gets_exactly_one_delivery_id_across_a_killed_worker(
     assert set(received) == expected  # none missing, none extra: one id per user
     repeats = {i: n for i, n in received.items() if n > 1}
     # Only the messages the killed worker had begun and not recorded may arrive twice, each under
-    # its one id: the two half windows on the wire, the one written ahead of them, and the one
-    # answered before them, being recorded.
-    assert len(repeats) <= (3 + AHEAD) * (Settings().delivery_concurrency // 2)
+    # its one id: the two windows on the wire, the one written ahead of them, and the one answered
+    # before them, being recorded (each window `ROUNDS` messages on each of half the lanes).
+    assert len(repeats) <= (3 + AHEAD) * (Settings().delivery_concurrency // 2) * ROUNDS
     assert all(n == 2 for n in repeats.values())
     rows = _outbox(database_url, workspace.workspace_id)
     assert sorted(i for i, _ in rows) == sorted(expected)

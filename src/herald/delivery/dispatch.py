@@ -205,12 +205,13 @@ class Dispatcher:
             return None
         return Window(connector, envelopes, attempts, now)
 
-    async def send_window(self, window: Window) -> None:
+    async def send_window(self, window: Window, senders: int | None = None) -> None:
         """The second step of `deliver_many`: the window's messages not settled already handed
-        to the connector side by side (each request on a lane of its own)."""
+        to the connector side by side (each request on a lane of its own), by at most `senders`
+        requests at once (default: as many as the connector may have in flight)."""
         attempts, envelopes = window.attempts, window.envelopes
         todo = [index for index, attempt in enumerate(attempts) if attempt.settled is None]
-        requests = await self._attempt_many(window.connector, [envelopes[index] for index in todo])
+        requests = await self._attempt_many(window.connector, [envelopes[index] for index in todo], senders)
         indexes = iter(todo)
         for outcome, count in requests:
             # The connector's error streak counts requests: a batched POST that failed is one
@@ -302,20 +303,28 @@ class Dispatcher:
         return outcome
 
     async def _attempt_many(
-        self, connector: Connector, envelopes: Sequence[Envelope]
+        self, connector: Connector, envelopes: Sequence[Envelope], senders: int | None = None
     ) -> list[tuple[Outcome, int]]:
         """Each request's outcome and how many of the messages, in order, it carried: at most
-        `requests(connector)` requests in flight; a batched webhook carries `batch_size` messages
-        per request (and answers for all of them)."""
+        `senders` (at most `requests(connector)`) requests in flight; a batched webhook carries
+        `batch_size` messages per request (and answers for all of them). Each sender takes the next
+        request when its last is answered, rather than a task per request: a window holds several
+        requests per lane (`engine.run.ROUNDS`)."""
         size = self.per_request(connector)
         groups = [envelopes[start : start + size] for start in range(0, len(envelopes), size)]
+        outcomes: list[tuple[Outcome, int]] = [(_NOT_MADE, 0)] * len(groups)
+        waiting = iter(enumerate(groups))
 
-        async def attempt(group: Sequence[Envelope]) -> tuple[Outcome, int]:
-            if size == 1:
-                return await self._attempt(connector, group[0]), 1
-            return await self._attempt(connector, group[0], group), len(group)
+        async def sender() -> None:
+            for index, group in waiting:
+                if size == 1:
+                    outcomes[index] = (await self._attempt(connector, group[0]), 1)
+                else:
+                    outcomes[index] = (await self._attempt(connector, group[0], group), len(group))
 
-        return list(await asyncio.gather(*(attempt(group) for group in groups)))
+        count = min(len(groups), self.requests(connector), senders or len(groups))
+        await asyncio.gather(*(sender() for _ in range(count)))
+        return outcomes
 
     def _open_secrets(self, connector: Connector) -> dict[str, str]:
         """The connector's secrets, opened once per dispatcher. Raises SecretKeyError."""
@@ -378,6 +387,10 @@ async def _first_write(first: FirstWrite | None, write: Callable[[Joined | None]
         await write(None)
         return
     first.written()
+
+
+# The placeholder of a request not made yet (`_attempt_many` fills in every one before returning).
+_NOT_MADE = Outcome(False, "Not attempted.", attempted=False)
 
 
 class Window:

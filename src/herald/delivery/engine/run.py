@@ -98,6 +98,15 @@ BATCH = {"postgresql": 1000, "sqlite": 200}
 # it changed nothing measurable. The price: when a worker dies, one window more may go out twice
 # (each message under its one id); a STOP answers after one window more is handed over.
 AHEAD = 1
+# Messages per lane in a window when a request carries one message (a webhook one per POST, SMTP):
+# each window's two transactions are then shared by four times as many messages. Windows of one
+# message per lane cost the worker about 245 µs of CPU per message over 100,000 users on
+# PostgreSQL, of four 210-220 µs (the database's share 37 → 24 µs), 3,600-3,700 → 3,900-4,300
+# msg/s (benchmarks/README.md, the twenty-third pass); of eight, no less. The price is the one of
+# `AHEAD`, four times over: a worker killed may leave four times as many messages to be sent again
+# (each under its one id), and a STOP answers after at most three windows more are handed over.
+# Through one lane, one message per window still (see `_Flight`).
+ROUNDS = 4
 # Users claimed at once per EVENT execution by `dispatch_lanes`: a round's messages go out as one
 # window, so a larger round would hold the next events' messages back behind it.
 ROUND = 200
@@ -656,10 +665,11 @@ class _Flight:
     so the wire is not idle while the database works. (With one window of every lane, the worker
     waited on each window's rows about a third of the time; two half windows of 4 requests cost
     more CPU per message than that wait, as each window's two transactions are shared by fewer
-    messages; of 16, less: 482 → 339 µs per message, 1,851 → 2,369 msg/s.) One window more is
-    written `AHEAD` of those two: its rows are committed while they are answered, and its requests
-    take the first lanes that free, instead of waiting for that window's round trip to the
-    database."""
+    messages; of 16, less: 482 → 339 µs per message, 1,851 → 2,369 msg/s.) A window's requests
+    go out through its share of the lanes, several per lane when each carries one message
+    (`ROUNDS`). One window more is written `AHEAD` of those two: its rows are committed while they
+    are answered, and its requests take the first lanes that free, instead of waiting for that
+    window's round trip to the database."""
 
     def __init__(self, database: Database, dispatcher: Dispatcher, connector: Connector | None) -> None:
         self._dispatcher = dispatcher
@@ -688,10 +698,16 @@ class _Flight:
         async with self._write_turn:
             yield
 
+    def share(self, connector: Connector | None) -> int:
+        """The requests a window may have in flight: its share of the connector's."""
+        return max(1, self._dispatcher.requests(connector) // self._count)
+
     def size(self, connector: Connector | None) -> int:
-        """Users per window: the messages of its share of the requests."""
-        dispatcher = self._dispatcher
-        return max(1, dispatcher.requests(connector) // self._count) * dispatcher.per_request(connector)
+        """Users per window: the messages of its share of the requests, `ROUNDS` of them per lane
+        when a request carries one message."""
+        per_request = self._dispatcher.per_request(connector)
+        rounds = ROUNDS if per_request == 1 and self._count > 1 else 1
+        return self.share(connector) * per_request * rounds
 
     @property
     def busy(self) -> bool:
@@ -792,7 +808,7 @@ class _Flight:
         async def out() -> None:
             try:
                 try:
-                    await dispatcher.send_window(window)
+                    await dispatcher.send_window(window, self.share(connector))
                 finally:
                     self._tickets.release()
                 await asyncio.sleep(0)  # the next window's rows first: then its requests go out
