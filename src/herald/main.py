@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gc
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -31,7 +30,7 @@ from herald.http import openapi as openapi_docs
 from herald.http.middleware import HeraldMiddleware
 from herald.http.ratelimit import RateLimitStore, make_store
 from herald.offers.router import router as offers_router
-from herald.ops import metrics, probes
+from herald.ops import heap, metrics, probes
 from herald.ops.observe import ObserveMiddleware
 from herald.personalization.router import router as personalization_router
 from herald.services import Services
@@ -63,11 +62,7 @@ def create_app(
         worker = EmbeddedWorker(settings, services.clock) if settings.in_process_worker else None
         if worker is not None:
             worker.start()
-        # What the process has built by now (app, routes, models, schemas, ~160,000 objects) lives as
-        # long as it does: out of the collector's sight, a full collection no longer walks it each
-        # time (a quarter of a second here, the long tail of every request that waited behind one).
-        gc.collect()
-        gc.freeze()
+        heap.settle()
         yield
         # Uvicorn has drained the in-flight requests by now (SIGTERM, bounded by
         # HERALD_SHUTDOWN_TIMEOUT_SECONDS); the worker finishes the batch in hand and stops.

@@ -239,7 +239,6 @@ def worker(
 ) -> None:
     """Run the background worker: scheduled campaign transitions (SCHEDULED → ACTIVE, expiry, ...)."""
     import asyncio
-    import gc
     import logging.config
     import signal
 
@@ -248,6 +247,7 @@ def worker(
     from herald.clock import Clock, FileClock
     from herald.config import Settings
     from herald.db import create_database
+    from herald.ops import heap
     from herald.ops.logs import logging_config
 
     settings = Settings()
@@ -283,18 +283,7 @@ def worker(
         finally:
             await database.dispose()
 
-    # What the process has built by now (modules, models, schemas) lives as long as it does: out of
-    # the collector's sight, as `herald serve` keeps it (`main.create_app`), a full collection no
-    # longer walks it while the engine sends (a quarter of the delivery's CPU went to collections).
-    gc.collect()
-    gc.freeze()
-    # A delivery keeps its batches alive across many allocations (the batch claimed ahead, the
-    # windows on the wire: a few hundred thousand objects), so they outlive the young generations
-    # and each full collection walked them all again: 37 full collections (0.6 s) of 9.4 s of
-    # worker CPU over 30,000 users one per POST and 30,000 batched on PostgreSQL, with the default
-    # threshold of 700 allocations. At 10,000 the same sends ran 2 (0.04 s); the young collections
-    # cost about as much as before (0.32 -> 0.34 s), the collector's total 1.12 -> 0.53 s.
-    gc.set_threshold(10_000, 10, 10)
+    heap.settle()
     import uvloop
 
     uvloop.run(main())
