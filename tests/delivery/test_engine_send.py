@@ -482,6 +482,16 @@ async def _publish_to_gate(
     return await publish(client, workspace, body)
 
 
+async def _window_ahead_written(app: FastAPI, workspace: Tenant, handed: int) -> None:
+    """Wait for the rows of the windows holding tickets, the one ahead of those on the wire
+    included (a bound against hanging, not a timing)."""
+    for _ in range(3000):
+        if len(await outbox_rows(app, workspace)) == handed:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("the window ahead of those on the wire was not written")
+
+
 class TestStop:
     async def test_after_stop_no_new_message_is_handed_to_the_connector(
         self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant
@@ -523,12 +533,7 @@ class TestStop:
             for _ in range(2):  # both windows in flight, held by the receiver
                 assert await asyncio.to_thread(gate.arrivals.acquire, True, 30)
             handed = 2 * (2 + AHEAD)  # messages whose rows are written: the windows holding tickets
-            for _ in range(3000):  # the window ahead written (a bound against hanging, not a timing)
-                if len(await outbox_rows(app, workspace)) == handed:
-                    break
-                await asyncio.sleep(0.01)
-            else:
-                raise AssertionError("the window ahead of those on the wire was not written")
+            await _window_ahead_written(app, workspace, handed)
             stopped = await h.action(client, workspace, campaign_id, "STOP")
             assert stopped.status_code == 200, stopped.text
             gate.release.set()
@@ -569,12 +574,7 @@ class TestStop:
             for _ in range(2):  # a request of each window on the wire, held by the receiver
                 assert await asyncio.to_thread(gate.arrivals.acquire, True, 30)
             handed = (2 + AHEAD) * ROUNDS  # messages whose rows are written: the windows holding tickets
-            for _ in range(3000):  # the window ahead written (a bound against hanging, not a timing)
-                if len(await outbox_rows(app, workspace)) == handed:
-                    break
-                await asyncio.sleep(0.01)
-            else:
-                raise AssertionError("the window ahead of those on the wire was not written")
+            await _window_ahead_written(app, workspace, handed)
             assert gate.count == 2  # one request per window's lane, not one per message
             stopped = await h.action(client, workspace, campaign_id, "STOP")
             assert stopped.status_code == 200, stopped.text
