@@ -22,6 +22,7 @@ from tests.delivery.conftest import OPEN_LIMITS, add_users
 from tests.delivery.servers import HttpReceiver
 from tests.delivery.test_engine_controls import herald
 from tests.delivery.test_engine_send import PUSH, publish, stats, tick
+from tests.delivery.test_engine_send_time import add_events
 from tests.delivery.test_engine_wake import HOUR, _until
 from tests.factories import Tenant, make_tenant
 
@@ -361,6 +362,60 @@ class TestEventTriggered:
         clock.advance(minutes=1)  # 13:00, two hours before departure
         await tick(app, workspace)
         assert [c for c, _ in titles(webhook)] == ["ana", "bo"]
+
+    async def test_intelligent_delay_sends_at_the_users_best_hour_within_the_window(
+        self,
+        app: FastAPI,
+        client: httpx.AsyncClient,
+        workspace: Tenant,
+        webhook: HttpReceiver,
+        clock: FrozenClock,
+    ) -> None:
+        # The best hour is SEND_IN_BTS's: the hour of the day, in the user's timezone, most of their
+        # events fall in (the one that fires counts too: 08:00 UTC). The window: one to six hours
+        # after the event (09:00-14:00 UTC). Bo's only event is the one that fires: his hour, 08:00,
+        # is not in the window, and he is sent when it opens.
+        clock.set(datetime(2026, 3, 2, 8, 0, tzinfo=UTC))
+        await push_connector(app, workspace, webhook)
+        await users(app, workspace, "ana", timezone="Asia/Kolkata")
+        await users(app, workspace, "bo", "cy", "dee")
+        for day in (25, 26, 27):
+            # Ana: 18:10 in Kolkata (12:40 UTC) most days, once 10:30; Cy: 07:10 UTC, before the
+            # window opens, so no moment of it is Cy's hour.
+            await add_events(app, workspace, "ana", datetime(2026, 2, day, 12, 40, tzinfo=UTC))
+            await add_events(app, workspace, "cy", datetime(2026, 2, day, 7, 10, tzinfo=UTC))
+        await add_events(app, workspace, "ana", datetime(2026, 2, 28, 5, 0, tzinfo=UTC))
+        for day in (27, 28):
+            await add_events(app, workspace, "dee", datetime(2026, 2, day, 10, 10, tzinfo=UTC))
+        intelligent = {
+            **EVENT["trigger_condition"],
+            "trigger_delay_type": "INTELLIGENT_DELAY",
+            "intelligent_delay_optimization": {
+                "min_delay_value": 1,
+                "min_delay_granularity": "HOURS",
+                "max_delay_value": 6,
+                "max_delay_granularity": "HOURS",
+            },
+        }
+        await publish(client, workspace, event_body(trigger_condition=intelligent))
+        for customer_id in ("ana", "bo", "cy", "dee"):
+            await send_event(client, workspace, customer_id, "added_to_cart")
+        await tick(app, workspace)
+        clock.set(datetime(2026, 3, 2, 8, 59, tzinfo=UTC))
+        await tick(app, workspace)
+        assert titles(webhook) == []
+        clock.set(datetime(2026, 3, 2, 9, 0, tzinfo=UTC))  # the window opens: no best hour in it
+        await tick(app, workspace)
+        assert sorted(c for c, _ in titles(webhook)) == ["bo", "cy"]
+        clock.set(datetime(2026, 3, 2, 10, 0, tzinfo=UTC))
+        await tick(app, workspace)
+        assert sorted(c for c, _ in titles(webhook)) == ["bo", "cy", "dee"]
+        clock.set(datetime(2026, 3, 2, 12, 29, tzinfo=UTC))
+        await tick(app, workspace)
+        assert len(webhook.received) == 3
+        clock.set(datetime(2026, 3, 2, 12, 30, tzinfo=UTC))  # 18:00 in Kolkata
+        await tick(app, workspace)
+        assert sorted(c for c, _ in titles(webhook)) == ["ana", "bo", "cy", "dee"]
 
     async def test_quiet_hours_hold_within_the_queue_duration_else_drop(
         self,

@@ -24,6 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, cast
+from zoneinfo import ZoneInfo
 
 from pydantic import ValidationError
 from sqlalchemy import Table, bindparam, delete, insert, select, update
@@ -32,7 +33,6 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from herald.audience.attributes import parse_datetime_text
-from herald.audience.best_time import best_hour, next_at_hour
 from herald.audience.ingest import EventWrite
 from herald.audience.models import Event, User
 from herald.audience.segmentation.audience import session_dialect
@@ -42,12 +42,13 @@ from herald.campaigns.schemas.filters import ActionFilter, ExecutionType
 from herald.campaigns.schemas.goals import ConversionGoalDetails
 from herald.campaigns.schemas.trigger import TriggerCondition, TriggerDelayType, TriggerRelation
 from herald.db import Database
-from herald.delivery.engine import conversions
+from herald.delivery.engine import best_times, conversions
 from herald.delivery.engine.content import live_campaign
 from herald.delivery.engine.controls import zone
 from herald.delivery.engine.models import Execution, ExecutionUser, TriggerInbox
 from herald.delivery.engine.rank import RANK_BITS, rank_of
 from herald.delivery.engine.resolve import ExecutionStatus, LiveCampaign, _global_control
+from herald.delivery.engine.send_time import next_at_hour
 from herald.delivery.engine.split import in_global_control
 from herald.delivery.engine.trigger_match import firing_events
 from herald.errors import ValidationFailed
@@ -66,8 +67,8 @@ BUSINESS = "BUSINESS"
 # slow one takes what arrived meanwhile (p95 1.8-1.9 s). See benchmarks/README.md: over five
 # minutes the worker still falls behind.
 INBOX_BATCH = 2000
-BEST_TIME_DAYS = 90  # the past events a user's best hour is learnt from
 
+_UTC = ZoneInfo("UTC")
 _UNIT = {
     Granularity.MINUTES: timedelta(minutes=1),
     Granularity.HOURS: timedelta(hours=1),
@@ -207,7 +208,7 @@ def due_at(
     attributes: Mapping[str, Any],
     now: datetime,
     hour: int | None = None,
-    tz: Any = UTC,
+    tz: ZoneInfo = _UTC,
 ) -> datetime | None:
     """When a firing of an event at `occurred_at` is to be sent (`now` or earlier: at once); None
     when it cannot be (BEFORE an anchor attribute that is missing or already past). `hour` is the
@@ -221,7 +222,7 @@ def due_at(
             return now
         earliest = occurred_at + _amount(window.min_delay_value, window.min_delay_granularity)
         latest = occurred_at + _amount(window.max_delay_value, window.max_delay_granularity)
-        return next_at_hour(max(earliest, now), latest, hour, tz)
+        return _in_best_hour(max(earliest, now), latest, hour, tz)
     delay = _amount(trigger.trigger_delay_value, trigger.trigger_delay_granularity)
     if trigger.trigger_relation is TriggerRelation.BEFORE:
         name = trigger.trigger_attr_name()
@@ -233,6 +234,16 @@ def due_at(
             return None
         return max(anchor - delay, now)
     return max(occurred_at + delay, now)
+
+
+def _in_best_hour(earliest: datetime, latest: datetime, hour: int | None, tz: ZoneInfo) -> datetime:
+    """The first moment in [earliest, latest] inside the user's best `hour` of the day in `tz`:
+    `earliest` itself when it falls in that hour, else the hour's start; `earliest` when the window
+    holds no such moment or the user has no best hour."""
+    if hour is None or earliest.astimezone(tz).hour == hour:
+        return earliest
+    start = next_at_hour(earliest, hour, tz)
+    return start if start <= latest else earliest
 
 
 # --- the EVENT execution of a campaign --------------------------------------------------------
@@ -590,18 +601,10 @@ async def _best_hours(
     default_zone: str,
     now: datetime,
 ) -> dict[str, int | None]:
-    """INTELLIGENT_DELAY: each user's best hour, in their timezone (`timezones`, else the
-    workspace's), from their recent events."""
+    """INTELLIGENT_DELAY: each user's best hour in their timezone (`timezones`, else the
+    workspace's), the one SEND_IN_BTS sends at (`best_times`: learnt from their events, kept a
+    day)."""
     if trigger.trigger_delay_type is not TriggerDelayType.INTELLIGENT_DELAY or not timezones:
         return {}
-    rows = await session.execute(
-        select(Event.customer_id, Event.occurred_at).where(
-            Event.workspace_id == campaign.workspace_id,
-            Event.customer_id.in_(list(timezones)),
-            Event.occurred_at > now - timedelta(days=BEST_TIME_DAYS),
-        )
-    )
-    hours: dict[str, list[int]] = defaultdict(list)
-    for customer_id, at in rows.all():
-        hours[customer_id].append(at.astimezone(zone(timezones[customer_id], default_zone)).hour)
-    return {customer_id: best_hour(found) for customer_id, found in hours.items()}
+    zones = {customer_id: zone(name, default_zone) for customer_id, name in timezones.items()}
+    return await best_times.hours(session, campaign.workspace_id, zones, now)
