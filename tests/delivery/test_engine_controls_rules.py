@@ -10,7 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from herald.delivery.engine.controls import delay_until, over_cap, quiet_until, zone
+from herald.delivery.engine.controls import delay_until, over_cap, quiet_until
+from herald.delivery.engine.occurrences import zone_named
 from herald.delivery.engine.split import in_global_control
 from herald.workspaces.delivery_settings import parse_value, settings_of
 from herald.workspaces.service import AdminError
@@ -57,9 +58,10 @@ class TestQuietHours:
             assert quiet_until(until, NIGHT, tz) is None
 
     def test_an_unknown_zone_falls_back_to_the_default_then_utc(self) -> None:
-        assert zone("Asia/Tokyo", "Europe/Paris") == ZoneInfo("Asia/Tokyo")
-        assert zone("Not/AZone", "Europe/Paris") == PARIS
-        assert zone(None, "Nope") == ZoneInfo("UTC")
+        assert zone_named("Asia/Tokyo", "Europe/Paris") == ZoneInfo("Asia/Tokyo")
+        assert zone_named("Not/AZone", "Europe/Paris") == PARIS
+        assert zone_named(None, "Nope") == ZoneInfo("UTC")
+        assert zone_named("../etc/passwd") == zone_named(42) == zone_named("") == ZoneInfo("UTC")
 
 
 class TestCaps:

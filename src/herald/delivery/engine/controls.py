@@ -21,7 +21,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, time, timedelta
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from zoneinfo import ZoneInfo
 
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -34,6 +34,7 @@ from herald.campaigns.schemas.common import DeliveryType
 from herald.delivery.engine import best_times, send_time
 from herald.delivery.engine.content import SendPlan
 from herald.delivery.engine.models import Execution, ExecutionUser
+from herald.delivery.engine.occurrences import zone_named
 from herald.delivery.engine.resolve import LiveCampaign
 from herald.delivery.engine.throttle import ThrottleStore
 from herald.delivery.models import OutboxEntry
@@ -58,17 +59,6 @@ class Reason:
 
 
 # --- pure rules ------------------------------------------------------------------------------
-
-
-def zone(name: object, default: str) -> ZoneInfo:
-    """The user's timezone if it names one, else the workspace default, else UTC."""
-    for candidate in (name, default):
-        if isinstance(candidate, str) and candidate:
-            try:
-                return ZoneInfo(candidate)
-            except (ZoneInfoNotFoundError, ValueError):
-                continue
-    return ZoneInfo("UTC")
 
 
 def quiet_until(now: datetime, window: tuple[time, time] | None, tz: ZoneInfo) -> datetime | None:
@@ -353,7 +343,7 @@ async def _timing(
             last = max((at for campaign, at in past if campaign in event_triggered), default=None)
             due = delay_until(last, now, rules.global_min_delay)
         if due is None:
-            due, reason = quiet_until(now, window, zone(user.timezone, settings.timezone)), Reason.DND
+            due, reason = quiet_until(now, window, zone_named(user.timezone, settings.timezone)), Reason.DND
         if due is None:
             left.append((customer_id, user))
         elif rules.triggered and not (
@@ -383,7 +373,9 @@ async def _send_time(
     )
     if rule is None or not candidates:
         return candidates
-    zones = {customer_id: zone(user.timezone, rules.settings.timezone) for customer_id, user in candidates}
+    zones = {
+        customer_id: zone_named(user.timezone, rules.settings.timezone) for customer_id, user in candidates
+    }
     hours: dict[str, int | None] = {}
     if rule.mode is send_time.BTS:
         hours = await best_times.hours(session, execution.workspace_id, zones, now)

@@ -67,11 +67,16 @@ class Occurrence:
     at: datetime  # UTC
 
 
-def zone_named(name: str | None) -> ZoneInfo:
-    try:
-        return ZoneInfo(name) if name else ZoneInfo("UTC")
-    except (ZoneInfoNotFoundError, ValueError):
-        return ZoneInfo("UTC")
+def zone_named(name: object, default: str | None = None) -> ZoneInfo:
+    """The timezone `name` names (a campaign's, a user's), else the one `default` names (the
+    workspace's), else UTC."""
+    for candidate in (name, default):
+        if isinstance(candidate, str) and candidate:
+            try:
+                return ZoneInfo(candidate)
+            except (ZoneInfoNotFoundError, ValueError):
+                continue
+    return ZoneInfo("UTC")
 
 
 def recurrence_of(details: SchedulingDetails, start: datetime, expiry: datetime | None) -> Recurrence | None:

@@ -44,8 +44,8 @@ from herald.campaigns.schemas.trigger import TriggerCondition, TriggerDelayType,
 from herald.db import Database
 from herald.delivery.engine import best_times, conversions
 from herald.delivery.engine.content import live_campaign
-from herald.delivery.engine.controls import zone
 from herald.delivery.engine.models import Execution, ExecutionUser, TriggerInbox
+from herald.delivery.engine.occurrences import zone_named
 from herald.delivery.engine.rank import RANK_BITS, rank_of
 from herald.delivery.engine.resolve import ExecutionStatus, LiveCampaign, _global_control
 from herald.delivery.engine.send_time import next_at_hour
@@ -449,7 +449,7 @@ async def _fire_campaign(
     held_out = await holdout(session, campaign)
     rows: list[dict[str, Any]] = []
     for event in matched:
-        tz = zone(timezones.get(event.customer_id), default_zone)
+        tz = zone_named(timezones.get(event.customer_id), default_zone)
         due = due_at(
             trigger, event.occurred_at, event.attributes or {}, now, hours.get(event.customer_id), tz
         )
@@ -606,5 +606,5 @@ async def _best_hours(
     day)."""
     if trigger.trigger_delay_type is not TriggerDelayType.INTELLIGENT_DELAY or not timezones:
         return {}
-    zones = {customer_id: zone(name, default_zone) for customer_id, name in timezones.items()}
+    zones = {customer_id: zone_named(name, default_zone) for customer_id, name in timezones.items()}
     return await best_times.hours(session, campaign.workspace_id, zones, now)
