@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Any
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from herald.audience.models import STANDARD_ATTRIBUTES
 from herald.problems import Problem, join_path
+from herald.timezones import is_timezone
 
 MAX_NAME_LENGTH = 128
 MAX_ATTRIBUTES = 500
@@ -80,15 +80,6 @@ def parse_datetime_text(value: str) -> datetime | None:
         return parsed.astimezone(UTC)
     except OverflowError:
         return None
-
-
-@lru_cache(maxsize=1024)
-def is_timezone(name: str) -> bool:
-    try:
-        ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError):
-        return False
-    return True
 
 
 def check_name(name: str, path: Path) -> Problem | None:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import time
 from typing import TYPE_CHECKING, Any
 
+from herald.timezones import is_timezone
 from herald.workspaces.errors import AdminError
 
 # The services (and SQLAlchemy) only where a setting is written: the command line's `workspaces`
@@ -46,8 +47,6 @@ BOUNDS: dict[str, tuple[int, int]] = {
     "frequency-cap-week": (1, 7000),
 }
 _UNITS = {"minimum-delay": "hours", "frequency-cap-day": "messages", "frequency-cap-week": "messages"}
-# `ZoneInfo` also opens host files that are no IANA name (`localtime`, the host's own zone).
-_NOT_IANA = frozenset({"localtime", "posixrules", "Factory"})
 
 
 @dataclass(frozen=True)
@@ -100,13 +99,7 @@ def parse_value(key: str, value: str) -> Any:
         if _clock(start) == _clock(end):
             raise AdminError("dnd must not start and end at the same time")
         return f"{_clock(start):%H:%M}-{_clock(end):%H:%M}"
-    # Imported here: zoneinfo finds its search path through sysconfig, a cost every command that loads
-    # the admin group (`herald keys list`) would otherwise pay for the one setting that needs it.
-    from zoneinfo import available_timezones
-
-    # The names the time zone database lists, as spelled there (`ZoneInfo` alone also opens
-    # `europe/paris` on a case-insensitive file system, and `localtime`).
-    if text in _NOT_IANA or text not in available_timezones():
+    if not is_timezone(text):
         raise AdminError("unknown timezone (use an IANA name such as Europe/Paris or UTC)")
     return text
 

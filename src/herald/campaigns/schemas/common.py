@@ -11,7 +11,7 @@ import re
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Annotated
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from zoneinfo import ZoneInfo
 
 from pydantic import AfterValidator, Field, JsonValue, Strict
 from pydantic_core import PydanticCustomError
@@ -19,6 +19,7 @@ from pydantic_core import PydanticCustomError
 from herald.email_address import email_problem
 from herald.json_numbers import IntegralFloat
 from herald.timefmt import DATE_TIME_PATTERN, as_utc, parse_iso_datetime
+from herald.timezones import is_timezone
 
 
 class Channel(StrEnum):
@@ -149,12 +150,10 @@ EmailAddress = Annotated[str, Strict(), AfterValidator(_email)]
 
 
 def _timezone(value: str) -> str:
-    try:
-        ZoneInfo(value)
-    except (ZoneInfoNotFoundError, ValueError):
+    if not is_timezone(value):
         raise PydanticCustomError(
             "INVALID_ENUM_VALUE", "'{value}' is not an IANA timezone name.", {"value": value}
-        ) from None
+        )
     return value
 
 

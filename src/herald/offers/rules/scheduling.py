@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime, timedelta
-from functools import cache
-from zoneinfo import available_timezones
 
 from herald.offers.requests import Scheduling
 from herald.problems import Problem
+from herald.timezones import is_timezone
 
 # Contract §4: date-times carry `Z`; offsets and zone-less values are refused rather than guessed.
 _ZULU = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,6})?Z$")
@@ -34,15 +33,6 @@ def zulu(value: datetime) -> str:
     """An instant in the form `parse_zulu` reads (microseconds kept, so nothing is lost)."""
     text = value.astimezone(UTC).isoformat(timespec="microseconds" if value.microsecond else "seconds")
     return text.replace("+00:00", "Z")
-
-
-@cache
-def _zones() -> frozenset[str]:
-    return frozenset(available_timezones())
-
-
-def is_timezone(name: str) -> bool:
-    return name in _zones()
 
 
 def check_scheduling(
