@@ -81,7 +81,9 @@ class LiveCampaign:
         return reach_of(self.channel, self.components)
 
 
-def _segmentation(campaign: LiveCampaign, with_opted_out: bool) -> dict[str, Any]:
+def segmentation_of(campaign: LiveCampaign, with_opted_out: bool) -> dict[str, Any]:
+    """The campaign's `segmentation_details` as the segmentation engine evaluates them (every user
+    when it has none), opted-out users included when `with_opted_out`."""
     found = campaign.components.get("segmentation_details")
     details = dict(found) if isinstance(found, dict) else {"is_all_user_campaign": True}
     if with_opted_out:
@@ -139,7 +141,7 @@ async def _execution(database: Database, campaign: LiveCampaign, run: int) -> Ex
 
 
 async def _count(session: AsyncSession, campaign: LiveCampaign, now: datetime, **rules: bool) -> int:
-    details = _segmentation(campaign, rules.pop("with_opted_out"))
+    details = segmentation_of(campaign, rules.pop("with_opted_out"))
     segments = await segments_for(session, campaign.workspace_id, details)
     query = audience_count_query(
         details,
@@ -157,7 +159,7 @@ async def _count(session: AsyncSession, campaign: LiveCampaign, now: datetime, *
 async def _counts(session: AsyncSession, campaign: LiveCampaign, now: datetime) -> tuple[int, int, int, int]:
     """The users the filters select, then those left after opt-outs, unsubscriptions and the
     channel's address in turn: one statement (a publish waits for it before the first send)."""
-    details = _segmentation(campaign, with_opted_out=False)
+    details = segmentation_of(campaign, with_opted_out=False)
     segments = await segments_for(session, campaign.workspace_id, details)
     query = audience_counts_query(
         details,
@@ -255,7 +257,7 @@ async def _control_threshold(
     if not percentage or reachable == 0:
         return None
     dialect = session_dialect(session)
-    share = await _global_control(session, campaign)
+    share = await global_control_share(session, campaign)
     selected = await _selected(session, campaign, now)
     customer_id = selected.selected_columns[0]
     held = in_global_control_sql(dialect, campaign.workspace_id, customer_id, share)
@@ -275,7 +277,7 @@ async def _control_threshold(
 
 async def _selected(session: AsyncSession, campaign: LiveCampaign, now: datetime) -> Select[tuple[str]]:
     """The audience to materialise (reachable users), as the segmentation engine selects it."""
-    details = _segmentation(campaign, with_opted_out=False)
+    details = segmentation_of(campaign, with_opted_out=False)
     segments = await segments_for(session, campaign.workspace_id, details)
     return audience_query(
         details,
@@ -320,7 +322,7 @@ async def resolve_chunk(
         customer_id = selected.selected_columns[0]
         rank = rank_sql(dialect, campaign.campaign_id, customer_id)
         held = in_global_control_sql(
-            dialect, campaign.workspace_id, customer_id, await _global_control(session, campaign)
+            dialect, campaign.workspace_id, customer_id, await global_control_share(session, campaign)
         )
         state: ColumnElement[Any] = literal("PENDING")
         reason: ColumnElement[Any] = null()
@@ -416,7 +418,7 @@ def _locked(execution: Execution) -> Select[tuple[Execution]]:
     )
 
 
-async def _global_control(session: AsyncSession, campaign: LiveCampaign) -> float | None:
+async def global_control_share(session: AsyncSession, campaign: LiveCampaign) -> float | None:
     """The workspace's global control share if this campaign takes part in it."""
     control = campaign.document.control_group_details
     if control is None or not control.is_global_control_group_enabled:

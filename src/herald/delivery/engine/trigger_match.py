@@ -27,7 +27,7 @@ from herald.audience.segmentation.dialect import SqlDialect, dialect_for
 from herald.audience.segmentation.predicates import ClockNeeded
 from herald.campaigns.schemas.filters import FilterGroup
 from herald.campaigns.schemas.trigger import TriggerCondition
-from herald.delivery.engine.resolve import LiveCampaign, _segmentation
+from herald.delivery.engine.resolve import LiveCampaign, segmentation_of
 from herald.errors import ValidationFailed
 from herald.sql_lists import ListParameter
 
@@ -123,7 +123,7 @@ async def in_audience(
     """Those of `customers` in the campaign's audience (segmentation, opt-outs, an address)."""
     if not customers:
         return set()
-    details = _segmentation(campaign, with_opted_out=False)
+    details = segmentation_of(campaign, with_opted_out=False)
 
     def build(segments: SegmentCatalog, dialect: SqlDialect, at: datetime | None) -> Select[Any]:
         return audience_query(
@@ -145,7 +145,7 @@ async def in_audience(
 
 
 def _segmentation_groups(campaign: LiveCampaign) -> list[FilterGroup | None]:
-    details = _segmentation(campaign, with_opted_out=False)
+    details = segmentation_of(campaign, with_opted_out=False)
     return [
         FilterGroup.model_validate(raw) if isinstance(raw, dict) else None
         for raw in (details.get("included_filters"), details.get("excluded_filters"))

@@ -47,7 +47,7 @@ from herald.delivery.engine.content import live_campaign
 from herald.delivery.engine.models import Execution, ExecutionUser, TriggerInbox
 from herald.delivery.engine.occurrences import zone_named
 from herald.delivery.engine.rank import RANK_BITS, rank_of
-from herald.delivery.engine.resolve import ExecutionStatus, LiveCampaign, _global_control
+from herald.delivery.engine.resolve import ExecutionStatus, LiveCampaign, global_control_share
 from herald.delivery.engine.send_time import next_at_hour
 from herald.delivery.engine.split import in_global_control
 from herald.delivery.engine.trigger_match import firing_events
@@ -478,7 +478,7 @@ def stale(campaign: LiveCampaign, event: Fired, now: datetime) -> bool:
 async def holdout(session: AsyncSession, campaign: LiveCampaign) -> Any:
     """A function (customer, rank) -> (HELD_OUT, reason) for a user of the global or the campaign's
     control group, else None."""
-    global_share = await _global_control(session, campaign)
+    global_share = await global_control_share(session, campaign)
     control = campaign.document.control_group_details
     percentage = (
         control.campaign_control_group_percentage
