@@ -204,6 +204,40 @@ class TestBestTimeToSend:
         [run] = (await stats(client, workspace, campaign_id))["executions"]
         assert run["suppressed"]["bts_not_available"] == 1
 
+    async def test_a_users_first_events_count_at_the_next_run_the_same_day(
+        self,
+        app: FastAPI,
+        client: httpx.AsyncClient,
+        workspace: Tenant,
+        webhook: HttpReceiver,
+        clock: FrozenClock,
+    ) -> None:
+        # Nothing is kept of a user without events: a best time is kept for a day once there is one
+        # to keep, but "none yet" is not, so events that arrive after a run count at the next.
+        await push_connector(app, workspace, webhook)
+        await users(app, workspace, newcomer=None)
+        clock.set(datetime(2026, 3, 2, 5, 0, tzinfo=UTC))
+        bts = {"send_in_bts": True, "window_end_time": "2026-03-02T21:00:00Z"}
+        first = scheduled(
+            delivery_type="SEND_IN_BTS", start_time="2026-03-02T06:00:00", timezone="UTC", bts_details=bts
+        )
+        await publish(client, workspace, first)
+        await at(app, clock, workspace, datetime(2026, 3, 2, 6, 0, tzinfo=UTC))
+        assert receivers(webhook) == ["newcomer"]  # no events: at the start
+        # Yesterday's events, received after the first run.
+        for moment in ((1, 18, 10), (1, 18, 40), (1, 9, 0)):
+            await add_events(app, workspace, "newcomer", datetime(2026, 3, *moment, tzinfo=UTC))
+        second = scheduled(
+            delivery_type="SEND_IN_BTS", start_time="2026-03-02T07:00:00", timezone="UTC", bts_details=bts
+        )
+        await publish(client, workspace, second)
+        await at(app, clock, workspace, datetime(2026, 3, 2, 7, 0, tzinfo=UTC))
+        assert len(webhook.received) == 1
+        await at(app, clock, workspace, datetime(2026, 3, 2, 17, 59, tzinfo=UTC))
+        assert len(webhook.received) == 1
+        await at(app, clock, workspace, datetime(2026, 3, 2, 18, 0, tzinfo=UTC))
+        assert receivers(webhook) == ["newcomer", "newcomer"]
+
 
 START = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 

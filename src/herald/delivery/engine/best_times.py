@@ -1,6 +1,7 @@
-"""Each user's best time to send (SEND_IN_BTS), computed from their event history in the audience
-store and kept per user (`BestTime`): read when a BTS run claims the user, recomputed when older
-than a day or computed in another timezone than the user's now."""
+"""Each user's best time to send (SEND_IN_BTS, and INTELLIGENT_DELAY's hour), computed from their
+event history in the audience store and kept per user with events (`BestTime`): read when a run
+claims the user (or an event fires them), recomputed when older than a day or computed in another
+timezone than the user's now."""
 
 from __future__ import annotations
 
@@ -41,13 +42,17 @@ async def hours(
         else:
             stale.append(customer_id)
     if stale:
-        found |= await _recompute(session, workspace_id, {c: zones[c] for c in stale}, now)
+        found |= await _recompute(session, workspace_id, {c: zones[c] for c in stale}, set(stored), now)
     return found
 
 
 async def _recompute(
-    session: AsyncSession, workspace_id: str, zones: dict[str, ZoneInfo], now: datetime
+    session: AsyncSession, workspace_id: str, zones: dict[str, ZoneInfo], kept: set[str], now: datetime
 ) -> dict[str, int | None]:
+    """The best hours of the users of `zones`, computed and stored. A user with no events and no
+    row (`kept`: the users that have one) gets none: there is nothing to keep, reading their (no)
+    events again costs what reading a row would, and their first events count at once. Half the
+    users of a 100,000-user BTS benchmark have none: their rows were half its writes."""
     moments: dict[str, list[datetime]] = defaultdict(list)
     rows = await session.execute(
         _HISTORY,
@@ -67,9 +72,11 @@ async def _recompute(
             "computed_at": now,
         }
         for customer_id, hour in computed.items()
+        if hour is not None or customer_id in kept
     ]
-    assert session.bind is not None
-    await session.execute(_UPSERT[session.bind.dialect.name], values)
+    if values:
+        assert session.bind is not None
+        await session.execute(_UPSERT[session.bind.dialect.name], values)
     return computed
 
 

@@ -257,8 +257,9 @@ class PeriodicResume(Base):
 
 
 class BestTime(Base):
-    """A user's best time to send (SEND_IN_BTS): the local hour at which the user's events cluster,
-    in `timezone`; None when the user has no events. Recomputed at most once a day."""
+    """A user's best time to send (SEND_IN_BTS, INTELLIGENT_DELAY): the local hour at which the
+    user's events cluster, in `timezone`; None when the events it was computed from have left the
+    history (a user who never had events has no row). Recomputed at most once a day."""
 
     __tablename__ = "delivery_best_times"
     __table_args__ = (ForeignKeyConstraint(["workspace_id"], ["workspaces.id"]),)
