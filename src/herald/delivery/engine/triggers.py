@@ -68,7 +68,6 @@ BUSINESS = "BUSINESS"
 # minutes the worker still falls behind.
 INBOX_BATCH = 2000
 
-_UTC = ZoneInfo("UTC")
 _UNIT = {
     Granularity.MINUTES: timedelta(minutes=1),
     Granularity.HOURS: timedelta(hours=1),
@@ -207,8 +206,8 @@ def due_at(
     occurred_at: datetime,
     attributes: Mapping[str, Any],
     now: datetime,
-    hour: int | None = None,
-    tz: ZoneInfo = _UTC,
+    hour: int | None,
+    tz: ZoneInfo,
 ) -> datetime | None:
     """When a firing of an event at `occurred_at` is to be sent (`now` or earlier: at once); None
     when it cannot be (BEFORE an anchor attribute that is missing or already past). `hour` is the
