@@ -83,6 +83,12 @@ class FileClock:
         os.replace(temporary, path)
 
 
+def clock_for(clock_file: str | None) -> Clock:
+    """The clock of a process configured with `clock_file` (`HERALD_CLOCK_FILE`): that file's when
+    set, else the system's."""
+    return FileClock(clock_file) if clock_file else SystemClock()
+
+
 def utc(value: datetime) -> datetime:
     """Read a datetime as UTC; naive values (as SQLite returns them) are taken to be UTC already."""
     if value.tzinfo is None:

@@ -20,7 +20,7 @@ from herald.campaigns.embedded_worker import EmbeddedWorker
 from herald.campaigns.lifecycle_router import router as campaigns_lifecycle_router
 from herald.campaigns.router import router as campaigns_router
 from herald.campaigns.v1_router import router as campaigns_v1_router
-from herald.clock import Clock, FileClock, SystemClock
+from herald.clock import Clock, clock_for
 from herald.config import Settings
 from herald.db import create_database
 from herald.delivery import router as delivery_routes
@@ -47,7 +47,7 @@ def create_app(
     services = Services(
         settings=settings,
         database=create_database(settings),
-        clock=clock or (FileClock(settings.clock_file) if settings.clock_file else SystemClock()),
+        clock=clock or clock_for(settings.clock_file),
         limiter=limiter or make_store(settings.redis_url),
         credentials=CredentialsCache(ttl=settings.credentials_cache_seconds),
         test_lanes=Lanes.of(settings),

@@ -12,7 +12,7 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from herald.audience.models import Event, User
-from herald.clock import FrozenClock
+from herald.clock import FileClock, FrozenClock
 from tests.audience.cli_helpers import Cli
 
 NOW = datetime(2026, 1, 15, 12, 0, tzinfo=UTC)
@@ -234,6 +234,33 @@ class TestInvalidLines:
         assert "invalid lines 5" in result.output
         assert set(users_of(cli, workspace)) == {"u1", "u4"}
         assert [e.action for e in events_of(cli, workspace)] == ["b"]
+
+    def test_a_sandbox_moved_in_time_imports_by_its_clock_file(
+        self, database_url: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    ) -> None:
+        # The command's own clock (no `frozen` fixture): HERALD_CLOCK_FILE's time, as the server's.
+        # On the system's clock an event of 2030 would be "in the future", and one of 2026 not.
+        clock_file = tmp_path / "clock"
+        FileClock.write(str(clock_file), datetime(2030, 11, 5, 12, 0, tzinfo=UTC))
+        monkeypatch.setenv("HERALD_DATABASE_URL", database_url)
+        monkeypatch.setenv("HERALD_CLOCK_FILE", str(clock_file))
+        cli = Cli(database_url)
+        workspace = cli.workspace()
+        users = jsonl(tmp_path / "users.jsonl", [customer("u1")])
+        events = jsonl(
+            tmp_path / "events.jsonl",
+            [
+                {"customer_id": "u1", "action": "past", "occurred_at": "2030-11-05T11:00:00Z"},
+                {"customer_id": "u1", "action": "ahead", "occurred_at": "2030-11-05T12:06:00Z"},
+            ],
+        )
+        result = cli("audience", "import", str(users), str(events), "-w", workspace, "--no-progress")
+        assert result.exit_code == 1, result.output
+        assert (
+            "events.jsonl:2: occurred_at: The event time 2030-11-05T12:06:00Z is in the future"
+            in result.output
+        )
+        assert [e.action for e in events_of(cli, workspace)] == ["past"]
 
     def test_too_many_invalid_lines_stop_the_import(self, cli: Cli, tmp_path: Path) -> None:
         workspace = cli.workspace()

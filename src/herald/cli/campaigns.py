@@ -206,13 +206,12 @@ def resume_delivery(
     """Resume the delivery of a SENDING campaign that the engine paused because its connector kept
     failing (the reason is in `GET /v5/campaigns/{id}/stats`); fix the connector first."""
     from herald.cli.runtime import clock, run_in_session
-    from herald.clock import FileClock
     from herald.config import Settings
     from herald.delivery.engine import pause
     from herald.workspaces.service import get_workspace
 
     settings = Settings()
-    now = (FileClock(settings.clock_file) if settings.clock_file else clock).now()
+    now = clock.now()
 
     async def work(session: AsyncSession) -> int:
         await get_workspace(session, workspace)  # the one wording of an unknown workspace
@@ -243,8 +242,7 @@ def worker(
     import signal
 
     from herald.campaigns import worker as campaigns_worker
-    from herald.cli.runtime import clock
-    from herald.clock import Clock, FileClock
+    from herald.clock import clock_for
     from herald.config import Settings
     from herald.db import create_database
     from herald.ops import heap
@@ -254,7 +252,7 @@ def worker(
     logging.config.dictConfig(logging_config(settings.log_level, settings.log_format))
     logging.getLogger("httpx").setLevel(logging.WARNING)  # a line per message sent is noise
     # The sandbox's time travel (HERALD_CLOCK_FILE) moves the worker's time too.
-    now_from: Clock = FileClock(settings.clock_file) if settings.clock_file else clock
+    now_from = clock_for(settings.clock_file)
 
     async def main() -> None:
         database = create_database(settings)

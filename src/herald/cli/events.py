@@ -9,7 +9,6 @@ import typer
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from herald.cli import runtime
-from herald.clock import Clock, FileClock
 from herald.config import Settings
 from herald.delivery.engine import business
 from herald.errors import ValidationFailed
@@ -49,8 +48,7 @@ def raise_business(
             typer.secho(f"error: {detail.target}: {detail.message}", fg=typer.colors.RED, err=True)
         raise typer.Exit(1) from None
     settings = Settings()
-    clock: Clock = FileClock(settings.clock_file) if settings.clock_file else runtime.clock
-    now = clock.now()
+    now = runtime.clock.now()
 
     async def work(session: AsyncSession) -> dict[str, Any]:
         await get_workspace(session, workspace)  # AdminError for an unknown workspace

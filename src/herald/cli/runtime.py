@@ -4,16 +4,28 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from datetime import datetime
 from typing import TypeVar
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from herald.clock import SystemClock
+from herald.clock import clock_for
 from herald.config import Settings
 from herald.db import create_database
 
 T = TypeVar("T")
-clock = SystemClock()
+
+
+class _CommandClock:
+    """The time of a command: the server's (`HERALD_CLOCK_FILE` when it is set, read as each
+    command asks, so a sandbox moved in time imports, stamps and checks by the time its server
+    keeps), else the system's."""
+
+    def now(self) -> datetime:
+        return clock_for(Settings().clock_file).now()
+
+
+clock = _CommandClock()
 
 
 def run_in_session(work: Callable[[AsyncSession], Awaitable[T]], settings: Settings | None = None) -> T:
