@@ -502,6 +502,45 @@ class TestEventTriggered:
             [run] = (await stats(client, workspace, campaign_id))["executions"]
             assert run["suppressed"]["minimum_delay"] == dropped, campaign_id
 
+    async def test_one_event_firing_several_campaigns_sends_one_within_the_workspace_minimum_delay(
+        self,
+        app: FastAPI,
+        client: httpx.AsyncClient,
+        settings: Settings,
+        workspace: Tenant,
+        webhook: HttpReceiver,
+        clock: FrozenClock,
+    ) -> None:
+        # The campaigns are claimed in one round, none of their messages in the outbox yet: the
+        # second sees the first one's user claimed, and drops its message.
+        clock.set(datetime(2026, 3, 2, 10, 0, tzinfo=UTC))
+        await ready(app, workspace, webhook, "ana")
+        await herald(settings, "workspaces", "set", "-w", workspace.workspace_id, "minimum-delay", "2")
+        plain = [
+            await publish(
+                client, workspace, event_body(basic_details={"name": name, "platforms": ["ANDROID"]})
+            )
+            for name in ("First", "Second")
+        ]
+        exempt = await publish(
+            client,
+            workspace,
+            event_body(
+                basic_details={"name": "Exempt", "platforms": ["ANDROID"]},
+                delivery_controls={"bypass_dnd": False, "ignore_global_minimum_delay": True},
+            ),
+        )
+        await send_event(client, workspace, "ana", "added_to_cart")
+        await tick(app, workspace)
+        received = [r.json()["campaign_id"] for r in webhook.received]
+        assert sorted(received) == sorted([exempt, *(c for c in plain if c in received)])
+        assert len([c for c in received if c in plain]) == 1, received
+        dropped = 0
+        for campaign_id in plain:
+            [run] = (await stats(client, workspace, campaign_id))["executions"]
+            dropped += run["suppressed"]["minimum_delay"]
+        assert dropped == 1
+
     async def test_the_workspace_minimum_delay_counts_event_triggered_messages_only(
         self,
         app: FastAPI,

@@ -11,7 +11,7 @@ control group is decided earlier, when the audience is resolved (`resolve.py`), 
 control group is a share of the users left.
 
 The time rules are pure functions (`quiet_until`, `over_cap`, `delay_until`);
-`decide` feeds them the user's recent messages, read from the outbox.
+`decide` feeds them the user's recent messages, read from the outbox, and those being sent.
 """
 
 from __future__ import annotations
@@ -217,6 +217,30 @@ async def _history(
     return [(str(c), campaign, at) for c, campaign, at in rows.all()]
 
 
+async def _in_flight(
+    session: AsyncSession, workspace_id: str, ids: Sequence[str], now: datetime
+) -> list[tuple[str, str | None, datetime]]:
+    """(customer, campaign, claimed at) of the users' messages being sent: claimed by an execution
+    (this claim's transaction included: an earlier campaign of the same round of triggered
+    campaigns) and not yet settled, or waiting to be attempted again. Not in the outbox as SENT yet,
+    they are counted as sent when claimed: without them, one event that fired several campaigns
+    sent each of them past the workspace's minimum delay."""
+    rows = await session.execute(
+        select(ExecutionUser.customer_id, Execution.campaign_id, ExecutionUser.claimed_at)
+        .join(
+            Execution,
+            (Execution.workspace_id == ExecutionUser.workspace_id)
+            & (Execution.id == ExecutionUser.execution_id),
+        )
+        .where(
+            ExecutionUser.workspace_id == workspace_id,
+            ExecutionUser.state.in_(["CLAIMED", "RETRY"]),
+            ExecutionUser.customer_id.in_(ids),
+        )
+    )
+    return [(str(c), campaign, claimed_at or now) for c, campaign, claimed_at in rows.all()]
+
+
 async def _past_campaigns(
     session: AsyncSession, workspace_id: str, ids: set[str]
 ) -> tuple[set[str], set[str]]:
@@ -323,7 +347,9 @@ async def _timing(
             rules.min_delay or timedelta(0),
             rules.global_min_delay or timedelta(0),
         )
-        found = await _history(session, execution.workspace_id, [c for c, _ in candidates], since)
+        ids = [c for c, _ in candidates]
+        found = await _history(session, execution.workspace_id, ids, since)
+        found += await _in_flight(session, execution.workspace_id, ids, now)
         for customer_id, campaign_id, at in found:
             history[customer_id].append((campaign_id, at))
         if rules.capped or rules.global_min_delay:
