@@ -167,9 +167,15 @@ class TestPauseResume:
         assert len(webhook.received) == 2  # the run of 4 March at 09:00 is not caught up
         await at(app, clock, workspace, datetime(2026, 3, 5, 9, 0, tzinfo=UTC))
         assert len(webhook.received) == 4
+        # `no_of_occurences` counts sends ("Total sends"): the two dates skipped while PAUSED used
+        # none up, so the fourth send is on 7 March, and then the campaign is done.
+        assert await status(client, workspace, campaign_id) == "ACTIVE"
+        for day in (6, 7, 8):
+            await at(app, clock, workspace, datetime(2026, 3, day, 9, 0, tzinfo=UTC))
+        assert len(webhook.received) == 8
         executions = (await stats(client, workspace, campaign_id))["executions"]
-        assert [e["run"] for e in executions] == [1, 4]
-        assert await status(client, workspace, campaign_id) == "SENT"  # the fourth was the last
+        assert [e["run"] for e in executions] == [1, 4, 5, 6]
+        assert await status(client, workspace, campaign_id) == "SENT"
 
 
 class TestMonthly:

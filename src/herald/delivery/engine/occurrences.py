@@ -14,9 +14,10 @@ wall clock that does not exist that day (spring forward) is read with the offset
   `repeat_on_days_of_week`, each `{week_granularity, repeat_on_days_of_week}` (FIRST ... FOURTH, LAST);
   with none of them, on the start's date of month.
 
-Occurrences before the start instant are not counted; they are numbered 1, 2, ... from there, end
-after `no_of_occurences` and at `expiry_time` (an occurrence at the expiry instant itself does not run:
-the expiry ends dispatch at that instant, as it ends a one-time send).
+Occurrences before the start instant are not counted; they are numbered 1, 2, ... from there and end
+at `expiry_time` (an occurrence at the expiry instant itself does not run: the expiry ends dispatch at
+that instant, as it ends a one-time send). `no_of_occurences` counts runs, not dates (`periodic.py`):
+a date skipped while the campaign was PAUSED leaves its send to a later one.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ class Recurrence:
     start: datetime  # aware: the first possible occurrence
     zone: ZoneInfo
     every: int = 1
-    count: int | None = None
+    count: int | None = None  # runs in all (`no_of_occurences`): the dates do not end with it
     expiry: datetime | None = None
     days_of_week: frozenset[int] = frozenset()  # 0 = Monday
     dates_of_month: frozenset[int] = frozenset()
@@ -174,8 +175,6 @@ def occurrences(rec: Recurrence, until: datetime) -> Iterator[Occurrence]:
             return
         run += 1
         yield Occurrence(run, at)
-        if rec.count is not None and run >= rec.count:
-            return
 
 
 def latest(rec: Recurrence, now: datetime) -> Occurrence | None:
@@ -187,11 +186,8 @@ def latest(rec: Recurrence, now: datetime) -> Occurrence | None:
 
 
 def following(rec: Recurrence, now: datetime) -> Occurrence | None:
-    """The first occurrence after `now`, if any: None once the count or the expiry ends the
-    schedule. Searched far enough ahead for any pattern (a 29 February every year needs four)."""
-    before = latest(rec, now)
-    if before is not None and rec.count is not None and before.run >= rec.count:
-        return None
+    """The first occurrence after `now`, if any: None once the expiry ends the schedule. Searched
+    far enough ahead for any pattern (a 29 February every year needs four)."""
     horizon = timedelta(days=4 * 366 + 2 * 31 * rec.every)
     for occurrence in occurrences(rec, now + horizon):
         if occurrence.at > now:

@@ -12,9 +12,11 @@ campaign; C6 lists it with `include_child_campaigns`, C7 counts it in `total_chi
 - PAUSE stops the run in flight (its unsent users stay unsent) and skips the occurrences while
   PAUSED; RESUME records the moment (`PeriodicResume`), and only occurrences from then on run:
   the next one after the resume, no catch-up burst.
-- Once the schedule has no occurrence left (`no_of_occurences` reached, or past `expiry_time`)
-  and no run is in flight, the campaign is done: the worker moves it ACTIVE → SENT, as the
-  lifecycle does at `expiry_time`.
+- `no_of_occurences` is the number of runs ("total sends"), not of dates: a date skipped while
+  PAUSED, or missed while no worker ran, does not use one up; the runs go on at the dates after.
+- Once the schedule has no run left (`no_of_occurences` runs started, or no occurrence before
+  `expiry_time`) and no run is in flight, the campaign is done: the worker moves it ACTIVE → SENT,
+  as the lifecycle does at `expiry_time`.
 - A child is SENDING while its run is, then SENT (DONE) or STOPPED (stopped, paused, or its
   audience could not be resolved).
 """
@@ -107,16 +109,17 @@ async def record_resume(session: AsyncSession, workspace_id: str, campaign_id: s
         found.resumed_at = now
 
 
-async def _has_run(database: Database, workspace_id: str, campaign_id: str, run: int) -> bool:
+async def _runs(database: Database, workspace_id: str, campaign_id: str) -> set[int]:
+    """The occurrences of the campaign that were started (by their number)."""
     async with database.reader() as session:
-        found = await session.scalar(
-            select(Execution.id).where(
+        found = await session.scalars(
+            select(Execution.run).where(
                 Execution.workspace_id == workspace_id,
                 Execution.campaign_id == campaign_id,
-                Execution.run == run,
+                Execution.run.is_not(None),
             )
         )
-        return found is not None
+        return {int(run) for run in found}
 
 
 def _child_writer(
@@ -163,7 +166,8 @@ async def due_runs(database: Database, periodic: PeriodicCampaign, now: datetime
     if occurrence is None:
         return
     campaign = periodic.campaign
-    if await _has_run(database, campaign.workspace_id, campaign.campaign_id, occurrence.run):
+    runs = await _runs(database, campaign.workspace_id, campaign.campaign_id)
+    if occurrence.run in runs or _all_run(periodic.recurrence, runs):
         return
     resumed = await _resumed_at(database, campaign.workspace_id, campaign.campaign_id)
     if resumed is not None and occurrence.at < resumed:
@@ -199,10 +203,20 @@ async def live_runs(database: Database, workspace_id: str, campaign_id: str) -> 
         )
 
 
-def schedule_over(recurrence: Recurrence, now: datetime) -> bool:
-    """No occurrence is left after `now` (a schedule with neither count nor expiry never ends)."""
-    bounded = recurrence.count is not None or recurrence.expiry is not None
-    return bounded and following(recurrence, now) is None
+def _all_run(recurrence: Recurrence, runs: set[int]) -> bool:
+    return recurrence.count is not None and len(runs) >= recurrence.count
+
+
+async def schedule_over(database: Database, periodic: PeriodicCampaign, now: datetime) -> bool:
+    """No run is left after `now`: `no_of_occurences` runs were started, or no occurrence is left
+    before the expiry (a schedule with neither never ends)."""
+    recurrence = periodic.recurrence
+    if recurrence.expiry is not None and following(recurrence, now) is None:
+        return True
+    if recurrence.count is None:
+        return False
+    campaign = periodic.campaign
+    return _all_run(recurrence, await _runs(database, campaign.workspace_id, campaign.campaign_id))
 
 
 async def settle_children(session: AsyncSession, workspace_id: str, execution_ids: list[str]) -> None:

@@ -182,7 +182,7 @@ async def run_executions(
                     in_flight |= not await _run_one(
                         database, dispatcher, store, each.campaign, execution, now, lease
                     )
-                if not in_flight and periodic.schedule_over(each.recurrence, now):
+                if not in_flight and await periodic.schedule_over(database, each, now):
                     finished.append(each.campaign.campaign_id)
         # Sends cut short when their campaign's expiry came during the tick (`run._sending_at`):
         # the next tick, at once rather than at the interval, marks it SENT and its run STOPPED.
