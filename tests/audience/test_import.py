@@ -11,7 +11,8 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from herald.audience.models import Event, User
+from herald.audience import store
+from herald.audience.models import PLATFORM_BITS, Event, User
 from herald.clock import FileClock, FrozenClock
 from tests.audience.cli_helpers import Cli
 
@@ -195,6 +196,33 @@ class TestImport:
         result = cli("audience", "import", str(users), "-w", workspace)
         assert result.exit_code == 0, result.output
         assert "people.jsonl" not in result.output
+
+
+class TestPushTokens:
+    def test_a_user_imported_once_per_device_in_one_batch_keeps_a_token_per_platform(
+        self, cli: Cli, tmp_path: Path, copy_flag: str
+    ) -> None:
+        workspace = cli.workspace()
+        users = jsonl(
+            tmp_path / "users.jsonl",
+            [
+                customer("multi", push_id="tok-android", platform="ANDROID"),
+                customer("multi", push_id="tok-ios", platform="IOS"),
+                customer("multi", push_id="tok-web", platform="WEB"),
+                customer("multi", push_id=None, platform="WEB"),  # that device unregistered
+            ],
+        )
+        result = cli("audience", "import", str(users), "-w", workspace, "--no-progress", copy_flag)
+        assert result.exit_code == 0, result.output
+
+        async def tokens(session: AsyncSession) -> dict[str, dict[str, str]]:
+            return await store.push_tokens(await session.connection(), workspace, ["multi"])
+
+        assert cli.read(tokens) == {"multi": {"ANDROID": "tok-android", "IOS": "tok-ios"}}
+        assert (
+            users_of(cli, workspace)["multi"].push_platforms
+            == PLATFORM_BITS["ANDROID"] | PLATFORM_BITS["IOS"]
+        )
 
 
 class TestInvalidLines:

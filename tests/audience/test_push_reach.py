@@ -51,16 +51,21 @@ SEGMENTATIONS = [
 ]
 
 
-async def ingest(app: FastAPI) -> str:
+async def ingest(app: FastAPI, *, together: bool = False) -> str:
+    """`WRITES` applied one by one, or `together` in one batch (as an import batch or a transition
+    of several objects writes them: a user with a write per device)."""
     workspace_id = await seed(app, [])
     herald = services(app)
+    writes = []
     for customer_id, attributes in WRITES:
         write, problems = parse_customer(
             {"type": "customer", "customer_id": customer_id, "attributes": attributes}
         )
         assert write is not None, problems
+        writes.append(write)
+    for batch in [writes] if together else [[write] for write in writes]:
         async with herald.database.writer() as session:
-            await store.write_customers(session, workspace_id, [write], herald.clock.now())
+            await store.write_customers(session, workspace_id, batch, herald.clock.now())
             await session.commit()
     return workspace_id
 
@@ -88,8 +93,9 @@ async def expected(
     return found
 
 
-async def test_the_stored_tokens_are_the_ones_ingestion_leaves(app: FastAPI) -> None:
-    workspace_id = await ingest(app)
+@pytest.mark.parametrize("together", [False, True], ids=["one-by-one", "one-batch"])
+async def test_the_stored_tokens_are_the_ones_ingestion_leaves(app: FastAPI, together: bool) -> None:
+    workspace_id = await ingest(app, together=together)
     async with services(app).database.reader() as session:
         tokens = await store.push_tokens(
             await session.connection(), workspace_id, [customer_id for customer_id, _ in WRITES]

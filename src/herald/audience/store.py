@@ -8,6 +8,7 @@ patch value is null), so concurrent upserts of one user never lose each other's 
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime
 from functools import cache
@@ -228,6 +229,15 @@ async def sync_push_tokens(
     touched = [w.customer_id for w in writes if "push_id" in w.columns or "platform" in w.patch]
     if not touched:
         return
+    # A user written once in the batch: its final row says its token (below, set-based). A user
+    # written several times (one write per device, in one import batch or one transition) has each
+    # write's token: replayed in order (`_replay_tokens`).
+    counts = Counter(touched)
+    several = {customer_id for customer_id, count in counts.items() if count > 1}
+    if several:
+        await _replay_tokens(session, workspace_id, [w for w in writes if w.customer_id in several], now)
+        writes = [w for w in writes if w.customer_id not in several]
+        touched = [c for c in touched if c not in several]
     for write in writes:
         if "push_id" in write.columns and not write.columns["push_id"]:
             removed = delete(_tokens).where(
@@ -260,11 +270,98 @@ async def sync_push_tokens(
                 set_={"token": statement.excluded.token, "updated_at": statement.excluded.updated_at},
             )
         )
-        await session.execute(
-            update(_users)
-            .where(_users.c.workspace_id == workspace_id, _users.c.customer_id.in_(chunk))
-            .values(push_platforms=_platform_bits)
+        await _sync_platforms(session, workspace_id, chunk)
+
+
+async def _sync_platforms(session: AsyncSession, workspace_id: str, ids: Sequence[str]) -> None:
+    await session.execute(
+        update(_users)
+        .where(_users.c.workspace_id == workspace_id, _users.c.customer_id.in_(ids))
+        .values(push_platforms=_platform_bits)
+    )
+
+
+def _platform_named(value: object) -> str | None:
+    return value.upper() if isinstance(value, str) else None
+
+
+async def _replay_tokens(
+    session: AsyncSession, workspace_id: str, writes: Sequence[CustomerWrite], now: datetime
+) -> None:
+    """`sync_push_tokens` for users written several times in the batch: each write in order, as if
+    applied one by one. A write that names no platform (or no `push_id`) takes the one its user has
+    by then: set by an earlier write of the batch, else the user's row as the batch left it."""
+    ids = list(dict.fromkeys(w.customer_id for w in writes))
+    final: dict[str, tuple[str | None, str | None]] = {}
+    for chunk in chunks(ids, ID_CHUNK):
+        rows = await session.execute(
+            select(_users.c.customer_id, _users.c.push_id, _users.c.attributes).where(
+                _users.c.workspace_id == workspace_id, _users.c.customer_id.in_(chunk)
+            )
         )
+        for customer_id, push_id, attributes in rows.all():
+            final[customer_id] = (push_id, _platform_named((attributes or {}).get("platform")))
+    cleared: set[str] = set()  # every token of the user removed first
+    tokens: dict[str, dict[str, str | None]] = {}  # per user, platform -> token (None: removed)
+    current: dict[str, tuple[str | None, str | None]] = {}  # (push_id, platform) so far
+    for write in writes:
+        customer_id = write.customer_id
+        if customer_id not in final:
+            continue  # not written (an `update_existing_only` write of an unknown user)
+        push_id, platform = current.get(customer_id, final[customer_id])
+        if "platform" in write.patch:
+            platform = _platform_named(write.patch["platform"])
+        if "push_id" in write.columns:
+            push_id = write.columns["push_id"] or None
+        current[customer_id] = (push_id, platform)
+        mine = tokens.setdefault(customer_id, {})
+        if "push_id" in write.columns and push_id is None:
+            if "platform" in write.patch and platform is not None:
+                mine[platform] = None
+            else:
+                cleared.add(customer_id)
+                mine.clear()
+        elif push_id is not None and platform in PLATFORMS:
+            mine[platform] = push_id
+    for customer_id in cleared:
+        await session.execute(
+            delete(_tokens).where(
+                _tokens.c.workspace_id == workspace_id, _tokens.c.customer_id == customer_id
+            )
+        )
+    rows_to_keep: list[dict[str, Any]] = []
+    for customer_id, mine in tokens.items():
+        for platform, token in mine.items():
+            if token is None:
+                await session.execute(
+                    delete(_tokens).where(
+                        _tokens.c.workspace_id == workspace_id,
+                        _tokens.c.customer_id == customer_id,
+                        _tokens.c.platform == platform,
+                    )
+                )
+            else:
+                rows_to_keep.append(
+                    {
+                        "workspace_id": workspace_id,
+                        "customer_id": customer_id,
+                        "platform": platform,
+                        "token": token,
+                        "updated_at": now,
+                    }
+                )
+    if rows_to_keep:
+        dialect = dialect_of(session)
+        statement = (postgresql.insert if dialect == "postgresql" else sqlite.insert)(_tokens)
+        await session.execute(
+            statement.on_conflict_do_update(
+                index_elements=["workspace_id", "customer_id", "platform"],
+                set_={"token": statement.excluded.token, "updated_at": statement.excluded.updated_at},
+            ),
+            rows_to_keep,
+        )
+    for chunk in chunks(ids, ID_CHUNK):
+        await _sync_platforms(session, workspace_id, chunk)
 
 
 async def write_customers(
