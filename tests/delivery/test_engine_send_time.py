@@ -105,6 +105,30 @@ class TestUserTimezone:
         assert receivers(webhook) == ["london", "ny", "plain"]
         assert await status(client, workspace, campaign_id) == "SENT"
 
+    async def test_a_tick_after_the_start_skips_only_users_whose_moment_was_before_it(
+        self,
+        app: FastAPI,
+        client: httpx.AsyncClient,
+        workspace: Tenant,
+        webhook: HttpReceiver,
+        clock: FrozenClock,
+    ) -> None:
+        # The worker reaches the run five seconds late: users whose moment is the start itself
+        # (the campaign's timezone, the default one) were not passed when the run was due.
+        await push_connector(app, workspace, webhook)
+        await users(app, workspace, tokyo="Asia/Tokyo", london="Europe/London", plain=None)
+        clock.set(datetime(2026, 3, 2, 8, 0, tzinfo=UTC))
+        body = scheduled(
+            delivery_type="SEND_IN_USER_TIMEZONE",
+            start_time="2026-03-02T09:00:00",
+            user_timezone_details={"send_in_user_timezone": True, "send_if_user_timezone_has_passed": False},
+        )
+        campaign_id = await publish(client, workspace, body)
+        await at(app, clock, workspace, datetime(2026, 3, 2, 9, 0, 5, tzinfo=UTC))
+        assert receivers(webhook) == ["london", "plain"]
+        [run] = (await stats(client, workspace, campaign_id))["executions"]
+        assert run["suppressed"]["timezone_passed"] == 1
+
     async def test_passed_users_are_sent_at_once_when_allowed(
         self,
         app: FastAPI,
@@ -244,18 +268,18 @@ START = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 
 class TestRules:
     def test_user_timezone_moments(self) -> None:
-        rule = SendTimeRule(USER_TIMEZONE, START, START, UTC_ZONE)
+        rule = SendTimeRule(USER_TIMEZONE, START, UTC_ZONE)
         assert moment_for(rule, TOKYO, None) == Moment(skipped="TIMEZONE_PASSED")
         assert moment_for(rule, NEW_YORK, None) == Moment(at=datetime(2026, 3, 2, 14, 0, tzinfo=UTC))
         assert moment_for(rule, UTC_ZONE, None) == Moment(at=START)
 
     def test_bts_fallbacks(self) -> None:
         end = START + timedelta(hours=5)
-        rule = SendTimeRule(BTS, START, START, UTC_ZONE, window_end=end, if_outside="SEND_AT_WINDOW_END")
+        rule = SendTimeRule(BTS, START, UTC_ZONE, window_end=end, if_outside="SEND_AT_WINDOW_END")
         assert moment_for(rule, UTC_ZONE, None) == Moment(at=START)  # default: the start time
         assert moment_for(rule, UTC_ZONE, 11) == Moment(at=START + timedelta(hours=2))
         assert moment_for(rule, UTC_ZONE, 8) == Moment(at=end)  # 08:00 is tomorrow: outside
-        skipping = SendTimeRule(BTS, START, START, UTC_ZONE, window_end=end, if_outside="DO_NOT_SEND")
+        skipping = SendTimeRule(BTS, START, UTC_ZONE, window_end=end, if_outside="DO_NOT_SEND")
         assert moment_for(skipping, UTC_ZONE, 20) == Moment(skipped="BTS_OUTSIDE_WINDOW")
 
     @settings(max_examples=100, deadline=None)
@@ -285,7 +309,7 @@ class TestRules:
         self, hour: int, zone: ZoneInfo, days: int
     ) -> None:
         start = START + timedelta(days=days, minutes=17)
-        rule = SendTimeRule(BTS, start, start, UTC_ZONE, if_outside="SEND_AT_WINDOW_END")
+        rule = SendTimeRule(BTS, start, UTC_ZONE, if_outside="SEND_AT_WINDOW_END")
         moment = moment_for(rule, zone, hour)
         assert moment.at is not None
         assert start <= moment.at <= start + timedelta(days=1)

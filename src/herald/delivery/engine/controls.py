@@ -394,9 +394,7 @@ async def _send_time(
 ) -> list[tuple[str, UserValues]]:
     """Users whose own send time (`send_time.py`) is later wait for it; users it skips are
     suppressed; the rest go on."""
-    rule = send_time.rule_of(
-        plan.campaign.document.scheduling_details, execution.scheduled_for, execution.created_at
-    )
+    rule = send_time.rule_of(plan.campaign.document.scheduling_details, execution.scheduled_for)
     if rule is None or not candidates:
         return candidates
     zones = {

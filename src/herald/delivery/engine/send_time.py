@@ -6,8 +6,10 @@ is then sent at a moment of their own, and a user whose moment is later waits PE
 
 - SEND_IN_USER_TIMEZONE: the run's wall clock (its moment in the campaign timezone, else UTC), in
   the user's timezone (the `timezone` attribute, else the workspace's default timezone). A user
-  whose local moment was already past when the run started is sent at once with
-  `send_if_user_timezone_has_passed: true`, else suppressed (`TIMEZONE_PASSED`).
+  whose local moment is before the run's moment is sent at once with
+  `send_if_user_timezone_has_passed: true`, else suppressed (`TIMEZONE_PASSED`); one whose moment
+  came between the run's moment and the tick that started it (a worker is never quite on time) is
+  sent at once, as it would have been had the tick been on time.
 - SEND_IN_BTS: the first time at or after the run's moment when it is the user's best hour
   (`best_hour`: the local hour their events cluster at) in their timezone, within the window that
   ends at `window_end_time` (a date-time, or a time of day after the start; default 24 hours). A
@@ -50,8 +52,7 @@ class Reason:
 @dataclass(frozen=True)
 class SendTimeRule:
     mode: SchedulingDeliveryType  # USER_TIMEZONE or BTS
-    start: datetime  # the run's moment (UTC)
-    run_started: datetime  # when the run began: a user's moment before it has passed
+    start: datetime  # the run's moment (UTC): a user's moment before it has passed
     campaign_zone: ZoneInfo
     send_if_passed: bool = False
     window_end: datetime | None = None
@@ -97,9 +98,7 @@ def _window_end(value: str | None, start: datetime, zone: ZoneInfo) -> datetime 
     return (parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=zone)).astimezone(UTC)
 
 
-def rule_of(
-    details: SchedulingDetails | None, start: datetime | None, run_started: datetime
-) -> SendTimeRule | None:
+def rule_of(details: SchedulingDetails | None, start: datetime | None) -> SendTimeRule | None:
     """The campaign's per-user send-time rule for a run at `start`; None when every user is sent at
     the run's moment (ASAP, AT_FIXED_TIME)."""
     if details is None or start is None or details.delivery_type not in (USER_TIMEZONE, BTS):
@@ -110,7 +109,6 @@ def rule_of(
         return SendTimeRule(
             USER_TIMEZONE,
             start,
-            run_started,
             zone,
             send_if_passed=bool(passed and passed.send_if_user_timezone_has_passed),
         )
@@ -118,7 +116,6 @@ def rule_of(
     return SendTimeRule(
         BTS,
         start,
-        run_started,
         zone,
         window_end=_window_end(bts.window_end_time if bts else None, start, zone),
         if_unavailable=bts.if_user_bts_is_not_available if bts else None,
@@ -160,7 +157,7 @@ def moment_for(rule: SendTimeRule, user_zone: ZoneInfo, hour: int | None) -> Mom
     if rule.mode is USER_TIMEZONE:
         wall = rule.wall
         local = local_instant(wall.date(), wall.time(), user_zone)
-        if local < rule.run_started:
+        if local < rule.start:
             return Moment() if rule.send_if_passed else Moment(skipped=Reason.TIMEZONE_PASSED)
         return Moment(at=local)
     if hour is None:
