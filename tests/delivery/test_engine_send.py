@@ -24,6 +24,7 @@ from herald.campaigns import worker
 from herald.cli import app as cli
 from herald.clock import FrozenClock, utc
 from herald.delivery.config import ConnectorInput
+from herald.delivery.connectors import remove_connector
 from herald.delivery.engine.models import ExecutionUser
 from herald.delivery.engine.resolve import FIRST_CHUNK
 from herald.delivery.engine.run import AHEAD, BATCH, ROUNDS
@@ -594,6 +595,42 @@ class TestStop:
                 0,
                 users - handed,
             )
+        finally:
+            gate.stop()
+
+    async def test_a_connector_removed_while_its_campaign_sends_takes_no_message_after_it(
+        self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant
+    ) -> None:
+        # `herald connectors remove --force` while windows are on the wire: those written before it
+        # go out, no message is handed to the removed connector after it, and the users left fail
+        # with the reason (the README: "their remaining messages then fail").
+        gate = _Gate()
+        users = 3 * (2 + AHEAD) * ROUNDS
+        try:
+            campaign_id = await _publish_to_gate(app, client, workspace, gate, users=users)
+            services: Services = app.state.herald
+            settings = dataclasses.replace(services.settings, delivery_concurrency=2)
+            running = asyncio.create_task(
+                worker.run_tick(services.database, services.clock.now(), [workspace.workspace_id], settings)
+            )
+            for _ in range(2):  # a request of each window on the wire, held by the receiver
+                assert await asyncio.to_thread(gate.arrivals.acquire, True, 30)
+            handed = (2 + AHEAD) * ROUNDS  # messages whose rows are written: the windows holding tickets
+            await _window_ahead_written(app, workspace, handed)
+            async with services.database.writer() as session:
+                forced = await remove_connector(session, workspace.workspace_id, "push-gw", force=True)
+                await session.commit()
+            assert [using.campaign_id for using in forced] == [campaign_id]
+            gate.release.set()
+            await running
+            assert gate.count == handed
+            await tick(app, workspace)
+            assert gate.count == handed
+            [run] = (await stats(client, workspace, campaign_id))["executions"]
+            assert (run["sent"], run["failed"], run["pending"]) == (handed, users - handed, 0)
+            failed = [r for r in await outbox_rows(app, workspace) if r.status == "FAILED"]
+            assert len(failed) == users - handed
+            assert all("push connector" in (r.failure_reason or "") for r in failed), failed[0].failure_reason
         finally:
             gate.stop()
 

@@ -441,13 +441,32 @@ _STILL_AS_PLANNED = exists(
         or_(Campaign.status == CampaignStatus.SENDING.value, Campaign.status == CampaignStatus.ACTIVE.value),
         or_(Campaign.expiry_at.is_(None), Campaign.expiry_at > bindparam("checked_at", type_=UTCDateTime)),
         select(Execution.status).where(_THE_EXECUTION).scalar_subquery() == "DISPATCHING",
+        exists(
+            select(Connector.id).where(
+                Connector.workspace_id == bindparam("workspace_id"), Connector.id == bindparam("connector_id")
+            )
+        ),
     )
     .with_for_update(read=True, of=Campaign)
 )
 
+# The plan's connector is still there: one removed (`herald connectors remove --force`) while its
+# campaign sends ends the sends through it (the plan is made again, without it: the remaining
+# messages fail, naming it), and one removed and added again under its name is the new one.
+_CONNECTOR_KEPT = select(Connector.id).where(
+    Connector.workspace_id == bindparam("workspace_id"), Connector.id == bindparam("connector_id")
+)
+
+
+async def _connector_kept(connection: Transaction, workspace_id: str, connector: Connector) -> bool:
+    found = await rows_in(
+        connection, _CONNECTOR_KEPT, {"workspace_id": workspace_id, "connector_id": connector.id}
+    )
+    return bool(found)
+
 
 def _still_as_planned(execution: Execution, plan: SendPlan, now: datetime) -> outbox.Guard | None:
-    if plan.version is None:
+    if plan.version is None or plan.connector is None:
         return None
     values = {
         "workspace_id": execution.workspace_id,
@@ -455,6 +474,7 @@ def _still_as_planned(execution: Execution, plan: SendPlan, now: datetime) -> ou
         "campaign_id": execution.campaign_id,
         "version_id": plan.version[0],
         "version_revision": plan.version[1],
+        "connector_id": plan.connector.id,
         "checked_at": now,
     }
     return outbox.Guard(_STILL_AS_PLANNED, values)
@@ -777,7 +797,10 @@ class _Flight:
         async def allowed(connection: Transaction) -> bool:
             nonlocal went
             sending, version = await _sending_at(connection, execution, checked_at, hold=True)
-            if sending and version != plan.version:
+            if sending and (
+                version != plan.version
+                or not await _connector_kept(connection, execution.workspace_id, connector)
+            ):
                 went = _Went.CHANGED
                 return False
             return sending
@@ -1161,8 +1184,9 @@ async def _send_shared(
     database: Database, dispatcher: Dispatcher, group: list[tuple[Lane, _Messages]], now: datetime
 ) -> bool:
     """One window for the lanes of one connector, every message sendable; False, with nothing
-    written or handed over, when one of the campaigns is no longer sending (each lane is then sent
-    on its own, which releases the users of a stopped one)."""
+    written or handed over, when one of the campaigns is no longer sending or the connector was
+    removed (each lane is then sent on its own, which releases the users of a stopped one and
+    plans again without the connector)."""
     connector = group[0][0].plan.connector
     assert connector is not None
     ready = [envelope for _, messages in group for _, found in messages for envelope, _ in found]
@@ -1171,8 +1195,11 @@ async def _send_shared(
         # Share-locked until the window's rows commit, as a one-time window's check is: a PAUSE or
         # STOP either came first and is seen here, or answers after these messages are handed over.
         checked_at = dispatcher.now()
-        return all(
-            [(await _sending_at(connection, lane.execution, checked_at, hold=True))[0] for lane, _ in group]
+        sending = [
+            (await _sending_at(connection, lane.execution, checked_at, hold=True))[0] for lane, _ in group
+        ]
+        return all(sending) and await _connector_kept(
+            connection, group[0][0].execution.workspace_id, connector
         )
 
     def users_too(delivered: list[Outcome]) -> Callable[[Writer], Awaitable[None]]:
