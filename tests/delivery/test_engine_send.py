@@ -382,6 +382,23 @@ class TestPush:
         ids = {r.customer_id: r.id for r in await outbox_rows(app, workspace)}
         assert ann["id"] == ids["a"]
 
+    @pytest.mark.parametrize("platforms", [["IOS", "ANDROID"], ["ANDROID", "IOS"]])
+    async def test_a_user_with_only_a_push_id_gets_the_campaigns_first_platform(
+        self,
+        app: FastAPI,
+        client: httpx.AsyncClient,
+        workspace: Tenant,
+        webhook: HttpReceiver,
+        platforms: list[str],
+    ) -> None:
+        await push_connector(app, workspace, webhook)
+        await add_users(app, workspace.workspace_id, {"customer_id": "bare", "push_id": "tok-bare"})
+        body = copy.deepcopy(PUSH)
+        body["basic_details"]["platforms"] = platforms
+        await publish(client, workspace, body)
+        await tick(app, workspace)
+        assert [r.json()["platform"] for r in webhook.received] == platforms[:1]
+
     async def test_button_urls_are_tagged_like_the_click_url(
         self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant, webhook: HttpReceiver
     ) -> None:

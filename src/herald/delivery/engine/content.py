@@ -20,7 +20,8 @@ from sqlalchemy import Select, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from herald.campaigns.models import Campaign
-from herald.campaigns.schemas.common import CampaignStatus, Channel, DeliveryType
+from herald.campaigns.schemas.basic_details import PushBasicDetails
+from herald.campaigns.schemas.common import CampaignStatus, Channel, DeliveryType, Platform
 from herald.campaigns.schemas.content import DEFAULT_LOCALE
 from herald.campaigns.schemas.goals import ConversionGoalDetails
 from herald.campaigns.validation import load_document
@@ -250,6 +251,14 @@ async def plan_sends(session: AsyncSession, campaign: LiveCampaign, execution: E
         return plan
     for item in slot_messages(content, document.basic_details):
         plan.groups.setdefault((item.slot.locale, item.slot.variation), []).append(item)
+    basic = document.basic_details
+    listed = basic.platforms if isinstance(basic, PushBasicDetails) else None
+    if listed:
+        # Each group's messages in the order of the campaign's `platforms`: a user with only a
+        # `push_id` is sent the first (`deliveries`), the campaign's first platform.
+        rank: dict[Platform | None, int] = {platform: index for index, platform in enumerate(listed)}
+        for messages in plan.groups.values():
+            messages.sort(key=lambda item: rank.get(item.slot.platform, len(rank)))
     if not plan.groups:
         plan.problem = plan.problem or "The campaign has no message for its platforms."
         return plan
