@@ -282,6 +282,54 @@ MINIMAL_EMAIL = {**MINIMAL_PUSH, "channel": "EMAIL"}
             ("INVALID_ENUM_VALUE", "connector.connector_type"),
             {"connector.connector_type": "SENDGRID"},
         ),
+        # Durations: at most ten years (a moment computed from one stays on the calendar)
+        fails(
+            "response-time-too-long",
+            PUSH_LOCATION_TRIGGERED,
+            ("OUT_OF_RANGE", f"{GEO}.0.response_time_value"),
+            {f"{GEO}.0.response_time_value": "99999999999", f"{GEO}.0.response_time_granularity": "MINUTES"},
+            stage=C,
+        ),
+        fails(
+            "dwell-time-too-long",
+            PUSH_LOCATION_TRIGGERED,
+            ("OUT_OF_RANGE", f"{GEO}.0.dwell_time_value"),
+            {f"{GEO}.0.dwell_time_value": "3651", f"{GEO}.0.dwell_time_granularity": "DAYS"},
+            stage=C,
+        ),
+        passes(
+            "dwell-time-of-ten-years",
+            PUSH_LOCATION_TRIGGERED,
+            {f"{GEO}.0.dwell_time_value": "3650", f"{GEO}.0.dwell_time_granularity": "DAYS"},
+        ),
+        fails(
+            "send-limit-period-too-long",
+            PUSH_LOCATION_TRIGGERED,
+            ("OUT_OF_RANGE", "delivery_controls.send_limit_granularity_in_hours"),
+            {"delivery_controls.send_limit_granularity_in_hours": "99999999999"},
+            stage=C,
+        ),
+        fails(
+            "sync-data-expiry-too-long",
+            PUSH_DEVICE_TRIGGERED,
+            ("OUT_OF_RANGE", "delivery_controls.expiry_time_of_sync_data_in_hour"),
+            {"delivery_controls.expiry_time_of_sync_data_in_hour": "87601"},
+            stage=C,
+        ),
+        fails(
+            "minimum-delay-too-long",
+            EMAIL_EVENT_TRIGGERED,
+            ("OUT_OF_RANGE", "delivery_controls.minimum_delay_between_two_notification_in_hour"),
+            {"delivery_controls": {"minimum_delay_between_two_notification_in_hour": 99999999999}},
+            stage=C,
+        ),
+        fails(
+            "attribution-window-too-long",
+            EMAIL_ONE_TIME_PROMOTIONAL,
+            ("OUT_OF_RANGE", "conversion_goal_details.attribution_window_in_hours"),
+            {"conversion_goal_details": {"attribution_window_in_hours": 99999999999}},
+            stage=C,
+        ),
         # Push needs platforms to publish
         fails(
             "push-without-basic-details",

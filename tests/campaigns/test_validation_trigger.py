@@ -78,6 +78,14 @@ _EVENT_FILTER = {
             {f"{T}.included_filters.filters": []},
             stage=C,
         ),
+        # a delay of at most ten years
+        fails(
+            "delay-too-long",
+            PUSH_EVENT_TRIGGERED,
+            ("OUT_OF_RANGE", f"{T}.trigger_delay_value"),
+            {f"{T}.trigger_delay_value": 99999999999, f"{T}.trigger_delay_granularity": "DAYS"},
+            stage=C,
+        ),
         # DELAY needs value, granularity and relation
         fails(
             "delay-no-value",
@@ -196,6 +204,20 @@ _EVENT_FILTER = {
                     **IDO,
                     "min_delay_value": 5,
                     "min_delay_granularity": "HOURS",
+                },
+            },
+            stage=C,
+        ),
+        fails(
+            "optimization-max-too-long",
+            PUSH_EVENT_TRIGGERED,
+            ("OUT_OF_RANGE", f"{T}.intelligent_delay_optimization.max_delay_value"),
+            {
+                f"{T}.trigger_delay_type": "INTELLIGENT_DELAY",
+                f"{T}.intelligent_delay_optimization": {
+                    **IDO,
+                    "max_delay_value": 99999999999,
+                    "max_delay_granularity": "DAYS",
                 },
             },
             stage=C,

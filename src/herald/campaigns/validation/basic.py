@@ -9,7 +9,7 @@ from herald.campaigns.schemas.basic_details import (
     PushBasicDetails,
 )
 from herald.campaigns.schemas.common import DELIVERY_TYPES_BY_CHANNEL, DeliveryType, Platform
-from herald.campaigns.validation.context import Context, invalid_value, out_of_range, required
+from herald.campaigns.validation.context import Context, invalid_value, out_of_range, required, too_long
 from herald.problems import Problem, join_path
 
 _BLA = DeliveryType.BROADCAST_LIVE_ACTIVITY
@@ -84,6 +84,12 @@ def _check_geofence(fence: Geofence, path: tuple[str | int, ...]) -> list[Proble
         )
     if float(fence.radius) <= 0:
         problems.append(out_of_range(join_path(*path, "radius"), "radius must be greater than 0 meters."))
+    problems += too_long(
+        join_path(*path, "response_time_value"), fence.response_time_value, fence.response_time_granularity
+    )
+    problems += too_long(
+        join_path(*path, "dwell_time_value"), fence.dwell_time_value, fence.dwell_time_granularity
+    )
     if fence.triggered_at is GeofenceTrigger.DWELL:
         for name in ("dwell_time_value", "dwell_time_granularity"):
             if getattr(fence, name) is None:

@@ -6,8 +6,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
+from herald.campaigns import durations
 from herald.campaigns.schemas.campaign import CampaignDocument
-from herald.campaigns.schemas.common import Channel, DeliveryType, Feature
+from herald.campaigns.schemas.common import Channel, DeliveryType, Feature, Granularity
 from herald.problems import Problem
 
 # A personalization checker: the error message for a text that does not parse, or None.
@@ -66,6 +67,14 @@ def invalid_value(target: str, message: str) -> Problem:
 
 def out_of_range(target: str, message: str) -> Problem:
     return Problem("OUT_OF_RANGE", target, message)
+
+
+def too_long(target: str, value: float | str | None, granularity: Granularity | str | None) -> list[Problem]:
+    """A delay, window or period longer than any a campaign may name (`durations.LONGEST`)."""
+    if value is None or not durations.too_long(value, granularity):
+        return []
+    name = target.rsplit(".", 1)[-1]
+    return [out_of_range(target, f"{name} must be at most {durations.LONGEST_TEXT}.")]
 
 
 def feature_not_enabled(target: str, feature: Feature) -> Problem:

@@ -2,20 +2,37 @@
 
 from __future__ import annotations
 
-from herald.campaigns.schemas.common import Feature
+from herald.campaigns.schemas.common import Feature, Granularity
 from herald.campaigns.schemas.delivery_controls import PUSH_FIELD_DELIVERY_TYPES, PushDeliveryControls
-from herald.campaigns.validation.context import Context, not_applicable, out_of_range, required
+from herald.campaigns.validation.context import Context, not_applicable, out_of_range, required, too_long
 from herald.problems import Problem, join_path
 
 _BASE = "delivery_controls"
 
 
+# The controls that are durations in hours (each at most `durations.LONGEST`).
+_HOURS = (
+    "minimum_delay_between_two_notification_in_hour",
+    "max_time_to_show_message_of_same_camapign",
+    "expiry_time_of_sync_data_in_hour",
+    "send_limit_granularity_in_hours",
+    "queue_duration",
+)
+
+
 def check_delivery_controls(ctx: Context) -> list[Problem]:
     controls = ctx.campaign.delivery_controls
+    if controls is None:
+        return []
+    lengths = [
+        problem
+        for name in _HOURS
+        for problem in too_long(join_path(_BASE, name), getattr(controls, name, None), Granularity.HOURS)
+    ]
     # Email carries only its five fields, which the Email model already enforces.
     if not isinstance(controls, PushDeliveryControls):
-        return []
-    problems = [
+        return lengths
+    problems = lengths + [
         not_applicable(
             join_path(_BASE, name),
             f"'{name}' does not apply to {ctx.delivery_type.value} campaigns.",

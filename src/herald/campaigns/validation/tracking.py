@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from herald.campaigns.schemas.common import Granularity
 from herald.campaigns.schemas.utm import MAX_CUSTOM_UTM_KEYS, UTM_PREFIX, UtmParams
-from herald.campaigns.validation.context import Context, not_applicable, out_of_range, required
+from herald.campaigns.validation.context import Context, not_applicable, out_of_range, required, too_long
 from herald.problems import Problem, fields_at_fault, join_path
 
 _UTM = "utm_params"
@@ -51,10 +52,14 @@ def _custom_key_problems(custom: list[str]) -> list[Problem]:
 
 def check_conversion_goal_details(ctx: Context) -> list[Problem]:
     details = ctx.campaign.conversion_goal_details
-    if details is None or not details.goals:
+    if details is None:
         return []
-    problems: list[Problem] = []
-    for index, goal in enumerate(details.goals):
+    problems = too_long(
+        "conversion_goal_details.attribution_window_in_hours",
+        details.attribution_window_in_hours,
+        Granularity.HOURS,
+    )
+    for index, goal in enumerate(details.goals or []):
         attribute = goal.goal_event_attribute
         # `between` compares against two bounds: value and value1.
         if attribute is not None and attribute.condition == "between" and attribute.value1 is None:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from herald.campaigns.schemas.common import Channel, DeliveryType, Granularity
+from herald.campaigns import durations
+from herald.campaigns.schemas.common import Channel, DeliveryType
 from herald.campaigns.schemas.trigger import (
     DELAY_FIELDS,
     IntelligentDelayOptimization,
@@ -10,7 +11,14 @@ from herald.campaigns.schemas.trigger import (
     TriggerDelayType,
     TriggerRelation,
 )
-from herald.campaigns.validation.context import Context, invalid_value, not_applicable, out_of_range, required
+from herald.campaigns.validation.context import (
+    Context,
+    invalid_value,
+    not_applicable,
+    out_of_range,
+    required,
+    too_long,
+)
 from herald.campaigns.validation.filters import check_filter_group
 from herald.problems import Problem, join_path
 
@@ -28,8 +36,6 @@ TRIGGER_REQUIRED: dict[Channel, frozenset[DeliveryType]] = {
     Channel.EMAIL: frozenset({DeliveryType.EVENT_TRIGGERED}),
 }
 
-_MINUTES = {Granularity.MINUTES: 1, Granularity.HOURS: 60, Granularity.DAYS: 24 * 60}
-
 
 def check_trigger_condition(ctx: Context) -> list[Problem]:
     trigger = ctx.campaign.trigger_condition
@@ -40,6 +46,11 @@ def check_trigger_condition(ctx: Context) -> list[Problem]:
             not_applicable(_BASE, f"trigger_condition is not used by {ctx.delivery_type.value} campaigns.")
         ]
     problems = _check_delay(ctx, trigger)
+    problems += too_long(
+        join_path(_BASE, "trigger_delay_value"),
+        trigger.trigger_delay_value,
+        trigger.trigger_delay_granularity,
+    )
     problems += check_filter_group(trigger.included_filters, (_BASE, "included_filters"))
     problems += check_filter_group(trigger.secondary_included_filters, (_BASE, "secondary_included_filters"))
     if ctx.publishing and ctx.delivery_type is DeliveryType.DEVICE_TRIGGERED:
@@ -101,13 +112,22 @@ def _check_delay(ctx: Context, trigger: TriggerCondition) -> list[Problem]:
 
 
 def _check_optimization_window(optimization: IntelligentDelayOptimization) -> list[Problem]:
-    low = optimization.min_delay_value * _MINUTES[Granularity(optimization.min_delay_granularity)]
-    high = optimization.max_delay_value * _MINUTES[Granularity(optimization.max_delay_granularity)]
+    base = join_path(_BASE, "intelligent_delay_optimization")
+    problems = too_long(
+        join_path(base, "min_delay_value"), optimization.min_delay_value, optimization.min_delay_granularity
+    )
+    problems += too_long(
+        join_path(base, "max_delay_value"), optimization.max_delay_value, optimization.max_delay_granularity
+    )
+    if problems:
+        return problems
+    low = durations.duration(optimization.min_delay_value, optimization.min_delay_granularity)
+    high = durations.duration(optimization.max_delay_value, optimization.max_delay_granularity)
     if low <= high:
         return []
     return [
         out_of_range(
-            join_path(_BASE, "intelligent_delay_optimization", "max_delay_value"),
+            join_path(base, "max_delay_value"),
             "The maximum delay must not be shorter than the minimum delay.",
         )
     ]

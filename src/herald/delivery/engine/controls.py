@@ -27,6 +27,7 @@ from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from herald.audience.models import UserValues
+from herald.campaigns import durations
 from herald.campaigns.lifecycle import instant
 from herald.campaigns.models import Campaign
 from herald.campaigns.schemas.audience_limit import AudienceLimitFrequency
@@ -134,13 +135,13 @@ async def load(
     queue = None
     if controls is not None and getattr(controls, "queuing_enabled", None):
         hours = getattr(controls, "queue_duration", None)
-        queue = timedelta(hours=hours) if isinstance(hours, int) and hours > 0 else None
+        queue = durations.hours(hours) if isinstance(hours, int) and hours > 0 else None
     global_delay = None
     ignore = bool(getattr(controls, "ignore_global_minimum_delay", False)) if controls is not None else False
     # The workspace's minimum delay is between messages of event-triggered campaigns only.
     event_triggered = campaign.document.delivery_type is DeliveryType.EVENT_TRIGGERED
     if trigger == "EVENT" and event_triggered and rules.settings.min_delay_hours and not ignore:
-        global_delay = timedelta(hours=rules.settings.min_delay_hours)
+        global_delay = durations.hours(rules.settings.min_delay_hours)
     return replace(rules, triggered=True, dnd_queue=queue, global_min_delay=global_delay)
 
 
@@ -171,7 +172,7 @@ async def _load(session: AsyncSession, campaign: LiveCampaign, store: ThrottleSt
         throttle_rpm=controls.campaign_throttle_rpm,
         capped=has_caps and not controls.ignore_frequency_capping,
         bypass_dnd=bool(controls.bypass_dnd),
-        min_delay=timedelta(hours=delay) if delay else None,
+        min_delay=durations.hours(delay) if delay else None,
         expiry=expiry,
         audience_limit=audience_limit,
     )

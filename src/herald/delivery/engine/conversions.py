@@ -43,6 +43,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from herald.audience.models import Event
 from herald.audience.segmentation import event_predicate, goal_filter
+from herald.campaigns import durations
 from herald.campaigns.models import Campaign
 from herald.campaigns.schemas.goals import CampaignGoal, ConversionGoalDetails
 from herald.delivery.engine.models import AttributionWindow, Conversion, Execution
@@ -89,7 +90,7 @@ def goals_of(components: dict[str, Any] | None) -> ConversionGoalDetails | None:
 
 
 def window_length(details: ConversionGoalDetails) -> timedelta:
-    return timedelta(hours=details.attribution_window_in_hours or DEFAULT_WINDOW_HOURS)
+    return durations.hours(details.attribution_window_in_hours or DEFAULT_WINDOW_HOURS)
 
 
 def _insert_ignore(connection: AsyncConnection, table: Any) -> Insert:

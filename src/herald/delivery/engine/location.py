@@ -38,8 +38,9 @@ from herald.audience.segmentation.audience import session_dialect
 from herald.audience.segmentation.catalog import load_segments
 from herald.audience.segmentation.compiler import Compiler
 from herald.audience.segmentation.dialect import dialect_for
+from herald.campaigns import durations
 from herald.campaigns.schemas.basic_details import Geofence, GeofenceTrigger, PushBasicDetails
-from herald.campaigns.schemas.common import Granularity, resolve_datetime
+from herald.campaigns.schemas.common import resolve_datetime
 from herald.campaigns.schemas.scheduling import NotificationSchedule, SchedulingDetails
 from herald.delivery.engine.models import Execution, ExecutionUser
 from herald.delivery.engine.occurrences import zone_named
@@ -58,13 +59,6 @@ from herald.errors import ValidationFailed
 
 EARTH_RADIUS_M = 6_371_008.8  # mean Earth radius
 WAITING = ("PENDING", "CLAIMED", "RETRY")
-
-_UNIT = {
-    Granularity.MINUTES: timedelta(minutes=1),
-    Granularity.HOURS: timedelta(hours=1),
-    Granularity.DAYS: timedelta(days=1),
-}
-
 
 # --- geometry and transitions (pure) ----------------------------------------------------------
 
@@ -149,10 +143,6 @@ class Fence:
         return where is not None and distance_m(self.latitude, self.longitude, *where) <= self.radius + 1e-3
 
 
-def _amount(value: str | None, granularity: Granularity | None) -> timedelta:
-    return float(value or 0) * _UNIT.get(granularity or Granularity.MINUTES, timedelta(minutes=1))
-
-
 def fences_of(campaign: LiveCampaign) -> list[Fence]:
     details = campaign.document.basic_details
     found = details.geofences if isinstance(details, PushBasicDetails) else None
@@ -164,8 +154,8 @@ def fences_of(campaign: LiveCampaign) -> list[Fence]:
             float(g.longitude),
             float(g.radius),
             g.triggered_at,
-            _amount(g.dwell_time_value, g.dwell_time_granularity),
-            _amount(g.response_time_value, g.response_time_granularity),
+            durations.duration(g.dwell_time_value, g.dwell_time_granularity),
+            durations.duration(g.response_time_value, g.response_time_granularity),
         )
         for g in items
     ]
@@ -272,7 +262,7 @@ def _send_limit(campaign: LiveCampaign) -> tuple[int, timedelta] | None:
     hours = getattr(controls, "send_limit_granularity_in_hours", None)
     if value is None or hours is None:
         return None
-    return int(float(value)), timedelta(hours=float(hours))
+    return int(float(value)), durations.hours(hours)
 
 
 async def _used(

@@ -22,7 +22,7 @@ import logging
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any, cast
 from zoneinfo import ZoneInfo
 
@@ -36,8 +36,9 @@ from herald.audience.attributes import parse_datetime_text
 from herald.audience.ingest import EventWrite
 from herald.audience.models import Event, User
 from herald.audience.segmentation.audience import session_dialect
+from herald.campaigns import durations
 from herald.campaigns.models import Campaign
-from herald.campaigns.schemas.common import CampaignStatus, Channel, DeliveryType, Granularity
+from herald.campaigns.schemas.common import CampaignStatus, Channel, DeliveryType
 from herald.campaigns.schemas.filters import ActionFilter, ExecutionType
 from herald.campaigns.schemas.goals import ConversionGoalDetails
 from herald.campaigns.schemas.trigger import TriggerCondition, TriggerDelayType, TriggerRelation
@@ -67,12 +68,6 @@ BUSINESS = "BUSINESS"
 # slow one takes what arrived meanwhile (p95 1.8-1.9 s). See benchmarks/README.md: over five
 # minutes the worker still falls behind.
 INBOX_BATCH = 2000
-
-_UNIT = {
-    Granularity.MINUTES: timedelta(minutes=1),
-    Granularity.HOURS: timedelta(hours=1),
-    Granularity.DAYS: timedelta(days=1),
-}
 
 
 class Dropped:
@@ -197,10 +192,6 @@ async def enqueue(
 # --- when a firing is due ---------------------------------------------------------------------
 
 
-def _amount(value: int | None, granularity: Granularity | None) -> timedelta:
-    return (value or 0) * _UNIT.get(granularity or Granularity.MINUTES, timedelta(minutes=1))
-
-
 def due_at(
     trigger: TriggerCondition | None,
     occurred_at: datetime,
@@ -219,10 +210,10 @@ def due_at(
         window = trigger.intelligent_delay_optimization
         if window is None:
             return now
-        earliest = occurred_at + _amount(window.min_delay_value, window.min_delay_granularity)
-        latest = occurred_at + _amount(window.max_delay_value, window.max_delay_granularity)
+        earliest = occurred_at + durations.duration(window.min_delay_value, window.min_delay_granularity)
+        latest = occurred_at + durations.duration(window.max_delay_value, window.max_delay_granularity)
         return _in_best_hour(max(earliest, now), latest, hour, tz)
-    delay = _amount(trigger.trigger_delay_value, trigger.trigger_delay_granularity)
+    delay = durations.duration(trigger.trigger_delay_value, trigger.trigger_delay_granularity)
     if trigger.trigger_relation is TriggerRelation.BEFORE:
         name = trigger.trigger_attr_name()
         value = attributes.get(name) if name else None
@@ -471,7 +462,7 @@ def stale(campaign: LiveCampaign, event: Fired, now: datetime) -> bool:
     hours = getattr(controls, "expiry_time_of_sync_data_in_hour", None) if controls is not None else None
     if campaign.document.delivery_type is not DeliveryType.DEVICE_TRIGGERED or hours is None:
         return False
-    return event.occurred_at < now - timedelta(hours=float(hours))
+    return event.occurred_at < now - durations.hours(hours)
 
 
 async def holdout(session: AsyncSession, campaign: LiveCampaign) -> Any:
