@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import copy
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
@@ -162,6 +162,44 @@ class TestLocationTriggered:
         assert titles(webhook) == [("ana", "DWELL shop")]
         [run] = (await stats(client, workspace, campaign_id))["executions"]
         assert run["suppressed"]["left_geofence"] == 1
+
+    async def test_an_exit_before_the_dwell_time_cancels_it_even_when_both_arrive_late(
+        self,
+        app: FastAPI,
+        client: httpx.AsyncClient,
+        workspace: Tenant,
+        webhook: HttpReceiver,
+        clock: FrozenClock,
+    ) -> None:
+        # Two updates sent together, after the fact: inside 15 minutes ago, outside 10 minutes ago.
+        # The dwell moment (10 minutes after the entry) is past when they arrive, but the user had
+        # left before it: nothing is sent.
+        clock.set(START)
+        await ready(app, workspace, webhook, "ana")
+        dwell = fence(
+            "dwell", dwell_time_value="10", dwell_time_granularity="MINUTES", response_time_value="0"
+        )
+        campaign_id = await publish(client, workspace, location_body(dwell))
+        updates = [
+            {
+                "action": "location_update",
+                "attributes": {"latitude": where[0], "longitude": where[1]},
+                "current_time": (START - timedelta(minutes=ago)).isoformat(),
+            }
+            for where, ago in ((HERE, 15), (FAR, 10))
+        ]
+        response = await client.post(
+            f"/v1/event/{workspace.workspace_id}",
+            json={"type": "event", "customer_id": "ana", "actions": updates},
+            headers=workspace.write_headers(),
+        )
+        assert response.status_code == 200, response.text
+        await tick(app, workspace)
+        clock.advance(hours=1)
+        await tick(app, workspace)
+        assert titles(webhook) == []
+        [run] = (await stats(client, workspace, campaign_id))["executions"]
+        assert (run["sent"], run["suppressed"]["left_geofence"]) == (0, 1)
 
     async def test_leaving_cancels_a_waiting_dwell_even_once_the_user_no_longer_qualifies(
         self,

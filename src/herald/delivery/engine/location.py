@@ -247,11 +247,14 @@ async def fire_location(
                     "geofence": crossing.fence.name,
                     "transition": crossing.transition,
                 }
-                rows.append(
-                    firing_row(
-                        execution, customer_id, event.id, rank, state, reason, crossing.due, now, attributes
-                    )
+                row = firing_row(
+                    execution, customer_id, event.id, rank, state, reason, crossing.due, now, attributes
                 )
+                if crossing.transition == "DWELL":
+                    # Its moment is kept even when already past (a late update, a worker behind):
+                    # an exit seen before that moment still cancels it (`_cancel_dwell`).
+                    row["not_before"] = crossing.due
+                rows.append(row)
             before = after
     firings.add(execution, rows, campaign)
 
