@@ -53,6 +53,7 @@ def test_values_are_stored_in_normal_form(value: Any, stored: Any) -> None:
         (["a", {"b": 1}], "INVALID_TYPE", "x.1"),
         ([[1]], "INVALID_TYPE", "x.0"),
         (2**63, "OUT_OF_RANGE", "x"),
+        (-(2**63) - 1, "OUT_OF_RANGE", "x"),
         (["ok", "y" * 10_001], "OUT_OF_RANGE", "x.1"),
         ("2026-13-01T00:00:00Z", "INVALID_TYPE", "x"),
         ("2026-02-29T00:00:00Z", "INVALID_TYPE", "x"),
@@ -65,8 +66,9 @@ def test_bad_values_have_a_problem_at_their_path(value: Any, code: str, target: 
 
 
 def test_largest_integers_are_kept() -> None:
+    # A signed 64-bit whole number: its least one is one further from 0 than its greatest.
     assert normalise_value(2**63 - 1, ("x",)) == (2**63 - 1, [])
-    assert normalise_value(-(2**63 - 1), ("x",)) == (-(2**63 - 1), [])
+    assert normalise_value(-(2**63), ("x",)) == (-(2**63), [])
 
 
 @pytest.mark.parametrize(
