@@ -19,10 +19,9 @@ from herald.schemas import APIModel, ResponseModel
 MAX_ELEMENTS = 1000  # per transition
 MAX_ACTIONS = 1000  # per event object
 
-CustomerId = Annotated[str, Strict(), Field(min_length=1, max_length=200)]
 Flag = Annotated[bool, Strict()]
 # `attributes.is_printable_name` as the OpenAPI document's pattern.
-_ACTION_NAME = r"^[^\x00-\x1f\x7f]*[^\s\x00-\x1f\x7f][^\x00-\x1f\x7f]*$"
+_PRINTABLE_NAME = r"^[^\x00-\x1f\x7f]*[^\s\x00-\x1f\x7f][^\x00-\x1f\x7f]*$"
 
 
 def _check_action_name(value: str) -> str:
@@ -31,12 +30,30 @@ def _check_action_name(value: str) -> str:
     return value
 
 
+def _check_customer_id(value: str) -> str:
+    if not is_printable_name(value):
+        raise PydanticCustomError(
+            "INVALID_TYPE", "A customer id must not be blank nor contain control characters."
+        )
+    return value
+
+
+# A user's id travels in webhook bodies, mail headers, logs and command output: as action names,
+# not blank and without control characters (a newline in one forged lines of a log).
+CustomerId = Annotated[
+    str,
+    Strict(),
+    Field(min_length=1, max_length=200, json_schema_extra={"pattern": _PRINTABLE_NAME}),
+    AfterValidator(_check_customer_id),
+]
+
+
 # Not blank and without control characters, as attribute names: campaigns' triggers and business
 # events name actions as written, and a name no campaign can name is a mistake to report.
 ActionName = Annotated[
     str,
     Strict(),
-    Field(min_length=1, max_length=200, json_schema_extra={"pattern": _ACTION_NAME}),
+    Field(min_length=1, max_length=200, json_schema_extra={"pattern": _PRINTABLE_NAME}),
     AfterValidator(_check_action_name),
 ]
 Platform = Annotated[str, Strict(), Field(min_length=1, max_length=32)]
