@@ -173,6 +173,13 @@ def test_component_shape_problems(path: str, value: Any, expected: tuple[str, st
     assert expected in parse_codes(variant(PUSH_ONE_TIME, {path: value}))
 
 
+@pytest.mark.parametrize("radius", ["\u0662\u0660\u0660", "200\n", "2e3", " 200"])
+def test_numbers_written_as_strings_are_ascii_digits_only(radius: str) -> None:
+    # `float` reads Arabic-Indic digits and a trailing newline; the field takes "200" only.
+    path = "basic_details.geofences.0.radius"
+    assert ("INVALID_TYPE", path) in parse_codes(variant(PUSH_LOCATION_TRIGGERED, {path: radius}))
+
+
 def test_keyed_content_paths_carry_no_union_tags() -> None:
     raw = variant(
         PUSH_MULTI_LOCALE_AB,

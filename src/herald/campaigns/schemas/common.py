@@ -116,18 +116,20 @@ Percentage = Annotated[int, Strict(), Field(ge=0, le=100), IntegralFloat]
 Number = Annotated[int, Strict()] | Annotated[float, Strict()]
 JsonObject = dict[str, JsonValue]
 
-_UNSIGNED = re.compile(r"^\d+$")
-_DECIMAL = re.compile(r"^-?\d+(\.\d+)?$")
+# ASCII digits only, and the whole value (`$` would let a trailing newline through): `\d` also
+# matches other scripts' digits ("٢٠٠"), which `float` reads.
+_UNSIGNED = re.compile(r"[0-9]+")
+_DECIMAL = re.compile(r"-?[0-9]+(\.[0-9]+)?")
 
 
 def _unsigned_string(value: str) -> str:
-    if not _UNSIGNED.match(value):
+    if not _UNSIGNED.fullmatch(value):
         raise PydanticCustomError("INVALID_TYPE", 'Expected a whole number written as a string, like "12".')
     return value
 
 
 def _decimal_string(value: str) -> str:
-    if not _DECIMAL.match(value):
+    if not _DECIMAL.fullmatch(value):
         raise PydanticCustomError(
             "INVALID_TYPE", 'Expected a decimal number written as a string, like "12.5".'
         )
