@@ -651,6 +651,59 @@ class TestStop:
         finally:
             gate.stop()
 
+    async def test_a_batch_sent_slower_than_the_lease_is_renewed_and_never_taken_over(
+        self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant
+    ) -> None:
+        # A slow receiver: worker A's batch is still going out when its claim is older than the
+        # lease. A renews its claim before a window once it is a third of the lease old, so a worker
+        # B ticking past the first claim's lease finds nothing to take over, and every message goes
+        # out once (taken over, the users not yet sent went out from both workers).
+        gate = _Gate()
+        users = 12  # one batch of six windows of one request of two messages
+        try:
+            await _publish_to_gate(app, client, workspace, gate, users=users, batch_size=2)
+            services: Services = app.state.herald
+            clock = services.clock
+            assert isinstance(clock, FrozenClock)
+            settings = dataclasses.replace(services.settings, delivery_concurrency=2)
+            lease = timedelta(seconds=settings.delivery_lease_seconds)
+            claimed_at = clock.now()
+            a = asyncio.create_task(
+                worker.run_tick(
+                    services.database, claimed_at, [workspace.workspace_id], settings, clock=clock
+                )
+            )
+            for _ in range(2):  # A's first two windows on the wire, held
+                assert await asyncio.to_thread(gate.arrivals.acquire, True, 30)
+            renewed_at = clock.advance(lease / 2)
+            gate.release.set()  # those two answer; the windows after them are held again
+            gate.release.clear()
+            for _ in range(3000):  # a bound against hanging, not a timing
+                async with services.database.reader() as session:
+                    held = await session.scalar(
+                        select(func.count()).where(
+                            ExecutionUser.workspace_id == workspace.workspace_id,
+                            ExecutionUser.state == "CLAIMED",
+                            ExecutionUser.claimed_at == renewed_at,
+                        )
+                    )
+                if held:
+                    break
+                await asyncio.sleep(0.01)
+            else:
+                raise AssertionError("the claim was not renewed")
+            clock.set(claimed_at + lease + timedelta(seconds=1))  # the first claim's lease is over
+            await worker.run_tick(
+                services.database, clock.now(), [workspace.workspace_id], settings, clock=clock
+            )
+            assert gate.count <= 4  # B sent nothing (A: two windows answered, two held)
+            gate.release.set()
+            await a
+            assert sorted(gate.ids) == sorted(set(gate.ids))
+            assert len(gate.ids) == users
+        finally:
+            gate.stop()
+
     async def test_a_stop_during_the_first_chunk_leaves_the_whole_audience_on_record(
         self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant
     ) -> None:
@@ -806,7 +859,9 @@ class TestLongSends:
             gate.release.set()
             await running
             assert await status(client, workspace, campaign_id) == "SENT"
-            assert await _claimed_at(services, workspace) == {start: at_start, later: 50}
+            # The first batches' claims, four minutes old by then (more than a third of the lease),
+            # were renewed before their next window: every claim reads the later moment.
+            assert await _claimed_at(services, workspace) == {later: users}
             async with services.database.reader() as session:
                 rows = await session.execute(
                     select(OutboxEntry.created_at, func.count())

@@ -15,7 +15,9 @@ Failures: a transient one puts the user in RETRY until the message's next attemp
 dispatcher's backoff), when it is claimed again and only its unsettled messages are attempted. A
 worker that dies leaves its users CLAIMED; once their lease (`HERALD_DELIVERY_LEASE_SECONDS`, on
 the worker's clock) has passed, another worker takes them over and attempts again, under the same
-ids, the messages left PENDING (outcome unknown: at least once on the wire, once per id). When the
+ids, the messages left PENDING (outcome unknown: at least once on the wire, once per id). A live
+worker renews its claim on the batch in hand before a window once it is a third of the lease old
+(`_Renewal`), so a batch sent slower than the lease is not taken over while it is sent. When the
 campaign's connector reaches its error threshold, the execution is PAUSED (`engine.pause`).
 """
 
@@ -559,6 +561,77 @@ async def _release(database: Database, execution: Execution, users: list[_Claime
         await session.commit()
 
 
+# A claim held longer than this share of the lease is renewed before the next window of its batch
+# goes out (`_Renewal`): a batch sent slower than the lease (a slow receiver, a throttled campaign)
+# is then never taken over by another worker while this one still sends it.
+RENEW_AFTER = 3  # a third of the lease
+
+_RENEW = (
+    update(_USERS)
+    .where(
+        _USERS.c.workspace_id == bindparam("row_workspace_id"),
+        _USERS.c.execution_id == bindparam("row_execution_id"),
+        one_of(_USERS.c.customer_id, "row_ids"),
+        _USERS.c.state == UserState.CLAIMED,
+        _USERS.c.claimed_at == bindparam("held_since", type_=UTCDateTime),
+    )
+    .values(claimed_at=bindparam("renewed_at", type_=UTCDateTime))
+)
+_STILL_HELD = select(_USERS.c.customer_id).where(
+    _USERS.c.workspace_id == bindparam("workspace_id"),
+    _USERS.c.execution_id == bindparam("execution_id"),
+    one_of(_USERS.c.customer_id, "ids"),
+    _USERS.c.state == UserState.CLAIMED,
+    _USERS.c.claimed_at == bindparam("renewed_at", type_=UTCDateTime),
+)
+
+
+@dataclass(slots=True)
+class _Renewal:
+    """The claim a dispatch holds on a batch's users: `since`, the `claimed_at` it wrote for them
+    (the claim's token: a worker that takes a user over writes its own). `renew` moves it to now
+    once it is a third of the lease old, for every user of the batch still CLAIMED under it (those
+    on the wire included), and tells which of `waiting` (not yet handed over) are no longer held:
+    taken over by another worker, they are not sent from here."""
+
+    execution: Execution
+    lease: timedelta | None  # None: never renewed (a round of triggered campaigns, sent at once)
+    since: datetime
+
+    def due(self, now: datetime) -> bool:
+        return self.lease is not None and now - self.since >= self.lease / RENEW_AFTER
+
+    async def renew(
+        self, database: Database, users: list[_Claimed], waiting: list[_Claimed], now: datetime
+    ) -> set[str]:
+        execution = self.execution
+        ids = [item.customer_id for item in users]
+        values = {
+            "row_workspace_id": execution.workspace_id,
+            "row_execution_id": execution.id,
+            "row_ids": ids,
+            "held_since": self.since,
+            "renewed_at": now,
+        }
+        async with database.writes.transaction() as connection:
+            await execute_in(connection, _RENEW, values)
+            held = {
+                row[0]
+                for row in await rows_in(
+                    connection,
+                    _STILL_HELD,
+                    {
+                        "workspace_id": execution.workspace_id,
+                        "execution_id": execution.id,
+                        "ids": [item.customer_id for item in waiting],
+                        "renewed_at": now,
+                    },
+                )
+            }
+        self.since = now
+        return {item.customer_id for item in waiting} - held
+
+
 async def _existing(database: Database, workspace_id: str, outbox_id: str) -> Outcome:
     async with database.reader() as session:
         row = await session.get(OutboxEntry, {"workspace_id": workspace_id, "id": outbox_id})
@@ -1010,8 +1083,9 @@ async def dispatch(
             # Rendered with the content of its claim: if that changed since, rendered again.
             rendered = batch.rendered if batch.plan is plan else None
             ahead = asyncio.create_task(next_batch(plan))
+            renewal = _Renewal(execution, lease, batch.at)
             plan, going = await _send_batch(
-                database, dispatcher, plan, execution, batch.claimed, batch.at, rendered, flight
+                database, dispatcher, plan, execution, batch.claimed, batch.at, rendered, flight, renewal
             )
             if not going:
                 return False
@@ -1048,18 +1122,27 @@ async def _send_batch(
     now: datetime,
     rendered: _Messages | None = None,
     flight: _Flight | None = None,
+    renewal: _Renewal | None = None,
 ) -> tuple[SendPlan, bool]:
     """Send a claimed batch window by window (`rendered`: its messages, when the caller has them
     already; `flight`: the caller's windows on the wire, else the batch's own, answered before
-    this returns); the plan (replanned if the content changed meanwhile) and False when sending
-    stopped (the campaign no longer SENDING, or its connector failing: the execution is paused),
-    the users not handed over released."""
+    this returns; `renewal`: the claim, renewed before a window once due); the plan (replanned if
+    the content changed meanwhile) and False when sending stopped (the campaign no longer
+    SENDING, or its connector failing: the execution is paused), the users not handed over
+    released."""
     own = flight is None
     flight = flight or _Flight(database, dispatcher, plan.connector)
     try:
         offset = 0  # the position in `claimed` of the first user of `rendered`
         start = 0
         while start < len(claimed):
+            if renewal is not None and renewal.due(dispatcher.now()):
+                async with flight.writing():
+                    lost = await renewal.renew(database, claimed, claimed[start:], dispatcher.now())
+                if lost:  # taken over meanwhile: sent by the worker that holds them now
+                    claimed = claimed[:start] + [c for c in claimed[start:] if c.customer_id not in lost]
+                    rendered = None
+                    continue
             if rendered is None:
                 rendered = await _envelopes(database, plan, execution, claimed[start:], now)
                 offset = start
