@@ -606,6 +606,25 @@ class TestUpdate:
         )
         assert stale.status_code == 412
 
+    @pytest.mark.parametrize(
+        ("header", "status"),
+        [
+            ('"stale", {etag}', 200),  # a list holds when one of its tags is the current one
+            ("W/{etag}", 412),  # a weak tag never matches (strong comparison)
+            ('"stale", "older"', 412),
+        ],
+    )
+    async def test_if_match_takes_a_list_of_entity_tags(
+        self, client: httpx.AsyncClient, workspace: Tenant, header: str, status: int
+    ) -> None:
+        campaign_id = await _created_id(client, workspace, MINIMAL_PUSH)
+        url = f"{BASE}/{campaign_id}"
+        etag = (await client.get(url, headers=workspace.headers(campaigns=True))).headers["ETag"]
+        body = {"utm_params": {"utm_source": "a", "utm_medium": "b"}}
+        headers = {**workspace.write_headers(campaigns=True), "If-Match": header.format(etag=etag)}
+        response = await client.patch(url, json=body, headers=headers)
+        assert response.status_code == status, response.text
+
     async def test_update_needs_create_manage_scope(
         self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant
     ) -> None:

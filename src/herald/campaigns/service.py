@@ -5,6 +5,7 @@ Services never commit (the request's unit of work does) and take plain values, n
 
 from __future__ import annotations
 
+import re
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -436,10 +437,22 @@ async def update_campaign(
     """C3: the row's id and its new revision (`answer`: see `write_update`; `read`: see
     `herald.joined_writes.ClaimedRead`)."""
     stored = await get_stored(session, workspace.id, campaign_id, for_update=True, read=read)
-    if if_match is not None and if_match.strip() not in ("*", current_etag(stored.id, stored.revision)):
+    if if_match is not None and not if_match_holds(if_match, current_etag(stored.id, stored.revision)):
         raise PreconditionFailed(target="If-Match")
     checked = check_update(workspace, stored, raw)
     return stored.id, await write_update(session, workspace.id, stored, checked, now, answer)
+
+
+# An entity-tag of an `If-Match` list: a weak one (`W/"..."`) never matches (RFC 9110 §13.1.1).
+_ENTITY_TAG = re.compile(r'\s*(W/)?("[^"]*")\s*(?:,|$)')
+
+
+def if_match_holds(header: str, etag: str) -> bool:
+    """Whether `If-Match` holds for the current `etag`: `*`, or a list of entity-tags one of which
+    is it (compared strongly)."""
+    if header.strip() == "*":
+        return True
+    return any(match.group(1) is None and match.group(2) == etag for match in _ENTITY_TAG.finditer(header))
 
 
 def _component_json(body: Any, name: str) -> Any:
