@@ -290,6 +290,17 @@ class TestEmail:
         )
         assert response.status_code == 404
 
+    async def test_stats_refuse_an_unknown_query_parameter(
+        self, client: httpx.AsyncClient, workspace: Tenant
+    ) -> None:
+        response = await client.get(
+            "/v5/campaigns/0123456789abcdef01234567/stats?foo=1", headers=workspace.headers(campaigns=True)
+        )
+        assert response.status_code == 400
+        assert [(d["code"], d["target"]) for d in response.json()["error"]["details"]] == [
+            ("UNKNOWN_FIELD", "foo")
+        ]
+
 
 class TestCommandLine:
     """`herald campaigns stats` shows the API's figures; `herald outbox list --campaign` narrows."""

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 import orjson
 from fastapi import APIRouter
-from pydantic import TypeAdapter
+from pydantic import BaseModel, ConfigDict, TypeAdapter
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -23,6 +23,7 @@ from herald.errors import BadRequest
 from herald.http.auth import Caller
 from herald.http.docs import error_responses
 from herald.http.operation import Operation, WrittenClaim, guarded, services_of
+from herald.http.query_model import query_model
 from herald.http.responses import json_response, request_id, response_id
 from herald.workspaces.scopes import Scope
 
@@ -103,6 +104,12 @@ def _answer(request: Request, results: testsend.Results) -> Response:
 STATS = Operation("STATS", Scope.CAMPAIGNS_VIEW, "campaign_ops", campaigns=True)
 
 
+class StatsQuery(BaseModel):
+    """The stats route takes no query parameter: one sent is refused (UNKNOWN_FIELD), as on C2."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
 @router.get(
     "/{campaign_id}/stats",
     summary="Get campaign delivery stats",
@@ -119,7 +126,10 @@ STATS = Operation("STATS", Scope.CAMPAIGNS_VIEW, "campaign_ops", campaigns=True)
     },
 )
 async def campaign_stats(
-    request: Request, campaign_id: str, caller: Annotated[Caller, guarded(STATS)]
+    request: Request,
+    campaign_id: str,
+    caller: Annotated[Caller, guarded(STATS)],
+    query: Annotated[StatsQuery, query_model(StatsQuery)],
 ) -> Response:
     async with services_of(request).database.reader() as session:
         data = await stats.campaign_stats(session, caller.workspace_id, campaign_id)
