@@ -228,6 +228,21 @@ def test_channel_chooses_the_models() -> None:
 
 
 @pytest.mark.parametrize(
+    ("channel", "message"),
+    [
+        (None, "channel must be PUSH or EMAIL, not null."),
+        (7, "channel must be PUSH or EMAIL, not a number."),
+        ("SMS", "channel must be PUSH or EMAIL; 'SMS' campaigns cannot be created or updated through v5."),
+    ],
+)
+def test_a_channel_that_is_not_push_or_email_is_named_as_sent(channel: object, message: str) -> None:
+    _, found = parse_create({**PUSH_ONE_TIME, "channel": channel})
+    assert [(p.code, p.target, p.message) for p in found if p.target == "channel"] == [
+        ("INVALID_ENUM_VALUE", "channel", message)
+    ]
+
+
+@pytest.mark.parametrize(
     ("value", "ok"),
     [
         ("Time sensitive", True),

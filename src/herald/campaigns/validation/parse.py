@@ -50,11 +50,22 @@ def _validate(model: type[M], raw: Mapping[str, object]) -> tuple[M | None, list
         return None, problems_from_validation_error(exc, raw)
 
 
+def _json_kind(value: object) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    return "an array" if isinstance(value, list) else "an object"
+
+
 def _channel_value_problem(value: object) -> Problem:
-    shown = value if isinstance(value, str) else repr(value)
+    if not isinstance(value, str):  # named as JSON names it ('None' was Python's word for null)
+        return invalid_value("channel", f"channel must be PUSH or EMAIL, not {_json_kind(value)}.")
     return invalid_value(
         "channel",
-        f"channel must be PUSH or EMAIL; '{shown}' campaigns cannot be created or updated through v5.",
+        f"channel must be PUSH or EMAIL; '{value}' campaigns cannot be created or updated through v5.",
     )
 
 
