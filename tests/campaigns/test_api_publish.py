@@ -353,6 +353,11 @@ class TestVersioning:
             assert "immutable snapshot" in response.json()["error"]["message"]
         snapshot = (await h.found(client, ws, campaign_fields={"ids": [campaign_id], "version_number": 1}))[0]
         assert snapshot["campaign_content"] == PAYLOADS["push_one_time_android_ios"]["campaign_content"]
+        # Read-only, C4 checks a version by its own id, as C2 reads it (contract: always 200).
+        validated = await client.post(
+            f"/v5/campaigns/{latest['id']}/validate", headers=ws.headers(campaigns=True)
+        )
+        assert validated.status_code == 200, validated.text
 
     async def test_search_returns_each_version_and_filters_by_version_number(
         self, client: httpx.AsyncClient, ws: Tenant

@@ -465,10 +465,17 @@ def _state_message(status: str) -> str:
 
 
 async def validate_stored(session: AsyncSession, workspace: Workspace, campaign_id: str) -> list[Problem]:
-    """DRAFT_PUBLISH on the saved campaign, read-only."""
-    stored = await get_stored(session, workspace.id, campaign_id)
-    channel, delivery_type = Channel(stored.channel), DeliveryType(stored.delivery_type)
-    document, problems = load_document(channel, delivery_type, stored.components)
+    """DRAFT_PUBLISH on the saved campaign, read-only; the `id` of an earlier version validates
+    that version (C4 answers 200 for every campaign C2 reads: contract §5)."""
+    try:
+        stored = await get_stored(session, workspace.id, campaign_id)
+        channel, delivery_type = Channel(stored.channel), DeliveryType(stored.delivery_type)
+        components = stored.components
+    except InvalidState:  # a version's own id: an immutable snapshot, still a campaign to check
+        row = await get_campaign_or_version(session, workspace.id, campaign_id)
+        channel, delivery_type = Channel(row.channel), DeliveryType(row.delivery_type)
+        components = row.components
+    document, problems = load_document(channel, delivery_type, components)
     if document is None:
         return problems
     return await publish_problems(session, workspace, document)
