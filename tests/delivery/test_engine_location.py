@@ -114,6 +114,28 @@ class TestLocationTriggered:
         await tick(app, workspace)
         assert titles(webhook) == [("ana", "EXIT shop")]
 
+    async def test_a_send_limit_of_any_size_is_a_count(
+        self,
+        app: FastAPI,
+        client: httpx.AsyncClient,
+        workspace: Tenant,
+        webhook: HttpReceiver,
+        clock: FrozenClock,
+    ) -> None:
+        # `send_limit_value` is a whole number written as a string, of any length: read through a
+        # float, 400 digits overflowed and stopped every tick of the workspace.
+        clock.set(START)
+        await ready(app, workspace, webhook, "ana")
+        body = location_body(
+            fence("ENTRY", response_time_value="0"),
+            send_limit_value="9" * 400,
+            send_limit_granularity_in_hours="24",
+        )
+        await publish(client, workspace, body)
+        await move(client, workspace, "ana", HERE)
+        await tick(app, workspace)
+        assert titles(webhook) == [("ana", "ENTRY shop")]
+
     async def test_invalid_updates_in_between_do_not_lose_the_last_position(
         self,
         app: FastAPI,

@@ -265,7 +265,8 @@ def _send_limit(campaign: LiveCampaign) -> tuple[int, timedelta] | None:
     hours = getattr(controls, "send_limit_granularity_in_hours", None)
     if value is None or hours is None:
         return None
-    return int(float(value)), durations.hours(hours)
+    # A whole number of any size (digits, by the schema): through a float, a huge one overflowed.
+    return int(value), durations.hours(hours)
 
 
 async def _used(
