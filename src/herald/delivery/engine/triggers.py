@@ -53,6 +53,7 @@ from herald.delivery.engine.send_time import next_at_hour
 from herald.delivery.engine.split import in_global_control
 from herald.delivery.engine.trigger_match import firing_events
 from herald.errors import ValidationFailed
+from herald.ops import metrics
 from herald.sql_lists import one_of
 from herald.wake import wake_on_commit
 from herald.workspaces.delivery_settings import settings_of
@@ -396,10 +397,16 @@ async def _fire_batch(
             fire_one = _fire_campaign
             if campaign.document.delivery_type is DeliveryType.LOCATION_TRIGGERED:
                 fire_one = fire_location
-            try:
-                await fire_one(session, firings, campaign, executions[campaign_id], fired, now)
-            except ValidationFailed as exc:  # e.g. a custom segment deleted since publish
-                log.error("campaign %s/%s: trigger cannot be evaluated: %s", workspace_id, campaign_id, exc)
+            # One campaign that cannot be evaluated (a defect, data it cannot read) is logged and
+            # counted, and the batch goes on with the others: its events are not retried forever,
+            # holding back every triggered campaign of the workspace.
+            with metrics.contained_step(log, "campaign", f"{workspace_id}/{campaign_id}"):
+                try:
+                    await fire_one(session, firings, campaign, executions[campaign_id], fired, now)
+                except ValidationFailed as exc:  # e.g. a custom segment deleted since publish
+                    log.error(
+                        "campaign %s/%s: trigger cannot be evaluated: %s", workspace_id, campaign_id, exc
+                    )
         written = await firings.write(session, now)
         await session.execute(
             delete(TriggerInbox)
