@@ -24,18 +24,15 @@ Flag = Annotated[bool, Strict()]
 _PRINTABLE_NAME = r"^[^\x00-\x1f\x7f]*[^\s\x00-\x1f\x7f][^\x00-\x1f\x7f]*$"
 
 
-def _check_action_name(value: str) -> str:
-    if not is_printable_name(value):
-        raise PydanticCustomError("INVALID_TYPE", "Names must not be blank nor contain control characters.")
-    return value
+def _printable(message: str) -> AfterValidator:
+    """`attributes.is_printable_name` as a field's check, refused with `message`."""
 
+    def check(value: str) -> str:
+        if not is_printable_name(value):
+            raise PydanticCustomError("INVALID_TYPE", message)
+        return value
 
-def _check_customer_id(value: str) -> str:
-    if not is_printable_name(value):
-        raise PydanticCustomError(
-            "INVALID_TYPE", "A customer id must not be blank nor contain control characters."
-        )
-    return value
+    return AfterValidator(check)
 
 
 # A user's id travels in webhook bodies, mail headers, logs and command output: as action names,
@@ -44,7 +41,7 @@ CustomerId = Annotated[
     str,
     Strict(),
     Field(min_length=1, max_length=200, json_schema_extra={"pattern": _PRINTABLE_NAME}),
-    AfterValidator(_check_customer_id),
+    _printable("A customer id must not be blank nor contain control characters."),
 ]
 
 
@@ -54,7 +51,7 @@ ActionName = Annotated[
     str,
     Strict(),
     Field(min_length=1, max_length=200, json_schema_extra={"pattern": _PRINTABLE_NAME}),
-    AfterValidator(_check_action_name),
+    _printable("Names must not be blank nor contain control characters."),
 ]
 Platform = Annotated[str, Strict(), Field(min_length=1, max_length=32)]
 AppVersion = Annotated[str, Strict(), Field(min_length=1, max_length=64)]

@@ -240,13 +240,8 @@ async def sync_push_tokens(
         touched = [c for c in touched if c not in several]
     for write in writes:
         if "push_id" in write.columns and not write.columns["push_id"]:
-            removed = delete(_tokens).where(
-                _tokens.c.workspace_id == workspace_id, _tokens.c.customer_id == write.customer_id
-            )
-            named = write.patch.get("platform")
-            if isinstance(named, str):
-                removed = removed.where(_tokens.c.platform == named.upper())
-            await session.execute(removed)
+            named = _platform_named(write.patch.get("platform"))
+            await _remove_tokens(session, workspace_id, write.customer_id, named)
     dialect = dialect_of(session)
     platform = func.upper(
         dialect_for(dialect).json_scalar(_users.c.attributes, "platform", FilterDataType.STRING)
@@ -261,16 +256,35 @@ async def sync_push_tokens(
             _users.c.push_id != "",
             platform.in_(PLATFORMS),
         )
-        statement = (postgresql.insert if dialect == "postgresql" else sqlite.insert)(_tokens).from_select(
+        statement = _token_insert(dialect).from_select(
             ["workspace_id", "customer_id", "platform", "token", "updated_at"], source
         )
-        await session.execute(
-            statement.on_conflict_do_update(
-                index_elements=["workspace_id", "customer_id", "platform"],
-                set_={"token": statement.excluded.token, "updated_at": statement.excluded.updated_at},
-            )
-        )
+        await session.execute(_replacing_tokens(statement))
         await _sync_platforms(session, workspace_id, chunk)
+
+
+def _token_insert(dialect: str) -> postgresql.Insert | sqlite.Insert:
+    return (postgresql.insert if dialect == "postgresql" else sqlite.insert)(_tokens)
+
+
+def _replacing_tokens(statement: postgresql.Insert | sqlite.Insert) -> Insert:
+    """`statement`, a token of a (user, platform) that has one replacing it."""
+    return statement.on_conflict_do_update(
+        index_elements=["workspace_id", "customer_id", "platform"],
+        set_={"token": statement.excluded.token, "updated_at": statement.excluded.updated_at},
+    )
+
+
+async def _remove_tokens(
+    session: AsyncSession, workspace_id: str, customer_id: str, platform: str | None = None
+) -> None:
+    """The user's token of `platform`, or every token of the user when none is named."""
+    removed = delete(_tokens).where(
+        _tokens.c.workspace_id == workspace_id, _tokens.c.customer_id == customer_id
+    )
+    if platform is not None:
+        removed = removed.where(_tokens.c.platform == platform)
+    await session.execute(removed)
 
 
 async def _sync_platforms(session: AsyncSession, workspace_id: str, ids: Sequence[str]) -> None:
@@ -324,22 +338,12 @@ async def _replay_tokens(
         elif push_id is not None and platform in PLATFORMS:
             mine[platform] = push_id
     for customer_id in cleared:
-        await session.execute(
-            delete(_tokens).where(
-                _tokens.c.workspace_id == workspace_id, _tokens.c.customer_id == customer_id
-            )
-        )
+        await _remove_tokens(session, workspace_id, customer_id)
     rows_to_keep: list[dict[str, Any]] = []
     for customer_id, mine in tokens.items():
         for platform, token in mine.items():
             if token is None:
-                await session.execute(
-                    delete(_tokens).where(
-                        _tokens.c.workspace_id == workspace_id,
-                        _tokens.c.customer_id == customer_id,
-                        _tokens.c.platform == platform,
-                    )
-                )
+                await _remove_tokens(session, workspace_id, customer_id, platform)
             else:
                 rows_to_keep.append(
                     {
@@ -351,15 +355,7 @@ async def _replay_tokens(
                     }
                 )
     if rows_to_keep:
-        dialect = dialect_of(session)
-        statement = (postgresql.insert if dialect == "postgresql" else sqlite.insert)(_tokens)
-        await session.execute(
-            statement.on_conflict_do_update(
-                index_elements=["workspace_id", "customer_id", "platform"],
-                set_={"token": statement.excluded.token, "updated_at": statement.excluded.updated_at},
-            ),
-            rows_to_keep,
-        )
+        await session.execute(_replacing_tokens(_token_insert(dialect_of(session))), rows_to_keep)
     for chunk in chunks(ids, ID_CHUNK):
         await _sync_platforms(session, workspace_id, chunk)
 

@@ -40,9 +40,7 @@ def _amount(value: float | int | str | None) -> float:
 
 
 def _seconds(value: float | int | str | None, granularity: Granularity | str | None) -> float:
-    unit = UNITS.get(
-        Granularity(granularity) if granularity else Granularity.MINUTES, UNITS[Granularity.MINUTES]
-    )
+    unit = UNITS[Granularity(granularity or Granularity.MINUTES)]
     return _amount(value) * unit.total_seconds()
 
 

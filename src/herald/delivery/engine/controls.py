@@ -218,7 +218,7 @@ async def _history(
     return [(str(c), campaign, at) for c, campaign, at in rows.all()]
 
 
-async def _in_flight(
+async def _being_sent(
     session: AsyncSession, workspace_id: str, ids: Sequence[str], now: datetime
 ) -> list[tuple[str, str | None, datetime]]:
     """(customer, campaign, claimed at) of the users' messages being sent: claimed by an execution
@@ -350,7 +350,7 @@ async def _timing(
         )
         ids = [c for c, _ in candidates]
         found = await _history(session, execution.workspace_id, ids, since)
-        found += await _in_flight(session, execution.workspace_id, ids, now)
+        found += await _being_sent(session, execution.workspace_id, ids, now)
         for customer_id, campaign_id, at in found:
             history[customer_id].append((campaign_id, at))
         if rules.capped or rules.global_min_delay:

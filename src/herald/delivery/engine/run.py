@@ -428,6 +428,13 @@ _SENDING = select(
 )
 _SENDING_HELD = _SENDING.with_for_update(read=True, of=Campaign)
 
+# The plan's connector is still there: one removed (`herald connectors remove --force`) while its
+# campaign sends ends the sends through it (the plan is made again, without it: the remaining
+# messages fail, naming it), and one removed and added again under its name is the new one.
+_CONNECTOR_KEPT = select(Connector.id).where(
+    Connector.workspace_id == bindparam("workspace_id"), Connector.id == bindparam("connector_id")
+)
+
 # `_sending_at(hold=True)` said yes and the version is the plan's, as one condition: PostgreSQL
 # writes a window's rows in one statement under it (`outbox.Guard`), the campaign's row
 # share-locked by that statement as the check locks it in its transaction.
@@ -443,20 +450,9 @@ _STILL_AS_PLANNED = exists(
         or_(Campaign.status == CampaignStatus.SENDING.value, Campaign.status == CampaignStatus.ACTIVE.value),
         or_(Campaign.expiry_at.is_(None), Campaign.expiry_at > bindparam("checked_at", type_=UTCDateTime)),
         select(Execution.status).where(_THE_EXECUTION).scalar_subquery() == "DISPATCHING",
-        exists(
-            select(Connector.id).where(
-                Connector.workspace_id == bindparam("workspace_id"), Connector.id == bindparam("connector_id")
-            )
-        ),
+        exists(_CONNECTOR_KEPT),
     )
     .with_for_update(read=True, of=Campaign)
-)
-
-# The plan's connector is still there: one removed (`herald connectors remove --force`) while its
-# campaign sends ends the sends through it (the plan is made again, without it: the remaining
-# messages fail, naming it), and one removed and added again under its name is the new one.
-_CONNECTOR_KEPT = select(Connector.id).where(
-    Connector.workspace_id == bindparam("workspace_id"), Connector.id == bindparam("connector_id")
 )
 
 
@@ -595,11 +591,11 @@ class _Renewal:
     taken over by another worker, they are not sent from here."""
 
     execution: Execution
-    lease: timedelta | None  # None: never renewed (a round of triggered campaigns, sent at once)
+    lease: timedelta
     since: datetime
 
     def due(self, now: datetime) -> bool:
-        return self.lease is not None and now - self.since >= self.lease / RENEW_AFTER
+        return now - self.since >= self.lease / RENEW_AFTER
 
     async def renew(
         self, database: Database, users: list[_Claimed], waiting: list[_Claimed], now: datetime
