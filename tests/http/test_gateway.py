@@ -115,14 +115,14 @@ class TestGatewayChecks:
             response = await client.request(method, OFFERS, headers=headers, content=b"{not json")
             assert response.status_code == 405, (method, response.text)
             assert response.json()["error"]["code"] == "METHOD_NOT_ALLOWED"
-            assert response.headers["allow"] == "GET, POST"
+            assert response.headers["allow"] == "GET, HEAD, POST"
 
     async def test_405_names_the_methods_of_every_route_on_the_path(
         self, client: httpx.AsyncClient, tenant: Tenant
     ) -> None:
         response = await client.delete("/v5/campaigns/abc", headers=tenant.headers())
         assert response.status_code == 405
-        assert response.headers["allow"] == "GET, PATCH"
+        assert response.headers["allow"] == "GET, HEAD, PATCH"
 
     async def test_405_on_a_literal_path_names_only_its_own_methods(
         self, client: httpx.AsyncClient, tenant: Tenant

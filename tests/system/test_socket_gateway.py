@@ -500,6 +500,38 @@ def test_a_head_request_gets_its_head_alone_and_the_connection_goes_on(server: S
     assert (answer.status, answer.json) == (200, {"status": "ok"})
 
 
+def test_head_on_an_api_route_is_its_get_without_the_body(server: Server, tenant: Tenant) -> None:
+    # RFC 9110 §9.3.2: the same status and headers as GET (Content-Length included), no body; the
+    # next request on the connection is read right after the head.
+    for path, campaigns in (
+        ("/v5/offers?limit=1", False),
+        ("/v5/campaigns/nope", True),
+        ("/openapi.json", False),
+    ):
+        get = exchange(server, request("GET", path, credentials(tenant, campaigns=campaigns)))
+        head = request("HEAD", path, credentials(tenant, campaigns=campaigns), close=False)
+        then = request("GET", "/healthz", [])
+        with socket.create_connection(("127.0.0.1", server.port), timeout=WAIT) as sock:
+            sock.sendall(head + then)
+            received, closed = _read_all(sock)
+        assert closed
+        head_part, _, rest = received.partition(b"\r\n\r\n")
+        answer = _parse(head_part + b"\r\n\r\n", False)
+        assert answer.status == get.status, path
+        assert answer.headers["content-type"] == get.headers["content-type"], path
+        assert answer.headers["content-length"] == str(len(get.body)), path
+        assert rest.startswith(b"HTTP/1.1 200 OK"), (path, rest[:80])
+        assert _parse(rest, closed).json == {"status": "ok"}
+
+
+def test_405_names_head_beside_get(server: Server, tenant: Tenant) -> None:
+    answer = exchange(server, request("DELETE", "/v5/offers", credentials(tenant)))
+    assert_envelope(answer, 405, "METHOD_NOT_ALLOWED")
+    assert answer.headers["allow"] == "GET, HEAD, POST"
+    answer = exchange(server, request("HEAD", "/v5/campaigns", credentials(tenant, campaigns=True)))
+    assert (answer.status, answer.headers["allow"], answer.body) == (405, "POST", b"")
+
+
 def _answers(raw: bytes, closed: bool) -> list[Answer]:
     """Every answer in `raw`, in order (the last one `closed` when the server closed after it)."""
     found = []

@@ -105,6 +105,11 @@ class HeraldMiddleware:
             await _send_raw(send, 200, headers, HEALTHY)
             return
         routes = table.lookup(scope["path"])
+        if scope["method"] == "HEAD" and "GET" in routes.served:
+            # RFC 9110 §9.3.2: HEAD is GET without the body; the same route answers both, and
+            # only the body is left out (the headers, Content-Length included, are GET's).
+            scope = {**scope, "method": "GET"}
+            send = _headers_only(send)
         if routes.served and scope["method"] not in routes.served:
             # The path exists but not with this method: 405 before anything about the request is
             # judged, naming every method of the path's routes (the router names one route's).
@@ -114,7 +119,7 @@ class HeraldMiddleware:
                 405,
                 "METHOD_NOT_ALLOWED",
                 "The method is not allowed on this resource.",
-                headers=[(b"allow", ", ".join(sorted(routes.allow)).encode())],
+                headers=[(b"allow", ", ".join(sorted(_with_head(routes.allow))).encode())],
             )
             return
 
@@ -404,3 +409,19 @@ async def _send_raw(send: Send, status: int, headers: list[tuple[bytes, bytes]],
     ]
     await send({"type": "http.response.start", "status": status, "headers": raw})
     await send({"type": "http.response.body", "body": body})
+
+
+def _headers_only(send: Send) -> Send:
+    """The answer to a HEAD request: GET's status and headers, an empty body."""
+
+    async def headers_only(message: Message) -> None:
+        if message["type"] == "http.response.body" and message.get("body"):
+            message = {**message, "body": b""}
+        await send(message)
+
+    return headers_only
+
+
+def _with_head(methods: frozenset[str]) -> frozenset[str]:
+    """A path served with GET is served with HEAD too (see `HeraldMiddleware.__call__`)."""
+    return methods | {"HEAD"} if "GET" in methods else methods
