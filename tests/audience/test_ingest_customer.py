@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 from typing import Any
 
@@ -22,6 +23,19 @@ class TestCreate:
         assert body["response_id"].startswith("resp_")
         assert body["data"] == {"customer_id": "u1", "result": "created"}
         assert "X-RateLimit-Remaining" in response.headers
+
+    async def test_one_of_concurrent_first_writes_says_it_created_the_user(
+        self, app: FastAPI, ingest: Ingest, workspace: Tenant
+    ) -> None:
+        # Each request may read the user as unknown before any of them commits; only the write
+        # that made it says "created", and every attribute sent is merged into the one row.
+        answers = await asyncio.gather(*(ingest.customer("racer", {f"a{n}": n}) for n in range(10)))
+        assert [answer.status_code for answer in answers] == [200] * 10
+        results = sorted(answer.json()["data"]["result"] for answer in answers)
+        assert results == ["created"] + ["updated"] * 9
+        user = await stored_user(app, workspace.workspace_id, "racer")
+        assert user is not None
+        assert user.attributes == {f"a{n}": n for n in range(10)}
 
     async def test_standard_attributes_fill_columns_and_others_are_custom(
         self, app: FastAPI, ingest: Ingest, workspace: Tenant

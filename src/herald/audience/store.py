@@ -365,6 +365,16 @@ async def write_customers(
 ) -> list[Outcome]:
     """Apply customer writes in order; the outcome of each, aligned with `writes`."""
     known = await existing_ids(session, workspace_id, (write.customer_id for write in writes))
+    if dialect_of(session) == "postgresql":
+        # Concurrent requests may each read a new user as unknown (SQLite's writers take turns, so
+        # there the read is exact): the new ids are inserted first, in one order (no deadlock
+        # between two batches), each by whichever transaction gets there first, waiting for any
+        # other one writing it. Only that one says "created"; the rest merge into its row.
+        new = sorted(
+            {w.customer_id for w in writes if w.customer_id not in known and not w.update_existing_only}
+        )
+        made = set(await insert_bare_users(session, workspace_id, new, now))
+        known.update(customer_id for customer_id in new if customer_id not in made)
     outcomes = plan_customers(writes, known)
     applied = [write for write, outcome in zip(writes, outcomes, strict=True) if outcome != "skipped"]
     await upsert_customers(session, workspace_id, applied, now)
