@@ -19,3 +19,7 @@ def _integral_float_as_int(value: Any) -> Any:
 
 
 IntegralFloat = BeforeValidator(_integral_float_as_int)
+
+# The whole numbers Herald stores: signed 64-bit, as the databases' integer and JSON columns and the
+# responses' JSON writer hold them (a body with one outside is refused: `http.guards`).
+INT64 = range(-(2**63), 2**63)

@@ -16,6 +16,7 @@ from functools import lru_cache
 from typing import Any
 
 from herald.audience.models import STANDARD_ATTRIBUTES
+from herald.json_numbers import INT64
 from herald.problems import Problem, join_path
 from herald.timezones import is_timezone
 
@@ -23,7 +24,6 @@ MAX_NAME_LENGTH = 128
 MAX_ATTRIBUTES = 500
 MAX_STRING_LENGTH = 10_000
 MAX_ARRAY_ITEMS = 1_000
-_INT64 = range(-(2**63), 2**63)  # a signed 64-bit whole number
 
 # Reserved: the user's identifier is the record's key, not an attribute.
 RESERVED_NAMES = frozenset({"customer_id"})
@@ -120,7 +120,7 @@ def _scalar(value: Any, path: Path) -> tuple[Any, Problem | None]:
     if kind is bool or kind is float:
         return value, None
     if kind is int:
-        if value not in _INT64:
+        if value not in INT64:
             return None, Problem("OUT_OF_RANGE", join_path(*path), "Whole numbers must fit in 64 bits.")
         return value, None
     return None, Problem(
@@ -175,7 +175,7 @@ def _plain_value(value: Any) -> bool:
     kind = type(value)
     if kind is str:
         return len(value) <= MAX_STRING_LENGTH and not _DATETIME_SHAPE.match(value)
-    return value is None or kind is bool or kind is float or (kind is int and value in _INT64)
+    return value is None or kind is bool or kind is float or (kind is int and value in INT64)
 
 
 def _custom(name: str, value: Any, path: Path, stored: dict[str, Any], problems: list[Problem]) -> None:

@@ -12,6 +12,7 @@ from itertools import accumulate
 from typing import Any
 from urllib.parse import unquote_to_bytes
 
+from herald.json_numbers import INT64
 from herald.problems import Problem, join_path
 
 # A JSON string, escapes included (the unrolled form: a run of plain bytes at a time, not one
@@ -125,6 +126,27 @@ def infinite_number_path(body: bytes) -> str | None:
     try:
         found = _path_to(
             json.loads(body), lambda value: isinstance(value, float) and not math.isfinite(value)
+        )
+    except (ValueError, RecursionError):
+        return None
+    return None if found is None else join_path(*found)
+
+
+# A whole number past 64 bits has at least 19 digits (a string of such digits is told apart by
+# reading the body, as above).
+_LONG_INTEGER = re.compile(rb"\d{19,}")
+
+
+def wide_integer_path(body: bytes) -> str | None:
+    """The dot path ("" for the body itself) of a whole number outside 64 bits: the JSON columns,
+    the responses' writer and SQLite's JSON functions stop there (it was stored, then every read
+    of it failed, or came back a float). None as for `infinite_number_path`."""
+    if _LONG_INTEGER.search(body) is None:
+        return None
+    try:
+        found = _path_to(
+            json.loads(body),
+            lambda value: isinstance(value, int) and not isinstance(value, bool) and value not in INT64,
         )
     except (ValueError, RecursionError):
         return None

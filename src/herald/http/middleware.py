@@ -38,6 +38,7 @@ from herald.http.guards import (
     json_depth_exceeds,
     nul_path,
     parse_uuid4,
+    wide_integer_path,
 )
 from herald.http.limits import headers_for
 from herald.http.responses import GATEWAY_503_HTML, HEALTH_PATH, HEALTHY, error_json, error_response
@@ -333,6 +334,12 @@ class HeraldMiddleware:
         too_large = infinite_number_path(body)
         if too_large is not None:
             return "Numbers must fit a double (at most about 1.8e308 in size).", too_large or None
+        too_wide = wide_integer_path(body)
+        if too_wide is not None:
+            return (
+                "Whole numbers must fit 64 bits (-9223372036854775808 to 9223372036854775807).",
+                too_wide or None,
+            )
         if json_depth_exceeds(body, self.settings.max_json_depth):
             return f"The JSON body nests deeper than {self.settings.max_json_depth} levels.", None
         return None
