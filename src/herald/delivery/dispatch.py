@@ -31,10 +31,11 @@ from herald.delivery import outbox
 from herald.delivery.config import is_smtp
 from herald.delivery.connectors import open_secrets
 from herald.delivery.crypto import SecretKeyError
+from herald.delivery.lane import Lane
 from herald.delivery.messages import Envelope, Outcome
 from herald.delivery.models import Connector
 from herald.delivery.smtp import SmtpSessions
-from herald.delivery.webhook import Lane, new_lane, send_webhook, send_webhook_batch
+from herald.delivery.webhook import new_lane, send_webhook, send_webhook_batch
 from herald.direct_writes import Transaction, Writer
 from herald.joined_writes import FirstWrite, Joined
 

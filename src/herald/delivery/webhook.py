@@ -7,10 +7,8 @@ Body (UTF-8 JSON):
      "message": <the rendered Push platform object or Email object>, "created_at": ISO 8601 UTC,
      + for Push with `advanced` settings "advanced": {"expires_at"?, "expiration_settings"?,
        "priority"?} (see `delivery.push_options`)}
-The POST goes out on a lane (`new_lane`): an aiohttp client session holding one kept-alive
-connection. aiohttp parses answers in C; the same signed POST to a local receiver cost 85 µs of CPU
-on it against 385 µs on httpcore (httpx's transport, used without httpx's client layer), which was
-a sixth of a test send (docs/decisions/0004-webhook-client.md).
+The POST goes out on a lane (`new_lane`, `delivery.lane`): one kept-alive HTTP/1.1 connection,
+answers parsed by httptools (docs/decisions/0006-webhook-lanes-on-httptools.md).
 
 Any 2xx answer is success. Redirects are not followed (a signed request is never replayed to a
 host the connector does not name); a 3xx, 4xx or 5xx answer is a failure with its status. A 5xx,
@@ -33,30 +31,22 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-import aiohttp
 import httpx
 import orjson
 
 from herald.delivery.config import shown_url
+from herald.delivery.lane import Lane
 from herald.delivery.messages import Envelope, Outcome
 from herald.delivery.signing import signed_headers
 from herald.timefmt import rfc3339
 
-Lane = aiohttp.ClientSession
-
 
 def new_lane() -> Lane:
-    """A lane to POST on (made inside the event loop that sends on it): one kept-alive connection,
-    verified against the process's certificate store. Its posts follow no redirects (the signature
-    is for the URL the connector names), and it reads no proxy settings from the environment and
-    asks for no compression: the request carries the headers it is given, Host and Content-Length."""
-    connector = aiohttp.TCPConnector(limit=1, ssl=tls_context())
-    return aiohttp.ClientSession(
-        connector=connector,
-        trust_env=False,
-        auto_decompress=False,
-        skip_auto_headers=("Accept", "Accept-Encoding"),
-    )
+    """A lane to POST on: one kept-alive connection, verified against the process's certificate
+    store. Its posts follow no redirects (the signature is for the URL the connector names), read
+    no proxy settings from the environment and ask for no compression: the request carries the
+    headers it is given, Host and Content-Length."""
+    return Lane(tls_context())
 
 
 @functools.cache
@@ -144,20 +134,13 @@ async def _post(
 ) -> Outcome:
     url = str(settings["url"])
     signed = signed_headers(secrets["hmac_secret"], int(envelope.now.timestamp()), body, delivery)
+    headers = b"".join(f"{name}: {value}\r\n".encode() for name, value in signed.items())
     try:
-        async with lane.post(
-            url,
-            data=body,
-            headers={**_FIXED_HEADERS, **signed},
-            timeout=_time_limits(time_limit),
-            allow_redirects=False,
-        ) as response:
-            code = response.status
-            await response.read()  # read to its end: the connection is then kept for the next POST
-    except TimeoutError:  # aiohttp's own (connect, read) are TimeoutErrors too
+        code = await lane.post(url, _FIXED_HEADERS + headers, body, time_limit)
+    except TimeoutError:  # connecting, or a wait for more of the answer
         reason = f"The webhook {shown_url(url)} did not answer within {time_limit:g}s."
         return Outcome(False, reason, connector_down=True, transient=True)
-    except (aiohttp.ClientError, OSError) as exc:  # no connection, a broken one, a URL it cannot use
+    except (OSError, UnicodeError) as exc:  # no connection, a broken one, a host it cannot name
         detail = str(exc).strip() or type(exc).__name__
         reason = f"The webhook {shown_url(url)} could not be reached: {detail}"
         return Outcome(False, reason, connector_down=True, transient=True)
@@ -168,14 +151,7 @@ async def _post(
     return Outcome(False, f"The webhook answered {code}.", transient=code >= 500 or code in _RETRYABLE)
 
 
-@functools.lru_cache(maxsize=16)
-def _time_limits(seconds: float) -> aiohttp.ClientTimeout:
-    """Each step of a POST (connecting, every read of the answer) within `seconds`; the request as
-    a whole has no limit of its own, as a slow but steady answer is still an answer."""
-    return aiohttp.ClientTimeout(total=None, connect=seconds, sock_connect=seconds, sock_read=seconds)
-
-
-_FIXED_HEADERS = {"Content-Type": "application/json", "User-Agent": "Herald-Webhook/1"}
+_FIXED_HEADERS = b"Content-Type: application/json\r\nUser-Agent: Herald-Webhook/1\r\n"
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
 # Client errors that say "later", not "never": request timeout and too many requests.
 _RETRYABLE = frozenset({408, 429})
