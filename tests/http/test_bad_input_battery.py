@@ -374,7 +374,9 @@ async def test_a_whole_number_past_64_bits_is_refused_where_it_is(
 ) -> None:
     key, request_id = str(uuid.uuid4()), str(uuid.uuid4())
     headers = {**world.headers(key, request_id), "Content-Type": "application/json"}
-    body = b'{"limit": 15, "page": 1, "campaign_fields": {"name": "12345678901234567890123", "version_number": '
+    body = (
+        b'{"limit": 15, "page": 1, "campaign_fields": {"name": "12345678901234567890123", "version_number": '
+    )
     response = await client.post("/v5/campaigns/search", content=body + number + b"}}", headers=headers)
     assert response.status_code == 400, response.text
     error = response.json()["error"]

@@ -11,6 +11,7 @@ from fastapi import FastAPI
 
 from herald.config import Settings
 from herald.main import create_app
+from tests.factories import Tenant
 
 
 def _guarded(document: dict[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
@@ -62,6 +63,39 @@ async def test_campaign_operations_require_the_app_key_header(client: httpx.Asyn
         create["requestBody"]["content"]["application/json"]["schema"]["discriminator"]["propertyName"]
         == "channel"
     )
+
+
+# Headers any HTTP answer may carry that an API description leaves to HTTP itself.
+_TRANSPORT_HEADERS = {"content-type", "content-length", "date", "server"}
+
+
+def _undocumented(document: dict[str, Any], path: str, method: str, response: httpx.Response) -> set[str]:
+    documented = document["paths"][path][method]["responses"][str(response.status_code)]["headers"]
+    return {name.lower() for name in response.headers} - {n.lower() for n in documented} - _TRANSPORT_HEADERS
+
+
+async def test_every_header_of_a_campaign_answer_and_its_replay_is_documented(
+    client: httpx.AsyncClient, tenant: Tenant
+) -> None:
+    document = (await client.get("/openapi.json")).json()
+    write = tenant.write_headers(campaigns=True)
+    body = {"channel": "PUSH", "campaign_delivery_type": "ONE_TIME", "created_by": "a@example.com"}
+    created = await client.post("/v5/campaigns", json=body, headers=write)
+    replayed = await client.post("/v5/campaigns", json=body, headers=write)
+    assert replayed.headers["Idempotent-Replayed"] == "true"
+    campaign_path = f"/v5/campaigns/{created.json()['data']['id']}"
+    got = await client.get(campaign_path, headers=tenant.headers(campaigns=True))
+    assert got.headers["ETag"]
+    patch = {"updated_by": "a@example.com", "basic_details": {"name": "N"}}
+    patched = await client.patch(campaign_path, json=patch, headers=tenant.write_headers(campaigns=True))
+    assert patched.status_code == 200, patched.text
+    for path, method, response in (
+        ("/v5/campaigns", "post", created),
+        ("/v5/campaigns", "post", replayed),
+        ("/v5/campaigns/{campaign_id}", "get", got),
+        ("/v5/campaigns/{campaign_id}", "patch", patched),
+    ):
+        assert not _undocumented(document, path, method, response), (method, path, response.status_code)
 
 
 @pytest.mark.parametrize("token", ["ACME"])

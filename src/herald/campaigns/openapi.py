@@ -83,10 +83,22 @@ _RESPONSE_MODELS: tuple[type[BaseModel], ...] = (
 )
 
 
-def success(status: int, model: type[BaseModel], description: str) -> dict[int | str, dict[str, Any]]:
-    """A route's success answer (`status` is the route's `status_code`), described by `model`."""
+def success(
+    status: int, model: type[BaseModel], description: str, *, tagged: bool = False
+) -> dict[int | str, dict[str, Any]]:
+    """A route's success answer (`status` is the route's `status_code`), described by `model`;
+    `tagged`: it carries the campaign's `ETag` (what `If-Match` names on update)."""
     schema = {"$ref": _REF.format(model=model.__name__)}
-    return {status: {"description": description, "content": {"application/json": {"schema": schema}}}}
+    answer: dict[str, Any] = {"description": description, "content": {"application/json": {"schema": schema}}}
+    if tagged:
+        answer["headers"] = {"ETag": ETAG_HEADER}
+    return {status: answer}
+
+
+ETAG_HEADER = {
+    "description": "The campaign version's entity tag at this revision: send it in `If-Match` to update it.",
+    "schema": {"type": "string", "pattern": '^"[^"]+"$'},
+}
 
 
 _V1_MODELS = (PushCampaignV1Update.__name__, EmailCampaignV1Update.__name__)

@@ -155,7 +155,7 @@ async def create_campaign(request: Request, caller: Annotated[Caller, guarded(CR
     ),
     response_model=None,
     responses={
-        **success(200, responses.CampaignResponse, "The campaign."),
+        **success(200, responses.CampaignResponse, "The campaign.", tagged=True),
         **error_responses(400, 401, 403, 404, 429, 503),
     },
 )
@@ -186,7 +186,7 @@ async def get_campaign(
     response_model=None,
     openapi_extra=UPDATE_BODY,
     responses={
-        **success(200, responses.CampaignUpdatedResponse, "The campaign was updated."),
+        **success(200, responses.CampaignUpdatedResponse, "The campaign was updated.", tagged=True),
         **error_responses(400, 401, 403, 404, 409, 412, 413, 429, 503),
     },
 )

@@ -41,6 +41,16 @@ RATE_LIMIT_HEADERS = {
     "X-RateLimit-Reset": {"description": "UTC epoch seconds when that window frees a slot.", "schema": _INT},
 }
 RETRY_AFTER = {"Retry-After": {"description": "Seconds after which the request is admitted.", "schema": _INT}}
+REPLAYED = {
+    "Idempotent-Replayed": {
+        "description": "`true` when this is the stored answer to an earlier request with the same "
+        "Idempotency-Key (absent on the first answer).",
+        "schema": {"type": "string", "enum": ["true"]},
+    }
+}
+# The answers an Idempotency-Key keeps and replays: successes, and refusals that would be the same
+# again (a conflict, a rule the request broke); a 400 or a failure is not kept.
+_REPLAYED_STATUSES = ("2", "409", "422")
 BODY_METHODS = frozenset({"post", "put", "patch"})
 
 
@@ -89,9 +99,11 @@ def guarded_operations(routes: Iterable[BaseRoute]) -> dict[tuple[str, str], Doc
 
 
 def _complete_operation(method: str, operation: dict[str, Any]) -> None:
+    keyed = False
     for parameter in operation.get("parameters", []):
         if parameter.get("in") != "header":
             continue
+        keyed = keyed or parameter.get("name") == "Idempotency-Key"
         # A header is absent or a string, never null: `str | None` parameters describe only absence.
         variants = parameter.get("schema", {}).get("anyOf", [])
         if {"type": "null"} in variants and len(variants) == 2:
@@ -124,6 +136,8 @@ def _complete_operation(method: str, operation: dict[str, Any]) -> None:
             headers.update(RATE_LIMIT_HEADERS)
         if status == "429":
             headers.update(RETRY_AFTER)
+        if keyed and status.startswith(_REPLAYED_STATUSES):
+            headers.update(REPLAYED)
 
 
 DESCRIPTION = """Herald serves the Offer Listing and Campaign Draft API (v5): the offers catalog and
