@@ -428,6 +428,42 @@ class TestVersioning:
         assert await h.get(client, ws, campaign_id) == before
         assert len(await h.stored(app, ws, campaign_id)) == 1
 
+    @pytest.mark.parametrize(
+        ("name", "cleared", "target"),
+        [
+            ("push_device_triggered", "campaign_content", "campaign_content"),
+            ("push_location_triggered", "basic_details", "basic_details.geofences"),
+        ],
+    )
+    async def test_a_live_campaign_keeps_the_components_publishing_needs(
+        self, app: FastAPI, client: httpx.AsyncClient, ws: Tenant, name: str, cleared: str, target: str
+    ) -> None:
+        # A null clears a component (C3 replaces it whole); a published campaign cannot lose one
+        # it needs to be delivered, and nothing changes.
+        campaign_id = await self._live(client, ws, name)
+        before = await h.get(client, ws, campaign_id)
+        response = await client.patch(
+            f"/v5/campaigns/{campaign_id}",
+            json={"updated_by": "m@example.com", cleared: None},
+            headers=ws.write_headers(campaigns=True),
+        )
+        assert response.status_code == 400, response.text
+        assert target in {d["target"] for d in response.json()["error"]["details"]}
+        assert await h.get(client, ws, campaign_id) == before
+
+    async def test_a_live_campaign_may_clear_an_optional_component(
+        self, client: httpx.AsyncClient, ws: Tenant
+    ) -> None:
+        campaign_id = await self._live(client, ws)
+        assert "utm_params" in await h.get(client, ws, campaign_id)
+        response = await client.patch(
+            f"/v5/campaigns/{campaign_id}",
+            json={"updated_by": "m@example.com", "utm_params": None},
+            headers=ws.write_headers(campaigns=True),
+        )
+        assert response.status_code == 200, response.text
+        assert "utm_params" not in await h.get(client, ws, campaign_id)
+
     async def test_live_editability_rules_apply(self, client: httpx.AsyncClient, ws: Tenant) -> None:
         campaign_id = await self._live(client, ws, "push_device_triggered")
         response = await h.v1_patch(

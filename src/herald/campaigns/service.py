@@ -299,9 +299,26 @@ def check_update(
         raise ValidationFailed(stored_problems, "The stored campaign cannot be read; resend every component.")
     merged = current.merged(body)
     problems = validate_campaign(merged, Stage.DRAFT_PATCH, workspace.features, sent, previous=current)
+    problems += _cleared_but_needed(workspace, stored, body, merged)
     if problems:
         raise ValidationFailed(problems)
     return CheckedUpdate(body=body, merged=merged, stored_components=stored.components)
+
+
+def _cleared_but_needed(
+    workspace: Workspace, stored: StoredCampaign, body: CampaignUpdate, merged: CampaignDocument
+) -> list[Problem]:
+    """A component sent as null clears it. A draft may lose any (it may be created without them),
+    but a campaign past DRAFT was published and keeps what publishing needs: clearing a component
+    is refused where the campaign would no longer pass DRAFT_PUBLISH without it (its content, the
+    geofences of a location trigger, ...), and allowed where it is optional (`utm_params`)."""
+    if stored.status == CampaignStatus.DRAFT:
+        return []
+    cleared = {name for name in sent_components(body) if getattr(body, name) is None}
+    if not cleared:
+        return []
+    found = validate_campaign(merged, Stage.DRAFT_PUBLISH, workspace.features)
+    return [problem for problem in found if (problem.target or "").split(".", 1)[0] in cleared]
 
 
 def _rules_beyond(
