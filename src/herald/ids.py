@@ -40,7 +40,7 @@ def object_ids(at: datetime, count: int) -> list[str]:
 
 
 def is_object_id(value: str) -> bool:
-    return bool(OBJECT_ID.match(value))
+    return bool(OBJECT_ID.fullmatch(value))
 
 
 def offer_public_id(raw: str) -> str:

@@ -42,7 +42,7 @@ _QUOTED_NAME = re.compile(r"^'([A-Za-z_][A-Za-z0-9_]*)'$")
 
 def detail_code(error_type: str) -> str:
     """The contract detail code for a Pydantic error type."""
-    if _CUSTOM_CODE.match(error_type):
+    if _CUSTOM_CODE.fullmatch(error_type):
         return error_type
     if error_type in ("missing", "union_tag_not_found"):
         return "REQUIRED_FIELD_MISSING"
@@ -81,7 +81,7 @@ def field_path(loc: Sequence[int | str], data: object, *, missing: bool = False)
 def _discriminator_name(error: ErrorDetails) -> str | None:
     # For a tag-based union the discriminator is a field; point at it, not at the whole object.
     ctx = error.get("ctx") or {}
-    match = _QUOTED_NAME.match(str(ctx.get("discriminator", "")))
+    match = _QUOTED_NAME.fullmatch(str(ctx.get("discriminator", "")))
     return match.group(1) if match else None
 
 

@@ -404,6 +404,23 @@ def test_bodies_refused_at_the_socket_are_counted_with_the_answer_the_client_got
     assert after.get("500", 0) == before.get("500", 0)
 
 
+def test_a_client_that_leaves_mid_body_is_counted_499_not_500(server: Server, tenant: Tenant) -> None:
+    # Nothing failed on the server: the client closed before its body was whole (nginx's 499).
+    before = _request_counts(server)
+    head, _, _ = request(
+        "POST", "/v5/campaigns", create_headers(tenant, str(uuid.uuid4())), CAMPAIGN
+    ).partition(b"\r\n\r\n")
+    with socket.create_connection(("127.0.0.1", server.port), timeout=WAIT) as sock:
+        sock.sendall(head + b"\r\n\r\n" + CAMPAIGN[:10])
+    for _ in range(100):  # the server learns of the close on its own time
+        after = _request_counts(server)
+        if after.get("499", 0) > before.get("499", 0):
+            break
+        time.sleep(0.05)
+    assert after.get("499", 0) - before.get("499", 0) == 1
+    assert after.get("500", 0) == before.get("500", 0)
+
+
 def _request_counts(server: Server) -> dict[str, float]:
     """herald_http_requests_total of POST /v5/campaigns's requests refused before routing, by status."""
     answer = exchange(server, request("GET", "/metrics", []))

@@ -225,9 +225,9 @@ def _standard(name: str, value: Any, path: Path) -> tuple[Any, Problem | None]:
     limit = STRING_COLUMNS[name]
     if len(value) > limit:
         return None, Problem("OUT_OF_RANGE", target, f"'{name}' is at most {limit} characters.")
-    if name == "email" and not _EMAIL.match(value):
+    if name == "email" and not _EMAIL.fullmatch(value):
         return None, Problem("INVALID_TYPE", target, f"'{value}' is not an e-mail address.")
-    if name == "mobile" and not _MOBILE.match(value):
+    if name == "mobile" and not _MOBILE.fullmatch(value):
         return None, Problem(
             "INVALID_TYPE", target, "'mobile' must be a phone number: digits, optionally a leading '+'."
         )
@@ -247,9 +247,9 @@ def _is_valid_standard(name: str, value: Any) -> bool:
     if type(value) is not str or len(value) > STRING_COLUMNS[name]:
         return False
     if name == "email":
-        return bool(_EMAIL.match(value))
+        return bool(_EMAIL.fullmatch(value))
     if name == "mobile":
-        return bool(_MOBILE.match(value))
+        return bool(_MOBILE.fullmatch(value))
     if name == "timezone":
         return is_timezone(value)
     return not _CONTROL.search(value)

@@ -52,7 +52,7 @@ JsonObject = dict[str, Any]
 
 
 def _object_id(value: str) -> str:
-    if not OBJECT_ID.match(value):
+    if not OBJECT_ID.fullmatch(value):
         raise PydanticCustomError("INVALID_TYPE", "Expected a 24-character lowercase hexadecimal id.")
     return value
 

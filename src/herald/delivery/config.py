@@ -164,7 +164,7 @@ def _check_smtp(given: ConnectorInput, errors: list[str]) -> tuple[dict[str, obj
     if given.url or given.secret:
         errors.append("--url and --secret belong to webhook connectors, not CUSTOM_SMTP")
     host = (given.host or "").strip()
-    if not host or not _HOST.match(host):
+    if not host or not _HOST.fullmatch(host):
         errors.append("--host is required: the SMTP server's name or address, without a scheme")
     try:
         security = Security((given.security or Security.STARTTLS.value).lower())
@@ -222,7 +222,7 @@ def check_connector(given: ConnectorInput, generate_secret: str) -> tuple[Checke
     """Every problem with `given`, or the connector to store. `generate_secret` is used as the
     webhook's HMAC secret when none was given."""
     errors: list[str] = []
-    if not _NAME.match(given.name):
+    if not _NAME.fullmatch(given.name):
         errors.append(
             "--name must be 1-100 letters, digits, spaces, '_', '.' or '-', starting with a letter or digit"
         )

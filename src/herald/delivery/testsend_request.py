@@ -137,7 +137,7 @@ def variation_key(value: str | int | None) -> str | None:
     """`variation_<n>` for a variation given as that key or as n; None when it is neither."""
     if isinstance(value, int):
         return f"{VARIATION_PREFIX}{value}" if value >= 1 else None
-    if isinstance(value, str) and _VARIATION.match(value):
+    if isinstance(value, str) and _VARIATION.fullmatch(value):
         return value
     return None
 

@@ -79,7 +79,7 @@ async def check_all(
     if not problems:
         return
     name = values.name
-    checks_name = "name" in changed and name is not None and rules.OFFER_NAME.match(name)
+    checks_name = "name" in changed and name is not None and rules.OFFER_NAME.fullmatch(name)
     if checks_name and await repository.live_names(session, workspace_id, [str(name)], except_id):
         lookups = replace(lookups, name_taken=True)
         problems = distinct([*found, *rules.check(values, changed, lookups, failed)])

@@ -28,7 +28,7 @@ MAX_PRODUCT_SET_ITEMS = 1000
 
 
 def _check_name(kind: str, name: str) -> None:
-    if not _NAME.match(name):
+    if not _NAME.fullmatch(name):
         raise AdminError(
             f"{kind} name must be 1-200 letters, digits, '_', '-' or '.', starting with a letter or digit"
         )

@@ -22,7 +22,7 @@ _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 def subscript(path: str, key: object, *, prefer_attribute: bool = True) -> str:
     """`path` followed by an access to `key`, written as a template would write it."""
-    if isinstance(key, str) and prefer_attribute and _IDENTIFIER.match(key):
+    if isinstance(key, str) and prefer_attribute and _IDENTIFIER.fullmatch(key):
         return f"{path}.{key}"
     return f"{path}[{key!r}]"
 

@@ -230,7 +230,7 @@ def dynamic_reference(value: JsonValue) -> str | None:
     """The user attribute a dynamic value names, or None when it names none."""
     if not isinstance(value, str):
         return None
-    found = _REFERENCE.match(value.strip())
+    found = _REFERENCE.fullmatch(value.strip())
     if found is None:
         return None
     return next(group for group in found.groups() if group is not None)

@@ -44,7 +44,7 @@ class Today:
 
 
 def parse_date(value: str) -> date | None:
-    if not _DATE.match(value):
+    if not _DATE.fullmatch(value):
         return None
     try:
         return date.fromisoformat(value)

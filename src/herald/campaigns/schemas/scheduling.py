@@ -113,7 +113,7 @@ _TIME_OF_DAY = re.compile(r"^([01]\d|2[0-3]):[0-5]\d(:[0-5]\d)?$")
 
 def _time_bound(value: str) -> str:
     # A geofence window is either a daily time of day or a full date-time; both are ISO 8601.
-    if _TIME_OF_DAY.match(value) or parse_iso_datetime(value) is not None:
+    if _TIME_OF_DAY.fullmatch(value) or parse_iso_datetime(value) is not None:
         return value
     raise PydanticCustomError("INVALID_TYPE", "Expected an ISO 8601 time (HH:MM) or date-time.")
 

@@ -83,7 +83,7 @@ _TIME_OF_DAY = re.compile(r"^([01]\d|2[0-3]):([0-5]\d)(:[0-5]\d)?$")
 def _window_end(value: str | None, start: datetime, zone: ZoneInfo) -> datetime | None:
     if not value:
         return None
-    match = _TIME_OF_DAY.match(value)
+    match = _TIME_OF_DAY.fullmatch(value)
     if match:
         local = start.astimezone(zone)
         end = local_instant(local.date(), time(int(match[1]), int(match[2])), zone)

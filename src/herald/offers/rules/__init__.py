@@ -111,7 +111,7 @@ def _check_complete(values: OfferFields, failed: frozenset[str], draft: bool) ->
 
 
 def check_name(name: str, taken: bool) -> list[Problem]:
-    if not OFFER_NAME.match(name):
+    if not OFFER_NAME.fullmatch(name):
         return [
             Problem(
                 "INVALID_OFFER_NAME",

@@ -76,7 +76,7 @@ def _check_slots(slots: Slots, path: Path) -> list[Problem]:
     return [
         Problem("UNKNOWN_FIELD", join_path(*path, slot), "Content slots are named content_1, content_2, ...")
         for slot in slots
-        if not _SLOT.match(slot)
+        if not _SLOT.fullmatch(slot)
     ]
 
 

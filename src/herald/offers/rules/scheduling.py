@@ -21,7 +21,7 @@ START, EXPIRY, TIMEZONE = "scheduling.start_datetime", "scheduling.expiry_dateti
 
 def parse_zulu(value: str) -> datetime | None:
     """The UTC instant of `YYYY-MM-DDTHH:MM:SS[.ffffff]Z`, or None for anything else."""
-    if not _ZULU.match(value):
+    if not _ZULU.fullmatch(value):
         return None
     try:
         return datetime.fromisoformat(value).astimezone(UTC)
