@@ -140,6 +140,31 @@ class TestDaily:
         assert await status(client, workspace, campaign_id) == "SENT"
 
 
+class TestPublishedLate:
+    async def test_occurrences_before_the_publish_never_run(
+        self,
+        app: FastAPI,
+        client: httpx.AsyncClient,
+        workspace: Tenant,
+        webhook: HttpReceiver,
+        clock: FrozenClock,
+    ) -> None:
+        # Published 30 s after the day's 10:00 occurrence, months after its start: that occurrence
+        # predates the campaign (no send to everyone at once); the next day's is its first run.
+        await push_connector(app, workspace, webhook)
+        await push_users(app, workspace, 2)
+        clock.set(datetime(2027, 11, 15, 10, 0, 30, tzinfo=UTC))
+        campaign_id = await publish(client, workspace, periodic("2027-01-01T10:00:00", "UTC"))
+        await tick(app, workspace)
+        await at(app, clock, workspace, datetime(2027, 11, 15, 12, 0, tzinfo=UTC))
+        assert webhook.received == []
+        assert await status(client, workspace, campaign_id) == "ACTIVE"
+        await at(app, clock, workspace, datetime(2027, 11, 16, 10, 0, tzinfo=UTC))
+        assert len(webhook.received) == 2
+        [execution] = (await stats(client, workspace, campaign_id))["executions"]
+        assert execution["scheduled_for"] == "2027-11-16T10:00:00Z"
+
+
 class TestPauseResume:
     async def test_runs_due_while_paused_are_skipped_and_resume_does_not_catch_up(
         self,

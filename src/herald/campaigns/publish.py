@@ -26,6 +26,7 @@ from herald.campaigns.models import Campaign
 from herald.campaigns.schemas.campaign import EmailCampaignUpdate, PushCampaignUpdate, RequestId
 from herald.campaigns.schemas.common import CampaignStatus, DeliveryType, EmailAddress, Feature
 from herald.campaigns.validation import UpdateModels
+from herald.delivery.engine import periodic
 from herald.errors import Unprocessable
 from herald.ids import object_id
 from herald.joined_writes import Answer, ClaimedRead
@@ -120,6 +121,10 @@ async def _publish_draft(session: AsyncSession, prepared: service.PreparedUpdate
     )
     if getattr(result, "rowcount", 0) != 1:
         raise service.stale()
+    if row.delivery_type == DeliveryType.PERIODIC.value:
+        # Its occurrences before the publish predate the campaign: none is run late (a start
+        # months back ran the latest one at once, to everyone), as none is after a RESUME.
+        await periodic.record_resume(session, row.workspace_id, row.campaign_id, now)
     return row
 
 

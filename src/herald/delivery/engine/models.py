@@ -245,8 +245,9 @@ class Conversion(Base):
 
 
 class PeriodicResume(Base):
-    """When a PERIODIC campaign was last resumed: occurrences before it (missed while it was
-    PAUSED) are never run, so a resume continues with the next occurrence, without catching up."""
+    """When a PERIODIC campaign was published or last resumed: occurrences before it (before the
+    campaign was live, or missed while it was PAUSED) are never run, so a resume continues with
+    the next occurrence, without catching up."""
 
     __tablename__ = "delivery_periodic_resumes"
     __table_args__ = (ForeignKeyConstraint(["workspace_id"], ["workspaces.id"]),)

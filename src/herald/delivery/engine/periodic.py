@@ -5,7 +5,8 @@ campaign; C6 lists it with `include_child_campaigns`, C7 counts it in `total_chi
 - A campaign runs while ACTIVE. At a tick, the latest occurrence at or before `now` is started
   unless it has an execution already; the unique index on (workspace, campaign, run) lets exactly
   one worker create it (with its child, in the same transaction), however many tick at once. An
-  occurrence missed while no worker ran is started late (once); earlier ones are skipped.
+  occurrence missed while no worker ran is started late (once); earlier ones are skipped, and so
+  are those before the campaign was published (a start in the past runs from the next one).
 - Each run resolves its audience when it starts, with the campaign's latest version (content
   changes apply from the next run, and to the messages a run has not yet sent), and the INSTANCE
   audience limit counts per run.
@@ -100,8 +101,8 @@ async def _resumed_at(database: Database, workspace_id: str, campaign_id: str) -
 
 
 async def record_resume(session: AsyncSession, workspace_id: str, campaign_id: str, now: datetime) -> None:
-    """A RESUME of a periodic campaign at `now`: occurrences before it are never run (the caller
-    commits, with the status change)."""
+    """A publish or a RESUME of a periodic campaign at `now`: occurrences before it are never run
+    (the caller commits, with the status change)."""
     found = await session.get(PeriodicResume, (workspace_id, campaign_id))
     if found is None:
         session.add(PeriodicResume(workspace_id=workspace_id, campaign_id=campaign_id, resumed_at=now))
