@@ -16,8 +16,10 @@ from tests.delivery.servers import Certificate
 HEADERS = b"Content-Type: application/json\r\nX-Herald-Delivery: d1\r\n"
 NO_CONTENT = b"HTTP/1.1 204 No Content\r\nContent-Length: 0\r\n\r\n"
 
-# What the server answers to the n-th request it reads (n counted over all connections).
-Script = Callable[[int], bytes | None]  # None: close the connection without answering
+# What the server answers to the n-th request it reads (n counted over all connections). None:
+# close the connection without answering; a list: its parts written TRICKLE seconds apart.
+Script = Callable[[int], bytes | list[bytes] | None]
+TRICKLE = 0.1
 
 
 @pytest.fixture(
@@ -66,8 +68,11 @@ async def serve() -> AsyncIterator[Callable[..., asyncio.Future[Scripted]]]:
                     answer = script(len(state.requests))
                     if answer is None:
                         break
-                    writer.write(answer)
-                    await writer.drain()
+                    for part in [answer] if isinstance(answer, bytes) else answer:
+                        writer.write(part)
+                        await writer.drain()
+                        if not isinstance(answer, bytes):
+                            await asyncio.sleep(TRICKLE)
                     if close_after:
                         break
             except (asyncio.IncompleteReadError, ConnectionError):
@@ -183,6 +188,17 @@ async def test_no_answer_within_the_time_limit_is_a_timeout(
         with pytest.raises(TimeoutError):
             await lane.post(server.url, HEADERS, b"{}", 0.2)
     assert server.connections == 1
+
+
+async def test_a_slow_but_steady_answer_is_read_whatever_it_takes_in_all(
+    serve: Callable[..., asyncio.Future[Scripted]],
+) -> None:
+    # Each wait for more of the answer is bounded, not the answer as a whole: eight parts a tenth
+    # of a second apart take longer than the limit (0.4 s), and none waits longer than it.
+    parts = [b"HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\n", *(bytes([c]) for c in b"steady")]
+    server = await serve(lambda _: parts)
+    async with Lane(ssl.create_default_context()) as lane:
+        assert await lane.post(server.url, HEADERS, b"{}", 4 * TRICKLE) == 200
 
 
 async def test_a_new_origin_gets_a_new_connection(serve: Callable[..., asyncio.Future[Scripted]]) -> None:

@@ -77,6 +77,7 @@ class _Connection(asyncio.Protocol):
         self._answer: asyncio.Future[int] | None = None
         self._timer: asyncio.TimerHandle | None = None
         self._limit = 0.0
+        self._heard = 0.0  # the loop's time when the answer last moved (the request's write, a chunk)
 
     # asyncio's side
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -87,7 +88,7 @@ class _Connection(asyncio.Protocol):
         if self._answer is None or self._answer.done():
             self.close()  # bytes nobody asked for: the connection is not one to reuse
             return
-        self._arm()
+        self._heard = self._answer.get_loop().time()
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserError as exc:
@@ -145,17 +146,24 @@ class _Connection(asyncio.Protocol):
             self.transport.close()
 
     def _arm(self) -> None:
-        # Re-armed at each chunk of the answer (one timer per read, as `asyncio.timeout` would
-        # be, without a task's cancellation to unwind).
-        self._disarm()
-        self._timer = asyncio.get_running_loop().call_later(self._limit, self._timed_out)
+        # One timer per exchange: when it fires, it checks how long the answer has been silent
+        # and waits on for the rest of the limit if a chunk came meanwhile (a timer per chunk,
+        # cancelled and made again, cost more than the answer's parsing).
+        loop = asyncio.get_running_loop()
+        self._heard = loop.time()
+        self._timer = loop.call_at(self._heard + self._limit, self._check_silence)
 
     def _disarm(self) -> None:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
 
-    def _timed_out(self) -> None:
+    def _check_silence(self) -> None:
+        loop = asyncio.get_running_loop()
+        silent_until = self._heard + self._limit
+        if loop.time() < silent_until:
+            self._timer = loop.call_at(silent_until, self._check_silence)
+            return
         self._timer = None
         self._fail(TimeoutError())
 
