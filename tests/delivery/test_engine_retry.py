@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import Any
 
@@ -14,16 +15,20 @@ import pytest
 from fastapi import FastAPI
 from typer.testing import CliRunner
 
+from herald import wake
+from herald.campaigns import worker
 from herald.cli import app as cli
 from herald.clock import FrozenClock
 from herald.config import Settings
 from herald.delivery.config import ConnectorInput
+from herald.services import Services
 from tests.campaigns import lifecycle_helpers as h
 from tests.conftest import TEST_SECRET_KEY
 from tests.delivery.builders import HOOK_SECRET, outbox_rows, push_connector, smtp_connector
 from tests.delivery.conftest import add_users
 from tests.delivery.servers import HttpReceiver, SmtpServer
 from tests.delivery.test_engine_send import EMAIL, PUSH, publish, stats, status, tick
+from tests.delivery.test_engine_wake import HOUR, _until
 from tests.factories import Tenant, add_connector
 
 RETRY = timedelta(seconds=30)  # the first wait; doubled after each failed attempt
@@ -44,6 +49,21 @@ def settings(database_url: str) -> Settings:
 
 def _android(*names: str) -> list[dict[str, Any]]:
     return [{"customer_id": name, "push_id": f"tok-{name}", "platform": "ANDROID"} for name in names]
+
+
+async def _status_is(client: httpx.AsyncClient, tenant: Tenant, campaign_id: str, status: str) -> bool:
+    [run] = (await stats(client, tenant, campaign_id))["executions"]
+    return bool(run["status"] == status)
+
+
+async def _until_async(condition: Callable[[], Awaitable[bool]], what: str) -> None:
+    """`_until` for a condition read through the API (a bound against hanging, not a speed
+    assertion)."""
+    for _ in range(3000):
+        if await condition():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"never happened: {what}")
 
 
 def _ids(webhook: HttpReceiver) -> list[str]:
@@ -214,6 +234,103 @@ class TestErrorThreshold:
         assert len(set(ids)) == 10
         run = await _run(await stats(client, workspace, campaign_id))
         assert (run["status"], run["reason"], run["sent"]) == ("DONE", None, 10)
+
+    async def test_failures_over_several_ticks_add_up_to_the_threshold(
+        self,
+        app: FastAPI,
+        client: httpx.AsyncClient,
+        workspace: Tenant,
+        smtp_server: SmtpServer,
+        clock: FrozenClock,
+    ) -> None:
+        # Two users answered 451 at every attempt: two failures a tick, below the threshold (3).
+        # Their retries at the next tick make four in a row through the connector, and the
+        # execution pauses instead of spending their last attempts.
+        await smtp_connector(app, workspace, smtp_server, senders=["news@shop.example"])
+        await add_users(
+            app,
+            workspace.workspace_id,
+            {"customer_id": "ana", "email": "ana@example.com"},
+            {"customer_id": "bo", "email": "bo@example.com"},
+        )
+        smtp_server.controller.handler.refuse_rcpt = "451 4.3.0 Try again later"
+        campaign_id = await publish(client, workspace, EMAIL)
+        await tick(app, workspace)
+        run = await _run(await stats(client, workspace, campaign_id))
+        assert (run["status"], run["retrying"]) == ("DISPATCHING", 2)
+
+        clock.advance(RETRY)
+        await tick(app, workspace)
+        run = await _run(await stats(client, workspace, campaign_id))
+        assert run["status"] == "PAUSED"
+        assert run["reason"].startswith("Connector 'mail' failed 4 attempts in a row; the last: ")
+        assert "451" in run["reason"]
+        clock.advance(hours=1)
+        await tick(app, workspace)  # paused: the retries due wait
+        assert [row.attempts for row in await outbox_rows(app, workspace)] == [2, 2]
+
+    async def test_a_throttled_campaign_pauses_when_its_failures_reach_the_threshold(
+        self,
+        app: FastAPI,
+        client: httpx.AsyncClient,
+        workspace: Tenant,
+        webhook: HttpReceiver,
+        clock: FrozenClock,
+    ) -> None:
+        # Two messages a minute, each refused for good: the third and fourth refusals, a minute
+        # after the first two, reach the threshold, and the rest of the audience is kept.
+        await push_connector(app, workspace, webhook)
+        await add_users(app, workspace.workspace_id, *_android(*(f"u{i}" for i in range(8))))
+        webhook.status = 400
+        body = copy.deepcopy(PUSH)
+        body["delivery_controls"] = {"campaign_throttle_rpm": 2}
+        campaign_id = await publish(client, workspace, body)
+        await tick(app, workspace)
+        run = await _run(await stats(client, workspace, campaign_id))
+        assert (run["status"], run["failed"], run["pending"]) == ("DISPATCHING", 2, 6)
+
+        clock.advance(minutes=1)
+        await tick(app, workspace)
+        run = await _run(await stats(client, workspace, campaign_id))
+        assert (run["status"], run["failed"], run["pending"]) == ("PAUSED", 4, 4)
+        assert run["reason"] == (
+            "Connector 'push-gw' failed 4 attempts in a row; the last: The webhook answered 400."
+        )
+        clock.advance(minutes=1)
+        await tick(app, workspace)
+        assert len(webhook.received) == 4
+
+    @pytest.mark.own_database  # the worker scans every workspace
+    async def test_the_worker_counts_failures_across_its_ticks(
+        self,
+        app: FastAPI,
+        client: httpx.AsyncClient,
+        workspace: Tenant,
+        webhook: HttpReceiver,
+        clock: FrozenClock,
+    ) -> None:
+        # The worker loop of `herald worker` and of the engine embedded in `herald serve`: one
+        # count of failures in a row for its life, not one per tick.
+        await push_connector(app, workspace, webhook)
+        await add_users(app, workspace.workspace_id, *_android("ana", "bo"))
+        webhook.status = 503
+        services: Services = app.state.herald
+        stop = asyncio.Event()
+        task = asyncio.create_task(
+            worker.run_forever(services.database, services.clock, HOUR, stop, services.settings)
+        )
+        try:
+            campaign_id = await publish(client, workspace, PUSH)  # wakes the worker
+            await _until(lambda: len(webhook.received) == 2, "the first attempts")
+            clock.advance(RETRY)
+            wake.wake_here(workspace.workspace_id)
+            await _until(lambda: len(webhook.received) == 4, "the retries")
+            await _until_async(
+                lambda: _status_is(client, workspace, campaign_id, "PAUSED"), "the execution pauses"
+            )
+        finally:
+            stop.set()
+            await task
 
     async def test_the_reason_counts_every_attempt_answered_before_the_pause(
         self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant, webhook: HttpReceiver

@@ -25,6 +25,7 @@ from herald.cli import app as cli
 from herald.clock import FrozenClock, utc
 from herald.delivery.config import ConnectorInput
 from herald.delivery.connectors import remove_connector
+from herald.delivery.dispatch import Streaks
 from herald.delivery.engine.models import ExecutionUser
 from herald.delivery.engine.resolve import FIRST_CHUNK
 from herald.delivery.engine.run import AHEAD, BATCH, ROUNDS
@@ -96,13 +97,18 @@ PUSH: dict[str, Any] = {
 
 
 async def tick(app: FastAPI, tenant: Tenant, *, one_at_a_time: bool = False) -> int:
-    """One worker tick; `one_at_a_time` hands the connector one message at a time, so a test can
-    hold the first message and know that no other one is on its way."""
+    """One tick of the test's worker (one per app: its connectors' error streaks, like a worker
+    process's, last from tick to tick); `one_at_a_time` hands the connector one message at a time,
+    so a test can hold the first message and know that no other one is on its way."""
     services: Services = app.state.herald
     settings = services.settings
     if one_at_a_time:
         settings = dataclasses.replace(settings, delivery_concurrency=1, delivery_smtp_connections=1)
-    return await worker.run_tick(services.database, services.clock.now(), [tenant.workspace_id], settings)
+    if not hasattr(app.state, "worker_streaks"):
+        app.state.worker_streaks = Streaks()
+    now = services.clock.now()
+    streaks: Streaks = app.state.worker_streaks
+    return await worker.run_tick(services.database, now, [tenant.workspace_id], settings, streaks=streaks)
 
 
 async def publish(client: httpx.AsyncClient, tenant: Tenant, body: dict[str, Any]) -> str:

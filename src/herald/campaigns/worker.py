@@ -35,6 +35,7 @@ from herald.campaigns.schemas.common import CampaignStatus, DeliveryType
 from herald.clock import Clock
 from herald.config import Settings
 from herald.db import Database
+from herald.delivery.dispatch import Streaks
 from herald.delivery.engine.tick import run_executions
 from herald.ops import metrics
 from herald.wake import listening, named_first
@@ -193,13 +194,15 @@ async def tick(
     settings: Settings | None = None,
     stop: asyncio.Event | None = None,
     clock: Clock | None = None,
+    streaks: Streaks | None = None,
 ) -> list[Applied]:
     """Apply every transition due at `now` (in the given workspaces, else in all) and advance the
     deliveries of sending campaigns; the transitions applied. `settings` (connector secrets and
     timeouts) default to the environment's. Once `stop` is set, the tick ends after the batch in hand
     (one workspace's transitions, one transaction; a dispatch's claimed batch of users). `clock`:
     the time as it moves during the tick (a long send claims each batch at its own moment, and stops
-    at its campaign's expiry), else `now`."""
+    at its campaign's expiry), else `now`. `streaks`: the connectors' failed attempts in a row,
+    kept by the worker across its ticks (else counted from zero: one tick's)."""
     ids = list(workspace_ids) if workspace_ids is not None else named_first(await _workspace_ids(database))
     settings = settings or Settings()
     applied: list[Applied] = []
@@ -210,7 +213,7 @@ async def tick(
         # tried again at the next tick; the other workspaces' campaigns go on (tenant isolation).
         with metrics.contained_step(log, "workspace", workspace_id):
             applied += await _tick_workspace(database, workspace_id, now)
-            finished = await run_executions(database, settings, now, workspace_id, stop, clock)
+            finished = await run_executions(database, settings, now, workspace_id, stop, clock, streaks)
             applied += await _finish(database, workspace_id, finished, now)
     for change in applied:
         log.info("campaign %s/%s: %s -> %s", change.workspace_id, change.row_id, change.before, change.after)
@@ -225,9 +228,10 @@ async def run_tick(
     settings: Settings | None = None,
     stop: asyncio.Event | None = None,
     clock: Clock | None = None,
+    streaks: Streaks | None = None,
 ) -> int:
     """One tick; the number of transitions it applied."""
-    return len(await tick(database, now, workspace_ids, settings, stop, clock))
+    return len(await tick(database, now, workspace_ids, settings, stop, clock, streaks))
 
 
 async def run_forever(
@@ -239,15 +243,18 @@ async def run_forever(
 ) -> None:
     """Tick now, then whenever woken and at least every `interval` seconds, until `stop` is set. A
     failed tick is logged and the next one retries. Setting `stop` (SIGTERM) ends the loop after the
-    batch in hand: a batch is one transaction, never cut short."""
+    batch in hand: a batch is one transaction, never cut short. The connectors' failed attempts in
+    a row are counted across the ticks (`dispatch.Streaks`): the error threshold holds for
+    failures that come a few per tick."""
     stop = stop or asyncio.Event()
     settings = settings or Settings()
+    streaks = Streaks()
     wake = asyncio.Event()
     async with listening(settings.database_url, wake) as listener:
         while not stop.is_set():
             wake.clear()  # a wake-up during the tick below makes the next one start at once
             try:
-                await run_tick(database, clock.now(), None, settings, stop, clock)
+                await run_tick(database, clock.now(), None, settings, stop, clock, streaks)
                 await planner_statistics.refresh(database)
             except Exception:  # e.g. the database restarting, or a deadlock victim: the loop must live on
                 log.exception("scheduled-transitions tick failed")

@@ -6,8 +6,8 @@ through them fail at once with the same reason instead of each waiting for a tim
 
 Campaign messages go through `deliver` (one) or `deliver_many` (a window of them, attempted side
 by side): a transient failure is attempted again later (bounded attempts, exponential backoff on
-the injected clock), and the dispatcher counts failed attempts in a row per connector so the
-engine can pause an execution whose connector keeps failing. A window is handed over at most
+the injected clock), and failed attempts in a row are counted per connector (`Streaks`, kept by
+the worker across its ticks) so the engine can pause an execution whose connector keeps failing. A window is handed over at most
 `delivery_concurrency` webhook requests (`delivery_smtp_connections` SMTP sessions) at a time; a
 webhook connector with a `batch_size` gets that many messages per POST; SMTP connections are kept
 between messages (`smtp.SmtpSessions`).
@@ -82,6 +82,39 @@ class Lanes:
         await asyncio.gather(*(lane.close() for lane in lanes))
 
 
+class Streaks:
+    """Failed attempts in a row per connector, with the last reason; a success resets a
+    connector's count. A worker keeps one for its life (`worker.run_forever`) and hands it to each
+    tick's dispatcher: a dispatcher lives for one tick, and failures that trickle in over several
+    ticks (retries after their backoff, a throttled campaign) would never add up to the threshold
+    if each tick counted from zero."""
+
+    def __init__(self) -> None:
+        self._counts: dict[str, tuple[int, str]] = {}
+
+    def of(self, connector_id: str) -> tuple[int, str]:
+        """The connector's failed attempts in a row and the last reason (0 and "" when none)."""
+        return self._counts.get(connector_id, (0, ""))
+
+    def count(self, connector_id: str, outcome: Outcome) -> None:
+        """One attempt's outcome (a message never handed over counts for nothing)."""
+        if not outcome.attempted:
+            return
+        if outcome.sent:
+            self._counts.pop(connector_id, None)
+        else:
+            count, _ = self.of(connector_id)
+            self._counts[connector_id] = (count + 1, outcome.reason or "The send failed.")
+
+    def start_again_at(self, threshold: int) -> None:
+        """Forget the counts that reached `threshold`: they paused the executions that met them
+        during the tick, and an execution resumed after the connector is fixed gets a whole
+        threshold of attempts again (else its first check would pause it before any attempt)."""
+        if threshold <= 0:
+            return
+        self._counts = {key: value for key, value in self._counts.items() if value[0] < threshold}
+
+
 class Dispatcher:
     def __init__(
         self,
@@ -91,17 +124,19 @@ class Dispatcher:
         request_id: str | None = None,
         lanes: Lanes | None = None,
         stop: asyncio.Event | None = None,
+        streaks: Streaks | None = None,
     ) -> None:
         """`lanes`: shared with other dispatchers (and closed by their owner); by default, lanes
         of this dispatcher's own, closed with it. `stop`: set when the process is to stop (SIGTERM);
-        the engine then claims no new batch (`stopping`)."""
+        the engine then claims no new batch (`stopping`). `streaks`: the failed attempts in a row
+        per connector, kept by the worker across its ticks; by default, counted from zero. When
+        the dispatcher closes, the counts that reached the error threshold start again."""
         self._settings = settings
         self._clock = clock
         self._database = database
         self._request_id = request_id
         self._down: dict[str, str] = {}
-        # Failed attempts in a row per connector, and the last reason (reset by a success).
-        self._streak: dict[str, tuple[int, str]] = {}
+        self._streaks = Streaks() if streaks is None else streaks
         self._secrets: dict[str, dict[str, str] | SecretKeyError] = {}
         self._own_lanes = lanes is None
         self._lanes = Lanes.of(settings) if lanes is None else lanes
@@ -124,6 +159,7 @@ class Dispatcher:
     async def __aexit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
+        self._streaks.start_again_at(self._settings.delivery_error_threshold)
         if self._own_lanes:
             await self._lanes.aclose()
         await self._smtp.close()
@@ -269,19 +305,13 @@ class Dispatcher:
     def failing(self, connector: Connector) -> str | None:
         """Why `connector` counts as failing (its error threshold reached), else None."""
         threshold = self._settings.delivery_error_threshold
-        count, reason = self._streak.get(connector.id, (0, ""))
+        count, reason = self._streaks.of(connector.id)
         if threshold <= 0 or count < threshold:
             return None
         return f"Connector '{connector.name}' failed {count} attempts in a row; the last: {reason}"
 
     def _count(self, connector: Connector, outcome: Outcome) -> None:
-        if not outcome.attempted:
-            return
-        if outcome.sent:
-            self._streak.pop(connector.id, None)
-        else:
-            count, _ = self._streak.get(connector.id, (0, ""))
-            self._streak[connector.id] = (count + 1, outcome.reason or "The send failed.")
+        self._streaks.count(connector.id, outcome)
 
     async def unsent(
         self,

@@ -1052,6 +1052,10 @@ async def dispatch(
                 return False
             if plan.connector is not None and dispatcher.failing(plan.connector) is not None:
                 await flight.drain()  # the reason then counts the answers of the windows out
+                if not await _in_flight(database, execution):
+                    # Its last users' failures reached the threshold: nobody is left to spare,
+                    # and a pause would keep the campaign SENDING until someone resumes it.
+                    return True
                 await pause(database, execution, dispatcher.failing(plan.connector) or "", dispatcher.now())
                 return False
             if not await still_sending(database, execution, dispatcher.now()):

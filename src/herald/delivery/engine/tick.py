@@ -22,7 +22,7 @@ from herald.campaigns.schemas.common import CampaignStatus, Channel, DeliveryTyp
 from herald.clock import Clock, FrozenClock
 from herald.config import Settings
 from herald.db import Database
-from herald.delivery.dispatch import Dispatcher
+from herald.delivery.dispatch import Dispatcher, Streaks
 from herald.delivery.engine import broadcast, controls, periodic, triggers
 from herald.delivery.engine.content import (
     SendPlan,
@@ -132,13 +132,15 @@ async def run_executions(
     workspace_id: str,
     stop: asyncio.Event | None = None,
     clock: Clock | None = None,
+    streaks: Streaks | None = None,
 ) -> list[str]:
     """Advance the workspace's executions; the public ids of the campaigns now completely sent (a
     one-time campaign whose users are all settled, a periodic one whose schedule is over). Once
     `stop` is set (SIGTERM) every dispatch ends after the batch in hand; what is left is sent by
     the next tick of any worker. `clock`: the time as it moves during the tick, at which each batch
     is claimed and sent and each window checked against its campaign's expiry (else `now`
-    throughout)."""
+    throughout). `streaks`: the connectors' failed attempts in a row, kept by the worker across
+    its ticks (else counted from zero)."""
     await _stop_executions(database, workspace_id, now)
     campaigns, finished = await _sending(database, workspace_id)
     lease = timedelta(seconds=settings.delivery_lease_seconds)
@@ -150,7 +152,7 @@ async def run_executions(
     if not campaigns and not triggered and not live_activities and not repeating:
         return finished
     async with (
-        Dispatcher(settings, clock or FrozenClock(now), database, stop=stop) as dispatcher,
+        Dispatcher(settings, clock or FrozenClock(now), database, stop=stop, streaks=streaks) as dispatcher,
         open_store(settings) as store,
     ):
         for live_activity in live_activities:
