@@ -395,3 +395,99 @@ class TestErrorThreshold:
         assert response.status_code == 200, response.text
         await tick(app, workspace)
         assert (await _run(await stats(client, workspace, campaign_id)))["status"] == "STOPPED"
+
+
+class TestRetriesThatNeverCome:
+    """A message waiting for its next attempt when nobody will attempt it again: its outbox row
+    is settled FAILED with why, rather than left PENDING (outcome unknown) for ever."""
+
+    async def test_stop_of_a_paused_execution_fails_the_rows_waiting_for_a_retry(
+        self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant, webhook: HttpReceiver
+    ) -> None:
+        await push_connector(app, workspace, webhook)
+        await add_users(app, workspace.workspace_id, *_android("a", "b", "c", "d"))
+        webhook.status = 500
+        campaign_id = await publish(client, workspace, PUSH)
+        await tick(app, workspace)
+        assert (await _run(await stats(client, workspace, campaign_id)))["status"] == "PAUSED"
+        waiting = [row.id for row in await outbox_rows(app, workspace)]
+        assert waiting
+
+        response = await h.action(client, workspace, campaign_id, "STOP")
+        assert response.status_code == 200, response.text
+        await tick(app, workspace)
+        rows = await outbox_rows(app, workspace)
+        assert [(row.id, row.status, row.next_attempt_at) for row in rows] == [
+            (row_id, "FAILED", None) for row_id in waiting
+        ]
+        assert {row.failure_reason for row in rows} == {
+            "The campaign was stopped before the next attempt; the last attempt: The webhook answered 500."
+        }
+        run = await _run(await stats(client, workspace, campaign_id))
+        assert (run["status"], run["unsent"], run["failed"], run["pending"]) == ("STOPPED", 4, 0, 0)
+
+    async def test_stop_while_retrying_fails_the_row_waiting_for_its_retry(
+        self,
+        app: FastAPI,
+        client: httpx.AsyncClient,
+        workspace: Tenant,
+        smtp_server: SmtpServer,
+        clock: FrozenClock,
+    ) -> None:
+        await smtp_connector(app, workspace, smtp_server, senders=["news@shop.example"])
+        await add_users(app, workspace.workspace_id, {"customer_id": "ana", "email": "ana@example.com"})
+        smtp_server.controller.handler.refuse_rcpt = "451 4.3.0 Try again later"
+        campaign_id = await publish(client, workspace, EMAIL)
+        await tick(app, workspace)
+        assert (await _run(await stats(client, workspace, campaign_id)))["retrying"] == 1
+
+        response = await h.action(client, workspace, campaign_id, "STOP")
+        assert response.status_code == 200, response.text
+        await tick(app, workspace)
+        clock.advance(RETRY)
+        await tick(app, workspace)
+        [row] = await outbox_rows(app, workspace)
+        assert (row.status, row.attempts, row.next_attempt_at) == ("FAILED", 1, None)
+        assert (row.failure_reason or "").startswith(
+            "The campaign was stopped before the next attempt; the last attempt: "
+        )
+        assert "451" in (row.failure_reason or "")
+        run = await _run(await stats(client, workspace, campaign_id))
+        assert (run["status"], run["unsent"], run["failed"], run["retrying"]) == ("STOPPED", 1, 0, 0)
+
+    async def test_a_connector_removed_while_paused_fails_the_rows_waiting_for_a_retry(
+        self,
+        app: FastAPI,
+        client: httpx.AsyncClient,
+        workspace: Tenant,
+        smtp_server: SmtpServer,
+        clock: FrozenClock,
+        database_url: str,
+        monkeypatch: pytest.MonkeyPatch,
+    ) -> None:
+        await smtp_connector(app, workspace, smtp_server, senders=["news@shop.example"])
+        people = [{"customer_id": f"u{i}", "email": f"u{i}@example.com"} for i in range(3)]
+        await add_users(app, workspace.workspace_id, *people)
+        smtp_server.controller.handler.refuse_rcpt = "451 4.3.0 Try again later"
+        campaign_id = await publish(client, workspace, EMAIL)
+        await tick(app, workspace)
+        assert (await _run(await stats(client, workspace, campaign_id)))["status"] == "PAUSED"
+
+        monkeypatch.setenv("HERALD_DATABASE_URL", database_url)
+        runner = CliRunner()
+        for args in (
+            ["connectors", "remove", "-w", workspace.workspace_id, "mail", "--force"],
+            ["campaigns", "resume-delivery", campaign_id, "-w", workspace.workspace_id],
+        ):
+            done = await asyncio.to_thread(runner.invoke, cli, args)
+            assert done.exit_code == 0, done.output
+        clock.advance(RETRY)  # the retries are due
+        await tick(app, workspace)
+        assert await status(client, workspace, campaign_id) == "SENT"
+        run = await _run(await stats(client, workspace, campaign_id))
+        assert (run["failed"], run["pending"]) == (3, 0)
+        rows = await outbox_rows(app, workspace)
+        assert [(row.status, row.next_attempt_at) for row in rows] == [("FAILED", None)] * 3
+        # The reason they failed for, as the users' own: not the last attempt's 451.
+        [reason] = {row.failure_reason for row in rows}
+        assert reason == "No connector named 'mail' is configured in this workspace (configured: none)."

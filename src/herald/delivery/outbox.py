@@ -466,6 +466,30 @@ async def record_retry(
     metrics.SENDS.labels("RETRY").inc()
 
 
+async def settle_waiting(
+    database: Database, workspace_id: str, delivery_id: str, reason: str, now: datetime
+) -> bool:
+    """A message waiting for its next attempt (PENDING with `next_attempt_at`) that cannot be
+    attempted any more (its connector removed, say): FAILED with `reason`; whether it was. A row
+    whose attempt has begun (`next_attempt_at` cleared: it may be on the wire) is left as it is."""
+    async with database.writer() as session:
+        result = await session.execute(
+            update(OutboxEntry)
+            .where(
+                OutboxEntry.workspace_id == workspace_id,
+                OutboxEntry.id == delivery_id,
+                OutboxEntry.status == OutboxStatus.PENDING.value,
+                OutboxEntry.next_attempt_at.is_not(None),
+            )
+            .values(
+                status=OutboxStatus.FAILED.value, failure_reason=reason, next_attempt_at=None, updated_at=now
+            )
+            .execution_options(synchronize_session=False)
+        )
+        await session.commit()
+    return getattr(result, "rowcount", 0) == 1
+
+
 async def record_outcome(
     database: Database,
     envelope: Envelope,

@@ -628,6 +628,17 @@ class _Renewal:
         return {item.customer_id for item in waiting} - held
 
 
+async def _unsent_again(
+    database: Database, workspace_id: str, outbox_id: str, why: str, now: datetime
+) -> Outcome:
+    """A message attempted before that cannot be sent now (`why`: its connector was removed, its
+    content cannot be rendered): its row, if waiting for a retry that would never come, FAILED
+    with `why`; else (an attempt begun by a worker that died: outcome unknown) as it stands."""
+    if await outbox.settle_waiting(database, workspace_id, outbox_id, why, now):
+        return Outcome(False, why)
+    return await _existing(database, workspace_id, outbox_id)
+
+
 async def _existing(database: Database, workspace_id: str, outbox_id: str) -> Outcome:
     async with database.reader() as session:
         row = await session.get(OutboxEntry, {"workspace_id": workspace_id, "id": outbox_id})
@@ -938,9 +949,9 @@ async def _finish(
             if why is not None:
                 try:
                     outcomes[envelope.delivery_id] = await dispatcher.unsent(plan.connector, envelope, why)
-                except IntegrityError:  # recorded before this user was taken over
-                    outcomes[envelope.delivery_id] = await _existing(
-                        database, execution.workspace_id, envelope.delivery_id
+                except IntegrityError:  # attempted before: waiting for a retry, or taken over
+                    outcomes[envelope.delivery_id] = await _unsent_again(
+                        database, execution.workspace_id, envelope.delivery_id, why, now
                     )
     await _record_users(database, execution, _results(messages, outcomes), firings, plan, now)
 

@@ -23,7 +23,7 @@ from herald.clock import Clock, FrozenClock
 from herald.config import Settings
 from herald.db import Database
 from herald.delivery.dispatch import Dispatcher, Streaks
-from herald.delivery.engine import broadcast, controls, periodic, triggers
+from herald.delivery.engine import abandoned, broadcast, controls, periodic, triggers
 from herald.delivery.engine.content import (
     SendPlan,
     live_campaign,
@@ -82,7 +82,8 @@ async def _sending(database: Database, workspace_id: str) -> tuple[list[LiveCamp
 async def _stop_executions(database: Database, workspace_id: str, now: datetime) -> None:
     """Executions whose campaign was stopped, or reached its `expiry_time` (SENT before every user
     was settled), or, periodic, was PAUSED, end STOPPED (their pending users stay unsent), paused
-    ones included; a periodic run's child campaign with them."""
+    ones included; a periodic run's child campaign with them; their outbox rows waiting for a
+    retry, FAILED with why (`abandoned`)."""
     live = [ExecutionStatus.RESOLVING, ExecutionStatus.DISPATCHING, PAUSED]
     stopped = select(Campaign.campaign_id).where(
         Campaign.workspace_id == workspace_id,
@@ -113,6 +114,7 @@ async def _stop_executions(database: Database, workspace_id: str, now: datetime)
             .execution_options(synchronize_session=False)
         )
         await periodic.settle_children(session, workspace_id, ids)
+        await abandoned.settle_stopped(session, workspace_id, ids, now)
         await session.commit()
 
 
