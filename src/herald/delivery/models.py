@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Boolean, ForeignKeyConstraint, Index, Integer, PrimaryKeyConstraint, String, Text
+from sqlalchemy import Boolean, ForeignKeyConstraint, Index, Integer, PrimaryKeyConstraint, String, Text, text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from herald.db import Base, PortableJSON, UTCDateTime
@@ -48,6 +48,11 @@ class Connector(Base):
 # send fits beside the PENDING one it replaces (a "HOT" update: no new entry in its indexes).
 
 
+# The rows of `ix_delivery_outbox_ws_campaign_waiting_retry`. A statement that is to walk that
+# index states this condition word for word, with literals (as `engine.models.PENDING_FIRINGS`).
+WAITING_RETRY = "status = 'PENDING' AND next_attempt_at IS NOT NULL"
+
+
 class OutboxEntry(Base):
     """One message to one recipient through one connector, test or real, and how it went.
 
@@ -66,6 +71,15 @@ class OutboxEntry(Base):
             "workspace_id",
             "customer_id",
             "created_at",
+        ),
+        # The rows waiting for a retry, by campaign: an execution that ends settles them
+        # (`engine.abandoned`) without reading the workspace's whole outbox (migration 0027).
+        Index(
+            "ix_delivery_outbox_ws_campaign_waiting_retry",
+            "workspace_id",
+            "campaign_id",
+            sqlite_where=text(WAITING_RETRY),
+            postgresql_where=text(WAITING_RETRY),
         ),
         # No foreign key to workspaces; on PostgreSQL a fill factor of 70 (see above the class).
         # The delivery id leads the key: a window's rows are found by their ids alone

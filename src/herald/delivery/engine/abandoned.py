@@ -14,13 +14,13 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import String, and_, exists, func, literal, select, update
+from sqlalchemy import String, exists, func, literal, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from herald.campaigns.models import Campaign
 from herald.campaigns.schemas.common import CampaignStatus
 from herald.delivery.engine.models import Execution, ExecutionUser
-from herald.delivery.models import OutboxEntry
+from herald.delivery.models import WAITING_RETRY, OutboxEntry
 from herald.delivery.outbox import OutboxStatus
 
 # Why the next attempt never comes, by the status the campaign ended its execution with.
@@ -86,10 +86,7 @@ async def _fail_waiting(
         .where(
             OutboxEntry.workspace_id == workspace_id,
             OutboxEntry.campaign_id.in_(campaign_ids),
-            and_(
-                OutboxEntry.status == OutboxStatus.PENDING.value,
-                OutboxEntry.next_attempt_at.is_not(None),
-            ),
+            text(WAITING_RETRY),  # word for word: the partial index of these rows (migration 0027)
             ~claimed,
         )
         .values(
