@@ -63,6 +63,8 @@ class MailSink:
     received: list[ReceivedMail] = field(default_factory=list)
     # Set to an SMTP reply such as "550 mailbox unavailable" to refuse recipients.
     refuse_rcpt: str | None = None
+    # Replies for single recipients, by address: refuse a cc while the To address is accepted.
+    refuse_addresses: dict[str, str] = field(default_factory=dict)
     sessions: int = 0  # EHLOs seen: one per connection (no STARTTLS here re-greets)
 
     async def handle_EHLO(
@@ -75,6 +77,8 @@ class MailSink:
     async def handle_RCPT(self, server: Any, session: Any, envelope: Any, address: str, options: Any) -> str:
         if self.refuse_rcpt:
             return self.refuse_rcpt
+        if address in self.refuse_addresses:
+            return self.refuse_addresses[address]
         envelope.rcpt_tos.append(address)
         return "250 OK"
 

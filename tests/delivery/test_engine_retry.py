@@ -185,6 +185,33 @@ class TestSmtp:
         assert [(r.status, r.attempts) for r in rows] == [("FAILED", 1)]
         assert "550" in (rows[0].failure_reason or "")
 
+    @pytest.mark.parametrize("reply", ["450 4.2.1 Try later", "550 5.1.1 No such mailbox"])
+    async def test_a_refused_cc_neither_fails_nor_repeats_the_users_mail(
+        self,
+        app: FastAPI,
+        client: httpx.AsyncClient,
+        workspace: Tenant,
+        smtp_server: SmtpServer,
+        clock: FrozenClock,
+        reply: str,
+    ) -> None:
+        await smtp_connector(app, workspace, smtp_server, senders=["news@shop.example"])
+        await add_users(app, workspace.workspace_id, {"customer_id": "ana", "email": "ana@example.com"})
+        smtp_server.sink.refuse_addresses = {"cc@shop.example": reply}
+        body = copy.deepcopy(EMAIL)
+        body["campaign_content"]["content"]["email"]["cc_ids"] = ["cc@shop.example"]
+        campaign_id = await publish(client, workspace, body)
+        await tick(app, workspace)
+        clock.advance(RETRY * 4)
+        await tick(app, workspace)
+        assert await status(client, workspace, campaign_id) == "SENT"
+        assert [mail.rcpt_tos for mail in smtp_server.received] == [["ana@example.com"]]
+        assert smtp_server.received[0].message["Cc"] == "cc@shop.example"
+        [row] = await outbox_rows(app, workspace)
+        assert (row.status, row.attempts, row.failure_reason) == ("SENT", 1, None)
+        run = await _run(await stats(client, workspace, campaign_id))
+        assert (run["status"], run["retrying"], run["sent"], run["failed"]) == ("DONE", 0, 1, 0)
+
 
 class TestErrorThreshold:
     async def test_a_failing_connector_pauses_the_execution_until_resumed(

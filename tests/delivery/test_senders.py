@@ -150,6 +150,49 @@ class TestSmtp:
         assert "550" in (outcome.reason or "")
 
 
+class TestSmtpCopies:
+    """A live message goes to the user (To) and to the campaign's cc and bcc addresses; only the
+    user's own address decides whether the message was sent."""
+
+    async def test_a_refused_cc_is_not_a_failure_of_the_message(self, smtp_server: SmtpServer) -> None:
+        smtp_server.sink.refuse_addresses = {"cc@shop.example": "550 5.1.1 No such mailbox"}
+        outcome = await send_smtp(_smtp(smtp_server, **LOGIN), PASSWORD, _envelope(EMAIL, test=False), 5)
+        assert outcome.sent, outcome.reason
+        [mail] = smtp_server.received
+        assert mail.rcpt_tos == ["ana@example.com", "bcc@shop.example"]
+
+    async def test_a_cc_refused_for_now_is_not_a_reason_to_send_again(self, smtp_server: SmtpServer) -> None:
+        smtp_server.sink.refuse_addresses = {
+            "cc@shop.example": "450 4.2.1 Try later",
+            "bcc@shop.example": "451 4.3.0 Try later",
+        }
+        outcome = await send_smtp(_smtp(smtp_server, **LOGIN), PASSWORD, _envelope(EMAIL, test=False), 5)
+        assert outcome.sent, outcome.reason
+        assert [mail.rcpt_tos for mail in smtp_server.received] == [["ana@example.com"]]
+
+    async def test_the_users_refusal_decides_even_when_a_cc_is_accepted(
+        self, smtp_server: SmtpServer
+    ) -> None:
+        smtp_server.sink.refuse_addresses = {"ana@example.com": "450 4.2.2 Mailbox full"}
+        outcome = await send_smtp(_smtp(smtp_server, **LOGIN), PASSWORD, _envelope(EMAIL, test=False), 5)
+        assert not outcome.sent
+        assert outcome.transient
+        assert not outcome.connector_down
+        assert outcome.reason == "The SMTP server refused the recipient: 450 4.2.2 Mailbox full"
+
+    async def test_when_all_are_refused_the_users_reply_is_the_outcome(self, smtp_server: SmtpServer) -> None:
+        smtp_server.sink.refuse_addresses = {
+            "ana@example.com": "550 5.1.1 No such user",
+            "cc@shop.example": "450 4.2.1 Try later",
+            "bcc@shop.example": "450 4.2.1 Try later",
+        }
+        outcome = await send_smtp(_smtp(smtp_server, **LOGIN), PASSWORD, _envelope(EMAIL, test=False), 5)
+        assert not outcome.sent
+        assert not outcome.transient  # the user's 5xx is final, whatever the copies were answered
+        assert outcome.reason == "The SMTP server refused the recipient: 550 5.1.1 No such user"
+        assert smtp_server.received == []
+
+
 class TestWebhook:
     async def test_signed_json_arrives(self, webhook: HttpReceiver) -> None:
         push = {"template_type": "BASIC", "basic_details": {"title": "Hi", "message": "There"}}

@@ -20,6 +20,7 @@ from html.parser import HTMLParser
 from typing import Any
 
 import aiosmtplib
+from aiosmtplib.email import extract_addresses
 
 from herald.delivery.config import DEFAULT_SESSION_MESSAGES, Security
 from herald.delivery.messages import Envelope, Outcome
@@ -117,6 +118,7 @@ class SmtpSessions:
     ) -> Outcome:
         try:
             message = build_email(envelope)
+            primary = _primary_address(message)
         except (ValueError, TypeError) as exc:
             return Outcome(False, f"The message cannot be built: {exc}")
         idle = self._idle.setdefault(key, [])
@@ -127,7 +129,7 @@ class SmtpSessions:
                 connection = (
                     idle.pop() if reused else _Connection(await _connect(settings, secrets, time_limit))
                 )
-                outcome = await _send_on(connection, message, settings)
+                outcome = await _send_on(connection, message, primary)
             except (aiosmtplib.SMTPServerDisconnected, ConnectionError) as exc:
                 if reused:
                     continue  # the server closed an idle connection before the message: a new one
@@ -181,17 +183,22 @@ async def _close(connection: _Connection) -> None:
         connection.client.close()
 
 
-async def _send_on(connection: _Connection, message: EmailMessage, settings: dict[str, Any]) -> Outcome:
-    """One message over an open connection; connection failures are raised to the caller."""
+async def _send_on(connection: _Connection, message: EmailMessage, primary: str) -> Outcome:
+    """One message over an open connection; connection failures are raised to the caller.
+
+    Only the primary recipient (To) decides the outcome: a cc or bcc address the server refuses is
+    not a failure of the user's message, which was accepted for the user (retrying it would send
+    the user the same mail again)."""
     try:
         refused, _ = await connection.client.send_message(message)
     except _MESSAGE_ERRORS as exc:
         reason = f"The SMTP server refused the message: {exc.code} {exc.message}"
         return Outcome(False, reason, transient=_transient(exc.code))
     except aiosmtplib.SMTPRecipientsRefused as exc:
-        refusals = "; ".join(f"{error.code} {error.message}" for error in exc.recipients)
-        transient = all(_transient(error.code) for error in exc.recipients)
-        return Outcome(False, f"The SMTP server refused the recipient: {refusals}", transient=transient)
+        # Every recipient was refused, the primary one among them: its own reply is the outcome.
+        refused = {
+            error.recipient: aiosmtplib.SMTPResponse(error.code, error.message) for error in exc.recipients
+        }
     except aiosmtplib.SMTPServerDisconnected:
         raise
     except aiosmtplib.SMTPResponseException as exc:
@@ -199,13 +206,19 @@ async def _send_on(connection: _Connection, message: EmailMessage, settings: dic
         return Outcome(False, reason, connector_down=True, transient=_transient(exc.code))
     finally:
         connection.carried += 1
-    if refused:
-        codes = "; ".join(
-            f"{address}: {response.code} {response.message}" for address, response in refused.items()
-        )
-        transient = all(_transient(response.code) for response in refused.values())
-        return Outcome(False, f"The SMTP server refused: {codes}", transient=transient)
-    return Outcome(True)
+    refusal = refused.get(primary)
+    if refusal is None:
+        return Outcome(True)
+    reason = f"The SMTP server refused the recipient: {refusal.code} {refusal.message}"
+    return Outcome(False, reason, transient=_transient(refusal.code))
+
+
+def _primary_address(message: EmailMessage) -> str:
+    """The To address as the client names it in RCPT TO (and in its refusals)."""
+    addresses = extract_addresses(message["To"])
+    if len(addresses) != 1:
+        raise ValueError("it must have exactly one To address")
+    return addresses[0]
 
 
 def _unreachable(settings: dict[str, Any], exc: BaseException) -> Outcome:
