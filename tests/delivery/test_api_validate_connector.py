@@ -92,3 +92,65 @@ async def test_a_connector_of_another_type_is_invalid_and_cannot_be_published(
         ("INVALID_ENUM_VALUE", "connector.connector_type")
     ]
     assert (await h.get(client, workspace, campaign_id))["status"] == "DRAFT"
+
+
+def _localized(from_addresses: dict[tuple[str, str], str]) -> dict[str, object]:
+    """DRAFT with a default and an es-ES locale of two variations each, every message from
+    `from_addresses[(locale, variation)]` (else the shop's address)."""
+    content = {
+        locale: {
+            variation: {
+                "email": {
+                    **EMAIL_CONTENT,
+                    "from_address": from_addresses.get((locale, variation), "news@shop.example"),
+                }
+            }
+            for variation in ("variation_1", "variation_2")
+        }
+        for locale in ("default", "es-ES")
+    }
+    split = {
+        "distribution_type": "MANUAL",
+        "no_of_variations": 2,
+        "manual_distribution_percentage": {"variation_1": 50, "variation_2": 50},
+    }
+    return {
+        **DRAFT,
+        "campaign_content": {"locales": ["es-ES"], "variation_details": split, "content": content},
+    }
+
+
+SENDERS = ("news@shop.example", "@brand.example")
+
+
+async def test_every_from_address_must_be_a_verified_sender_to_validate_and_publish(
+    app: FastAPI, client: httpx.AsyncClient, workspace: Tenant
+) -> None:
+    smtp = ConnectorInput("receipts-smtp", "CUSTOM_SMTP", host="smtp.example.com", senders=SENDERS)
+    await add_connector(app, workspace, smtp)
+    draft = _localized({("es-ES", "variation_2"): "promo@elsewhere.example"})
+    campaign_id = await create_campaign(client, workspace, draft)
+    problem = {
+        "field": "campaign_content.content.es-ES.variation_2.email.from_address",
+        "issue": "'promo@elsewhere.example' is not a verified sender of the connector"
+        " (news@shop.example, @brand.example).",
+        "code": "INVALID_ENUM_VALUE",
+    }
+    assert await _validate(client, workspace, campaign_id) == {"valid": False, "errors": [problem]}
+    refused = await h.v1_patch(client, workspace, campaign_id)
+    assert refused.status_code == 422, refused.text
+    assert [(d["code"], d["target"]) for d in refused.json()["error"]["details"]] == [
+        ("INVALID_ENUM_VALUE", "campaign_content.content.es-ES.variation_2.email.from_address")
+    ]
+    assert (await h.get(client, workspace, campaign_id))["status"] == "DRAFT"
+
+
+async def test_listed_senders_and_addresses_at_a_listed_domain_publish(
+    app: FastAPI, client: httpx.AsyncClient, workspace: Tenant
+) -> None:
+    smtp = ConnectorInput("receipts-smtp", "CUSTOM_SMTP", host="smtp.example.com", senders=SENDERS)
+    await add_connector(app, workspace, smtp)
+    draft = _localized({("es-ES", "variation_1"): "Hola@Brand.example"})
+    campaign_id = await create_campaign(client, workspace, draft)
+    assert await _validate(client, workspace, campaign_id) == {"valid": True, "errors": []}
+    await h.publish(client, workspace, campaign_id)

@@ -205,6 +205,30 @@ class TestEmail:
         assert rows["huge"].status == "FAILED"
         assert (rows["huge"].failure_reason or "").startswith("Personalization failed:")
 
+    async def test_a_sender_no_longer_verified_when_sending_fails_its_users_unsent(
+        self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant, smtp_server: SmtpServer
+    ) -> None:
+        # Publishing checked the from_address; the administrator then replaced the connector with
+        # one that may not send from it. Nothing goes out from an address the connector refuses.
+        await smtp_connector(app, workspace, smtp_server, senders=["news@shop.example"])
+        await add_users(app, workspace.workspace_id, {"customer_id": "ana", "email": "ana@example.com"})
+        campaign_id = await publish(client, workspace, EMAIL)
+        services: Services = app.state.herald
+        async with services.database.writer() as session:
+            await remove_connector(session, workspace.workspace_id, "mail", force=True)
+            await session.commit()
+        await smtp_connector(app, workspace, smtp_server, senders=["@brand.example"])
+        await tick(app, workspace)
+        assert await status(client, workspace, campaign_id) == "SENT"
+        assert smtp_server.received == []
+        [row] = await outbox_rows(app, workspace)
+        assert (row.status, row.failure_reason) == (
+            "FAILED",
+            "'news@shop.example' is not a verified sender of the connector (@brand.example).",
+        )
+        [run] = (await stats(client, workspace, campaign_id))["executions"]
+        assert (run["sent"], run["failed"]) == (0, 1)
+
     async def test_the_control_group_is_held_out(
         self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant, smtp_server: SmtpServer
     ) -> None:

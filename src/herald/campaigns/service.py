@@ -502,14 +502,16 @@ async def publish_problems(
     session: AsyncSession, workspace: Workspace, document: CampaignDocument
 ) -> list[Problem]:
     """DRAFT_PUBLISH with the workspace's connectors: what C4 reports and what L1 refuses to publish.
-    An Email campaign must name one of its e-mail connectors; a Push campaign needs a push
-    connector the engine can choose (the one named, or the only one)."""
-    connectors = await delivery_connectors.configured_names(session, workspace.id)
+    An Email campaign must name one of its e-mail connectors, and send from one of that connector's
+    verified senders; a Push campaign needs a push connector the engine can choose (the one named,
+    or the only one)."""
+    connectors = await delivery_connectors.configured(session, workspace.id)
     return validate_campaign(
         document,
         Stage.DRAFT_PUBLISH,
         workspace.features,
-        configured_connectors=connectors.get(Channel.EMAIL, {}),
-        push_connectors=frozenset(connectors.get(Channel.PUSH, ())),
+        configured_connectors=connectors.names.get(Channel.EMAIL, {}),
+        push_connectors=frozenset(connectors.names.get(Channel.PUSH, ())),
+        connector_senders=connectors.senders,
         check_template=check_template,
     )

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ipaddress
 import os
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from urllib.parse import urlsplit
@@ -132,7 +133,7 @@ def _check_sender(value: str) -> str | None:
     return None
 
 
-def sender_allowed(address: str, senders: list[str]) -> bool:
+def sender_allowed(address: str, senders: Sequence[str]) -> bool:
     """Whether `address` is a verified sender: listed, or at a listed `@domain`. None listed: any."""
     if not senders:
         return True
@@ -142,6 +143,12 @@ def sender_allowed(address: str, senders: list[str]) -> bool:
         if lowered == wanted or (wanted.startswith("@") and lowered.endswith(wanted)):
             return True
     return False
+
+
+def not_a_verified_sender(address: str, senders: Sequence[str]) -> str:
+    """Why a message from `address` is not sent through a connector with these verified senders:
+    one wording for publish, C4, test sends and the send itself."""
+    return f"'{address}' is not a verified sender of the connector ({', '.join(senders)})."
 
 
 def _check_timeout(timeout: float | None, errors: list[str]) -> None:

@@ -173,17 +173,30 @@ async def remove_connector(
     return using
 
 
-async def configured_names(session: AsyncSession, workspace_id: str) -> dict[str, dict[str, str]]:
-    """The workspace's connectors by channel (a `Channel` value; a channel without connectors is
-    absent), each channel's as name → type: what a campaign's `connector` may name. One Core
-    statement for every channel (a publish check asks about two)."""
-    query = select(Connector.channel, Connector.name, Connector.type).where(
+@dataclass(frozen=True)
+class Configured:
+    """The workspace's connectors as campaigns see them (publish checks, C4)."""
+
+    # By channel (a `Channel` value; a channel without connectors is absent), each channel's as
+    # name → type: what a campaign's `connector` may name.
+    names: dict[str, dict[str, str]]
+    # The verified senders of each SMTP connector that lists some, by name (others accept any).
+    senders: dict[str, list[str]]
+
+
+async def configured(session: AsyncSession, workspace_id: str) -> Configured:
+    """The workspace's connectors, names and verified senders. One Core statement for every
+    channel (a publish check asks about two)."""
+    query = select(Connector.channel, Connector.name, Connector.type, Connector.settings).where(
         Connector.workspace_id == workspace_id
     )
-    found: dict[str, dict[str, str]] = {}
-    for channel, name, type_ in await (await session.connection()).execute(query):
-        found.setdefault(channel, {})[name] = type_
-    return found
+    names: dict[str, dict[str, str]] = {}
+    senders: dict[str, list[str]] = {}
+    for channel, name, type_, settings in await (await session.connection()).execute(query):
+        names.setdefault(channel, {})[name] = type_
+        if is_smtp(type_) and (settings or {}).get("senders"):
+            senders[name] = list(settings["senders"])
+    return Configured(names, senders)
 
 
 def connector_view(row: Connector) -> dict[str, Any]:

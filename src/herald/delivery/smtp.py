@@ -22,7 +22,12 @@ from typing import Any
 import aiosmtplib
 from aiosmtplib.email import extract_addresses
 
-from herald.delivery.config import DEFAULT_SESSION_MESSAGES, Security
+from herald.delivery.config import (
+    DEFAULT_SESSION_MESSAGES,
+    Security,
+    not_a_verified_sender,
+    sender_allowed,
+)
 from herald.delivery.messages import Envelope, Outcome
 
 # Failures of one message; anything else (connect, TLS, auth, timeouts) is the connector failing,
@@ -96,6 +101,14 @@ def build_email(envelope: Envelope) -> EmailMessage:
     return message
 
 
+def _unverified_sender(envelope: Envelope, settings: dict[str, Any]) -> str | None:
+    """Why the message may not go out from its `from_address`, or None. Publishing checked it, but
+    the connector's senders may have changed since (and a rendered address is checked as sent)."""
+    senders: list[str] = settings.get("senders") or []
+    address = _one_line(envelope.message.get("from_address"))
+    return None if sender_allowed(address, senders) else not_a_verified_sender(address, senders)
+
+
 @dataclass
 class _Connection:
     client: aiosmtplib.SMTP
@@ -116,6 +129,8 @@ class SmtpSessions:
         envelope: Envelope,
         time_limit: float,
     ) -> Outcome:
+        if unverified := _unverified_sender(envelope, settings):
+            return Outcome(False, unverified)
         try:
             message = build_email(envelope)
             primary = _primary_address(message)

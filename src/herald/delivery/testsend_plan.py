@@ -25,7 +25,7 @@ from herald.campaigns.schemas.content import (
     PushPlatformContent,
 )
 from herald.campaigns.validation.content import CONTENT_ROOT, missing_template_fields, variation_keys
-from herald.delivery.config import sender_allowed
+from herald.delivery.config import not_a_verified_sender, sender_allowed
 from herald.delivery.messages import Slot
 from herald.problems import Problem, join_path
 
@@ -192,7 +192,7 @@ def _email_problems(email: EmailContent, path: tuple[str, ...], senders: list[st
             Problem(
                 "INVALID_ENUM_VALUE",
                 target,
-                f"'{email.from_address}' is not a verified sender of the connector ({', '.join(senders)}).",
+                not_a_verified_sender(email.from_address, senders),
             )
         )
     return problems

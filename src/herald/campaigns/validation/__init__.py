@@ -9,7 +9,7 @@ One entry point serves create, update, validate and publish; the stage says how 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 from herald.campaigns.schemas.campaign import COMPONENT_NAMES, CampaignDocument
 from herald.campaigns.validation import (
@@ -82,6 +82,7 @@ def validate_campaign(
     *,
     configured_connectors: Mapping[str, str] | None = None,
     push_connectors: frozenset[str] | None = None,
+    connector_senders: Mapping[str, Sequence[str]] | None = None,
     check_template: TemplateCheck | None = None,
     previous: CampaignDocument | None = None,
 ) -> list[Problem]:
@@ -91,6 +92,8 @@ def validate_campaign(
     - `sent`: the component names the request carried (create and patch); None means all present.
     - `configured_connectors`: the workspace's e-mail connectors, name → type; None skips that check.
     - `push_connectors`: names of the workspace's push connectors; None skips that check.
+    - `connector_senders`: the verified senders of the e-mail connectors that list some, by name;
+      None skips that check.
     - `check_template`: personalization parser (message or None); defaults to `balanced_delimiters`.
     - `previous`: the stored campaign on DRAFT_PATCH, to detect a change of Push template type.
     """
@@ -101,6 +104,7 @@ def validate_campaign(
         check_template=check_template or balanced_delimiters,
         configured_connectors=configured_connectors,
         push_connectors=push_connectors,
+        connector_senders=connector_senders,
         previous=previous,
     )
     if stage is Stage.DRAFT_PUBLISH or sent is None:

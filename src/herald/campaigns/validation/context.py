@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -33,6 +33,9 @@ class Context:
     configured_connectors: Mapping[str, str] | None = None
     # Names of the workspace's push connectors; None skips the check (publish sets it).
     push_connectors: frozenset[str] | None = None
+    # The verified senders of the e-mail connectors that list some, by name (the others accept
+    # any `from_address`); None skips the check (publish sets it).
+    connector_senders: Mapping[str, Sequence[str]] | None = None
     previous: CampaignDocument | None = None
 
     @property

@@ -19,6 +19,7 @@ from herald.campaigns.validation.content import (
 )
 from herald.campaigns.validation.context import Context, invalid_value, required
 from herald.campaigns.validation.trigger import TRIGGER_REQUIRED
+from herald.delivery.config import not_a_verified_sender, sender_allowed
 from herald.problems import Problem, join_path
 
 _DT = DeliveryType
@@ -138,7 +139,7 @@ def _check_connector(ctx: Context) -> list[Problem]:
         return []
     if name in known:
         if known[name] == connector.connector_type.value:
-            return []
+            return _check_senders(ctx, name)
         message = f"Connector '{name}' is of type {known[name]}, not {connector.connector_type.value}."
         return [invalid_value("connector.connector_type", message)]
     if name in (ctx.push_connectors or ()):
@@ -146,6 +147,23 @@ def _check_connector(ctx: Context) -> list[Problem]:
     else:
         message = f"No connector named '{name}' is configured in this workspace."
     return [invalid_value("connector.connector_name", message)]
+
+
+def _check_senders(ctx: Context, connector_name: str) -> list[Problem]:
+    # Every message (locale, variation) goes out from its own address: each must be one the
+    # connector may send from, or the server (or the sender's domain) would refuse or flag it.
+    senders = (ctx.connector_senders or {}).get(connector_name)
+    content = ctx.campaign.campaign_content
+    if not senders or not isinstance(content, EmailCampaignContent):
+        return []
+    return [
+        invalid_value(
+            join_path(*CONTENT_ROOT, *entry_path, "from_address"),
+            not_a_verified_sender(email.from_address, senders),
+        )
+        for entry_path, email in content.entries()
+        if email.from_address and not sender_allowed(email.from_address, senders)
+    ]
 
 
 def _check_push_connector(ctx: Context) -> list[Problem]:
