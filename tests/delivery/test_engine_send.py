@@ -182,6 +182,27 @@ class TestEmail:
         }
         assert run["held_out"] == {"control_group": 0, "global_control": 0}
 
+    async def test_the_preview_text_is_the_personalized_preheader_of_each_mail(
+        self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant, smtp_server: SmtpServer
+    ) -> None:
+        await smtp_connector(app, workspace, smtp_server, senders=["news@shop.example"])
+        await add_users(
+            app,
+            workspace.workspace_id,
+            {"customer_id": "ana", "email": "ana@example.com", "first_name": "Ana"},
+        )
+        body = copy.deepcopy(EMAIL)
+        body["campaign_content"]["content"]["email"]["preview_text"] = (
+            "{{UserAttribute['first_name']}}, the sale ends tonight"
+        )
+        await publish(client, workspace, body)
+        await tick(app, workspace)
+        [mail] = smtp_server.received
+        after_body = mail.html.split("<body>", 1)[1]
+        assert after_body.startswith('<div style="display:none;')
+        assert ">Ana, the sale ends tonight</div><p>Hello Ana</p>" in after_body
+        assert not mail.text.startswith("Ana, the sale")
+
     async def test_a_render_failure_fails_that_user_only(
         self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant, smtp_server: SmtpServer
     ) -> None:

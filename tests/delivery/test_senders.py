@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from email.message import EmailMessage
 from typing import Any
 
 from herald.campaigns.schemas.common import Channel, Platform
@@ -47,6 +48,12 @@ def _smtp(server: SmtpServer, **extra: Any) -> dict[str, Any]:
     return {"host": server.host, "port": server.port, "security": "none", **extra}
 
 
+def _part(message: EmailMessage, subtype: str) -> str:
+    part = message.get_body((subtype,))
+    assert part is not None
+    return str(part.get_content())  # type: ignore[attr-defined]
+
+
 LOGIN = {"username": SMTP_USER}
 PASSWORD = {"password": SMTP_PASSWORD}
 
@@ -68,6 +75,29 @@ class TestMimeMessage:
         message = build_email(_envelope(EMAIL, test=False))
         assert message["Cc"] == "cc@shop.example"
         assert message["X-Herald-Test"] is None
+
+    def test_the_preview_text_is_the_hidden_first_text_of_the_html_body(self) -> None:
+        message = build_email(_envelope({**EMAIL, "preview_text": "20% off <today> & tomorrow"}))
+        html = _part(message, "html")
+        head, body = html.split("<body>")
+        assert "20% off" not in head
+        preheader, rest = body.split("</div>", 1)
+        assert preheader.startswith('<div style="display:none;')
+        assert "mso-hide:all" in preheader
+        assert preheader.endswith(">20% off &lt;today&gt; &amp; tomorrow")
+        assert rest.startswith("<h1>Hello</h1>")
+        # The text alternative is the body's own text; the preheader is for inbox listings.
+        assert _part(message, "plain") == plain_text(EMAIL["html_content"])
+
+    def test_html_without_a_body_tag_starts_with_the_preheader(self) -> None:
+        envelope = _envelope({**EMAIL, "html_content": "<p>Hi</p>", "preview_text": "Read me first"})
+        html = _part(build_email(envelope), "html")
+        assert html.startswith('<div style="display:none;')
+        assert html.rstrip().endswith(">Read me first</div><p>Hi</p>")
+
+    def test_no_preview_text_leaves_the_html_as_written(self) -> None:
+        html = _part(build_email(_envelope(EMAIL)), "html")
+        assert html.rstrip() == EMAIL["html_content"]
 
     def test_a_line_break_in_the_subject_cannot_add_headers(self) -> None:
         message = build_email(_envelope({**EMAIL, "subject": "Hi\r\nBcc: victim@example.com"}))

@@ -12,10 +12,12 @@ a connection per message in flight, not per message, and each carries at most th
 
 from __future__ import annotations
 
+import re
 import ssl
 from dataclasses import dataclass, field
 from email.message import EmailMessage
 from email.utils import format_datetime, formataddr
+from html import escape
 from html.parser import HTMLParser
 from typing import Any
 
@@ -97,8 +99,28 @@ def build_email(envelope: Envelope) -> EmailMessage:
         message["X-Herald-Test"] = "true"
     html = str(content.get("html_content") or "")
     message.set_content(plain_text(html))
-    message.add_alternative(html, subtype="html")
+    message.add_alternative(with_preheader(html, str(content.get("preview_text") or "")), subtype="html")
     return message
+
+
+# Hidden in every client that honours CSS (and Outlook's `mso-hide`), yet read as the body's first
+# text, so inboxes show it beside the subject: the preheader.
+_PREHEADER = (
+    '<div style="display:none;font-size:1px;line-height:1px;max-height:0;max-width:0;opacity:0;'
+    'overflow:hidden;mso-hide:all;color:transparent">{}</div>'
+)
+_BODY_TAG = re.compile(r"<body\b[^>]*>", re.IGNORECASE)
+
+
+def with_preheader(html: str, preview_text: str) -> str:
+    """`html` with `preview_text` as the hidden preheader at the start of its body (first of all
+    when it has no `<body>`). The text alternative is made from the HTML without it."""
+    if not preview_text.strip():
+        return html
+    hidden = _PREHEADER.format(escape(" ".join(preview_text.split())))
+    body = _BODY_TAG.search(html)
+    at = body.end() if body else 0
+    return html[:at] + hidden + html[at:]
 
 
 def _unverified_sender(envelope: Envelope, settings: dict[str, Any]) -> str | None:
