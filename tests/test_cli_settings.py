@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from cryptography.fernet import Fernet
 from typer.testing import CliRunner, Result
 
 from herald import migrate as migrations
@@ -205,6 +206,25 @@ def test_a_database_that_is_not_there_is_not_created(
     monkeypatch.setenv("HERALD_DATABASE_URL", f"sqlite+aiosqlite:///{missing}")
     _refused(runner.invoke(app, args), 1, str(missing), "run `herald migrate`")
     assert not missing.exists()
+
+
+@pytest.mark.parametrize("environment", ["missing", "unmigrated", "bad setting"])
+def test_keygen_needs_neither_a_database_nor_valid_settings(
+    tmp_path: Path, database: Path, monkeypatch: pytest.MonkeyPatch, environment: str
+) -> None:
+    # The key is what an operator puts in HERALD_SECRET_KEY, often before the first `migrate`.
+    target = tmp_path / "absent.db"
+    if environment == "unmigrated":
+        target.touch()
+    if environment == "bad setting":
+        monkeypatch.setenv("HERALD_HEADER_TIMEOUT_SECONDS", "-1")
+    else:
+        monkeypatch.setenv("HERALD_DATABASE_URL", f"sqlite+aiosqlite:///{target}")
+    result = runner.invoke(app, ["connectors", "keygen"])
+    assert result.exit_code == 0, (result.output, result.exception)
+    Fernet(result.stdout.strip().encode())
+    assert target.exists() == (environment == "unmigrated")
+    assert not target.exists() or target.stat().st_size == 0
 
 
 def test_an_unmigrated_database_says_to_migrate(

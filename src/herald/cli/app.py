@@ -11,6 +11,7 @@ Before any command runs, `LazyGroup` reads the settings (and the clock file, and
 a migrated database), and it turns the errors an operator makes, not Herald, into one `error: ...`
 line: a bad setting exits 2 (as a bad option does), a database without its tables, a missing or
 unreadable file exits 1. Anything else is a bug and keeps its traceback (`OPERATOR_ERRORS`).
+`connectors keygen` skips those checks: it reads nothing (`_SELF_CONTAINED`).
 """
 
 from __future__ import annotations
@@ -84,6 +85,13 @@ class OperatorError(Exception):
 _MISSING_TABLE = re.compile(r'no such table: (\S+)|relation "([^"]+)" does not exist')
 # Commands that need no migrated database: `migrate` makes it, `serve` reports it (`/readyz`).
 _WITHOUT_SCHEMA = frozenset({"migrate", "serve"})
+# Subcommands that read neither the settings nor the database: `connectors keygen` makes the key an
+# operator is about to put in the settings, often before there is a database at all.
+_SELF_CONTAINED = frozenset({("connectors", "keygen")})
+
+
+def _self_contained(command: str, rest: list[str]) -> bool:
+    return (command, rest[0] if rest else "") in _SELF_CONTAINED
 
 
 def _preflight(command: str) -> None:
@@ -189,7 +197,12 @@ class LazyGroup(TyperGroup):
     def resolve_command(self, ctx: Any, args: list[str]) -> Any:
         name, command, rest = super().resolve_command(ctx, args)
         # Not while completing a command line, nor for a command's help.
-        if name is not None and not ctx.resilient_parsing and "--help" not in rest:
+        if (
+            name is not None
+            and not ctx.resilient_parsing
+            and "--help" not in rest
+            and not _self_contained(name, rest)
+        ):
             _preflight(name)
         return name, command, rest
 
