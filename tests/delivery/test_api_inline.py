@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 
 import httpx
+import pytest
 from fastapi import FastAPI
 
 from herald.delivery.signing import verify
@@ -24,6 +25,11 @@ from tests.delivery.builders import (
 from tests.delivery.conftest import add_users
 from tests.delivery.servers import HttpReceiver, SmtpServer
 from tests.factories import Tenant, add_key
+
+
+async def _ingest_email(client: httpx.AsyncClient, tenant: Tenant, address: str) -> httpx.Response:
+    body = {"type": "customer", "customer_id": "u1", "attributes": {"email": address}}
+    return await client.post(f"/v1/customer/{tenant.workspace_id}", json=body, headers=tenant.headers())
 
 
 class TestInlineEmail:
@@ -144,6 +150,35 @@ class TestInlineEmail:
             ("INVALID_ENUM_VALUE", "campaign_content.content.email.from_address")
         }
         assert "not a verified sender" in response.text
+
+    @pytest.mark.parametrize("address", ["plain@ed.test", "t@localhost"])
+    async def test_an_address_ingestion_accepts_is_one_a_test_is_sent_to(
+        self,
+        app: FastAPI,
+        client: httpx.AsyncClient,
+        workspace: Tenant,
+        smtp_server: SmtpServer,
+        address: str,
+    ) -> None:
+        # A user's `email` is where live campaigns deliver; a test may go wherever they do.
+        await smtp_connector(app, workspace, smtp_server)
+        assert (await _ingest_email(client, workspace, address)).status_code == 200
+        response = await send_test(client, workspace, inline_email("EMAIL", address))
+        assert results(response) == {"EMAIL_default_variation_1": {"status": "SENT"}}
+        assert smtp_server.received[0].rcpt_tos == [address]
+
+    @pytest.mark.parametrize(
+        "address", ["nobody", "a b@example.com", "two@@example.com", "bell\x07@example.com"]
+    )
+    async def test_an_address_ingestion_refuses_is_refused_for_a_test_too(
+        self, client: httpx.AsyncClient, workspace: Tenant, address: str
+    ) -> None:
+        ingested = await _ingest_email(client, workspace, address)
+        assert ingested.status_code == 400, ingested.text
+        assert ("INVALID_TYPE", "attributes.email") in detail_targets(ingested)
+        response = await send_test(client, workspace, inline_email("EMAIL", address))
+        assert response.status_code == 400
+        assert ("INVALID_TYPE", "test_campaign_meta.identifier_values.0") in detail_targets(response)
 
     async def test_incomplete_content_lists_every_problem(
         self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant, smtp_server: SmtpServer

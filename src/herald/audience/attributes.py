@@ -16,6 +16,7 @@ from functools import lru_cache
 from typing import Any
 
 from herald.audience.models import STANDARD_ATTRIBUTES
+from herald.email_address import is_recipient_address
 from herald.json_numbers import INT64
 from herald.problems import Problem, join_path
 from herald.timezones import is_timezone
@@ -32,7 +33,6 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _DATETIME_SHAPE = re.compile(
     r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d{1,9})?)?(?:Z|z|[+-]\d{2}(?::?\d{2})?)?$"
 )
-_EMAIL = re.compile(r"^[^@\s]+@[^@\s]+$")
 _MOBILE = re.compile(r"^\+?[0-9][0-9 ().-]*$")
 
 # Standard string attributes and their longest allowed value (the column sizes).
@@ -225,7 +225,7 @@ def _standard(name: str, value: Any, path: Path) -> tuple[Any, Problem | None]:
     limit = STRING_COLUMNS[name]
     if len(value) > limit:
         return None, Problem("OUT_OF_RANGE", target, f"'{name}' is at most {limit} characters.")
-    if name == "email" and not _EMAIL.fullmatch(value):
+    if name == "email" and not is_recipient_address(value):
         return None, Problem("INVALID_TYPE", target, f"'{value}' is not an e-mail address.")
     if name == "mobile" and not _MOBILE.fullmatch(value):
         return None, Problem(
@@ -247,7 +247,7 @@ def _is_valid_standard(name: str, value: Any) -> bool:
     if type(value) is not str or len(value) > STRING_COLUMNS[name]:
         return False
     if name == "email":
-        return bool(_EMAIL.fullmatch(value))
+        return is_recipient_address(value)
     if name == "mobile":
         return bool(_MOBILE.fullmatch(value))
     if name == "timezone":
