@@ -44,6 +44,7 @@ from herald.http.limits import headers_for
 from herald.http.responses import GATEWAY_503_HTML, HEALTH_PATH, HEALTHY, error_json, error_response
 from herald.http.route_table import RouteTable
 from herald.ids import uuid4_text
+from herald.ops.observe import ANSWERED_AT_SOCKET, CLIENT_CLOSED_REQUEST
 from herald.problems import Problem
 from herald.services import Services
 
@@ -130,7 +131,10 @@ class HeraldMiddleware:
             try:
                 body = await self._read_body(headers, receive)
             except ClientGone:
-                return  # a partial body is never processed, and no one is left to answer
+                # A partial body is never processed, and no one is left to answer. The server may
+                # have answered it itself (a late body: 408), which is then what is recorded.
+                state.setdefault(ANSWERED_AT_SOCKET, CLIENT_CLOSED_REQUEST)
+                return
             except BodyTooLarge:
                 await self._send_error(
                     send,

@@ -24,6 +24,9 @@ UNMATCHED = "unmatched"  # no route: 404s, and 405s answered before routing
 # The status `herald.http.server` answered a request with itself, the app still reading its body
 # (a late or malformed body): what the client got, where the app gave no answer.
 ANSWERED_AT_SOCKET = "answered_at_socket"
+# The status recorded for a request whose client closed the connection before its body was whole
+# (nginx's convention): no answer went out, and nothing failed on the server.
+CLIENT_CLOSED_REQUEST = 499
 _METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 _REPLAYED = b"idempotent-replayed"
 
