@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime
 from email.message import EmailMessage
 from typing import Any
@@ -284,6 +285,22 @@ class TestWebhook:
             )
         assert not outcome.sent
         assert outcome.reason == "The webhook answered 503."
+
+    async def test_an_answer_that_is_not_http_is_a_final_failure(self) -> None:
+        async def ssh(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            await reader.readuntil(b"\r\n\r\n")
+            writer.write(b"SSH-2.0-OpenSSH_9.2\r\n")
+            await writer.drain()
+            writer.close()
+            await writer.wait_closed()
+
+        server = await asyncio.start_server(ssh, "127.0.0.1", 0)
+        url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/in"
+        async with server, new_lane() as lane:
+            outcome = await send_webhook(lane, {"url": url}, {"hmac_secret": SECRET}, _envelope(EMAIL), 5)
+        assert not outcome.sent
+        assert not outcome.transient  # attempted again, it would answer the same
+        assert "not HTTP" in (outcome.reason or "")
 
     async def test_unreachable_is_a_connector_failure(self, closed_port: int) -> None:
         url = f"http://127.0.0.1:{closed_port}/in?token=hidden"

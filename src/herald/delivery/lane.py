@@ -8,11 +8,16 @@ against `webhook.tls_context()`. What is left here is the connection's life:
 - a lane keeps its connection between POSTs to the same origin (scheme, host, port), and opens a
   new one when the last answer said not to keep it, the server closed it while idle, or the next
   POST goes elsewhere;
-- connecting, and every wait for more of the answer, is bounded by the POST's `time_limit`
-  (`TimeoutError`); the POST as a whole is not, as a slow but steady answer is still an answer;
-- a connection that breaks or answers with something that is not HTTP raises `ConnectionError`
-  and is dropped. Nothing is ever sent twice here: a POST whose answer did not come is the
-  caller's to attempt again (with the same delivery id).
+- a kept connection the server closed before a single byte of the answer came (it closes after
+  each answer without saying so, or its idle limit ran out as the request went) is replaced, and
+  the POST sent once more on the new one: the rule HTTP clients follow for requests that are safe
+  to repeat (RFC 9110 §9.2.2), which a webhook POST is, carrying its delivery id for the receiver
+  to drop a repeat by. Only then: any other break raises `ConnectionError`, and a POST whose answer
+  did not come is the caller's to attempt again later (with the same delivery id);
+- the whole POST, connecting included, is bounded by its `time_limit` (`TimeoutError`), however
+  the answer comes: one slow receiver holds a lane that long at most;
+- an answer that is not HTTP raises `NotHttp`; a connection that closes before the whole answer
+  came (none of it, fewer bytes than its length said, chunks that never end) raises `CutShort`.
 The answer's body is read to its end and dropped (only the status is used).
 """
 
@@ -65,6 +70,18 @@ def target_of(url: str) -> Target:
 _KEPT = "/%:@!$&'()*+,;=-._~"
 
 
+class NotHttp(ConnectionError):
+    """The server answered with something that is not an HTTP/1.1 answer."""
+
+
+class CutShort(ConnectionError):
+    """The connection closed before the whole answer came."""
+
+
+# Header names that say where an answer's body ends (else it ends with the connection).
+_DELIMITING = frozenset({b"content-length", b"transfer-encoding"})
+
+
 class _Connection(asyncio.Protocol):
     """One TCP (or TLS) connection and the answer awaited on it."""
 
@@ -73,11 +90,11 @@ class _Connection(asyncio.Protocol):
         self.parser = httptools.HttpResponseParser(self)
         self.closed = False
         self.keep = True
-        self._headed = False  # the final answer's head is in (its body may end with the connection)
+        self.heard = False  # a byte of the current answer came
+        self._headed = False  # the final answer's head is in
+        self._delimited = False  # ... and it says where its body ends
         self._answer: asyncio.Future[int] | None = None
         self._timer: asyncio.TimerHandle | None = None
-        self._limit = 0.0
-        self._heard = 0.0  # the loop's time when the answer last moved (the request's write, a chunk)
 
     # asyncio's side
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -88,11 +105,11 @@ class _Connection(asyncio.Protocol):
         if self._answer is None or self._answer.done():
             self.close()  # bytes nobody asked for: the connection is not one to reuse
             return
-        self._heard = self._answer.get_loop().time()
+        self.heard = True
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserError as exc:
-            self._fail(ConnectionError(f"the answer is not HTTP/1.1 ({exc})"))
+            self._fail(NotHttp(f"the answer is not HTTP/1.1 ({exc})"))
 
     def eof_received(self) -> bool:
         self._ended()
@@ -103,14 +120,20 @@ class _Connection(asyncio.Protocol):
 
     def _ended(self) -> None:
         self.closed = True
-        if self._headed:
+        if self._headed and not self._delimited:
             # An answer with neither a length nor chunks: its body is all that came before the end.
             self._answered()
-        self._fail(ConnectionError("the connection closed before the whole answer came"))
+        self._fail(CutShort("the connection closed before the whole answer came"))
 
     # httptools' side
+    def on_header(self, name: bytes, value: bytes) -> None:
+        if name.lower() in _DELIMITING:
+            self._delimited = True
+
     def on_headers_complete(self) -> None:
         self._headed = self.parser.get_status_code() >= 200
+        if not self._headed:
+            self._delimited = False  # an interim answer's headers say nothing of the final one's
 
     def on_message_complete(self) -> None:
         if self.parser.get_status_code() < 200:
@@ -130,12 +153,13 @@ class _Connection(asyncio.Protocol):
             self.keep and not self.closed and self.transport is not None and not self.transport.is_closing()
         )
 
-    async def exchange(self, request: bytes, time_limit: float) -> int:
+    async def exchange(self, request: bytes, deadline: float) -> int:
+        """Send `request`; its answer's status, by the loop's time `deadline`."""
         assert self.transport is not None
-        self._answer = asyncio.get_running_loop().create_future()
-        self._headed = False
-        self._limit = time_limit
-        self._arm()
+        loop = asyncio.get_running_loop()
+        self._answer = loop.create_future()
+        self.heard = self._headed = self._delimited = False
+        self._timer = loop.call_at(deadline, self._timed_out)
         self.transport.write(request)
         return await self._answer
 
@@ -145,25 +169,12 @@ class _Connection(asyncio.Protocol):
         if self.transport is not None:
             self.transport.close()
 
-    def _arm(self) -> None:
-        # One timer per exchange: when it fires, it checks how long the answer has been silent
-        # and waits on for the rest of the limit if a chunk came meanwhile (a timer per chunk,
-        # cancelled and made again, cost more than the answer's parsing).
-        loop = asyncio.get_running_loop()
-        self._heard = loop.time()
-        self._timer = loop.call_at(self._heard + self._limit, self._check_silence)
-
     def _disarm(self) -> None:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
 
-    def _check_silence(self) -> None:
-        loop = asyncio.get_running_loop()
-        silent_until = self._heard + self._limit
-        if loop.time() < silent_until:
-            self._timer = loop.call_at(silent_until, self._check_silence)
-            return
+    def _timed_out(self) -> None:
         self._timer = None
         self._fail(TimeoutError())
 
@@ -186,11 +197,10 @@ class Lane:
 
     async def post(self, url: str, headers: bytes, body: bytes, time_limit: float) -> int:
         """POST `body` to `url` with `headers` (complete `Name: value\\r\\n` lines, ASCII); the
-        answer's status. Raises TimeoutError or ConnectionError (an OSError, as is ssl.SSLError)."""
+        answer's status, within `time_limit` seconds in all. Raises TimeoutError, NotHttp, CutShort,
+        or the OSError of a connection that could not be made (ssl.SSLError among them)."""
         target = target_of(url)
-        connection = self._connection
-        if connection is None or self._origin != target.origin or not connection.usable():
-            connection = await self._connect(target, time_limit)
+        deadline = asyncio.get_running_loop().time() + time_limit
         request = b"".join(
             (
                 b"POST ",
@@ -205,18 +215,29 @@ class Lane:
                 body,
             )
         )
+        connection = self._connection
+        if connection is not None and self._origin == target.origin and connection.usable():
+            try:
+                return await self._exchange(connection, request, deadline)
+            except ConnectionError as exc:
+                if connection.heard or isinstance(exc, NotHttp):
+                    raise
+                # Closed before a byte of the answer: a kept connection the server had let go.
+        return await self._exchange(await self._connect(target, deadline), request, deadline)
+
+    async def _exchange(self, connection: _Connection, request: bytes, deadline: float) -> int:
         try:
-            return await connection.exchange(request, time_limit)
+            return await connection.exchange(request, deadline)
         except BaseException:
             # Timed out, broken, or the caller gave up on it (cancelled): what the connection
             # carries next is unknown, so it carries nothing more.
             self.drop()
             raise
 
-    async def _connect(self, target: Target, time_limit: float) -> _Connection:
+    async def _connect(self, target: Target, deadline: float) -> _Connection:
         self.drop()
         loop = asyncio.get_running_loop()
-        async with asyncio.timeout(time_limit):
+        async with asyncio.timeout_at(deadline):
             _, connection = await loop.create_connection(
                 _Connection,
                 target.host,

@@ -12,8 +12,9 @@ answers parsed by httptools (docs/decisions/0006-webhook-lanes-on-httptools.md).
 
 Any 2xx answer is success. Redirects are not followed (a signed request is never replayed to a
 host the connector does not name); a 3xx, 4xx or 5xx answer is a failure with its status. A 5xx,
-408 or 429 answer, a timeout or no connection is transient (a live send is attempted again later,
-with the same `id`, so a receiver drops a repeat by it); any other failure is final.
+408 or 429 answer, a timeout (`time_limit` for the whole call), no connection, or one that closed
+before the whole answer came is transient (a live send is attempted again later, with the same
+`id`, so a receiver drops a repeat by it); any other failure (an answer that is not HTTP) is final.
 
 Batched mode (the connector's `batch_size` above 1; campaign messages only, test sends stay one per
 POST): the body is a JSON array of up to `batch_size` of the objects above, each with its own `id`;
@@ -35,7 +36,7 @@ import httpx
 import orjson
 
 from herald.delivery.config import shown_url
-from herald.delivery.lane import Lane
+from herald.delivery.lane import CutShort, Lane, NotHttp
 from herald.delivery.messages import Envelope, Outcome
 from herald.delivery.signing import signed_headers
 from herald.timefmt import rfc3339
@@ -137,10 +138,17 @@ async def _post(
     headers = b"".join(f"{name}: {value}\r\n".encode() for name, value in signed.items())
     try:
         code = await lane.post(url, _FIXED_HEADERS + headers, body, time_limit)
-    except TimeoutError:  # connecting, or a wait for more of the answer
+    except TimeoutError:  # the whole call, connecting included
         reason = f"The webhook {shown_url(url)} did not answer within {time_limit:g}s."
         return Outcome(False, reason, connector_down=True, transient=True)
-    except (OSError, UnicodeError) as exc:  # no connection, a broken one, a host it cannot name
+    except NotHttp as exc:  # a server, but not one that speaks HTTP there: final, as a 4xx is
+        return Outcome(
+            False, f"The webhook {shown_url(url)} answered with something that is not HTTP: {exc}."
+        )
+    except CutShort:
+        reason = f"The webhook {shown_url(url)} closed the connection before its whole answer came."
+        return Outcome(False, reason, connector_down=True, transient=True)
+    except (OSError, UnicodeError) as exc:  # no connection, a host it cannot name, TLS refused
         detail = str(exc).strip() or type(exc).__name__
         reason = f"The webhook {shown_url(url)} could not be reached: {detail}"
         return Outcome(False, reason, connector_down=True, transient=True)
