@@ -592,6 +592,30 @@ class TestUpdate:
             }
         ]
 
+    @pytest.mark.parametrize("channel", ["SMS", "WHATSAPP"])
+    @pytest.mark.parametrize(
+        "body",
+        [
+            {"updated_by": "ana@example.com"},
+            {"utm_params": {"utm_source": "a", "utm_medium": "b"}},
+            {"basic_details": {"name": "Renamed"}},
+            {"campaign_content": {"content": {}}},
+            {"scheduling_details": {"scheduling_type": "ASAP"}},
+        ],
+    )
+    async def test_an_imported_channel_v5_cannot_update_is_400_whatever_the_body(
+        self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant, channel: str, body: dict[str, Any]
+    ) -> None:
+        [campaign_id] = await h.seed(app, workspace, h.line(channel=channel, status="DRAFT"))
+        response = await client.patch(
+            f"{BASE}/{campaign_id}", json=body, headers=workspace.write_headers(campaigns=True)
+        )
+        assert response.status_code == 400, response.text
+        details = response.json()["error"]["details"]
+        assert {"code": "INVALID_ENUM_VALUE", "target": "channel"} in [
+            {"code": d["code"], "target": d["target"]} for d in details
+        ]
+
     async def test_if_match_mismatch_is_412(self, client: httpx.AsyncClient, workspace: Tenant) -> None:
         campaign_id = await _created_id(client, workspace, MINIMAL_PUSH)
         url = f"{BASE}/{campaign_id}"

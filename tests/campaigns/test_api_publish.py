@@ -206,6 +206,27 @@ class TestBodyAndAccess:
             ("INVALID_ENUM_VALUE", "status"),
         }
 
+    @pytest.mark.parametrize("channel", ["SMS", "WHATSAPP"])
+    @pytest.mark.parametrize("publish", [True, False])
+    @pytest.mark.parametrize(
+        "body", [{}, {"utm_params": {"utm_source": "a", "utm_medium": "b"}}, {"basic_details": {"name": "x"}}]
+    )
+    async def test_an_imported_channel_v5_cannot_update_is_400_at_channel_alone(
+        self,
+        app: FastAPI,
+        client: httpx.AsyncClient,
+        ws: Tenant,
+        channel: str,
+        publish: bool,
+        body: dict[str, Any],
+    ) -> None:
+        # The merged components are not read as any channel's, and `status` is an L1 field.
+        [row_id] = await h.seed(app, ws, h.line(channel=channel, status="DRAFT"))
+        response = await h.v1_patch(client, ws, row_id, body, publish=publish)
+        assert response.status_code == 400, response.text
+        details = response.json()["error"]["details"]
+        assert [(d["code"], d["target"]) for d in details] == [("INVALID_ENUM_VALUE", "channel")]
+
     async def test_publishing_needs_the_publish_scope(
         self, app: FastAPI, client: httpx.AsyncClient, ws: Tenant
     ) -> None:

@@ -23,7 +23,12 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from herald.campaigns import lifecycle, repository, service, v1_merge
 from herald.campaigns.models import Campaign
-from herald.campaigns.schemas.campaign import EmailCampaignUpdate, PushCampaignUpdate, RequestId
+from herald.campaigns.schemas.campaign import (
+    AnyChannelUpdate,
+    EmailCampaignUpdate,
+    PushCampaignUpdate,
+    RequestId,
+)
 from herald.campaigns.schemas.common import CampaignStatus, DeliveryType, EmailAddress, Feature
 from herald.campaigns.validation import UpdateModels
 from herald.delivery.engine import periodic
@@ -52,7 +57,18 @@ class EmailCampaignV1Update(EmailCampaignUpdate):
     status: V1Status | None = None
 
 
-V1_MODELS: UpdateModels = {"PUSH": PushCampaignV1Update, "EMAIL": EmailCampaignV1Update}
+class AnyChannelV1Update(AnyChannelUpdate):
+    """An L1 body on a campaign of a channel v5 cannot update: its L1 fields are still L1's."""
+
+    request_id: RequestId
+    updated_by: EmailAddress
+    status: V1Status | None = None
+
+
+V1_MODELS = UpdateModels(
+    by_channel={"PUSH": PushCampaignV1Update, "EMAIL": EmailCampaignV1Update},
+    any_channel=AnyChannelV1Update,
+)
 
 
 def asks_to_publish(raw: object) -> bool:

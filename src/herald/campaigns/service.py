@@ -20,7 +20,7 @@ from herald.campaigns.editability import not_editable
 from herald.campaigns.lifecycle import schedule_instants
 from herald.campaigns.models import Campaign, StoredCampaign
 from herald.campaigns.schemas.campaign import CampaignDocument, CampaignUpdate, sent_components
-from herald.campaigns.schemas.common import CREATABLE_CHANNELS, CampaignStatus, Channel, DeliveryType
+from herald.campaigns.schemas.common import CampaignStatus, Channel, DeliveryType
 from herald.campaigns.validation import (
     Stage,
     UpdateModels,
@@ -350,8 +350,6 @@ def _create_rules_beyond(workspace: Workspace, raw: object, problems: list[Probl
         channel = Channel(str(raw.get("channel")))
         delivery_type = DeliveryType(str(raw.get("campaign_delivery_type")))
     except ValueError:
-        return []
-    if channel not in CREATABLE_CHANNELS:
         return []
     part = sound_part(raw, problems, channel)
     base = CampaignDocument(channel, delivery_type)

@@ -7,6 +7,7 @@ channel defines it: `advanced` on an EMAIL body is an unknown field at `advanced
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -34,12 +35,21 @@ _CREATE: dict[str, type[PushCampaignCreate] | type[EmailCampaignCreate]] = {
     "PUSH": PushCampaignCreate,
     "EMAIL": EmailCampaignCreate,
 }
-# The update body model of each creatable channel (L1 passes subclasses with its own fields).
-UpdateModels = Mapping[str, type[PushCampaignUpdate] | type[EmailCampaignUpdate]]
-_UPDATE: UpdateModels = {
-    "PUSH": PushCampaignUpdate,
-    "EMAIL": EmailCampaignUpdate,
-}
+
+
+@dataclass(frozen=True, slots=True)
+class UpdateModels:
+    """An API's update body models (L1 passes subclasses with its own fields): one per creatable
+    channel, and the one that reads a body whose channel is not (its channel-free fields only)."""
+
+    by_channel: Mapping[str, type[PushCampaignUpdate] | type[EmailCampaignUpdate]]
+    any_channel: type[AnyChannelUpdate]
+
+
+_UPDATE = UpdateModels(
+    by_channel={"PUSH": PushCampaignUpdate, "EMAIL": EmailCampaignUpdate},
+    any_channel=AnyChannelUpdate,
+)
 _NOT_AN_OBJECT = Problem("INVALID_TYPE", "", "The request body must be a JSON object.")
 
 
@@ -106,7 +116,7 @@ def parse_update(
     channel: str | None = stored_channel.value if stored_channel else None
     if "channel" in raw:
         sent = raw["channel"]
-        if not isinstance(sent, str) or sent not in models:
+        if not isinstance(sent, str) or sent not in models.by_channel:
             problems.append(_channel_value_problem(sent))
         elif stored_channel is not None and sent != stored_channel.value:
             problems.append(
@@ -114,12 +124,12 @@ def parse_update(
             )
         else:
             channel = sent
-    model = models.get(channel) if channel else None
+    model = models.by_channel.get(channel) if channel else None
     if model is None:
         if not problems:
             # Without the body's channel or the stored one, components cannot be read.
             problems.append(required("channel", "'channel' is required to read the campaign's components."))
-        _, others = _validate(AnyChannelUpdate, raw)
+        _, others = _validate(models.any_channel, raw)
         return None, [*problems, *others]
     if raw.get("channel", channel) != channel:
         # The channel sent was refused above: read the rest as the stored channel's, without
@@ -162,7 +172,8 @@ def sound_part(
     violations are collected in one response), not the rules' only after fixing the types.
     `components_only`: nothing is salvaged unless every problem lies outside the components (a
     patch's components are checked against each other, and a broken one would be read as stored)."""
-    if not isinstance(raw, dict):
+    model = _UPDATE.by_channel.get(channel.value)
+    if model is None or not isinstance(raw, dict):  # v5 reads no component of another channel
         return None
     spoiled = fields_at_fault(problems)
     if "" in spoiled or (components_only and spoiled & set(COMPONENT_NAMES)):
@@ -170,5 +181,5 @@ def sound_part(
     part = {key: value for key, value in raw.items() if key in COMPONENT_NAMES and key not in spoiled}
     if not part:
         return None
-    body, errors = _validate(_UPDATE[channel.value], part)
+    body, errors = _validate(model, part)
     return body if not errors else None
