@@ -151,6 +151,7 @@ class TestValidation:
         ("overrides", "expected"),
         [
             ({"name": "no"}, ("INVALID_OFFER_NAME", "name")),
+            ({"name": "Abcdef_nl\n"}, ("INVALID_OFFER_NAME", "name")),  # a whole match, not up to a newline
             ({"delivery": "now"}, ("INVALID_ENUM_VALUE", "delivery")),
             ({"created_by": "nobody"}, ("INVALID_TYPE", "created_by")),
             (

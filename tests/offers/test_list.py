@@ -241,6 +241,10 @@ class TestErrors:
             ({"created_date_gte": "2026-1-5"}, ("INVALID_TYPE", "created_date_gte")),
             ({"cursor": base64.b64encode(b"offers:xyz").decode()}, ("INVALID_CURSOR", "cursor")),
             ({"cursor": base64.b64encode(b"people:" + b"a" * 24).decode()}, ("INVALID_CURSOR", "cursor")),
+            (
+                {"cursor": base64.b64encode(b"offers:" + b"a" * 24 + b"\n").decode()},
+                ("INVALID_CURSOR", "cursor"),
+            ),
             ({"status_in": "ACTIVE"}, ("INVALID_ENUM_VALUE", "status_in")),
             ({"fields": ""}, ("INVALID_FIELDS_PARAM", "fields")),
         ],

@@ -248,6 +248,14 @@ class TestValidation:
             before.updated_at,
         )
 
+    async def test_a_name_ending_in_a_newline_is_invalid(
+        self, app: FastAPI, client: httpx.AsyncClient, tenant: Tenant, scheduled: str
+    ) -> None:
+        before = await _stored(app, scheduled)
+        response = await _patch(client, tenant, scheduled, {"updated_by": EDITOR, "name": "Abcdef_nl\n"})
+        assert details(response) == {("INVALID_OFFER_NAME", "name")}
+        assert (await _stored(app, scheduled)).name == before.name
+
     async def test_body_that_is_not_an_object_is_400(
         self, client: httpx.AsyncClient, tenant: Tenant, scheduled: str
     ) -> None:
