@@ -489,6 +489,23 @@ class TestGet:
             "message": "'versoin_number' is not a recognised field here.",
         }
 
+    @pytest.mark.parametrize(
+        ("number", "code"), [("1_0", "INVALID_TYPE"), ("+1", "INVALID_TYPE"), ("0", "OUT_OF_RANGE")]
+    )
+    async def test_version_number_is_digits_only(
+        self, client: httpx.AsyncClient, workspace: Tenant, number: str, code: str
+    ) -> None:
+        campaign_id = await _created_id(client, workspace, MINIMAL_PUSH)
+        response = await client.get(
+            f"{BASE}/{campaign_id}",
+            params={"version_number": number},
+            headers=workspace.headers(campaigns=True),
+        )
+        assert response.status_code == 400
+        assert [(d["code"], d["target"]) for d in response.json()["error"]["details"]] == [
+            (code, "version_number")
+        ]
+
     async def test_another_workspace_gets_404(
         self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant
     ) -> None:

@@ -238,6 +238,12 @@ class TestErrors:
         [
             ({"limit": "0"}, ("OUT_OF_RANGE", "limit")),
             ({"limit": "ten"}, ("INVALID_TYPE", "limit")),
+            # Digits only: not Python int()'s leniency (underscores, a sign, spaces, a decimal point).
+            ({"limit": "5_0"}, ("INVALID_TYPE", "limit")),
+            ({"limit": "+5"}, ("INVALID_TYPE", "limit")),
+            ({"limit": " 5 "}, ("INVALID_TYPE", "limit")),
+            ({"limit": "5.0"}, ("INVALID_TYPE", "limit")),
+            ({"limit": "-5"}, ("OUT_OF_RANGE", "limit")),
             ({"created_date_gte": "2026-1-5"}, ("INVALID_TYPE", "created_date_gte")),
             ({"cursor": base64.b64encode(b"offers:xyz").decode()}, ("INVALID_CURSOR", "cursor")),
             ({"cursor": base64.b64encode(b"people:" + b"a" * 24).decode()}, ("INVALID_CURSOR", "cursor")),

@@ -71,6 +71,8 @@ class TestTemplates:
         ("params", "expected"),
         [
             ({"limit": "101"}, [("OUT_OF_RANGE", "limit")]),
+            ({"limit": "1_0"}, [("INVALID_TYPE", "limit")]),
+            ({"limit": "+10"}, [("INVALID_TYPE", "limit")]),
             ({"limit": "0", "cursor": "%%%"}, [("OUT_OF_RANGE", "limit"), ("INVALID_CURSOR", "cursor")]),
             ({"cursor": cursor.encode("65f1c0ffee0123456789abcd")}, [("INVALID_CURSOR", "cursor")]),
         ],

@@ -31,7 +31,7 @@ from herald.http.operation import (
     services_of,
     unit_of_work,
 )
-from herald.http.query_model import query_model
+from herald.http.query_model import QUERY_INTEGER, query_model
 from herald.http.responses import json_response, response_id
 from herald.schemas import APIModel
 from herald.workspaces.models import enabled_features
@@ -82,6 +82,7 @@ class GetQuery(BaseModel):
             le=INTEGER_MAX,
             description="A version of the campaign (its older versions are read-only snapshots).",
         ),
+        QUERY_INTEGER,
     ] = None
 
 

@@ -8,6 +8,7 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic_core import PydanticCustomError
 
+from herald.http.query_model import QUERY_INTEGER
 from herald.offers import cursor as offers_cursor
 from herald.offers.status import OfferStatus
 
@@ -43,7 +44,7 @@ class OffersListQuery(BaseModel):
     created_by: list[str] = Field(default_factory=list, description="Repeated or comma-separated e-mails.")
     fields: str | None = Field(None, description="Comma-separated subset of the six summary fields.")
     cursor: str | None = None
-    limit: Annotated[int, Field(ge=1, le=100)] = 20
+    limit: Annotated[int, Field(ge=1, le=100), QUERY_INTEGER] = 20
 
     @field_validator("status_in")
     @classmethod

@@ -9,6 +9,7 @@ from pydantic_core import PydanticCustomError
 from sqlalchemy import Integer, Select, bindparam, func, select
 
 from herald.direct_reads import DirectReads, rows_in
+from herald.http.query_model import QUERY_INTEGER
 from herald.offers import cursor as offers_cursor
 from herald.workspaces.models import OfferTemplate
 
@@ -17,7 +18,7 @@ class TemplatesQuery(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     cursor: str | None = Field(None, description="Value of pagination.next_cursor; omit on the first page.")
-    limit: Annotated[int, Field(ge=1, le=100)] = 20
+    limit: Annotated[int, Field(ge=1, le=100), QUERY_INTEGER] = 20
 
     @field_validator("cursor")
     @classmethod
