@@ -394,6 +394,33 @@ class TestLimits:
         clock.advance(seconds=1)
         assert (await _create(client, tenant, MINIMAL_PUSH)).status_code == 201
 
+    async def test_a_request_refusal_waits_for_the_success_quota_too(
+        self, app: FastAPI, client: httpx.AsyncClient, clock: FrozenClock
+    ) -> None:
+        # Five creates in a second fill both the per-second request window and the minute's
+        # successes: the sixth is refused by the first, and may come back only when the second frees.
+        tenant = await make_tenant(app)
+        for _ in range(5):
+            assert (await _create(client, tenant, MINIMAL_PUSH)).status_code == 201
+        refused = await _create(client, tenant, MINIMAL_PUSH)
+        assert refused.status_code == 429
+        assert refused.headers["Retry-After"] == "60"
+        clock.advance(seconds=60)
+        assert (await _create(client, tenant, MINIMAL_PUSH)).status_code == 201
+
+    async def test_a_success_quota_refusal_waits_for_the_request_windows_too(
+        self, app: FastAPI, client: httpx.AsyncClient, clock: FrozenClock
+    ) -> None:
+        # The refused create took the last request slot of the hour: the next passes in an hour.
+        tenant = await make_tenant(
+            app, rate_limits={"campaign_create": "2/hour", "campaign_create_success": "1/minute"}
+        )
+        assert (await _create(client, tenant, MINIMAL_PUSH)).status_code == 201
+        clock.advance(seconds=1)
+        refused = await _create(client, tenant, MINIMAL_PUSH)
+        assert refused.status_code == 429
+        assert refused.headers["Retry-After"] == "3599"
+
     async def test_a_success_describes_the_window_nearest_exhaustion(
         self, app: FastAPI, client: httpx.AsyncClient, clock: FrozenClock
     ) -> None:

@@ -80,6 +80,19 @@ class TestRollingWindowLimits:
         assert decisions[3].token is None
         assert decisions[3].retry_after == 57  # the T0 entry leaves at T0+60; asked at T0+3
 
+    async def test_wait_is_the_longest_among_full_windows_and_records_nothing(
+        self, store: RateLimitStore
+    ) -> None:
+        windows = parse_windows("2/second;3/minute")
+        assert await store.wait(KEY, windows, T0) == 0
+        assert admitted(await take(store, windows, T0, 2)) == 2
+        assert admitted(await take(store, windows, T0 + 1, 1)) == 1
+        # The minute is full until the T0 entries leave at T0+60; the second is not full at T0+1.
+        assert await store.wait(KEY, windows, T0 + 1) == 59
+        assert await store.wait(KEY, windows, T0 + 59.5) == 1
+        assert await store.wait(KEY, windows, T0 + 60) == 0
+        assert (await store.acquire(KEY, windows, T0 + 60)).allowed  # the waits took no slot
+
     async def test_keys_are_limited_independently(self, store: RateLimitStore) -> None:
         windows = [Window(1, MINUTE)]
         assert (await store.acquire("a", windows, T0)).allowed

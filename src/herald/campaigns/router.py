@@ -46,6 +46,7 @@ CREATE = Operation(
     campaigns=True,
     idempotency="required",
     claim_with_create=True,
+    quota="campaign_create_success",
 )
 GET = Operation("C2", Scope.CAMPAIGNS_VIEW, "campaign_ops", campaigns=True)
 UPDATE = Operation(
@@ -122,10 +123,8 @@ def _envelope(request: Request, data: dict[str, Any]) -> dict[str, Any]:
     },
 )
 async def create_campaign(request: Request, caller: Annotated[Caller, guarded(CREATE)]) -> Response:
-    quota = "campaign_create_success"
-
     async def reserve() -> None:
-        await reserve_quota(request, caller, quota, CREATE.name)
+        await reserve_quota(request, caller, CREATE)
 
     def answer(created: tuple[str, str]) -> Response:
         campaign_id, status = created

@@ -79,6 +79,9 @@ class Operation:
     # of BEGIN, the claim, the write and COMMIT. What the handler refuses before answers after the
     # claim, as it would had the guard claimed.
     claim_with_create: bool = False
+    # The success quota (a bucket) the handler also takes once the request passed its checks
+    # (`reserve_quota`): a refusal by either bucket says how long until the request passes both.
+    quota: str | None = None
 
 
 def services_of(request: Request) -> Services:
@@ -166,7 +169,9 @@ async def check_access(request: Request, operation: Operation) -> Caller:
         raise ValidationFailed(bad_query)
 
     now = services.clock.now()
-    uow.rate_limit, _, _ = await _take_slot(request, caller, operation.bucket, operation.name)
+    uow.rate_limit, _, _ = await _take_slot(
+        request, caller, operation.bucket, operation.name, also_needs=operation.quota
+    )
     await _claim(request, operation, caller, in_request_transaction, now)
     return caller
 
@@ -503,15 +508,18 @@ def guarded(operation: Operation) -> Any:
     return Depends(dependency)
 
 
-async def reserve_quota(request: Request, caller: Caller, bucket: str, operation: str) -> None:
+async def reserve_quota(request: Request, caller: Caller, operation: Operation) -> None:
     """Take a slot of a success quota now (or 429); it is given back if the request ends in failure.
 
     Reserving (rather than counting after the fact) keeps the quota exact under concurrency; the
     route reserves once the request has passed its checks, so a request that fails them never
     holds a slot another one would have had.
     """
+    assert operation.quota is not None  # only an operation with a success quota reserves one
     services = services_of(request)
-    decision, key, windows = await _take_slot(request, caller, bucket, operation)
+    decision, key, windows = await _take_slot(
+        request, caller, operation.quota, operation.name, also_needs=operation.bucket
+    )
     unit_of_work(request).quota = decision
     token = decision.token
     assert token is not None  # every admitted entry has one
@@ -523,21 +531,31 @@ async def reserve_quota(request: Request, caller: Caller, bucket: str, operation
 
 
 async def _take_slot(
-    request: Request, caller: Caller, bucket: str, operation: str
+    request: Request, caller: Caller, bucket: str, operation: str, *, also_needs: str | None = None
 ) -> tuple[Decision, str, tuple[Window, ...]]:
     """One slot in every window of `bucket` for this caller, or 429 (the refusal's figures become the
-    response's X-RateLimit headers) having taken none."""
+    response's X-RateLimit headers) having taken none. `also_needs`: another bucket the request
+    takes a slot of too, whose full windows the refusal's Retry-After also waits for."""
     services = services_of(request)
-    key = limit_key(bucket, operation, Consumer(caller.workspace, caller.api_key.id))
+    consumer = Consumer(caller.workspace, caller.api_key.id)
+    key = limit_key(bucket, operation, consumer)
     windows = windows_for(caller.workspace, bucket)
-    decision = await services.limiter.acquire(key, windows, services.clock.now().timestamp())
+    now = services.clock.now().timestamp()
+    decision = await services.limiter.acquire(key, windows, now)
     if not decision.allowed:
-        _refuse(request, bucket, decision)
+        wait = decision.retry_after
+        if also_needs is not None:
+            other = limit_key(also_needs, operation, consumer)
+            wait = max(
+                wait, await services.limiter.wait(other, windows_for(caller.workspace, also_needs), now)
+            )
+        _refuse(request, bucket, decision, wait)
     return decision, key, windows
 
 
-def _refuse(request: Request, bucket: str, decision: Decision) -> NoReturn:
-    """429: the refusal's figures become the response's X-RateLimit headers."""
+def _refuse(request: Request, bucket: str, decision: Decision, retry_after: int) -> NoReturn:
+    """429: the refusal's figures become the response's X-RateLimit headers; `Retry-After` is when
+    the same request passes every window it needs (README)."""
     unit_of_work(request).rate_limit = decision
     request.state.rate_limited_bucket = bucket  # for the refusals metric
-    raise RateLimited(headers={"Retry-After": str(max(1, decision.retry_after))})
+    raise RateLimited(headers={"Retry-After": str(max(1, retry_after))})

@@ -83,6 +83,11 @@ class RateLimitStore(Protocol):
         """Record one request at `now` in every window, or in none if any window is full."""
         ...
 
+    async def wait(self, key: str, windows: Sequence[Window], now: float) -> int:
+        """Whole seconds after `now` when a request would pass every window (0: it would now),
+        recording nothing."""
+        ...
+
     async def release(self, key: str, windows: Sequence[Window], token: str) -> None:
         """Forget the entry `token` (a reserved slot whose operation failed). Unknown tokens are ignored."""
         ...
@@ -129,9 +134,20 @@ def decide(
     reset_at = seconds_until_free(pivot, windows[i].seconds, 0.0) if pivot is not None else math.ceil(now)
     if token is not None:
         return Decision(True, windows[i].limit, remaining[i], reset_at, 0, token)
+    return Decision(
+        False, windows[i].limit, 0, reset_at, max(1, longest_wait(windows, now, counts, pivots)), None
+    )
+
+
+def longest_wait(
+    windows: Sequence[Window], now: float, counts: Sequence[int], pivots: Sequence[float | None]
+) -> int:
+    """Whole seconds until every full window (live `counts` without the request) frees a slot: the
+    longest wait among the windows a request would exceed now, 0 when it exceeds none. `pivots` as
+    `decide` takes them."""
     waits = [
         seconds_until_free(p, w.seconds, now)
         for w, n, p in zip(windows, counts, pivots, strict=True)
         if n >= w.limit and p is not None
     ]
-    return Decision(False, windows[i].limit, 0, reset_at, max([1, *waits]), None)
+    return max([0, *waits])

@@ -12,7 +12,7 @@ import math
 from collections.abc import Sequence
 from operator import itemgetter
 
-from herald.http.ratelimit.core import Decision, Window, check_windows, decide
+from herald.http.ratelimit.core import Decision, Window, check_windows, decide, longest_wait
 
 _Log = list[tuple[float, str]]  # (admitted at, token), sorted
 _at = itemgetter(0)
@@ -41,10 +41,15 @@ class MemoryRateLimitStore:
             for log in logs:
                 bisect.insort(log, (now, token))
         counts = [len(log) for log in logs]
-        pivots = [
-            log[max(0, len(log) - w.limit)][0] if log else None for log, w in zip(logs, windows, strict=True)
-        ]
+        pivots = [_pivot(log, w) for log, w in zip(logs, windows, strict=True)]
         return decide(windows, now, token, counts, pivots)
+
+    async def wait(self, key: str, windows: Sequence[Window], now: float) -> int:
+        windows = check_windows(windows)
+        logs = [self._live_log(key, w, now) for w in windows]
+        counts = [len(log) for log in logs]
+        pivots = [_pivot(log, w) for log, w in zip(logs, windows, strict=True)]
+        return longest_wait(windows, now, counts, pivots)
 
     async def release(self, key: str, windows: Sequence[Window], token: str) -> None:
         for w in windows:
@@ -73,3 +78,8 @@ class MemoryRateLimitStore:
         for (key, seconds), log in list(self._logs.items()):
             if not log or log[-1][0] <= now - seconds:
                 del self._logs[key, seconds]
+
+
+def _pivot(log: _Log, window: Window) -> float | None:
+    """The admission time whose expiry frees the window's next slot (see `core.decide`)."""
+    return log[max(0, len(log) - window.limit)][0] if log else None

@@ -38,7 +38,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from herald.http.ratelimit.core import Decision, Window, check_windows, decide
+from herald.http.ratelimit.core import Decision, Window, check_windows, decide, longest_wait
 
 # KEYS[i]: the log of window i (shortest window first). ARGV: token, now, then per window: cutoff,
 # limit, seconds. Cutoffs are computed by the caller: Lua would format numbers with 14 digits and
@@ -80,6 +80,24 @@ end
 return out
 """
 _ACQUIRE_SHA = hashlib.sha1(_ACQUIRE.encode()).hexdigest()
+
+# Read-only (asked on refusals only): KEYS as for _ACQUIRE; ARGV per window: cutoff, limit. Returns
+# per window: the live count (entries scored above the cutoff) and, for a full window, the pivot
+# `decide` reads (else '').
+_WAIT = """
+local out = {}
+for i = 1, #KEYS do
+  local after, limit = '(' .. ARGV[2 * i - 1], tonumber(ARGV[2 * i])
+  local count = redis.call('ZCOUNT', KEYS[i], after, '+inf')
+  local pivot = ''
+  if count >= limit then
+    pivot = redis.call('ZRANGEBYSCORE', KEYS[i], after, '+inf', 'WITHSCORES', 'LIMIT', count - limit, 1)[2]
+  end
+  out[#out + 1] = count
+  out[#out + 1] = pivot
+end
+return out
+"""
 
 # The longest a request waits on Redis (to connect, or for a reply it is due) unless the client
 # says otherwise (`socket_timeout`): a healthy Redis answers in well under a millisecond, and a
@@ -141,6 +159,20 @@ class RedisRateLimitStore:
         counts = [int(n) for n in rest[0::2]]
         pivots = [float(p) if p else None for p in rest[1::2]]
         return decide(windows, now, token if allowed else None, counts, pivots)
+
+    async def wait(self, key: str, windows: Sequence[Window], now: float) -> int:
+        windows = check_windows(windows)
+        arguments: list[Any] = []
+        for w in windows:
+            arguments += [repr(now - w.seconds), w.limit]
+        try:
+            async with asyncio.timeout(self.timeout):
+                reply = await self._client.eval(_WAIT, len(windows), *self._keys(key, windows), *arguments)  # type: ignore[misc]
+        except (TimeoutError, RedisTimeoutError) as error:
+            raise RedisConnectionError(f"Redis did not answer within {self.timeout:g} s") from error
+        counts = [int(n) for n in reply[0::2]]
+        pivots = [float(p) if p else None for p in reply[1::2]]
+        return longest_wait(windows, now, counts, pivots)
 
     async def release(self, key: str, windows: Sequence[Window], token: str) -> None:
         try:
