@@ -845,6 +845,62 @@ class TestEditabilityByState:
         assert response.status_code == 200, response.text
 
 
+class TestBtsWindowEnd:
+    """`bts_details.window_end_time` is a date-time after the start, or a time of day."""
+
+    WINDOW_END = "scheduling_details.bts_details.window_end_time"
+
+    @staticmethod
+    def _with_window_end(value: str) -> dict[str, Any]:
+        body = copy.deepcopy(PAYLOADS["email_one_time_promotional"])
+        body["scheduling_details"]["bts_details"]["window_end_time"] = value
+        return body
+
+    @pytest.mark.parametrize(
+        ("value", "code"), [("garbage", "INVALID_TYPE"), ("2030-04-01T05:00:00Z", "OUT_OF_RANGE")]
+    )
+    async def test_create_and_update_refuse_it(
+        self, client: httpx.AsyncClient, workspace: Tenant, value: str, code: str
+    ) -> None:
+        created = await _create(client, workspace, self._with_window_end(value))
+        assert created.status_code == 400
+        assert (code, self.WINDOW_END) in {
+            (d["code"], d["target"]) for d in created.json()["error"]["details"]
+        }
+        campaign_id = await _created_id(client, workspace, PAYLOADS["email_one_time_promotional"])
+        scheduling = self._with_window_end(value)["scheduling_details"]
+        patched = await client.patch(
+            f"{BASE}/{campaign_id}",
+            json={"scheduling_details": scheduling},
+            headers=workspace.write_headers(campaigns=True),
+        )
+        assert patched.status_code == 400
+        assert (code, self.WINDOW_END) in {
+            (d["code"], d["target"]) for d in patched.json()["error"]["details"]
+        }
+
+    async def test_validate_and_publish_refuse_a_stored_unreadable_one(
+        self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant
+    ) -> None:
+        # Stored before the rule (or written around it): reported, not defaulted at send.
+        campaign_id = await _created_id(client, workspace, PAYLOADS["email_one_time_promotional"])
+        async with app.state.herald.database.writer() as session:
+            row = (await session.scalars(select(Campaign).where(Campaign.campaign_id == campaign_id))).one()
+            components = copy.deepcopy(row.components)
+            components["scheduling_details"]["bts_details"]["window_end_time"] = "garbage"
+            row.components = components
+            await session.commit()
+        validated = await client.post(
+            f"{BASE}/{campaign_id}/validate", headers=workspace.headers(campaigns=True)
+        )
+        assert validated.status_code == 200
+        assert validated.json()["data"]["valid"] is False
+        assert self.WINDOW_END in {error["field"] for error in validated.json()["data"]["errors"]}
+        published = await h.v1_patch(client, workspace, campaign_id)
+        assert published.status_code == 422
+        assert (await h.get(client, workspace, campaign_id))["status"] == "DRAFT"
+
+
 class TestValidate:
     async def test_incomplete_draft_is_200_valid_false(
         self, client: httpx.AsyncClient, workspace: Tenant

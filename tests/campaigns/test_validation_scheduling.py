@@ -327,6 +327,40 @@ GF = f"{S}.geo_fence_timelimit"
             {f"{GF}.timebounds.0": {"start_time": "2030-01-02T09:00:00", "end_time": "2030-01-01T18:00:00"}},
             stage=C,
         ),
+        # the BTS window's end: a date-time after the start, or a time of day
+        fails(
+            "bts-window-end-unreadable",
+            EMAIL_ONE_TIME_PROMOTIONAL,
+            ("INVALID_TYPE", f"{S}.bts_details.window_end_time"),
+            {f"{S}.bts_details.window_end_time": "garbage"},
+            stage=C,
+        ),
+        fails(
+            "bts-window-end-time-of-day-with-newline",
+            EMAIL_ONE_TIME_PROMOTIONAL,
+            ("INVALID_TYPE", f"{S}.bts_details.window_end_time"),
+            {f"{S}.bts_details.window_end_time": "20:00\n"},
+            stage=C,
+        ),
+        fails(
+            "bts-window-end-before-start",
+            EMAIL_ONE_TIME_PROMOTIONAL,
+            ("OUT_OF_RANGE", f"{S}.bts_details.window_end_time"),
+            {f"{S}.bts_details.window_end_time": "2030-04-01T05:00:00Z"},
+            stage=C,
+        ),
+        fails(
+            "bts-window-end-at-start-in-the-campaign-zone",
+            EMAIL_ONE_TIME_PROMOTIONAL,
+            ("OUT_OF_RANGE", f"{S}.bts_details.window_end_time"),
+            {f"{S}.bts_details.window_end_time": "2030-04-01T08:00:00"},  # 06:00Z in Madrid
+            stage=C,
+        ),
+        passes(
+            "bts-window-end-time-of-day-before-the-start-hour",  # the next 05:00 after the start
+            EMAIL_ONE_TIME_PROMOTIONAL,
+            {f"{S}.bts_details.window_end_time": "05:00"},
+        ),
         fails(
             "timelimit-not-location",
             PUSH_EVENT_TRIGGERED,

@@ -111,11 +111,18 @@ class NotificationSchedule(StrEnum):
 _TIME_OF_DAY = re.compile(r"^([01]\d|2[0-3]):[0-5]\d(:[0-5]\d)?$")
 
 
+TIME_BOUND_MESSAGE = "Expected an ISO 8601 time (HH:MM) or date-time."
+
+
+def is_time_bound(value: str) -> bool:
+    """A daily time of day or a full date-time, both ISO 8601 (geofence windows, the BTS window's end)."""
+    return _TIME_OF_DAY.fullmatch(value) is not None or parse_iso_datetime(value) is not None
+
+
 def _time_bound(value: str) -> str:
-    # A geofence window is either a daily time of day or a full date-time; both are ISO 8601.
-    if _TIME_OF_DAY.fullmatch(value) or parse_iso_datetime(value) is not None:
+    if is_time_bound(value):
         return value
-    raise PydanticCustomError("INVALID_TYPE", "Expected an ISO 8601 time (HH:MM) or date-time.")
+    raise PydanticCustomError("INVALID_TYPE", TIME_BOUND_MESSAGE)
 
 
 TimeBound = Annotated[str, Strict(), AfterValidator(_time_bound)]

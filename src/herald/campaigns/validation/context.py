@@ -68,6 +68,11 @@ def invalid_value(target: str, message: str) -> Problem:
     return Problem("INVALID_ENUM_VALUE", target, message)
 
 
+def invalid_type(target: str, message: str) -> Problem:
+    """A value of the wrong type or form (as the schemas report a date-time that is not one)."""
+    return Problem("INVALID_TYPE", target, message)
+
+
 def out_of_range(target: str, message: str) -> Problem:
     return Problem("OUT_OF_RANGE", target, message)
 

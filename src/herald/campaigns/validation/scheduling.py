@@ -6,13 +6,22 @@ from herald.campaigns.schemas.common import DeliveryType, resolve_datetime
 from herald.campaigns.schemas.scheduling import (
     NEEDS_START_TIME,
     REPEAT_FIELDS_BY_FREQUENCY,
+    TIME_BOUND_MESSAGE,
     GeoFenceTimeLimit,
     NotificationSchedule,
     PeriodicDetails,
     SchedulingDeliveryType,
     SchedulingDetails,
+    is_time_bound,
 )
-from herald.campaigns.validation.context import Context, invalid_value, not_applicable, out_of_range, required
+from herald.campaigns.validation.context import (
+    Context,
+    invalid_type,
+    invalid_value,
+    not_applicable,
+    out_of_range,
+    required,
+)
 from herald.problems import Problem, join_path
 from herald.timefmt import parse_iso_datetime
 
@@ -52,6 +61,7 @@ def check_scheduling_details(ctx: Context) -> list[Problem]:
             )
     problems += _check_periodic(ctx, details)
     problems += _check_time_order(details)
+    problems += _check_window_end(details)
     if details.geo_fence_timelimit is not None:
         problems += _check_geo_fence_timelimit(ctx, details.geo_fence_timelimit, details.timezone)
     return problems
@@ -104,6 +114,23 @@ def _check_time_order(details: SchedulingDetails) -> list[Problem]:
     if expiry > start:
         return []
     return [out_of_range(join_path(_BASE, "expiry_time"), "expiry_time must be after start_time.")]
+
+
+def _check_window_end(details: SchedulingDetails) -> list[Problem]:
+    # A rule rather than the field's type: a value stored before it was checked must still let the
+    # campaign be read (the engine then sends with the default window) rather than stop its sends.
+    end = details.bts_details.window_end_time if details.bts_details else None
+    if end is None:
+        return []
+    target = join_path(_BASE, "bts_details", "window_end_time")
+    if not is_time_bound(end):
+        return [invalid_type(target, TIME_BOUND_MESSAGE)]
+    # A time of day is the next such time after the start; only a date-time can come before it.
+    if details.start_time is None or parse_iso_datetime(end) is None:
+        return []
+    if resolve_datetime(end, details.timezone) > resolve_datetime(details.start_time, details.timezone):
+        return []
+    return [out_of_range(target, "window_end_time must be after start_time.")]
 
 
 def _check_geo_fence_timelimit(ctx: Context, limit: GeoFenceTimeLimit, timezone: str | None) -> list[Problem]:
