@@ -44,6 +44,29 @@ def test_stats_table_shows_retrying_and_deferred_and_the_reason_under_the_table(
     assert max(len(line) for line in lines[:-1]) < 40
 
 
+def test_stats_table_shows_each_executions_run_moment_and_child_campaign() -> None:
+    periodic = [
+        _run("65f1c0ffee0123456789abc1", run=1, scheduled_for="2026-01-15T12:00:00Z", child_campaign_id="65f1c0ffee0123456789def1"),
+        _run("65f1c0ffee0123456789abc2", run=2, scheduled_for="2026-01-16T12:00:00Z", child_campaign_id="65f1c0ffee0123456789def2"),
+    ]  # fmt: skip
+    asap = [_run("65f1c0ffee0123456789abc3", run=1, scheduled_for=None, child_campaign_id=None)]
+    for runs, expected in [
+        (
+            periodic,
+            {
+                "run": ["1", "2"],
+                "scheduled for": ["2026-01-15T12:00:00Z", "2026-01-16T12:00:00Z"],
+                "child campaign": ["65f1c0ffee0123456789def1", "65f1c0ffee0123456789def2"],
+            },
+        ),
+        (asap, {"run": ["1"], "scheduled for": ["-"], "child campaign": ["-"]}),
+    ]:
+        lines = stats_table({"campaign_id": "c1", "status": "SENDING", "executions": runs}).splitlines()
+        width = len("child campaign")
+        figures = {line[:width].strip(): line[width:].split() for line in lines[1:]}
+        assert {label: figures[label] for label in expected} == expected
+
+
 def test_reject_says_its_error_once() -> None:
     workspace_id = runner.invoke(app, ["workspaces", "create", "Acme"]).output.strip()
     result = runner.invoke(

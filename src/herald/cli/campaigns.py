@@ -133,6 +133,10 @@ def stats_table(data: dict[str, Any]) -> str:
         return "\n".join(lines)
     rows: list[tuple[str, list[str]]] = [
         ("execution", [str(run["id"]) for run in runs]),
+        ("run", [_figure(run.get("run")) for run in runs]),
+        # No wider than the execution ids above them: a date-time, an object id ('-' when none).
+        ("scheduled for", [_figure(run.get("scheduled_for")) for run in runs]),
+        ("child campaign", [_figure(run.get("child_campaign_id")) for run in runs]),
         ("status", [str(run["status"]) for run in runs]),
         ("audience", [str(run["audience"]) for run in runs]),
     ]
