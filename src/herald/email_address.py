@@ -25,10 +25,10 @@ def email_problem(value: str) -> str | None:
 # A mailbox as a recipient: one '@' between a local part and a domain, no space or control
 # character. Nothing more is asked: the operator's SMTP relay decides what it delivers, so a user's
 # address at `localhost` or at a `.test` domain (a local relay, a sandbox) is as good as any.
-_RECIPIENT = re.compile(r"^[^@\s\x00-\x1f\x7f]+@[^@\s\x00-\x1f\x7f]+$")
+_RECIPIENT = re.compile(r"[^@\s\x00-\x1f\x7f]+@[^@\s\x00-\x1f\x7f]+")
 
 
 def is_recipient_address(value: str) -> bool:
     """Whether `value` may be a user's e-mail address (ingestion) and so a recipient's (C8): the
     addresses a live campaign delivers to are exactly those a test may be sent to."""
-    return _RECIPIENT.match(value) is not None
+    return _RECIPIENT.fullmatch(value) is not None  # `$` would let a trailing newline through

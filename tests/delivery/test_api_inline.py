@@ -168,7 +168,8 @@ class TestInlineEmail:
         assert smtp_server.received[0].rcpt_tos == [address]
 
     @pytest.mark.parametrize(
-        "address", ["nobody", "a b@example.com", "two@@example.com", "bell\x07@example.com"]
+        "address",
+        ["nobody", "a b@example.com", "two@@example.com", "bell\x07@example.com", "trailing@example.com\n"],
     )
     async def test_an_address_ingestion_refuses_is_refused_for_a_test_too(
         self, client: httpx.AsyncClient, workspace: Tenant, address: str
