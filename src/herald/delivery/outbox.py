@@ -51,7 +51,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from herald.db import Database, UTCDateTime
 from herald.delivery.messages import Envelope, Outcome, summary_of
-from herald.delivery.models import Connector, OutboxEntry
+from herald.delivery.models import WAITING_RETRY, Connector, OutboxEntry
 from herald.direct_reads import rows_in
 from herald.direct_writes import Transaction, WriteChain, Writer, execute_in
 from herald.joined_writes import Joined, execute_with, one_statement
@@ -478,8 +478,7 @@ async def settle_waiting(
             .where(
                 OutboxEntry.workspace_id == workspace_id,
                 OutboxEntry.id == delivery_id,
-                OutboxEntry.status == OutboxStatus.PENDING.value,
-                OutboxEntry.next_attempt_at.is_not(None),
+                text(WAITING_RETRY),  # the rows `engine.abandoned` settles, in the same words
             )
             .values(
                 status=OutboxStatus.FAILED.value, failure_reason=reason, next_attempt_at=None, updated_at=now
