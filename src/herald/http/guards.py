@@ -123,13 +123,7 @@ def infinite_number_path(body: bytes) -> str | None:
     None when there is none, or the body is not readable JSON (refused on its own account)."""
     if _HUGE_NUMBER.search(body) is None:
         return None
-    try:
-        found = _path_to(
-            json.loads(body), lambda value: isinstance(value, float) and not math.isfinite(value)
-        )
-    except (ValueError, RecursionError):
-        return None
-    return None if found is None else join_path(*found)
+    return _number_path(body, lambda value: isinstance(value, float) and not math.isfinite(value))
 
 
 # A whole number past 64 bits has at least 19 digits (a string of such digits is told apart by
@@ -143,11 +137,17 @@ def wide_integer_path(body: bytes) -> str | None:
     of it failed, or came back a float). None as for `infinite_number_path`."""
     if _LONG_INTEGER.search(body) is None:
         return None
+    return _number_path(
+        body, lambda value: isinstance(value, int) and not isinstance(value, bool) and value not in INT64
+    )
+
+
+def _number_path(body: bytes, wanted: Callable[[Any], bool]) -> str | None:
+    """The dot path of the first value of the JSON body that is `wanted` (a number no column
+    holds), once a pattern over the bytes has said one may be there; None as for
+    `infinite_number_path`."""
     try:
-        found = _path_to(
-            json.loads(body),
-            lambda value: isinstance(value, int) and not isinstance(value, bool) and value not in INT64,
-        )
+        found = _path_to(json.loads(body), wanted)
     except (ValueError, RecursionError):
         return None
     return None if found is None else join_path(*found)
