@@ -45,6 +45,15 @@ def test_crlf_documents_keep_their_line_endings() -> None:
 # --- character references in the href --------------------------------------------------------------
 
 
+@pytest.mark.parametrize("text", ["&#", "&#x", "&#q"])
+def test_a_bare_ampersand_hash_before_a_link_leaves_the_link_a_link(text: str) -> None:
+    # Found by the property below: the parser read everything after such a `&#` as text.
+    html = f'{text}<a href="https://shop.example/">Shop</a>'
+    assert html_with_utm(html, UTM) == (
+        f'{text}<a href="https://shop.example/?utm_source=herald&amp;utm_medium=email">Shop</a>'
+    )
+
+
 def test_a_numeric_reference_is_not_read_as_a_fragment() -> None:
     html = '<a id="L1" href="https://shop.example/welcome?name=O&#39;Brien&src=mail">hi</a>'
     assert html_with_utm(html, UTM) == (

@@ -215,13 +215,23 @@ class _Links(HTMLParser):
         # \x1c-\x1e, \x85, \u2028, \u2029 and put every later tag at the wrong offset.
         self._line_starts = [0, *(match.end() for match in re.finditer("\n", html))]
         self.tags: list[tuple[int, str]] = []
-        self.feed(html)
+        self._html = html
+        # The parser waits for the end of a `&#` that starts no character reference (`&#<a ...`)
+        # and then reads all that follows as text, its links included; a browser reads `&#` as
+        # text. Fed as `&_` (the same length, so every offset holds), it is read as text too.
+        self.feed(_BARE_CHARREF.sub("&_", html))
         self.close()
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         if tag in ("a", "area"):
             line, column = self.getpos()
-            self.tags.append((self._line_starts[line - 1] + column, self.get_starttag_text() or ""))
+            start = self._line_starts[line - 1] + column
+            # The tag as written in the document (the parser saw `&#` as `&_`).
+            self.tags.append((start, self._html[start : start + len(self.get_starttag_text() or "")]))
+
+
+# `&#` that does not begin a character reference (`&#38;`, `&#x26;`).
+_BARE_CHARREF = re.compile(r"&#(?![0-9]|[xX][0-9a-fA-F])")
 
 
 def html_with_utm(html: str, utm: Mapping[str, str]) -> str:
