@@ -107,7 +107,11 @@ class Listener:
 
         try:
             connection = await asyncpg.connect(self._dsn, timeout=10)
-            await connection.add_listener(CHANNEL, self._notified)
+            try:
+                await connection.add_listener(CHANNEL, self._notified)
+            except BaseException:
+                connection.terminate()  # refused or cancelled (a shutdown): never left open
+                raise
         except (OSError, asyncpg.PostgresError, TimeoutError) as exc:
             if not self._warned:
                 log.warning("cannot listen for wake-ups (polling meanwhile): %s", exc)
@@ -123,9 +127,16 @@ class Listener:
         self._wake.set()
 
     async def close(self) -> None:
-        if self._connection is not None and not self._connection.is_closed():
-            with contextlib.suppress(Exception):
-                await self._connection.close(timeout=5)
+        connection = self._connection
+        if connection is None or connection.is_closed():
+            return
+        try:
+            await connection.close(timeout=5)
+        except Exception:
+            connection.terminate()
+        except BaseException:
+            connection.terminate()  # cancelled mid-close (a shutdown): closed at once instead
+            raise
 
 
 @contextlib.asynccontextmanager
