@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import threading
 from collections import deque
 from dataclasses import dataclass
@@ -232,6 +233,7 @@ def _sqlite_engine(url: str, *, immediate: bool, pool_size: int) -> AsyncEngine:
         make_url(url).set(drivername=sqlite_inline.DRIVER),
         async_creator=sqlite_inline.connector(path, _SQLITE_LOCK_TIMEOUT),
         json_serializer=_json_text,
+        json_deserializer=_json_value,
         **pool,
     )
     # SQLite has one writer at a time. Within this process, writers queue on the file's gate
@@ -288,6 +290,26 @@ def _json_text(value: Any) -> str:
         return json.dumps(value)
 
 
+# A run of digits as long as the largest 64-bit integer's: orjson reads a longer integer as a float
+# (the standard library keeps it whole), so such a text is read by the standard library.
+_LONG_NUMBER = re.compile(r"\d{19}")
+
+
+def _json_value(text: str) -> Any:
+    """A JSON column's text as a value: orjson where it reads the text as the standard library
+    would (a user's attributes: ~0.5 µs instead of ~4 µs, for every user a delivery batch renders),
+    the standard library for the rest: integers beyond 64 bits, NaN and infinities, lone
+    surrogates."""
+    import orjson
+
+    if _LONG_NUMBER.search(text) is None:
+        try:
+            return orjson.loads(text)
+        except orjson.JSONDecodeError:
+            pass
+    return json.loads(text)
+
+
 def create_database(settings: Settings) -> Database:
     url = settings.database_url
     if url.startswith("sqlite"):
@@ -305,6 +327,7 @@ def create_database(settings: Settings) -> Database:
             pool_size=settings.db_pool_size,
             max_overflow=0,
             json_serializer=_json_text,
+            json_deserializer=_json_value,
             connect_args={"timeout": settings.db_connect_timeout_seconds},
         )
         # Reading requests see one snapshot across their statements (a page and its total count).

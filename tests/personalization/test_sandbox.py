@@ -175,3 +175,20 @@ def test_syntax_errors_name_the_line_of_multiline_texts() -> None:
 def test_rendering_does_not_change_plain_text() -> Any:
     text = "Tab\there, 100% {braces} and a trailing newline\n"
     assert render(text) == (text, [])
+
+
+def test_a_renderer_started_on_another_user_keeps_nothing_of_the_last() -> None:
+    """A delivery batch renders every user with one renderer (`Renderer.start`): each user gets
+    their own values, their own record of missing values and a whole budget."""
+    limits = Limits(steps=4, seconds=5, output_chars=100, field_chars=100, value_size=100)
+    first = RenderData({"first_name": "Ana"}, {}, DATA.blocks, {}, {})
+    renderer = Renderer(first, limits)
+    assert renderer.render("{{ user.first_name }}{{ user.city }}", "f") == "Ana"
+    assert [item.expression for item in renderer.missing] == ["user.city"]
+    with pytest.raises(RenderLimitExceeded):  # the first user's budget used up
+        renderer.render("{{ user.a }}{{ user.b }}{{ user.c }}", "f")
+
+    renderer.start(RenderData({"city": "Lyon"}, {"product": "Hat"}, DATA.blocks, {}, {}))
+    text = renderer.render("{{ user.first_name }}{{ user.city }} {{ ContentBlock['note'] }}", "f")
+    assert text == "Lyon T&C for "
+    assert [item.expression for item in renderer.missing] == ["user.first_name"]

@@ -179,14 +179,18 @@ def _api_calls(
 
 
 def _render_all(
-    prepared: Prepared, data: RenderData, limits: Limits
+    prepared: Prepared, data: RenderData, limits: Limits, renderer: Renderer | None = None
 ) -> tuple[dict[str, Any], list[Missing], list[Problem]]:
     """Every text of `prepared.expressions` rendered for `data`, in a copy of the content that
     shares with `prepared.content` (and with other users' copies) every part that holds none of
     them: renders are read, never written (`SendPlan._message` copies a message before tagging
     it). Walking and copying the whole content per user was about 7 % of the engine's samples in
-    batched mode (benchmarks/README.md, the twelfth pass)."""
-    renderer = Renderer(data, limits)
+    batched mode (benchmarks/README.md, the twelfth pass). `renderer`: one of `limits` to reuse
+    (moved on to `data`), for many users of one content."""
+    if renderer is None:
+        renderer = Renderer(data, limits)
+    else:
+        renderer.start(data)
     problems: list[Problem] = []
     rendered: list[tuple[fields.Path, str]] = []
     for expression in prepared.expressions:
@@ -301,9 +305,14 @@ async def personalize_many(
         datas.append(RenderData(user, event, prepared.blocks, prepared.product_sets, answers))
 
     def render_all() -> list[Personalized | Unprocessable]:
-        return [
-            _outcome(_render_all(prepared, data, limits))
-            for (prepared, _, _), data in zip(items, datas, strict=True)
-        ]
+        # One renderer per content: the items of a delivery batch share theirs.
+        renderers: dict[int, Renderer] = {}
+        outcomes: list[Personalized | Unprocessable] = []
+        for (prepared, _, _), data in zip(items, datas, strict=True):
+            renderer = renderers.get(id(prepared))
+            if renderer is None:
+                renderer = renderers[id(prepared)] = Renderer(data, limits)
+            outcomes.append(_outcome(_render_all(prepared, data, limits, renderer)))
+        return outcomes
 
     return await anyio.to_thread.run_sync(render_all)

@@ -42,7 +42,8 @@ class RenderData:
 
 
 class Renderer:
-    """Renders texts for one user and event; not shared between threads."""
+    """Renders texts for one user and event at a time (`start` moves it to the next); not shared
+    between threads."""
 
     def __init__(
         self,
@@ -50,14 +51,25 @@ class Renderer:
         limits: Limits = DEFAULT_LIMITS,
         clock: Callable[[], float] = time.perf_counter,
     ) -> None:
-        self.state = RenderState(budget=Budget(limits, clock))
         self._limits = limits
+        self._clock = clock
         self._blocks = data.blocks
+        self._block_view = BlockView(data.blocks, self._render_block)
+        self.start(data)
+
+    def start(self, data: RenderData) -> None:
+        """Render for `data` from now on, with a budget and a record of missing values of its own.
+        Its blocks must be this renderer's: a delivery batch renders every user with one renderer,
+        and building one per user (its views, its block renderer) cost more than rendering a short
+        title."""
+        assert data.blocks is self._blocks, "a renderer's content blocks are fixed"
+        self.state = RenderState(budget=Budget(self._limits, self._clock))
+        user = data.user
         self._variables: dict[str, Any] = {
-            "UserAttribute": View("UserAttribute", "item", data.user),
-            "user": View("user", "attribute", data.user),
+            "UserAttribute": View("UserAttribute", "item", user),
+            "user": View("user", "attribute", user),
             "event": View("event", "attribute", data.event),
-            "ContentBlock": BlockView(data.blocks, self._render_block),
+            "ContentBlock": self._block_view,
             "ProductSet": View("ProductSet", "item", data.product_sets),
             "ContentApi": View("ContentApi", "item", data.content_apis),
         }
