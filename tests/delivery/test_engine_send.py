@@ -26,9 +26,10 @@ from herald.clock import FrozenClock, utc
 from herald.delivery.config import ConnectorInput
 from herald.delivery.connectors import remove_connector
 from herald.delivery.dispatch import Streaks
-from herald.delivery.engine.models import ExecutionUser
+from herald.delivery.engine.models import Execution, ExecutionUser
+from herald.delivery.engine.rank import rank_of
 from herald.delivery.engine.resolve import FIRST_CHUNK
-from herald.delivery.engine.run import AHEAD, BATCH, ROUNDS
+from herald.delivery.engine.run import AHEAD, BATCH, ROUNDS, delivery_id
 from herald.delivery.engine.split import assign_variations
 from herald.delivery.models import OutboxEntry
 from herald.services import Services
@@ -975,5 +976,68 @@ class TestResume:
             assert all(r.status == "SENT" for r in rows.values())
             assert sorted(r.attempts for r in rows.values()) == [1, 1, 1, 1, 2]
             assert set(gate.ids) == {r.id for r in rows.values()}
+        finally:
+            gate.stop()
+
+    async def test_ids_rise_with_the_users_rank_and_name_the_outbox_rows(
+        self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant, clock: FrozenClock
+    ) -> None:
+        """An execution's ids follow its send order (the users' rank): its outbox rows go to one
+        place of the outbox's key index (migration 0028)."""
+        gate = _Gate()
+        try:
+            campaign_id = await _publish_to_gate(app, client, workspace, gate, users=12)
+            gate.release.set()
+            await tick(app, workspace, one_at_a_time=True)  # handed over one by one, in order
+            assert await status(client, workspace, campaign_id) == "SENT"
+            rows = {r.id: r.customer_id for r in await outbox_rows(app, workspace)}
+            assert sorted(gate.ids) == sorted(rows)
+            assert gate.ids == sorted(gate.ids)
+            by_rank = sorted(rows.values(), key=lambda customer_id: rank_of(campaign_id, customer_id))
+            assert [rows[i] for i in gate.ids] == by_rank
+        finally:
+            gate.stop()
+
+    async def test_an_execution_begun_before_ids_were_ordered_is_resumed_under_its_ids(
+        self,
+        app: FastAPI,
+        client: httpx.AsyncClient,
+        workspace: Tenant,
+        clock: FrozenClock,
+        monkeypatch: pytest.MonkeyPatch,
+    ) -> None:
+        """Begun by a version that hashed ids whole (its row's `ordered_ids` false after migration
+        0028) and resumed by this one: the message in flight when its worker died is sent again
+        under the id it went out with, and the rest under ids of the same kind."""
+        starting = Execution.starting.__func__  # type: ignore[attr-defined]
+
+        def as_before(cls: type[Execution], *args: Any, **more: Any) -> Execution:
+            execution: Execution = starting(cls, *args, **more)
+            execution.ordered_ids = False
+            return execution
+
+        gate = _Gate()
+        try:
+            with monkeypatch.context() as before:
+                before.setattr(Execution, "starting", classmethod(as_before))
+                campaign_id = await _publish_to_gate(app, client, workspace, gate)
+                running = asyncio.create_task(tick(app, workspace, one_at_a_time=True))
+                assert await asyncio.to_thread(gate.arrived.wait, 30)
+                running.cancel()  # the worker dies while its first message is in flight
+                with contextlib.suppress(asyncio.CancelledError):
+                    await running
+            gate.release.set()
+            clock.advance(minutes=6)  # past the claim's lease
+            assert await tick(app, workspace) == 1
+            assert await status(client, workspace, campaign_id) == "SENT"
+            async with app.state.herald.database.reader() as session:
+                execution_id = await session.scalar(
+                    select(Execution.id).where(Execution.campaign_id == campaign_id)
+                )
+            assert execution_id is not None
+            hashed = {delivery_id(execution_id, f"u{i}", "ANDROID") for i in range(5)}
+            assert gate.ids.count(gate.ids[0]) == 2
+            assert set(gate.ids) == hashed
+            assert {r.id for r in await outbox_rows(app, workspace)} == hashed
         finally:
             gate.stop()

@@ -40,6 +40,7 @@ from herald.config import Settings
 from herald.db import create_database
 from herald.delivery.config import ConnectorInput
 from herald.delivery.engine.models import Execution, ExecutionUser
+from herald.delivery.engine.rank import rank_of
 from herald.delivery.engine.run import AHEAD, ROUNDS, delivery_id
 from herald.delivery.models import OutboxEntry
 from tests.campaigns import lifecycle_helpers as h
@@ -275,6 +276,12 @@ def _publish(api: Server, workspace: Tenant) -> str:
     return asyncio.run(publish())
 
 
+def _delivery_ids(execution_id: str, campaign_id: str) -> set[str]:
+    """The delivery id of each user's one message (ids in the order of the users' rank)."""
+    users = (f"user-{i:05d}" for i in range(USERS))
+    return {delivery_id(execution_id, c, "ANDROID", rank=rank_of(campaign_id, c)) for c in users}
+
+
 def test_every_user_gets_exactly_one_delivery_id_across_a_killed_worker(
     database_url: str, tmp_path: Path, receiver: tuple[Receiver, str]
 ) -> None:
@@ -327,7 +334,7 @@ def test_every_user_gets_exactly_one_delivery_id_across_a_killed_worker(
         api.kill()
 
     assert execution_id is not None
-    expected = {delivery_id(execution_id, f"user-{i:05d}", "ANDROID") for i in range(USERS)}
+    expected = _delivery_ids(execution_id, campaign_id)
     received = Counter(sink.ids)
     assert set(received) == expected  # none missing, none extra: one id per user
     repeats = {i: n for i, n in received.items() if n > 1}
@@ -356,7 +363,7 @@ def test_sigterm_stops_a_worker_after_its_batch_in_hand(
     worker = _start_worker(env, tmp_path / "worker.log")
     try:
         sink.hold_after = 20  # within the first batch the worker claims
-        _publish(api, workspace)
+        campaign_id = _publish(api, workspace)
         _wait(lambda: sink.holding() > 0, "the worker's messages held at the receiver")
         worker.process.send_signal(signal.SIGTERM)
         sink.opened.set()
@@ -375,7 +382,7 @@ def test_sigterm_stops_a_worker_after_its_batch_in_hand(
         api.kill()
 
     assert execution_id is not None
-    expected = {delivery_id(execution_id, f"user-{i:05d}", "ANDROID") for i in range(USERS)}
+    expected = _delivery_ids(execution_id, campaign_id)
     received = Counter(sink.ids)
     assert set(received) == expected
     assert set(received.values()) == {1}  # nothing sent twice: the stop lost nothing in flight

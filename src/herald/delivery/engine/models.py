@@ -11,7 +11,18 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import BigInteger, Double, ForeignKeyConstraint, Index, Integer, String, Text, text
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Double,
+    ForeignKeyConstraint,
+    Index,
+    Integer,
+    String,
+    Text,
+    false,
+    text,
+)
 from sqlalchemy.orm import Mapped, mapped_column
 
 from herald.db import Base, PortableJSON, UTCDateTime
@@ -76,6 +87,10 @@ class Execution(Base):
     scheduled_for: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
     # A periodic run's child campaign (`parent_id` = the campaign), shown by C6/C7.
     child_campaign_id: Mapped[str | None] = mapped_column(String(24), nullable=True)
+    # Its messages' delivery ids follow the order its users are sent in (`run.delivery_id`); False
+    # for an execution begun before they did (migration 0028), whose messages keep the ids they
+    # were begun with.
+    ordered_ids: Mapped[bool] = mapped_column(Boolean, default=True, server_default=false())
 
     @classmethod
     def starting(
@@ -93,6 +108,7 @@ class Execution(Base):
             no_address=0,
             audience=0,
             dispatched=0,
+            ordered_ids=True,
             created_at=now,
             updated_at=now,
             **more,
