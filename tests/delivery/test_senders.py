@@ -10,7 +10,7 @@ from typing import Any
 from herald.campaigns.schemas.common import Channel, Platform
 from herald.delivery.messages import Envelope, Recipient, Slot
 from herald.delivery.signing import verify
-from herald.delivery.smtp import build_email, plain_text, send_smtp
+from herald.delivery.smtp import SmtpSessions, build_email, plain_text, send_smtp
 from herald.delivery.webhook import new_lane, send_webhook
 from tests.delivery.servers import SMTP_PASSWORD, SMTP_USER, Certificate, HttpReceiver, SmtpServer, start_smtp
 
@@ -210,6 +210,27 @@ class TestSmtpCopies:
         assert outcome.transient
         assert not outcome.connector_down
         assert outcome.reason == "The SMTP server refused the recipient: 450 4.2.2 Mailbox full"
+        # The copies' readers get nothing either: their mail would otherwise go out on every retry
+        # while the user's own never did.
+        assert smtp_server.received == []
+
+    async def test_after_a_refused_user_the_connection_carries_the_next_message(
+        self, smtp_server: SmtpServer
+    ) -> None:
+        smtp_server.sink.refuse_addresses = {"ana@example.com": "550 5.1.1 No such user"}
+        sessions = SmtpSessions()
+        try:
+            settings = _smtp(smtp_server, **LOGIN)
+            refused = await sessions.send("c", settings, PASSWORD, _envelope(EMAIL, test=False), 5)
+            assert not refused.sent
+            smtp_server.sink.refuse_addresses = {}
+            sent = await sessions.send("c", settings, PASSWORD, _envelope(EMAIL, test=False), 5)
+            assert sent.sent, sent.reason
+        finally:
+            await sessions.close()
+        [mail] = smtp_server.received
+        assert mail.rcpt_tos == ["ana@example.com", "cc@shop.example", "bcc@shop.example"]
+        assert smtp_server.sink.sessions == 1  # one connection for both: the envelope was reset
 
     async def test_when_all_are_refused_the_users_reply_is_the_outcome(self, smtp_server: SmtpServer) -> None:
         smtp_server.sink.refuse_addresses = {

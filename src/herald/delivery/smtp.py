@@ -12,6 +12,7 @@ a connection per message in flight, not per message, and each carries at most th
 
 from __future__ import annotations
 
+import contextlib
 import re
 import ssl
 from dataclasses import dataclass, field
@@ -22,7 +23,7 @@ from html.parser import HTMLParser
 from typing import Any
 
 import aiosmtplib
-from aiosmtplib.email import extract_addresses
+from aiosmtplib.email import extract_addresses, extract_recipients, extract_sender, flatten_message
 
 from herald.delivery.config import (
     DEFAULT_SESSION_MESSAGES,
@@ -225,17 +226,14 @@ async def _send_on(connection: _Connection, message: EmailMessage, primary: str)
 
     Only the primary recipient (To) decides the outcome: a cc or bcc address the server refuses is
     not a failure of the user's message, which was accepted for the user (retrying it would send
-    the user the same mail again)."""
+    the user the same mail again). The user's address is named first, and when the server refuses
+    it the transaction ends there: a copy that went out while the user's own mail did not (again
+    with each retry of a refusal for now) would reach the copies' readers alone."""
     try:
-        refused, _ = await connection.client.send_message(message)
+        refused = await _transmit(connection.client, message, primary)
     except _MESSAGE_ERRORS as exc:
         reason = f"The SMTP server refused the message: {exc.code} {exc.message}"
         return Outcome(False, reason, transient=_transient(exc.code))
-    except aiosmtplib.SMTPRecipientsRefused as exc:
-        # Every recipient was refused, the primary one among them: its own reply is the outcome.
-        refused = {
-            error.recipient: aiosmtplib.SMTPResponse(error.code, error.message) for error in exc.recipients
-        }
     except aiosmtplib.SMTPServerDisconnected:
         raise
     except aiosmtplib.SMTPResponseException as exc:
@@ -243,11 +241,58 @@ async def _send_on(connection: _Connection, message: EmailMessage, primary: str)
         return Outcome(False, reason, connector_down=True, transient=_transient(exc.code))
     finally:
         connection.carried += 1
-    refusal = refused.get(primary)
-    if refusal is None:
+    if refused is None:
         return Outcome(True)
-    reason = f"The SMTP server refused the recipient: {refusal.code} {refusal.message}"
-    return Outcome(False, reason, transient=_transient(refusal.code))
+    reason = f"The SMTP server refused the recipient: {refused.code} {refused.message}"
+    return Outcome(False, reason, transient=_transient(refused.code))
+
+
+async def _transmit(
+    client: aiosmtplib.SMTP, message: EmailMessage, primary: str
+) -> aiosmtplib.SMTPResponse | None:
+    """`client.send_message(message)` with `primary` named first among the recipients: its refusal
+    (the envelope then reset, nothing sent to anyone), else None once the message is sent to it and
+    to whichever other recipients the server accepts. Raises as `send_message` does."""
+    sender = extract_sender(message)
+    if sender is None:
+        raise ValueError("it has no From address")
+    copies = [address for address in extract_recipients(message) if address != primary]
+    try:
+        "".join([sender, primary, *copies]).encode("ascii")
+        utf8 = False
+    except UnicodeEncodeError:
+        utf8 = True  # a server without SMTPUTF8 refuses the MAIL command: a message error
+    eight_bit = client.supports_extension("8BITMIME")
+    options = ["SMTPUTF8"] if utf8 else []
+    if eight_bit:
+        options.append("BODY=8BITMIME")
+    flat = flatten_message(message, utf8=utf8, cte_type="8bit" if eight_bit else "7bit")
+    encoding = "utf-8" if utf8 else "ascii"
+    refusal: aiosmtplib.SMTPResponse | None = None
+    try:
+        await client.mail(sender, options=options, encoding=encoding)
+        try:
+            await client.rcpt(primary, encoding=encoding)
+        except aiosmtplib.SMTPRecipientRefused as exc:
+            refusal = aiosmtplib.SMTPResponse(exc.code, exc.message)
+        else:
+            for address in copies:
+                with contextlib.suppress(aiosmtplib.SMTPRecipientRefused):
+                    await client.rcpt(address, encoding=encoding)
+            await client.data(flat)
+    except aiosmtplib.SMTPResponseException:
+        await _reset(client)
+        raise
+    if refusal is not None:
+        await _reset(client)
+    return refusal
+
+
+async def _reset(client: aiosmtplib.SMTP) -> None:
+    """The envelope reset for the connection's next message (a connection that cannot even do that
+    is found out by the next one)."""
+    with contextlib.suppress(aiosmtplib.SMTPResponseException, ConnectionError):
+        await client.rset()
 
 
 def _primary_address(message: EmailMessage) -> str:
