@@ -12,18 +12,24 @@ from typing import Any
 import httpx
 import pytest
 from fastapi import FastAPI
+from sqlalchemy import text
 from typer.testing import CliRunner
 
 from herald.campaigns import worker
 from herald.cli import app as cli_app
 from herald.clock import FrozenClock
 from herald.config import Settings
+from herald.delivery.dispatch import Dispatcher
+from herald.delivery.engine import controls
+from herald.delivery.engine import tick as engine_tick
+from herald.delivery.engine.resolve import start_execution
 from herald.delivery.engine.run import delivery_id
 from herald.delivery.engine.split import in_global_control
+from herald.delivery.engine.throttle import open_store
 from herald.delivery.models import OutboxEntry
 from herald.services import Services
 from tests.campaigns import lifecycle_helpers as h
-from tests.conftest import REDIS_URL
+from tests.conftest import PG_URL, REDIS_URL
 from tests.delivery.builders import create_campaign, push_connector, smtp_connector
 from tests.delivery.conftest import OPEN_LIMITS, add_users
 from tests.delivery.servers import HttpReceiver, SmtpServer
@@ -273,6 +279,78 @@ class TestFrequencyCaps:
         await publish(client, workspace, counted)
         await tick(app, workspace)
         assert receivers(webhook) == users
+
+    @pytest.mark.skipif(not PG_URL, reason="claims run side by side on PostgreSQL (SQLite has one writer)")
+    async def test_two_campaigns_claiming_the_same_users_at_once_stay_within_the_cap(
+        self,
+        app: FastAPI,
+        client: httpx.AsyncClient,
+        settings: Settings,
+        workspace: Tenant,
+        webhook: HttpReceiver,
+        clock: FrozenClock,
+        monkeypatch: pytest.MonkeyPatch,
+    ) -> None:
+        """Two workers sending two capped campaigns: the first worker's claim for the first campaign is
+        held open after its users were decided, and the second worker's claim for the second runs
+        meanwhile. It must not decide
+        on a history that misses the users the first is about to commit as CLAIMED."""
+        await push_connector(app, workspace, webhook)
+        users = await push_users(app, workspace, 5)
+        ws = workspace.workspace_id
+        await herald(settings, "workspaces", "set", "-w", ws, "frequency-cap-day", "1")
+        counted = with_controls(PUSH, count_for_frequency_capping=True)
+        first = await publish(client, workspace, counted)
+        second = await publish(client, workspace, counted)
+        decided, release = asyncio.Event(), asyncio.Event()
+        decide = controls.decide
+
+        async def held_decide(*args: Any, **kwargs: Any) -> controls.Decision:
+            decision = await decide(*args, **kwargs)
+            if args[3].campaign_id == first and not decided.is_set():
+                decided.set()  # the first claim's transaction stays open until released
+                await release.wait()
+            return decision
+
+        monkeypatch.setattr(controls, "decide", held_decide)
+        services: Services = app.state.herald
+        database, now = services.database, clock.now()
+
+        async def send_one(campaign_id: str) -> None:
+            """One campaign's part of another worker's tick (SENDING since the first tick began)."""
+            campaigns, _ = await engine_tick._sending(database, ws)
+            [campaign] = [c for c in campaigns if c.campaign_id == campaign_id]
+            lease = timedelta(seconds=settings.delivery_lease_seconds)
+            async with (
+                Dispatcher(settings, FrozenClock(now), database) as dispatcher,
+                open_store(settings) as store,
+            ):
+                execution = await start_execution(database, campaign, now, 1, None)
+                await engine_tick._run_one(database, dispatcher, store, campaign, execution, now, lease)
+
+        async def waiting_on_a_lock() -> bool:
+            async with database.reader() as session:
+                found = await session.scalar(
+                    text(
+                        "SELECT count(*) FROM pg_stat_activity"
+                        " WHERE datname = current_database() AND wait_event_type = 'Lock'"
+                    )
+                )
+                return bool(found)
+
+        sending_first = asyncio.create_task(tick(app, workspace))  # the first campaign's claim, held
+        await decided.wait()
+        sending_second = asyncio.create_task(send_one(second))
+        # The second claim either finishes (deciding without the first's users) or waits its turn.
+        while not await waiting_on_a_lock():
+            finished, _ = await asyncio.wait({sending_second}, timeout=0.01)
+            if finished:
+                break
+        release.set()
+        await asyncio.gather(sending_first, sending_second)
+        assert receivers(webhook) == users  # each user once: the cap is one a day
+        [run] = (await stats(client, workspace, second))["executions"]
+        assert (run["sent"], run["suppressed"]["frequency_cap"]) == (0, 5)
 
 
 class TestQuietHours:

@@ -16,6 +16,7 @@ The time rules are pure functions (`quiet_until`, `over_cap`, `delay_until`);
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
@@ -179,6 +180,30 @@ async def _load(session: AsyncSession, campaign: LiveCampaign, store: ThrottleSt
 
 
 # --- one batch --------------------------------------------------------------------------------
+
+
+def reads_history(rules: Rules) -> bool:
+    """Whether deciding a user depends on the user's other messages (caps, minimum delays)."""
+    return rules.capped or rules.min_delay is not None or rules.global_min_delay is not None
+
+
+def _history_lock(workspace_id: str) -> int:
+    digest = hashlib.sha256(f"delivery-history\0{workspace_id}".encode()).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
+
+
+async def history_turn(session: AsyncSession, workspace_id: str) -> None:
+    """Wait for the workspace's turn to decide on its users' history, and hold it until the
+    caller's claim transaction ends (PostgreSQL: a transaction-scoped advisory lock; SQLite has one
+    writer already). A claim reads the users' messages sent and those claimed (`_history`,
+    `_being_sent`) and then commits its own users CLAIMED: two claims of different campaigns side
+    by side (two workers) each missed the other's uncommitted users, and both sent to a user at
+    the cap. Taken before the claim locks its execution, so claims that lock several executions
+    (`run.dispatch_lanes`) never wait for it while holding one another needs. Claims of one
+    execution queue on its row anyway: only claims of different campaigns wait here, each a
+    short transaction; the sends themselves run outside it."""
+    if session.get_bind().dialect.name == "postgresql":
+        await session.execute(select(func.pg_advisory_xact_lock(_history_lock(workspace_id))))
 
 
 @dataclass

@@ -341,6 +341,8 @@ async def _claim_in(
 ) -> _Claim | None:
     """`_claim` in the caller's write transaction (left for the caller to end: None, nothing
     changed, when no user can be claimed now)."""
+    if controls.reads_history(rules):
+        await controls.history_turn(session, execution.workspace_id)
     current = await session.scalar(
         _EXECUTION_LOCKED, {"workspace_id": execution.workspace_id, "execution_id": execution.id}
     )
@@ -1240,6 +1242,9 @@ async def dispatch_lanes(
         more: list[Lane] = []
         at = dispatcher.now()  # the round's moment (see `dispatch`)
         async with database.writer() as session:
+            # Before any lane's execution is locked (see `controls.history_turn`).
+            if any(controls.reads_history(lane.rules) for lane in lanes):
+                await controls.history_turn(session, lanes[0].execution.workspace_id)
             for lane in lanes:
                 window = dispatcher.window(lane.plan.connector)
                 size = max(ROUND, window)
