@@ -269,6 +269,36 @@ class TestEventTriggered:
         await tick(app, workspace)
         assert [c for c, _ in titles(webhook)] == ["ana"]
 
+    async def test_an_execution_count_is_the_users_as_of_each_event_however_late_it_is_read(
+        self,
+        app: FastAPI,
+        client: httpx.AsyncClient,
+        workspace: Tenant,
+        webhook: HttpReceiver,
+        clock: FrozenClock,
+    ) -> None:
+        # Both purchases are stored before any worker reads the first (it lagged, or another
+        # worker had it): "at least twice" still fires on the second only, "exactly once" on the
+        # first only, as they would have had each event been read as it came.
+        await ready(app, workspace, webhook, "ana")
+
+        def counted(kind: str, count: int) -> dict[str, Any]:
+            bought = {"filter_type": "actions", "action_name": "purchase"}
+            bought["execution"] = {"type": kind, "count": count}
+            included = {"filter_operator": "and", "filters": [bought]}
+            return event_body(trigger_condition={"included_filters": included, "trigger_delay_type": "ASAP"})
+
+        twice_id = await publish(client, workspace, counted("atleast", 2))
+        once_id = await publish(client, workspace, counted("exactly", 1))
+        clock.set(datetime(2026, 3, 2, 10, 0, tzinfo=UTC))
+        await send_event(client, workspace, "ana", "purchase", product="Boots")
+        clock.set(datetime(2026, 3, 2, 10, 1, tzinfo=UTC))
+        await send_event(client, workspace, "ana", "purchase", product="Hat")
+        await tick(app, workspace)
+        await tick(app, workspace)
+        assert titles(webhook, twice_id) == [("ana", "Still want Hat?")]
+        assert titles(webhook, once_id) == [("ana", "Still want Boots?")]
+
     async def test_a_relative_time_window_is_read_at_each_batch(
         self,
         app: FastAPI,

@@ -87,6 +87,7 @@ class Compiler:
         now: datetime | None,
         segments: SegmentCatalog | None = None,
         customers: Sequence[str] | ListParameter | None = None,
+        as_of: FromClause | None = None,
     ) -> None:
         self.dialect = dialect
         # When set, only these users are evaluated: their events alone are counted (a trigger asks
@@ -98,6 +99,13 @@ class Compiler:
             else customers
         )
         self.workspace_id = workspace_id
+        # A trigger's events (rows with `occurred_at` and `id`, joined to the user row): when set,
+        # action filters count only the user's events up to the one evaluated, in (time, id)
+        # order. A trigger asks "had the user done it n times when this event happened", and the
+        # worker may read the event after later ones were stored (it lagged, another worker had
+        # it, they came in one request): counted to the present, "at least twice" fired on the
+        # first of two purchases read late, "exactly once" on neither.
+        self.as_of = as_of
         # Without `now`, building a predicate that needs the instant raises `ClockNeeded`.
         self.predicates = Predicates(dialect, now.astimezone(UTC) if now is not None else None)
         self.segments = segments or {}
@@ -105,6 +113,7 @@ class Compiler:
         self.problems: list[Problem] = []
         self._counts: dict[str, Subquery] = {}
         self._exists: dict[str, ColumnElement[bool]] = {}
+        self._as_of_counts: dict[str, ColumnElement[int]] = {}
         self._segment_chain: list[str] = []
         source = user_source(self.users)
         self._user_scope = _Scope(source, lambda: source, on_events=False)
@@ -189,6 +198,8 @@ class Compiler:
 
     def _action(self, item: ActionFilter, path: Path) -> ColumnElement[bool]:
         execution = item.execution
+        if self.as_of is not None:
+            return self._counted_as_of(item, path)
         if self.customers is not None:
             # A few users (a trigger's batch): whether each has one matching event is a probe of
             # the (workspace, action, customer) index that stops at the first row, where a count
@@ -210,6 +221,49 @@ class Compiler:
         if execution.type is ExecutionType.ATMOST:
             return func.coalesce(counts.c.n, 0) <= wanted
         return counts.c.customer_id.is_(None) if wanted == 0 else counts.c.n == wanted
+
+    def _counted_as_of(self, item: ActionFilter, path: Path) -> ColumnElement[bool]:
+        """The filter over the user's events up to the evaluated one (`self.as_of`): "did it" is
+        an EXISTS that stops at the first event, a count a correlated count of those events."""
+        execution = item.execution
+        if item.executed is False or (
+            execution is not None and execution.type is ExecutionType.EXACTLY and execution.count == 0
+        ):
+            return ~self._event_exists(item, path)
+        if execution is None:
+            return self._event_exists(item, path)
+        wanted = execution.count
+        if execution.type is ExecutionType.ATLEAST and wanted <= 1:
+            return true() if wanted == 0 else self._event_exists(item, path)
+        if execution.type is ExecutionType.ATLEAST:
+            return self._count_as_of(item, path) >= wanted
+        if execution.type is ExecutionType.ATMOST:
+            return self._count_as_of(item, path) <= wanted
+        return self._count_as_of(item, path) == wanted
+
+    def _count_as_of(self, item: ActionFilter, path: Path) -> ColumnElement[int]:
+        """The number of the user's events of this action whose attributes match, up to the
+        evaluated one (`self.as_of`)."""
+        key = _action_key(item)
+        known = self._as_of_counts.get(key)
+        if known is not None:
+            return known
+        events, source, conditions = self._matching_events(item, path, f"c{len(self._as_of_counts)}")
+        counted = (
+            select(func.count())
+            .select_from(source)
+            .where(*conditions, events.c.customer_id == self.users.c.customer_id, self._up_to(events))
+            .scalar_subquery()
+        )
+        self._as_of_counts[key] = counted
+        return counted
+
+    def _up_to(self, events: FromClause) -> ColumnElement[bool]:
+        """`events` is the evaluated event (`self.as_of`) or came before it: (time, id) order, the
+        order the user's position history is read in (`engine.location`)."""
+        assert self.as_of is not None
+        at, event_id = self.as_of.c.occurred_at, self.as_of.c.id
+        return or_(events.c.occurred_at < at, and_(events.c.occurred_at == at, events.c.id <= event_id))
 
     def _event_counts(self, item: ActionFilter, path: Path) -> Subquery:
         """Per user, the number of their events of this action whose attributes match."""
@@ -241,7 +295,11 @@ class Compiler:
         found = exists(
             select(literal(1))
             .select_from(source)
-            .where(*conditions, events.c.customer_id == self.users.c.customer_id)
+            .where(
+                *conditions,
+                events.c.customer_id == self.users.c.customer_id,
+                *([self._up_to(events)] if self.as_of is not None else []),
+            )
         )
         self._exists[key] = found
         return found

@@ -73,8 +73,9 @@ async def firing_events(
         return [included, secondary, *_segmentation_groups(campaign)]
 
     def build(segments: SegmentCatalog, dialect: SqlDialect, at: datetime | None) -> Select[Any]:
-        compiler = Compiler(dialect, campaign.workspace_id, at, segments, _CUSTOMERS)
         fired = _batch(campaign.workspace_id)
+        # Each event is evaluated as of its own moment: the user's actions up to it are counted.
+        compiler = Compiler(dialect, campaign.workspace_id, at, segments, _CUSTOMERS, as_of=fired)
         path = ("trigger_condition", "included_filters")
         is_awaited = compiler.triggering_event(included, fired, path)
         user_matches = compiler.where(included, path)
