@@ -3,14 +3,18 @@
 
 from __future__ import annotations
 
+import asyncio
 import copy
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
+import pytest
 from fastapi import FastAPI
+from sqlalchemy import text
 
 from herald.clock import FrozenClock
+from herald.delivery.engine import triggers
 from tests.campaigns import lifecycle_helpers as h
 from tests.delivery.builders import push_connector
 from tests.delivery.servers import HttpReceiver
@@ -223,6 +227,43 @@ class TestLocationTriggered:
         [run] = (await stats(client, workspace, campaign_id))["executions"]
         assert (run["sent"], run["suppressed"]["left_geofence"]) == (0, 1)
 
+    async def test_an_exit_read_before_its_entry_still_cancels_the_dwell(
+        self,
+        app: FastAPI,
+        client: httpx.AsyncClient,
+        workspace: Tenant,
+        webhook: HttpReceiver,
+        clock: FrozenClock,
+    ) -> None:
+        # Updates are not always read in their order: here the exit arrives first (the entry is
+        # sent late), as when two workers each take one and the exit's commits first. Read first,
+        # the exit has no waiting firing to cancel; the entry's dwell firing, written after it,
+        # must still see that the user left before the dwell time was up.
+        clock.set(START)
+        await ready(app, workspace, webhook, "ana")
+        dwell = fence(
+            "dwell", dwell_time_value="10", dwell_time_granularity="MINUTES", response_time_value="0"
+        )
+        campaign_id = await publish(client, workspace, location_body(dwell))
+        for where, ago in ((FAR, 5), (HERE, 10)):  # outside 5 minutes ago, then inside 10 minutes ago
+            action = {
+                "action": "location_update",
+                "attributes": {"latitude": where[0], "longitude": where[1]},
+                "current_time": (START - timedelta(minutes=ago)).isoformat(),
+            }
+            response = await client.post(
+                f"/v1/event/{workspace.workspace_id}",
+                json={"type": "event", "customer_id": "ana", "actions": [action]},
+                headers=workspace.write_headers(),
+            )
+            assert response.status_code == 200, response.text
+            await tick(app, workspace)
+        clock.advance(hours=1)
+        await tick(app, workspace)
+        assert titles(webhook) == []
+        [run] = (await stats(client, workspace, campaign_id))["executions"]
+        assert (run["sent"], run["suppressed"]["left_geofence"]) == (0, 1)
+
     async def test_leaving_cancels_a_waiting_dwell_even_once_the_user_no_longer_qualifies(
         self,
         app: FastAPI,
@@ -324,6 +365,68 @@ class TestLocationTriggered:
         await move(client, workspace, "ana", HERE)
         await tick(app, workspace)
         assert len(webhook.received) == 3
+
+    async def test_two_workers_firing_one_user_at_once_keep_the_send_limit(
+        self,
+        app: FastAPI,
+        client: httpx.AsyncClient,
+        workspace: Tenant,
+        webhook: HttpReceiver,
+        clock: FrozenClock,
+        monkeypatch: pytest.MonkeyPatch,
+    ) -> None:
+        # Worker A has written the firing of ana's first entry and not committed it yet when
+        # worker B reads her second entry (inbox rows are taken with SKIP LOCKED: B takes the
+        # ones A does not hold). B must count A's firing against the limit of one, so it waits
+        # for A's transaction rather than count without it.
+        database = app.state.herald.database
+        if database.engine.dialect.name != "postgresql":
+            pytest.skip("SQLite has one writing transaction at a time: two firings never overlap")
+        clock.set(START)
+        await ready(app, workspace, webhook, "ana")
+        body = location_body(
+            fence("ENTRY", response_time_value="0"),
+            send_limit_value="1",
+            send_limit_granularity_in_hours="24",
+        )
+        campaign_id = await publish(client, workspace, body)
+        written, release = asyncio.Event(), asyncio.Event()
+        write = triggers.FiringWrites.write
+
+        async def held_write(self: triggers.FiringWrites, session: Any, now: datetime) -> int:
+            count = await write(self, session, now)
+            if not written.is_set():  # worker A only: its transaction stays open until released
+                written.set()
+                await release.wait()
+            return count
+
+        monkeypatch.setattr(triggers.FiringWrites, "write", held_write)
+        await move(client, workspace, "ana", HERE)
+        worker_a = asyncio.create_task(tick(app, workspace))
+        await written.wait()
+        await move(client, workspace, "ana", FAR)
+        await move(client, workspace, "ana", HERE)
+        worker_b = asyncio.create_task(tick(app, workspace))
+
+        async def someone_waits_for_a_lock() -> bool:
+            async with database.reader() as session:
+                waiting = await session.scalar(
+                    text(
+                        "SELECT count(*) FROM pg_stat_activity"
+                        " WHERE datname = current_database() AND wait_event_type = 'Lock'"
+                    )
+                )
+            return bool(waiting)
+
+        # B either finished (it did not wait for A) or waits for A's lock: then let A commit.
+        while not worker_b.done() and not await someone_waits_for_a_lock():
+            await asyncio.wait([worker_b], timeout=0.01)
+        release.set()
+        await asyncio.gather(worker_a, worker_b)
+        await tick(app, workspace)
+        assert titles(webhook) == [("ana", "ENTRY shop")]
+        [run] = (await stats(client, workspace, campaign_id))["executions"]
+        assert (run["sent"], run["suppressed"]["send_limit"]) == (1, 1)
 
     async def test_users_outside_the_audience_do_not_fire(
         self,

@@ -13,6 +13,12 @@ age; none counts as outside):
   (keyed by the entering update, so once per stay); an update outside before it is due cancels it
   (SUPPRESSED, LEFT_GEOFENCE). The worker's tick sends it when due if the user never left.
 
+Updates are not always read in their order (one sent late; two workers each taking one, with
+SKIP LOCKED), so each side looks for the other: leaving cancels the dwell firings already written,
+and a dwell firing is written cancelled when an update outside before its moment is already
+stored. The firings of a user are written one transaction at a time (`hold_positions`), so neither
+side misses the other's uncommitted work and a send limit counts every firing.
+
 One update fires a campaign at most once (the firing is keyed by (user, update)). Before a firing
 is written the user must be in the audience (`segmentation_details`) and match the trigger's
 `included_filters` when it has any; `send_limit_value` per `send_limit_granularity_in_hours`
@@ -23,6 +29,7 @@ a firing whose message would be due outside its `timebounds` is SUPPRESSED (OUTS
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections import defaultdict
 from collections.abc import Callable
@@ -30,7 +37,7 @@ from dataclasses import dataclass
 from datetime import datetime, time, timedelta
 from typing import Any
 
-from sqlalchemy import and_, func, or_, select, update
+from sqlalchemy import and_, func, or_, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from herald.audience.models import Event
@@ -236,7 +243,12 @@ async def fire_location(
                     continue  # one firing per update
                 fired = True
                 state, reason = held_out(customer_id, rank) or ("PENDING", None)
-                if state == "PENDING" and within is not None and not within(crossing.due):
+                left = crossing.transition == "DWELL" and await _left_before(
+                    session, campaign.workspace_id, customer_id, crossing.fence, event, crossing.due
+                )
+                if state == "PENDING" and left:
+                    state, reason = "SUPPRESSED", Dropped.LEFT_GEOFENCE
+                elif state == "PENDING" and within is not None and not within(crossing.due):
                     state, reason = "SUPPRESSED", Dropped.OUTSIDE_TIME_LIMIT
                 elif state == "PENDING" and limit is not None and used >= limit[0]:
                     state, reason = "SUPPRESSED", Dropped.SEND_LIMIT
@@ -321,6 +333,53 @@ async def _previous(
         if len(rows) < _PREVIOUS_PAGE:
             return None
         before_at, before_id = rows[-1][0], rows[-1][1]
+
+
+async def _left_before(
+    session: AsyncSession, workspace_id: str, customer_id: str, fence: Fence, entered: Fired, due: datetime
+) -> bool:
+    """Whether an update of the user after `entered` and timed before the dwell moment `due`, already
+    stored, is outside `fence`: the user left before the dwell time was up. That update may have
+    been read before `entered` was, and found no firing to cancel."""
+    later = await session.scalars(
+        select(Event.attributes).where(
+            Event.workspace_id == workspace_id,
+            Event.customer_id == customer_id,
+            Event.action == LOCATION_ACTION,
+            or_(
+                Event.occurred_at > entered.occurred_at,
+                and_(Event.occurred_at == entered.occurred_at, Event.id > entered.id),
+            ),
+            Event.occurred_at < due,
+        )
+    )
+    return any(
+        (where := position(attributes)) is not None and not fence.contains(where) for attributes in later
+    )
+
+
+async def hold_positions(session: AsyncSession, workspace_id: str, customers: set[str]) -> None:
+    """Take the position lock of each of `customers` until the transaction ends (PostgreSQL: a
+    transaction-scoped advisory lock per user, taken in one order so two batches never wait for
+    each other in a cycle). Two workers firing the same user's updates at once each counted the
+    firings committed before them only: both fired over a send limit of one, and an exit read while
+    the entry's dwell firing was not yet committed cancelled nothing. SQLite needs none: a writing
+    transaction there already holds the only write lock."""
+    if not customers or session_dialect(session) != "postgresql":
+        return
+    keys = sorted({_position_lock(workspace_id, customer_id) for customer_id in customers})
+    await session.execute(_LOCK_POSITIONS, {"keys": keys})
+
+
+# Locks in the array's order (unnest yields its elements in order, each locked as it is read).
+_LOCK_POSITIONS = text("SELECT count(pg_advisory_xact_lock(k)) FROM unnest(CAST(:keys AS bigint[])) AS k")
+
+
+def _position_lock(workspace_id: str, customer_id: str) -> int:
+    """A user's position lock: 64 bits of a hash of the workspace and customer (a collision only
+    makes two users' firings wait for each other)."""
+    digest = hashlib.sha256("\0".join(("position", workspace_id, customer_id)).encode()).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
 
 
 async def _cancel_dwell(

@@ -389,8 +389,16 @@ async def _fire_batch(
                 if event is not None and campaign_id in campaigns:
                     by_campaign[campaign_id].append(event)
         # Imported here: `engine.location` builds on this module's helpers.
-        from herald.delivery.engine.location import fire_location
+        from herald.delivery.engine.location import fire_location, hold_positions
 
+        located = {
+            event.customer_id
+            for campaign_id, fired in by_campaign.items()
+            if campaigns[campaign_id].document.delivery_type is DeliveryType.LOCATION_TRIGGERED
+            for event in fired
+        }
+        # Once for the whole batch, before any campaign is fired: see `hold_positions`.
+        await hold_positions(session, workspace_id, located)
         firings = FiringWrites()
         for campaign_id, fired in by_campaign.items():
             campaign = campaigns[campaign_id]
