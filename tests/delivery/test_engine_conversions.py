@@ -283,6 +283,12 @@ class TestControlGroups:
         )
         assert "conversions variation_1: uplift" in table
         assert "1.0000" in table
+        # The rate's numerator is shown too: a reader checks 0.2 = 2 / 10 from the table alone.
+        shown = dict(line.rsplit(None, 1) for line in table.splitlines() if line.startswith("conversions "))
+        assert (shown["conversions control: converted_users"], shown["conversions control: users"]) == (
+            "2",
+            "10",
+        )
 
     async def test_global_control_users_count_as_control(
         self,

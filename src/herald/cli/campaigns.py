@@ -174,7 +174,8 @@ def _figure(value: Any) -> str:
 
 
 def _conversion_rows(runs: list[dict[str, Any]]) -> list[tuple[str, list[str]]]:
-    """Conversions, revenue, rate and uplift of the sent users, each variation and the control."""
+    """Users, converted users, conversions, revenue, rate and uplift of the sent users, each
+    variation and the control (the rate's numerator and denominator both shown)."""
     if not any(run.get("conversions") for run in runs):
         return []
 
@@ -191,7 +192,7 @@ def _conversion_rows(runs: list[dict[str, Any]]) -> list[tuple[str, list[str]]]:
     groups += [(name, variation(name)) for name in sorted(set(listed))]
     rows: list[tuple[str, list[str]]] = []
     for label, pick in groups:
-        for figure in ("users", "conversions", "revenue", "conversion_rate", "uplift"):
+        for figure in ("users", "converted_users", "conversions", "revenue", "conversion_rate", "uplift"):
             if label == "control" and figure == "uplift":
                 continue
             values = []
