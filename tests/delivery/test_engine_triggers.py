@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
@@ -392,6 +392,47 @@ class TestEventTriggered:
         clock.advance(minutes=1)  # 13:00, two hours before departure
         await tick(app, workspace)
         assert [c for c, _ in titles(webhook)] == ["ana", "bo"]
+
+    async def test_an_anchor_no_date_holds_drops_its_own_firing_only(
+        self,
+        app: FastAPI,
+        client: httpx.AsyncClient,
+        workspace: Tenant,
+        webhook: HttpReceiver,
+        clock: FrozenClock,
+    ) -> None:
+        # An SDK sending milliseconds since the epoch: read as seconds, a year past 9999. That
+        # firing has no time to be sent at; the other events read with it still fire.
+        clock.set(datetime(2026, 3, 2, 10, 0, tzinfo=UTC))
+        await ready(app, workspace, webhook, "ana", "bo", "cy")
+        before = {
+            "included_filters": {
+                "filter_operator": "and",
+                "filters": [{"filter_type": "actions", "action_name": "booked"}],
+            },
+            "trigger_delay_type": "DELAY",
+            "trigger_delay_value": 2,
+            "trigger_delay_granularity": "HOURS",
+            "trigger_relation": "BEFORE",
+            "trigger_attr": {"name": "departure"},
+        }
+        campaign_id = await publish(client, workspace, event_body(trigger_condition=before))
+        departure = datetime(2026, 3, 2, 15, 0, tzinfo=UTC)
+        elements = [
+            {"type": "event", "customer_id": customer_id, "actions": [{"action": "booked", "attributes": at}]}
+            for customer_id, at in (
+                ("ana", {"departure": departure.isoformat()}),
+                ("bo", {"departure": departure.timestamp() * 1000}),
+                ("cy", {"departure": departure.timestamp()}),
+            )
+        ]
+        await send_transition(client, workspace, elements)
+        await tick(app, workspace)
+        clock.set(departure - timedelta(hours=2))
+        await tick(app, workspace)
+        assert sorted(c for c, _ in titles(webhook)) == ["ana", "cy"]
+        [run] = (await stats(client, workspace, campaign_id))["executions"]
+        assert (run["audience"], run["sent"], run["suppressed"]["trigger_time"]) == (3, 2, 1)
 
     async def test_intelligent_delay_sends_at_the_users_best_hour_within_the_window(
         self,

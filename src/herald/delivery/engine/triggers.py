@@ -217,14 +217,26 @@ def due_at(
     delay = durations.duration(trigger.trigger_delay_value, trigger.trigger_delay_granularity)
     if trigger.trigger_relation is TriggerRelation.BEFORE:
         name = trigger.trigger_attr_name()
-        value = attributes.get(name) if name else None
-        anchor = parse_datetime_text(value) if isinstance(value, str) else None
-        if anchor is None and isinstance(value, int | float) and not isinstance(value, bool):
-            anchor = datetime.fromtimestamp(value, UTC)
+        anchor = anchor_of(attributes.get(name) if name else None)
         if anchor is None or anchor <= now:
             return None
         return max(anchor - delay, now)
     return max(occurred_at + delay, now)
+
+
+def anchor_of(value: Any) -> datetime | None:
+    """The moment a BEFORE anchor attribute holds: an ISO 8601 date-time, or seconds since the
+    epoch; None when it holds neither, or a number no date of the calendar is (milliseconds read as
+    seconds: past the year 9999). Raised instead, it failed the whole batch of the campaign's
+    events, which were then lost with it."""
+    if isinstance(value, str):
+        return parse_datetime_text(value)
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return None
+    try:
+        return datetime.fromtimestamp(value, UTC)
+    except (OverflowError, OSError, ValueError):
+        return None
 
 
 def _in_best_hour(earliest: datetime, latest: datetime, hour: int | None, tz: ZoneInfo) -> datetime:
