@@ -327,6 +327,14 @@ GF = f"{S}.geo_fence_timelimit"
             {f"{GF}.timebounds.0": {"start_time": "2030-01-02T09:00:00", "end_time": "2030-01-01T18:00:00"}},
             stage=C,
         ),
+        fails(
+            # a time of day to a date-time names no window: the engine could not read it
+            "time-of-day-to-date-time-window",
+            PUSH_LOCATION_TRIGGERED,
+            ("INVALID_TYPE", f"{GF}.timebounds.0.end_time"),
+            {f"{GF}.timebounds.0": {"start_time": "10:00", "end_time": "2030-01-01T18:00:00"}},
+            stage=C,
+        ),
         # the BTS window's end: a date-time after the start, or a time of day
         fails(
             "bts-window-end-unreadable",

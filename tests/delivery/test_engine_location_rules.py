@@ -9,7 +9,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from herald.campaigns.schemas.basic_details import GeofenceTrigger
-from herald.delivery.engine.location import EARTH_RADIUS_M, Fence, crossings, distance_m, position
+from herald.campaigns.schemas.scheduling import SchedulingDetails
+from herald.delivery.engine.location import (
+    EARTH_RADIUS_M,
+    Fence,
+    crossings,
+    distance_m,
+    position,
+    time_limit_of,
+)
 
 lat = st.floats(min_value=-89.0, max_value=89.0)
 lon = st.floats(min_value=-179.0, max_value=179.0)
@@ -75,3 +83,24 @@ def test_position_needs_both_coordinates_in_range() -> None:
     assert position({"latitude": 1}) is None
     assert position({"latitude": "x", "longitude": 0}) is None
     assert position(None) is None
+
+
+def test_a_bound_mixing_a_time_of_day_and_a_date_time_is_no_window_not_an_error() -> None:
+    # Stored before create and publish refused it: raised here, it failed every batch of the
+    # campaign's position updates, which were lost with it.
+    details = SchedulingDetails.model_validate(
+        {
+            "timezone": "Europe/Paris",
+            "geo_fence_timelimit": {
+                "notification_schedule": "LIMITED_TIME",
+                "timebounds": [
+                    {"start_time": "10:00", "end_time": "2026-03-05T10:00:00Z"},
+                    {"start_time": "12:00", "end_time": "13:00"},
+                ],
+            },
+        }
+    )
+    within = time_limit_of(details)
+    assert within is not None
+    assert within(datetime(2026, 3, 2, 11, 30, tzinfo=UTC))  # 12:30 in Paris: the readable bound
+    assert not within(datetime(2026, 3, 2, 9, 30, tzinfo=UTC))  # 10:30 in Paris: only the mixed one

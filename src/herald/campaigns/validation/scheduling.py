@@ -147,8 +147,21 @@ def _check_geo_fence_timelimit(ctx: Context, limit: GeoFenceTimeLimit, timezone:
         return [required(join_path(*base, "timebounds"), "'timebounds' is required for LIMITED_TIME.")]
     problems: list[Problem] = []
     for index, bound in enumerate(limit.timebounds):
+        dated = (
+            parse_iso_datetime(bound.start_time) is not None,
+            parse_iso_datetime(bound.end_time) is not None,
+        )
+        if dated[0] != dated[1]:
+            # From a time of day (every day) to one date-time names no window.
+            problems.append(
+                invalid_type(
+                    join_path(*base, "timebounds", index, "end_time"),
+                    "start_time and end_time must both be times of day or both date-times.",
+                )
+            )
+            continue
         # Times of day may wrap past midnight; only full date-times have a fixed order.
-        if parse_iso_datetime(bound.start_time) is None or parse_iso_datetime(bound.end_time) is None:
+        if not all(dated):
             continue
         if resolve_datetime(bound.end_time, timezone) <= resolve_datetime(bound.start_time, timezone):
             problems.append(

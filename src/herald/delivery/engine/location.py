@@ -117,11 +117,13 @@ def time_limit_of(details: SchedulingDetails | None) -> Callable[[datetime], boo
         start, end = _time_of_day(bound.start_time), _time_of_day(bound.end_time)
         if start is not None and end is not None:
             daily.append((start, end))
-        else:
+        elif start is None and end is None:
             timezone = details.timezone
             spans.append(
                 (resolve_datetime(bound.start_time, timezone), resolve_datetime(bound.end_time, timezone))
             )
+        # else: a time of day to a date-time (stored before create and publish refused it) names
+        # no window. Read as one, it raised at every batch, and the campaign's updates were lost.
     tz = zone_named(details.timezone)
 
     def within(at: datetime) -> bool:
