@@ -26,6 +26,7 @@ from herald.clock import FrozenClock, utc
 from herald.delivery.config import ConnectorInput
 from herald.delivery.connectors import remove_connector
 from herald.delivery.dispatch import Streaks
+from herald.delivery.engine.abandoned import ORPHANED
 from herald.delivery.engine.models import Execution, ExecutionUser
 from herald.delivery.engine.rank import rank_of
 from herald.delivery.engine.resolve import FIRST_CHUNK
@@ -1039,5 +1040,42 @@ class TestResume:
             assert gate.ids.count(gate.ids[0]) == 2
             assert set(gate.ids) == hashed
             assert {r.id for r in await outbox_rows(app, workspace)} == hashed
+        finally:
+            gate.stop()
+
+
+class TestDeadWorkerAfterStop:
+    async def test_a_dead_workers_message_of_a_stopped_campaign_is_settled_once_its_lease_passes(
+        self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant, clock: FrozenClock
+    ) -> None:
+        """A worker dies with a message on the wire, then the campaign is stopped: nobody takes
+        over a stopped run's users, so the row would say PENDING for ever. Once the claim's lease
+        has passed (a live worker would have renewed it), the row and its user are settled FAILED,
+        the outcome unknown; nothing is sent again."""
+        gate = _Gate()
+        try:
+            campaign_id = await _publish_to_gate(app, client, workspace, gate)
+            running = asyncio.create_task(tick(app, workspace, one_at_a_time=True))
+            assert await asyncio.to_thread(gate.arrived.wait, 30)
+            running.cancel()  # the worker dies while its first message is in flight
+            with contextlib.suppress(asyncio.CancelledError):
+                await running
+            stopped = await h.action(client, workspace, campaign_id, "STOP")
+            assert stopped.status_code == 200, stopped.text
+            gate.release.set()
+            await tick(app, workspace)  # the run ends STOPPED; the claim is still within its lease
+            [row] = await outbox_rows(app, workspace)
+            assert row.status == "PENDING"
+
+            clock.advance(minutes=6)  # past the claim's lease
+            await tick(app, workspace)
+            [row] = await outbox_rows(app, workspace)
+            assert row.status == "FAILED"
+            assert row.failure_reason == f"{ORPHANED}."
+            assert gate.count == 1  # nothing sent again
+            [run] = (await stats(client, workspace, campaign_id))["executions"]
+            assert (run["failed"], run["unsent"], run["pending"]) == (1, 4, 0)
+            await tick(app, workspace)  # settled once: nothing left to find
+            assert [r.status for r in await outbox_rows(app, workspace)] == ["FAILED"]
         finally:
             gate.stop()

@@ -7,18 +7,20 @@ and `herald_outbox_pending` would count it for ever. Only rows waiting for a ret
 row whose attempt has begun (its `next_attempt_at` cleared) may be on the wire, and a user CLAIMED
 is in a live worker's hands (it finds the row settled and attempts nothing), so both are left as
 they are. The users' own states are not touched: the stats count them as the stopped execution's
-`unsent`.
+`unsent`. Once a CLAIMED user's lease has passed, its worker is dead (a live one renews its claims):
+its messages on the wire are settled FAILED, the outcome unknown (`settle_orphans`).
 """
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
-from sqlalchemy import String, exists, func, literal, select, text, update
+from sqlalchemy import Select, String, and_, exists, func, literal, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from herald.campaigns.models import Campaign
 from herald.campaigns.schemas.common import CampaignStatus
+from herald.db import Database
 from herald.delivery.engine.models import Execution, ExecutionUser
 from herald.delivery.models import WAITING_RETRY, OutboxEntry
 from herald.delivery.outbox import OutboxStatus
@@ -97,3 +99,92 @@ async def _fail_waiting(
         )
         .execution_options(synchronize_session=False)
     )
+
+
+# Why a dead worker's message of an ended execution is settled FAILED (`settle_orphans`).
+ORPHANED = (
+    "Outcome unknown: the worker sending it stopped before its answer was recorded, and the "
+    "campaign's run ended before it could be sent again"
+)
+
+
+def _orphans(workspace_id: str, cutoff: datetime) -> Select[tuple[str, str]]:
+    """Users of the workspace's ended (STOPPED) runs still CLAIMED since before `cutoff`: a live
+    worker renews its claims long before, so their worker died with their messages in hand. An
+    event-triggered run's users are left out: a user's rows there are one per firing, which a
+    customer id does not single out."""
+    return (
+        select(ExecutionUser.execution_id, ExecutionUser.customer_id)
+        .join(
+            Execution,
+            (Execution.workspace_id == ExecutionUser.workspace_id)
+            & (Execution.id == ExecutionUser.execution_id),
+        )
+        .where(
+            ExecutionUser.workspace_id == workspace_id,
+            ExecutionUser.state == "CLAIMED",
+            ExecutionUser.claimed_at < cutoff,
+            ExecutionUser.firing == "",
+            Execution.status == "STOPPED",
+        )
+    )
+
+
+async def settle_orphans(database: Database, workspace_id: str, now: datetime, lease: timedelta) -> None:
+    """The messages a worker had on the wire when it died, once their run has ended (a STOP, the
+    campaign's expiry, a periodic campaign paused) and their claim's lease has passed. Nobody takes
+    over an ended run's users, so their rows stayed PENDING for ever (and counted as pending in
+    `herald_outbox_pending`); they are settled FAILED, the outcome unknown (`ORPHANED`), and the
+    users FAILED with them; users it claimed and handed nothing of are pending again (unsent, the
+    run being over). A row waiting for a retry is `settle_stopped`'s."""
+    orphans = _orphans(workspace_id, now - lease)
+    # A read first: on SQLite a write transaction at every tick would make the API's writers wait.
+    async with database.reader() as session:
+        if (await session.execute(orphans.limit(1))).first() is None:
+            return
+    async with database.writer() as session:
+        found = (await session.execute(orphans)).tuples().all()
+        customers: dict[str, list[str]] = {}
+        for execution_id, customer_id in found:
+            customers.setdefault(execution_id, []).append(customer_id)
+        runs = await session.execute(
+            select(Execution.id, Execution.campaign_id, Execution.child_campaign_id).where(
+                Execution.workspace_id == workspace_id, Execution.id.in_(customers)
+            )
+        )
+        for execution_id, campaign_id, child_id in runs.tuples().all():
+            ids = customers[execution_id]
+            on_the_wire = and_(
+                OutboxEntry.workspace_id == workspace_id,
+                OutboxEntry.campaign_id.in_({campaign_id, child_id or campaign_id}),
+                OutboxEntry.customer_id.in_(ids),
+                OutboxEntry.status == OutboxStatus.PENDING.value,
+                OutboxEntry.next_attempt_at.is_(None),
+                OutboxEntry.is_test.is_(False),
+            )
+            handed = set((await session.scalars(select(OutboxEntry.customer_id).where(on_the_wire))).all())
+            await session.execute(
+                update(OutboxEntry)
+                .where(on_the_wire)
+                .values(status=OutboxStatus.FAILED.value, failure_reason=f"{ORPHANED}.", updated_at=now)
+                .execution_options(synchronize_session=False)
+            )
+            # Users whose messages were handed over: FAILED with them; those claimed with nothing
+            # handed over yet: pending again, which a stopped run counts as unsent.
+            for state, reason, which in (
+                ("FAILED", f"{ORPHANED}.", [c for c in ids if c in handed]),
+                ("PENDING", None, [c for c in ids if c not in handed]),
+            ):
+                if which:
+                    await session.execute(
+                        update(ExecutionUser)
+                        .where(
+                            ExecutionUser.workspace_id == workspace_id,
+                            ExecutionUser.execution_id == execution_id,
+                            ExecutionUser.customer_id.in_(which),
+                            ExecutionUser.state == "CLAIMED",
+                        )
+                        .values(state=state, reason=reason, claimed_at=None)
+                        .execution_options(synchronize_session=False)
+                    )
+        await session.commit()

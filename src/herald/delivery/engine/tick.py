@@ -144,8 +144,9 @@ async def run_executions(
     throughout). `streaks`: the connectors' failed attempts in a row, kept by the worker across
     its ticks (else counted from zero)."""
     await _stop_executions(database, workspace_id, now)
-    campaigns, finished = await _sending(database, workspace_id)
     lease = timedelta(seconds=settings.delivery_lease_seconds)
+    await abandoned.settle_orphans(database, workspace_id, now, lease)
+    campaigns, finished = await _sending(database, workspace_id)
     if await triggers.fire(database, workspace_id, now):
         wake_here(workspace_id)  # more events wait in the inbox: the next tick takes them once these are sent
     triggered = await _triggered_due(database, workspace_id, now, lease)
