@@ -10,11 +10,15 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
+import pytest
 from fastapi import FastAPI
 
 from herald.campaigns import worker
 from herald.clock import FrozenClock
 from herald.config import Settings
+from herald.db import Database
+from herald.delivery.engine import triggers
+from herald.delivery.engine.models import Execution
 from herald.services import Services
 from tests.campaigns import lifecycle_helpers as h
 from tests.delivery.builders import push_connector
@@ -651,6 +655,47 @@ class TestEventTriggered:
         await send_event(client, workspace, "ana", "added_to_cart", product="Live")
         await tick(app, workspace)
         assert titles(webhook) == [("ana", "Still want Live?")]
+
+    async def test_a_worker_beaten_to_one_new_execution_still_has_every_campaigns(
+        self,
+        app: FastAPI,
+        client: httpx.AsyncClient,
+        workspace: Tenant,
+        webhook: HttpReceiver,
+        monkeypatch: pytest.MonkeyPatch,
+    ) -> None:
+        """Two campaigns' EVENT executions created at first need, while another worker creates one
+        of them first: the refused insert must not take the other with it (its campaign's
+        firings then failed the tick with a KeyError, and waited for the next)."""
+        await ready(app, workspace, webhook, "ana")
+        first = await publish(client, workspace, EVENT)
+        second = await publish(client, workspace, EVENT)
+        services: Services = app.state.herald
+        now = services.clock.now()
+        find = triggers._find
+        raced = False
+
+        async def beaten(
+            database: Database, workspace_id: str, campaign_ids: list[str]
+        ) -> dict[str, Execution]:
+            nonlocal raced
+            if not raced:  # the other worker writes the first one between this one's read and write
+                raced = True
+                async with database.writer() as session:
+                    session.add(
+                        Execution.starting(workspace_id, first, 1, "DISPATCHING", now, trigger="EVENT")
+                    )
+                    await session.commit()
+                return {}
+            return await find(database, workspace_id, campaign_ids)
+
+        monkeypatch.setattr(triggers, "_find", beaten)
+        monkeypatch.setattr(triggers, "_executions", {})
+        executions = await triggers.event_executions(
+            services.database, workspace.workspace_id, [first, second], now
+        )
+        assert sorted(executions) == sorted([first, second])
+        assert {execution.campaign_id for execution in executions.values()} == {first, second}
 
     async def test_an_event_wakes_the_worker(
         self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant, webhook: HttpReceiver

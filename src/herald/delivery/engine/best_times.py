@@ -71,7 +71,9 @@ async def _recompute(
             "timezone": zones[customer_id].key,
             "computed_at": now,
         }
-        for customer_id, hour in computed.items()
+        # In customer order: two workers upserting overlapping users lock their rows in one order,
+        # so neither waits on the other in a cycle (a deadlock on PostgreSQL).
+        for customer_id, hour in sorted(computed.items())
         if hour is not None or customer_id in kept
     ]
     if values:

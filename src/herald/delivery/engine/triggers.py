@@ -264,18 +264,21 @@ async def event_executions(
     if missing:
         found = await _find(database, workspace_id, missing)
         if len(found) < len(missing):
-            try:
-                async with database.writer() as session:
-                    session.add_all(
-                        Execution.starting(
-                            workspace_id, cid, 1, ExecutionStatus.DISPATCHING, now, trigger=EVENT
+            # One transaction each: another worker may create some of them first, and a refused
+            # one must not take the others with it (they would be missing, read as created).
+            for cid in missing:
+                if cid in found:
+                    continue
+                try:
+                    async with database.writer() as session:
+                        session.add(
+                            Execution.starting(
+                                workspace_id, cid, 1, ExecutionStatus.DISPATCHING, now, trigger=EVENT
+                            )
                         )
-                        for cid in missing
-                        if cid not in found
-                    )
-                    await session.commit()
-            except IntegrityError:
-                pass  # another worker created one of them first
+                        await session.commit()
+                except IntegrityError:
+                    pass  # another worker created it first
             found = await _find(database, workspace_id, missing)
         for cid, execution in found.items():
             _executions[(workspace_id, cid)] = execution
@@ -570,7 +573,9 @@ class FiringWrites:
         await connection.execute(_INSERT_NEW[session_dialect(session)], self._rows)
         # Core statements on the session's connection: the ORM would first look for the execution
         # among every entity the session holds (the batch's events).
-        for (workspace_id, execution_id), added in self._added.items():
+        # In one order (by execution): two workers adding to the same executions never wait on each
+        # other's row locks in a cycle (a deadlock on PostgreSQL).
+        for (workspace_id, execution_id), added in sorted(self._added.items()):
             values = {"row_workspace_id": workspace_id, "row_id": execution_id, "added": added, "now": now}
             await connection.execute(_ADD_AUDIENCE, values)
         for execution, goals, held in self._held:
