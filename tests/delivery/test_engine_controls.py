@@ -280,6 +280,40 @@ class TestFrequencyCaps:
         await tick(app, workspace)
         assert receivers(webhook) == users
 
+    async def test_a_send_to_several_of_a_users_devices_counts_once(
+        self,
+        app: FastAPI,
+        client: httpx.AsyncClient,
+        settings: Settings,
+        workspace: Tenant,
+        webhook: HttpReceiver,
+    ) -> None:
+        """The caps count sends, as the messages being sent count: a campaign's messages to one
+        user's Android and iOS devices are one. (Counted by outbox row, a user with two devices
+        was at a cap of 2 after one campaign once it was sent, and under it while it was sent.)"""
+        await push_connector(app, workspace, webhook)
+        ids = await push_users(app, workspace, 2)
+        await add_users(
+            app,
+            workspace.workspace_id,
+            *({"customer_id": c, "push_id": f"ios-{c}", "platform": "IOS"} for c in ids),
+        )
+        await herald(settings, "workspaces", "set", "-w", workspace.workspace_id, "frequency-cap-day", "2")
+        counted = with_controls(PUSH, count_for_frequency_capping=True)
+        await publish(client, workspace, counted)
+        await tick(app, workspace)
+        assert len(webhook.received) == 4  # each user on both devices
+        webhook.reset()
+        await publish(client, workspace, counted)
+        await tick(app, workspace)
+        assert len(webhook.received) == 4  # the second send of the day
+        webhook.reset()
+        capped = await publish(client, workspace, counted)
+        await tick(app, workspace)
+        assert webhook.received == []
+        [run] = (await stats(client, workspace, capped))["executions"]
+        assert run["suppressed"]["frequency_cap"] == 2
+
     @pytest.mark.skipif(not PG_URL, reason="claims run side by side on PostgreSQL (SQLite has one writer)")
     async def test_two_campaigns_claiming_the_same_users_at_once_stay_within_the_cap(
         self,

@@ -83,7 +83,7 @@ def quiet_until(now: datetime, window: tuple[time, time] | None, tz: ZoneInfo) -
 
 
 def over_cap(sent_at: Iterable[datetime], now: datetime, per_day: int | None, per_week: int | None) -> bool:
-    """Whether one more message would exceed a cap: `sent_at` are the user's messages of capping
+    """Whether one more send would exceed a cap: `sent_at` are the user's sends of capping
     campaigns; the windows are the last 24 hours and the last 7 days."""
     times = list(sent_at)
     if per_day is not None and sum(1 for t in times if t > now - DAY) >= per_day:
@@ -384,9 +384,10 @@ async def _timing(
     left: list[tuple[str, UserValues]] = []
     for customer_id, user in candidates:
         past = history.get(customer_id, [])
-        if rules.capped and over_cap(
-            (at for campaign, at in past if campaign in capping), now, settings.cap_day, settings.cap_week
-        ):
+        # Sends, not messages: a campaign's messages to one user's devices went out in one window
+        # (one moment), and a send being made counts once too (`_being_sent`: one per user).
+        sends = {(campaign, at) for campaign, at in past if campaign in capping}
+        if rules.capped and over_cap((at for _, at in sends), now, settings.cap_day, settings.cap_week):
             decision.suppressed[Reason.FREQUENCY_CAP].append(customer_id)
             continue
         mine = [at for campaign, at in past if campaign == execution.campaign_id]
