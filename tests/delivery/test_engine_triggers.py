@@ -12,6 +12,8 @@ from typing import Any
 import httpx
 import pytest
 from fastapi import FastAPI
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from herald.campaigns import worker
 from herald.clock import FrozenClock
@@ -696,6 +698,34 @@ class TestEventTriggered:
         )
         assert sorted(executions) == sorted([first, second])
         assert {execution.campaign_id for execution in executions.values()} == {first, second}
+
+    async def test_a_campaign_whose_firing_fails_in_the_database_holds_back_no_other(
+        self,
+        app: FastAPI,
+        client: httpx.AsyncClient,
+        workspace: Tenant,
+        webhook: HttpReceiver,
+        monkeypatch: pytest.MonkeyPatch,
+    ) -> None:
+        """One campaign's statement refused by the database while its events fire: that campaign's
+        firings are dropped (logged), the others' are sent. On PostgreSQL the refused statement
+        aborted the batch's transaction, and every campaign's firings failed at every tick."""
+        await ready(app, workspace, webhook, "ana")
+        broken = await publish(client, workspace, EVENT)
+        working = await publish(client, workspace, EVENT)
+        fire = triggers._fire_campaign
+
+        async def refused_for_one(session: AsyncSession, firings: Any, campaign: Any, *rest: Any) -> None:
+            if campaign.campaign_id == broken:
+                await session.execute(text("SELECT * FROM no_such_table"))
+            await fire(session, firings, campaign, *rest)
+
+        monkeypatch.setattr(triggers, "_fire_campaign", refused_for_one)
+        await send_event(client, workspace, "ana", "added_to_cart", product="Hat")
+        await tick(app, workspace)
+        await tick(app, workspace)
+        assert titles(webhook, working) == [("ana", "Still want Hat?")]
+        assert titles(webhook, broken) == []
 
     async def test_an_event_wakes_the_worker(
         self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant, webhook: HttpReceiver

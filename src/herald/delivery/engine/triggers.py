@@ -18,6 +18,7 @@ any other (controls, outbox, stats).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
@@ -425,7 +426,8 @@ async def _fire_batch(
             # holding back every triggered campaign of the workspace.
             with metrics.contained_step(log, "campaign", f"{workspace_id}/{campaign_id}"):
                 try:
-                    await fire_one(session, firings, campaign, executions[campaign_id], fired, now)
+                    async with _own_part(session):
+                        await fire_one(session, firings, campaign, executions[campaign_id], fired, now)
                 except ValidationFailed as exc:  # e.g. a custom segment deleted since publish
                     log.error(
                         "campaign %s/%s: trigger cannot be evaluated: %s", workspace_id, campaign_id, exc
@@ -438,6 +440,16 @@ async def _fire_batch(
         )
         await session.commit()
     return len(inbox), written
+
+
+def _own_part(session: AsyncSession) -> contextlib.AbstractAsyncContextManager[Any]:
+    """One campaign's statements of a firing batch, undone alone when they fail: on PostgreSQL a
+    failed statement aborts the whole transaction, so without a savepoint the other campaigns'
+    statements failed after it, and so did the batch, at every tick. (SQLite goes on after a failed
+    statement.)"""
+    if session_dialect(session) == "postgresql":
+        return session.begin_nested()
+    return contextlib.nullcontext()
 
 
 async def _fire_campaign(
