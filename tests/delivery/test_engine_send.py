@@ -405,6 +405,27 @@ class TestCommandLine:
             campaign_id,
             other_id,
         }
+        newest = [json.loads(line)["id"] for line in everything.splitlines()]
+        assert len(newest) == 7
+        # Page by page with --before the last id shown: every row once, in the same order.
+        pages: list[str] = []
+        before: list[str] = []
+        while True:
+            page = await _cli("outbox", "list", "-w", ws, "--limit", "3", "--json", *before)
+            ids = [json.loads(line)["id"] for line in page.splitlines()]
+            if not ids:
+                break
+            pages += ids
+            before = ["--before", ids[-1]]
+        assert pages == newest
+        sent = await _cli("outbox", "list", "-w", ws, "--status", "SENT", "--json")
+        assert len(sent.splitlines()) == 7
+        assert await _cli("outbox", "list", "-w", ws, "--status", "FAILED", "--json") == ""
+        unknown_row = await asyncio.to_thread(
+            runner.invoke, cli, ["outbox", "list", "-w", ws, "--before", "nosuchrow"]
+        )
+        assert unknown_row.exit_code == 1
+        assert "no outbox row 'nosuchrow'" in unknown_row.output
 
 
 runner = CliRunner()

@@ -175,12 +175,20 @@ def outbox_list(
     limit: Annotated[int, typer.Option(min=1, max=outbox.MAX_LIST_LIMIT, help="Rows, newest first.")] = 20,
     as_json: JsonOpt = False,
     campaign: Annotated[str | None, typer.Option(help="Only the sends of this campaign_id.")] = None,
+    status: Annotated[outbox.OutboxStatus | None, typer.Option(help="Only the sends in this status.")] = None,
+    before: Annotated[
+        str | None, typer.Option(help="Only the sends listed after this outbox id: the next page after it.")
+    ] = None,
 ) -> None:
-    """The newest sends of a workspace, with status and failure reason."""
+    """The newest sends of a workspace, with status and failure reason; page through them with
+    `--before` the last id shown."""
 
     async def work(session: AsyncSession) -> list[dict[str, Any]]:
         await get_workspace(session, workspace)
-        rows = await outbox.list_entries(session, workspace, limit, campaign)
+        try:
+            rows = await outbox.list_entries(session, workspace, limit, campaign, status, before)
+        except LookupError:
+            raise AdminError(f"The workspace has no outbox row '{before}' (--before).") from None
         return [outbox.entry_view(row) for row in rows]
 
     for view in run_in_session(work):

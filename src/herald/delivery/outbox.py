@@ -35,11 +35,13 @@ from sqlalchemy import (
     Table,
     TextClause,
     Update,
+    and_,
     bindparam,
     func,
     insert,
     literal,
     literal_column,
+    or_,
     select,
     text,
     true,
@@ -541,12 +543,32 @@ async def pending_count(session: AsyncSession) -> int:
 
 
 async def list_entries(
-    session: AsyncSession, workspace_id: str, limit: int = 20, campaign_id: str | None = None
+    session: AsyncSession,
+    workspace_id: str,
+    limit: int = 20,
+    campaign_id: str | None = None,
+    status: OutboxStatus | None = None,
+    before: str | None = None,
 ) -> Sequence[OutboxEntry]:
-    """Newest first; only the sends of `campaign_id` (live and test) when given."""
+    """Newest first; only the sends of `campaign_id` (live and test) when given, only those in
+    `status` when given; with `before` (an outbox id of the workspace), only the rows after it in
+    that order: the next page after a page ending with it. Raises LookupError for a `before` the
+    workspace has no row of."""
     query = select(OutboxEntry).where(OutboxEntry.workspace_id == workspace_id)
     if campaign_id is not None:
         query = query.where(OutboxEntry.campaign_id == campaign_id)
+    if status is not None:
+        query = query.where(OutboxEntry.status == status.value)
+    if before is not None:
+        last = await session.get(OutboxEntry, {"workspace_id": workspace_id, "id": before})
+        if last is None:
+            raise LookupError(before)
+        query = query.where(
+            or_(
+                OutboxEntry.created_at < last.created_at,
+                and_(OutboxEntry.created_at == last.created_at, OutboxEntry.id < last.id),
+            )
+        )
     query = query.order_by(OutboxEntry.created_at.desc(), OutboxEntry.id.desc()).limit(
         max(1, min(limit, MAX_LIST_LIMIT))
     )
