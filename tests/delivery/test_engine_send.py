@@ -559,6 +559,16 @@ class _Gate:
         self.server.server_close()
 
 
+async def _dies_with_its_first_message_in_flight(app: FastAPI, workspace: Tenant, gate: _Gate) -> None:
+    """A worker's tick, handing over one message at a time, killed while the first one is held at
+    the gate: what a worker that dies mid-send leaves behind."""
+    running = asyncio.create_task(tick(app, workspace, one_at_a_time=True))
+    assert await asyncio.to_thread(gate.arrived.wait, 30)
+    running.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await running
+
+
 async def _publish_to_gate(
     app: FastAPI,
     client: httpx.AsyncClient,
@@ -977,11 +987,7 @@ class TestResume:
         gate = _Gate()
         try:
             campaign_id = await _publish_to_gate(app, client, workspace, gate)
-            running = asyncio.create_task(tick(app, workspace, one_at_a_time=True))
-            assert await asyncio.to_thread(gate.arrived.wait, 30)
-            running.cancel()  # the worker dies while its first message is in flight
-            with contextlib.suppress(asyncio.CancelledError):
-                await running
+            await _dies_with_its_first_message_in_flight(app, workspace, gate)
             gate.release.set()
             assert await tick(app, workspace) == 0  # the batch is still claimed by the dead worker
             assert gate.count == 1
@@ -1043,11 +1049,7 @@ class TestResume:
             with monkeypatch.context() as before:
                 before.setattr(Execution, "starting", classmethod(as_before))
                 campaign_id = await _publish_to_gate(app, client, workspace, gate)
-                running = asyncio.create_task(tick(app, workspace, one_at_a_time=True))
-                assert await asyncio.to_thread(gate.arrived.wait, 30)
-                running.cancel()  # the worker dies while its first message is in flight
-                with contextlib.suppress(asyncio.CancelledError):
-                    await running
+                await _dies_with_its_first_message_in_flight(app, workspace, gate)
             gate.release.set()
             clock.advance(minutes=6)  # past the claim's lease
             assert await tick(app, workspace) == 1
@@ -1076,11 +1078,7 @@ class TestDeadWorkerAfterStop:
         gate = _Gate()
         try:
             campaign_id = await _publish_to_gate(app, client, workspace, gate)
-            running = asyncio.create_task(tick(app, workspace, one_at_a_time=True))
-            assert await asyncio.to_thread(gate.arrived.wait, 30)
-            running.cancel()  # the worker dies while its first message is in flight
-            with contextlib.suppress(asyncio.CancelledError):
-                await running
+            await _dies_with_its_first_message_in_flight(app, workspace, gate)
             stopped = await h.action(client, workspace, campaign_id, "STOP")
             assert stopped.status_code == 200, stopped.text
             gate.release.set()

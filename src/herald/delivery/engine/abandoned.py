@@ -21,7 +21,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from herald.campaigns.models import Campaign
 from herald.campaigns.schemas.common import CampaignStatus
 from herald.db import Database
-from herald.delivery.engine.models import Execution, ExecutionUser
+from herald.delivery.engine.models import OF_ITS_EXECUTION, Execution, ExecutionUser
 from herald.delivery.models import WAITING_RETRY, OutboxEntry
 from herald.delivery.outbox import OutboxStatus
 
@@ -115,11 +115,7 @@ def _orphans(workspace_id: str, cutoff: datetime) -> Select[tuple[str, str]]:
     customer id does not single out."""
     return (
         select(ExecutionUser.execution_id, ExecutionUser.customer_id)
-        .join(
-            Execution,
-            (Execution.workspace_id == ExecutionUser.workspace_id)
-            & (Execution.id == ExecutionUser.execution_id),
-        )
+        .join(Execution, OF_ITS_EXECUTION)
         .where(
             ExecutionUser.workspace_id == workspace_id,
             ExecutionUser.state == "CLAIMED",

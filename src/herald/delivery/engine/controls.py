@@ -35,7 +35,7 @@ from herald.campaigns.schemas.audience_limit import AudienceLimitFrequency
 from herald.campaigns.schemas.common import DeliveryType
 from herald.delivery.engine import best_times, send_time
 from herald.delivery.engine.content import SendPlan
-from herald.delivery.engine.models import Execution, ExecutionUser
+from herald.delivery.engine.models import OF_ITS_EXECUTION, Execution, ExecutionUser
 from herald.delivery.engine.occurrences import zone_named
 from herald.delivery.engine.resolve import LiveCampaign
 from herald.delivery.engine.throttle import ThrottleStore
@@ -253,11 +253,7 @@ async def _being_sent(
     sent each of them past the workspace's minimum delay."""
     rows = await session.execute(
         select(ExecutionUser.customer_id, Execution.campaign_id, ExecutionUser.claimed_at)
-        .join(
-            Execution,
-            (Execution.workspace_id == ExecutionUser.workspace_id)
-            & (Execution.id == ExecutionUser.execution_id),
-        )
+        .join(Execution, OF_ITS_EXECUTION)
         .where(
             ExecutionUser.workspace_id == workspace_id,
             ExecutionUser.state.in_(["CLAIMED", "RETRY"]),

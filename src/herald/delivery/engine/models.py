@@ -171,6 +171,12 @@ class ExecutionUser(Base):
     event: Mapped[dict[str, Any] | None] = mapped_column(PortableJSON, nullable=True)
 
 
+# A user row joined to its execution (`select(...).join(Execution, OF_ITS_EXECUTION)`).
+OF_ITS_EXECUTION = (Execution.workspace_id == ExecutionUser.workspace_id) & (
+    Execution.id == ExecutionUser.execution_id
+)
+
+
 class ThrottleWindow(Base):
     """Sends granted to a campaign in one clock minute (`campaign_throttle_rpm`) when no Redis is
     configured: every worker takes its share from this row, locked, inside its claim."""
