@@ -20,14 +20,23 @@ from herald.clock import FrozenClock
 from herald.config import Settings
 from herald.db import Database
 from herald.delivery.engine import triggers
+from herald.delivery.engine.abandoned import ORPHANED
 from herald.delivery.engine.models import Execution
 from herald.services import Services
 from tests.campaigns import lifecycle_helpers as h
-from tests.delivery.builders import push_connector
+from tests.delivery.builders import outbox_rows, push_connector
 from tests.delivery.conftest import OPEN_LIMITS, add_users
 from tests.delivery.servers import HttpReceiver
 from tests.delivery.test_engine_controls import herald
-from tests.delivery.test_engine_send import PUSH, publish, stats, tick
+from tests.delivery.test_engine_send import (
+    PUSH,
+    _dies_with_its_first_message_in_flight,
+    _Gate,
+    _publish_to_gate,
+    publish,
+    stats,
+    tick,
+)
 from tests.delivery.test_engine_send_time import add_events
 from tests.delivery.test_engine_wake import HOUR, _until
 from tests.factories import Tenant, make_tenant
@@ -726,6 +735,43 @@ class TestEventTriggered:
         await tick(app, workspace)
         assert titles(webhook, working) == [("ana", "Still want Hat?")]
         assert titles(webhook, broken) == []
+
+    async def test_a_dead_workers_firing_of_an_expired_campaign_is_settled_once_its_lease_passes(
+        self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant, clock: FrozenClock
+    ) -> None:
+        """A worker dies with a firing's message on the wire, then the campaign reaches its
+        `expiry_time`: nobody takes over an ended run's firings, so once the claim's lease has
+        passed the rows it wrote (the message held, and the window written ahead of it) are settled
+        FAILED (outcome unknown), each found by its delivery id (a user's rows there are one per
+        firing)."""
+        body = copy.deepcopy(EVENT)
+        expiry = clock.now() + timedelta(minutes=10)
+        body["scheduling_details"] = {
+            "delivery_type": "ASAP",
+            "expiry_time": expiry.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        }
+        gate = _Gate()
+        try:
+            campaign_id = await _publish_to_gate(app, client, workspace, gate, body, users=2)
+            await send_event(client, workspace, "u0", "added_to_cart", product="Hat")
+            await send_event(client, workspace, "u1", "added_to_cart", product="Scarf")
+            await _dies_with_its_first_message_in_flight(app, workspace, gate)
+            gate.release.set()
+            clock.advance(minutes=2)
+            await tick(app, workspace)  # within the claims' lease: the firings are the dead worker's
+            rows = await outbox_rows(app, workspace)
+            assert [row.status for row in rows] == ["PENDING", "PENDING"]  # the one held, one ahead
+
+            clock.advance(minutes=10)  # past the expiry and the lease
+            await tick(app, workspace)
+            rows = await outbox_rows(app, workspace)
+            assert {(row.status, row.failure_reason) for row in rows} == {("FAILED", f"{ORPHANED}.")}
+            assert len(rows) == 2
+            assert gate.count == 1  # nothing sent again
+            [run] = (await stats(client, workspace, campaign_id))["executions"]
+            assert (run["status"], run["sent"], run["failed"], run["pending"]) == ("STOPPED", 0, 2, 0)
+        finally:
+            gate.stop()
 
     async def test_an_event_wakes_the_worker(
         self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant, webhook: HttpReceiver

@@ -14,14 +14,16 @@ its messages on the wire are settled FAILED, the outcome unknown (`settle_orphan
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from typing import cast
 
-from sqlalchemy import Select, String, and_, exists, func, literal, select, text, update
+from sqlalchemy import Select, String, Table, bindparam, exists, func, literal, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from herald.campaigns.models import Campaign
-from herald.campaigns.schemas.common import CampaignStatus
+from herald.campaigns.schemas.common import CampaignStatus, Channel, Platform
 from herald.db import Database
 from herald.delivery.engine.models import OF_ITS_EXECUTION, Execution, ExecutionUser
+from herald.delivery.engine.run import delivery_id
 from herald.delivery.models import WAITING_RETRY, OutboxEntry
 from herald.delivery.outbox import OutboxStatus
 
@@ -108,22 +110,49 @@ ORPHANED = (
 )
 
 
-def _orphans(workspace_id: str, cutoff: datetime) -> Select[tuple[str, str]]:
-    """Users of the workspace's ended (STOPPED) runs still CLAIMED since before `cutoff`: a live
-    worker renews its claims long before, so their worker died with their messages in hand. An
-    event-triggered run's users are left out: a user's rows there are one per firing, which a
-    customer id does not single out."""
+def _orphans(workspace_id: str, cutoff: datetime) -> Select[tuple[str, str, str, int, bool]]:
+    """Users of the workspace's ended (STOPPED) runs still CLAIMED since before `cutoff` (a live
+    worker renews its claims long before, so their worker died with their messages in hand), with
+    what their messages' delivery ids are made of: the run, the user, its firing and rank, and
+    whether the run's ids are in send order."""
     return (
-        select(ExecutionUser.execution_id, ExecutionUser.customer_id)
+        select(
+            ExecutionUser.execution_id,
+            ExecutionUser.customer_id,
+            ExecutionUser.firing,
+            ExecutionUser.rank,
+            Execution.ordered_ids,
+        )
         .join(Execution, OF_ITS_EXECUTION)
         .where(
             ExecutionUser.workspace_id == workspace_id,
             ExecutionUser.state == "CLAIMED",
             ExecutionUser.claimed_at < cutoff,
-            ExecutionUser.firing == "",
             Execution.status == "STOPPED",
         )
     )
+
+
+# The platforms a message's delivery id may name (`run.delivery_id`): a push platform, or EMAIL.
+_PLATFORMS = (*(platform.value for platform in Platform), Channel.EMAIL.value)
+
+# Delivery ids per statement (four candidates a user: one per platform a message may be on).
+_CHUNK = 500
+
+# One user row of a run, by its key (Core: run as an executemany, the ORM would update by its own
+# primary-key parameters).
+_USERS = cast(Table, ExecutionUser.__table__)
+_SET_USER = (
+    update(_USERS)
+    .where(
+        _USERS.c.workspace_id == bindparam("ws"),
+        _USERS.c.execution_id == bindparam("run"),
+        _USERS.c.customer_id == bindparam("customer"),
+        _USERS.c.firing == bindparam("firing_of"),
+        _USERS.c.state == "CLAIMED",
+    )
+    .values(state=bindparam("to_state"), reason=bindparam("to_reason"), claimed_at=None)
+)
 
 
 async def settle_orphans(database: Database, workspace_id: str, now: datetime, lease: timedelta) -> None:
@@ -131,8 +160,10 @@ async def settle_orphans(database: Database, workspace_id: str, now: datetime, l
     campaign's expiry, a periodic campaign paused) and their claim's lease has passed. Nobody takes
     over an ended run's users, so their rows stayed PENDING for ever (and counted as pending in
     `herald_outbox_pending`); they are settled FAILED, the outcome unknown (`ORPHANED`), and the
-    users FAILED with them; users it claimed and handed nothing of are pending again (unsent, the
-    run being over). A row waiting for a retry is `settle_stopped`'s."""
+    users (an event-triggered run's firings) FAILED with them; users it claimed and handed nothing
+    of are pending again (unsent, the run being over). Each message is found by its delivery id,
+    which names the run, the user, the platform and the firing. A row waiting for a retry is
+    `settle_stopped`'s."""
     orphans = _orphans(workspace_id, now - lease)
     # A read first: on SQLite a write transaction at every tick would make the API's writers wait.
     async with database.reader() as session:
@@ -140,47 +171,44 @@ async def settle_orphans(database: Database, workspace_id: str, now: datetime, l
             return
     async with database.writer() as session:
         found = (await session.execute(orphans)).tuples().all()
-        customers: dict[str, list[str]] = {}
-        for execution_id, customer_id in found:
-            customers.setdefault(execution_id, []).append(customer_id)
-        runs = await session.execute(
-            select(Execution.id, Execution.campaign_id, Execution.child_campaign_id).where(
-                Execution.workspace_id == workspace_id, Execution.id.in_(customers)
+        owner: dict[str, tuple[str, str, str]] = {}  # a candidate delivery id → its user row's key
+        for execution_id, customer_id, firing, rank, ordered in found:
+            for platform in _PLATFORMS:
+                message = delivery_id(execution_id, customer_id, platform, firing, rank if ordered else None)
+                owner[message] = (execution_id, customer_id, firing)
+        on_the_wire = [
+            OutboxEntry.workspace_id == workspace_id,
+            OutboxEntry.status == OutboxStatus.PENDING.value,
+            OutboxEntry.next_attempt_at.is_(None),
+        ]
+        handed: set[tuple[str, str, str]] = set()
+        ids = sorted(owner)
+        for start in range(0, len(ids), _CHUNK):
+            chunk = ids[start : start + _CHUNK]
+            rows = await session.scalars(
+                select(OutboxEntry.id).where(*on_the_wire, OutboxEntry.id.in_(chunk))
             )
-        )
-        for execution_id, campaign_id, child_id in runs.tuples().all():
-            ids = customers[execution_id]
-            on_the_wire = and_(
-                OutboxEntry.workspace_id == workspace_id,
-                OutboxEntry.campaign_id.in_({campaign_id, child_id or campaign_id}),
-                OutboxEntry.customer_id.in_(ids),
-                OutboxEntry.status == OutboxStatus.PENDING.value,
-                OutboxEntry.next_attempt_at.is_(None),
-                OutboxEntry.is_test.is_(False),
+            settled = list(rows.all())
+            handed |= {owner[message] for message in settled}
+            if settled:
+                await session.execute(
+                    update(OutboxEntry)
+                    .where(*on_the_wire, OutboxEntry.id.in_(settled))
+                    .values(status=OutboxStatus.FAILED.value, failure_reason=f"{ORPHANED}.", updated_at=now)
+                    .execution_options(synchronize_session=False)
+                )
+        users = []
+        for execution_id, customer_id, firing, _, _ in found:
+            was_handed = (execution_id, customer_id, firing) in handed
+            users.append(
+                {
+                    "ws": workspace_id,
+                    "run": execution_id,
+                    "customer": customer_id,
+                    "firing_of": firing,
+                    "to_state": "FAILED" if was_handed else "PENDING",
+                    "to_reason": f"{ORPHANED}." if was_handed else None,
+                }
             )
-            handed = set((await session.scalars(select(OutboxEntry.customer_id).where(on_the_wire))).all())
-            await session.execute(
-                update(OutboxEntry)
-                .where(on_the_wire)
-                .values(status=OutboxStatus.FAILED.value, failure_reason=f"{ORPHANED}.", updated_at=now)
-                .execution_options(synchronize_session=False)
-            )
-            # Users whose messages were handed over: FAILED with them; those claimed with nothing
-            # handed over yet: pending again, which a stopped run counts as unsent.
-            for state, reason, which in (
-                ("FAILED", f"{ORPHANED}.", [c for c in ids if c in handed]),
-                ("PENDING", None, [c for c in ids if c not in handed]),
-            ):
-                if which:
-                    await session.execute(
-                        update(ExecutionUser)
-                        .where(
-                            ExecutionUser.workspace_id == workspace_id,
-                            ExecutionUser.execution_id == execution_id,
-                            ExecutionUser.customer_id.in_(which),
-                            ExecutionUser.state == "CLAIMED",
-                        )
-                        .values(state=state, reason=reason, claimed_at=None)
-                        .execution_options(synchronize_session=False)
-                    )
+        await (await session.connection()).execute(_SET_USER, users)
         await session.commit()
