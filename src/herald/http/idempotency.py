@@ -60,6 +60,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession, async_sessionm
 from sqlalchemy.orm import Mapped, mapped_column
 
 from herald import direct_reads
+from herald.advisory_locks import lock_key
 from herald.db import Base, PortableJSON, UTCDateTime
 from herald.errors import DuplicateIdempotencyKey, HeraldError, IdempotencyConflict
 from herald.joined_writes import Joined
@@ -251,10 +252,9 @@ async def _resolve_existing(session: AsyncSession, claim: Claim, now: datetime) 
 
 
 def _lock_id(claim: Claim) -> int:
-    """The claim's PostgreSQL advisory lock: 64 bits of a hash of its scope and key (a collision
-    could only make one of two simultaneous requests wait for a retry with 409)."""
-    digest = hashlib.sha256("\0".join(("idempotency", *_key_of(claim).values())).encode()).digest()
-    return int.from_bytes(digest[:8], "big", signed=True)
+    """The claim's PostgreSQL advisory lock, named by its scope and key (a collision could only
+    make one of two simultaneous requests wait for a retry with 409)."""
+    return lock_key("idempotency", *_key_of(claim).values())
 
 
 async def _holds_key_lock(session: AsyncSession, claim: Claim) -> bool:

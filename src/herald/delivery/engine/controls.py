@@ -16,7 +16,6 @@ The time rules are pure functions (`quiet_until`, `over_cap`, `delay_until`);
 
 from __future__ import annotations
 
-import hashlib
 import logging
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
@@ -27,6 +26,7 @@ from zoneinfo import ZoneInfo
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from herald.advisory_locks import lock_key
 from herald.audience.models import UserValues
 from herald.campaigns import durations
 from herald.campaigns.lifecycle import instant
@@ -187,11 +187,6 @@ def reads_history(rules: Rules) -> bool:
     return rules.capped or rules.min_delay is not None or rules.global_min_delay is not None
 
 
-def _history_lock(workspace_id: str) -> int:
-    digest = hashlib.sha256(f"delivery-history\0{workspace_id}".encode()).digest()
-    return int.from_bytes(digest[:8], "big", signed=True)
-
-
 async def history_turn(session: AsyncSession, workspace_id: str) -> None:
     """Wait for the workspace's turn to decide on its users' history, and hold it until the
     caller's claim transaction ends (PostgreSQL: a transaction-scoped advisory lock; SQLite has one
@@ -203,7 +198,7 @@ async def history_turn(session: AsyncSession, workspace_id: str) -> None:
     execution queue on its row anyway: only claims of different campaigns wait here, each a
     short transaction; the sends themselves run outside it."""
     if session.get_bind().dialect.name == "postgresql":
-        await session.execute(select(func.pg_advisory_xact_lock(_history_lock(workspace_id))))
+        await session.execute(select(func.pg_advisory_xact_lock(lock_key("delivery-history", workspace_id))))
 
 
 @dataclass
@@ -363,7 +358,7 @@ async def _timing(
     history: dict[str, list[tuple[str | None, datetime]]] = defaultdict(list)
     capping: set[str] = set()
     event_triggered: set[str] = set()
-    if rules.capped or rules.min_delay or rules.global_min_delay:
+    if reads_history(rules):
         since = now - max(
             WEEK if rules.capped else timedelta(0),
             rules.min_delay or timedelta(0),

@@ -29,7 +29,6 @@ a firing whose message would be due outside its `timebounds` is SUPPRESSED (OUTS
 
 from __future__ import annotations
 
-import hashlib
 import math
 from collections import defaultdict
 from collections.abc import Callable
@@ -40,6 +39,7 @@ from typing import Any
 from sqlalchemy import and_, func, or_, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from herald.advisory_locks import lock_key
 from herald.audience.models import Event
 from herald.audience.segmentation.audience import session_dialect
 from herald.audience.segmentation.catalog import load_segments
@@ -369,19 +369,12 @@ async def hold_positions(session: AsyncSession, workspace_id: str, customers: se
     transaction there already holds the only write lock."""
     if not customers or session_dialect(session) != "postgresql":
         return
-    keys = sorted({_position_lock(workspace_id, customer_id) for customer_id in customers})
+    keys = sorted({lock_key("position", workspace_id, customer_id) for customer_id in customers})
     await session.execute(_LOCK_POSITIONS, {"keys": keys})
 
 
 # Locks in the array's order (unnest yields its elements in order, each locked as it is read).
 _LOCK_POSITIONS = text("SELECT count(pg_advisory_xact_lock(k)) FROM unnest(CAST(:keys AS bigint[])) AS k")
-
-
-def _position_lock(workspace_id: str, customer_id: str) -> int:
-    """A user's position lock: 64 bits of a hash of the workspace and customer (a collision only
-    makes two users' firings wait for each other)."""
-    digest = hashlib.sha256("\0".join(("position", workspace_id, customer_id)).encode()).digest()
-    return int.from_bytes(digest[:8], "big", signed=True)
 
 
 async def _cancel_dwell(
