@@ -166,7 +166,7 @@ def _throttle_settings(settings: Settings, store: str) -> Settings:
 
 class TestThrottle:
     @pytest.mark.parametrize("store", ["database", "redis"])
-    async def test_each_minute_sends_at_most_its_budget(
+    async def test_any_60_seconds_hold_at_most_the_budget(
         self,
         app: FastAPI,
         client: httpx.AsyncClient,
@@ -195,7 +195,13 @@ class TestThrottle:
         [run] = (await stats(client, workspace, campaign_id))["executions"]
         assert (run["sent"], run["pending"]) == (5, 7)
         assert await status(client, workspace, campaign_id) == "SENDING"
-        clock.advance(seconds=10)  # 10:01:00
+        clock.advance(seconds=10)  # 10:01:00: a new clock minute, yet 5 went out 30 seconds ago
+        await asyncio.gather(worker_tick(), worker_tick())
+        assert len(webhook.received) == 5
+        clock.advance(seconds=29, microseconds=999_999)
+        await worker_tick()
+        assert len(webhook.received) == 5
+        clock.advance(microseconds=1)  # 10:01:30: the first grant left the window
         await asyncio.gather(worker_tick(), worker_tick())
         assert len(webhook.received) == 10
         clock.advance(minutes=1)

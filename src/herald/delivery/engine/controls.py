@@ -6,7 +6,7 @@ are built: `run.NO_TOKEN`), the user's own send time (SEND_IN_USER_TIMEZONE,
 SEND_IN_BTS: deferred until then, or suppressed, `send_time.py`), frequency caps (suppressed), the campaign's minimum
 delay and the workspace's quiet hours (deferred: the user stays PENDING until `not_before`; suppressed
 if that is past the campaign's `expiry_time`), the audience limit (suppressed once reached), and
-the throttle (the users beyond this minute's budget stay PENDING for a later tick). The global
+the throttle (the users beyond the last 60 seconds' budget stay PENDING for a later tick). The global
 control group is decided earlier, when the audience is resolved (`resolve.py`), so the campaign
 control group is a share of the users left.
 

@@ -177,17 +177,18 @@ OF_ITS_EXECUTION = (Execution.workspace_id == ExecutionUser.workspace_id) & (
 )
 
 
-class ThrottleWindow(Base):
-    """Sends granted to a campaign in one clock minute (`campaign_throttle_rpm`) when no Redis is
-    configured: every worker takes its share from this row, locked, inside its claim."""
+class ThrottleGrant(Base):
+    """Sends granted to a campaign at one instant (`campaign_throttle_rpm`) when no Redis is
+    configured: the grants of the last 60 seconds are its budget's use (`engine.throttle`); older
+    ones are deleted by the next claim."""
 
-    __tablename__ = "delivery_throttle_windows"
+    __tablename__ = "delivery_throttle_grants"
     __table_args__ = (ForeignKeyConstraint(["workspace_id"], ["workspaces.id"]),)
 
     workspace_id: Mapped[str] = mapped_column(String(64), primary_key=True)
     campaign_id: Mapped[str] = mapped_column(String(24), primary_key=True)
-    minute: Mapped[datetime] = mapped_column(UTCDateTime, primary_key=True)
-    used: Mapped[int] = mapped_column(BigInteger, default=0)
+    granted_at: Mapped[datetime] = mapped_column(UTCDateTime, primary_key=True)
+    sends: Mapped[int] = mapped_column(BigInteger)
 
 
 class TriggerInbox(Base):

@@ -384,7 +384,7 @@ async def _claim_in(
         if state in taken and c in users
     ]
     if rules.throttle_rpm is not None and claimed:
-        # Retries and users taken over go out again: they take from the minute's budget first
+        # Retries and users taken over go out again: they take from the throttle's budget first
         # (those beyond it stay as they are, claimable again), and fresh users get what is left.
         granted = await rules.store.take(
             session, execution.workspace_id, execution.campaign_id, now, len(claimed), rules.throttle_rpm
@@ -530,7 +530,7 @@ async def _sending_at(
 
 async def _in_flight(database: Database, execution: Execution) -> bool:
     """Whether users are still CLAIMED (by another worker, or one that died within its lease) or
-    waiting to be attempted again, or PENDING (deferred, or beyond this minute's throttle)."""
+    waiting to be attempted again, or PENDING (deferred, or beyond the throttle's budget)."""
     async with database.reader() as session:
         found = await session.execute(
             _IN_FLIGHT, {"workspace_id": execution.workspace_id, "execution_id": execution.id}

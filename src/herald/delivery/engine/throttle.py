@@ -1,76 +1,110 @@
-"""`campaign_throttle_rpm`: sends granted per clock minute to a campaign, shared by every worker.
+"""`campaign_throttle_rpm`: at most that many sends to a campaign in any 60 seconds, all workers
+together.
 
-A worker asks for the sends of its batch and gets at most what is left of the minute's budget; the
-users beyond it stay PENDING for a later tick. The minute is the injected clock's, so a test (or a
-worker tick) at 10:00:30 takes from the 10:00 budget and one at 10:01:00 from a fresh one. With
-Redis configured the count lives there (one Lua script: read, grant, add, atomically across
-processes and hosts); otherwise in `delivery_throttle_windows`, the row locked for the grant.
-A user counts as one send whatever the number of its messages (one per push platform); a retry or a
-takeover counts as a send again (`run._claim_in`).
+A worker asks for the sends of its batch and gets at most what the grants of the last 60 seconds
+left of the budget (a sliding window: a grant counts until 60 s after it was made); the users
+beyond it stay PENDING. A budget per clock minute let a campaign published at 10:00:40 send its
+rpm then and again at 10:01:00: twice the rate within 20 seconds. The window is the injected
+clock's, so a test that moves the clock by a minute sees a whole budget come back.
+
+A refused share wakes this process's workers when the oldest grant leaves the window (`_wake_at`),
+so a throttled campaign goes on at its rate instead of at the worker's poll interval.
+
+With Redis configured the grants live there (one Lua script: drop the expired grants, read the
+rest, grant, record, atomically across processes and hosts); otherwise in
+`delivery_throttle_grants`, read and written under the campaign's advisory lock (PostgreSQL; SQLite
+has one writer already). A user counts as one send whatever the number of its messages (one per
+push platform); a retry or a takeover counts as a send again (`run._claim_in`).
 """
 
 from __future__ import annotations
 
+import asyncio
+import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from datetime import datetime
-from typing import Protocol
+from datetime import UTC, datetime, timedelta
+from typing import NamedTuple, Protocol
 
-from sqlalchemy import delete, select, update
+from sqlalchemy import delete, func, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from herald.advisory_locks import lock_key
 from herald.config import Settings
-from herald.delivery.engine.models import ThrottleWindow
+from herald.delivery.engine.models import ThrottleGrant
+from herald.wake import wake_here
 
-# KEYS[1]: the minute's counter. ARGV: wanted, limit, ttl. Returns the sends granted.
+WINDOW = timedelta(seconds=60)
+
+# KEYS[1]: the campaign's grants, a sorted set of "<sends>:<nonce>" scored by the grant's instant in
+# milliseconds. ARGV: now (ms), wanted, rpm, nonce, ttl (s). Returns the sends granted and the
+# instant of the oldest grant left in the window (false when none).
 _TAKE = """
-local used = tonumber(redis.call('GET', KEYS[1]) or '0')
-local grant = math.min(tonumber(ARGV[1]), tonumber(ARGV[2]) - used)
+local now = tonumber(ARGV[1])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - 60000)
+local used = 0
+local grants = redis.call('ZRANGE', KEYS[1], 0, -1)
+for i = 1, #grants do used = used + tonumber(string.match(grants[i], '^(%d+):')) end
+local grant = math.min(tonumber(ARGV[2]), tonumber(ARGV[3]) - used)
 if grant < 0 then grant = 0 end
-if grant > 0 then redis.call('INCRBY', KEYS[1], grant) end
-redis.call('EXPIRE', KEYS[1], ARGV[3])
-return grant
+if grant > 0 then redis.call('ZADD', KEYS[1], now, grant .. ':' .. ARGV[4]) end
+redis.call('EXPIRE', KEYS[1], ARGV[5])
+local oldest = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+return {grant, oldest[2] or false}
 """
 
 
-def minute_of(now: datetime) -> datetime:
-    return now.replace(second=0, microsecond=0)
+class Grant(NamedTuple):
+    sends: int  # granted
+    frees_at: datetime | None  # when the oldest grant in the window leaves it (None: no grant in it)
 
 
 class ThrottleStore(Protocol):
     async def take(
         self, session: AsyncSession, workspace_id: str, campaign_id: str, now: datetime, wanted: int, rpm: int
     ) -> int:
-        """How many of `wanted` sends the campaign may make in the minute of `now`."""
+        """How many of `wanted` sends the campaign may make at `now`."""
 
 
 class DatabaseThrottle:
     async def take(
         self, session: AsyncSession, workspace_id: str, campaign_id: str, now: datetime, wanted: int, rpm: int
     ) -> int:
-        minute = minute_of(now)
-        key = (ThrottleWindow.workspace_id == workspace_id, ThrottleWindow.campaign_id == campaign_id)
-        # Past minutes are of no use any more; keep the table to one row per throttled campaign.
-        await session.execute(delete(ThrottleWindow).where(*key, ThrottleWindow.minute < minute))
-        values = {"workspace_id": workspace_id, "campaign_id": campaign_id, "minute": minute, "used": 0}
+        grant = await self.grant(session, workspace_id, campaign_id, now, wanted, rpm)
+        _wake_at(workspace_id, campaign_id, now, grant, wanted)
+        return grant.sends
+
+    async def grant(
+        self, session: AsyncSession, workspace_id: str, campaign_id: str, now: datetime, wanted: int, rpm: int
+    ) -> Grant:
         dialect = session.bind.dialect.name
-        insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
-        await session.execute(insert(ThrottleWindow).values(**values).on_conflict_do_nothing())
-        used = int(
-            await session.scalar(
-                select(ThrottleWindow.used).where(*key, ThrottleWindow.minute == minute).with_for_update()
-            )
-            or 0
-        )
-        grant = max(0, min(wanted, rpm - used))
-        if grant:
+        if dialect == "postgresql":
+            lock = lock_key("throttle", workspace_id, campaign_id)
+            await session.execute(select(func.pg_advisory_xact_lock(lock)))
+        key = (ThrottleGrant.workspace_id == workspace_id, ThrottleGrant.campaign_id == campaign_id)
+        await session.execute(delete(ThrottleGrant).where(*key, ThrottleGrant.granted_at <= now - WINDOW))
+        used, oldest = (
             await session.execute(
-                update(ThrottleWindow)
-                .where(*key, ThrottleWindow.minute == minute)
-                .values(used=ThrottleWindow.used + grant)
+                select(
+                    func.coalesce(func.sum(ThrottleGrant.sends), 0), func.min(ThrottleGrant.granted_at)
+                ).where(*key)
             )
-        return grant
+        ).one()
+        sends = max(0, min(wanted, rpm - int(used)))
+        if sends:
+            insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
+            statement = insert(ThrottleGrant).values(
+                workspace_id=workspace_id, campaign_id=campaign_id, granted_at=now, sends=sends
+            )
+            await session.execute(
+                statement.on_conflict_do_update(
+                    index_elements=["workspace_id", "campaign_id", "granted_at"],
+                    set_={"sends": ThrottleGrant.sends + statement.excluded.sends},
+                )
+            )
+            oldest = now if oldest is None else oldest
+        return Grant(sends, None if oldest is None else oldest + WINDOW)
 
 
 class RedisThrottle:
@@ -84,14 +118,52 @@ class RedisThrottle:
     async def take(
         self, session: AsyncSession, workspace_id: str, campaign_id: str, now: datetime, wanted: int, rpm: int
     ) -> int:
-        stamp = int(minute_of(now).timestamp())
-        granted = await self._take(
-            keys=[f"{self._prefix}{{{workspace_id}:{campaign_id}}}:{stamp}"], args=[wanted, rpm, 180]
+        grant = await self.grant(session, workspace_id, campaign_id, now, wanted, rpm)
+        _wake_at(workspace_id, campaign_id, now, grant, wanted)
+        return grant.sends
+
+    async def grant(
+        self, session: AsyncSession, workspace_id: str, campaign_id: str, now: datetime, wanted: int, rpm: int
+    ) -> Grant:
+        # The key outlives the window by far: a frozen test clock, or workers whose clocks differ,
+        # must not see the grants vanish while their window still holds them.
+        stamp = int(now.timestamp() * 1000)
+        sends, oldest = await self._take(
+            keys=[f"{self._prefix}{{{workspace_id}:{campaign_id}}}"],
+            args=[stamp, wanted, rpm, uuid.uuid4().hex, 3600],
         )
-        return int(granted)
+        frees_at = None if oldest is None else datetime.fromtimestamp(int(oldest) / 1000, UTC) + WINDOW
+        return Grant(int(sends), frees_at)
 
     async def aclose(self) -> None:
         await self._client.aclose()
+
+
+# (workspace, campaign) -> the loop and timer of the wake-up already set for it, one at a time.
+_wakes: dict[tuple[str, str], tuple[asyncio.AbstractEventLoop, asyncio.TimerHandle]] = {}
+
+
+def _wake_at(workspace_id: str, campaign_id: str, now: datetime, grant: Grant, wanted: int) -> None:
+    """When a share was refused, wake this process's workers as the window frees room (a worker
+    that is not woken finds it at its next poll, up to `HERALD_WORKER_INTERVAL_SECONDS` later, and
+    the campaign falls behind its rate)."""
+    if grant.sends >= wanted or grant.frees_at is None:
+        return
+    loop = asyncio.get_running_loop()
+    delay = max(0.0, (grant.frees_at - now).total_seconds())
+    key = (workspace_id, campaign_id)
+    known = _wakes.get(key)
+    if known is not None:
+        known_loop, timer = known
+        if known_loop is loop and not timer.cancelled() and timer.when() <= loop.time() + delay:
+            return  # one at least as soon is set
+        timer.cancel()
+    _wakes[key] = (loop, loop.call_later(delay, _wake, key))
+
+
+def _wake(key: tuple[str, str]) -> None:
+    _wakes.pop(key, None)
+    wake_here(key[0])
 
 
 @asynccontextmanager
