@@ -13,7 +13,7 @@ CPU) and is the sink: a raw asyncio HTTP server on 127.0.0.1 recording when each
                                   [--campaigns 10] [--connections 16] [--serve-workers 2]
                                   [--bare-rate R] [--sink-batch 1] [--pool-size 10]
                                   [--database-url URL] [--redis-url URL] [--source CHECKOUT]
-                                  [--trace FILE]
+                                  [--trace FILE] [--alongside N]
 
 `--campaigns` ACTIVE EVENT_TRIGGERED Push campaigns (ASAP), each waiting for an action of its own;
 events go round-robin over the actions at `--rate` events per second for `--seconds`, so each event
@@ -21,6 +21,10 @@ fires exactly one campaign. Events go as a client sending many users' events sen
 (default 100) events of N users per request (`POST /v1/transition`, which takes up to 1,000
 elements); `--batch 1` sends each event alone (`POST /v1/event`), as a device reporting its own does.
 `--sink-batch N` gives the sink's connector `batch_size` N (N messages per webhook call).
+`--alongside N` adds N users and, once the triggered campaigns are ACTIVE, publishes a one-time
+campaign to every user, whose messages go out while the events are ingested: the latency of the
+triggered messages is then measured beside a large send (the worker gives way to them at the end of
+each campaign's turn, `HERALD_DELIVERY_TURN_SECONDS`).
 Figures:
 - event → sink latency p50 / p95 (from the ingestion's 200, i.e. after its commit, to the message's
   arrival at the sink; target p95 <= 1 s);
@@ -55,6 +59,7 @@ from benchmarks.common import (
     table,
     vacuum_analyze,
 )
+from benchmarks.delivery import _push_body, add_users
 from benchmarks.peers import free_port, herald_env, started
 from herald.clock import SystemClock
 from herald.config import Settings
@@ -73,6 +78,7 @@ class Progress:
         self.acknowledged: dict[int, float] = {}
         self.arrived: dict[int, float] = {}
         self.both = 0
+        self.alongside = 0  # messages of the one-time campaign (`--alongside`)
 
     def ack(self, seq: int, at: float) -> None:
         self.acknowledged[seq] = at
@@ -92,7 +98,8 @@ class Progress:
 
 
 class Sink:
-    """Answers every POST 204 and records each message's arrival (its title is the event's number)."""
+    """Answers every POST 204 and records each message's arrival (a triggered message's title is its
+    event's number; the one-time campaign's are counted)."""
 
     def __init__(self, progress: Progress) -> None:
         self.progress = progress
@@ -106,7 +113,11 @@ class Sink:
                 now = time.perf_counter()
                 with contextlib.suppress(Exception):
                     for message in _messages(orjson.loads(body)):
-                        self.progress.arrive(int(message["message"]["basic_details"]["title"]), now)
+                        title = message["message"]["basic_details"]["title"]
+                        if title.isdigit():
+                            self.progress.arrive(int(title), now)
+                        else:
+                            self.progress.alongside += 1
                 writer.write(b"HTTP/1.1 204 No Content\r\nContent-Length: 0\r\n\r\n")
                 await writer.drain()
         except (asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError):
@@ -326,6 +337,9 @@ async def main() -> None:
     parser.add_argument(
         "--trace", type=Path, default=None, help="write the backlog's samples here (CSV: seconds, firings)"
     )
+    parser.add_argument(
+        "--alongside", type=int, default=0, help="users of a one-time campaign sent meanwhile"
+    )
     args = parser.parse_args()
     key = Fernet.generate_key().decode()
     sqlite = args.database_url.startswith("sqlite")
@@ -379,7 +393,12 @@ async def main() -> None:
     print(
         table(
             f"triggers :: {engine} ({args.campaigns} campaigns, {args.batch} events per request, "
-            f"{args.sink_batch} messages per webhook call, lost {lost})",
+            f"{args.sink_batch} messages per webhook call, lost {lost}"
+            + (
+                f", a one-time campaign to {args.alongside + args.users:,} users alongside)"
+                if args.alongside
+                else ")"
+            ),
             rows,
         )
     )
@@ -437,6 +456,25 @@ async def drive(
             )
             assert status == 204, body
         await asyncio.sleep(1)  # the publish wakes the worker: it creates the campaigns' executions
+        if args.alongside:
+            await add_users(settings, workspace, args.alongside, tokens=True)
+            await _analyse(settings)
+            status, body = await write.request(
+                "POST", "/v5/campaigns", _push_body("Alongside"), Idempotency_Key=uuid.uuid4().hex
+            )
+            assert status == 201, body
+            status, body = await write.request(
+                "PATCH",
+                f"/core-services/v1/campaigns/{orjson.loads(body)['data']['id']}",
+                {"request_id": uuid.uuid4().hex, "updated_by": "bench@example.com", "status": "PUBLISH"},
+                Idempotency_Key=uuid.uuid4().hex,
+            )
+            assert status == 204, body
+            for _ in range(600):  # its sends begun (at most a minute)
+                if progress.alongside:
+                    break
+                await asyncio.sleep(0.1)
+        alongside_before = progress.alongside
         samples: list[tuple[float, int]] = []
         rate = await ingest(
             clients,
@@ -451,6 +489,7 @@ async def drive(
             samples,
         )
         ended = time.perf_counter()
+        alongside_during = progress.alongside - alongside_before
         backlog = progress.backlog
         for _ in range(2400):  # at most 2 minutes to drain
             if progress.backlog == 0:
@@ -486,6 +525,15 @@ async def drive(
         ("backlog growth, second half", f"{slope:+.1f} firings/s"),
         ("drained after", f"{drained:.2f} s"),
     ]
+    if args.alongside:
+        total = args.alongside + args.users
+        rows.append(
+            (
+                "one-time campaign alongside",
+                f"{alongside_during:,} of its {total:,} messages arrived during the ingestion, "
+                f"{total - alongside_before - alongside_during:,} were left when it ended",
+            )
+        )
     figures = [
         Figure("event->sink p50", p50, "ms"),
         Figure("event->sink p95", p95, "ms", at_most=1000),

@@ -21,7 +21,7 @@ _TRUE = frozenset({"1", "on", "t", "true", "y", "yes"})
 _FALSE = frozenset({"0", "off", "f", "false", "n", "no"})
 # The bounds a number must keep to mean anything: sizes, timeouts, intervals and counts are positive;
 # these two may also be 0, which they document (read on every request; never pause).
-_MAY_BE_ZERO = frozenset({"credentials_cache_seconds", "delivery_error_threshold"})
+_MAY_BE_ZERO = frozenset({"credentials_cache_seconds", "delivery_error_threshold", "delivery_turn_seconds"})
 _LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 # RFC 9110 `token`: what may stand in a header name (`X-<token>-Request-Id`, `<token>-APPKEY`).
 _HEADER_TOKEN = re.compile(r"[A-Za-z0-9!#$%&'*+.^_`|~-]+")
@@ -96,6 +96,10 @@ class Settings:
     # A user claimed this long ago by a worker that has not settled it belongs to a worker that
     # died: another worker takes it over (read on the worker's clock).
     delivery_lease_seconds: float = 300.0
+    # A campaign's dispatch gives way after this long once other work was woken meanwhile (a
+    # publish, an event firing a trigger): the tick goes on to it and the dispatch goes on at the
+    # next tick, at once. A dispatch alone sends to its end.
+    delivery_turn_seconds: float = 0.5
     # Sandbox time travel and multi-process tests: read "now" from this file (epoch seconds).
     clock_file: str | None = None
 

@@ -38,17 +38,43 @@ _waiting: set[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = set()
 # Workspaces named by wake-ups since the last tick took them (wake-ups come from any thread).
 _named: set[str] = set()
 _named_mutex = threading.Lock()
+# Wake-ups this process has received (in-process and notified) for new work: a dispatch that sees
+# the count move knows other work became due meanwhile (`wakes`).
+_received = 0
+# Marks a notification that only asks the other workers to share a dispatch under way (an audience
+# written): it names the workspace, and no dispatch gives way for it. A workspace id has no space.
+_SHARE = "share "
 
 
-async def wake_on_commit(session: AsyncSession, workspace_id: str | None = None) -> None:
-    """Wake the workers once the session's transaction commits; `workspace_id`: whose work it is."""
+async def wake_on_commit(
+    session: AsyncSession, workspace_id: str | None = None, *, to_share: bool = False
+) -> None:
+    """Wake the workers once the session's transaction commits; `workspace_id`: whose work it is.
+    `to_share`: the work is the dispatch the caller is doing itself, which other workers may join
+    (see `wakes`)."""
     if session.get_bind().dialect.name == "postgresql":
-        payload = {"channel": CHANNEL, "workspace": workspace_id or ""}
+        payload = {"channel": CHANNEL, "workspace": (_SHARE if to_share else "") + (workspace_id or "")}
         await session.execute(text("SELECT pg_notify(:channel, :workspace)"), payload)
-    event.listen(session.sync_session, "after_commit", lambda _: wake_here(workspace_id), once=True)
+    event.listen(
+        session.sync_session,
+        "after_commit",
+        lambda _: wake_here(workspace_id, new_work=not to_share),
+        once=True,
+    )
 
 
-def _name(workspace_id: str | None) -> None:
+def wakes() -> int:
+    """How many wake-ups for new work this process has received so far: a long dispatch compares it
+    with what it was when its turn began, to give way to the work woken since (a dispatch's own
+    wake-ups to share its work do not count, or it would give way to itself)."""
+    return _received
+
+
+def _note(workspace_id: str | None, new_work: bool = True) -> None:
+    """A wake-up received: counted (`new_work`), and its workspace named."""
+    global _received
+    if new_work:
+        _received += 1  # a plain int: an increment lost between threads only delays a turn's end
     if workspace_id:
         with _named_mutex:
             _named.add(workspace_id)
@@ -63,10 +89,10 @@ def named_first(workspace_ids: list[str]) -> list[str]:
     return first + [workspace_id for workspace_id in workspace_ids if workspace_id not in named]
 
 
-def wake_here(workspace_id: str | None = None) -> None:
+def wake_here(workspace_id: str | None = None, *, new_work: bool = True) -> None:
     """Wake the workers of this process (a tick that left work for the next one: it starts at once);
-    `workspace_id`: whose work it is."""
-    _name(workspace_id)
+    `workspace_id`: whose work it is; `new_work`: counted by `wakes`."""
+    _note(workspace_id, new_work)
     try:
         here: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
     except RuntimeError:
@@ -123,7 +149,8 @@ class Listener:
         log.info("listening for wake-ups on channel %s", CHANNEL)
 
     def _notified(self, _connection: Any, _pid: int, _channel: str, payload: str) -> None:
-        _name(payload)
+        shared = payload.startswith(_SHARE)
+        _note(payload.removeprefix(_SHARE), new_work=not shared)
         self._wake.set()
 
     async def close(self) -> None:

@@ -107,3 +107,54 @@ async def test_a_commit_names_its_workspace_to_every_listening_worker(app: FastA
                 )
                 await session.commit()
             assert await named("WS-NOTIFIED")
+
+
+async def test_a_wake_up_to_share_a_dispatch_names_its_workspace_but_asks_no_dispatch_to_give_way(
+    app: FastAPI,
+) -> None:
+    """The engine's own wake-ups (an audience written, for other workers to join its dispatch) must
+    not end the turn of the dispatch that sent them (`Dispatcher.yielding`); a publish's must."""
+    services: Services = app.state.herald
+    before = wake.wakes()
+    async with services.database.writer() as session:
+        await wake.wake_on_commit(session, "WS-SHARED", to_share=True)
+        await session.commit()
+    assert wake.wakes() == before
+    assert wake.named_first(["WS-A", "WS-SHARED"]) == ["WS-SHARED", "WS-A"]
+    async with services.database.writer() as session:
+        await wake.wake_on_commit(session, "WS-NEW")
+        await session.commit()
+    assert wake.wakes() == before + 1
+    assert wake.named_first(["WS-A", "WS-NEW"]) == ["WS-NEW", "WS-A"]
+    # The same two as notifications, read by a `herald worker`'s listener.
+    listener = wake.Listener("postgresql+asyncpg://postgres@127.0.0.1:5432/any", asyncio.Event())
+    listener._notified(None, 0, wake.CHANNEL, "share WS-SHARED")
+    assert wake.wakes() == before + 1
+    listener._notified(None, 0, wake.CHANNEL, "WS-NEW")
+    assert wake.wakes() == before + 2
+    assert wake.named_first(["WS-A", "WS-NEW", "WS-SHARED"]) == ["WS-NEW", "WS-SHARED", "WS-A"]
+
+
+async def test_a_notification_to_share_a_dispatch_carries_its_mark(app: FastAPI) -> None:
+    """What `wake_on_commit(..., to_share=True)` sends on PostgreSQL is what the listener reads as
+    such (the payload heard through a real LISTEN)."""
+    services: Services = app.state.herald
+    woken = asyncio.Event()
+    async with wake.listening(services.settings.database_url, woken) as listener:
+        if listener is None:
+            pytest.skip("notifications are PostgreSQL's")
+        heard: list[str] = []
+        original = listener._notified
+
+        def record(connection: object, pid: int, channel: str, payload: str) -> None:
+            heard.append(payload)
+            original(connection, pid, channel, payload)
+
+        listener._notified = record  # type: ignore[method-assign]
+        await listener.ensure()
+        async with services.database.writer() as session:
+            await wake.wake_on_commit(session, "WS-SHARED", to_share=True)
+            await session.commit()
+        # (Other tests' notifications may be heard as well: only this one's are looked at.)
+        await _until(lambda: any("WS-SHARED" in payload for payload in heard), "the notification is heard")
+        assert [payload for payload in heard if "WS-SHARED" in payload] == ["share WS-SHARED"]

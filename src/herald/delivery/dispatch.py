@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime, timedelta
 from types import TracebackType
@@ -38,6 +39,7 @@ from herald.delivery.smtp import SmtpSessions
 from herald.delivery.webhook import new_lane, send_webhook, send_webhook_batch
 from herald.direct_writes import Transaction, Writer
 from herald.joined_writes import FirstWrite, Joined
+from herald.wake import wakes
 
 
 class Lanes:
@@ -142,6 +144,7 @@ class Dispatcher:
         self._lanes = Lanes.of(settings) if lanes is None else lanes
         self._smtp = SmtpSessions()
         self._stop = stop
+        self._turn: tuple[float, int] | None = None
 
     def now(self) -> datetime:
         """The moment, as the dispatcher's clock says it now (a long send checks the campaign's
@@ -152,6 +155,24 @@ class Dispatcher:
     def stopping(self) -> bool:
         """The process is stopping: finish the batch in hand, claim no other."""
         return self._stop is not None and self._stop.is_set()
+
+    def begin_turn(self) -> None:
+        """A campaign's turn in the tick begins (`yielding`)."""
+        self._turn = (time.monotonic(), wakes())
+
+    @property
+    def yielding(self) -> bool:
+        """Finish the batch in hand and claim no other: the process is stopping, or the campaign in
+        hand has had its turn (`delivery_turn_seconds`) and other work was woken since it began. A
+        worker sending a million users sent nothing else meanwhile, not even an event-triggered
+        message due within a second; it now gives way, and its tick goes on to the rest (the
+        event-triggered campaigns first, `engine.tick`) before taking the campaign up again."""
+        if self.stopping:
+            return True
+        if self._turn is None:
+            return False
+        began, seen = self._turn
+        return wakes() != seen and time.monotonic() - began >= self._settings.delivery_turn_seconds
 
     async def __aenter__(self) -> Self:
         return self

@@ -200,7 +200,7 @@ async def prepare(
             current.updated_at = now
             if streaming:
                 current.status = ExecutionStatus.DISPATCHING
-                await wake_on_commit(session, execution.workspace_id)  # other workers share the dispatch
+                await wake_on_commit(session, execution.workspace_id, to_share=True)  # other workers join
         await session.commit()
     async with database.reader() as session:  # this execution, whichever run it is
         found = await session.get(Execution, (execution.workspace_id, execution.id))
@@ -361,9 +361,8 @@ async def resolve_chunk(
             current.resolved_at = now
             if current.status == ExecutionStatus.RESOLVING:
                 current.status = ExecutionStatus.DISPATCHING
-            await wake_on_commit(
-                session, execution.workspace_id
-            )  # workers that found it resolving share the dispatch
+            # Workers that found it resolving join its dispatch.
+            await wake_on_commit(session, execution.workspace_id, to_share=True)
         if inserted:
             # Claims and updates read these from the first chunk on (see `planner_statistics`).
             await planner_statistics.analyze_if_unknown(

@@ -1077,10 +1077,14 @@ async def dispatch(
             return None
         return _Batch(plan, claimed, await _envelopes(database, plan, execution, claimed, at), at)
 
+    sent_any = False
     try:
         while True:
             await asyncio.sleep(0)  # between batches, the requests of an embedding server (see resolve)
-            if dispatcher.stopping:  # SIGTERM: the batch in hand is done; the rest waits for a tick
+            # SIGTERM, or the campaign's turn is over (after one batch at least, so that a stream of
+            # wake-ups cannot hold it back for ever): the batch in hand is done, the rest waits for
+            # the next tick.
+            if dispatcher.stopping or (sent_any and dispatcher.yielding):
                 return False
             if plan.connector is not None and dispatcher.failing(plan.connector) is not None:
                 await flight.drain()  # the reason then counts the answers of the windows out
@@ -1119,6 +1123,7 @@ async def dispatch(
             plan, going = await _send_batch(
                 database, dispatcher, plan, execution, batch.claimed, batch.at, rendered, flight, renewal
             )
+            sent_any = True
             if not going:
                 return False
     except BaseException:

@@ -161,29 +161,37 @@ async def run_executions(
         for live_activity in live_activities:
             with _contained(workspace_id, live_activity.campaign_id):
                 await broadcast.run_broadcasts(database, dispatcher, [live_activity], now, lease)
-        for campaign in campaigns:
-            with _contained(workspace_id, campaign.campaign_id):
-                execution = await start_execution(database, campaign, now, 1, _start_of(campaign))
-                if await _run_one(database, dispatcher, store, campaign, execution, now, lease):
-                    finished.append(campaign.campaign_id)
-        # The EVENT executions together (one claim, one window for all of them); a business
-        # event's raises one by one (each resolved first, DONE when settled).
+        # The EVENT executions first, together (one claim, one window for all of them): their
+        # messages are due within a second of their events, and the campaigns below give way to
+        # them at the end of their turn (`Dispatcher.yielding`). Then a business event's raises
+        # one by one (each resolved first, DONE when settled).
         events: list[tuple[LiveCampaign, Execution]] = []
+        raises: list[tuple[LiveCampaign, Execution]] = []
         for campaign, execution in triggered:
             if execution.trigger == triggers.EVENT and execution.status == ExecutionStatus.DISPATCHING:
                 events.append((campaign, execution))
             else:
-                with _contained(workspace_id, campaign.campaign_id):
-                    await _run_triggered(database, dispatcher, store, campaign, execution, now, lease)
+                raises.append((campaign, execution))
         with _contained(workspace_id, None):
             lanes = await _lanes(database, store, workspace_id, events)
             await dispatch_lanes(database, dispatcher, lanes, lease)
+        for campaign, execution in raises:
+            with _contained(workspace_id, campaign.campaign_id):
+                dispatcher.begin_turn()
+                await _run_triggered(database, dispatcher, store, campaign, execution, now, lease)
+        for campaign in campaigns:
+            with _contained(workspace_id, campaign.campaign_id):
+                dispatcher.begin_turn()
+                execution = await start_execution(database, campaign, now, 1, _start_of(campaign))
+                if await _run_one(database, dispatcher, store, campaign, execution, now, lease):
+                    finished.append(campaign.campaign_id)
         for each in repeating:
             with _contained(workspace_id, each.campaign.campaign_id):
                 await periodic.due_runs(database, each, now)
                 runs = await periodic.live_runs(database, workspace_id, each.campaign.campaign_id)
                 in_flight = False
                 for execution in runs:
+                    dispatcher.begin_turn()
                     in_flight |= not await _run_one(
                         database, dispatcher, store, each.campaign, execution, now, lease
                     )
@@ -399,7 +407,7 @@ async def _run_one(
                     counting = None
                 if written:
                     break
-                if dispatcher.stopping:
+                if dispatcher.yielding:
                     return False  # the rest of the audience is written by the next tick
                 if not await still_sending(database, execution, dispatcher.now()):
                     return False  # stopped or paused: the rest is written when it goes on

@@ -1,0 +1,58 @@
+"""A long dispatch gives way to work woken meanwhile: a worker sending a large campaign still sends
+an event-triggered message within its turn (`delivery_turn_seconds`), instead of after the whole
+campaign. The engine runs embedded (`worker.run_forever`, a poll of an hour): what reaches the
+receiver got there because a commit woke it."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+
+import httpx
+import pytest
+from fastapi import FastAPI
+
+from herald.campaigns import worker
+from herald.services import Services
+from tests.delivery.conftest import add_users
+from tests.delivery.servers import HttpReceiver
+from tests.delivery.test_engine_send import PUSH, publish
+from tests.delivery.test_engine_triggers import EVENT, ready, send_event
+from tests.delivery.test_engine_wake import HOUR, _of, _until
+from tests.factories import Tenant
+
+AUDIENCE = 600  # three claims' worth on SQLite, more than one window on PostgreSQL
+
+
+@pytest.mark.own_database  # the worker scans every workspace
+async def test_an_event_triggered_message_goes_out_while_a_large_campaign_sends(
+    app: FastAPI, client: httpx.AsyncClient, workspace: Tenant, webhook: HttpReceiver
+) -> None:
+    services: Services = app.state.herald
+    await ready(app, workspace, webhook, "ana")
+    await add_users(
+        app,
+        workspace.workspace_id,
+        *({"customer_id": f"u{i:04}", "push_id": f"tok-{i}", "platform": "ANDROID"} for i in range(AUDIENCE)),
+    )
+    settings = dataclasses.replace(services.settings, delivery_turn_seconds=0.0)
+    stop = asyncio.Event()
+    task = asyncio.create_task(worker.run_forever(services.database, services.clock, HOUR, stop, settings))
+    try:
+        triggered = await publish(client, workspace, EVENT)
+        webhook.hold()  # the large campaign's first requests wait at the receiver
+        large = await publish(client, workspace, PUSH)
+        assert await asyncio.to_thread(webhook.entered.wait, 30)
+        await send_event(client, workspace, "ana", "added_to_cart", product="Boots")
+        webhook.release()
+        await _until(lambda: _of(webhook, triggered) == ["ana"], "the event-triggered message is sent")
+        # It went out while the large campaign still had users to send to ...
+        assert len(_of(webhook, large)) < AUDIENCE + 1
+        # ... which the worker takes up again at once, to the end.
+        await _until(lambda: len(_of(webhook, large)) == AUDIENCE + 1, "the large campaign is sent")
+    finally:
+        webhook.release()
+        stop.set()
+        await task
+    assert not task.exception()
+    assert sorted(_of(webhook, large)) == sorted(["ana", *(f"u{i:04}" for i in range(AUDIENCE))])
