@@ -387,6 +387,53 @@ class TestTriggeredCampaigns:
         assert figures["control"]["conversion_rate"] == pytest.approx(3 / len(control))
         assert figures["sent"]["uplift"] == pytest.approx(-1.0)  # no sent user converted
 
+    async def test_a_firing_without_its_anchor_holds_nobody_out(
+        self,
+        app: FastAPI,
+        client: httpx.AsyncClient,
+        clock: FrozenClock,
+        workspace: Tenant,
+        webhook: HttpReceiver,
+    ) -> None:
+        # BEFORE an anchor the event lacks, or one already past: no message would ever go, to a
+        # control user either, so the control side gets no user and no conversion from it.
+        await push_connector(app, workspace, webhook)
+        users = await push_users(app, workspace, 20)
+        body = with_goals(OPENED, hours=24, body=EVENT)
+        body["trigger_condition"] = {
+            **body["trigger_condition"],
+            "trigger_delay_type": "DELAY",
+            "trigger_delay_value": 1,
+            "trigger_delay_granularity": "HOURS",
+            "trigger_relation": "BEFORE",
+            "trigger_attr": {"name": "departure"},
+        }
+        body["control_group_details"] = {
+            "is_campaign_control_group_enabled": True,
+            "campaign_control_group_percentage": 50,
+        }
+        campaign_id = await publish(client, workspace, body)
+        past = rfc3339(clock.now() - timedelta(hours=1))
+        await transition(
+            client,
+            workspace,
+            [
+                (u, {"action": "added_to_cart", "attributes": {"departure": past} if i % 2 else {}})
+                for i, u in enumerate(users)
+            ],
+        )
+        await tick(app, workspace)
+        clock.advance(minutes=30)
+        await transition(client, workspace, [(u, opened()) for u in users])
+        await tick(app, workspace)
+        assert webhook.received == []
+        [run] = (await stats(client, workspace, campaign_id))["executions"]
+        assert (run["audience"], run["suppressed"]["trigger_time"]) == (20, 20)
+        assert run["held_out"] == {"control_group": 0, "global_control": 0}
+        figures = run["conversions"]
+        assert (figures["control"]["users"], figures["control"]["conversions"]) == (0, 0)
+        assert (figures["sent"]["users"], figures["sent"]["conversions"]) == (0, 0)
+
     async def test_the_event_that_fired_a_message_is_not_its_conversion(
         self,
         app: FastAPI,

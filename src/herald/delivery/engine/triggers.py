@@ -486,9 +486,16 @@ async def _fire_campaign(
             trigger, event.occurred_at, event.attributes or {}, now, hours.get(event.customer_id), tz
         )
         rank = rank_of(campaign.campaign_id, event.customer_id)
-        state, reason = held_out(event.customer_id, rank) or ("PENDING", None)
-        if state == "PENDING" and due is None:
+        state: str
+        reason: str | None
+        if due is None:
+            # No moment to send at (BEFORE an anchor missing or past): no message would ever go,
+            # so nobody is held out of one. Held out first, a control user's firing opened an
+            # attribution window at once, and the control side counted users, and conversions,
+            # that the sent side can never have.
             state, reason = "SUPPRESSED", Dropped.TRIGGER_TIME
+        else:
+            state, reason = held_out(event.customer_id, rank) or ("PENDING", None)
         rows.append(
             firing_row(
                 execution, event.customer_id, event.id, rank, state, reason, due, now, event.attributes
