@@ -16,8 +16,9 @@ from herald.campaigns import worker
 from herald.services import Services
 from tests.delivery.conftest import add_users
 from tests.delivery.servers import HttpReceiver
-from tests.delivery.test_engine_send import PUSH, publish
-from tests.delivery.test_engine_triggers import EVENT, ready, send_event
+from herald.delivery.engine.triggers import INBOX_BATCH
+from tests.delivery.test_engine_send import PUSH, publish, stats, tick
+from tests.delivery.test_engine_triggers import EVENT, ready, send_event, send_transition
 from tests.delivery.test_engine_wake import HOUR, _of, _until
 from tests.factories import Tenant
 
@@ -56,3 +57,30 @@ async def test_an_event_triggered_message_goes_out_while_a_large_campaign_sends(
         await task
     assert not task.exception()
     assert sorted(_of(webhook, large)) == sorted(["ana", *(f"u{i:04}" for i in range(AUDIENCE))])
+
+
+async def test_events_left_in_the_inbox_end_a_campaigns_turn(
+    app: FastAPI, client: httpx.AsyncClient, workspace: Tenant, webhook: HttpReceiver
+) -> None:
+    """More events than one tick takes: the tick that fires the first of them leaves the rest to
+    the next one, and the campaign sending meanwhile gives way at the end of its turn (its tick's
+    own wake-up came before the turn began, so only knowing what is left can end it)."""
+    services: Services = app.state.herald
+    services.settings = dataclasses.replace(services.settings, delivery_turn_seconds=0.0)
+    customers = [f"u{i:04}" for i in range(AUDIENCE)]
+    await ready(app, workspace, webhook, *customers)
+    triggered = await publish(client, workspace, EVENT)
+    events = [
+        {"type": "event", "customer_id": customers[i % AUDIENCE], "actions": [{"action": "added_to_cart"}]}
+        for i in range(INBOX_BATCH + 1)
+    ]
+    for start in range(0, len(events), 1000):
+        await send_transition(client, workspace, events[start : start + 1000])
+    large = await publish(client, workspace, PUSH)
+    await tick(app, workspace)
+    assert len(_of(webhook, triggered)) == INBOX_BATCH
+    [run] = (await stats(client, workspace, large))["executions"]
+    assert 0 < run["sent"] < AUDIENCE
+    await tick(app, workspace)
+    assert len(_of(webhook, triggered)) == INBOX_BATCH + 1
+    assert len(_of(webhook, large)) == AUDIENCE

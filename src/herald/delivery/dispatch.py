@@ -144,7 +144,7 @@ class Dispatcher:
         self._lanes = Lanes.of(settings) if lanes is None else lanes
         self._smtp = SmtpSessions()
         self._stop = stop
-        self._turn: tuple[float, int] | None = None
+        self._turn: tuple[float, int, bool] | None = None
 
     def now(self) -> datetime:
         """The moment, as the dispatcher's clock says it now (a long send checks the campaign's
@@ -156,9 +156,11 @@ class Dispatcher:
         """The process is stopping: finish the batch in hand, claim no other."""
         return self._stop is not None and self._stop.is_set()
 
-    def begin_turn(self) -> None:
-        """A campaign's turn in the tick begins (`yielding`)."""
-        self._turn = (time.monotonic(), wakes())
+    def begin_turn(self, others_waiting: bool = False) -> None:
+        """A campaign's turn in the tick begins (`yielding`); `others_waiting`: work known to wait
+        already (events left in the inbox for the next tick), which the turn gives way to as to
+        work woken during it."""
+        self._turn = (time.monotonic(), wakes(), others_waiting)
 
     @property
     def yielding(self) -> bool:
@@ -171,8 +173,9 @@ class Dispatcher:
             return True
         if self._turn is None:
             return False
-        began, seen = self._turn
-        return wakes() != seen and time.monotonic() - began >= self._settings.delivery_turn_seconds
+        began, seen, others_waiting = self._turn
+        woken = others_waiting or wakes() != seen
+        return woken and time.monotonic() - began >= self._settings.delivery_turn_seconds
 
     async def __aenter__(self) -> Self:
         return self

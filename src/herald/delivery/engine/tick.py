@@ -147,8 +147,11 @@ async def run_executions(
     lease = timedelta(seconds=settings.delivery_lease_seconds)
     await abandoned.settle_orphans(database, workspace_id, now, lease)
     campaigns, finished = await _sending(database, workspace_id)
-    if await triggers.fire(database, workspace_id, now):
-        wake_here(workspace_id)  # more events wait in the inbox: the next tick takes them once these are sent
+    # More events than one tick takes may wait in the inbox: the next tick takes them once these
+    # are sent, and the campaigns give way to them at the end of their turn (`begin_turn`).
+    more_events = await triggers.fire(database, workspace_id, now)
+    if more_events:
+        wake_here(workspace_id)
     triggered = await _triggered_due(database, workspace_id, now, lease)
     live_activities = await broadcast.due(database, workspace_id)
     repeating = await periodic.active(database, workspace_id)
@@ -177,11 +180,11 @@ async def run_executions(
             await dispatch_lanes(database, dispatcher, lanes, lease)
         for campaign, execution in raises:
             with _contained(workspace_id, campaign.campaign_id):
-                dispatcher.begin_turn()
+                dispatcher.begin_turn(more_events)
                 await _run_triggered(database, dispatcher, store, campaign, execution, now, lease)
         for campaign in campaigns:
             with _contained(workspace_id, campaign.campaign_id):
-                dispatcher.begin_turn()
+                dispatcher.begin_turn(more_events)
                 execution = await start_execution(database, campaign, now, 1, _start_of(campaign))
                 if await _run_one(database, dispatcher, store, campaign, execution, now, lease):
                     finished.append(campaign.campaign_id)
@@ -191,7 +194,7 @@ async def run_executions(
                 runs = await periodic.live_runs(database, workspace_id, each.campaign.campaign_id)
                 in_flight = False
                 for execution in runs:
-                    dispatcher.begin_turn()
+                    dispatcher.begin_turn(more_events)
                     in_flight |= not await _run_one(
                         database, dispatcher, store, each.campaign, execution, now, lease
                     )
