@@ -203,6 +203,110 @@ class TestPauseResume:
         assert await status(client, workspace, campaign_id) == "SENT"
 
 
+async def change_schedule(
+    client: httpx.AsyncClient, tenant: Tenant, campaign_id: str, **periodic_details: Any
+) -> None:
+    """C3 on the live campaign: its whole `scheduling_details` with these `periodic_details` set."""
+    scheduling = (await h.get(client, tenant, campaign_id))["scheduling_details"]
+    scheduling["periodic_details"].update(periodic_details)
+    response = await client.patch(
+        f"/v5/campaigns/{campaign_id}",
+        json={"scheduling_details": scheduling},
+        headers=tenant.write_headers(campaigns=True),
+    )
+    assert response.status_code == 200, response.text
+
+
+class TestScheduleChanges:
+    async def test_a_longer_interval_runs_every_date_of_the_new_schedule(
+        self,
+        app: FastAPI,
+        client: httpx.AsyncClient,
+        workspace: Tenant,
+        webhook: HttpReceiver,
+        clock: FrozenClock,
+    ) -> None:
+        # Daily runs 1-3, then every third day: the dates of the new schedule counted from the start
+        # (1, 4, 7, 10 March) are its first, second, third and fourth; 4 and 7 March must not be
+        # taken for runs 2 and 3, done already, and left unsent.
+        await push_connector(app, workspace, webhook)
+        await push_users(app, workspace, 1)
+        clock.set(datetime(2026, 2, 28, 12, 0, tzinfo=UTC))
+        campaign_id = await publish(client, workspace, periodic("2026-03-01T09:00:00", "UTC"))
+        for day in (1, 2, 3):
+            await at(app, clock, workspace, datetime(2026, 3, day, 9, 0, tzinfo=UTC))
+        clock.set(datetime(2026, 3, 3, 12, 0, tzinfo=UTC))
+        await change_schedule(client, workspace, campaign_id, repeat_frequency=3)
+        for day in range(4, 11):
+            await at(app, clock, workspace, datetime(2026, 3, day, 9, 0, tzinfo=UTC))
+        executions = (await stats(client, workspace, campaign_id))["executions"]
+        assert [(e["run"], e["scheduled_for"][:10]) for e in executions] == [
+            (1, "2026-03-01"),
+            (2, "2026-03-02"),
+            (3, "2026-03-03"),
+            (4, "2026-03-04"),
+            (5, "2026-03-07"),
+            (6, "2026-03-10"),
+        ]
+        assert len(webhook.received) == 6
+
+    async def test_a_date_the_change_adds_before_now_is_not_sent_late(
+        self,
+        app: FastAPI,
+        client: httpx.AsyncClient,
+        workspace: Tenant,
+        webhook: HttpReceiver,
+        clock: FrozenClock,
+    ) -> None:
+        await push_connector(app, workspace, webhook)
+        await push_users(app, workspace, 1)
+        clock.set(datetime(2026, 3, 1, 12, 0, tzinfo=UTC))
+        body = periodic("2026-03-02T09:00:00", "UTC", sending_frequency="WEEKLY")
+        body["scheduling_details"]["periodic_details"]["repeat_on_days_of_week"] = ["MONDAY"]
+        campaign_id = await publish(client, workspace, body)
+        await at(app, clock, workspace, datetime(2026, 3, 2, 9, 0, tzinfo=UTC))  # Monday
+        clock.set(datetime(2026, 3, 5, 12, 0, tzinfo=UTC))  # Thursday: Wednesdays too from now on
+        await change_schedule(client, workspace, campaign_id, repeat_on_days_of_week=["MONDAY", "WEDNESDAY"])
+        await tick(app, workspace)
+        assert len(webhook.received) == 1  # not yesterday's Wednesday, at once
+        for day in (9, 11):
+            await at(app, clock, workspace, datetime(2026, 3, day, 9, 0, tzinfo=UTC))
+        executions = (await stats(client, workspace, campaign_id))["executions"]
+        assert [(e["run"], e["scheduled_for"][:10]) for e in executions] == [
+            (1, "2026-03-02"),
+            (3, "2026-03-09"),
+            (4, "2026-03-11"),
+        ]
+
+    async def test_a_content_change_keeps_an_occurrence_due_but_not_yet_started(
+        self,
+        app: FastAPI,
+        client: httpx.AsyncClient,
+        workspace: Tenant,
+        webhook: HttpReceiver,
+        clock: FrozenClock,
+    ) -> None:
+        # Only a change of the schedule moves the moment runs count from: a content change made
+        # after 09:00, before the worker's tick reached the run, still has it sent.
+        await push_connector(app, workspace, webhook)
+        await push_users(app, workspace, 1)
+        clock.set(datetime(2026, 3, 1, 12, 0, tzinfo=UTC))
+        campaign_id = await publish(client, workspace, periodic("2026-03-02T09:00:00", "UTC"))
+        await at(app, clock, workspace, datetime(2026, 3, 2, 9, 0, tzinfo=UTC))
+        clock.set(datetime(2026, 3, 3, 9, 0, 5, tzinfo=UTC))
+        content = copy.deepcopy(PUSH["campaign_content"])
+        content["content"]["push"]["android"]["basic_details"]["title"] = "Changed"
+        response = await client.patch(
+            f"/v5/campaigns/{campaign_id}",
+            json={"campaign_content": content},
+            headers=workspace.write_headers(campaigns=True),
+        )
+        assert response.status_code == 200, response.text
+        await tick(app, workspace)
+        titles = [r.json()["message"]["basic_details"]["title"] for r in webhook.received]
+        assert titles == ["Hi you", "Changed"]
+
+
 class TestMonthly:
     async def test_the_31st_runs_only_in_months_that_have_one(
         self,

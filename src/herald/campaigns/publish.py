@@ -31,7 +31,7 @@ from herald.campaigns.schemas.campaign import (
 )
 from herald.campaigns.schemas.common import CampaignStatus, DeliveryType, EmailAddress, Feature
 from herald.campaigns.validation import UpdateModels
-from herald.delivery.engine import periodic
+from herald.delivery.engine import periodic, resumes
 from herald.errors import Unprocessable
 from herald.ids import object_id
 from herald.joined_writes import Answer, ClaimedRead
@@ -161,6 +161,9 @@ async def _new_version(session: AsyncSession, prepared: service.PreparedUpdate, 
     if getattr(result, "rowcount", 0) != 1:
         raise service.stale()
     components = prepared.components
+    await resumes.record_schedule_change(
+        session, old.workspace_id, old.id, old.delivery_type, old.status, old.components, components, now
+    )
     row = Campaign(
         workspace_id=old.workspace_id,
         id=object_id(now),

@@ -32,6 +32,7 @@ from herald.campaigns.validation import (
     validate_campaign,
 )
 from herald.delivery import connectors as delivery_connectors
+from herald.delivery.engine import resumes
 from herald.errors import DuplicateRequestId, InvalidState, NotFound, PreconditionFailed, ValidationFailed
 from herald.ids import is_object_id, object_id
 from herald.joined_writes import Answer, ClaimedRead, ClaimedStatement
@@ -392,6 +393,16 @@ async def apply_update(session: AsyncSession, prepared: PreparedUpdate, now: dat
     """Write a prepared update onto its row, in place."""
     row = prepared.row
     previous_tags = set(row.tags)
+    await resumes.record_schedule_change(
+        session,
+        row.workspace_id,
+        row.id,
+        row.delivery_type,
+        row.status,
+        row.components,
+        prepared.components,
+        now,
+    )
     for name, value in _written_columns(prepared, now).items():
         setattr(row, name, value)
     row.revision += 1
@@ -417,6 +428,16 @@ async def write_update(
     values = {**columns, "revision": revision}
     if not await repository.write_stored(session, workspace_id, stored, values, joined):
         raise stale()
+    await resumes.record_schedule_change(
+        session,
+        workspace_id,
+        stored.id,
+        stored.delivery_type,
+        stored.status,
+        stored.components,
+        columns["components"],
+        now,
+    )
     if set(columns["tags"]) != set(stored.tags):
         await repository.replace_tags(session, workspace_id, stored.id, columns["tags"])
     return revision

@@ -13,6 +13,9 @@ campaign; C6 lists it with `include_child_campaigns`, C7 counts it in `total_chi
 - PAUSE stops the run in flight (its unsent users stay unsent) and skips the occurrences while
   PAUSED; RESUME records the moment (`PeriodicResume`), and only occurrences from then on run:
   the next one after the resume, no catch-up burst.
+- A change of an ACTIVE campaign's schedule records the same moment (`resumes`): its occurrences
+  before the change never run. A run is for its moment (`scheduled_for`): an occurrence is
+  started once, whatever the schedule became, and numbered after the last run (`number_of`).
 - `no_of_occurences` is the number of runs ("total sends"), not of dates: a date skipped while
   PAUSED, or missed while no worker ran, does not use one up; the runs go on at the dates after.
 - Once the schedule has no run left (`no_of_occurences` runs started, or no occurrence before
@@ -25,7 +28,7 @@ campaign; C6 lists it with `include_child_campaigns`, C7 counts it in `total_chi
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -37,9 +40,17 @@ from herald.campaigns.schemas.common import CampaignStatus, Channel, DeliveryTyp
 from herald.db import Database
 from herald.delivery.engine.content import live_campaign
 from herald.delivery.engine.models import Execution, PeriodicResume
-from herald.delivery.engine.occurrences import Occurrence, Recurrence, following, latest, recurrence_of
+from herald.delivery.engine.occurrences import (
+    Occurrence,
+    Recurrence,
+    following,
+    latest,
+    occurrences,
+    recurrence_of,
+)
 from herald.delivery.engine.pause import PAUSED
 from herald.delivery.engine.resolve import ExecutionStatus, LiveCampaign, start_execution
+from herald.delivery.engine.resumes import record_resume as record_resume  # publish, RESUME
 from herald.ids import object_id
 
 log = logging.getLogger("herald.delivery.engine")
@@ -100,27 +111,42 @@ async def _resumed_at(database: Database, workspace_id: str, campaign_id: str) -
         return found
 
 
-async def record_resume(session: AsyncSession, workspace_id: str, campaign_id: str, now: datetime) -> None:
-    """A publish or a RESUME of a periodic campaign at `now`: occurrences before it are never run
-    (the caller commits, with the status change)."""
-    found = await session.get(PeriodicResume, (workspace_id, campaign_id))
-    if found is None:
-        session.add(PeriodicResume(workspace_id=workspace_id, campaign_id=campaign_id, resumed_at=now))
-    else:
-        found.resumed_at = now
-
-
-async def _runs(database: Database, workspace_id: str, campaign_id: str) -> set[int]:
-    """The occurrences of the campaign that were started (by their number)."""
+async def _runs(database: Database, workspace_id: str, campaign_id: str) -> dict[int, datetime | None]:
+    """The occurrences of the campaign that were started: each run's number and the moment it was
+    for."""
     async with database.reader() as session:
-        found = await session.scalars(
-            select(Execution.run).where(
+        found = await session.execute(
+            select(Execution.run, Execution.scheduled_for).where(
                 Execution.workspace_id == workspace_id,
                 Execution.campaign_id == campaign_id,
                 Execution.run.is_not(None),
             )
         )
-        return {int(run) for run in found}
+        return {int(run): scheduled_for for run, scheduled_for in found.all()}
+
+
+def number_of(recurrence: Recurrence, occurrence: Occurrence, runs: dict[int, datetime | None]) -> int | None:
+    """The run number `occurrence` takes, or None when it must not run: it was started already (a
+    run is for its moment), or it is not after the last run started (never started late behind it).
+
+    The number is the occurrence's date's (`Occurrence.run`) while the schedule stays as it was.
+    After a change of the schedule (a live campaign's `periodic_details` may change) the dates are
+    counted anew, so the numbers go on from the last run: the last run's number plus the
+    occurrences of the schedule now after it, up to this one. Either way the number follows from
+    what was started, so two workers starting the same occurrence take the same number (the unique
+    index on the run lets one of them write it)."""
+    if not runs:
+        return occurrence.run
+    if occurrence.at in runs.values():
+        return None
+    last = max(runs)
+    after = runs[last]
+    if after is None:
+        return last + 1
+    if occurrence.at <= after:
+        return None
+    between = sum(1 for each in occurrences(recurrence, occurrence.at) if each.at > after)
+    return last + between
 
 
 def _child_writer(
@@ -162,17 +188,21 @@ def _child_writer(
 
 async def due_runs(database: Database, periodic: PeriodicCampaign, now: datetime) -> None:
     """Start the occurrence due at `now`, unless it ran (or was started) already or was missed
-    while the campaign was paused."""
+    while the campaign was paused (or came before a change of its schedule)."""
     occurrence = latest(periodic.recurrence, now)
     if occurrence is None:
         return
     campaign = periodic.campaign
     runs = await _runs(database, campaign.workspace_id, campaign.campaign_id)
-    if occurrence.run in runs or _all_run(periodic.recurrence, runs):
+    if _all_run(periodic.recurrence, runs):
+        return
+    number = number_of(periodic.recurrence, occurrence, runs)
+    if number is None:
         return
     resumed = await _resumed_at(database, campaign.workspace_id, campaign.campaign_id)
     if resumed is not None and occurrence.at < resumed:
         return  # missed while PAUSED: skipped
+    occurrence = Occurrence(number, occurrence.at)
     execution = await start_execution(
         database, campaign, now, occurrence.run, occurrence.at, _child_writer(periodic.row, occurrence, now)
     )
@@ -204,7 +234,7 @@ async def live_runs(database: Database, workspace_id: str, campaign_id: str) -> 
         )
 
 
-def _all_run(recurrence: Recurrence, runs: set[int]) -> bool:
+def _all_run(recurrence: Recurrence, runs: Collection[int]) -> bool:
     return recurrence.count is not None and len(runs) >= recurrence.count
 
 
