@@ -35,6 +35,7 @@ from tests.delivery.test_engine_send import (
     _publish_to_gate,
     publish,
     stats,
+    status,
     tick,
 )
 from tests.delivery.test_engine_send_time import add_events
@@ -840,6 +841,34 @@ class TestBusinessEvent:
         runs = (await stats(client, workspace, campaign_id))["executions"]
         assert [(r["run"], r["status"], r["sent"]) for r in runs] == [(1, "DONE", 2), (2, "DONE", 2)]
         assert [r["trigger"] for r in runs] == ["BUSINESS", "BUSINESS"]
+
+    async def test_a_campaign_past_its_expiry_is_not_started(
+        self,
+        app: FastAPI,
+        client: httpx.AsyncClient,
+        workspace: Tenant,
+        webhook: HttpReceiver,
+        clock: FrozenClock,
+    ) -> None:
+        # Raised after the expiry, before a worker's tick has marked the campaign SENT: the answer
+        # starts nothing (it said one campaign started, and the worker stopped that run at once).
+        await ready(app, workspace, webhook, "ana")
+        clock.set(datetime(2026, 3, 2, 10, 0, tzinfo=UTC))
+        body = copy.deepcopy(BUSINESS)
+        body["scheduling_details"] = {"delivery_type": "ASAP", "expiry_time": "2026-03-03T10:00:00Z"}
+        campaign_id = await publish(client, workspace, body)
+        clock.set(datetime(2026, 3, 3, 10, 0, tzinfo=UTC))
+        response = await client.post(
+            f"/v1/business-event/{workspace.workspace_id}",
+            json={"name": "price_drop", "attributes": {"product": "Boots", "price": 30}},
+            headers=workspace.write_headers(),
+        )
+        assert response.status_code == 202, response.text
+        assert response.json()["data"]["campaigns_started"] == 0
+        await tick(app, workspace)
+        assert webhook.received == []
+        assert (await stats(client, workspace, campaign_id))["executions"] == []
+        assert await status(client, workspace, campaign_id) == "SENT"
 
     async def test_bad_input(self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant) -> None:
         path = f"/v1/business-event/{workspace.workspace_id}"

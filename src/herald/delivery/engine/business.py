@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import Field, ValidationError
-from sqlalchemy import func, select
+from sqlalchemy import func, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from herald.audience.attributes import normalise_attributes
@@ -72,7 +72,8 @@ def parse(raw: Any) -> tuple[str, dict[str, Any]]:
 async def raise_event(
     session: AsyncSession, workspace_id: str, name: str, attributes: dict[str, Any], now: datetime
 ) -> dict[str, Any]:
-    """Start a run of every ACTIVE campaign waiting for `name` (the caller commits)."""
+    """Start a run of every ACTIVE campaign waiting for `name`, not past its `expiry_time` (the
+    caller commits)."""
     rows = (
         await session.execute(
             select(Campaign.id, Campaign.campaign_id, Campaign.components)
@@ -81,6 +82,9 @@ async def raise_event(
                 Campaign.is_latest,
                 Campaign.status == CampaignStatus.ACTIVE.value,
                 Campaign.delivery_type == DeliveryType.BUSINESS_EVENT_TRIGGERED.value,
+                # Past its expiry a campaign waits for nothing, ACTIVE until the worker's next
+                # tick marks it SENT: a raise then would start a run the worker stops at once.
+                or_(Campaign.expiry_at.is_(None), Campaign.expiry_at > now),
             )
             .order_by(Campaign.id)
             # Two raises at once number their runs one after the other.
