@@ -6,7 +6,7 @@ from __future__ import annotations
 import copy
 from datetime import UTC, datetime, timedelta
 from typing import Any
-from zoneinfo import ZoneInfo
+from zoneinfo import ZoneInfo, available_timezones
 
 import httpx
 from fastapi import FastAPI
@@ -14,8 +14,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from herald.audience import service as audience_service
+from herald.campaigns.lifecycle import first_local_moment
+from herald.campaigns.schemas.scheduling import SchedulingDetails
 from herald.clock import FrozenClock
-from herald.delivery.engine.send_time import BTS, USER_TIMEZONE, Moment, SendTimeRule, best_hour, moment_for
+from herald.delivery.engine.send_time import (
+    BTS,
+    USER_TIMEZONE,
+    Moment,
+    SendTimeRule,
+    best_hour,
+    moment_for,
+    rule_of,
+)
 from herald.services import Services
 from tests.delivery.builders import push_connector
 from tests.delivery.conftest import add_users
@@ -103,6 +113,51 @@ class TestUserTimezone:
         assert len(webhook.received) == 2
         await at(app, clock, workspace, datetime(2026, 3, 2, 14, 0, tzinfo=UTC))
         assert receivers(webhook) == ["london", "ny", "plain"]
+        assert await status(client, workspace, campaign_id) == "SENT"
+
+    async def test_published_ahead_every_user_is_sent_at_their_own_wall_clock(
+        self,
+        app: FastAPI,
+        client: httpx.AsyncClient,
+        workspace: Tenant,
+        webhook: HttpReceiver,
+        clock: FrozenClock,
+    ) -> None:
+        # Published the day before: 09:00 comes first on the Line Islands (UTC+14, 19:00 UTC the
+        # day before), then Tokyo (00:00 UTC), London and UTC (09:00), New York (14:00). Nobody
+        # east of the campaign's timezone is passed: the campaign begins at the first of them.
+        await push_connector(app, workspace, webhook)
+        await users(
+            app,
+            workspace,
+            kiritimati="Pacific/Kiritimati",
+            tokyo="Asia/Tokyo",
+            london="Europe/London",
+            ny="America/New_York",
+        )
+        clock.set(datetime(2026, 3, 1, 8, 0, tzinfo=UTC))
+        body = scheduled(
+            delivery_type="SEND_IN_USER_TIMEZONE",
+            start_time="2026-03-02T09:00:00",
+            user_timezone_details={"send_in_user_timezone": True, "send_if_user_timezone_has_passed": False},
+        )
+        campaign_id = await publish(client, workspace, body)
+        await at(app, clock, workspace, datetime(2026, 3, 1, 18, 59, tzinfo=UTC))
+        assert await status(client, workspace, campaign_id) == "SCHEDULED"
+        await at(app, clock, workspace, datetime(2026, 3, 1, 19, 0, tzinfo=UTC))
+        assert await status(client, workspace, campaign_id) == "SENDING"
+        await at(app, clock, workspace, datetime(2026, 3, 1, 19, 0, tzinfo=UTC))
+        assert receivers(webhook) == ["kiritimati"]
+        await at(app, clock, workspace, datetime(2026, 3, 1, 23, 59, tzinfo=UTC))
+        assert receivers(webhook) == ["kiritimati"]
+        await at(app, clock, workspace, datetime(2026, 3, 2, 0, 0, tzinfo=UTC))
+        assert receivers(webhook) == ["kiritimati", "tokyo"]
+        await at(app, clock, workspace, datetime(2026, 3, 2, 9, 0, tzinfo=UTC))
+        assert receivers(webhook) == ["kiritimati", "london", "tokyo"]
+        await at(app, clock, workspace, datetime(2026, 3, 2, 14, 0, tzinfo=UTC))
+        assert receivers(webhook) == ["kiritimati", "london", "ny", "tokyo"]
+        [run] = (await stats(client, workspace, campaign_id))["executions"]
+        assert run["suppressed"].get("timezone_passed", 0) == 0
         assert await status(client, workspace, campaign_id) == "SENT"
 
     async def test_a_tick_after_the_start_skips_only_users_whose_moment_was_before_it(
@@ -272,6 +327,39 @@ class TestRules:
         assert moment_for(rule, TOKYO, None) == Moment(skipped="TIMEZONE_PASSED")
         assert moment_for(rule, NEW_YORK, None) == Moment(at=datetime(2026, 3, 2, 14, 0, tzinfo=UTC))
         assert moment_for(rule, UTC_ZONE, None) == Moment(at=START)
+
+    @settings(max_examples=300, deadline=None)
+    @given(
+        zone=st.sampled_from(sorted(available_timezones())),
+        campaign_zone=st.sampled_from(
+            ["UTC", "America/New_York", "Asia/Tokyo", "Pacific/Kiritimati", "Pacific/Pago_Pago"]
+        ),
+        start=st.datetimes(min_value=datetime(2026, 1, 1), max_value=datetime(2027, 12, 31)),
+    )
+    def test_published_before_the_campaign_begins_no_user_has_passed(
+        self, zone: str, campaign_zone: str, start: datetime
+    ) -> None:
+        """Whatever the zones, a campaign published before it begins (`lifecycle.begins_at`) sends
+        every user at their own wall clock: none is passed, none is sent before it begins."""
+        at = start.replace(tzinfo=ZoneInfo(campaign_zone)).astimezone(UTC)
+        details = SchedulingDetails.model_validate(
+            {
+                "delivery_type": "SEND_IN_USER_TIMEZONE",
+                "start_time": at.isoformat(),
+                "timezone": campaign_zone,
+                "user_timezone_details": {
+                    "send_in_user_timezone": True,
+                    "send_if_user_timezone_has_passed": False,
+                },
+            }
+        )
+        begins = first_local_moment(at, ZoneInfo(campaign_zone))
+        rule = rule_of(details, at, published_at=begins - timedelta(seconds=1))
+        assert rule is not None
+        moment = moment_for(rule, ZoneInfo(zone), None)
+        assert moment.skipped is None
+        assert moment.at is not None
+        assert moment.at >= begins
 
     def test_bts_fallbacks(self) -> None:
         end = START + timedelta(hours=5)

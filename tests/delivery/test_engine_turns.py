@@ -13,10 +13,10 @@ import pytest
 from fastapi import FastAPI
 
 from herald.campaigns import worker
+from herald.delivery.engine.triggers import INBOX_BATCH
 from herald.services import Services
 from tests.delivery.conftest import add_users
 from tests.delivery.servers import HttpReceiver
-from herald.delivery.engine.triggers import INBOX_BATCH
 from tests.delivery.test_engine_send import PUSH, publish, stats, tick
 from tests.delivery.test_engine_triggers import EVENT, ready, send_event, send_transition
 from tests.delivery.test_engine_wake import HOUR, _of, _until

@@ -19,9 +19,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any
+from zoneinfo import ZoneInfo
 
 from herald.campaigns.schemas.common import CampaignStatus, DeliveryType, resolve_datetime
 
@@ -84,12 +85,12 @@ def refusal(action: Action, delivery_type: str, status: str) -> str:
 
 
 def publish_status(
-    delivery_type: DeliveryType, scheduling_type: str | None, start_at: datetime | None, now: datetime
+    delivery_type: DeliveryType, scheduling_type: str | None, begins_at: datetime | None, now: datetime
 ) -> CampaignStatus:
-    """The status a draft takes when it is published at `now`."""
+    """The status a draft takes when it is published at `now` (`begins_at`: see `begins_at`)."""
     if delivery_type is _DT.ONE_TIME and scheduling_type == "ASAP":
         return _S.ACTIVE
-    if start_at is not None and start_at > now:
+    if begins_at is not None and begins_at > now:
         return _S.SCHEDULED
     return _S.ACTIVE
 
@@ -100,7 +101,7 @@ class Timing:
 
     delivery_type: str
     status: CampaignStatus
-    start_at: datetime | None
+    begins_at: datetime | None  # `begins_at`: the start, or earlier in each user's timezone
     expiry_at: datetime | None
     sent_time: datetime | None
 
@@ -110,7 +111,7 @@ def _next_by_time(timing: Timing, status: CampaignStatus, now: datetime) -> Camp
     expired = timing.expiry_at is not None and timing.expiry_at <= now
     if status in (_S.ACTIVE, _S.PAUSED, _S.SENDING) and expired:
         return _S.SENT
-    if status is _S.SCHEDULED and timing.start_at is not None and timing.start_at <= now:
+    if status is _S.SCHEDULED and timing.begins_at is not None and timing.begins_at <= now:
         return _S.SENDING if one_time else _S.ACTIVE
     if status is _S.ACTIVE and one_time:
         return _S.SENDING
@@ -162,3 +163,37 @@ def scheduling_type(components: Mapping[str, Any]) -> str | None:
     details = components.get("scheduling_details")
     value = details.get("delivery_type") if isinstance(details, Mapping) else None
     return value if isinstance(value, str) else None
+
+
+# The first place to reach a wall-clock time: UTC+14 (the Line Islands).
+_EARLIEST_OFFSET = timedelta(hours=14)
+
+
+def first_local_moment(start: datetime, zone: ZoneInfo) -> datetime:
+    """The first instant at which it is somewhere `start`'s wall clock in `zone`: a campaign sent
+    at that wall clock in each user's timezone begins there (and the users east of its own
+    timezone get it at their own hour, not after it passed)."""
+    wall = start.astimezone(zone).replace(tzinfo=None)
+    return (wall - _EARLIEST_OFFSET).replace(tzinfo=UTC)
+
+
+def campaign_zone(components: Mapping[str, Any]) -> ZoneInfo:
+    """`scheduling_details.timezone`, else UTC (also for a name this machine does not know, in
+    imported data)."""
+    details = components.get("scheduling_details")
+    name = details.get("timezone") if isinstance(details, Mapping) else None
+    if isinstance(name, str):
+        try:
+            return ZoneInfo(name)
+        except (ValueError, KeyError):
+            pass
+    return ZoneInfo("UTC")
+
+
+def begins_at(components: Mapping[str, Any]) -> datetime | None:
+    """When the campaign's sending begins: its `start_time`, but for SEND_IN_USER_TIMEZONE the
+    first instant the start's wall clock comes anywhere (`first_local_moment`)."""
+    start = schedule_instants(components)[0]
+    if start is None or scheduling_type(components) != "SEND_IN_USER_TIMEZONE":
+        return start
+    return first_local_moment(start, campaign_zone(components))

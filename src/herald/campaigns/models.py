@@ -51,7 +51,7 @@ class Campaign(Base):
         # Children of a campaign (meta counts its latest ones), answered from the index alone.
         Index("ix_campaigns_workspace_id_parent_id_is_latest", "workspace_id", "parent_id", "is_latest"),
         # The scheduled-transitions worker looks campaigns up by status and due time.
-        Index("ix_campaigns_workspace_id_status_start_at", "workspace_id", "status", "start_at"),
+        Index("ix_campaigns_workspace_id_status_begins_at", "workspace_id", "status", "begins_at"),
         Index("ix_campaigns_workspace_id_status_expiry_at", "workspace_id", "status", "expiry_at"),
         ForeignKeyConstraint(["workspace_id"], ["workspaces.id"]),
     )
@@ -91,6 +91,12 @@ class Campaign(Base):
     # on every write so that time-driven transitions and meta can use them in SQL.
     start_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
     expiry_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    # When sending begins (`lifecycle.begins_at`): `start_at`, but earlier for a campaign sent in
+    # each user's timezone. The worker moves a SCHEDULED campaign on at it.
+    begins_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    # When it was published (None: before Herald recorded it): a user whose moment came before is
+    # passed in a campaign sent in each user's timezone (`delivery.engine.send_time`).
+    published_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
 
 
 @dataclass(frozen=True)

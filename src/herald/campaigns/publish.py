@@ -122,7 +122,7 @@ def _publish_message(problems: list[Problem]) -> str:
 async def _publish_draft(session: AsyncSession, prepared: service.PreparedUpdate, now: datetime) -> Campaign:
     row = await service.apply_update(session, prepared, now)
     target = lifecycle.publish_status(
-        DeliveryType(row.delivery_type), lifecycle.scheduling_type(row.components), row.start_at, now
+        DeliveryType(row.delivery_type), lifecycle.scheduling_type(row.components), row.begins_at, now
     )
     # Compare-and-set: of two publishes racing on one draft, the second finds it no longer DRAFT.
     result = await session.execute(
@@ -132,7 +132,7 @@ async def _publish_draft(session: AsyncSession, prepared: service.PreparedUpdate
             Campaign.id == row.id,
             Campaign.status == CampaignStatus.DRAFT.value,
         )
-        .values(status=target.value, rejection_comment=None)
+        .values(status=target.value, rejection_comment=None, published_at=now)
         .execution_options(synchronize_session="fetch")
     )
     if getattr(result, "rowcount", 0) != 1:
@@ -181,6 +181,7 @@ async def _new_version(session: AsyncSession, prepared: service.PreparedUpdate, 
         updated_by=prepared.body.updated_by or old.updated_by,
         updated_at=now,
         sent_time=old.sent_time,
+        published_at=old.published_at,
         flow_id=old.flow_id,
         flow_name=old.flow_name,
         parent_id=old.parent_id,

@@ -17,7 +17,7 @@ from sqlalchemy.orm.exc import StaleDataError
 
 from herald.campaigns import repository
 from herald.campaigns.editability import not_editable
-from herald.campaigns.lifecycle import schedule_instants
+from herald.campaigns.lifecycle import begins_at, schedule_instants
 from herald.campaigns.models import Campaign, StoredCampaign
 from herald.campaigns.schemas.campaign import CampaignDocument, CampaignUpdate, sent_components
 from herald.campaigns.schemas.common import CampaignStatus, Channel, DeliveryType
@@ -63,7 +63,13 @@ def derived_columns(components: dict[str, Any]) -> dict[str, Any]:
     """The searchable columns a row keeps in step with its components."""
     name, tags = _name_and_tags(components)
     start_at, expiry_at = schedule_instants(components)
-    return {"name": name, "tags": tags, "start_at": start_at, "expiry_at": expiry_at}
+    return {
+        "name": name,
+        "tags": tags,
+        "start_at": start_at,
+        "begins_at": begins_at(components),
+        "expiry_at": expiry_at,
+    }
 
 
 async def create_campaign(

@@ -65,7 +65,7 @@ def _due(workspace_id: str | None, now: datetime) -> list[ColumnElement[bool]]:
         # A periodic run's child campaign follows its run (`delivery.engine.periodic`), not the clock.
         Campaign.parent_id.is_(None),
         or_(
-            and_(Campaign.status == _S.SCHEDULED.value, Campaign.start_at <= now),
+            and_(Campaign.status == _S.SCHEDULED.value, Campaign.begins_at <= now),
             and_(Campaign.status.in_([_S.ACTIVE.value, _S.PAUSED.value]), Campaign.expiry_at <= now),
             and_(Campaign.status == _S.ACTIVE.value, Campaign.delivery_type == DeliveryType.ONE_TIME.value),
             Campaign.status == _S.SENDING.value,
@@ -118,7 +118,7 @@ async def _tick_workspace(database: Database, workspace_id: str, now: datetime) 
                 Campaign.id,
                 Campaign.status,
                 Campaign.delivery_type,
-                Campaign.start_at,
+                Campaign.begins_at,
                 Campaign.expiry_at,
                 Campaign.sent_time,
             )
@@ -127,11 +127,11 @@ async def _tick_workspace(database: Database, workspace_id: str, now: datetime) 
             .limit(BATCH)
             .with_for_update(skip_locked=True)
         )
-        for row_id, status, delivery_type, start_at, expiry_at, sent_time in (
+        for row_id, status, delivery_type, begins_at, expiry_at, sent_time in (
             await session.execute(query)
         ).all():
             before = CampaignStatus(status)
-            timing = Timing(delivery_type, before, start_at, expiry_at, sent_time)
+            timing = Timing(delivery_type, before, begins_at, expiry_at, sent_time)
             for after in due_steps(timing, now):
                 if not await _step(session, workspace_id, row_id, before, after, now):
                     break  # someone else moved it first; their transition stands

@@ -331,6 +331,7 @@ def live_campaign(row: Campaign) -> LiveCampaign | None:
         document,
         dict(row.components or {}),
         version=(str(row.id), int(row.revision)),
+        published_at=row.published_at,
     )
 
 

@@ -412,7 +412,10 @@ async def _send_time(
 ) -> list[tuple[str, UserValues]]:
     """Users whose own send time (`send_time.py`) is later wait for it; users it skips are
     suppressed; the rest go on."""
-    rule = send_time.rule_of(plan.campaign.document.scheduling_details, execution.scheduled_for)
+    campaign = plan.campaign
+    rule = send_time.rule_of(
+        campaign.document.scheduling_details, execution.scheduled_for, campaign.published_at
+    )
     if rule is None or not candidates:
         return candidates
     zones = {

@@ -75,6 +75,7 @@ class LiveCampaign:
     components: dict[str, Any]
     # The stored version read (row id, revision): what is derived from it alone may be kept by it.
     version: tuple[str, int] | None = None
+    published_at: datetime | None = None  # None: published before Herald recorded it
 
     @property
     def reach(self) -> Reach:

@@ -5,11 +5,13 @@ is then sent at a moment of their own, and a user whose moment is later waits PE
 `not_before` (the same deferral as quiet hours: no second scheduler).
 
 - SEND_IN_USER_TIMEZONE: the run's wall clock (its moment in the campaign timezone, else UTC), in
-  the user's timezone (the `timezone` attribute, else the workspace's default timezone). A user
-  whose local moment is before the run's moment is sent at once with
+  the user's timezone (the `timezone` attribute, else the workspace's default timezone). The
+  campaign begins when that wall clock first comes anywhere (UTC+14, `lifecycle.begins_at`), so
+  users east of the campaign's timezone get it at their own hour too. A user whose local moment
+  came before the campaign was published (`passed_before`) is sent at once with
   `send_if_user_timezone_has_passed: true`, else suppressed (`TIMEZONE_PASSED`); one whose moment
-  came between the run's moment and the tick that started it (a worker is never quite on time) is
-  sent at once, as it would have been had the tick been on time.
+  came after that but before the tick that reached it (a worker is never quite on time) is sent
+  at once, as it would have been had the tick been on time.
 - SEND_IN_BTS: the first time at or after the run's moment when it is the user's best hour
   (`best_hour`: the local hour their events cluster at) in their timezone, within the window that
   ends at `window_end_time` (a date-time, or a time of day after the start; default 24 hours). A
@@ -30,6 +32,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
+from herald.campaigns.lifecycle import first_local_moment
 from herald.campaigns.schemas.scheduling import SchedulingDeliveryType, SchedulingDetails
 from herald.delivery.engine.occurrences import local_instant, zone_named
 from herald.timefmt import parse_iso_datetime
@@ -52,12 +55,14 @@ class Reason:
 @dataclass(frozen=True)
 class SendTimeRule:
     mode: SchedulingDeliveryType  # USER_TIMEZONE or BTS
-    start: datetime  # the run's moment (UTC): a user's moment before it has passed
+    start: datetime  # the run's moment (UTC)
     campaign_zone: ZoneInfo
     send_if_passed: bool = False
     window_end: datetime | None = None
     if_unavailable: str | None = None
     if_outside: str | None = None
+    # SEND_IN_USER_TIMEZONE: a user whose moment is before this has passed (None: before `start`).
+    passed_before: datetime | None = None
 
     @property
     def wall(self) -> datetime:
@@ -98,9 +103,14 @@ def _window_end(value: str | None, start: datetime, zone: ZoneInfo) -> datetime 
     return (parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=zone)).astimezone(UTC)
 
 
-def rule_of(details: SchedulingDetails | None, start: datetime | None) -> SendTimeRule | None:
+def rule_of(
+    details: SchedulingDetails | None, start: datetime | None, published_at: datetime | None = None
+) -> SendTimeRule | None:
     """The campaign's per-user send-time rule for a run at `start`; None when every user is sent at
-    the run's moment (ASAP, AT_FIXED_TIME)."""
+    the run's moment (ASAP, AT_FIXED_TIME). SEND_IN_USER_TIMEZONE: the run began as early as any
+    user's moment (`lifecycle.first_local_moment`), so a user's moment has passed only when it came
+    before the campaign was published (`published_at`); for a campaign published before Herald
+    recorded when (None), when it came before `start`, as then."""
     if details is None or start is None or details.delivery_type not in (USER_TIMEZONE, BTS):
         return None
     zone = zone_named(details.timezone)
@@ -111,6 +121,9 @@ def rule_of(details: SchedulingDetails | None, start: datetime | None) -> SendTi
             start,
             zone,
             send_if_passed=bool(passed and passed.send_if_user_timezone_has_passed),
+            passed_before=None
+            if published_at is None
+            else max(first_local_moment(start, zone), published_at),
         )
     bts = details.bts_details
     return SendTimeRule(
@@ -157,7 +170,7 @@ def moment_for(rule: SendTimeRule, user_zone: ZoneInfo, hour: int | None) -> Mom
     if rule.mode is USER_TIMEZONE:
         wall = rule.wall
         local = local_instant(wall.date(), wall.time(), user_zone)
-        if local < rule.start:
+        if local < (rule.passed_before or rule.start):
             return Moment() if rule.send_if_passed else Moment(skipped=Reason.TIMEZONE_PASSED)
         return Moment(at=local)
     if hour is None:
