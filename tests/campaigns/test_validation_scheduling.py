@@ -176,6 +176,13 @@ GF = f"{S}.geo_fence_timelimit"
             {f"{PD}.repeat_on_days_of_week_for_month.0.week_granularity": "FIFTH"},
             stage=C,
         ),
+        fails(
+            "week-of-month-without-days",
+            EMAIL_PERIODIC,
+            ("OUT_OF_RANGE", f"{PD}.repeat_on_days_of_week_for_month.0.repeat_on_days_of_week"),
+            {f"{PD}.repeat_on_days_of_week_for_month.0.repeat_on_days_of_week": []},
+            stage=C,
+        ),
         passes("days-of-week-with-monthly", EMAIL_PERIODIC, {f"{PD}.repeat_on_days_of_week": ["MONDAY"]}),
         passes(
             "daily",

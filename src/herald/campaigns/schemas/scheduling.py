@@ -71,7 +71,8 @@ DayOfMonth = Annotated[int, Strict(), Field(ge=1, le=31), IntegralFloat]
 
 class DaysOfWeekForMonth(APIModel):
     week_granularity: WeekGranularity
-    repeat_on_days_of_week: list[DayOfWeek]
+    # At least one: "the first of no day" named no date, and the campaign ran on the start's date.
+    repeat_on_days_of_week: Annotated[list[DayOfWeek], Field(min_length=1)]
 
 
 class PeriodicDetails(APIModel):
