@@ -101,6 +101,12 @@ class TestDaily:
         by_id = {row["campaign_id"]: row for row in meta}
         assert by_id[campaign_id]["total_child_campaigns"] == 3
         assert all(by_id[k["campaign_id"]]["parent_campaign_id"] == campaign_id for k in kids)
+        # Each run has one name wherever it is read.
+        runs = {e["child_campaign_id"]: e["run"] for e in executions}
+        for kid in kids:
+            name = f"{PUSH['basic_details']['name']} #{runs[kid['campaign_id']]}"
+            assert by_id[kid["campaign_id"]]["campaign_name"] == name
+            assert (await h.get(client, workspace, kid["campaign_id"]))["basic_details"]["name"] == name
         assert len(await h.meta_rows(client, workspace)) == 1
         child_stats = await stats(client, workspace, kids[0]["campaign_id"])
         assert [e["id"] for e in child_stats["executions"]] == [

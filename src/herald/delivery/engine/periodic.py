@@ -152,6 +152,13 @@ def number_of(recurrence: Recurrence, occurrence: Occurrence, runs: dict[int, da
 def _child_writer(
     parent: Campaign, occurrence: Occurrence, now: datetime
 ) -> Callable[[AsyncSession, Execution], Awaitable[None]]:
+    # The run's name, on its row (search, meta) and in its components (C2) alike, within the
+    # 500 characters a name may have.
+    suffix = f" #{occurrence.run}"
+    name = (parent.name or "Run")[: 500 - len(suffix)] + suffix
+    components = dict(parent.components or {})
+    components["basic_details"] = {**(components.get("basic_details") or {}), "name": name}
+
     async def write(session: AsyncSession, execution: Execution) -> None:
         child_id = object_id(now)
         session.add(
@@ -165,14 +172,14 @@ def _child_writer(
                 channel=parent.channel,
                 delivery_type=parent.delivery_type,
                 status=CampaignStatus.SENDING.value,
-                name=f"{parent.name or 'Run'} #{occurrence.run}",
+                name=name,
                 tags=list(parent.tags or []),
                 created_by=parent.created_by,
                 created_at=now,
                 updated_at=now,
                 sent_time=now,
                 parent_id=parent.campaign_id,
-                components=dict(parent.components or {}),
+                components=components,
                 start_at=occurrence.at,
             )
         )
