@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from herald.campaigns.validation import Stage
@@ -30,7 +32,16 @@ IDO = {
     "max_delay_value": 4,
     "max_delay_granularity": "HOURS",
 }
-_EVENT_FILTER = {
+_CITY_FILTER = {
+    "filter_type": "user_attributes",
+    "data_type": "string",
+    "category": "Tracked Standard Attribute",
+    "name": "city",
+    "operator": "in",
+    "value": ["Pune"],
+    "project_name": "retail-app",
+}
+_EVENT_FILTER: dict[str, Any] = {
     "filter_operator": "and",
     "filters": [{"filter_type": "actions", "action_name": "App Opened"}],
 }
@@ -71,6 +82,34 @@ _EVENT_FILTER = {
             EMAIL_EVENT_TRIGGERED,
             ("REQUIRED_FIELD_MISSING", f"{T}.included_filters"),
             drop=(f"{T}.included_filters",),
+        ),
+        # ... and one an event can meet: an action done
+        fails(
+            "event-attributes-only",
+            PUSH_EVENT_TRIGGERED,
+            ("REQUIRED_FIELD_MISSING", f"{T}.included_filters"),
+            {f"{T}.included_filters": {"filter_operator": "and", "filters": [_CITY_FILTER]}},
+        ),
+        fails(
+            "event-action-not-done-only",
+            EMAIL_EVENT_TRIGGERED,
+            ("REQUIRED_FIELD_MISSING", f"{T}.included_filters"),
+            {
+                f"{T}.included_filters": {
+                    "filter_operator": "and",
+                    "filters": [{"filter_type": "actions", "action_name": "App Opened", "executed": False}],
+                }
+            },
+        ),
+        passes(
+            "event-attribute-and-action",
+            PUSH_EVENT_TRIGGERED,
+            {
+                f"{T}.included_filters": {
+                    "filter_operator": "or",
+                    "filters": [_CITY_FILTER, *_EVENT_FILTER["filters"]],
+                }
+            },
         ),
         passes(
             "event-empty-filters-in-draft",

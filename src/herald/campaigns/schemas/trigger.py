@@ -8,7 +8,7 @@ from typing import Annotated, Literal
 from pydantic import Discriminator, Tag
 
 from herald.campaigns.schemas.common import Granularity, NonEmptyText, NonNegativeInt
-from herald.campaigns.schemas.filters import FilterGroup
+from herald.campaigns.schemas.filters import ActionFilter, ExecutionType, FilterGroup
 from herald.schemas import APIModel
 
 
@@ -70,3 +70,21 @@ DELAY_FIELDS: tuple[str, ...] = (
     "trigger_attr",
     "intelligent_delay_optimization",
 )
+
+
+def awaited_actions(trigger: TriggerCondition | None) -> frozenset[str]:
+    """The action names whose events may fire the trigger (as `Compiler.triggering_event` reads
+    them: action filters that ask for the action to have been done). The engine watches events of
+    these; a trigger that names none can never fire, and is refused at publish."""
+    group = trigger.included_filters if trigger is not None else None
+    if group is None:
+        return frozenset()
+    names: set[str] = set()
+    for item in group.filters:
+        if not isinstance(item, ActionFilter) or item.executed is False:
+            continue
+        execution = item.execution
+        if execution is not None and execution.type is not ExecutionType.ATLEAST and execution.count == 0:
+            continue
+        names.add(item.action_name)
+    return frozenset(names)

@@ -11,6 +11,7 @@ from herald.campaigns.schemas.common import Channel, DeliveryType
 from herald.campaigns.schemas.content import DEFAULT_LOCALE, EmailCampaignContent, PushCampaignContent
 from herald.campaigns.schemas.delivery_controls import PushDeliveryControls
 from herald.campaigns.schemas.scheduling import NEEDS_TIMEZONE
+from herald.campaigns.schemas.trigger import awaited_actions
 from herald.campaigns.validation.audience import MINIMUM_AUDIENCE_MESSAGE, needs_minimum_audience
 from herald.campaigns.validation.content import (
     CONTENT_ROOT,
@@ -217,6 +218,16 @@ def _check_trigger(ctx: Context) -> list[Problem]:
             required(
                 "trigger_condition.included_filters",
                 "An EVENT_TRIGGERED campaign needs at least one filter in included_filters.",
+            )
+        ]
+    if ctx.delivery_type is _DT.EVENT_TRIGGERED and trigger is not None and not awaited_actions(trigger):
+        # Only an event can fire it: filters on user attributes alone, or on actions not done,
+        # would publish a campaign that never sends.
+        return [
+            required(
+                "trigger_condition.included_filters",
+                "An EVENT_TRIGGERED campaign is sent when a user does something: included_filters must "
+                "ask for at least one action done (an actions filter, not executed: false).",
             )
         ]
     return []

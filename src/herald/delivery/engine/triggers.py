@@ -40,9 +40,13 @@ from herald.audience.segmentation.audience import session_dialect
 from herald.campaigns import durations
 from herald.campaigns.models import Campaign
 from herald.campaigns.schemas.common import CampaignStatus, Channel, DeliveryType
-from herald.campaigns.schemas.filters import ActionFilter, ExecutionType
 from herald.campaigns.schemas.goals import ConversionGoalDetails
-from herald.campaigns.schemas.trigger import TriggerCondition, TriggerDelayType, TriggerRelation
+from herald.campaigns.schemas.trigger import (
+    TriggerCondition,
+    TriggerDelayType,
+    TriggerRelation,
+    awaited_actions,
+)
 from herald.db import Database
 from herald.delivery.engine import best_times, conversions
 from herald.delivery.engine.content import live_campaign
@@ -103,23 +107,6 @@ def trigger_of(components: Mapping[str, Any] | None) -> TriggerCondition | None:
         return TriggerCondition.model_validate(raw)
     except ValidationError:
         return None
-
-
-def awaited_actions(trigger: TriggerCondition | None) -> frozenset[str]:
-    """The action names whose events may fire the trigger (as `Compiler.triggering_event` reads
-    them: action filters that ask for the action to have been done)."""
-    group = trigger.included_filters if trigger is not None else None
-    if group is None:
-        return frozenset()
-    names: set[str] = set()
-    for item in group.filters:
-        if not isinstance(item, ActionFilter) or item.executed is False:
-            continue
-        execution = item.execution
-        if execution is not None and execution.type is not ExecutionType.ATLEAST and execution.count == 0:
-            continue
-        names.add(item.action_name)
-    return frozenset(names)
 
 
 # (campaign row id, revision) -> the actions it waits for: a row is parsed once per version.
