@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import copy
-from datetime import timedelta
+from collections.abc import Awaitable, Callable
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -14,11 +15,19 @@ import httpx
 import orjson
 import pytest
 from fastapi import FastAPI
+from sqlalchemy import func, select, text
+from sqlalchemy.ext.asyncio import AsyncConnection
 
+from herald.audience import service as audience_service
 from herald.clock import FrozenClock
 from herald.config import Settings
+from herald.db import Database
+from herald.delivery.engine import conversions as attribution
+from herald.delivery.engine.models import Conversion, Execution
 from herald.delivery.engine.split import in_global_control
+from herald.ids import object_id
 from herald.timefmt import rfc3339
+from tests.conftest import PG_URL
 from tests.delivery.builders import push_connector
 from tests.delivery.conftest import OPEN_LIMITS
 from tests.delivery.servers import HttpReceiver
@@ -490,3 +499,187 @@ class TestIsolation:
         await tick(app, workspace)
         [run] = (await stats(client, workspace, campaign_id))["executions"]
         assert run["conversions"] is None
+
+
+# --- side by side (PostgreSQL) -----------------------------------------------------------------
+
+SIDE_BY_SIDE = pytest.mark.skipif(
+    not PG_URL, reason="transactions side by side on PostgreSQL (SQLite has one writer)"
+)
+
+
+async def _pid(connection: AsyncConnection) -> int:
+    return int(await connection.scalar(text("SELECT pg_backend_pid()")) or 0)
+
+
+async def _waits_for_a_lock(database: Database, pid: int) -> bool:
+    async with database.reader() as session:
+        found = await session.scalar(
+            text("SELECT wait_event_type FROM pg_stat_activity WHERE pid = :pid"), {"pid": pid}
+        )
+    return found == "Lock"
+
+
+async def _advisory_locks(database: Database, pid: int) -> list[tuple[int, bool]]:
+    """(key, granted) of the advisory locks of backend `pid`: a 64-bit key is classid:objid."""
+    async with database.reader() as session:
+        rows = await session.execute(
+            text(
+                "SELECT classid::bigint, objid::bigint, granted FROM pg_locks"
+                " WHERE pid = :pid AND locktype = 'advisory'"
+            ),
+            {"pid": pid},
+        )
+        found = []
+        for high, low, granted in rows.all():
+            key = (int(high) << 32) | int(low)
+            found.append((key - (1 << 64) if key >= 1 << 63 else key, bool(granted)))
+    return sorted(found)
+
+
+async def _alongside(
+    database: Database,
+    holding: Callable[[], Awaitable[Any]],
+    pid: asyncio.Future[int],
+    second: asyncio.Task[Any],
+) -> None:
+    """Let `second` run while the first transaction is held open, until it ends or waits for a lock
+    (the first's turn), then commit the first (`holding`) and let the second finish."""
+    try:
+        waiting = await asyncio.wait_for(pid, timeout=60)
+        while not second.done() and not await _waits_for_a_lock(database, waiting):
+            await asyncio.wait([second], timeout=0.01)
+        await holding()
+        await asyncio.wait_for(second, timeout=60)  # a safety net: the second never waits for more
+    finally:
+        if not second.done():
+            second.cancel()
+
+
+class TestSideBySide:
+    """A user's window opened by the engine and the user's goal event stored by an ingestion, in two
+    transactions at once: whichever reads second must see the other's write, whatever the order."""
+
+    @staticmethod
+    async def _ready(
+        app: FastAPI, client: httpx.AsyncClient, workspace: Tenant, webhook: HttpReceiver, *, windows: bool
+    ) -> tuple[Database, attribution.Opening, datetime]:
+        await push_connector(app, workspace, webhook)
+        body = with_goals(OPENED)
+        campaign_id = await publish(client, workspace, body)
+        database: Database = app.state.herald.database
+        now = app.state.herald.clock.now()
+        execution = Execution(workspace_id=workspace.workspace_id, id=object_id(now), campaign_id=campaign_id)
+        details = attribution.goals_of(body)
+        assert details is not None
+        if windows:  # another user's window, committed: the workspace has windows
+            async with database.engine.begin() as connection:
+                elsewhere = attribution.Opening(execution, details, [("elsewhere", None, None, "")], now)
+                await attribution.open_windows(connection, [elsewhere])
+        return database, attribution.Opening(execution, details, [("ana", None, None, "")], now), now
+
+    @staticmethod
+    async def _converted(database: Database, workspace_id: str) -> int:
+        async with database.reader() as session:
+            found = await session.scalar(
+                select(func.count())
+                .select_from(Conversion)
+                .where(Conversion.workspace_id == workspace_id, Conversion.customer_id == "ana")
+            )
+        return int(found or 0)
+
+    @SIDE_BY_SIDE
+    @pytest.mark.parametrize("windows", [True, False], ids=["windows", "first-window"])
+    async def test_an_event_stored_while_its_window_opens_converts(
+        self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant, webhook: HttpReceiver, windows: bool
+    ) -> None:
+        # The engine has opened ana's window and read her events (none yet), and not committed,
+        # when her goal event is ingested. The ingestion must wait for the engine's commit and see
+        # the window (before, it read the windows at once, found none, and nobody counted it).
+        database, opening, now = await self._ready(app, client, workspace, webhook, windows=windows)
+        ws = workspace.workspace_id
+        pid: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+
+        async def ingest() -> None:
+            async with database.writer() as session:
+                pid.set_result(await _pid(await session.connection()))
+                raw = {"type": "event", "customer_id": "ana", "actions": [opened()]}
+                await audience_service.ingest_event(session, ws, raw, now + timedelta(minutes=1))
+                await session.commit()
+
+        async with database.engine.connect() as engine:
+            await engine.begin()
+            await attribution.open_windows(engine, [opening])
+            await _alongside(database, engine.commit, pid, asyncio.create_task(ingest()))
+        assert await self._converted(database, ws) == 1
+
+    @SIDE_BY_SIDE
+    @pytest.mark.parametrize("windows", [True, False], ids=["windows", "first-window"])
+    async def test_a_window_opened_while_its_event_is_stored_converts(
+        self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant, webhook: HttpReceiver, windows: bool
+    ) -> None:
+        # The other order: ana's goal event is stored and her windows read (none yet), not
+        # committed, when the engine opens her window. The engine must wait for the ingestion's
+        # commit and see the event (before, it read her events at once, found none, and nobody
+        # counted it).
+        database, opening, now = await self._ready(app, client, workspace, webhook, windows=windows)
+        ws = workspace.workspace_id
+        pid: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+
+        async def open_window() -> None:
+            async with database.engine.begin() as engine:
+                pid.set_result(await _pid(engine))
+                await attribution.open_windows(engine, [opening])
+
+        async with database.writer() as session:
+            raw = {"type": "event", "customer_id": "ana", "actions": [opened()]}
+            await audience_service.ingest_event(session, ws, raw, now + timedelta(minutes=1))
+            await _alongside(database, session.commit, pid, asyncio.create_task(open_window()))
+        assert await self._converted(database, ws) == 1
+
+    @SIDE_BY_SIDE
+    async def test_turns_are_taken_in_key_order_and_only_where_there_are_windows(
+        self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant, webhook: HttpReceiver
+    ) -> None:
+        database, opening, now = await self._ready(app, client, workspace, webhook, windows=False)
+        ws = workspace.workspace_id
+        users = [f"user-{n}" for n in range(40)]
+        raw = {
+            "type": "transition",
+            "elements": [{"type": "event", "customer_id": c, "actions": [opened()]} for c in users],
+        }
+        # No window in the workspace: ingestion takes no turn at all.
+        async with database.writer() as session:
+            await audience_service.ingest_transition(session, ws, raw, now)
+            assert await _advisory_locks(database, await _pid(await session.connection())) == []
+            await session.commit()
+        async with database.engine.begin() as connection:
+            await attribution.open_windows(connection, [opening])
+        keys = attribution._keys(ws, users)
+        assert len(keys) > 3
+        # With windows, it takes its users' keys (shared) in key order: holding one of the middle
+        # keys, it has taken those below it, and waits for that one before taking the others.
+        middle = keys[len(keys) // 2]
+        async with database.engine.begin() as holder:
+            await holder.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": middle})
+            pid: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+
+            async def ingest() -> None:
+                async with database.writer() as session:
+                    pid.set_result(await _pid(await session.connection()))
+                    await audience_service.ingest_transition(session, ws, raw, now)
+                    await session.commit()
+
+            task = asyncio.create_task(ingest())
+            try:
+                waiting = await asyncio.wait_for(pid, timeout=60)
+                while not task.done() and not await _waits_for_a_lock(database, waiting):
+                    await asyncio.wait([task], timeout=0.01)
+                assert not task.done()
+                assert await _advisory_locks(database, waiting) == [
+                    *((key, True) for key in keys if key < middle),
+                    (middle, False),
+                ]
+            finally:
+                await holder.commit()
+                await asyncio.wait_for(task, timeout=60)

@@ -25,6 +25,38 @@ one conversion per window and goal: the primary key of `delivery_conversions`, i
 CONFLICT DO NOTHING, makes that hold across any number of ingesting processes; the first event
 stored wins, with its revenue: the event's `revenue_attribute` when it is a JSON number (a string,
 even of digits, or a missing value counts the conversion without revenue).
+
+Side by side (PostgreSQL; SQLite has one writer, so the two never overlap). Ingestion writes events,
+then reads windows; opening windows writes windows, then reads events. Under READ COMMITTED two such
+transactions at once each read before the other committed, and the conversion was never recorded.
+They take turns per user: before its read, a transaction opening windows takes its users'
+transaction-scoped advisory locks exclusive, an ingesting one shared (ingestions need not wait for
+each other: neither writes what the other reads), so whichever comes second waits for the first's
+commit, and its read, a statement after the wait, sees it. A lock stands for a bucket of users
+(`BUCKETS` per workspace, `advisory_locks.lock_key`): a transaction over many users (an import batch
+of 20,000, an audience chunk) takes at most `BUCKETS` of them, where one per user would exhaust the
+server's shared lock table (about 13,000 locks on its defaults); two users of one bucket wait for
+each other for nothing, and only for the end of a transaction.
+
+- Only where it can matter: ingestion takes its locks only in a workspace that has attribution
+  windows (one none of whose campaigns with goals ever settled a user has none), asked in the
+  locking statement itself. A stale "none" does not bring the race back: the transaction that opens
+  a workspace's first windows first takes `audience_events` in SHARE mode (`_gate`), which waits
+  for every transaction writing events and holds new writers back (every workspace's, once per
+  workspace, until it commits). An ingestion that found no window had written its events before
+  asking (it reads after writing), so it either committed before the gate was granted, and the
+  windows' read of events sees them, or it waited at its write and then found the windows. Windows
+  are never deleted: once a workspace has one, every later transaction finds it and takes its turn.
+- No deadlock: a transaction takes its conversion locks in one statement, in key order (the locking
+  function applied above the sort), and after them waits only for another holder of the same keys:
+  ingestion reads windows, writes conversions (in key order: two ingestions of the same conversion
+  wait in one order), records its idempotency key (claimed already) and commits; the engine calls
+  `open_windows` once per transaction, last (callers collect a transaction's windows: a claim's
+  lanes, a batch's firings), writing windows and conversions that no other holder of their keys can
+  be writing, then commits rows it had locked already. A holder never waits for the row locks
+  others hold (the claim's execution and users, ingestion's users, inbox rows), so no cycle forms
+  through these locks. The gate is taken before them, and the event writers it waits for have
+  written their users already: they wait only for conversion locks, which it does not hold yet.
 """
 
 from __future__ import annotations
@@ -37,10 +69,11 @@ from datetime import datetime, timedelta
 from typing import Any, cast
 
 from pydantic import ValidationError
-from sqlalchemy import Insert, Table, and_, bindparam, select
+from sqlalchemy import Insert, Table, TextClause, and_, bindparam, select, text
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from herald.advisory_locks import lock_key
 from herald.audience.models import Event
 from herald.audience.segmentation import event_predicate, goal_filter
 from herald.campaigns import durations
@@ -50,6 +83,7 @@ from herald.delivery.engine.models import AttributionWindow, Conversion, Executi
 from herald.sql_lists import one_of
 
 DEFAULT_WINDOW_HOURS = 24
+BUCKETS = 256  # advisory locks per workspace (see the module's docstring: "Side by side")
 _CHUNK = 500  # customer ids per IN list
 _events = cast(Table, Event.__table__)
 
@@ -63,6 +97,17 @@ class StoredEvent:
     action: str
     attributes: dict[str, Any]
     occurred_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Opening:
+    """Windows to open: `users` of `execution` (customer id, variation, held-out reason, firing: ''
+    but in an EVENT execution) at `at`, for the campaign's `details`."""
+
+    execution: Execution
+    details: ConversionGoalDetails
+    users: Sequence[tuple[str, str | None, str | None, str]]
+    at: datetime
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,38 +152,38 @@ def _chunks(items: Sequence[str]) -> Iterable[Sequence[str]]:
 # --- windows ----------------------------------------------------------------------------------
 
 
-async def open_windows(
-    connection: AsyncConnection,
-    execution: Execution,
-    details: ConversionGoalDetails,
-    users: Sequence[tuple[str, str | None, str | None, str]],
-    at: datetime,
-) -> None:
-    """Open the attribution windows of `users` (customer id, variation, held-out reason, firing:
-    '' but in an EVENT execution) at `at`, once (a window already open stays as it was), then
-    attribute events already stored in them."""
-    if not users:
+async def open_windows(connection: AsyncConnection, openings: Sequence[Opening]) -> None:
+    """Open the windows of `openings` (all of one workspace), each once (a window already open stays
+    as it was), then attribute events already stored in them. The last statements of the caller's
+    transaction, and its only call: it takes the users' turn (see "Side by side")."""
+    openings = [opening for opening in openings if opening.users]
+    if not openings:
         return
-    closes_at = at + window_length(details)
-    await connection.execute(
-        _insert_ignore(connection, AttributionWindow),
-        [
-            {
-                "workspace_id": execution.workspace_id,
-                "execution_id": execution.id,
-                "customer_id": customer_id,
-                "firing": firing,
-                "campaign_id": execution.campaign_id,
-                "variation": variation,
-                "held_out": held_out,
-                "opened_at": at,
-                "closes_at": closes_at,
-            }
-            for customer_id, variation, held_out, firing in users
-        ],
-    )
-    customers = sorted({customer_id for customer_id, _, _, _ in users})
-    await catch_up(connection, execution.workspace_id, customers, details, at)
+    [workspace_id] = {opening.execution.workspace_id for opening in openings}
+    everyone = {customer_id for opening in openings for customer_id, _, _, _ in opening.users}
+    await _turn_to_open(connection, workspace_id, everyone)
+    for opening in openings:
+        execution, at = opening.execution, opening.at
+        closes_at = at + window_length(opening.details)
+        await connection.execute(
+            _insert_ignore(connection, AttributionWindow),
+            [
+                {
+                    "workspace_id": workspace_id,
+                    "execution_id": execution.id,
+                    "customer_id": customer_id,
+                    "firing": firing,
+                    "campaign_id": execution.campaign_id,
+                    "variation": variation,
+                    "held_out": held_out,
+                    "opened_at": at,
+                    "closes_at": closes_at,
+                }
+                for customer_id, variation, held_out, firing in opening.users
+            ],
+        )
+        customers = sorted({customer_id for customer_id, _, _, _ in opening.users})
+        await catch_up(connection, workspace_id, customers, opening.details, at)
 
 
 async def catch_up(
@@ -169,7 +214,65 @@ async def catch_up(
             )
         )
         found += [StoredEvent(*row) for row in rows.all()]
-    return await attribute(connection, workspace_id, found, since, seen_before=True)
+    return await _attribute(connection, workspace_id, found, since, seen_before=True)
+
+
+# --- taking turns (PostgreSQL) ----------------------------------------------------------------
+
+
+def _keys(workspace_id: str, customer_ids: Iterable[str]) -> list[int]:
+    """The advisory lock keys of the users' buckets, in the order they are taken."""
+    buckets = {lock_key("conversion", workspace_id, customer_id) % BUCKETS for customer_id in customer_ids}
+    return sorted(lock_key("conversion", workspace_id, "bucket", str(bucket)) for bucket in buckets)
+
+
+def _locking(function: str, *, if_windows: bool) -> TextClause:
+    """Take `function` (an advisory lock) of each key, in key order: the sort sits below the call
+    (the function is volatile, so PostgreSQL evaluates it above the sort, row by row: verified with
+    EXPLAIN VERBOSE and a held key). `if_windows`: only in a workspace with attribution windows; no
+    row then means none was taken."""
+    windows = (
+        f" WHERE EXISTS (SELECT 1 FROM {AttributionWindow.__tablename__} WHERE workspace_id = :workspace_id)"
+        if if_windows
+        else ""
+    )
+    return text(f"SELECT {function}(k) FROM unnest(CAST(:keys AS bigint[])) AS k{windows} ORDER BY k")
+
+
+_SHARED_IF_WINDOWS = _locking("pg_advisory_xact_lock_shared", if_windows=True)
+_EXCLUSIVE_IF_WINDOWS = _locking("pg_advisory_xact_lock", if_windows=True)
+_EXCLUSIVE = _locking("pg_advisory_xact_lock", if_windows=False)
+_GATE = text(f"LOCK TABLE {Event.__tablename__} IN SHARE MODE")
+
+
+async def _turn_to_attribute(
+    connection: AsyncConnection, workspace_id: str, customer_ids: Iterable[str]
+) -> None:
+    """Ingestion's turn to read the users' windows: their buckets' locks, shared, in a workspace
+    that has windows."""
+    if connection.dialect.name == "postgresql":
+        values = {"keys": _keys(workspace_id, customer_ids), "workspace_id": workspace_id}
+        await connection.execute(_SHARED_IF_WINDOWS, values)
+
+
+async def _turn_to_open(connection: AsyncConnection, workspace_id: str, customer_ids: Iterable[str]) -> None:
+    """The turn to open windows for the users and read their events: their buckets' locks,
+    exclusive; in a workspace without windows yet, after the gate."""
+    if connection.dialect.name != "postgresql":
+        return
+    values = {"keys": _keys(workspace_id, customer_ids), "workspace_id": workspace_id}
+    if (await connection.execute(_EXCLUSIVE_IF_WINDOWS, values)).all():  # a row per lock taken
+        return
+    await _gate(connection)
+    await connection.execute(_EXCLUSIVE, values)
+
+
+async def _gate(connection: AsyncConnection) -> None:
+    """Wait until every transaction writing events has ended, and hold new writers back until this
+    one ends: an ingestion that found no window in the workspace (and so took no turn) has then
+    committed before this transaction reads events, and one writing later finds this one's windows
+    (see "Side by side")."""
+    await connection.execute(_GATE)
 
 
 # --- attribution ------------------------------------------------------------------------------
@@ -195,6 +298,17 @@ _OPEN_WINDOWS = select(
 
 
 async def attribute(
+    connection: AsyncConnection, workspace_id: str, events: Sequence[StoredEvent], now: datetime
+) -> int:
+    """Record the conversions `events` (just stored, in this transaction) make; how many are new.
+    Called last in the storing transaction, after the events are written (see "Side by side")."""
+    if not events:
+        return 0
+    await _turn_to_attribute(connection, workspace_id, {event.customer_id for event in events})
+    return await _attribute(connection, workspace_id, events, now)
+
+
+async def _attribute(
     connection: AsyncConnection,
     workspace_id: str,
     events: Sequence[StoredEvent],
@@ -202,8 +316,8 @@ async def attribute(
     *,
     seen_before: bool = False,
 ) -> int:
-    """Record the conversions `events` (just stored, in this transaction; `seen_before`: stored
-    earlier, and attributed then to the windows open at the time) make; how many are new."""
+    """`attribute`, the caller having taken its turn (`seen_before`: events stored earlier, and
+    attributed then to the windows open at the time)."""
     if not events:
         return 0
     earliest = min(event.occurred_at for event in events)
@@ -284,6 +398,9 @@ async def attribute(
         ]
     if not rows_to_write:
         return 0
+    # In key order: two ingestions writing the same conversions (holding their turns shared) wait
+    # for each other in one order only.
+    rows_to_write.sort(key=lambda row: (row["execution_id"], row["customer_id"], row["firing"], row["goal"]))
     result = await connection.execute(_insert_ignore(connection, Conversion), rows_to_write)
     return max(int(getattr(result, "rowcount", 0) or 0), 0)
 

@@ -385,7 +385,9 @@ async def resolve_chunk(
                     )
                 )
                 users = [(customer, None, "GLOBAL_CONTROL", "") for customer in held_ids]
-                await conversions.open_windows(await session.connection(), execution, goals, users, now)
+                # Last in the transaction (see `conversions.open_windows`).
+                opening = conversions.Opening(execution, goals, users, now)
+                await conversions.open_windows(await session.connection(), [opening])
             current.resolved_after = last
         current.updated_at = now
         await session.commit()

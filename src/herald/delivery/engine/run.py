@@ -277,6 +277,7 @@ async def _claim(
         if found is None:
             await session.rollback()
             return None
+        await conversions.open_windows(await session.connection(), found.windows)
         await session.commit()
     return found.users
 
@@ -323,11 +324,13 @@ _CLAIMABLE_IN_RANK_ORDER = _claimable_in(ExecutionUser.rank, ExecutionUser.state
 
 @dataclass(slots=True)
 class _Claim:
-    """What `_claim_in` took: the users to send to, and whether every user claimable now was read
-    for them (`drained`: none is left for another batch at this instant)."""
+    """What `_claim_in` took: the users to send to, whether every user claimable now was read for
+    them (`drained`: none is left for another batch at this instant), and the attribution windows of
+    the users it held out, for the caller to open last (`conversions.open_windows`)."""
 
     users: list[_Claimed]
     drained: bool
+    windows: list[conversions.Opening]
 
 
 async def _claim_in(
@@ -339,8 +342,8 @@ async def _claim_in(
     lease: timedelta,
     size: int,
 ) -> _Claim | None:
-    """`_claim` in the caller's write transaction (left for the caller to end: None, nothing
-    changed, when no user can be claimed now)."""
+    """`_claim` in the caller's write transaction (left for the caller to end, opening the held-out
+    users' windows last: None, nothing changed, when no user can be claimed now)."""
     if controls.reads_history(rules):
         await controls.history_turn(session, execution.workspace_id)
     current = await session.scalar(
@@ -394,11 +397,12 @@ async def _claim_in(
     fresh = [(c, rank, users.get(c)) for c, rank, state in unique if not (state in taken and c in users)]
     decision = await controls.decide(session, rules, plan, current, fresh, now)
     connection = await session.connection()
+    windows: list[conversions.Opening] = []
     for reason, ids in decision.held.items():
         await _set_users(connection, execution, ids, UserState.HELD_OUT, reason, firings)
         if plan.goals is not None:  # their conversions count from when they would have been sent
             held = [(c, None, reason, firings[c]) for c in ids]
-            await conversions.open_windows(connection, current, plan.goals, held, now)
+            windows.append(conversions.Opening(current, plan.goals, held, now))
     for reason, ids in decision.suppressed.items():
         await _set_users(connection, execution, ids, UserState.SUPPRESSED, reason, firings)
     for due, ids in decision.deferred_by_time().items():
@@ -418,7 +422,7 @@ async def _claim_in(
     current.dispatched += len(claimed) - reclaimed  # a reclaimed user was counted already
     current.updated_at = now
     # Fewer rows than asked for, each a user of its own: nobody else is claimable now.
-    return _Claim(claimed, len(rows) < size and len(unique) == len(rows))
+    return _Claim(claimed, len(rows) < size and len(unique) == len(rows), windows)
 
 
 async def still_sending(database: Database, execution: Execution, now: datetime) -> bool:
@@ -925,7 +929,10 @@ class _Flight:
             async def write(connection: Writer) -> None:
                 if not unsendable:
                     found = dict(zip((envelope.delivery_id for envelope in ready), delivered, strict=True))
-                    await _write_users(connection, execution, _results(messages, found), firings, plan, now)
+                    results = _results(messages, found)
+                    await _open(
+                        connection, await _write_users(connection, execution, results, firings, plan, now)
+                    )
 
             return write
 
@@ -1013,7 +1020,15 @@ async def _record_users(
     now: datetime,
 ) -> None:
     async with database.writes.transaction(engine=plan.goals is not None) as connection:
-        await _write_users(connection, execution, results, firings, plan, now)
+        await _open(connection, await _write_users(connection, execution, results, firings, plan, now))
+
+
+async def _open(connection: Writer, windows: list[conversions.Opening]) -> None:
+    """The attribution windows of the users a transaction settled, opened last in it (see
+    `conversions.open_windows`), in the engine's transaction (`DirectWrites.transaction(engine=True)`)."""
+    if windows:
+        assert isinstance(connection, AsyncConnection), "conversions are written in the engine's transaction"
+        await conversions.open_windows(connection, windows)
 
 
 async def _write_users(
@@ -1023,10 +1038,9 @@ async def _write_users(
     firings: dict[str, str] | None,
     plan: SendPlan,
     now: datetime,
-) -> None:
-    """Each user's state after its messages (one statement per distinct end); users SENT for a
-    campaign with conversion goals get their attribution window (which takes the engine's
-    transaction: `DirectWrites.transaction(engine=True)`)."""
+) -> list[conversions.Opening]:
+    """Each user's state after its messages (one statement per distinct end); for a campaign with
+    conversion goals, the attribution windows of the users SENT, for the caller to open (`_open`)."""
     ends: dict[tuple[str, str | None, datetime | None], list[str]] = {}
     for customer_id, result in results.items():
         if result.retry_at is not None:
@@ -1042,9 +1056,7 @@ async def _write_users(
         for c, result in results.items()
         if result.sent and not result.retry_at
     ]
-    if plan.goals is not None and sent:
-        assert isinstance(connection, AsyncConnection), "conversions are written in the engine's transaction"
-        await conversions.open_windows(connection, execution, plan.goals, sent, now)
+    return [conversions.Opening(execution, plan.goals, sent, now)] if plan.goals is not None and sent else []
 
 
 async def dispatch(
@@ -1250,14 +1262,18 @@ async def dispatch_lanes(
             # Before any lane's execution is locked (see `controls.history_turn`).
             if any(controls.reads_history(lane.rules) for lane in lanes):
                 await controls.history_turn(session, lanes[0].execution.workspace_id)
+            windows: list[conversions.Opening] = []
             for lane in lanes:
                 window = dispatcher.window(lane.plan.connector)
                 size = max(ROUND, window)
                 found = await _claim_in(session, lane.plan, lane.rules, lane.execution, at, lease, size)
                 if found is not None:
                     claimed.append((lane, found.users))
+                    windows += found.windows
                     if not found.drained:
                         more.append(lane)
+            # Every lane's at once, last (see `conversions.open_windows`).
+            await conversions.open_windows(await session.connection(), windows)
             await session.commit()
         if not claimed:
             return
@@ -1328,10 +1344,12 @@ async def _send_shared(
     def users_too(delivered: list[Outcome]) -> Callable[[Writer], Awaitable[None]]:
         async def write(connection: Writer) -> None:
             found = dict(zip((envelope.delivery_id for envelope in ready), delivered, strict=True))
+            windows: list[conversions.Opening] = []
             for lane, messages in group:
                 firings = _firings([item for item, _ in messages])
                 results = _results(messages, found)
-                await _write_users(connection, lane.execution, results, firings, lane.plan, now)
+                windows += await _write_users(connection, lane.execution, results, firings, lane.plan, now)
+            await _open(connection, windows)  # every lane's at once, last
 
         return write
 

@@ -584,13 +584,16 @@ class FiringWrites:
         for (workspace_id, execution_id), added in sorted(self._added.items()):
             values = {"row_workspace_id": workspace_id, "row_id": execution_id, "added": added, "now": now}
             await connection.execute(_ADD_AUDIENCE, values)
+        openings: list[conversions.Opening] = []
         for execution, goals, held in self._held:
             by_moment: dict[datetime, list[tuple[str, str | None, str | None, str]]] = defaultdict(list)
             for row in held:
                 moment = row["not_before"] or now
                 by_moment[moment].append((row["customer_id"], None, row["reason"], row["firing"]))
-            for moment, users in by_moment.items():
-                await conversions.open_windows(connection, execution, goals, users, moment)
+            openings += [conversions.Opening(execution, goals, users, at) for at, users in by_moment.items()]
+        # All at once, the batch's last wait (then only its own inbox rows are deleted): see
+        # `conversions.open_windows`.
+        await conversions.open_windows(connection, openings)
         return len(self._rows)
 
 
