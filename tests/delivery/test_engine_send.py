@@ -955,8 +955,12 @@ class TestLongSends:
             await running
             assert await status(client, workspace, campaign_id) == "SENT"
             # The first batches' claims, four minutes old by then (more than a third of the lease),
-            # were renewed before their next window: every claim reads the later moment.
-            assert await _claimed_at(services, workspace) == {later: users}
+            # were renewed before their next window: every claim reads the later moment, but for
+            # the message on the wire when the clock moved, whose answer may be recorded (its user
+            # SENT, no longer claimed) before the next window renews the claims.
+            claims = await _claimed_at(services, workspace)
+            assert claims.get(later, 0) + claims.get(start, 0) == users
+            assert claims.get(start, 0) <= 1
             async with services.database.reader() as session:
                 rows = await session.execute(
                     select(OutboxEntry.created_at, func.count())
