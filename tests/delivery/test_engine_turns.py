@@ -86,3 +86,33 @@ async def test_events_left_in_the_inbox_end_a_campaigns_turn(
     await tick(app, workspace)
     assert len(_of(webhook, triggered)) == INBOX_BATCH + 1
     assert len(_of(webhook, large)) == AUDIENCE
+
+
+async def test_a_wake_up_during_an_earlier_turn_ends_the_next_campaigns_turn_too(
+    app: FastAPI, client: httpx.AsyncClient, workspace: Tenant, webhook: HttpReceiver
+) -> None:
+    """An event stored while the tick's first campaign has its turn is work the tick has not seen
+    (it read the inbox before): the second campaign's turn, begun after the wake-up, gives way to
+    it as well, instead of sending to its end first."""
+    services: Services = app.state.herald
+    services.settings = dataclasses.replace(services.settings, delivery_turn_seconds=0.0)
+    customers = [f"u{i:04}" for i in range(AUDIENCE)]
+    await ready(app, workspace, webhook, *customers)
+    triggered = await publish(client, workspace, EVENT)
+    first = await publish(client, workspace, PUSH)
+    second_body = {**PUSH, "basic_details": {**PUSH["basic_details"], "name": "Second"}}
+    second = await publish(client, workspace, second_body)
+    webhook.hold()  # the first campaign's first requests wait at the receiver
+    running = asyncio.create_task(tick(app, workspace))
+    try:
+        assert await asyncio.to_thread(webhook.entered.wait, 30)
+        await send_event(client, workspace, customers[0], "added_to_cart", product="Boots")
+    finally:
+        webhook.release()
+    await running
+    for campaign_id in (first, second):
+        [run] = (await stats(client, workspace, campaign_id))["executions"]
+        assert 0 < run["sent"] < AUDIENCE
+    assert _of(webhook, triggered) == []  # stored after the inbox was read: the next tick's
+    await tick(app, workspace)
+    assert _of(webhook, triggered) == [customers[0]]

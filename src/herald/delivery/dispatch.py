@@ -156,16 +156,18 @@ class Dispatcher:
         """The process is stopping: finish the batch in hand, claim no other."""
         return self._stop is not None and self._stop.is_set()
 
-    def begin_turn(self, others_waiting: bool = False) -> None:
-        """A campaign's turn in the tick begins (`yielding`); `others_waiting`: work known to wait
-        already (events left in the inbox for the next tick), which the turn gives way to as to
-        work woken during it."""
-        self._turn = (time.monotonic(), wakes(), others_waiting)
+    def begin_turn(self, seen: int, others_waiting: bool = False) -> None:
+        """A campaign's turn in the tick begins (`yielding`). `seen`: the wake-ups counted
+        (`wake.wakes`) when the tick began to look for work, before it read the events waiting:
+        one that came after (while other campaigns had their turn) is work this tick has not
+        seen. `others_waiting`: work known to wait already (events left in the inbox for the next
+        tick), which the turn gives way to as to work woken during it."""
+        self._turn = (time.monotonic(), seen, others_waiting)
 
     @property
     def yielding(self) -> bool:
         """Finish the batch in hand and claim no other: the process is stopping, or the campaign in
-        hand has had its turn (`delivery_turn_seconds`) and other work was woken since it began. A
+        hand has had its turn (`delivery_turn_seconds`) and other work was woken since the tick began. A
         worker sending a million users sent nothing else meanwhile, not even an event-triggered
         message due within a second; it now gives way, and its tick goes on to the rest (the
         event-triggered campaigns first, `engine.tick`) before taking the campaign up again."""

@@ -49,7 +49,7 @@ from herald.delivery.engine.run import Lane, dispatch, dispatch_lanes, still_sen
 from herald.delivery.engine.throttle import ThrottleStore, open_store
 from herald.errors import HeraldError
 from herald.ops import metrics
-from herald.wake import wake_here
+from herald.wake import wake_here, wakes
 
 log = logging.getLogger("herald.delivery.engine")
 
@@ -143,6 +143,9 @@ async def run_executions(
     is claimed and sent and each window checked against its campaign's expiry (else `now`
     throughout). `streaks`: the connectors' failed attempts in a row, kept by the worker across
     its ticks (else counted from zero)."""
+    # Wake-ups from here on may be for work this tick does not see (an event stored once the
+    # inbox is read): the campaigns below give way to them at the end of their turn.
+    seen = wakes()
     await _stop_executions(database, workspace_id, now)
     lease = timedelta(seconds=settings.delivery_lease_seconds)
     await abandoned.settle_orphans(database, workspace_id, now, lease)
@@ -180,11 +183,11 @@ async def run_executions(
             await dispatch_lanes(database, dispatcher, lanes, lease)
         for campaign, execution in raises:
             with _contained(workspace_id, campaign.campaign_id):
-                dispatcher.begin_turn(more_events)
+                dispatcher.begin_turn(seen, more_events)
                 await _run_triggered(database, dispatcher, store, campaign, execution, now, lease)
         for campaign in campaigns:
             with _contained(workspace_id, campaign.campaign_id):
-                dispatcher.begin_turn(more_events)
+                dispatcher.begin_turn(seen, more_events)
                 execution = await start_execution(database, campaign, now, 1, _start_of(campaign))
                 if await _run_one(database, dispatcher, store, campaign, execution, now, lease):
                     finished.append(campaign.campaign_id)
@@ -194,7 +197,7 @@ async def run_executions(
                 runs = await periodic.live_runs(database, workspace_id, each.campaign.campaign_id)
                 in_flight = False
                 for execution in runs:
-                    dispatcher.begin_turn(more_events)
+                    dispatcher.begin_turn(seen, more_events)
                     in_flight |= not await _run_one(
                         database, dispatcher, store, each.campaign, execution, now, lease
                     )
