@@ -99,7 +99,7 @@ class Settings:
     # A campaign's dispatch gives way after this long once other work was woken meanwhile (a
     # publish, an event firing a trigger): the tick goes on to it and the dispatch goes on at the
     # next tick, at once. A dispatch alone sends to its end.
-    delivery_turn_seconds: float = 0.5
+    delivery_turn_seconds: float = 0.25
     # Sandbox time travel and multi-process tests: read "now" from this file (epoch seconds).
     clock_file: str | None = None
 
