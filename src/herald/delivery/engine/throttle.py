@@ -67,7 +67,14 @@ class ThrottleStore(Protocol):
         """How many of `wanted` sends the campaign may make at `now`."""
 
 
-class DatabaseThrottle:
+class _Granting:
+    """`take` as every store answers it: its `grant`, and the wake-up when a share was refused."""
+
+    async def grant(
+        self, session: AsyncSession, workspace_id: str, campaign_id: str, now: datetime, wanted: int, rpm: int
+    ) -> Grant:
+        raise NotImplementedError
+
     async def take(
         self, session: AsyncSession, workspace_id: str, campaign_id: str, now: datetime, wanted: int, rpm: int
     ) -> int:
@@ -75,6 +82,8 @@ class DatabaseThrottle:
         _wake_at(workspace_id, campaign_id, now, grant, wanted)
         return grant.sends
 
+
+class DatabaseThrottle(_Granting):
     async def grant(
         self, session: AsyncSession, workspace_id: str, campaign_id: str, now: datetime, wanted: int, rpm: int
     ) -> Grant:
@@ -107,20 +116,13 @@ class DatabaseThrottle:
         return Grant(sends, None if oldest is None else oldest + WINDOW)
 
 
-class RedisThrottle:
+class RedisThrottle(_Granting):
     def __init__(self, url: str, prefix: str = "herald:throttle:") -> None:
         from redis.asyncio import Redis
 
         self._client = Redis.from_url(url)
         self._prefix = prefix
         self._take = self._client.register_script(_TAKE)
-
-    async def take(
-        self, session: AsyncSession, workspace_id: str, campaign_id: str, now: datetime, wanted: int, rpm: int
-    ) -> int:
-        grant = await self.grant(session, workspace_id, campaign_id, now, wanted, rpm)
-        _wake_at(workspace_id, campaign_id, now, grant, wanted)
-        return grant.sends
 
     async def grant(
         self, session: AsyncSession, workspace_id: str, campaign_id: str, now: datetime, wanted: int, rpm: int
