@@ -11,8 +11,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from herald.delivery.engine.controls import delay_until, over_cap, quiet_until
-from herald.delivery.engine.occurrences import zone_named
 from herald.delivery.engine.split import in_global_control
+from herald.timezones import zone_named
 from herald.workspaces.delivery_settings import parse_value, settings_of
 from herald.workspaces.service import AdminError
 

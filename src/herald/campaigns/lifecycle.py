@@ -21,10 +21,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
-from typing import Any
-from zoneinfo import ZoneInfo
+from typing import TYPE_CHECKING, Any
 
 from herald.campaigns.schemas.common import CampaignStatus, DeliveryType, resolve_datetime
+from herald.timezones import zone_named
+
+if TYPE_CHECKING:
+    from zoneinfo import ZoneInfo
 
 _S = CampaignStatus
 _DT = DeliveryType
@@ -177,23 +180,13 @@ def first_local_moment(start: datetime, zone: ZoneInfo) -> datetime:
     return (wall - _EARLIEST_OFFSET).replace(tzinfo=UTC)
 
 
-def campaign_zone(components: Mapping[str, Any]) -> ZoneInfo:
-    """`scheduling_details.timezone`, else UTC (also for a name this machine does not know, in
-    imported data)."""
-    details = components.get("scheduling_details")
-    name = details.get("timezone") if isinstance(details, Mapping) else None
-    if isinstance(name, str):
-        try:
-            return ZoneInfo(name)
-        except (ValueError, KeyError):
-            pass
-    return ZoneInfo("UTC")
-
-
 def begins_at(components: Mapping[str, Any]) -> datetime | None:
     """When the campaign's sending begins: its `start_time`, but for SEND_IN_USER_TIMEZONE the
     first instant the start's wall clock comes anywhere (`first_local_moment`)."""
     start = schedule_instants(components)[0]
     if start is None or scheduling_type(components) != "SEND_IN_USER_TIMEZONE":
         return start
-    return first_local_moment(start, campaign_zone(components))
+    details = components.get("scheduling_details")
+    return first_local_moment(
+        start, zone_named(details.get("timezone") if isinstance(details, Mapping) else None)
+    )

@@ -36,10 +36,10 @@ from herald.campaigns.schemas.common import DeliveryType
 from herald.delivery.engine import best_times, send_time
 from herald.delivery.engine.content import SendPlan
 from herald.delivery.engine.models import OF_ITS_EXECUTION, Execution, ExecutionUser
-from herald.delivery.engine.occurrences import zone_named
 from herald.delivery.engine.resolve import LiveCampaign
 from herald.delivery.engine.throttle import ThrottleStore
 from herald.delivery.models import OutboxEntry
+from herald.timezones import zone_named
 from herald.workspaces.delivery_settings import DeliverySettings, settings_of
 from herald.workspaces.models import Workspace
 

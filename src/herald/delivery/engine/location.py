@@ -50,7 +50,6 @@ from herald.campaigns.schemas.basic_details import Geofence, GeofenceTrigger, Pu
 from herald.campaigns.schemas.common import resolve_datetime
 from herald.campaigns.schemas.scheduling import NotificationSchedule, SchedulingDetails
 from herald.delivery.engine.models import Execution, ExecutionUser
-from herald.delivery.engine.occurrences import zone_named
 from herald.delivery.engine.rank import rank_of
 from herald.delivery.engine.resolve import LiveCampaign
 from herald.delivery.engine.trigger_match import in_audience
@@ -63,6 +62,7 @@ from herald.delivery.engine.triggers import (
     holdout,
 )
 from herald.errors import ValidationFailed
+from herald.timezones import zone_named
 
 EARTH_RADIUS_M = 6_371_008.8  # mean Earth radius
 WAITING = ("PENDING", "CLAIMED", "RETRY")

@@ -26,10 +26,11 @@ import calendar
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from zoneinfo import ZoneInfo
 
 from herald.campaigns.schemas.scheduling import SchedulingDetails, SendingFrequency
 from herald.timefmt import parse_iso_datetime
+from herald.timezones import zone_named
 
 WEEKDAYS = ("MONDAY", "TUESDAY", "WEDNESDAY", "THURSDAY", "FRIDAY", "SATURDAY", "SUNDAY")
 WEEKS = {"FIRST": 1, "SECOND": 2, "THIRD": 3, "FOURTH": 4, "LAST": -1}
@@ -66,18 +67,6 @@ class Recurrence:
 class Occurrence:
     run: int  # 1, 2, ...
     at: datetime  # UTC
-
-
-def zone_named(name: object, default: str | None = None) -> ZoneInfo:
-    """The timezone `name` names (a campaign's, a user's), else the one `default` names (the
-    workspace's), else UTC."""
-    for candidate in (name, default):
-        if isinstance(candidate, str) and candidate:
-            try:
-                return ZoneInfo(candidate)
-            except (ZoneInfoNotFoundError, ValueError):
-                continue
-    return ZoneInfo("UTC")
 
 
 def recurrence_of(details: SchedulingDetails, start: datetime, expiry: datetime | None) -> Recurrence | None:

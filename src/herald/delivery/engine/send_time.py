@@ -34,8 +34,9 @@ from zoneinfo import ZoneInfo
 
 from herald.campaigns.lifecycle import first_local_moment
 from herald.campaigns.schemas.scheduling import SchedulingDeliveryType, SchedulingDetails
-from herald.delivery.engine.occurrences import local_instant, zone_named
+from herald.delivery.engine.occurrences import local_instant
 from herald.timefmt import parse_iso_datetime
+from herald.timezones import zone_named
 
 USER_TIMEZONE = SchedulingDeliveryType.SEND_IN_USER_TIMEZONE
 BTS = SchedulingDeliveryType.SEND_IN_BTS

@@ -51,7 +51,6 @@ from herald.db import Database
 from herald.delivery.engine import best_times, conversions
 from herald.delivery.engine.content import live_campaign
 from herald.delivery.engine.models import Execution, ExecutionUser, TriggerInbox
-from herald.delivery.engine.occurrences import zone_named
 from herald.delivery.engine.rank import RANK_BITS, rank_of
 from herald.delivery.engine.resolve import ExecutionStatus, LiveCampaign, global_control_share
 from herald.delivery.engine.send_time import next_at_hour
@@ -60,6 +59,7 @@ from herald.delivery.engine.trigger_match import firing_events
 from herald.errors import ValidationFailed
 from herald.ops import metrics
 from herald.sql_lists import one_of
+from herald.timezones import zone_named
 from herald.wake import wake_on_commit
 from herald.workspaces.delivery_settings import settings_of
 from herald.workspaces.models import Workspace
