@@ -291,10 +291,17 @@ async def personalize_many(
     resolver: Resolver = content_api.system_resolver,
     transport: httpx.AsyncBaseTransport | None = None,
 ) -> list[Personalized | Unprocessable]:
-    """`personalize` for many (content, user, event) triples, each with its own budget, rendered in
-    one worker-thread hop: a hop per user costs more than rendering a short template (a delivery
-    window renders hundreds, each firing of an event-triggered campaign with its own event). Each
-    item's outcome is its content, or why it cannot be rendered."""
+    """`personalize` for many (content, user, event) triples, each with its own budget: on the
+    event loop within the small budget of `_rendered`, and those of a content that needs more in
+    one worker-thread hop (a delivery window renders hundreds, each firing of an event-triggered
+    campaign with its own event). Each item's outcome is its content, or why it cannot be
+    rendered.
+
+    Why on the loop: its callers are the delivery engine's, whose loop does nothing but deliver,
+    and a batch of short contents renders in a few milliseconds. On a worker thread (every batch,
+    before), the engine's thread waited for the interpreter each time it let it go for SQLite or
+    a digest while a batch rendered there: 7 % of the engine thread's samples (py-spy `--native`,
+    benchmarks/README.md, the twenty-eighth pass)."""
     datas: list[RenderData] = []
     for prepared, user, event in items:
         answers = (
@@ -303,16 +310,40 @@ async def personalize_many(
             else {}
         )
         datas.append(RenderData(user, event, prepared.blocks, prepared.product_sets, answers))
+    inline = replace(
+        limits, steps=min(limits.steps, INLINE_STEPS), seconds=min(limits.seconds, INLINE_SECONDS)
+    )
+    outcomes: list[Personalized | Unprocessable | None] = []
+    # One renderer per content: the items of a delivery batch share theirs.
+    renderers: dict[int, Renderer] = {}
+    slow: set[int] = set()  # contents one of whose renders went beyond the small budget
+    for (prepared, _, _), data in zip(items, datas, strict=True):
+        if id(prepared) in slow:
+            outcomes.append(None)
+            continue
+        renderer = renderers.get(id(prepared))
+        if renderer is None:
+            renderer = renderers[id(prepared)] = Renderer(data, inline)
+        rendered = _render_all(prepared, data, inline, renderer)
+        if any(problem.code == "RENDER_LIMIT_EXCEEDED" for problem in rendered[2]):
+            slow.add(id(prepared))  # it and the rest of its content: on a worker thread
+            outcomes.append(None)
+            continue
+        outcomes.append(_outcome(rendered))
+    left = [index for index, outcome in enumerate(outcomes) if outcome is None]
+    if left:
 
-    def render_all() -> list[Personalized | Unprocessable]:
-        # One renderer per content: the items of a delivery batch share theirs.
-        renderers: dict[int, Renderer] = {}
-        outcomes: list[Personalized | Unprocessable] = []
-        for (prepared, _, _), data in zip(items, datas, strict=True):
-            renderer = renderers.get(id(prepared))
-            if renderer is None:
-                renderer = renderers[id(prepared)] = Renderer(data, limits)
-            outcomes.append(_outcome(_render_all(prepared, data, limits, renderer)))
-        return outcomes
+        def render_left() -> list[Personalized | Unprocessable]:
+            whole: dict[int, Renderer] = {}
+            done: list[Personalized | Unprocessable] = []
+            for index in left:
+                prepared, data = items[index][0], datas[index]
+                renderer = whole.get(id(prepared))
+                if renderer is None:
+                    renderer = whole[id(prepared)] = Renderer(data, limits)
+                done.append(_outcome(_render_all(prepared, data, limits, renderer)))
+            return done
 
-    return await anyio.to_thread.run_sync(render_all)
+        for index, outcome in zip(left, await anyio.to_thread.run_sync(render_left), strict=True):
+            outcomes[index] = outcome
+    return [outcome for outcome in outcomes if outcome is not None]
