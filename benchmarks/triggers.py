@@ -211,6 +211,21 @@ def campaign(index: int) -> dict[str, Any]:
     }
 
 
+async def _published(write: Client, body: dict[str, Any]) -> str:
+    """A campaign created from `body` and published: its id."""
+    status, answer = await write.request("POST", "/v5/campaigns", body, Idempotency_Key=uuid.uuid4().hex)
+    assert status == 201, answer
+    campaign_id = str(orjson.loads(answer)["data"]["id"])
+    status, answer = await write.request(
+        "PATCH",
+        f"/core-services/v1/campaigns/{campaign_id}",
+        {"request_id": uuid.uuid4().hex, "updated_by": "bench@example.com", "status": "PUBLISH"},
+        Idempotency_Key=uuid.uuid4().hex,
+    )
+    assert status == 204, answer
+    return campaign_id
+
+
 def _event(seq: int, users: int, campaigns: int) -> dict[str, Any]:
     return {
         "type": "event",
@@ -443,33 +458,12 @@ async def drive(
         # This machine's PostgreSQL runs without autovacuum: the statistics it would keep.
         await _analyse(settings)
         for index in range(args.campaigns):
-            status, body = await write.request(
-                "POST", "/v5/campaigns", campaign(index), Idempotency_Key=uuid.uuid4().hex
-            )
-            assert status == 201, body
-            campaign_id = orjson.loads(body)["data"]["id"]
-            status, body = await write.request(
-                "PATCH",
-                f"/core-services/v1/campaigns/{campaign_id}",
-                {"request_id": uuid.uuid4().hex, "updated_by": "bench@example.com", "status": "PUBLISH"},
-                Idempotency_Key=uuid.uuid4().hex,
-            )
-            assert status == 204, body
+            await _published(write, campaign(index))
         await asyncio.sleep(1)  # the publish wakes the worker: it creates the campaigns' executions
         if args.alongside:
             await add_users(settings, workspace, args.alongside, tokens=True)
             await _analyse(settings)
-            status, body = await write.request(
-                "POST", "/v5/campaigns", _push_body("Alongside"), Idempotency_Key=uuid.uuid4().hex
-            )
-            assert status == 201, body
-            status, body = await write.request(
-                "PATCH",
-                f"/core-services/v1/campaigns/{orjson.loads(body)['data']['id']}",
-                {"request_id": uuid.uuid4().hex, "updated_by": "bench@example.com", "status": "PUBLISH"},
-                Idempotency_Key=uuid.uuid4().hex,
-            )
-            assert status == 204, body
+            await _published(write, _push_body("Alongside"))
             for _ in range(600):  # its sends begun (at most a minute)
                 if progress.alongside:
                     break

@@ -61,17 +61,25 @@ async def test_an_event_triggered_message_goes_out_while_a_large_campaign_sends(
     assert sorted(_of(webhook, large)) == sorted(["ana", *(f"u{i:04}" for i in range(AUDIENCE))])
 
 
+async def _shortest_turns(
+    app: FastAPI, client: httpx.AsyncClient, workspace: Tenant, webhook: HttpReceiver
+) -> tuple[list[str], str]:
+    """Turns of one batch (`delivery_turn_seconds` 0), `AUDIENCE` users ready for the receiver, and
+    an event-triggered campaign published: the users, and the campaign's id."""
+    services: Services = app.state.herald
+    services.settings = dataclasses.replace(services.settings, delivery_turn_seconds=0.0)
+    customers = [f"u{i:04}" for i in range(AUDIENCE)]
+    await ready(app, workspace, webhook, *customers)
+    return customers, await publish(client, workspace, EVENT)
+
+
 async def test_events_left_in_the_inbox_end_a_campaigns_turn(
     app: FastAPI, client: httpx.AsyncClient, workspace: Tenant, webhook: HttpReceiver
 ) -> None:
     """More events than one tick takes: the tick that fires the first of them leaves the rest to
     the next one, and the campaign sending meanwhile gives way at the end of its turn (its tick's
     own wake-up came before the turn began, so only knowing what is left can end it)."""
-    services: Services = app.state.herald
-    services.settings = dataclasses.replace(services.settings, delivery_turn_seconds=0.0)
-    customers = [f"u{i:04}" for i in range(AUDIENCE)]
-    await ready(app, workspace, webhook, *customers)
-    triggered = await publish(client, workspace, EVENT)
+    customers, triggered = await _shortest_turns(app, client, workspace, webhook)
     events = [
         {"type": "event", "customer_id": customers[i % AUDIENCE], "actions": [{"action": "added_to_cart"}]}
         for i in range(INBOX_BATCH + 1)
@@ -94,11 +102,7 @@ async def test_a_wake_up_during_an_earlier_turn_ends_the_next_campaigns_turn_too
     """An event stored while the tick's first campaign has its turn is work the tick has not seen
     (it read the inbox before): the second campaign's turn, begun after the wake-up, gives way to
     it as well, instead of sending to its end first."""
-    services: Services = app.state.herald
-    services.settings = dataclasses.replace(services.settings, delivery_turn_seconds=0.0)
-    customers = [f"u{i:04}" for i in range(AUDIENCE)]
-    await ready(app, workspace, webhook, *customers)
-    triggered = await publish(client, workspace, EVENT)
+    customers, triggered = await _shortest_turns(app, client, workspace, webhook)
     first = await publish(client, workspace, PUSH)
     second_body = {**PUSH, "basic_details": {**PUSH["basic_details"], "name": "Second"}}
     second = await publish(client, workspace, second_body)
