@@ -91,9 +91,12 @@ async def test_events_left_in_the_inbox_end_a_campaigns_turn(
     assert len(_of(webhook, triggered)) == INBOX_BATCH
     [run] = (await stats(client, workspace, large))["executions"]
     assert 0 < run["sent"] < AUDIENCE
+    assert run["progress"] == round(100 * run["sent"] / AUDIENCE, 1)  # the rest pending
     await tick(app, workspace)
     assert len(_of(webhook, triggered)) == INBOX_BATCH + 1
     assert len(_of(webhook, large)) == AUDIENCE
+    [run] = (await stats(client, workspace, large))["executions"]
+    assert (run["sent"], run["pending"], run["progress"]) == (AUDIENCE, 0, 100.0)
 
 
 async def test_a_wake_up_during_an_earlier_turn_ends_the_next_campaigns_turn_too(

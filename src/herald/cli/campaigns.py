@@ -145,6 +145,7 @@ def stats_table(data: dict[str, Any]) -> str:
     for name in runs[0]["suppressed"]:
         rows.append((f"suppressed: {name}", [str(run["suppressed"].get(name, 0)) for run in runs]))
     rows += [
+        ("progress", [f"{run['progress']:.1f}%" if "progress" in run else "-" for run in runs]),
         ("pending", [str(run["pending"]) for run in runs]),
         # Of the pending: waiting for another attempt, and for the end of quiet hours or a delay.
         ("  retrying", [str(run.get("retrying", 0)) for run in runs]),

@@ -297,6 +297,12 @@ class ExecutionStats(BaseModel):
         )
     )
     pending: int
+    progress: float = Field(
+        description=(
+            "Of the users to send to (after hold-outs and suppressions), the percentage settled: sent, "
+            "failed or unsent; one decimal, 100.0 when none is pending."
+        )
+    )
     retrying: int = Field(description="Of the pending users, those waiting for another attempt.")
     deferred: int = Field(
         description="Of the pending users, those deferred by quiet hours or the minimum delay."

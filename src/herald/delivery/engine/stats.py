@@ -100,6 +100,8 @@ async def _one(
     waiting = by_state["PENDING"] + by_state["CLAIMED"] + by_state["RETRY"] + unwritten
     # A STOPPED execution's users still waiting never get their turn: unsent, not pending.
     ended = execution.status == "STOPPED"
+    pending = 0 if ended else waiting
+    settled = by_state["SENT"] + by_state["FAILED"] + (waiting if ended else 0)
     return {
         "id": execution.id,
         "run": execution.run,
@@ -116,7 +118,10 @@ async def _one(
         "audience": audience + execution.opted_out + execution.unsubscribed + execution.no_address,
         "held_out": held_out,
         "suppressed": suppressed,
-        "pending": 0 if ended else waiting,
+        "pending": pending,
+        # Of the users to send to (after hold-outs and suppressions), the share settled: sent,
+        # failed, or unsent (stopped). 100 when none is left, or there is none.
+        "progress": round(100 * settled / (settled + pending), 1) if settled + pending else 100.0,
         # Of the pending users, those waiting for another attempt after a transient failure.
         "retrying": 0 if ended else by_state["RETRY"],
         # Of the pending users, those waiting for the end of quiet hours or of the minimum delay.
