@@ -41,24 +41,28 @@ _named_mutex = threading.Lock()
 # Wake-ups this process has received (in-process and notified) for new work: a dispatch that sees
 # the count move knows other work became due meanwhile (`wakes`).
 _received = 0
-# Marks a notification that only asks the other workers to share a dispatch under way (an audience
-# written): it names the workspace, and no dispatch gives way for it. A workspace id has no space.
-_SHARE = "share "
+# Every wake-up this process has received, for new work or not (`heard`).
+_heard = 0
+# Marks a notification of no new work: the other workers may share a dispatch under way (an
+# audience written), or a dispatch under way has a change to see (a campaign's content). It names
+# the workspace, and no dispatch gives way for it. A workspace id has no space. (The word is the
+# one workers have always read: a worker of the release before reads it the same way.)
+_NOT_NEW = "share "
 
 
 async def wake_on_commit(
-    session: AsyncSession, workspace_id: str | None = None, *, to_share: bool = False
+    session: AsyncSession, workspace_id: str | None = None, *, new_work: bool = True
 ) -> None:
     """Wake the workers once the session's transaction commits; `workspace_id`: whose work it is.
-    `to_share`: the work is the dispatch the caller is doing itself, which other workers may join
-    (see `wakes`)."""
+    `new_work` False: no work became due, but a dispatch under way is concerned: the caller's own,
+    which other workers may join, or one whose campaign's content changed (see `wakes`, `heard`)."""
     if session.get_bind().dialect.name == "postgresql":
-        payload = {"channel": CHANNEL, "workspace": (_SHARE if to_share else "") + (workspace_id or "")}
+        payload = {"channel": CHANNEL, "workspace": ("" if new_work else _NOT_NEW) + (workspace_id or "")}
         await session.execute(text("SELECT pg_notify(:channel, :workspace)"), payload)
     event.listen(
         session.sync_session,
         "after_commit",
-        lambda _: wake_here(workspace_id, new_work=not to_share),
+        lambda _: wake_here(workspace_id, new_work=new_work),
         once=True,
     )
 
@@ -70,11 +74,19 @@ def wakes() -> int:
     return _received
 
 
+def heard() -> int:
+    """How many wake-ups of any kind this process has received so far: a dispatch whose windows
+    are on the wire checks its campaign again when the count moves (`engine.halting`)."""
+    return _heard
+
+
 def _note(workspace_id: str | None, new_work: bool = True) -> None:
     """A wake-up received: counted (`new_work`), and its workspace named."""
-    global _received
+    global _received, _heard
+    # Plain ints: an increment lost between threads only delays a turn's end, or a check.
+    _heard += 1
     if new_work:
-        _received += 1  # a plain int: an increment lost between threads only delays a turn's end
+        _received += 1
     if workspace_id:
         with _named_mutex:
             _named.add(workspace_id)
@@ -149,8 +161,7 @@ class Listener:
         log.info("listening for wake-ups on channel %s", CHANNEL)
 
     def _notified(self, _connection: Any, _pid: int, _channel: str, payload: str) -> None:
-        shared = payload.startswith(_SHARE)
-        _note(payload.removeprefix(_SHARE), new_work=not shared)
+        _note(payload.removeprefix(_NOT_NEW), new_work=not payload.startswith(_NOT_NEW))
         self._wake.set()
 
     async def close(self) -> None:

@@ -26,6 +26,7 @@ from herald.clock import FrozenClock, utc
 from herald.delivery.config import ConnectorInput
 from herald.delivery.connectors import remove_connector
 from herald.delivery.dispatch import Streaks
+from herald.delivery.engine import halting
 from herald.delivery.engine.abandoned import ORPHANED
 from herald.delivery.engine.models import Execution, ExecutionUser
 from herald.delivery.engine.rank import rank_of
@@ -605,6 +606,19 @@ async def _window_ahead_written(app: FastAPI, workspace: Tenant, handed: int) ->
     raise AssertionError("the window ahead of those on the wire was not written")
 
 
+def _assert_halted(rows: list[OutboxEntry], arrived: list[str], written: int) -> None:
+    """Of the `written` rows of the windows begun before a STOP, those of the messages that
+    `arrived` at the receiver SENT, the others FAILED as never handed over, with no attempt."""
+    assert len(rows) == written
+    assert len(set(arrived)) == len(arrived)
+    assert sorted(r.id for r in rows if r.status == "SENT") == sorted(arrived)
+    halted = [r for r in rows if r.status != "SENT"]
+    assert len(halted) == written - len(arrived)
+    for row in halted:
+        assert (row.status, row.attempts) == ("FAILED", 0)
+        assert row.failure_reason == f"Not handed over: {halting.STOPPED}.", row.failure_reason
+
+
 class TestStop:
     async def test_after_stop_no_new_message_is_handed_to_the_connector(
         self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant
@@ -634,6 +648,8 @@ class TestStop:
         # Two messages per request and two lanes: two windows of one request each go out side by
         # side (the second one's rows written while the first is on the wire, its lane being
         # free), and a third is written ahead of them (`AHEAD`), its request waiting for a lane.
+        # After the STOP's answer, that request is not made (`engine.halting`): the two on the
+        # wire are answered, nothing more goes out.
         gate = _Gate()
         try:
             campaign_id = await _publish_to_gate(app, client, workspace, gate, users=10, batch_size=2)
@@ -651,20 +667,14 @@ class TestStop:
             assert stopped.status_code == 200, stopped.text
             gate.release.set()
             await running
-            assert gate.count == 2 + AHEAD  # the windows handed over before the STOP, nothing after
+            assert gate.count == 2  # the requests on the wire at the STOP, nothing after
             assert await status(client, workspace, campaign_id) == "STOPPED"
             await tick(app, workspace)
-            assert gate.count == 2 + AHEAD
-            rows = await outbox_rows(app, workspace)
-            assert sorted(r.id for r in rows) == sorted(gate.ids)
-            assert [r.status for r in rows] == ["SENT"] * handed
+            assert gate.count == 2
+            _assert_halted(await outbox_rows(app, workspace), gate.ids, handed)
             [run] = (await stats(client, workspace, campaign_id))["executions"]
-            assert (run["status"], run["sent"], run["pending"], run["unsent"]) == (
-                "STOPPED",
-                handed,
-                0,
-                10 - handed,
-            )
+            assert (run["status"], run["sent"], run["pending"], run["unsent"]) == ("STOPPED", 4, 0, 6)
+            assert run["progress"] == 100.0  # nobody is left to send to
         finally:
             gate.stop()
 
@@ -673,7 +683,8 @@ class TestStop:
     ) -> None:
         # One message per POST and two lanes: each window holds `ROUNDS` messages on its one lane
         # (its share), two windows are on the wire and a third is written ahead of them. The STOP
-        # answers after their rows, and every one of those messages goes out, nothing after them.
+        # answers after their rows; of their messages, only the two on the wire at its answer go
+        # out (`engine.halting`).
         gate = _Gate()
         users = 3 * (2 + AHEAD) * ROUNDS
         try:
@@ -693,19 +704,16 @@ class TestStop:
             assert stopped.status_code == 200, stopped.text
             gate.release.set()
             await running
-            assert gate.count == handed  # the windows handed over before the STOP, nothing after
+            assert gate.count == 2  # the requests on the wire at the STOP, nothing after
             await tick(app, workspace)
-            assert gate.count == handed
-            rows = await outbox_rows(app, workspace)
-            assert sorted(r.id for r in rows) == sorted(gate.ids)
-            assert len(set(gate.ids)) == handed
-            assert [r.status for r in rows] == ["SENT"] * handed
+            assert gate.count == 2
+            _assert_halted(await outbox_rows(app, workspace), gate.ids, handed)
             [run] = (await stats(client, workspace, campaign_id))["executions"]
             assert (run["status"], run["sent"], run["pending"], run["unsent"]) == (
                 "STOPPED",
-                handed,
+                2,
                 0,
-                users - handed,
+                users - 2,
             )
         finally:
             gate.stop()
@@ -863,6 +871,44 @@ class TestChangesWhileSending:
             assert await running == 2  # ACTIVE → SENDING → SENT
             titles = [body["message"]["basic_details"]["title"] for body in gate.bodies]
             assert titles == ["Hi you", "Changed", "Changed", "Changed", "Changed"]
+            assert await status(client, workspace, campaign_id) == "SENT"
+        finally:
+            gate.stop()
+
+    async def test_a_content_change_reaches_the_windows_already_begun(
+        self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant
+    ) -> None:
+        # Two lanes: two windows on the wire and one written ahead of them (`AHEAD`), rendered with
+        # the first content. After the change's answer none of their messages not yet handed over
+        # goes out with it (`engine.halting`): each goes out once, with the new content.
+        gate = _Gate()
+        users = 3 * (2 + AHEAD) * ROUNDS
+        try:
+            campaign_id = await _publish_to_gate(app, client, workspace, gate, users=users)
+            services: Services = app.state.herald
+            settings = dataclasses.replace(services.settings, delivery_concurrency=2)
+            running = asyncio.create_task(
+                worker.run_tick(services.database, services.clock.now(), [workspace.workspace_id], settings)
+            )
+            for _ in range(2):  # a request of each window on the wire, held by the receiver
+                assert await asyncio.to_thread(gate.arrivals.acquire, True, 30)
+            await _window_ahead_written(app, workspace, (2 + AHEAD) * ROUNDS)
+            content = copy.deepcopy(PUSH["campaign_content"])
+            content["content"]["push"]["android"]["basic_details"]["title"] = "Changed"
+            changed = await client.patch(
+                f"/v5/campaigns/{campaign_id}",
+                json={"campaign_content": content, "updated_by": "crm@example.com"},
+                headers=workspace.write_headers(campaigns=True),
+            )
+            assert changed.status_code == 200, changed.text
+            gate.release.set()
+            await running
+            titles = [body["message"]["basic_details"]["title"] for body in gate.bodies]
+            assert titles == ["Hi you"] * 2 + ["Changed"] * (users - 2)
+            assert len(set(gate.ids)) == len(gate.ids) == users
+            rows = await outbox_rows(app, workspace)
+            assert sorted(r.id for r in rows) == sorted(gate.ids)
+            assert {(r.status, r.attempts) for r in rows} == {("SENT", 1)}
             assert await status(client, workspace, campaign_id) == "SENT"
         finally:
             gate.stop()

@@ -115,11 +115,12 @@ async def test_a_wake_up_to_share_a_dispatch_names_its_workspace_but_asks_no_dis
     """The engine's own wake-ups (an audience written, for other workers to join its dispatch) must
     not end the turn of the dispatch that sent them (`Dispatcher.yielding`); a publish's must."""
     services: Services = app.state.herald
-    before = wake.wakes()
+    before, heard = wake.wakes(), wake.heard()
     async with services.database.writer() as session:
-        await wake.wake_on_commit(session, "WS-SHARED", to_share=True)
+        await wake.wake_on_commit(session, "WS-SHARED", new_work=False)
         await session.commit()
     assert wake.wakes() == before
+    assert wake.heard() == heard + 1  # yet heard: a dispatch under way checks its campaign again
     assert wake.named_first(["WS-A", "WS-SHARED"]) == ["WS-SHARED", "WS-A"]
     async with services.database.writer() as session:
         await wake.wake_on_commit(session, "WS-NEW")
@@ -132,11 +133,12 @@ async def test_a_wake_up_to_share_a_dispatch_names_its_workspace_but_asks_no_dis
     assert wake.wakes() == before + 1
     listener._notified(None, 0, wake.CHANNEL, "WS-NEW")
     assert wake.wakes() == before + 2
+    assert wake.heard() == heard + 4
     assert wake.named_first(["WS-A", "WS-NEW", "WS-SHARED"]) == ["WS-NEW", "WS-SHARED", "WS-A"]
 
 
 async def test_a_notification_to_share_a_dispatch_carries_its_mark(app: FastAPI) -> None:
-    """What `wake_on_commit(..., to_share=True)` sends on PostgreSQL is what the listener reads as
+    """What `wake_on_commit(..., new_work=False)` sends on PostgreSQL is what the listener reads as
     such (the payload heard through a real LISTEN)."""
     services: Services = app.state.herald
     woken = asyncio.Event()
@@ -153,7 +155,7 @@ async def test_a_notification_to_share_a_dispatch_carries_its_mark(app: FastAPI)
         listener._notified = record  # type: ignore[method-assign]
         await listener.ensure()
         async with services.database.writer() as session:
-            await wake.wake_on_commit(session, "WS-SHARED", to_share=True)
+            await wake.wake_on_commit(session, "WS-SHARED", new_work=False)
             await session.commit()
         # (Other tests' notifications may be heard as well: only this one's are looked at.)
         await _until(lambda: any("WS-SHARED" in payload for payload in heard), "the notification is heard")

@@ -38,6 +38,7 @@ from herald.ids import is_object_id, object_id
 from herald.joined_writes import Answer, ClaimedRead, ClaimedStatement
 from herald.personalization import check_template
 from herald.problems import Problem, fields_at_fault
+from herald.wake import wake_on_commit
 
 # After a successful create, its request_id cannot be reused for this long (spec: Limits).
 REQUEST_ID_HOLD = {Channel.PUSH: timedelta(hours=1), Channel.EMAIL: timedelta(days=1)}
@@ -446,6 +447,10 @@ async def write_update(
     )
     if set(columns["tags"]) != set(stored.tags):
         await repository.replace_tags(session, workspace_id, stored.id, columns["tags"])
+    if stored.status == CampaignStatus.SENDING.value:
+        # A one-time campaign's change applies to the messages not handed over yet: the dispatch
+        # under way reads the campaign again before its next request (`engine.halting`).
+        await wake_on_commit(session, workspace_id, new_work=False)
     return revision
 
 

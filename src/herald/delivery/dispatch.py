@@ -268,21 +268,29 @@ class Dispatcher:
             return None
         return Window(connector, envelopes, attempts, now)
 
-    async def send_window(self, window: Window, senders: int | None = None) -> None:
+    async def send_window(self, window: Window, senders: int | None = None, halt: Halt | None = None) -> None:
         """The second step of `deliver_many`: the window's messages not settled already handed
         to the connector side by side (each request on a lane of its own), by at most `senders`
-        requests at once (default: as many as the connector may have in flight)."""
+        requests at once (default: as many as the connector may have in flight). `halt` is asked
+        before each request: once it gives a reason, the window's requests not made yet are not
+        made (their messages due again at once, their attempts not used: `outbox.Settled`)."""
         attempts, envelopes = window.attempts, window.envelopes
         todo = [index for index, attempt in enumerate(attempts) if attempt.settled is None]
-        requests = await self._attempt_many(window.connector, [envelopes[index] for index in todo], senders)
+        requests = await self._attempt_many(
+            window.connector, [envelopes[index] for index in todo], senders, halt
+        )
         indexes = iter(todo)
         for outcome, count in requests:
             # The connector's error streak counts requests: a batched POST that failed is one
             # failure, not one per message it carried.
             self._count(window.connector, outcome)
             for index in itertools.islice(indexes, count):
-                final = self._settle(window.connector, attempts[index].number, outcome, window.began)
-                window.settled.append(outbox.Settled(envelopes[index], final, final.retry_at))
+                number = attempts[index].number
+                final = self._settle(window.connector, number, outcome, window.began)
+                # A message never handed to the connector (halted, or its connector down earlier
+                # in the window) used no attempt: the row's count goes back to the attempts made.
+                made = None if final.attempted else number - 1
+                window.settled.append(outbox.Settled(envelopes[index], final, final.retry_at, made))
                 window.outcomes[index] = final
 
     async def record_window(
@@ -304,8 +312,8 @@ class Dispatcher:
         """What attempt `number` comes to: sent, failed for good, or to be attempted again
         (`retry_at`) after a transient failure below the attempt limit (the caller counts the
         attempt in the connector's streak: `_count`)."""
-        if outcome.sent or not outcome.transient:
-            return outcome
+        if outcome.sent or not outcome.transient or outcome.retry_at is not None:
+            return outcome  # (a halted message's is due again at once: `_attempt_many`)
         reason = outcome.reason or "The send failed."
         if number >= self._settings.delivery_max_attempts and outcome.attempted:
             return Outcome(False, f"Gave up after {number} attempts: {reason}")
@@ -360,13 +368,18 @@ class Dispatcher:
         return outcome
 
     async def _attempt_many(
-        self, connector: Connector, envelopes: Sequence[Envelope], senders: int | None = None
+        self,
+        connector: Connector,
+        envelopes: Sequence[Envelope],
+        senders: int | None = None,
+        halt: Halt | None = None,
     ) -> list[tuple[Outcome, int]]:
         """Each request's outcome and how many of the messages, in order, it carried: at most
         `senders` (at most `requests(connector)`) requests in flight; a batched webhook carries
         `batch_size` messages per request (and answers for all of them). Each sender takes the next
         request when its last is answered, rather than a task per request: a window holds several
-        requests per lane (`engine.run.ROUNDS`)."""
+        requests per lane (`engine.run.ROUNDS`). A request that `halt` stops is not made: its
+        messages not attempted, due again at once."""
         size = self.per_request(connector)
         groups = [envelopes[start : start + size] for start in range(0, len(envelopes), size)]
         outcomes: list[tuple[Outcome, int]] = [(_NOT_MADE, 0)] * len(groups)
@@ -375,13 +388,19 @@ class Dispatcher:
         async def sender() -> None:
             for index, group in waiting:
                 if size == 1:
-                    outcomes[index] = (await self._attempt(connector, group[0]), 1)
+                    outcomes[index] = (await self._attempt(connector, group[0], None, halt), 1)
                 else:
-                    outcomes[index] = (await self._attempt(connector, group[0], group), len(group))
+                    outcomes[index] = (await self._attempt(connector, group[0], group, halt), len(group))
 
         count = min(len(groups), self.requests(connector), senders or len(groups))
         await asyncio.gather(*(sender() for _ in range(count)))
         return outcomes
+
+    def _halted(self, why: str) -> Outcome:
+        """A request not made (`halt`): its messages not attempted, due again at once (the next
+        batch sends them as the campaign is then; a campaign stopped leaves them unsent)."""
+        reason = f"Not handed over: {why}."
+        return Outcome(False, reason, transient=True, retry_at=self._clock.now(), attempted=False)
 
     def _open_secrets(self, connector: Connector) -> dict[str, str]:
         """The connector's secrets, opened once per dispatcher. Raises SecretKeyError."""
@@ -396,9 +415,14 @@ class Dispatcher:
         return found
 
     async def _attempt(
-        self, connector: Connector, envelope: Envelope, batch: Sequence[Envelope] | None = None
+        self,
+        connector: Connector,
+        envelope: Envelope,
+        batch: Sequence[Envelope] | None = None,
+        halt: Halt | None = None,
     ) -> Outcome:
-        """One request: `envelope` alone, or every message of `batch` (a batched webhook)."""
+        """One request: `envelope` alone, or every message of `batch` (a batched webhook); not made
+        when `halt`, asked once the request has its lane, gives a reason (see `_halted`)."""
         if connector.id in self._down:
             return Outcome(
                 False, f"Not attempted: {self._down[connector.id]}", transient=True, attempted=False
@@ -413,10 +437,14 @@ class Dispatcher:
             time_limit = float(settings.get("timeout") or self._settings.delivery_timeout_seconds)
             if is_smtp(connector.type):
                 async with self._lanes.smtp_flight:
+                    if halt is not None and (why := await halt()) is not None:
+                        return self._halted(why)
                     outcome = await self._smtp.send(connector.id, settings, secrets, envelope, time_limit)
             else:
                 lane = await self._lanes.take()
                 try:
+                    if halt is not None and (why := await halt()) is not None:
+                        return self._halted(why)
                     if batch is not None:
                         outcome = await send_webhook_batch(lane, settings, secrets, batch, time_limit)
                     else:
@@ -445,6 +473,9 @@ async def _first_write(first: FirstWrite | None, write: Callable[[Joined | None]
         return
     first.written()
 
+
+# Whether the next request of a window may be made: None, or why not (`send_window`).
+Halt = Callable[[], Awaitable[str | None]]
 
 # The placeholder of a request not made yet (`_attempt_many` fills in every one before returning).
 _NOT_MADE = Outcome(False, "Not attempted.", attempted=False)

@@ -388,6 +388,9 @@ class Settled:
     envelope: Envelope
     outcome: Outcome
     retry_at: datetime | None = None
+    # The attempts made so far, when the row's count is to be set to it: a message begun but not
+    # handed over (`Dispatcher.send_window`) gives its attempt back.
+    attempts: int | None = None
 
 
 async def record_settled(
@@ -438,6 +441,8 @@ async def _record_settled(
         if item.outcome.sent:
             continue
         values: dict[str, Any] = {"failure_reason": item.outcome.reason, "updated_at": now}
+        if item.attempts is not None:
+            values["attempts"] = item.attempts
         if item.retry_at is not None:
             values["next_attempt_at"] = item.retry_at
         else:

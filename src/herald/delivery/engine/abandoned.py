@@ -16,7 +16,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import cast
 
-from sqlalchemy import Select, String, Table, bindparam, exists, func, literal, select, text, update
+from sqlalchemy import Select, String, Table, bindparam, case, exists, func, literal, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from herald.campaigns.models import Campaign
@@ -85,6 +85,10 @@ async def _fail_waiting(
         )
     )
     last = literal(f"{why}; the last attempt: ", String) + OutboxEntry.failure_reason
+    # A message never handed over (`engine.halting`) keeps its own reason: there was no attempt.
+    reason = case(
+        (OutboxEntry.attempts == 0, OutboxEntry.failure_reason), else_=func.coalesce(last, f"{why}.")
+    )
     await session.execute(
         update(OutboxEntry)
         .where(
@@ -95,7 +99,7 @@ async def _fail_waiting(
         )
         .values(
             status=OutboxStatus.FAILED.value,
-            failure_reason=func.coalesce(last, f"{why}."),
+            failure_reason=reason,
             next_attempt_at=None,
             updated_at=now,
         )

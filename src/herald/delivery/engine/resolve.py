@@ -201,7 +201,7 @@ async def prepare(
             current.updated_at = now
             if streaming:
                 current.status = ExecutionStatus.DISPATCHING
-                await wake_on_commit(session, execution.workspace_id, to_share=True)  # other workers join
+                await wake_on_commit(session, execution.workspace_id, new_work=False)  # other workers join
         await session.commit()
     async with database.reader() as session:  # this execution, whichever run it is
         found = await session.get(Execution, (execution.workspace_id, execution.id))
@@ -363,7 +363,7 @@ async def resolve_chunk(
             if current.status == ExecutionStatus.RESOLVING:
                 current.status = ExecutionStatus.DISPATCHING
             # Workers that found it resolving join its dispatch.
-            await wake_on_commit(session, execution.workspace_id, to_share=True)
+            await wake_on_commit(session, execution.workspace_id, new_work=False)
         if inserted:
             # Claims and updates read these from the first chunk on (see `planner_statistics`).
             await planner_statistics.analyze_if_unknown(

@@ -64,7 +64,7 @@ from herald.clock import utc
 from herald.db import Database, UTCDateTime
 from herald.delivery import outbox
 from herald.delivery.dispatch import Dispatcher
-from herald.delivery.engine import controls, conversions
+from herald.delivery.engine import controls, conversions, halting
 from herald.delivery.engine.content import (
     Group,
     SendPlan,
@@ -796,8 +796,17 @@ class _Flight:
     are answered, and its requests take the first lanes that free, instead of waiting for that
     window's round trip to the database."""
 
-    def __init__(self, database: Database, dispatcher: Dispatcher, connector: Connector | None) -> None:
+    def __init__(
+        self,
+        database: Database,
+        dispatcher: Dispatcher,
+        connector: Connector | None,
+        watch: halting.Watch | None = None,
+    ) -> None:
         self._dispatcher = dispatcher
+        # Asked before each request of a window (`halting`): a STOP or a content change halts the
+        # windows already begun too.
+        self._watch = watch
         self._count = 2 if dispatcher.requests(connector) >= 2 else 1
         # Through one lane, nothing ahead: one message at a time is handed over, as an operator
         # who sets one request in flight asks.
@@ -923,6 +932,7 @@ class _Flight:
             give_back()
             return went
         unsendable = len(ready) < sum(len(found) for _, found in messages)
+        halt = self._watch.halt(plan.version) if self._watch is not None else None
 
         def users_too(delivered: list[Outcome]) -> Callable[[Writer], Awaitable[None]]:
             # The users' states in the outbox's own transaction, when every message was attempted.
@@ -939,7 +949,7 @@ class _Flight:
         async def out() -> None:
             try:
                 try:
-                    await dispatcher.send_window(window, self.share(connector))
+                    await dispatcher.send_window(window, self.share(connector), halt)
                 finally:
                     self._tickets.release()
                 await asyncio.sleep(0)  # the next window's rows first: then its requests go out
@@ -1077,7 +1087,13 @@ async def dispatch(
     the moment the dispatcher's clock gives when it is claimed, not when the tick began: a send
     lasting longer than the lease would otherwise claim users already past it, which another
     worker then takes over while this one still sends them."""
-    flight = _Flight(database, dispatcher, plan.connector)
+
+    async def read() -> tuple[bool, Version | None]:
+        async with database.reader() as session:
+            return await _sending_at(await session.connection(), execution, dispatcher.now())
+
+    watch = halting.Watch(read)
+    flight = _Flight(database, dispatcher, plan.connector, watch)
     ahead: asyncio.Task[_Batch | None] | None = None
 
     async def next_batch(plan: SendPlan) -> _Batch | None:
@@ -1147,6 +1163,7 @@ async def dispatch(
         raise
     finally:
         await flight.drain()
+        await watch.close()
         # Sending stopped before the batch claimed ahead had its turn: its users pending again.
         if ahead is not None and (unsent := await ahead) is not None:
             await _release(database, execution, unsent.claimed)

@@ -1,0 +1,89 @@
+"""Halting the windows on the wire: after a STOP, a PAUSE, the campaign's expiry or a change of its
+content, no request of a window already begun goes out.
+
+A window's outbox rows are written before its requests go out, under a check that the campaign
+still sends as planned (`run._Flight`). With two windows and one ahead on the wire, each of several
+requests per lane, a window begun before a STOP could go on handing messages to a slow receiver for
+seconds after the STOP's answer, and messages rendered before a content change went out with the
+old content. So each request of a window asks its `Watch` first (`Dispatcher.send_window`'s `halt`):
+the watch reads the campaign again, in a task of its own, when a wake-up came since its last read (a
+STOP wakes every worker; so does a change of a sending campaign's content) and at least every
+`EVERY` seconds (a wake-up lost, the expiry reached). A request it halts is not made: its messages
+are due again at once (sent with the new content by the next batch; unsent when the campaign
+stopped), and used no attempt.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+
+from sqlalchemy.exc import SQLAlchemyError
+
+from herald.delivery.engine.content import Version
+from herald.wake import heard
+
+log = logging.getLogger("herald.worker")
+
+# Seconds between two reads of the campaign while windows are on the wire, without a wake-up: the
+# bound on a halt that no wake-up announced. A read is one indexed row.
+EVERY = 0.25
+
+STOPPED = "the campaign stopped sending before the message's turn"
+CHANGED = "the campaign's content changed before the message's turn"
+
+
+class Watch:
+    """The campaign of one dispatch, read again while its windows are on the wire."""
+
+    def __init__(self, read: Callable[[], Awaitable[tuple[bool, Version | None]]]) -> None:
+        """`read`: whether the campaign still sends, and the version of its content."""
+        self._read = read
+        self._heard = heard()
+        self._at = time.monotonic()
+        self._task: asyncio.Task[None] | None = None
+        self._sending = True
+        self._version: Version | None = None
+
+    def halt(self, planned: Version | None) -> Callable[[], Awaitable[str | None]]:
+        """The `halt` of a window rendered from content `planned`: why its next request may not go
+        out (None: it may). When a read is due, the request waits for it: after a STOP's answer
+        (whose commit this process heard of first), none goes out unchecked."""
+
+        async def why() -> str | None:
+            while self._sending:
+                if self._task is None:
+                    count, now = heard(), time.monotonic()
+                    if count == self._heard and now - self._at < EVERY:
+                        break
+                    self._heard, self._at = count, now
+                    self._task = asyncio.create_task(self._run())
+                # Shared by every request waiting on it: one cancelled does not end it. A wake-up
+                # heard while it read: read again.
+                await asyncio.shield(self._task)
+            if not self._sending:
+                return STOPPED
+            if self._version is not None and planned is not None and self._version != planned:
+                return CHANGED
+            return None
+
+        return why
+
+    async def _run(self) -> None:
+        try:
+            self._sending, self._version = await self._read()
+        except SQLAlchemyError:
+            # The windows' own checks still hold (each window's rows are written under one): the
+            # next read is due in `EVERY`.
+            log.warning("could not read the campaign of a dispatch again", exc_info=True)
+        finally:
+            self._task = None
+
+    async def close(self) -> None:
+        """The read under way, if any, ended (the dispatch is over)."""
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
