@@ -369,6 +369,12 @@ class TestRules:
         assert moment_for(rule, UTC_ZONE, 8) == Moment(at=end)  # 08:00 is tomorrow: outside
         skipping = SendTimeRule(BTS, START, UTC_ZONE, window_end=end, if_outside="DO_NOT_SEND")
         assert moment_for(skipping, UTC_ZONE, 20) == Moment(skipped="BTS_OUTSIDE_WINDOW")
+        # A run that begins within a user's best hour sends them at once, not a day later.
+        midway = SendTimeRule(
+            BTS, START + timedelta(minutes=30), UTC_ZONE, window_end=end, if_outside="DO_NOT_SEND"
+        )
+        assert moment_for(midway, UTC_ZONE, 9) == Moment(at=START + timedelta(minutes=30))
+        assert moment_for(midway, PARIS, 10) == Moment(at=START + timedelta(minutes=30))  # 10:30 there
 
     @settings(max_examples=100, deadline=None)
     @given(
@@ -401,7 +407,9 @@ class TestRules:
         moment = moment_for(rule, zone, hour)
         assert moment.at is not None
         assert start <= moment.at <= start + timedelta(days=1)
-        if moment.at < start + timedelta(days=1):
+        if start.astimezone(zone).hour == hour:
+            assert moment.at == start  # begun within the best hour: at once
+        elif moment.at < start + timedelta(days=1):
             local = moment.at.astimezone(zone)
             assert local.minute == 0
             assert local.hour in (hour, hour + 1)

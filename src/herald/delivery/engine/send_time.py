@@ -166,6 +166,15 @@ def next_at_hour(after: datetime, hour: int, zone: ZoneInfo) -> datetime:
     raise AssertionError("an hour of the day recurs within three days")  # pragma: no cover
 
 
+def first_in_hour(after: datetime, hour: int, zone: ZoneInfo) -> datetime:
+    """The first moment at or after `after` within `hour` of the day in `zone`: `after` itself when
+    it falls in that hour (a run that begins at 10:30 is within a best hour of 10), else the next
+    `hour`:00."""
+    if after.astimezone(zone).hour == hour:
+        return after
+    return next_at_hour(after, hour, zone)
+
+
 def moment_for(rule: SendTimeRule, user_zone: ZoneInfo, hour: int | None) -> Moment:
     """When this user is sent in this run (`hour`: their best hour, for BTS)."""
     if rule.mode is USER_TIMEZONE:
@@ -176,7 +185,7 @@ def moment_for(rule: SendTimeRule, user_zone: ZoneInfo, hour: int | None) -> Mom
         return Moment(at=local)
     if hour is None:
         return _fallback(rule, rule.if_unavailable, Reason.BTS_NOT_AVAILABLE)
-    at = next_at_hour(rule.start, hour, user_zone)
+    at = first_in_hour(rule.start, hour, user_zone)
     if at >= rule.window_close:
         return _fallback(rule, rule.if_outside, Reason.BTS_OUTSIDE_WINDOW)
     return Moment(at=at)

@@ -53,7 +53,7 @@ from herald.delivery.engine.content import live_campaign
 from herald.delivery.engine.models import Execution, ExecutionUser, TriggerInbox
 from herald.delivery.engine.rank import RANK_BITS, rank_of
 from herald.delivery.engine.resolve import ExecutionStatus, LiveCampaign, global_control_share
-from herald.delivery.engine.send_time import next_at_hour
+from herald.delivery.engine.send_time import first_in_hour
 from herald.delivery.engine.split import in_global_control
 from herald.delivery.engine.trigger_match import firing_events
 from herald.errors import ValidationFailed
@@ -231,9 +231,9 @@ def _in_best_hour(earliest: datetime, latest: datetime, hour: int | None, tz: Zo
     """The first moment in [earliest, latest] inside the user's best `hour` of the day in `tz`:
     `earliest` itself when it falls in that hour, else the hour's start; `earliest` when the window
     holds no such moment or the user has no best hour."""
-    if hour is None or earliest.astimezone(tz).hour == hour:
+    if hour is None:
         return earliest
-    start = next_at_hour(earliest, hour, tz)
+    start = first_in_hour(earliest, hour, tz)
     return start if start <= latest else earliest
 
 
