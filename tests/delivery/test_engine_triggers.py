@@ -893,3 +893,52 @@ class TestBusinessEvent:
         response = await client.post(path, json={"name": "nobody_waits"}, headers=workspace.write_headers())
         assert response.status_code == 202
         assert response.json()["data"] == {"name": "nobody_waits", "campaigns_started": 0, "runs": []}
+
+
+@pytest.mark.own_database  # `next_due` reads every workspace
+async def test_a_worker_sleeps_until_the_next_firing_or_start_falls_due(
+    app: FastAPI, client: httpx.AsyncClient, workspace: Tenant, webhook: HttpReceiver, clock: FrozenClock
+) -> None:
+    """A worker that would otherwise sleep its interval sleeps until the next moment known work
+    falls due: a firing delayed by 30 minutes, a campaign scheduled for the next day. (What the
+    worker does with the moment is `_sleep_for`'s, below; nothing here waits on the wall clock.)"""
+    services: Services = app.state.herald
+    database = services.database
+    clock.set(datetime(2026, 3, 2, 10, 0, tzinfo=UTC))
+    await ready(app, workspace, webhook, "ana")
+    assert await worker.next_due(database, clock.now()) is None
+    scheduled = copy.deepcopy(PUSH)
+    scheduled["scheduling_details"] = {
+        "delivery_type": "AT_FIXED_TIME",
+        "start_time": "2026-03-03T09:00:00Z",
+        "timezone": "UTC",
+    }
+    await publish(client, workspace, scheduled)
+    assert await worker.next_due(database, clock.now()) == datetime(2026, 3, 3, 9, 0, tzinfo=UTC)
+    delayed = {
+        **EVENT["trigger_condition"],
+        "trigger_delay_type": "DELAY",
+        "trigger_delay_value": 30,
+        "trigger_delay_granularity": "MINUTES",
+        "trigger_relation": "AFTER",
+    }
+    await publish(client, workspace, event_body(trigger_condition=delayed))
+    await send_event(client, workspace, "ana", "added_to_cart")
+    await tick(app, workspace)
+    assert titles(webhook) == []
+    assert await worker.next_due(database, clock.now()) == datetime(2026, 3, 2, 10, 30, tzinfo=UTC)
+    clock.set(datetime(2026, 3, 2, 10, 30, tzinfo=UTC))
+    await tick(app, workspace)
+    assert [customer for customer, _ in titles(webhook)] == ["ana"]
+    # Sent: the next moment is the scheduled campaign's start again.
+    assert await worker.next_due(database, clock.now()) == datetime(2026, 3, 3, 9, 0, tzinfo=UTC)
+
+
+def test_the_sleep_after_a_tick_ends_at_the_next_moment_due() -> None:
+    now = datetime(2026, 3, 2, 10, 0, tzinfo=UTC)
+    assert worker._sleep_for(15.0, now, None, True) == 15.0  # nothing known: the interval
+    assert worker._sleep_for(15.0, now, now + timedelta(seconds=4), True) == 4.0
+    assert worker._sleep_for(15.0, now, now + timedelta(minutes=5), True) == 15.0  # the poll first
+    assert worker._sleep_for(15.0, now, now + timedelta(microseconds=10), True) == worker._SOONEST
+    # A clock that did not move since the tick before (a clock file held still): the interval.
+    assert worker._sleep_for(15.0, now, now + timedelta(seconds=4), False) == 15.0

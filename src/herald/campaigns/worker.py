@@ -25,17 +25,18 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import ColumnElement, and_, func, or_, select, update
+from sqlalchemy import ColumnElement, and_, bindparam, func, or_, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from herald import planner_statistics
 from herald.campaigns.lifecycle import Timing, due_steps
 from herald.campaigns.models import Campaign
 from herald.campaigns.schemas.common import CampaignStatus, DeliveryType
-from herald.clock import Clock
+from herald.clock import Clock, utc
 from herald.config import Settings
-from herald.db import Database
+from herald.db import Database, UTCDateTime
 from herald.delivery.dispatch import Streaks
+from herald.delivery.engine.models import DEFERRED, ExecutionUser
 from herald.delivery.engine.tick import run_executions
 from herald.ops import metrics
 from herald.wake import listening, named_first
@@ -234,6 +235,42 @@ async def run_tick(
     return len(await tick(database, now, workspace_ids, settings, stop, clock, streaks))
 
 
+# The earliest moment ahead at which a user waiting for one falls due (deferred to the end of quiet
+# hours or of a minimum delay, a delayed firing, a retry), and at which a SCHEDULED campaign begins:
+# each the first row of an index (migration 0031). Read-only, on every workspace.
+_NEXT_DEFERRED = select(func.min(ExecutionUser.not_before)).where(
+    text(DEFERRED),  # word for word: the partial index of these rows
+    ExecutionUser.not_before > bindparam("now", type_=UTCDateTime),
+)
+_NEXT_START = select(func.min(Campaign.begins_at)).where(
+    Campaign.status == _S.SCHEDULED.value,
+    Campaign.begins_at > bindparam("now", type_=UTCDateTime),
+    Campaign.is_latest.expression,
+    Campaign.parent_id.is_(None),
+)
+# Never sooner than this after a tick: a moment a hair ahead (or a clock file set just before one)
+# costs a tick per this much, not a busy loop.
+_SOONEST = 0.05
+
+
+async def next_due(database: Database, now: datetime) -> datetime | None:
+    """The earliest moment after `now` at which known work falls due (see `_NEXT_DEFERRED`), if any.
+    Periodic occurrences and expiries are not among them: the poll finds those."""
+    async with database.reader() as session:
+        found = [await session.scalar(query, {"now": now}) for query in (_NEXT_DEFERRED, _NEXT_START)]
+    moments = [utc(moment) for moment in found if moment is not None]
+    return min(moments, default=None)
+
+
+def _sleep_for(interval: float, now: datetime, due: datetime | None, moved: bool) -> float:
+    """Seconds to sleep after a tick at `now`: until `due`, at most `interval`. A clock that did not
+    move since the tick before (`moved`: a clock file held still, in a sandbox or a test) sleeps the
+    interval: its moments never come by waiting."""
+    if due is None or not moved:
+        return interval
+    return min(interval, max(_SOONEST, (due - now).total_seconds()))
+
+
 async def run_forever(
     database: Database,
     clock: Clock,
@@ -250,17 +287,24 @@ async def run_forever(
     settings = settings or Settings()
     streaks = Streaks()
     wake = asyncio.Event()
+    last: datetime | None = None  # the clock at the tick before
     async with listening(settings.database_url, wake) as listener:
         while not stop.is_set():
             wake.clear()  # a wake-up during the tick below makes the next one start at once
+            now = clock.now()
+            due: datetime | None = None
             try:
-                await run_tick(database, clock.now(), None, settings, stop, clock, streaks)
+                await run_tick(database, now, None, settings, stop, clock, streaks)
                 await planner_statistics.refresh(database)
+                # Until the next moment known work falls due, at most the interval: a delayed
+                # firing goes out at its moment, not at the next poll.
+                due = await next_due(database, clock.now())
             except Exception:  # e.g. the database restarting, or a deadlock victim: the loop must live on
                 log.exception("scheduled-transitions tick failed")
             if listener is not None:
                 await listener.ensure()
-            await _sleep(stop, wake, interval)
+            moved, last = last is None or now != last, now
+            await _sleep(stop, wake, _sleep_for(interval, clock.now(), due, moved))
 
 
 async def _sleep(stop: asyncio.Event, wake: asyncio.Event, interval: float) -> None:

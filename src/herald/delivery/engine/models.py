@@ -120,6 +120,9 @@ class Execution(Base):
 # partial index only where the statement's own terms imply its condition, and a bound parameter
 # implies nothing.
 PENDING_FIRINGS = "state = 'PENDING' AND firing != ''"
+# The users waiting for a moment (deferred, delayed, or to be attempted again): the next one due
+# tells a worker how long it may sleep (`campaigns.worker.next_due`; migration 0031).
+DEFERRED = "not_before IS NOT NULL AND state IN ('PENDING', 'RETRY')"
 
 
 class ExecutionUser(Base):
@@ -151,6 +154,13 @@ class ExecutionUser(Base):
             "firing",
             sqlite_where=text(PENDING_FIRINGS),
             postgresql_where=text(PENDING_FIRINGS),
+        ),
+        # The users waiting for a moment, by that moment (migration 0031).
+        Index(
+            "ix_delivery_execution_users_deferred_not_before",
+            "not_before",
+            sqlite_where=text(DEFERRED),
+            postgresql_where=text(DEFERRED),
         ),
         # No foreign key to workspaces, as the outbox (see `delivery.models`).
     )
