@@ -6,7 +6,7 @@ import asyncio
 from logging.config import fileConfig
 
 from alembic import context
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from herald.config import Settings
@@ -20,8 +20,13 @@ target_metadata = Base.metadata
 
 
 def _url() -> str:
-    url = config.attributes.get("database_url")
-    return str(url) if url else Settings().database_url
+    given = config.attributes.get("database_url")
+    url = make_url(str(given) if given else Settings().database_url)
+    if url.get_backend_name() == "sqlite":
+        # Any SQLite URL (`sqlite:///herald.db` too), as the server opens it whatever driver it
+        # names: through the asynchronous driver here.
+        url = url.set(drivername="sqlite+aiosqlite")
+    return url.render_as_string(hide_password=False)
 
 
 def _configure(connection: Connection) -> None:

@@ -40,6 +40,25 @@ def test_there_is_one_head(database_url: str) -> None:
     assert len(ScriptDirectory.from_config(alembic_config(database_url)).get_heads()) == 1
 
 
+def test_any_sqlite_url_upgrades_to_head(tmp_path: Path) -> None:
+    """`sqlite:///…` (no driver named) is a URL Herald serves: it migrates too, through the
+    asynchronous driver, instead of failing on the synchronous one it names."""
+    path = tmp_path / "plain.db"
+    upgrade(f"sqlite:///{path}")
+
+    async def current() -> str:
+        engine = create_async_engine(f"sqlite+aiosqlite:///{path}")
+        try:
+            async with engine.connect() as connection:
+                found = await connection.exec_driver_sql("SELECT version_num FROM alembic_version")
+                return str(found.scalar_one())
+        finally:
+            await engine.dispose()
+
+    head = ScriptDirectory.from_config(alembic_config(f"sqlite:///{path}")).get_current_head()
+    assert asyncio.run(current()) == head
+
+
 def test_push_tokens_are_backfilled_from_push_id_and_platform(tmp_path: Path) -> None:
     """0011: a user's `push_id` with a `platform` attribute naming a platform becomes that platform's
     token; other users keep only their `push_id` (sent the campaign's first platform, as before)."""
