@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import asyncio
 from datetime import UTC, datetime
+from email import message_from_bytes, policy
 from email.message import EmailMessage
 from typing import Any
+
+import pytest
 
 from herald.campaigns.schemas.common import Channel, Platform
 from herald.delivery.messages import Envelope, Recipient, Slot
@@ -72,6 +75,18 @@ class TestMimeMessage:
         assert message.get_body(("html",)) is not None
         assert message.get_body(("plain",)) is not None
 
+    @pytest.mark.parametrize(
+        "name", ['Shop, Inc. "Best" Ü', "Zoë <promo>", "Ünïcode (brand)", "Shop, Inc.", "Plain"]
+    )
+    def test_the_sender_name_is_one_display_name_on_the_wire(self, name: str) -> None:
+        """Commas, quotes, angle brackets and parentheses, with non-ASCII or without: read back
+        from the bytes sent, From is one mailbox, the name as given."""
+        sent = build_email(_envelope({**EMAIL, "sender_name": name})).as_bytes(policy=policy.SMTP)
+        parsed = message_from_bytes(sent, policy=policy.default)
+        [mailbox] = parsed["From"].addresses
+        assert (mailbox.display_name, mailbox.addr_spec) == (name, "news@shop.example")
+        assert not parsed["From"].defects
+
     def test_live_sends_keep_cc(self) -> None:
         message = build_email(_envelope(EMAIL, test=False))
         assert message["Cc"] == "cc@shop.example"
@@ -108,6 +123,18 @@ class TestMimeMessage:
     def test_plain_text_alternative(self) -> None:
         assert plain_text(EMAIL["html_content"]) == "Hello\nThanks for buying.\n"
         assert plain_text("<style>p{color:red}</style><p>Hi</p>") == "Hi\n"
+
+    def test_plain_text_keeps_blocks_cells_and_link_addresses_apart(self) -> None:
+        html = (
+            "<html><head><title>Order</title></head><body><h1>Shipped</h1><p>Hi <b>Ana</b></p>"
+            "<table><tr><th>Item</th><th>Price</th></tr><tr><td>Boots</td><td>10</td></tr></table>"
+            '<p><a href="https://shop.example/track?id=1">Track it</a> or <a href="mailto:h@shop.example">'
+            "write</a>.</p>Line 1<br/>Line 2</body></html>"
+        )
+        assert plain_text(html) == (
+            "Shipped\nHi Ana\nItem Price\nBoots 10\n"
+            "Track it (https://shop.example/track?id=1) or write.\nLine 1\nLine 2\n"
+        )
 
 
 class TestSmtp:

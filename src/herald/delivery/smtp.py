@@ -16,6 +16,8 @@ import contextlib
 import re
 import ssl
 from dataclasses import dataclass, field
+from email.errors import HeaderParseError
+from email.headerregistry import Address
 from email.message import EmailMessage
 from email.utils import format_datetime, formataddr
 from html import escape
@@ -42,23 +44,52 @@ _MESSAGE_ERRORS: tuple[type[aiosmtplib.SMTPResponseException], ...] = (
 )
 
 
+# What the text/plain alternative leaves out, puts on lines of their own, and keeps apart.
+_UNREAD = frozenset({"script", "style", "head", "title", "template"})
+_BLOCKS = frozenset(
+    {"address", "article", "aside", "blockquote", "br", "div", "footer", "h1", "h2", "h3", "h4", "h5", "h6"}
+    | {"header", "hr", "li", "ol", "p", "pre", "section", "table", "tr", "ul"}
+)
+_CELLS = frozenset({"td", "th"})
+
+
 class _TextOf(HTMLParser):
-    """The readable text of an HTML body, for the text/plain alternative."""
+    """The readable text of an HTML body, for the text/plain alternative: blocks on lines of their
+    own, table cells apart, each link's address after its text (a reader of the plain part can
+    still follow it)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.parts: list[str] = []
         self._skipping = 0
+        self._links: list[str | None] = []  # the address of each link open, innermost last
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        if tag in ("script", "style"):
+        if tag in _UNREAD:
             self._skipping += 1
-        elif tag in ("br", "p", "div", "tr", "li", "h1", "h2", "h3"):
+        elif tag in _BLOCKS:
+            self.parts.append("\n")
+        elif tag in _CELLS:
+            self.parts.append(" ")
+        elif tag == "a":
+            href = dict(attrs).get("href") or ""
+            self._links.append(href if href.startswith(("http://", "https://")) else None)
+
+    def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag in _BLOCKS:
             self.parts.append("\n")
 
     def handle_endtag(self, tag: str) -> None:
-        if tag in ("script", "style") and self._skipping:
-            self._skipping -= 1
+        if tag in _UNREAD:
+            self._skipping = max(0, self._skipping - 1)
+        elif tag in _BLOCKS:
+            self.parts.append("\n")
+        elif tag in _CELLS:
+            self.parts.append(" ")
+        elif tag == "a" and self._links:
+            href = self._links.pop()
+            if href is not None and not self._skipping:
+                self.parts.append(f" ({href})")
 
     def handle_data(self, data: str) -> None:
         if not self._skipping:
@@ -78,12 +109,22 @@ def _one_line(value: object) -> str:
     return " ".join(str(value).split()) if value is not None else ""
 
 
+def _mailbox(name: str, address: str) -> Address | str:
+    """The From mailbox: a display name with commas, quotes, `<>` or `()` (and non-ASCII) encoded as
+    one name. A `formataddr` string assigned to the header was parsed again, and a name such as
+    `Shop, Inc. "Best" Ü` came out as two addresses."""
+    try:
+        return Address(display_name=name, addr_spec=address)
+    except (ValueError, HeaderParseError, IndexError):
+        return formataddr((name, address))  # an address the parser refuses: as it was given
+
+
 def build_email(envelope: Envelope) -> EmailMessage:
     """The MIME message for `envelope`. Test sends go to the test recipient only (no cc/bcc)."""
     content = envelope.message
     from_address = _one_line(content.get("from_address"))
     message = EmailMessage()
-    message["From"] = formataddr((_one_line(content.get("sender_name")), from_address))
+    message["From"] = _mailbox(_one_line(content.get("sender_name")), from_address)
     message["To"] = _one_line(envelope.recipient.address)
     if content.get("reply_to_address"):
         message["Reply-To"] = _one_line(content["reply_to_address"])
