@@ -1,13 +1,14 @@
-"""The next moment work falls due, found by index: deferred users, and scheduled campaigns
+"""delivery_execution_users: the users waiting for a moment, by that moment
 
 A worker slept its whole interval (`HERALD_WORKER_INTERVAL_SECONDS`) between ticks unless woken,
-so a firing delayed by a minute, a user deferred to the end of quiet hours, a retry or a campaign
-scheduled for 10:00 went out up to an interval late. Before it sleeps, a worker now reads the
-earliest such moment still ahead and sleeps until then at most (`campaigns.worker.next_due`):
-- the deferred users: PENDING or RETRY with `not_before` (few: a send that goes at once never
-  enters this index);
-- the SCHEDULED campaigns by `begins_at`, across workspaces (the index by workspace, status and
-  `begins_at` serves one workspace at a time).
+so a firing delayed by a minute, a user deferred to the end of quiet hours or a retry went out up
+to an interval late. Before it sleeps, a worker now reads the earliest such moment still ahead and
+sleeps until then at most (`campaigns.worker.next_due`). The index holds the users PENDING or RETRY
+with `not_before` only: few, and a send that goes at once never enters it.
+
+(A global index of the campaigns by status and start, for the next SCHEDULED start, was tried and
+left out: PostgreSQL's planner then chose it for a workspace's searches, reading every workspace's
+campaigns of a status.)
 
 Revision ID: 0031
 Revises: 0030
@@ -26,7 +27,6 @@ depends_on: str | Sequence[str] | None = None
 
 _DEFERRED_INDEX = "ix_delivery_execution_users_deferred_not_before"
 _DEFERRED = "not_before IS NOT NULL AND state IN ('PENDING', 'RETRY')"
-_STARTS_INDEX = "ix_campaigns_status_begins_at"
 
 
 def upgrade() -> None:
@@ -38,9 +38,7 @@ def upgrade() -> None:
         sqlite_where=sa.text(_DEFERRED),
         postgresql_where=sa.text(_DEFERRED),
     )
-    op.create_index(_STARTS_INDEX, "campaigns", ["status", "begins_at"], unique=False)
 
 
 def downgrade() -> None:
-    op.drop_index(_STARTS_INDEX, table_name="campaigns")
     op.drop_index(_DEFERRED_INDEX, table_name="delivery_execution_users")

@@ -896,25 +896,17 @@ class TestBusinessEvent:
 
 
 @pytest.mark.own_database  # `next_due` reads every workspace
-async def test_a_worker_sleeps_until_the_next_firing_or_start_falls_due(
+async def test_a_worker_sleeps_until_the_next_delayed_firing_falls_due(
     app: FastAPI, client: httpx.AsyncClient, workspace: Tenant, webhook: HttpReceiver, clock: FrozenClock
 ) -> None:
-    """A worker that would otherwise sleep its interval sleeps until the next moment known work
-    falls due: a firing delayed by 30 minutes, a campaign scheduled for the next day. (What the
-    worker does with the moment is `_sleep_for`'s, below; nothing here waits on the wall clock.)"""
+    """A worker that would otherwise sleep its interval sleeps until the next moment a user waiting
+    for one falls due: here a firing delayed by 30 minutes. (What the worker does with the moment is
+    `_sleep_for`'s, below; nothing here waits on the wall clock.)"""
     services: Services = app.state.herald
     database = services.database
     clock.set(datetime(2026, 3, 2, 10, 0, tzinfo=UTC))
-    await ready(app, workspace, webhook, "ana")
+    await ready(app, workspace, webhook, "ana", "bo")
     assert await worker.next_due(database, clock.now()) is None
-    scheduled = copy.deepcopy(PUSH)
-    scheduled["scheduling_details"] = {
-        "delivery_type": "AT_FIXED_TIME",
-        "start_time": "2026-03-03T09:00:00Z",
-        "timezone": "UTC",
-    }
-    await publish(client, workspace, scheduled)
-    assert await worker.next_due(database, clock.now()) == datetime(2026, 3, 3, 9, 0, tzinfo=UTC)
     delayed = {
         **EVENT["trigger_condition"],
         "trigger_delay_type": "DELAY",
@@ -925,13 +917,19 @@ async def test_a_worker_sleeps_until_the_next_firing_or_start_falls_due(
     await publish(client, workspace, event_body(trigger_condition=delayed))
     await send_event(client, workspace, "ana", "added_to_cart")
     await tick(app, workspace)
+    clock.set(datetime(2026, 3, 2, 10, 10, tzinfo=UTC))
+    await send_event(client, workspace, "bo", "added_to_cart")
+    await tick(app, workspace)
     assert titles(webhook) == []
     assert await worker.next_due(database, clock.now()) == datetime(2026, 3, 2, 10, 30, tzinfo=UTC)
     clock.set(datetime(2026, 3, 2, 10, 30, tzinfo=UTC))
     await tick(app, workspace)
     assert [customer for customer, _ in titles(webhook)] == ["ana"]
-    # Sent: the next moment is the scheduled campaign's start again.
-    assert await worker.next_due(database, clock.now()) == datetime(2026, 3, 3, 9, 0, tzinfo=UTC)
+    # Sent: the next moment is Bo's.
+    assert await worker.next_due(database, clock.now()) == datetime(2026, 3, 2, 10, 40, tzinfo=UTC)
+    clock.set(datetime(2026, 3, 2, 10, 40, tzinfo=UTC))
+    await tick(app, workspace)
+    assert await worker.next_due(database, clock.now()) is None
 
 
 def test_the_sleep_after_a_tick_ends_at_the_next_moment_due() -> None:

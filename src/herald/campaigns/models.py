@@ -53,8 +53,6 @@ class Campaign(Base):
         # The scheduled-transitions worker looks campaigns up by status and due time.
         Index("ix_campaigns_workspace_id_status_begins_at", "workspace_id", "status", "begins_at"),
         Index("ix_campaigns_workspace_id_status_expiry_at", "workspace_id", "status", "expiry_at"),
-        # ... and, across workspaces, for the next one to start (`worker.next_due`).
-        Index("ix_campaigns_status_begins_at", "status", "begins_at"),
         ForeignKeyConstraint(["workspace_id"], ["workspaces.id"]),
     )
 

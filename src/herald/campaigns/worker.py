@@ -236,17 +236,11 @@ async def run_tick(
 
 
 # The earliest moment ahead at which a user waiting for one falls due (deferred to the end of quiet
-# hours or of a minimum delay, a delayed firing, a retry), and at which a SCHEDULED campaign begins:
-# each the first row of an index (migration 0031). Read-only, on every workspace.
+# hours or of a minimum delay, a delayed firing, a retry): the first row of an index (migration
+# 0031). Read-only, on every workspace.
 _NEXT_DEFERRED = select(func.min(ExecutionUser.not_before)).where(
     text(DEFERRED),  # word for word: the partial index of these rows
     ExecutionUser.not_before > bindparam("now", type_=UTCDateTime),
-)
-_NEXT_START = select(func.min(Campaign.begins_at)).where(
-    Campaign.status == _S.SCHEDULED.value,
-    Campaign.begins_at > bindparam("now", type_=UTCDateTime),
-    Campaign.is_latest.expression,
-    Campaign.parent_id.is_(None),
 )
 # Never sooner than this after a tick: a moment a hair ahead (or a clock file set just before one)
 # costs a tick per this much, not a busy loop.
@@ -254,12 +248,11 @@ _SOONEST = 0.05
 
 
 async def next_due(database: Database, now: datetime) -> datetime | None:
-    """The earliest moment after `now` at which known work falls due (see `_NEXT_DEFERRED`), if any.
-    Periodic occurrences and expiries are not among them: the poll finds those."""
+    """The earliest moment after `now` at which a user waiting for one falls due, if any. Scheduled
+    starts, periodic occurrences and expiries are not among them: the poll finds those."""
     async with database.reader() as session:
-        found = [await session.scalar(query, {"now": now}) for query in (_NEXT_DEFERRED, _NEXT_START)]
-    moments = [utc(moment) for moment in found if moment is not None]
-    return min(moments, default=None)
+        found = await session.scalar(_NEXT_DEFERRED, {"now": now})
+    return utc(found) if found is not None else None
 
 
 def _sleep_for(interval: float, now: datetime, due: datetime | None, moved: bool) -> float:
