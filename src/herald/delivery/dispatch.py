@@ -312,8 +312,10 @@ class Dispatcher:
         """What attempt `number` comes to: sent, failed for good, or to be attempted again
         (`retry_at`) after a transient failure below the attempt limit (the caller counts the
         attempt in the connector's streak: `_count`)."""
-        if outcome.sent or not outcome.transient or outcome.retry_at is not None:
-            return outcome  # (a halted message's is due again at once: `_attempt_many`)
+        if outcome.sent or not outcome.transient:
+            return outcome
+        if not outcome.attempted and outcome.retry_at is not None:
+            return outcome  # halted: due again at once (`_halted`)
         reason = outcome.reason or "The send failed."
         if number >= self._settings.delivery_max_attempts and outcome.attempted:
             return Outcome(False, f"Gave up after {number} attempts: {reason}")
