@@ -22,6 +22,7 @@ from herald.clock import FrozenClock
 from herald.config import Settings
 from herald.delivery.config import ConnectorInput
 from herald.services import Services
+from herald.timefmt import rfc3339
 from tests.campaigns import lifecycle_helpers as h
 from tests.conftest import TEST_SECRET_KEY
 from tests.delivery.builders import HOOK_SECRET, outbox_rows, push_connector, smtp_connector
@@ -110,6 +111,41 @@ class TestWebhook:
         assert (row.status, row.attempts, row.next_attempt_at) == ("SENT", 2, None)
         run = await _run(await stats(client, workspace, campaign_id))
         assert (run["status"], run["pending"], run["sent"], run["failed"]) == ("DONE", 0, 1, 0)
+
+    async def test_a_retry_keeps_the_messages_first_moment_and_push_expiry(
+        self,
+        app: FastAPI,
+        client: httpx.AsyncClient,
+        workspace: Tenant,
+        webhook: HttpReceiver,
+        clock: FrozenClock,
+    ) -> None:
+        """The message a receiver gets again (same id) says when it was made, and expires when it
+        would have: its second attempt is not a new message. The signature's timestamp is the
+        attempt's own (a receiver bounds how old a signature may be)."""
+        await push_connector(app, workspace, webhook)
+        await add_users(app, workspace.workspace_id, *_android("ana"))
+        body = copy.deepcopy(PUSH)
+        body["advanced"] = {
+            "expiration_settings": {
+                "expire_notification_after_value": 2,
+                "expire_notification_after_type": "HOUR",
+            }
+        }
+        webhook.status = 503
+        made = clock.now()
+        await publish(client, workspace, body)
+        await tick(app, workspace)
+        webhook.status = 204
+        clock.advance(RETRY)
+        await tick(app, workspace)
+        first, second = (request.json() for request in webhook.received)
+        assert first["id"] == second["id"]
+        assert first["created_at"] == second["created_at"] == rfc3339(made)
+        expires = rfc3339(made + timedelta(hours=2))
+        assert first["advanced"]["expires_at"] == second["advanced"]["expires_at"] == expires
+        stamps = [request.headers["X-Herald-Timestamp"] for request in webhook.received]
+        assert stamps == [str(int(made.timestamp())), str(int((made + RETRY).timestamp()))]
 
     async def test_attempts_are_bounded_and_the_wait_doubles(
         self,

@@ -69,6 +69,9 @@ class Envelope:
     now: datetime
     # Push: the campaign's `advanced` settings for this platform (`delivery.push_options`).
     advanced: dict[str, Any] | None = None
+    # When the message was first made, if before `now`: an attempt after a transient failure (or a
+    # taken-over one) keeps its first `created_at`, and its push expiry counts from then.
+    created_at: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import hashlib
 import logging
@@ -736,6 +737,9 @@ async def _envelopes_of(
         campaign_id = plan.campaign.campaign_id
         shared: dict[int, tuple[str, dict[str, Any] | None]] = {}  # per slot: platform, push options
         messages: _Messages = []
+        # The messages of users claimed before (a retry, a user taken over): made anew below, each
+        # keeps the moment it was first made (`_made_first`).
+        again: list[tuple[list[tuple[Envelope, str | None]], int, SlotMessage]] = []
         for item, (_, _, found), rendered in zip(users, wanted, bodies, strict=True):
             envelopes: list[tuple[Envelope, str | None]] = []
             rank = item.rank if ordered else None
@@ -759,10 +763,39 @@ async def _envelopes_of(
                     now,
                     advanced,
                 )
+                if item.resumed:
+                    again.append((envelopes, len(envelopes), message))
                 envelopes.append((envelope, why))
             messages.append((item, envelopes))
+        if again:
+            await _made_first(session, plan, workspace_id, again)
         found_of.append(messages)
     return found_of
+
+
+_MADE_AT = select(OutboxEntry.id, OutboxEntry.created_at).where(
+    OutboxEntry.workspace_id == bindparam("workspace_id"), one_of(OutboxEntry.id, "ids")
+)
+
+
+async def _made_first(
+    session: AsyncSession,
+    plan: SendPlan,
+    workspace_id: str,
+    again: list[tuple[list[tuple[Envelope, str | None]], int, SlotMessage]],
+) -> None:
+    """The messages of `again` (each: its user's list, its place there, its slot's message) that
+    have an outbox row from an earlier attempt: their `created_at` (the webhook's) and push expiry
+    from the row's moment, not from this attempt's."""
+    ids = [found[place][0].delivery_id for found, place, _ in again]
+    rows = await rows_in(await session.connection(), _MADE_AT, {"workspace_id": workspace_id, "ids": ids})
+    made = {row[0]: utc(row[1]) for row in rows}
+    for found, place, message in again:
+        envelope, why = found[place]
+        first = made.get(envelope.delivery_id)
+        if first is not None and first < envelope.now:
+            advanced = plan.advanced_for(message, first)
+            found[place] = (dataclasses.replace(envelope, created_at=first, advanced=advanced), why)
 
 
 class _Went(Enum):
