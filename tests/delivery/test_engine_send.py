@@ -718,6 +718,37 @@ class TestStop:
         finally:
             gate.stop()
 
+    async def test_a_run_ended_while_its_windows_are_on_the_wire_leaves_no_row_waiting(
+        self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant
+    ) -> None:
+        # Another worker's tick ends the run (STOPPED) after the STOP, while this worker's windows
+        # are still on the wire: their users are CLAIMED, so that tick leaves their rows alone. The
+        # rows this worker then halts are settled by it, not left waiting for an attempt for ever.
+        gate = _Gate()
+        users = 3 * (2 + AHEAD) * ROUNDS
+        try:
+            campaign_id = await _publish_to_gate(app, client, workspace, gate, users=users)
+            services: Services = app.state.herald
+            settings = dataclasses.replace(services.settings, delivery_concurrency=2)
+            running = asyncio.create_task(
+                worker.run_tick(services.database, services.clock.now(), [workspace.workspace_id], settings)
+            )
+            for _ in range(2):  # a request of each window on the wire, held by the receiver
+                assert await asyncio.to_thread(gate.arrivals.acquire, True, 30)
+            handed = (2 + AHEAD) * ROUNDS
+            await _window_ahead_written(app, workspace, handed)
+            stopped = await h.action(client, workspace, campaign_id, "STOP")
+            assert stopped.status_code == 200, stopped.text
+            await tick(app, workspace)  # the other worker: the run ends
+            [run] = (await stats(client, workspace, campaign_id))["executions"]
+            assert run["status"] == "STOPPED"
+            gate.release.set()
+            await running
+            assert gate.count == 2
+            _assert_halted(await outbox_rows(app, workspace), gate.ids, handed)
+        finally:
+            gate.stop()
+
     async def test_a_connector_removed_while_its_campaign_sends_takes_no_message_after_it(
         self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant
     ) -> None:
@@ -909,6 +940,9 @@ class TestChangesWhileSending:
             rows = await outbox_rows(app, workspace)
             assert sorted(r.id for r in rows) == sorted(gate.ids)
             assert {(r.status, r.attempts) for r in rows} == {("SENT", 1)}
+            # The record says what went out: the first content for the two sent before the change.
+            title_of = {body["id"]: body["message"]["basic_details"]["title"] for body in gate.bodies}
+            assert all(r.summary["title"] == title_of[r.id] for r in rows)
             assert await status(client, workspace, campaign_id) == "SENT"
         finally:
             gate.stop()

@@ -326,7 +326,9 @@ async def begin_attempt(
                 OutboxEntry.status == OutboxStatus.PENDING.value,
                 OutboxEntry.attempts == seen,
             )
-            .values(attempts=seen + 1, next_attempt_at=None, updated_at=now)
+            # The summary of what this attempt sends: a content changed since the first attempt
+            # (`engine.halting`) is the one on record.
+            .values(attempts=seen + 1, next_attempt_at=None, updated_at=now, summary=summary_of(envelope))
             .execution_options(synchronize_session=False)
         )
         await session.commit()

@@ -19,10 +19,16 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from datetime import datetime
 
+from sqlalchemy import select, text, update
 from sqlalchemy.exc import SQLAlchemyError
 
+from herald.db import Database
 from herald.delivery.engine.content import Version
+from herald.delivery.engine.models import Execution
+from herald.delivery.models import WAITING_RETRY, OutboxEntry
+from herald.delivery.outbox import OutboxStatus
 from herald.wake import heard
 
 log = logging.getLogger("herald.worker")
@@ -71,6 +77,11 @@ class Watch:
 
         return why
 
+    @property
+    def stopped(self) -> bool:
+        """The campaign was read as no longer sending: the requests halted since left unsent."""
+        return not self._sending
+
     async def _run(self) -> None:
         try:
             self._sending, self._version = await self._read()
@@ -87,3 +98,32 @@ class Watch:
         if task is not None:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
+
+
+async def settle_halted(database: Database, execution: Execution, ids: list[str], now: datetime) -> None:
+    """The rows of messages a dispatch halted because its campaign stopped sending (`Watch`), left
+    waiting for an attempt: FAILED now if the execution has ended (STOPPED) meanwhile, as
+    `abandoned.settle_stopped` would have done had their users not been CLAIMED when it ran (their
+    window was on the wire then). If it has not ended, the tick that ends it settles them. The
+    execution's row is read share-locked: a tick ending it at this moment either came first, and
+    is seen, or waits and then finds the users no longer CLAIMED."""
+    if not ids:
+        return
+    async with database.writer() as session:
+        status = await session.scalar(
+            select(Execution.status)
+            .where(Execution.workspace_id == execution.workspace_id, Execution.id == execution.id)
+            .with_for_update(read=True)
+        )
+        if status == "STOPPED":
+            await session.execute(
+                update(OutboxEntry)
+                .where(
+                    OutboxEntry.workspace_id == execution.workspace_id,
+                    OutboxEntry.id.in_(ids),
+                    text(WAITING_RETRY),
+                )
+                .values(status=OutboxStatus.FAILED.value, next_attempt_at=None, updated_at=now)
+                .execution_options(synchronize_session=False)
+            )
+        await session.commit()

@@ -990,6 +990,13 @@ class _Flight:
                     delivered = await dispatcher.record_window(
                         window, users_too, engine=plan.goals is not None
                     )
+                    if self._watch is not None and self._watch.stopped:
+                        halted = [
+                            envelope.delivery_id
+                            for envelope, outcome in zip(ready, delivered, strict=True)
+                            if not outcome.attempted and outcome.retry_at is not None
+                        ]
+                        await halting.settle_halted(database, execution, halted, dispatcher.now())
                     if unsendable:
                         outcomes = {
                             envelope.delivery_id: outcome
