@@ -606,6 +606,30 @@ async def _window_ahead_written(app: FastAPI, workspace: Tenant, handed: int) ->
     raise AssertionError("the window ahead of those on the wire was not written")
 
 
+# A campaign whose windows are on the wire (`_windows_on_the_wire`): its users, and the messages
+# whose rows are written then (the two windows on the wire and the one ahead of them).
+_ON_THE_WIRE = (3 * (2 + AHEAD) * ROUNDS, (2 + AHEAD) * ROUNDS)
+
+
+async def _windows_on_the_wire(
+    app: FastAPI, client: httpx.AsyncClient, workspace: Tenant, gate: _Gate
+) -> tuple[str, asyncio.Task[int]]:
+    """A campaign published to `_ON_THE_WIRE` users through `gate`, its tick running with two
+    lanes (one message per POST) until a request of each of its two windows is held by the gate
+    and the window ahead of them is written: the campaign's id, and the running tick."""
+    users, handed = _ON_THE_WIRE
+    campaign_id = await _publish_to_gate(app, client, workspace, gate, users=users)
+    services: Services = app.state.herald
+    settings = dataclasses.replace(services.settings, delivery_concurrency=2)
+    running = asyncio.create_task(
+        worker.run_tick(services.database, services.clock.now(), [workspace.workspace_id], settings)
+    )
+    for _ in range(2):  # a request of each window on the wire, held by the receiver
+        assert await asyncio.to_thread(gate.arrivals.acquire, True, 30)
+    await _window_ahead_written(app, workspace, handed)
+    return campaign_id, running
+
+
 def _assert_halted(rows: list[OutboxEntry], arrived: list[str], written: int) -> None:
     """Of the `written` rows of the windows begun before a STOP, those of the messages that
     `arrived` at the receiver SENT, the others FAILED as never handed over, with no attempt."""
@@ -686,19 +710,9 @@ class TestStop:
         # answers after their rows; of their messages, only the two on the wire at its answer go
         # out (`engine.halting`).
         gate = _Gate()
-        users = 3 * (2 + AHEAD) * ROUNDS
+        users, handed = _ON_THE_WIRE
         try:
-            campaign_id = await _publish_to_gate(app, client, workspace, gate, users=users)
-            services: Services = app.state.herald
-            settings = dataclasses.replace(services.settings, delivery_concurrency=2)
-            now = services.clock.now()
-            running = asyncio.create_task(
-                worker.run_tick(services.database, now, [workspace.workspace_id], settings)
-            )
-            for _ in range(2):  # a request of each window on the wire, held by the receiver
-                assert await asyncio.to_thread(gate.arrivals.acquire, True, 30)
-            handed = (2 + AHEAD) * ROUNDS  # messages whose rows are written: the windows holding tickets
-            await _window_ahead_written(app, workspace, handed)
+            campaign_id, running = await _windows_on_the_wire(app, client, workspace, gate)
             assert gate.count == 2  # one request per window's lane, not one per message
             stopped = await h.action(client, workspace, campaign_id, "STOP")
             assert stopped.status_code == 200, stopped.text
@@ -725,18 +739,9 @@ class TestStop:
         # are still on the wire: their users are CLAIMED, so that tick leaves their rows alone. The
         # rows this worker then halts are settled by it, not left waiting for an attempt for ever.
         gate = _Gate()
-        users = 3 * (2 + AHEAD) * ROUNDS
+        _, handed = _ON_THE_WIRE
         try:
-            campaign_id = await _publish_to_gate(app, client, workspace, gate, users=users)
-            services: Services = app.state.herald
-            settings = dataclasses.replace(services.settings, delivery_concurrency=2)
-            running = asyncio.create_task(
-                worker.run_tick(services.database, services.clock.now(), [workspace.workspace_id], settings)
-            )
-            for _ in range(2):  # a request of each window on the wire, held by the receiver
-                assert await asyncio.to_thread(gate.arrivals.acquire, True, 30)
-            handed = (2 + AHEAD) * ROUNDS
-            await _window_ahead_written(app, workspace, handed)
+            campaign_id, running = await _windows_on_the_wire(app, client, workspace, gate)
             stopped = await h.action(client, workspace, campaign_id, "STOP")
             assert stopped.status_code == 200, stopped.text
             await tick(app, workspace)  # the other worker: the run ends
@@ -756,19 +761,10 @@ class TestStop:
         # go out, no message is handed to the removed connector after it, and the users left fail
         # with the reason (the README: "their remaining messages then fail").
         gate = _Gate()
-        users = 3 * (2 + AHEAD) * ROUNDS
+        users, handed = _ON_THE_WIRE
         try:
-            campaign_id = await _publish_to_gate(app, client, workspace, gate, users=users)
-            services: Services = app.state.herald
-            settings = dataclasses.replace(services.settings, delivery_concurrency=2)
-            running = asyncio.create_task(
-                worker.run_tick(services.database, services.clock.now(), [workspace.workspace_id], settings)
-            )
-            for _ in range(2):  # a request of each window on the wire, held by the receiver
-                assert await asyncio.to_thread(gate.arrivals.acquire, True, 30)
-            handed = (2 + AHEAD) * ROUNDS  # messages whose rows are written: the windows holding tickets
-            await _window_ahead_written(app, workspace, handed)
-            async with services.database.writer() as session:
+            campaign_id, running = await _windows_on_the_wire(app, client, workspace, gate)
+            async with app.state.herald.database.writer() as session:
                 forced = await remove_connector(session, workspace.workspace_id, "push-gw", force=True)
                 await session.commit()
             assert [using.campaign_id for using in forced] == [campaign_id]
@@ -913,17 +909,9 @@ class TestChangesWhileSending:
         # the first content. After the change's answer none of their messages not yet handed over
         # goes out with it (`engine.halting`): each goes out once, with the new content.
         gate = _Gate()
-        users = 3 * (2 + AHEAD) * ROUNDS
+        users, _ = _ON_THE_WIRE
         try:
-            campaign_id = await _publish_to_gate(app, client, workspace, gate, users=users)
-            services: Services = app.state.herald
-            settings = dataclasses.replace(services.settings, delivery_concurrency=2)
-            running = asyncio.create_task(
-                worker.run_tick(services.database, services.clock.now(), [workspace.workspace_id], settings)
-            )
-            for _ in range(2):  # a request of each window on the wire, held by the receiver
-                assert await asyncio.to_thread(gate.arrivals.acquire, True, 30)
-            await _window_ahead_written(app, workspace, (2 + AHEAD) * ROUNDS)
+            campaign_id, running = await _windows_on_the_wire(app, client, workspace, gate)
             content = copy.deepcopy(PUSH["campaign_content"])
             content["content"]["push"]["android"]["basic_details"]["title"] = "Changed"
             changed = await client.patch(
