@@ -217,6 +217,20 @@ MINIMAL_EMAIL = {**MINIMAL_PUSH, "channel": "EMAIL"}
             stage=C,
         ),
         fails(
+            "radius-infinite",
+            PUSH_LOCATION_TRIGGERED,
+            ("OUT_OF_RANGE", f"{GEO}.0.radius"),
+            {f"{GEO}.0.radius": "9" * 400},
+            stage=C,
+        ),
+        fails(
+            "geofences-empty",
+            PUSH_LOCATION_TRIGGERED,
+            ("REQUIRED_FIELD_MISSING", GEO),
+            {GEO: []},
+            stage=C,
+        ),
+        fails(
             "latitude-not-a-number",
             PUSH_LOCATION_TRIGGERED,
             ("INVALID_TYPE", f"{GEO}.0.latitude"),

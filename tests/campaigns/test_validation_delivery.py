@@ -107,6 +107,21 @@ NO_QUEUING = ALL_FEATURES - {"queuing"}
             stage=C,
         ),
         passes("send-limit-location", PUSH_LOCATION_TRIGGERED),
+        # a count per a number of hours: neither without the other
+        fails(
+            "send-limit-without-hours",
+            PUSH_LOCATION_TRIGGERED,
+            ("REQUIRED_FIELD_MISSING", f"{DC}.send_limit_granularity_in_hours"),
+            drop=(f"{DC}.send_limit_granularity_in_hours",),
+            stage=C,
+        ),
+        fails(
+            "send-hours-without-limit",
+            PUSH_LOCATION_TRIGGERED,
+            ("REQUIRED_FIELD_MISSING", f"{DC}.send_limit_value"),
+            drop=(f"{DC}.send_limit_value",),
+            stage=C,
+        ),
         # event- (and device-) triggered only
         fails(
             "global-delay-one-time",

@@ -82,6 +82,8 @@ def test_position_needs_both_coordinates_in_range() -> None:
     assert position({"latitude": 91, "longitude": 0}) is None
     assert position({"latitude": 1}) is None
     assert position({"latitude": "x", "longitude": 0}) is None
+    assert position({"latitude": True, "longitude": True}) is None  # not (1.0, 1.0)
+    assert position({"latitude": 1, "longitude": False}) is None
     assert position(None) is None
 
 

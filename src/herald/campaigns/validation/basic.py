@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from herald.campaigns.schemas.basic_details import (
     TEMPLATE_TYPES_BY_PLATFORM,
     Geofence,
@@ -46,7 +48,7 @@ def check_basic_details(ctx: Context) -> list[Problem]:
 
 
 def _check_geofences(ctx: Context, details: PushBasicDetails) -> list[Problem]:
-    if details.geofences is None:
+    if details.geofences is None or details.geofences == []:  # none at all: nothing could fire
         if ctx.delivery_type is DeliveryType.LOCATION_TRIGGERED:
             return [
                 required(
@@ -82,8 +84,13 @@ def _check_geofence(fence: Geofence, path: tuple[str | int, ...]) -> list[Proble
         problems.append(
             out_of_range(join_path(*path, "longitude"), "longitude must be between -180 and 180.")
         )
-    if float(fence.radius) <= 0:
-        problems.append(out_of_range(join_path(*path, "radius"), "radius must be greater than 0 meters."))
+    # Finite too: "9" repeated 400 times reads as infinity, a fence round the whole earth.
+    if not 0 < float(fence.radius) < math.inf:
+        problems.append(
+            out_of_range(
+                join_path(*path, "radius"), "radius must be a finite number of meters greater than 0."
+            )
+        )
     problems += too_long(
         join_path(*path, "response_time_value"), fence.response_time_value, fence.response_time_granularity
     )

@@ -40,6 +40,13 @@ def check_delivery_controls(ctx: Context) -> list[Problem]:
         for name, delivery_types in PUSH_FIELD_DELIVERY_TYPES.items()
         if getattr(controls, name) is not None and ctx.delivery_type not in delivery_types
     ]
+    # A send limit is a count per a number of hours: one without the other would limit nothing.
+    limit, hours = "send_limit_value", "send_limit_granularity_in_hours"
+    for name, companion in ((limit, hours), (hours, limit)):
+        if getattr(controls, name) is not None and getattr(controls, companion) is None:
+            problems.append(
+                required(join_path(_BASE, companion), f"'{companion}' is required when '{name}' is set.")
+            )
     if controls.queuing_enabled and ctx.enabled(Feature.QUEUING):
         target = join_path(_BASE, "queue_duration")
         if controls.queue_duration is None:

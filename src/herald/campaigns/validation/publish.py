@@ -54,7 +54,7 @@ def _check_basic_details(ctx: Context) -> list[Problem]:
             )
         )
     if ctx.delivery_type is _DT.LOCATION_TRIGGERED and (
-        not isinstance(details, PushBasicDetails) or details.geofences is None
+        not isinstance(details, PushBasicDetails) or not details.geofences
     ):
         problems.append(
             required("basic_details.geofences", "'geofences' is required for LOCATION_TRIGGERED campaigns.")

@@ -83,6 +83,8 @@ def position(attributes: Any) -> tuple[float, float] | None:
     not a number or out of range."""
     if not isinstance(attributes, dict):
         return None
+    if any(isinstance(attributes.get(name), bool) for name in ("latitude", "longitude")):
+        return None  # `true` is no position, though float() reads it as 1.0
     try:
         lat, lon = float(attributes["latitude"]), float(attributes["longitude"])
     except (KeyError, TypeError, ValueError):
