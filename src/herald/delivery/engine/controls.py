@@ -23,7 +23,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
-from sqlalchemy import func, select
+from sqlalchemy import Row, bindparam, func, select, union_all
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from herald.advisory_locks import lock_key
@@ -33,6 +33,8 @@ from herald.campaigns.lifecycle import instant
 from herald.campaigns.models import Campaign
 from herald.campaigns.schemas.audience_limit import AudienceLimitFrequency
 from herald.campaigns.schemas.common import DeliveryType
+from herald.clock import utc
+from herald.db import UTCDateTime
 from herald.delivery.engine import best_times, send_time
 from herald.delivery.engine.content import SendPlan
 from herald.delivery.engine.models import OF_ITS_EXECUTION, Execution, ExecutionUser
@@ -190,10 +192,9 @@ def reads_history(rules: Rules) -> bool:
 async def history_turn(session: AsyncSession, workspace_id: str) -> None:
     """Wait for the workspace's turn to decide on its users' history, and hold it until the
     caller's claim transaction ends (PostgreSQL: a transaction-scoped advisory lock; SQLite has one
-    writer already). A claim reads the users' messages sent and those claimed (`_history`,
-    `_being_sent`) and then commits its own users CLAIMED: two claims of different campaigns side
-    by side (two workers) each missed the other's uncommitted users, and both sent to a user at
-    the cap. Taken before the claim locks its execution, so claims that lock several executions
+    writer already). A claim reads the users' messages sent and those claimed (`_history`) and
+    then commits its own users CLAIMED: two claims of different campaigns side by side (two
+    workers) each missed the other's uncommitted users, and both sent to a user at the cap. Taken before the claim locks its execution, so claims that lock several executions
     (`run.dispatch_lanes`) never wait for it while holding one another needs. Claims of one
     execution queue on its row anyway: only claims of different campaigns wait here, each a
     short transaction; the sends themselves run outside it."""
@@ -223,31 +224,34 @@ class Decision:
 
 
 async def _history(
-    session: AsyncSession, workspace_id: str, ids: Sequence[str], since: datetime
+    session: AsyncSession, workspace_id: str, ids: Sequence[str], since: datetime, now: datetime
 ) -> list[tuple[str, str | None, datetime]]:
-    """(customer, campaign, sent at) of the users' live messages sent since `since`."""
-    rows = await session.execute(
-        select(OutboxEntry.customer_id, OutboxEntry.campaign_id, OutboxEntry.created_at).where(
-            OutboxEntry.workspace_id == workspace_id,
-            OutboxEntry.customer_id.in_(ids),
-            OutboxEntry.created_at > since,
-            OutboxEntry.is_test.is_(False),
-            OutboxEntry.status == "SENT",
-        )
+    """(customer, campaign, at) of the users' live messages sent since `since`, and of those being
+    sent: claimed by an execution (this claim's transaction included: an earlier campaign of the
+    same round of triggered campaigns) and not yet settled, or waiting to be attempted again. Not in
+    the outbox as SENT yet, those count as sent when claimed: without them, one event that fired
+    several campaigns sent each of them past the workspace's minimum delay.
+
+    Both in one statement, one snapshot: a window of another campaign settled between two reads
+    (its outbox rows SENT and its users SENT in one commit) was in neither, the rows read while
+    PENDING and the users after they left CLAIMED, and its users went past the cap."""
+    sent = select(
+        OutboxEntry.customer_id.label("customer_id"),
+        OutboxEntry.campaign_id.label("campaign_id"),
+        OutboxEntry.created_at.label("at"),
+    ).where(
+        OutboxEntry.workspace_id == workspace_id,
+        OutboxEntry.customer_id.in_(ids),
+        OutboxEntry.created_at > since,
+        OutboxEntry.is_test.is_(False),
+        OutboxEntry.status == "SENT",
     )
-    return [(str(c), campaign, at) for c, campaign, at in rows.all()]
-
-
-async def _being_sent(
-    session: AsyncSession, workspace_id: str, ids: Sequence[str], now: datetime
-) -> list[tuple[str, str | None, datetime]]:
-    """(customer, campaign, claimed at) of the users' messages being sent: claimed by an execution
-    (this claim's transaction included: an earlier campaign of the same round of triggered
-    campaigns) and not yet settled, or waiting to be attempted again. Not in the outbox as SENT yet,
-    they are counted as sent when claimed: without them, one event that fired several campaigns
-    sent each of them past the workspace's minimum delay."""
-    rows = await session.execute(
-        select(ExecutionUser.customer_id, Execution.campaign_id, ExecutionUser.claimed_at)
+    being_sent = (
+        select(
+            ExecutionUser.customer_id,
+            Execution.campaign_id,
+            func.coalesce(ExecutionUser.claimed_at, bindparam("now", now, type_=UTCDateTime)),
+        )
         .join(Execution, OF_ITS_EXECUTION)
         .where(
             ExecutionUser.workspace_id == workspace_id,
@@ -255,7 +259,10 @@ async def _being_sent(
             ExecutionUser.customer_id.in_(ids),
         )
     )
-    return [(str(c), campaign, claimed_at or now) for c, campaign, claimed_at in rows.all()]
+    rows: Sequence[Row[tuple[str, str | None, datetime]]] = (
+        await session.execute(union_all(sent, being_sent))
+    ).all()
+    return [(str(c), campaign, utc(at)) for c, campaign, at in rows]
 
 
 async def _past_campaigns(
@@ -365,8 +372,7 @@ async def _timing(
             rules.global_min_delay or timedelta(0),
         )
         ids = [c for c, _ in candidates]
-        found = await _history(session, execution.workspace_id, ids, since)
-        found += await _being_sent(session, execution.workspace_id, ids, now)
+        found = await _history(session, execution.workspace_id, ids, since, now)
         for customer_id, campaign_id, at in found:
             history[customer_id].append((campaign_id, at))
         if rules.capped or rules.global_min_delay:
@@ -376,7 +382,7 @@ async def _timing(
     for customer_id, user in candidates:
         past = history.get(customer_id, [])
         # Sends, not messages: a campaign's messages to one user's devices went out in one window
-        # (one moment), and a send being made counts once too (`_being_sent`: one per user).
+        # (one moment), and a send being made counts once too (`_history`: one per user).
         sends = {(campaign, at) for campaign, at in past if campaign in capping}
         if rules.capped and over_cap((at for _, at in sends), now, settings.cap_day, settings.cap_week):
             decision.suppressed[Reason.FREQUENCY_CAP].append(customer_id)
