@@ -198,13 +198,13 @@ class TestThrottle:
         clock.advance(seconds=10)  # 10:01:00: a new clock minute, yet 5 went out 30 seconds ago
         await asyncio.gather(worker_tick(), worker_tick())
         assert len(webhook.received) == 5
-        clock.advance(seconds=29, microseconds=999_999)
+        clock.advance(seconds=30, microseconds=999_999)  # a grant counts for 61 s (`throttle.WINDOW`)
         await worker_tick()
         assert len(webhook.received) == 5
-        clock.advance(microseconds=1)  # 10:01:30: the first grant left the window
+        clock.advance(microseconds=1)  # 10:01:31: the first grant left the window
         await asyncio.gather(worker_tick(), worker_tick())
         assert len(webhook.received) == 10
-        clock.advance(minutes=1)
+        clock.advance(seconds=61)
         await worker_tick()
         assert len(webhook.received) == 12
         assert len(set(receivers(webhook))) == 12
@@ -231,7 +231,7 @@ class TestThrottle:
         assert len(webhook.received) == 3
         [run] = (await stats(client, workspace, campaign_id))["executions"]
         assert (run["retrying"], run["sent"]) == (3, 0)
-        clock.advance(seconds=30)  # 10:01
+        clock.advance(seconds=31)  # 10:01:01: the first grant left the window (61 s)
         await tick(app, workspace)
         assert len(webhook.received) == 6
         assert await status(client, workspace, campaign_id) == "SENT"

@@ -21,6 +21,7 @@ from herald.cli import app as cli
 from herald.clock import FrozenClock
 from herald.config import Settings
 from herald.delivery.config import ConnectorInput
+from herald.delivery.engine.throttle import WINDOW as THROTTLE_WINDOW
 from herald.services import Services
 from herald.timefmt import rfc3339
 from tests.campaigns import lifecycle_helpers as h
@@ -352,14 +353,14 @@ class TestErrorThreshold:
         run = await _run(await stats(client, workspace, campaign_id))
         assert (run["status"], run["failed"], run["pending"]) == ("DISPATCHING", 2, 6)
 
-        clock.advance(minutes=1)
+        clock.advance(THROTTLE_WINDOW)
         await tick(app, workspace)
         run = await _run(await stats(client, workspace, campaign_id))
         assert (run["status"], run["failed"], run["pending"]) == ("PAUSED", 4, 4)
         assert run["reason"] == (
             "Connector 'push-gw' failed 4 attempts in a row; the last: The webhook answered 400."
         )
-        clock.advance(minutes=1)
+        clock.advance(THROTTLE_WINDOW)
         await tick(app, workspace)
         assert len(webhook.received) == 4
 

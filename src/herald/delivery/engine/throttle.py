@@ -1,8 +1,8 @@
 """`campaign_throttle_rpm`: at most that many sends to a campaign in any 60 seconds, all workers
 together.
 
-A worker asks for the sends of its batch and gets at most what the grants of the last 60 seconds
-left of the budget (a sliding window: a grant counts until 60 s after it was made); the users
+A worker asks for the sends of its batch and gets at most what the grants of the last minute left
+of the budget (a sliding window: a grant counts until `WINDOW`, 61 s, after it was made); the users
 beyond it stay PENDING. A budget per clock minute let a campaign published at 10:00:40 send its
 rpm then and again at 10:01:00: twice the rate within 20 seconds. The window is the injected
 clock's, so a test that moves the clock by a minute sees a whole budget come back.
@@ -35,14 +35,18 @@ from herald.config import Settings
 from herald.delivery.engine.models import ThrottleGrant
 from herald.wake import wake_here
 
-WINDOW = timedelta(seconds=60)
+# A grant counts for a minute and a second: the sends of a batch are handed over in the moments
+# after their grant (render, the windows ahead of them), so a receiver that counts arrivals in any
+# 60 seconds saw two grants a minute apart overlap by that much (776 in 60.0 s at 600 rpm). The
+# second keeps them apart, at 1.6 % under the rpm.
+WINDOW = timedelta(seconds=61)
 
 # KEYS[1]: the campaign's grants, a sorted set of "<sends>:<nonce>" scored by the grant's instant in
-# milliseconds. ARGV: now (ms), wanted, rpm, nonce, ttl (s). Returns the sends granted and the
+# milliseconds. ARGV: now (ms), wanted, rpm, nonce, ttl (s), window (ms). Returns the sends granted and the
 # instant of the oldest grant left in the window (false when none).
 _TAKE = """
 local now = tonumber(ARGV[1])
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - 60000)
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - tonumber(ARGV[6]))
 local used = 0
 local grants = redis.call('ZRANGE', KEYS[1], 0, -1)
 for i = 1, #grants do used = used + tonumber(string.match(grants[i], '^(%d+):')) end
@@ -132,7 +136,7 @@ class RedisThrottle(_Granting):
         stamp = int(now.timestamp() * 1000)
         sends, oldest = await self._take(
             keys=[f"{self._prefix}{{{workspace_id}:{campaign_id}}}"],
-            args=[stamp, wanted, rpm, uuid.uuid4().hex, 3600],
+            args=[stamp, wanted, rpm, uuid.uuid4().hex, 3600, int(WINDOW.total_seconds() * 1000)],
         )
         frees_at = None if oldest is None else datetime.fromtimestamp(int(oldest) / 1000, UTC) + WINDOW
         return Grant(int(sends), frees_at)
