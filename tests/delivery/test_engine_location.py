@@ -227,6 +227,58 @@ class TestLocationTriggered:
         [run] = (await stats(client, workspace, campaign_id))["executions"]
         assert (run["sent"], run["suppressed"]["left_geofence"]) == (0, 1)
 
+    @pytest.mark.parametrize(
+        ("moves", "entries"),
+        [
+            # inside at 10:00 (an entry, sent), then a late update inside at 09:55: one stay, one
+            # entry (the one sent)
+            ([(HERE, 0), (HERE, 5)], ["10:00"]),
+            # inside at 09:50 (an entry), inside at 10:00, then a late update outside at 09:55: the
+            # user left and came back, two entries
+            ([(HERE, 10), (HERE, 0), (FAR, 5)], ["09:50", "10:00"]),
+            # outside at 10:00, then a late update inside at 09:55: in and out, one entry
+            ([(FAR, 0), (HERE, 5)], ["09:55"]),
+        ],
+    )
+    async def test_an_update_sent_late_is_compared_with_the_updates_around_it(
+        self,
+        app: FastAPI,
+        client: httpx.AsyncClient,
+        workspace: Tenant,
+        webhook: HttpReceiver,
+        clock: FrozenClock,
+        moves: list[tuple[tuple[float, float], int]],
+        entries: list[str],
+    ) -> None:
+        """Each update, in the order sent (a tick after each), `minutes` before 10:00: the entries
+        are those of the updates in their own time order, whatever order they came in."""
+        clock.set(START)
+        await ready(app, workspace, webhook, "ana")
+        entry = fence("ENTRY", response_time_value="0")
+        body = location_body(entry)
+        body["campaign_content"]["content"]["push"]["android"]["basic_details"]["title"] = (
+            "{{ event.transition }} {{ event.geofence }} {{ event.at }}"
+        )
+        campaign_id = await publish(client, workspace, body)
+        for where, ago in moves:
+            at = START - timedelta(minutes=ago)
+            update_ = {
+                "action": "location_update",
+                "attributes": {"latitude": where[0], "longitude": where[1], "at": at.strftime("%H:%M")},
+                "current_time": at.isoformat(),
+            }
+            response = await client.post(
+                f"/v1/event/{workspace.workspace_id}",
+                json={"type": "event", "customer_id": "ana", "actions": [update_]},
+                headers=workspace.write_headers(),
+            )
+            assert response.status_code == 200, response.text
+            await tick(app, workspace)
+        await tick(app, workspace)
+        assert sorted(title.rsplit(" ", 1)[1] for _, title in titles(webhook)) == entries
+        [run] = (await stats(client, workspace, campaign_id))["executions"]
+        assert run["sent"] == len(entries)
+
     async def test_an_exit_read_before_its_entry_still_cancels_the_dwell(
         self,
         app: FastAPI,

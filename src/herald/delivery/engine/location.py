@@ -8,7 +8,8 @@ Each update is compared with the user's previous one (the latest `location_updat
 age; none counts as outside):
 
 - ENTRY: outside → inside fires, due `response_time` after the update;
-- EXIT: inside → outside fires, due `response_time` after the update;
+- EXIT: inside → outside fires, due `response_time` after the update (an update that comes after a
+  later-timed one was evaluated is fitted in between: `_steps`);
 - dwell: entering writes the firing at once, due `dwell_time` + `response_time` after the entry
   (keyed by the entering update, so once per stay); an update outside before it is due cancels it
   (SUPPRESSED, LEFT_GEOFENCE). The worker's tick sends it when due if the user never left.
@@ -49,7 +50,8 @@ from herald.campaigns import durations
 from herald.campaigns.schemas.basic_details import Geofence, GeofenceTrigger, PushBasicDetails
 from herald.campaigns.schemas.common import resolve_datetime
 from herald.campaigns.schemas.scheduling import NotificationSchedule, SchedulingDetails
-from herald.delivery.engine.models import Execution, ExecutionUser
+from herald.clock import utc
+from herald.delivery.engine.models import Execution, ExecutionUser, TriggerInbox
 from herald.delivery.engine.rank import rank_of
 from herald.delivery.engine.resolve import LiveCampaign
 from herald.delivery.engine.trigger_match import in_audience
@@ -235,44 +237,129 @@ async def fire_location(
         before = await _previous(session, campaign.workspace_id, customer_id, mine[0])
         used = await _used(session, execution, customer_id, now, limit[1]) if limit and qualifies else 0
         rank = rank_of(campaign.campaign_id, customer_id)
-        for event in mine:
-            after = position(event.attributes)
-            assert after is not None
-            fired = False
-            for crossing in crossings(fences, before, after, event.occurred_at):
-                if crossing.due is None:
-                    await _cancel_dwell(session, execution, customer_id, crossing.fence, event, rows)
-                    continue
-                if fired or not qualifies:
-                    continue  # one firing per update
-                fired = True
-                state, reason = held_out(customer_id, rank) or ("PENDING", None)
-                left = crossing.transition == "DWELL" and await _left_before(
-                    session, campaign.workspace_id, customer_id, crossing.fence, event, crossing.due
-                )
-                if state == "PENDING" and left:
-                    state, reason = "SUPPRESSED", Dropped.LEFT_GEOFENCE
-                elif state == "PENDING" and within is not None and not within(crossing.due):
-                    state, reason = "SUPPRESSED", Dropped.OUTSIDE_TIME_LIMIT
-                elif state == "PENDING" and limit is not None and used >= limit[0]:
-                    state, reason = "SUPPRESSED", Dropped.SEND_LIMIT
-                elif state == "PENDING":
-                    used += 1
-                attributes = {
-                    **(event.attributes or {}),
-                    "geofence": crossing.fence.name,
-                    "transition": crossing.transition,
-                }
-                row = firing_row(
-                    execution, customer_id, event.id, rank, state, reason, crossing.due, now, attributes
-                )
-                if crossing.transition == "DWELL":
-                    # Its moment is kept even when already past (a late update, a worker behind):
-                    # an exit seen before that moment still cancels it (`_cancel_dwell`).
-                    row["not_before"] = crossing.due
-                rows.append(row)
-            before = after
+        steps = await _steps(session, execution, fences, before, mine)
+        fired: set[str] = set()  # the updates that fired: one firing per update
+        for event, crossing in steps:
+            if crossing.due is None:
+                await _cancel_dwell(session, execution, customer_id, crossing.fence, event, rows)
+                continue
+            if event.id in fired or not qualifies:
+                continue
+            fired.add(event.id)
+            state, reason = held_out(customer_id, rank) or ("PENDING", None)
+            left = crossing.transition == "DWELL" and await _left_before(
+                session, campaign.workspace_id, customer_id, crossing.fence, event, crossing.due
+            )
+            if state == "PENDING" and left:
+                state, reason = "SUPPRESSED", Dropped.LEFT_GEOFENCE
+            elif state == "PENDING" and within is not None and not within(crossing.due):
+                state, reason = "SUPPRESSED", Dropped.OUTSIDE_TIME_LIMIT
+            elif state == "PENDING" and limit is not None and used >= limit[0]:
+                state, reason = "SUPPRESSED", Dropped.SEND_LIMIT
+            elif state == "PENDING":
+                used += 1
+            attributes = {
+                **(event.attributes or {}),
+                "geofence": crossing.fence.name,
+                "transition": crossing.transition,
+            }
+            row = firing_row(
+                execution, customer_id, event.id, rank, state, reason, crossing.due, now, attributes
+            )
+            if crossing.transition == "DWELL":
+                # Its moment is kept even when already past (a late update, a worker behind):
+                # an exit seen before that moment still cancels it (`_cancel_dwell`).
+                row["not_before"] = crossing.due
+            rows.append(row)
     firings.add(execution, rows, campaign)
+
+
+async def _steps(
+    session: AsyncSession,
+    execution: Execution,
+    fences: list[Fence],
+    before: tuple[float, float] | None,
+    mine: list[Fired],
+) -> list[tuple[Fired, Crossing]]:
+    """The crossings of a user's updates `mine` (in time order, after the position `before`), each
+    with the update it is at. When an update timed after them was evaluated already (they came
+    late), the ENTRY and EXIT crossings are those of the whole sequence up to it: the one into that
+    update is added, and the crossing it fired then (from `before`, as it saw it) is taken out, so
+    a late update inside neither fires the same stay's entry twice nor, outside, loses the
+    re-entry at the update after it. (Dwell firings have their own rule: `_cancel_dwell`,
+    `_left_before`.)"""
+    steps: list[tuple[Fired, Crossing]] = []
+    where = before
+    for event in mine:
+        after = position(event.attributes)
+        assert after is not None
+        steps += [(event, crossing) for crossing in crossings(fences, where, after, event.occurred_at)]
+        where = after
+    later = await _next_evaluated(session, execution, mine)
+    if later is None:
+        return steps
+    update_, at, fired_then = later
+    steps += [
+        (update_, crossing)
+        for crossing in crossings(fences, where, at, update_.occurred_at)
+        if crossing.transition != "DWELL"
+    ]
+    if fired_then is not None:
+        for index in range(len(steps) - 1, -1, -1):
+            crossing = steps[index][1]
+            if crossing.transition == fired_then[1] and crossing.fence.name == fired_then[0]:
+                del steps[index]
+                break
+    return steps
+
+
+async def _next_evaluated(
+    session: AsyncSession, execution: Execution, mine: list[Fired]
+) -> tuple[Fired, tuple[float, float], tuple[str, str] | None] | None:
+    """The user's first update with a valid position timed after `mine`, if it was evaluated
+    already (no longer in the inbox): the update, its position, and the (geofence, transition)
+    it fired for this execution, if an ENTRY or EXIT."""
+    last, batch = mine[-1], {event.id for event in mine}
+    rows = (
+        await session.execute(
+            select(Event.id, Event.occurred_at, Event.attributes, Event.customer_id)
+            .where(
+                Event.workspace_id == execution.workspace_id,
+                Event.customer_id == last.customer_id,
+                Event.action == LOCATION_ACTION,
+                or_(
+                    Event.occurred_at > last.occurred_at,
+                    and_(Event.occurred_at == last.occurred_at, Event.id > last.id),
+                ),
+            )
+            .order_by(Event.occurred_at, Event.id)
+            .limit(_PREVIOUS_PAGE)
+        )
+    ).all()
+    found = next(((row, at) for row in rows if row[0] not in batch and (at := position(row[2]))), None)
+    if found is None:
+        return None
+    row, at = found
+    waiting = await session.scalar(
+        select(TriggerInbox.event_id).where(
+            TriggerInbox.workspace_id == execution.workspace_id, TriggerInbox.event_id == row[0]
+        )
+    )
+    if waiting is not None:
+        return None  # it is evaluated later, after these (its previous update is theirs then)
+    fired = await session.scalar(
+        select(ExecutionUser.event).where(
+            ExecutionUser.workspace_id == execution.workspace_id,
+            ExecutionUser.execution_id == execution.id,
+            ExecutionUser.customer_id == last.customer_id,
+            ExecutionUser.firing == row[0],
+        )
+    )
+    then = None
+    if isinstance(fired, dict) and fired.get("transition") in ("ENTRY", "EXIT"):
+        then = (str(fired.get("geofence")), str(fired["transition"]))
+    update_ = Fired(row[0], row[3], LOCATION_ACTION, dict(row[2] or {}), utc(row[1]))
+    return update_, at, then
 
 
 def _send_limit(campaign: LiveCampaign) -> tuple[int, timedelta] | None:
