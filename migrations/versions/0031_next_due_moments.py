@@ -6,9 +6,9 @@ to an interval late. Before it sleeps, a worker now reads the earliest such mome
 sleeps until then at most (`campaigns.worker.next_due`). The index holds the users PENDING or RETRY
 with `not_before` only: few, and a send that goes at once never enters it.
 
-(A global index of the campaigns by status and start, for the next SCHEDULED start, was tried and
-left out: PostgreSQL's planner then chose it for a workspace's searches, reading every workspace's
-campaigns of a status.)
+(The next SCHEDULED start is read through the campaigns' index by workspace, status and start, one
+probe per workspace. A global index by status and start was tried and left out: PostgreSQL's
+planner then chose it for a workspace's searches, reading every workspace's campaigns of a status.)
 
 Revision ID: 0031
 Revises: 0030

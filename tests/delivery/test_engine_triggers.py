@@ -896,17 +896,25 @@ class TestBusinessEvent:
 
 
 @pytest.mark.own_database  # `next_due` reads every workspace
-async def test_a_worker_sleeps_until_the_next_delayed_firing_falls_due(
+async def test_a_worker_sleeps_until_the_next_delayed_firing_or_start_falls_due(
     app: FastAPI, client: httpx.AsyncClient, workspace: Tenant, webhook: HttpReceiver, clock: FrozenClock
 ) -> None:
-    """A worker that would otherwise sleep its interval sleeps until the next moment a user waiting
-    for one falls due: here a firing delayed by 30 minutes. (What the worker does with the moment is
-    `_sleep_for`'s, below; nothing here waits on the wall clock.)"""
+    """A worker that would otherwise sleep its interval sleeps until the next moment known work
+    falls due: here a campaign scheduled for 11:00, and firings delayed by 30 minutes. (What the
+    worker does with the moment is `_sleep_for`'s, below; nothing here waits on the wall clock.)"""
     services: Services = app.state.herald
     database = services.database
     clock.set(datetime(2026, 3, 2, 10, 0, tzinfo=UTC))
     await ready(app, workspace, webhook, "ana", "bo")
     assert await worker.next_due(database, clock.now()) is None
+    scheduled = copy.deepcopy(PUSH)
+    scheduled["scheduling_details"] = {
+        "delivery_type": "AT_FIXED_TIME",
+        "start_time": "2026-03-02T11:00:00Z",
+        "timezone": "UTC",
+    }
+    await publish(client, workspace, scheduled)
+    assert await worker.next_due(database, clock.now()) == datetime(2026, 3, 2, 11, 0, tzinfo=UTC)
     delayed = {
         **EVENT["trigger_condition"],
         "trigger_delay_type": "DELAY",
@@ -929,6 +937,9 @@ async def test_a_worker_sleeps_until_the_next_delayed_firing_falls_due(
     assert await worker.next_due(database, clock.now()) == datetime(2026, 3, 2, 10, 40, tzinfo=UTC)
     clock.set(datetime(2026, 3, 2, 10, 40, tzinfo=UTC))
     await tick(app, workspace)
+    assert await worker.next_due(database, clock.now()) == datetime(2026, 3, 2, 11, 0, tzinfo=UTC)
+    clock.set(datetime(2026, 3, 2, 11, 0, tzinfo=UTC))
+    await tick(app, workspace)  # the scheduled campaign starts
     assert await worker.next_due(database, clock.now()) is None
 
 

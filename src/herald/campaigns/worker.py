@@ -21,11 +21,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import ColumnElement, and_, bindparam, func, or_, select, text, update
+from sqlalchemy import ColumnElement, Select, and_, bindparam, func, or_, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from herald import planner_statistics
@@ -39,7 +41,7 @@ from herald.delivery.dispatch import Streaks
 from herald.delivery.engine.models import DEFERRED, ExecutionUser
 from herald.delivery.engine.tick import run_executions
 from herald.ops import metrics
-from herald.wake import listening, named_first
+from herald.wake import heard, listening, named_first
 from herald.workspaces.models import Workspace
 
 log = logging.getLogger("herald.worker")
@@ -247,12 +249,58 @@ _NEXT_DEFERRED = select(func.min(ExecutionUser.not_before)).where(
 _SOONEST = 0.05
 
 
-async def next_due(database: Database, now: datetime) -> datetime | None:
-    """The earliest moment after `now` at which a user waiting for one falls due, if any. Scheduled
-    starts, periodic occurrences and expiries are not among them: the poll finds those."""
+# The earliest start ahead of a SCHEDULED campaign: one probe of each workspace's index by status
+# and start. (A global index by status and start was tried: PostgreSQL's planner then used it for
+# one workspace's searches, reading every workspace's campaigns of a status.)
+_FIRST_START = (
+    select(Campaign.begins_at)
+    .where(
+        Campaign.workspace_id == Workspace.id,
+        Campaign.status == _S.SCHEDULED.value,
+        Campaign.begins_at > bindparam("now", type_=UTCDateTime),
+        Campaign.is_latest.expression,
+        Campaign.parent_id.is_(None),
+    )
+    .order_by(Campaign.begins_at)
+    .limit(1)
+    .correlate(Workspace)
+    .scalar_subquery()
+)
+_NEXT_START = select(func.min(_FIRST_START)).select_from(Workspace)
+
+
+async def _first(database: Database, query: Select[tuple[datetime | None]], now: datetime) -> datetime | None:
     async with database.reader() as session:
-        found = await session.scalar(_NEXT_DEFERRED, {"now": now})
+        found = await session.scalar(query, {"now": now})
     return utc(found) if found is not None else None
+
+
+async def next_due(database: Database, now: datetime) -> datetime | None:
+    """The earliest moment after `now` at which a user waiting for one falls due or a SCHEDULED
+    campaign begins, if any. Periodic occurrences and expiries are not among them: the poll finds
+    those."""
+    found = [await _first(database, _NEXT_DEFERRED, now), await _first(database, _NEXT_START, now)]
+    return min((moment for moment in found if moment is not None), default=None)
+
+
+class _NextDue:
+    """`next_due` for a worker's loop: the next scheduled start (a probe per workspace) read again
+    only after a wake-up (a publish wakes the workers), once its moment has come, or once an
+    `interval`; the next deferred user (one row of an index) at every call."""
+
+    def __init__(self, interval: float) -> None:
+        self._interval = interval
+        self._heard: int | None = None
+        self._read_at = -math.inf
+        self._start: datetime | None = None
+
+    async def __call__(self, database: Database, now: datetime) -> datetime | None:
+        stale = heard() != self._heard or time.monotonic() - self._read_at >= self._interval
+        if stale or (self._start is not None and self._start <= now):
+            self._heard, self._read_at = heard(), time.monotonic()
+            self._start = await _first(database, _NEXT_START, now)
+        found = [await _first(database, _NEXT_DEFERRED, now), self._start]
+        return min((moment for moment in found if moment is not None), default=None)
 
 
 def _sleep_for(interval: float, now: datetime, due: datetime | None, moved: bool) -> float:
@@ -281,6 +329,7 @@ async def run_forever(
     streaks = Streaks()
     wake = asyncio.Event()
     last: datetime | None = None  # the clock at the tick before
+    due_next = _NextDue(interval)
     async with listening(settings.database_url, wake) as listener:
         while not stop.is_set():
             wake.clear()  # a wake-up during the tick below makes the next one start at once
@@ -291,7 +340,7 @@ async def run_forever(
                 await planner_statistics.refresh(database)
                 # Until the next moment known work falls due, at most the interval: a delayed
                 # firing goes out at its moment, not at the next poll.
-                due = await next_due(database, clock.now())
+                due = await due_next(database, clock.now())
             except Exception:  # e.g. the database restarting, or a deadlock victim: the loop must live on
                 log.exception("scheduled-transitions tick failed")
             if listener is not None:
