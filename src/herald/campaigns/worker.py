@@ -339,8 +339,10 @@ async def run_forever(
                 await run_tick(database, now, None, settings, stop, clock, streaks)
                 await planner_statistics.refresh(database)
                 # Until the next moment known work falls due, at most the interval: a delayed
-                # firing goes out at its moment, not at the next poll.
-                due = await due_next(database, clock.now())
+                # firing goes out at its moment, not at the next poll. (Not read when woken during
+                # the tick: the next one starts at once.)
+                if not wake.is_set():
+                    due = await due_next(database, clock.now())
             except Exception:  # e.g. the database restarting, or a deadlock victim: the loop must live on
                 log.exception("scheduled-transitions tick failed")
             if listener is not None:
