@@ -68,6 +68,28 @@ async def move(
     await send_event(client, tenant, customer_id, "location_update", latitude=where[0], longitude=where[1])
 
 
+async def moved_at(
+    client: httpx.AsyncClient,
+    tenant: Tenant,
+    customer_id: str,
+    where: tuple[float, float],
+    at: datetime,
+    **attributes: Any,
+) -> None:
+    """A location update timed `at` (its `current_time`), sent now: late, when `at` is past."""
+    update_ = {
+        "action": "location_update",
+        "attributes": {"latitude": where[0], "longitude": where[1], **attributes},
+        "current_time": at.isoformat(),
+    }
+    response = await client.post(
+        f"/v1/event/{tenant.workspace_id}",
+        json={"type": "event", "customer_id": customer_id, "actions": [update_]},
+        headers=tenant.write_headers(),
+    )
+    assert response.status_code == 200, response.text
+
+
 START = datetime(2026, 3, 2, 10, 0, tzinfo=UTC)
 
 
@@ -257,22 +279,12 @@ class TestLocationTriggered:
         entry = fence("ENTRY", response_time_value="0")
         body = location_body(entry)
         body["campaign_content"]["content"]["push"]["android"]["basic_details"]["title"] = (
-            "{{ event.transition }} {{ event.geofence }} {{ event.at }}"
+            "{{ event.transition }} {{ event.geofence }} {{ event.time }}"
         )
         campaign_id = await publish(client, workspace, body)
         for where, ago in moves:
             at = START - timedelta(minutes=ago)
-            update_ = {
-                "action": "location_update",
-                "attributes": {"latitude": where[0], "longitude": where[1], "at": at.strftime("%H:%M")},
-                "current_time": at.isoformat(),
-            }
-            response = await client.post(
-                f"/v1/event/{workspace.workspace_id}",
-                json={"type": "event", "customer_id": "ana", "actions": [update_]},
-                headers=workspace.write_headers(),
-            )
-            assert response.status_code == 200, response.text
+            await moved_at(client, workspace, "ana", where, at, time=at.strftime("%H:%M"))
             await tick(app, workspace)
         await tick(app, workspace)
         assert sorted(title.rsplit(" ", 1)[1] for _, title in titles(webhook)) == entries
@@ -298,17 +310,7 @@ class TestLocationTriggered:
         )
         campaign_id = await publish(client, workspace, location_body(dwell))
         for where, ago in ((FAR, 5), (HERE, 10)):  # outside 5 minutes ago, then inside 10 minutes ago
-            action = {
-                "action": "location_update",
-                "attributes": {"latitude": where[0], "longitude": where[1]},
-                "current_time": (START - timedelta(minutes=ago)).isoformat(),
-            }
-            response = await client.post(
-                f"/v1/event/{workspace.workspace_id}",
-                json={"type": "event", "customer_id": "ana", "actions": [action]},
-                headers=workspace.write_headers(),
-            )
-            assert response.status_code == 200, response.text
+            await moved_at(client, workspace, "ana", where, START - timedelta(minutes=ago))
             await tick(app, workspace)
         clock.advance(hours=1)
         await tick(app, workspace)
