@@ -21,6 +21,7 @@ import contextlib
 import logging
 import threading
 from collections.abc import AsyncIterator
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import event, text
@@ -90,6 +91,31 @@ def _note(workspace_id: str | None, new_work: bool = True) -> None:
     if workspace_id:
         with _named_mutex:
             _named.add(workspace_id)
+
+
+# The earliest moment ahead that a tick of this process found work due at and no table holds (a
+# periodic campaign's next occurrence: computed from its schedule), for the worker's sleep.
+_due_at: datetime | None = None
+_due_mutex = threading.Lock()
+
+
+def due_at(moment: datetime) -> None:
+    """Work falls due at `moment` (by the worker's clock): a worker of this process about to sleep
+    sleeps until then at most (`next_noted`)."""
+    global _due_at
+    with _due_mutex:
+        if _due_at is None or moment < _due_at:
+            _due_at = moment
+
+
+def next_noted(now: datetime) -> datetime | None:
+    """The earliest moment noted by `due_at` that is still ahead of `now` (those passed are let go:
+    the tick at them notes the next ones)."""
+    global _due_at
+    with _due_mutex:
+        if _due_at is not None and _due_at <= now:
+            _due_at = None
+        return _due_at
 
 
 def named_first(workspace_ids: list[str]) -> list[str]:

@@ -12,6 +12,7 @@ from typing import Any
 import httpx
 from fastapi import FastAPI
 
+from herald import wake
 from herald.campaigns import worker
 from herald.clock import FrozenClock
 from herald.services import Services
@@ -70,7 +71,10 @@ class TestDaily:
         await at(app, clock, workspace, datetime(2026, 3, 2, 9, 0, tzinfo=UTC))
         assert receivers(webhook) == users
         assert await status(client, workspace, campaign_id) == "ACTIVE"
+        wake.next_noted(datetime.max.replace(tzinfo=UTC))  # (what earlier tests noted: let go)
         await at(app, clock, workspace, datetime(2026, 3, 2, 15, 0, tzinfo=UTC))
+        # The tick notes the next run's moment: a worker sleeps until then at most.
+        assert wake.next_noted(clock.now()) == datetime(2026, 3, 3, 9, 0, tzinfo=UTC)
         await at(app, clock, workspace, datetime(2026, 3, 3, 8, 59, tzinfo=UTC))
         assert len(webhook.received) == 3  # nothing between occurrences
         await at(app, clock, workspace, datetime(2026, 3, 3, 9, 0, tzinfo=UTC))

@@ -41,7 +41,7 @@ from herald.delivery.dispatch import Streaks
 from herald.delivery.engine.models import DEFERRED, ExecutionUser
 from herald.delivery.engine.tick import run_executions
 from herald.ops import metrics
-from herald.wake import heard, listening, named_first
+from herald.wake import heard, listening, named_first, next_noted
 from herald.workspaces.models import Workspace
 
 log = logging.getLogger("herald.worker")
@@ -286,7 +286,9 @@ async def next_due(database: Database, now: datetime) -> datetime | None:
 class _NextDue:
     """`next_due` for a worker's loop: the next scheduled start (a probe per workspace) read again
     only after a wake-up (a publish wakes the workers), once its moment has come, or once an
-    `interval`; the next deferred user (one row of an index) at every call."""
+    `interval`; the next deferred user (one row of an index) at every call; and the next run of a
+    periodic campaign, which its ticks note (`wake.due_at`: computed from the schedule, in no
+    table)."""
 
     def __init__(self, interval: float) -> None:
         self._interval = interval
@@ -299,7 +301,7 @@ class _NextDue:
         if stale or (self._start is not None and self._start <= now):
             self._heard, self._read_at = heard(), time.monotonic()
             self._start = await _first(database, _NEXT_START, now)
-        found = [await _first(database, _NEXT_DEFERRED, now), self._start]
+        found = [await _first(database, _NEXT_DEFERRED, now), self._start, next_noted(now)]
         return min((moment for moment in found if moment is not None), default=None)
 
 

@@ -33,6 +33,7 @@ from herald.delivery.engine.content import (
     streams,
 )
 from herald.delivery.engine.models import Execution, ExecutionUser
+from herald.delivery.engine.occurrences import following
 from herald.delivery.engine.pause import PAUSED
 from herald.delivery.engine.resolve import (
     FIRST_CHUNK,
@@ -49,7 +50,7 @@ from herald.delivery.engine.run import Lane, dispatch, dispatch_lanes, still_sen
 from herald.delivery.engine.throttle import ThrottleStore, open_store
 from herald.errors import HeraldError
 from herald.ops import metrics
-from herald.wake import wake_here, wakes
+from herald.wake import due_at, wake_here, wakes
 
 log = logging.getLogger("herald.delivery.engine")
 
@@ -194,6 +195,10 @@ async def run_executions(
         for each in repeating:
             with _contained(workspace_id, each.campaign.campaign_id):
                 await periodic.due_runs(database, each, now)
+                # Its next run's moment, for the worker's sleep: no table holds it.
+                upcoming = following(each.recurrence, now)
+                if upcoming is not None:
+                    due_at(upcoming.at)
                 runs = await periodic.live_runs(database, workspace_id, each.campaign.campaign_id)
                 in_flight = False
                 for execution in runs:
