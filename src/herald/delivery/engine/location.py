@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from datetime import datetime, time, timedelta
 from typing import Any
 
-from sqlalchemy import and_, func, or_, select, text, update
+from sqlalchemy import ColumnElement, Select, and_, func, or_, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from herald.advisory_locks import lock_key
@@ -320,29 +320,15 @@ async def _next_evaluated(
     already (no longer in the inbox): the update, its position, and the (geofence, transition)
     it fired for this execution, if an ENTRY or EXIT."""
     last, batch = mine[-1], {event.id for event in mine}
-    rows = (
-        await session.execute(
-            select(Event.id, Event.occurred_at, Event.attributes, Event.customer_id)
-            .where(
-                Event.workspace_id == execution.workspace_id,
-                Event.customer_id == last.customer_id,
-                Event.action == LOCATION_ACTION,
-                or_(
-                    Event.occurred_at > last.occurred_at,
-                    and_(Event.occurred_at == last.occurred_at, Event.id > last.id),
-                ),
-            )
-            .order_by(Event.occurred_at, Event.id)
-            .limit(_PREVIOUS_PAGE)
-        )
-    ).all()
-    found = next(((row, at) for row in rows if row[0] not in batch and (at := position(row[2]))), None)
+    page = _updates_beside(execution.workspace_id, last.customer_id, last.occurred_at, last.id, later=True)
+    rows = (await session.execute(page)).all()
+    found = next(((row, at) for row in rows if row[1] not in batch and (at := position(row[2]))), None)
     if found is None:
         return None
-    row, at = found
+    (occurred_at, event_id, attributes), at = found
     waiting = await session.scalar(
         select(TriggerInbox.event_id).where(
-            TriggerInbox.workspace_id == execution.workspace_id, TriggerInbox.event_id == row[0]
+            TriggerInbox.workspace_id == execution.workspace_id, TriggerInbox.event_id == event_id
         )
     )
     if waiting is not None:
@@ -352,13 +338,13 @@ async def _next_evaluated(
             ExecutionUser.workspace_id == execution.workspace_id,
             ExecutionUser.execution_id == execution.id,
             ExecutionUser.customer_id == last.customer_id,
-            ExecutionUser.firing == row[0],
+            ExecutionUser.firing == event_id,
         )
     )
     then = None
     if isinstance(fired, dict) and fired.get("transition") in ("ENTRY", "EXIT"):
         then = (str(fired.get("geofence")), str(fired["transition"]))
-    update_ = Fired(row[0], row[3], LOCATION_ACTION, dict(row[2] or {}), utc(row[1]))
+    update_ = Fired(event_id, last.customer_id, LOCATION_ACTION, dict(attributes or {}), utc(occurred_at))
     return update_, at, then
 
 
@@ -401,22 +387,8 @@ async def _previous(
     many invalid ones came after it (they are ignored, not a loss of where the user was)."""
     before_at, before_id = first.occurred_at, first.id
     while True:
-        rows = (
-            await session.execute(
-                select(Event.occurred_at, Event.id, Event.attributes)
-                .where(
-                    Event.workspace_id == workspace_id,
-                    Event.customer_id == customer_id,
-                    Event.action == LOCATION_ACTION,
-                    or_(
-                        Event.occurred_at < before_at,
-                        and_(Event.occurred_at == before_at, Event.id < before_id),
-                    ),
-                )
-                .order_by(Event.occurred_at.desc(), Event.id.desc())
-                .limit(_PREVIOUS_PAGE)
-            )
-        ).all()
+        page = _updates_beside(workspace_id, customer_id, before_at, before_id, later=False)
+        rows = (await session.execute(page)).all()
         for _, _, attributes in rows:
             found = position(attributes)
             if found is not None:
@@ -424,6 +396,31 @@ async def _previous(
         if len(rows) < _PREVIOUS_PAGE:
             return None
         before_at, before_id = rows[-1][0], rows[-1][1]
+
+
+def _updates_beside(
+    workspace_id: str, customer_id: str, at: datetime, event_id: str, *, later: bool
+) -> Select[tuple[datetime, str, Any]]:
+    """A page of the user's location updates (time, id, attributes) next to the one timed `at`
+    with id `event_id`: those before it, nearest first, or (`later`) those after it."""
+    order: tuple[ColumnElement[Any], ...]
+    if later:
+        beside = or_(Event.occurred_at > at, and_(Event.occurred_at == at, Event.id > event_id))
+        order = (Event.occurred_at.asc(), Event.id.asc())
+    else:
+        beside = or_(Event.occurred_at < at, and_(Event.occurred_at == at, Event.id < event_id))
+        order = (Event.occurred_at.desc(), Event.id.desc())
+    return (
+        select(Event.occurred_at, Event.id, Event.attributes)
+        .where(
+            Event.workspace_id == workspace_id,
+            Event.customer_id == customer_id,
+            Event.action == LOCATION_ACTION,
+            beside,
+        )
+        .order_by(*order)
+        .limit(_PREVIOUS_PAGE)
+    )
 
 
 async def _left_before(
