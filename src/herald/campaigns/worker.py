@@ -279,8 +279,11 @@ async def next_due(database: Database, now: datetime) -> datetime | None:
     """The earliest moment after `now` at which a user waiting for one falls due or a SCHEDULED
     campaign begins, if any. Periodic occurrences and expiries are not among them: the poll finds
     those."""
-    found = [await _first(database, _NEXT_DEFERRED, now), await _first(database, _NEXT_START, now)]
-    return min((moment for moment in found if moment is not None), default=None)
+    return _earliest(await _first(database, _NEXT_DEFERRED, now), await _first(database, _NEXT_START, now))
+
+
+def _earliest(*moments: datetime | None) -> datetime | None:
+    return min((moment for moment in moments if moment is not None), default=None)
 
 
 class _NextDue:
@@ -301,8 +304,7 @@ class _NextDue:
         if stale or (self._start is not None and self._start <= now):
             self._heard, self._read_at = heard(), time.monotonic()
             self._start = await _first(database, _NEXT_START, now)
-        found = [await _first(database, _NEXT_DEFERRED, now), self._start, next_noted(now)]
-        return min((moment for moment in found if moment is not None), default=None)
+        return _earliest(await _first(database, _NEXT_DEFERRED, now), self._start, next_noted(now))
 
 
 def _sleep_for(interval: float, now: datetime, due: datetime | None, moved: bool) -> float:

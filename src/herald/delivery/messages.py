@@ -73,6 +73,11 @@ class Envelope:
     # taken-over one) keeps its first `created_at`, and its push expiry counts from then.
     created_at: datetime | None = None
 
+    @property
+    def made_at(self) -> datetime:
+        """When the message was made: its first attempt's moment, else this one's."""
+        return self.created_at or self.now
+
 
 @dataclass(frozen=True, slots=True)
 class Outcome:

@@ -58,13 +58,11 @@ def tls_context() -> ssl.SSLContext:
 
 
 def webhook_body(envelope: Envelope) -> bytes:
-    return orjson.dumps(_payload(envelope, _stamp(envelope.created_at or envelope.now)))
+    return orjson.dumps(_payload(envelope, _stamp(envelope.made_at)))
 
 
 def batch_body(envelopes: Sequence[Envelope]) -> bytes:
-    return orjson.dumps(
-        [_payload(envelope, _stamp(envelope.created_at or envelope.now)) for envelope in envelopes]
-    )
+    return orjson.dumps([_payload(envelope, _stamp(envelope.made_at)) for envelope in envelopes])
 
 
 @functools.lru_cache(maxsize=16)

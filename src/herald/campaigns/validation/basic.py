@@ -48,7 +48,7 @@ def check_basic_details(ctx: Context) -> list[Problem]:
 
 
 def _check_geofences(ctx: Context, details: PushBasicDetails) -> list[Problem]:
-    if details.geofences is None or details.geofences == []:  # none at all: nothing could fire
+    if not details.geofences:  # none, or an empty list: nothing could fire
         if ctx.delivery_type is DeliveryType.LOCATION_TRIGGERED:
             return [
                 required(

@@ -194,7 +194,8 @@ async def history_turn(session: AsyncSession, workspace_id: str) -> None:
     caller's claim transaction ends (PostgreSQL: a transaction-scoped advisory lock; SQLite has one
     writer already). A claim reads the users' messages sent and those claimed (`_history`) and
     then commits its own users CLAIMED: two claims of different campaigns side by side (two
-    workers) each missed the other's uncommitted users, and both sent to a user at the cap. Taken before the claim locks its execution, so claims that lock several executions
+    workers) each missed the other's uncommitted users, and both sent to a user at the cap. Taken
+    before the claim locks its execution, so claims that lock several executions
     (`run.dispatch_lanes`) never wait for it while holding one another needs. Claims of one
     execution queue on its row anyway: only claims of different campaigns wait here, each a
     short transaction; the sends themselves run outside it."""

@@ -991,12 +991,14 @@ class _Flight:
                         window, users_too, engine=plan.goals is not None
                     )
                     if self._watch is not None and self._watch.stopped:
-                        halted = [
+                        # The window's messages left waiting for an attempt the stopped run will
+                        # never make: those halted (and any its connector, down, never took).
+                        unsent = [
                             envelope.delivery_id
                             for envelope, outcome in zip(ready, delivered, strict=True)
                             if not outcome.attempted and outcome.retry_at is not None
                         ]
-                        await halting.settle_halted(database, execution, halted, dispatcher.now())
+                        await halting.settle_halted(database, execution, unsent, dispatcher.now())
                     if unsendable:
                         outcomes = {
                             envelope.delivery_id: outcome
