@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 from pathlib import Path
 from typing import Any
 
@@ -164,3 +165,28 @@ async def test_the_claim_function_is_costed_as_the_one_row_it_returns(database_u
     finally:
         await engine.dispose()
     assert declared == 1
+
+
+# The columns a message's settle writes (`delivery.outbox`): an index naming one, in its key or in
+# its condition, makes PostgreSQL write every settled row anew in each of the outbox's indexes
+# instead of beside its old version (migration 0032).
+_SETTLE_WRITES = {"status", "failure_reason", "updated_at", "attempts"}
+
+
+async def test_no_outbox_index_names_a_column_its_settle_writes(database_url: str) -> None:
+    engine = create_async_engine(database_url)
+    try:
+        async with engine.connect() as connection:
+            if engine.dialect.name == "postgresql":
+                query = "SELECT indexdef FROM pg_indexes WHERE tablename = 'delivery_outbox'"
+            else:
+                query = (
+                    "SELECT sql FROM sqlite_master WHERE type = 'index'"
+                    " AND tbl_name = 'delivery_outbox' AND sql IS NOT NULL"
+                )
+            definitions = [row[0] for row in await connection.exec_driver_sql(query)]
+    finally:
+        await engine.dispose()
+    assert len(definitions) >= 3  # the key's (PostgreSQL) or none (SQLite's own), and the three others
+    for definition in definitions:
+        assert not set(re.findall(r"\w+", definition.lower())) & _SETTLE_WRITES, definition

@@ -48,9 +48,14 @@ class Connector(Base):
 # send fits beside the PENDING one it replaces (a "HOT" update: no new entry in its indexes).
 
 
-# The rows of `ix_delivery_outbox_ws_campaign_waiting_retry`. A statement that is to walk that
-# index states this condition word for word, with literals (as `engine.models.PENDING_FIRINGS`).
+# The rows waiting for a retry. A statement that is to walk their index
+# (`ix_delivery_outbox_ws_campaign_waiting_retry`) states this condition word for word, with
+# literals (as `engine.models.PENDING_FIRINGS`); it implies the index's own, `WAITING`.
 WAITING_RETRY = "status = 'PENDING' AND next_attempt_at IS NOT NULL"
+# The index's condition names `next_attempt_at` alone, which only a waiting row has (its next
+# attempt clears it, as does settling it FAILED): with `status` in it, no settle of a row could be
+# a HOT update (migration 0032).
+WAITING = "next_attempt_at IS NOT NULL"
 
 
 class OutboxEntry(Base):
@@ -78,8 +83,8 @@ class OutboxEntry(Base):
             "ix_delivery_outbox_ws_campaign_waiting_retry",
             "workspace_id",
             "campaign_id",
-            sqlite_where=text(WAITING_RETRY),
-            postgresql_where=text(WAITING_RETRY),
+            sqlite_where=text(WAITING),
+            postgresql_where=text(WAITING),
         ),
         # No foreign key to workspaces; on PostgreSQL a fill factor of 70 (see above the class).
         # The delivery id leads the key: a window's rows are found by their ids alone
