@@ -80,17 +80,18 @@ def test_add_list_remove_never_shows_secrets() -> None:
     added = _run(
         "connectors", "add", "-w", workspace_id, "--name", "push-gw", "--type", "CUSTOM_API",
         "--channel", "push", "--url", "https://push.example.com/in?token=q", "--secret", SECRET,
+        "--timeout", "2.5",
     )  # fmt: skip
     assert SECRET not in added  # a secret the admin chose is not echoed
     listing = _run("connectors", "list", "-w", workspace_id)
     assert listing.splitlines() == [
-        "mail\tCUSTOM_SMTP\tEMAIL\tsmtp://smtp.example.com:587 (starttls)\tsenders=news@example.com,@brand.example\tsecret=sealed",
-        "push-gw\tCUSTOM_API\tPUSH\thttps://push.example.com/in?…\tsenders=-\tsecret=sealed",
+        "mail\tCUSTOM_SMTP\tEMAIL\tsmtp://smtp.example.com:587 (starttls)\tsenders=news@example.com,@brand.example\tsecret=sealed\ttimeout=default",
+        "push-gw\tCUSTOM_API\tPUSH\thttps://push.example.com/in?…\tsenders=-\tsecret=sealed\ttimeout=2.5s",
     ]
     as_json = [
         json.loads(line) for line in _run("connectors", "list", "-w", workspace_id, "--json").splitlines()
     ]
-    assert {view["name"] for view in as_json} == {"mail", "push-gw"}
+    assert {view["name"]: view["timeout"] for view in as_json} == {"mail": None, "push-gw": 2.5}
     for text in (listing, json.dumps(as_json)):
         assert PASSWORD not in text
         assert SECRET not in text

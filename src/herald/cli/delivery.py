@@ -123,9 +123,10 @@ def connectors_list(workspace: WorkspaceOpt, as_json: JsonOpt = False) -> None:
             typer.echo(orjson.dumps(view).decode())
             continue
         senders = ",".join(view["senders"] or ()) or "-"
+        timeout = f"{view['timeout']:g}s" if view["timeout"] else "default"
         typer.echo(
             f"{view['name']}\t{view['type']}\t{view['channel']}\t{view['target']}\t"
-            f"senders={senders}\tsecret={view['secret']}"
+            f"senders={senders}\tsecret={view['secret']}\ttimeout={timeout}"
         )
 
 

@@ -219,7 +219,9 @@ def connector_view(row: Connector) -> dict[str, Any]:
     # read as one table.
     view["username"] = settings.get("username") or None
     view["senders"] = list(settings["senders"]) if settings.get("senders") else None
-    for tuning in ("batch_size", "session_messages"):
+    # `timeout`: the connector's own limit of one SMTP session or webhook call (null: the
+    # process's `HERALD_DELIVERY_TIMEOUT_SECONDS`).
+    for tuning in ("timeout", "batch_size", "session_messages"):
         view[tuning] = settings.get(tuning) or None
     return view
 

@@ -8,10 +8,19 @@ Connections are kept (`SmtpSessions`, one per dispatcher: a worker's tick, a tes
 a message goes over an idle connection of its connector when there is one, so a campaign opens
 a connection per message in flight, not per message, and each carries at most the connector's
 `session_messages` (default 100) before it is closed, so no session lives for ever.
+
+A message's time limit (the connector's `timeout`, else `HERALD_DELIVERY_TIMEOUT_SECONDS`) bounds
+all of its sending: the connection when one is opened, and every command up to the final answer to
+its data. A kept connection the server closed while it was idle is found out by the message's first
+command, before the server answered anything of it: the message then goes over a new connection at
+once. Once the server has answered a command of the message, a closed connection fails that attempt
+(transient: the message is tried again after the backoff, as an attempt of its own), since the
+server may have taken the message before it closed.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import re
 import ssl
@@ -202,20 +211,33 @@ class SmtpSessions:
             return Outcome(False, f"The message cannot be built: {exc}")
         idle = self._idle.setdefault(key, [])
         bound = int(settings.get("session_messages") or DEFAULT_SESSION_MESSAGES)
+        deadline = asyncio.get_running_loop().time() + time_limit
         while True:
-            reused = bool(idle)
+            connection = idle.pop() if idle else None
+            reused = connection is not None
             try:
-                connection = (
-                    idle.pop() if reused else _Connection(await _connect(settings, secrets, time_limit))
-                )
-                outcome = await _send_on(connection, message, primary)
-            except (aiosmtplib.SMTPServerDisconnected, ConnectionError) as exc:
+                async with asyncio.timeout_at(deadline):
+                    if connection is None:
+                        connection = _Connection(await _connect(settings, secrets, time_limit))
+                    outcome = await _send_on(connection, message, primary)
+            except _Stale as stale:
+                _drop(connection)
                 if reused:
-                    continue  # the server closed an idle connection before the message: a new one
-                return _unreachable(settings, exc)
+                    continue  # closed while idle, before any answer to this message: a new one
+                return _unreachable(settings, stale.__cause__ or stale)
             except (aiosmtplib.SMTPException, ssl.SSLError, OSError) as exc:
+                # A timeout among them: the connection is left mid-command.
+                _drop(connection)
+                if isinstance(exc, TimeoutError) and not isinstance(exc, aiosmtplib.SMTPException):
+                    # The whole limit passed, however each answer came (aiosmtplib's own timeouts
+                    # bound one command each).
+                    where = f"{settings['host']}:{settings['port']}"
+                    reason = f"SMTP {where}: no final answer within {time_limit:g} s"
+                    return Outcome(False, reason, connector_down=True, transient=True)
                 return _unreachable(settings, exc)
-            if outcome.connector_down or connection.carried >= bound:
+            if outcome.connector_down:
+                _drop(connection)  # a server failing commands: not asked to QUIT, which may hang too
+            elif connection.carried >= bound:
                 await _close(connection)
             else:
                 idle.append(connection)
@@ -253,6 +275,17 @@ async def _connect(settings: dict[str, Any], secrets: dict[str, str], time_limit
     )
     await client.connect()
     return client
+
+
+class _Stale(Exception):
+    """The connection was closed before the server answered anything of this message (raised
+    from the closing error)."""
+
+
+def _drop(connection: _Connection | None) -> None:
+    """A connection in an unknown state (mid-command, or closed by the server): closed at once."""
+    if connection is not None:
+        connection.client.close()
 
 
 async def _close(connection: _Connection) -> None:
@@ -311,7 +344,10 @@ async def _transmit(
     encoding = "utf-8" if utf8 else "ascii"
     refusal: aiosmtplib.SMTPResponse | None = None
     try:
-        await client.mail(sender, options=options, encoding=encoding)
+        try:
+            await client.mail(sender, options=options, encoding=encoding)
+        except (aiosmtplib.SMTPServerDisconnected, ConnectionError) as exc:
+            raise _Stale from exc
         try:
             await client.rcpt(primary, encoding=encoding)
         except aiosmtplib.SMTPRecipientRefused as exc:
