@@ -485,6 +485,47 @@ class TestPush:
         await tick(app, workspace)
         assert [r.json()["platform"] for r in webhook.received] == platforms[:1]
 
+    async def test_a_platform_whose_content_cannot_be_rendered_fails_its_own_messages_only(
+        self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant, webhook: HttpReceiver
+    ) -> None:
+        body = copy.deepcopy(PUSH)
+        body["campaign_content"]["content"]["push"]["ios"]["basic_details"]["message"] = (
+            "{{ 100 // (UserAttribute['divisor'] | default(1)) }} left"
+        )
+        await push_connector(app, workspace, webhook)
+        await add_users(
+            app,
+            workspace.workspace_id,
+            {"customer_id": "both", "push_id": "tok-a", "platform": "ANDROID", "divisor": 0},
+            {"customer_id": "both", "push_id": "tok-i", "platform": "IOS"},
+            {"customer_id": "droid", "push_id": "tok-d", "platform": "ANDROID", "divisor": 0},
+            {"customer_id": "fine", "push_id": "tok-f", "platform": "IOS", "divisor": 4},
+        )
+        campaign_id = await publish(client, workspace, body)
+        await tick(app, workspace)
+        assert await status(client, workspace, campaign_id) == "SENT"
+        arrived = sorted(
+            (r.json()["recipient"]["customer_id"], r.json()["platform"]) for r in webhook.received
+        )
+        assert arrived == [("both", "ANDROID"), ("droid", "ANDROID"), ("fine", "IOS")]
+        assert [
+            r.json()["message"]["basic_details"]["message"]
+            for r in webhook.received
+            if r.json()["platform"] == "IOS"
+        ] == ["25 left"]
+        rows = {(r.customer_id, r.platform): r for r in await outbox_rows(app, workspace)}
+        failed = rows[("both", "IOS")]
+        assert failed.status == "FAILED"
+        assert (failed.failure_reason or "").startswith(
+            "Personalization failed: campaign_content.content.push.ios.basic_details.message:"
+        )
+        assert "android" not in (failed.failure_reason or "")
+        assert {key: row.status for key, row in rows.items() if key != ("both", "IOS")} == {
+            ("both", "ANDROID"): "SENT",
+            ("droid", "ANDROID"): "SENT",
+            ("fine", "IOS"): "SENT",
+        }
+
     async def test_button_urls_are_tagged_like_the_click_url(
         self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant, webhook: HttpReceiver
     ) -> None:
@@ -996,9 +1037,11 @@ class TestLongSends:
         # at the tick's start, a batch claimed 4 minutes in was taken over 1 minute later.
         gate = _Gate()
         services: Services = app.state.herald
-        # Claimed at the start: two batches (one ahead) of the audience's first chunk, all of it on
-        # PostgreSQL (the next chunk is written once it is sent); the last 50 users later.
-        at_start = min(2 * BATCH[services.database.engine.dialect.name], FIRST_CHUNK)
+        # Claimed at the start, of the audience's first chunk (all of it on PostgreSQL, whose next
+        # chunk is written once it is sent): the first batch (one window: one user, through one
+        # lane), handed over at once, then the next batch, whose windows wait for the lane, and
+        # the batch ahead of it; the last 50 users later.
+        at_start = min(1 + 2 * BATCH[services.database.engine.dialect.name], FIRST_CHUNK)
         users = at_start + 50
         try:
             campaign_id = await _publish_to_gate(app, client, workspace, gate, users=users)

@@ -22,7 +22,29 @@ from herald.personalization import personalize
 
 
 class RenderError(Exception):
-    """The content cannot be rendered for this recipient; the message says where and why."""
+    """The content cannot be rendered for this recipient; the message says where and why.
+    `partly`: what could be rendered, when each failed text failed alone (see `part_of`)."""
+
+    def __init__(self, message: str, partly: personalize.PartlyRendered | None = None) -> None:
+        super().__init__(message)
+        self.partly = partly
+
+    def part_of(self, path: Path) -> dict[str, Any] | RenderError:
+        """The message object at `path` (from `campaign_content`) rendered, when none of the
+        failed texts lies in it (another platform's message failed), else the error of its own
+        failures alone."""
+        partly = self.partly
+        if partly is None:
+            return self
+        inner = path[2:]  # below `campaign_content.content`
+        own = [
+            detail
+            for where, detail in zip(partly.failed, partly.error.details, strict=True)
+            if tuple(where[: len(inner)]) == inner
+        ]
+        if not own:
+            return message_at(partly.content, path)
+        return RenderError("; ".join(f"{detail.target}: {detail.message}" for detail in own))
 
 
 @dataclass(frozen=True)
@@ -82,10 +104,15 @@ async def personalize_contents(
     """`personalize_content` for many (content, recipient, event) at once (one worker-thread hop):
     each one's content, or the RenderError saying why it cannot be rendered for them."""
     done = await personalize.personalize_many([(item.prepared, user, event) for item, user, event in items])
-    return [
-        found.content if isinstance(found, personalize.Personalized) else _render_error(found)
-        for found in done
-    ]
+    found_of: list[dict[str, Any] | RenderError] = []
+    for found in done:
+        if isinstance(found, personalize.Personalized):
+            found_of.append(found.content)
+        elif isinstance(found, personalize.PartlyRendered):
+            found_of.append(RenderError(str(_render_error(found.error)), found))
+        else:
+            found_of.append(_render_error(found))
+    return found_of
 
 
 def _render_error(exc: Unprocessable) -> RenderError:

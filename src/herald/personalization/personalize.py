@@ -274,13 +274,31 @@ async def personalize(
     return Personalized(content, missing)
 
 
-def _outcome(rendered: tuple[dict[str, Any], list[Missing], list[Problem]]) -> Personalized | Unprocessable:
+@dataclass(frozen=True, slots=True)
+class PartlyRendered:
+    """Texts that failed to render for this user (`error` says which and why, `failed` where
+    they are, below `content["content"]`), each alone: every other text is rendered in `content`
+    (the failed ones as written), so a part of the content holding none of them, such as one
+    platform's message of several, can still be sent."""
+
+    content: dict[str, Any]
+    failed: tuple[fields.Path, ...]
+    error: Unprocessable
+
+
+def _outcome(
+    prepared: Prepared, rendered: tuple[dict[str, Any], list[Missing], list[Problem]]
+) -> Personalized | PartlyRendered | Unprocessable:
     content, missing, problems = rendered
     if problems:
         target = problems[0].target if len(problems) == 1 else None
-        return Unprocessable(
+        error = Unprocessable(
             "The content cannot be personalized for this user.", target=target, details=problems
         )
+        if any(problem.code != "TEMPLATE_RENDER_FAILED" for problem in problems):
+            return error  # a budget exceeded: nothing rendered is kept
+        where = {expression.field: expression.path for expression in prepared.expressions}
+        return PartlyRendered(content, tuple(where[problem.target] for problem in problems), error)
     return Personalized(content, missing)
 
 
@@ -290,12 +308,12 @@ async def personalize_many(
     limits: Limits = DEFAULT_LIMITS,
     resolver: Resolver = content_api.system_resolver,
     transport: httpx.AsyncBaseTransport | None = None,
-) -> list[Personalized | Unprocessable]:
+) -> list[Personalized | PartlyRendered | Unprocessable]:
     """`personalize` for many (content, user, event) triples, each with its own budget: on the
     event loop within the small budget of `_rendered`, and those of a content that needs more in
     one worker-thread hop (a delivery window renders hundreds, each firing of an event-triggered
     campaign with its own event). Each item's outcome is its content, or why it cannot be
-    rendered.
+    rendered (with what could be, `PartlyRendered`).
 
     Why on the loop: its callers are the delivery engine's, whose loop does nothing but deliver,
     and a batch of short contents renders in a few milliseconds. On a worker thread (every batch,
@@ -313,7 +331,7 @@ async def personalize_many(
     inline = replace(
         limits, steps=min(limits.steps, INLINE_STEPS), seconds=min(limits.seconds, INLINE_SECONDS)
     )
-    outcomes: list[Personalized | Unprocessable | None] = []
+    outcomes: list[Personalized | PartlyRendered | Unprocessable | None] = []
     # One renderer per content: the items of a delivery batch share theirs.
     renderers: dict[int, Renderer] = {}
     slow: set[int] = set()  # contents one of whose renders went beyond the small budget
@@ -329,19 +347,19 @@ async def personalize_many(
             slow.add(id(prepared))  # it and the rest of its content: on a worker thread
             outcomes.append(None)
             continue
-        outcomes.append(_outcome(rendered))
+        outcomes.append(_outcome(prepared, rendered))
     left = [index for index, outcome in enumerate(outcomes) if outcome is None]
     if left:
 
-        def render_left() -> list[Personalized | Unprocessable]:
+        def render_left() -> list[Personalized | PartlyRendered | Unprocessable]:
             whole: dict[int, Renderer] = {}
-            done: list[Personalized | Unprocessable] = []
+            done: list[Personalized | PartlyRendered | Unprocessable] = []
             for index in left:
                 prepared, data = items[index][0], datas[index]
                 renderer = whole.get(id(prepared))
                 if renderer is None:
                     renderer = whole[id(prepared)] = Renderer(data, limits)
-                done.append(_outcome(_render_all(prepared, data, limits, renderer)))
+                done.append(_outcome(prepared, _render_all(prepared, data, limits, renderer)))
             return done
 
         for index, outcome in zip(left, await anyio.to_thread.run_sync(render_left), strict=True):
