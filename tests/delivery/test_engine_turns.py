@@ -18,7 +18,7 @@ from herald.services import Services
 from tests.delivery.conftest import add_users
 from tests.delivery.servers import HttpReceiver
 from tests.delivery.test_engine_send import PUSH, publish, stats, tick
-from tests.delivery.test_engine_triggers import EVENT, ready, send_event, send_transition
+from tests.delivery.test_engine_triggers import BUSINESS, EVENT, ready, send_event, send_transition
 from tests.delivery.test_engine_wake import HOUR, _of, _until
 from tests.factories import Tenant
 
@@ -123,3 +123,39 @@ async def test_a_wake_up_during_an_earlier_turn_ends_the_next_campaigns_turn_too
     assert _of(webhook, triggered) == []  # stored after the inbox was read: the next tick's
     await tick(app, workspace)
     assert _of(webhook, triggered) == [customers[0]]
+
+
+async def test_a_business_run_whose_turn_ended_after_its_last_batch_ends_done(
+    app: FastAPI, client: httpx.AsyncClient, workspace: Tenant, webhook: HttpReceiver
+) -> None:
+    """A second raise while the first run's last batch is on the wire ends that run's turn: its
+    dispatch gives way with every user sent, and no user of it is due any more. A later tick
+    still takes it up, finds nobody left, and ends it DONE, instead of leaving it DISPATCHING."""
+    services: Services = app.state.herald
+    services.settings = dataclasses.replace(services.settings, delivery_turn_seconds=0.0)
+    await ready(app, workspace, webhook, "ana", "bo")
+    campaign_id = await publish(client, workspace, BUSINESS)
+
+    async def raise_it() -> None:
+        response = await client.post(
+            f"/v1/business-event/{workspace.workspace_id}",
+            json={"name": "price_drop", "attributes": {"product": "Boots", "price": 30}},
+            headers=workspace.write_headers(),
+        )
+        assert response.status_code == 202, response.text
+
+    await raise_it()
+    webhook.hold()  # the first run's messages wait at the receiver ...
+    ticking = asyncio.create_task(tick(app, workspace))
+    try:
+        assert await asyncio.to_thread(webhook.entered.wait, 30)
+        await raise_it()  # ... while a second raise is committed, which wakes the worker
+    finally:
+        webhook.release()
+    await ticking
+    [first] = (await stats(client, workspace, campaign_id))["executions"][:1]
+    assert (first["sent"], first["pending"]) == (2, 0)
+    await tick(app, workspace)
+    await tick(app, workspace)
+    runs = (await stats(client, workspace, campaign_id))["executions"]
+    assert [(r["run"], r["status"], r["sent"]) for r in runs] == [(1, "DONE", 2), (2, "DONE", 2)]

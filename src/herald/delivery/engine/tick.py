@@ -227,7 +227,8 @@ async def _triggered_due(
     database: Database, workspace_id: str, now: datetime, lease: timedelta
 ) -> list[tuple[LiveCampaign, Execution]]:
     """The executions of ACTIVE triggered campaigns with work now: a business raise still
-    resolving, or users due (pending and not deferred past now, claimed past their lease, a retry)."""
+    resolving or left with nobody to send to (to end it), or users due (pending and not deferred
+    past now, claimed past their lease, a retry)."""
     async with database.reader() as session:
         campaigns = {
             c.campaign_id: c
@@ -262,6 +263,20 @@ async def _triggered_due(
                 )
             )
         )
+        # A business raise whose users are all settled while it is still DISPATCHING: its dispatch
+        # gave way (its turn over) after its last batch, before it could see that nobody was left.
+        # Nothing of it is due, so without this it would never be taken up again to end DONE.
+        settled = and_(
+            Execution.trigger == triggers.BUSINESS,
+            *(
+                select(ExecutionUser.rank)
+                .where(*of_execution, ExecutionUser.state == state)
+                .limit(1)
+                .scalar_subquery()
+                .is_(None)
+                for state in ("PENDING", "CLAIMED", "RETRY")
+            ),
+        )
         rows = (
             await session.scalars(
                 select(Execution)
@@ -271,7 +286,7 @@ async def _triggered_due(
                     Execution.campaign_id.in_(list(campaigns)),
                     or_(
                         Execution.status == ExecutionStatus.RESOLVING,
-                        and_(Execution.status == ExecutionStatus.DISPATCHING, due),
+                        and_(Execution.status == ExecutionStatus.DISPATCHING, or_(due, settled)),
                     ),
                 )
                 .order_by(Execution.id)
