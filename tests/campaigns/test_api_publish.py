@@ -379,6 +379,11 @@ class TestVersioning:
             f"/v5/campaigns/{latest['id']}/validate", headers=ws.headers(campaigns=True)
         )
         assert validated.status_code == 200, validated.text
+        # And the delivery stats, which are the campaign's, whichever version each run sent.
+        for some_id in (campaign_id, latest["id"]):
+            found = await client.get(f"/v5/campaigns/{some_id}/stats", headers=ws.headers(campaigns=True))
+            assert found.status_code == 200, found.text
+            assert found.json()["data"]["campaign_id"] == campaign_id
 
     async def test_search_returns_each_version_and_filters_by_version_number(
         self, client: httpx.AsyncClient, ws: Tenant

@@ -820,6 +820,9 @@ class TestBusinessEvent:
         data = response.json()["data"]
         assert data["campaigns_started"] == 1
         assert [(r["campaign_id"], r["run"]) for r in data["runs"]] == [(campaign_id, 1)]
+        # Not resolved yet: nothing of it is settled, whatever its audience turns out to be.
+        [run] = (await stats(client, workspace, campaign_id))["executions"]
+        assert (run["status"], run["pending"], run["progress"]) == ("RESOLVING", 0, 0.0)
         await tick(app, workspace)
         assert sorted(titles(webhook)) == [("ana", "Boots now 30"), ("bo", "Boots now 30")]
         webhook.reset()

@@ -300,7 +300,8 @@ class ExecutionStats(BaseModel):
     progress: float = Field(
         description=(
             "Of the users to send to (after hold-outs and suppressions), the percentage settled: sent, "
-            "failed or unsent; one decimal, 100.0 when none is pending."
+            "failed or unsent; one decimal, 100.0 when none is pending, 0.0 while the audience is "
+            "still being resolved and none of it is known."
         )
     )
     retrying: int = Field(description="Of the pending users, those waiting for another attempt.")

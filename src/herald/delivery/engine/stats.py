@@ -22,11 +22,15 @@ _STATES = ("PENDING", "CLAIMED", "RETRY", "SENT", "FAILED", "HELD_OUT", "SUPPRES
 
 
 async def campaign_stats(session: AsyncSession, workspace_id: str, campaign_id: str) -> dict[str, Any]:
-    row = (
-        await campaigns_repository.get_latest(session, workspace_id, campaign_id)
-        if is_object_id(campaign_id)
-        else None
-    )
+    row = None
+    if is_object_id(campaign_id):
+        row = await campaigns_repository.get_latest(session, workspace_id, campaign_id)
+        if row is None:
+            # A later version's own id, which C2 reads too: its campaign's stats (deliveries are the
+            # campaign's, whichever version each run sent).
+            version = await campaigns_repository.get_version(session, workspace_id, campaign_id)
+            if version is not None:
+                row = await campaigns_repository.get_latest(session, workspace_id, version.campaign_id)
     if row is None:
         raise NotFound("No campaign with this id exists in the workspace.", target="campaign_id")
     live_activity = row.delivery_type == DeliveryType.BROADCAST_LIVE_ACTIVITY.value
@@ -120,8 +124,9 @@ async def _one(
         "suppressed": suppressed,
         "pending": pending,
         # Of the users to send to (after hold-outs and suppressions), the share settled: sent,
-        # failed, or unsent (stopped). 100 when none is left, or there is none.
-        "progress": round(100 * settled / (settled + pending), 1) if settled + pending else 100.0,
+        # failed, or unsent (stopped). 100 when none is left, or there is none; 0 while the
+        # audience is not known yet (a business raise not resolved: nothing is settled).
+        "progress": _progress(execution.status, settled, pending),
         # Of the pending users, those waiting for another attempt after a transient failure.
         "retrying": 0 if ended else by_state["RETRY"],
         # Of the pending users, those waiting for the end of quiet hours or of the minimum delay.
@@ -132,6 +137,12 @@ async def _one(
         "conversions": await execution_conversions(session, execution, components),
         "broadcast": await _broadcast(session, execution) if live_activity else None,
     }
+
+
+def _progress(status: str, settled: int, pending: int) -> float:
+    if settled + pending:
+        return round(100 * settled / (settled + pending), 1)
+    return 0.0 if status == "RESOLVING" else 100.0
 
 
 async def _broadcast(session: AsyncSession, execution: Execution) -> dict[str, Any]:
