@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import copy
 from collections.abc import Callable
+from pathlib import Path
 
 import httpx
 import pytest
@@ -15,6 +16,7 @@ from sqlalchemy import text
 
 from herald import wake
 from herald.campaigns import worker
+from herald.clock import FileClock
 from herald.services import Services
 from tests.delivery.builders import push_connector
 from tests.delivery.conftest import add_users
@@ -40,6 +42,40 @@ def _of(webhook: HttpReceiver, campaign_id: str) -> list[str]:
         for r in webhook.received
         if r.json()["campaign_id"] == campaign_id
     ]
+
+
+@pytest.mark.own_database  # the worker scans every workspace
+async def test_a_worker_waits_out_a_clock_file_that_holds_no_time(
+    app: FastAPI,
+    client: httpx.AsyncClient,
+    workspace: Tenant,
+    webhook: HttpReceiver,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A clock file rewritten in place (`echo $t > file` empties it first) holds no time for a
+    moment: the worker that reads it then waits for a time and goes on, instead of exiting while
+    the API keeps taking work (it answers 503 in that moment)."""
+    await push_connector(app, workspace, webhook)
+    await add_users(
+        app, workspace.workspace_id, {"customer_id": "ana", "push_id": "t", "platform": "ANDROID"}
+    )
+    services: Services = app.state.herald
+    path = tmp_path / "clock"
+    FileClock.write(str(path), services.clock.now())
+    clock = FileClock(str(path))
+    path.write_text("")
+    stop = asyncio.Event()
+    task = asyncio.create_task(worker.run_forever(services.database, clock, HOUR, stop, services.settings))
+    try:
+        await _until(lambda: "does not hold a time" in caplog.text, "the worker reads the empty file")
+        assert not task.done()
+        FileClock.write(str(path), services.clock.now())
+        campaign_id = await publish(client, workspace, PUSH)
+        await _until(lambda: _of(webhook, campaign_id) == ["ana"], "the campaign is sent")
+    finally:
+        stop.set()
+        await task
 
 
 @pytest.mark.own_database  # the worker scans every workspace

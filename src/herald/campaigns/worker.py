@@ -35,7 +35,7 @@ from herald.campaigns.lifecycle import Timing, due_steps
 from herald.campaigns.models import Campaign
 from herald.campaigns.schemas.common import CampaignStatus, DeliveryType
 from herald.clock import Clock, utc
-from herald.config import Settings
+from herald.config import Settings, SettingsError
 from herald.db import Database, UTCDateTime
 from herald.delivery.dispatch import Streaks
 from herald.delivery.engine.models import DEFERRED, ExecutionUser
@@ -337,7 +337,10 @@ async def run_forever(
     async with listening(settings.database_url, wake) as listener:
         while not stop.is_set():
             wake.clear()  # a wake-up during the tick below makes the next one start at once
-            now = clock.now()
+            now = _now_or_none(clock)
+            if now is None:  # no tick until the clock file holds a time again
+                await _sleep(stop, wake, min(interval, CLOCK_RETRY_SECONDS))
+                continue
             due: datetime | None = None
             try:
                 await run_tick(database, now, None, settings, stop, clock, streaks)
@@ -352,7 +355,23 @@ async def run_forever(
             if listener is not None:
                 await listener.ensure()
             moved, last = last is None or now != last, now
-            await _sleep(stop, wake, _sleep_for(interval, clock.now(), due, moved))
+            after = _now_or_none(clock) or now
+            await _sleep(stop, wake, _sleep_for(interval, after, due, moved))
+
+
+# How soon a worker whose clock file could not be read tries again (at most its interval).
+CLOCK_RETRY_SECONDS = 1.0
+
+
+def _now_or_none(clock: Clock) -> datetime | None:
+    """The clock's time; None, logged, when its file (`HERALD_CLOCK_FILE`) does not hold one for
+    now: rewritten in place (`echo $t > file` empties it first) or garbled. The API answers 503 in
+    that moment, and the worker waits for it to hold a time again instead of exiting."""
+    try:
+        return clock.now()
+    except SettingsError as exc:
+        log.warning("%s; the next tick waits for it", exc)
+        return None
 
 
 async def _sleep(stop: asyncio.Event, wake: asyncio.Event, interval: float) -> None:
