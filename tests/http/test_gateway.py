@@ -193,14 +193,31 @@ class TestBodies:
             assert response.status_code == 400
             assert response.json()["error"]["code"] == "BAD_REQUEST"
 
-    async def test_lone_surrogate_escape_is_400(self, client: httpx.AsyncClient, tenant: Tenant) -> None:
+    @pytest.mark.parametrize(
+        ("body", "target"),
+        [
+            (
+                b'{"type": "customer", "customer_id": "c1", "attributes": {"first_name": "A\\ud800"}}',
+                "attributes.first_name",
+            ),
+            (b'{"type": "customer", "customer_id": "c\\udfff", "attributes": {}}', "customer_id"),
+            (
+                b'{"type": "customer", "customer_id": "c1", "attributes": {"k\\ud83d": 1}}',
+                "attributes.k\\ud83d",
+            ),
+        ],
+    )
+    async def test_lone_surrogate_escape_is_400_at_its_field(
+        self, client: httpx.AsyncClient, tenant: Tenant, body: bytes, target: str
+    ) -> None:
         response = await client.post(
             f"/v1/customer/{tenant.workspace_id}",
-            content=b'{"type": "customer", "customer_id": "c1", "attributes": {"first_name": "A\\ud800"}}',
+            content=body,
             headers={**tenant.headers(), "Content-Type": "application/json"},
         )
         assert response.status_code == 400
         assert response.json()["error"]["code"] == "BAD_REQUEST"
+        assert response.json()["error"]["target"] == target
 
 
 @pytest.mark.parametrize(

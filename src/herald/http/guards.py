@@ -156,13 +156,37 @@ def _number_path(body: bytes, wanted: Callable[[Any], bool]) -> str | None:
 def nul_path(body: bytes) -> str | None:
     """The dot path of the first string (or key) of the JSON body holding NUL (`has_escaped_nul`),
     for the error to name; None when the body is not readable JSON, or is that string itself."""
+    return _string_path(body, lambda text: "\x00" in text)
+
+
+def surrogate_path(body: bytes) -> str | None:
+    """The dot path of the first string (or key) of the JSON body holding an unpaired surrogate
+    (`has_lone_surrogate`: Python's reader keeps one as a character of its own); None as for
+    `nul_path`."""
+    return _string_path(body, lambda text: any(_is_surrogate(character) for character in text))
+
+
+def _string_path(body: bytes, bad: Callable[[str], bool]) -> str | None:
     try:
-        found = _path_to(json.loads(body), lambda value: isinstance(value, str) and "\x00" in value)
+        found = _path_to(json.loads(body), lambda value: isinstance(value, str) and bad(value))
     except (ValueError, RecursionError):  # not JSON (refused on its own account), or nested too deep
         return None
     if not found:
         return None
-    return join_path(*(part.replace("\x00", "\\u0000") if isinstance(part, str) else part for part in found))
+    return join_path(*(_escaped(part) if isinstance(part, str) else part for part in found))
+
+
+def _is_surrogate(character: str) -> bool:
+    return 0xD800 <= ord(character) <= 0xDFFF
+
+
+def _escaped(key: str) -> str:
+    """A key as the path names it: NUL and unpaired surrogates as JSON escapes (an answer cannot
+    carry them)."""
+    return "".join(
+        f"\\u{ord(character):04x}" if character == "\x00" or _is_surrogate(character) else character
+        for character in key
+    )
 
 
 def _path_to(

@@ -38,6 +38,7 @@ from herald.http.guards import (
     json_depth_exceeds,
     nul_path,
     parse_uuid4,
+    surrogate_path,
     wide_integer_path,
 )
 from herald.http.limits import headers_for
@@ -332,7 +333,8 @@ class HeraldMiddleware:
         if has_escaped_nul(body):
             return "Strings must not contain NUL characters.", nul_path(body)
         if has_lone_surrogate(body):
-            return "Strings must not contain unpaired UTF-16 surrogate escapes (\\uD800-\\uDFFF).", None
+            message = "Strings must not contain unpaired UTF-16 surrogate escapes (\\uD800-\\uDFFF)."
+            return message, surrogate_path(body)
         if has_non_finite_number(body):
             return "NaN and Infinity are not JSON numbers.", None
         too_large = infinite_number_path(body)
