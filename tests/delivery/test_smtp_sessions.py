@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from herald.delivery.messages import Outcome
 from herald.delivery.smtp import SmtpSessions
 from tests.delivery.test_senders import EMAIL, _envelope
 
@@ -77,16 +78,22 @@ def _message(number: int) -> Any:
     return _envelope({**EMAIL, "cc_ids": [], "bcc_ids": [], "subject": f"Message {number}"}, test=False)
 
 
-async def test_the_time_limit_bounds_a_whole_message_not_each_answer() -> None:
-    # Each answer comes well within the limit; the six of a message (greeting, EHLO, MAIL, RCPT,
-    # DATA, the data's end) do not.
-    peer = _Peer(delay=0.15)
+async def _send_in_turn(peer: _Peer, count: int, time_limit: float = 5) -> list[Outcome]:
+    """`count` messages one after the other, over the kept connections of one `SmtpSessions`."""
     sessions = SmtpSessions()
     async with _serving(peer) as settings:
         try:
-            outcome = await sessions.send("c", settings, {}, _message(1), 0.5)
+            return [
+                await sessions.send("c", settings, {}, _message(n), time_limit) for n in range(1, count + 1)
+            ]
         finally:
             await sessions.close()
+
+
+async def test_the_time_limit_bounds_a_whole_message_not_each_answer() -> None:
+    # Each answer comes well within the limit; the six of a message (greeting, EHLO, MAIL, RCPT,
+    # DATA, the data's end) do not.
+    [outcome] = await _send_in_turn(_Peer(delay=0.15), 1, time_limit=0.5)
     assert not outcome.sent
     assert outcome.transient
     assert outcome.connector_down
@@ -95,13 +102,7 @@ async def test_the_time_limit_bounds_a_whole_message_not_each_answer() -> None:
 
 async def test_a_connection_closed_while_idle_is_replaced_for_the_next_message() -> None:
     peer = _Peer(close_after=1)
-    sessions = SmtpSessions()
-    async with _serving(peer) as settings:
-        try:
-            first = await sessions.send("c", settings, {}, _message(1), 5)
-            second = await sessions.send("c", settings, {}, _message(2), 5)
-        finally:
-            await sessions.close()
+    first, second = await _send_in_turn(peer, 2)
     assert first.sent, first.reason
     assert second.sent, second.reason
     assert len(peer.stored) == 2
@@ -112,13 +113,7 @@ async def test_a_connection_closed_after_the_data_is_an_attempt_that_failed_not_
     # The server may have taken the message before it closed: sending it again at once, on a new
     # connection, would be a second copy outside any backoff and not counted as an attempt.
     peer = _Peer(cut_before_answer=2)
-    sessions = SmtpSessions()
-    async with _serving(peer) as settings:
-        try:
-            first = await sessions.send("c", settings, {}, _message(1), 5)
-            second = await sessions.send("c", settings, {}, _message(2), 5)
-        finally:
-            await sessions.close()
+    first, second = await _send_in_turn(peer, 2)
     assert first.sent
     assert not second.sent
     assert second.transient
