@@ -19,6 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from herald.campaigns.schemas.common import Channel
 from herald.errors import Unprocessable
 from herald.personalization import personalize
+from herald.problems import Problem
 
 
 class RenderError(Exception):
@@ -44,7 +45,7 @@ class RenderError(Exception):
         ]
         if not own:
             return message_at(partly.content, path)
-        return RenderError("; ".join(f"{detail.target}: {detail.message}" for detail in own))
+        return RenderError(_reasons(own))
 
 
 @dataclass(frozen=True)
@@ -116,5 +117,9 @@ async def personalize_contents(
 
 
 def _render_error(exc: Unprocessable) -> RenderError:
-    reasons = "; ".join(f"{detail.target}: {detail.message}" for detail in exc.details)
-    return RenderError(reasons or exc.message)
+    return RenderError(_reasons(exc.details) or exc.message)
+
+
+def _reasons(details: Iterable[Problem]) -> str:
+    """Where and why each text failed, as a message's failure reason names them."""
+    return "; ".join(f"{detail.target}: {detail.message}" for detail in details)

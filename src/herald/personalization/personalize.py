@@ -298,7 +298,10 @@ def _outcome(
         if any(problem.code != "TEMPLATE_RENDER_FAILED" for problem in problems):
             return error  # a budget exceeded: nothing rendered is kept
         where = {expression.field: expression.path for expression in prepared.expressions}
-        return PartlyRendered(content, tuple(where[problem.target] for problem in problems), error)
+        failed = [where.get(problem.target) for problem in problems]
+        if any(path is None for path in failed):
+            return error  # a failure that is no one text's: nothing is kept
+        return PartlyRendered(content, tuple(path for path in failed if path is not None), error)
     return Personalized(content, missing)
 
 
