@@ -203,6 +203,8 @@ def test_duplicate_name_and_unknown_workspace() -> None:
     assert "already exists" in _fails(*_smtp_args(workspace_id))
     assert "no workspace" in _fails("connectors", "list", "-w", "NOPE")
     assert "no workspace" in _fails("outbox", "list", "-w", "NOPE")
+    for campaign in ("", "x" * 24, "6b0d5ad6"):
+        assert "is not a campaign id" in _fails("outbox", "list", "-w", workspace_id, "--campaign", campaign)
 
 
 def test_keygen_prints_a_usable_key() -> None:

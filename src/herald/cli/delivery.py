@@ -18,6 +18,7 @@ from herald.delivery import connectors as service
 from herald.delivery import outbox
 from herald.delivery.config import ConnectorInput
 from herald.delivery.crypto import new_key
+from herald.ids import is_object_id
 from herald.workspaces.service import AdminError, get_workspace
 
 connectors = typer.Typer(help="Delivery connectors: SMTP servers and signed webhooks.", no_args_is_help=True)
@@ -186,6 +187,11 @@ def outbox_list(
 
     async def work(session: AsyncSession) -> list[dict[str, Any]]:
         await get_workspace(session, workspace)
+        if campaign is not None and not is_object_id(campaign):
+            # No row has such a campaign: an empty listing would read as "nothing sent yet".
+            raise AdminError(
+                f"--campaign {campaign!r} is not a campaign id (24 lowercase hexadecimal digits)."
+            )
         try:
             rows = await outbox.list_entries(session, workspace, limit, campaign, status, before)
         except LookupError:
