@@ -96,6 +96,14 @@ async def get_version(session: AsyncSession, workspace_id: str, row_id: str) -> 
     return (await session.scalars(query)).first()
 
 
+async def get_latest_or_version(session: AsyncSession, workspace_id: str, some_id: str) -> Campaign | None:
+    """What C2 reads at `some_id`: the latest version of the campaign it names, else the version
+    document whose own `id` it is."""
+    return await get_latest(session, workspace_id, some_id) or await get_version(
+        session, workspace_id, some_id
+    )
+
+
 async def get_numbered_version(
     session: AsyncSession, workspace_id: str, campaign_id: str, version_number: int
 ) -> Campaign | None:

@@ -248,8 +248,7 @@ async def get_campaign_or_version(
         if version_number is not None:
             row = await repository.get_numbered_version(session, workspace_id, some_id, version_number)
         else:
-            row = await repository.get_latest(session, workspace_id, some_id)
-            row = row or await repository.get_version(session, workspace_id, some_id)
+            row = await repository.get_latest_or_version(session, workspace_id, some_id)
     if row is None:
         raise NotFound("No campaign with this id exists in the workspace.", target="campaign_id")
     return row

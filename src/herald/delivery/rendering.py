@@ -24,16 +24,16 @@ from herald.problems import Problem
 
 class RenderError(Exception):
     """The content cannot be rendered for this recipient; the message says where and why.
-    `partly`: what could be rendered, when each failed text failed alone (see `part_of`)."""
+    `partly`: what could be rendered, when each failed text failed alone (see `rendered_for`)."""
 
     def __init__(self, message: str, partly: personalize.PartlyRendered | None = None) -> None:
         super().__init__(message)
         self.partly = partly
 
-    def part_of(self, path: Path) -> dict[str, Any] | RenderError:
-        """The message object at `path` (from `campaign_content`) rendered, when none of the
-        failed texts lies in it (another platform's message failed), else the error of its own
-        failures alone."""
+    def rendered_for(self, path: Path) -> dict[str, Any] | RenderError:
+        """For the message object at `path` (from `campaign_content`): the content as rendered
+        when none of the failed texts lies in that message (another platform's message failed),
+        else the error of its own failures alone."""
         partly = self.partly
         if partly is None:
             return self
@@ -43,9 +43,7 @@ class RenderError(Exception):
             for where, detail in zip(partly.failed, partly.error.details, strict=True)
             if tuple(where[: len(inner)]) == inner
         ]
-        if not own:
-            return message_at(partly.content, path)
-        return RenderError(_reasons(own))
+        return RenderError(_reasons(own)) if own else partly.content
 
 
 @dataclass(frozen=True)

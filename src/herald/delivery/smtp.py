@@ -224,17 +224,10 @@ class SmtpSessions:
                 _drop(connection)
                 if reused:
                     continue  # closed while idle, before any answer to this message: a new one
-                return _unreachable(settings, stale.__cause__ or stale)
+                return _unreachable(settings, stale.__cause__ or stale, time_limit)
             except (aiosmtplib.SMTPException, ssl.SSLError, OSError) as exc:
-                # A timeout among them: the connection is left mid-command.
-                _drop(connection)
-                if isinstance(exc, TimeoutError) and not isinstance(exc, aiosmtplib.SMTPException):
-                    # The whole limit passed, however each answer came (aiosmtplib's own timeouts
-                    # bound one command each).
-                    where = f"{settings['host']}:{settings['port']}"
-                    reason = f"SMTP {where}: no final answer within {time_limit:g} s"
-                    return Outcome(False, reason, connector_down=True, transient=True)
-                return _unreachable(settings, exc)
+                _drop(connection)  # a timeout among them: the connection is left mid-command
+                return _unreachable(settings, exc, time_limit)
             if outcome.connector_down:
                 _drop(connection)  # a server failing commands: not asked to QUIT, which may hang too
             elif connection.carried >= bound:
@@ -380,12 +373,17 @@ def _primary_address(message: EmailMessage) -> str:
     return addresses[0]
 
 
-def _unreachable(settings: dict[str, Any], exc: BaseException) -> Outcome:
+def _unreachable(settings: dict[str, Any], exc: BaseException, time_limit: float) -> Outcome:
     # Unreachable, a timeout, a broken TLS session, a login refused: the server may be back later.
     where = f"{settings['host']}:{settings['port']}"
     if isinstance(exc, aiosmtplib.SMTPResponseException):
         reason = f"The SMTP server answered {exc.code} {exc.message}"
         return Outcome(False, reason, connector_down=True, transient=_transient(exc.code))
+    if isinstance(exc, TimeoutError) and not isinstance(exc, aiosmtplib.SMTPException):
+        # The message's whole limit passed, however each answer came (aiosmtplib's own timeouts
+        # bound one command each, and say so themselves).
+        reason = f"SMTP {where}: no final answer within {time_limit:g} s"
+        return Outcome(False, reason, connector_down=True, transient=True)
     return Outcome(False, f"SMTP {where}: {_describe(exc)}", connector_down=True, transient=True)
 
 

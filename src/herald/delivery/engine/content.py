@@ -168,19 +168,18 @@ async def render_plans(
             if isinstance(content, RenderError):
                 # Each message fails with its own failures only: a user's Android message goes
                 # out when only the iOS one cannot be rendered.
-                bodies.append([_tagged(plan, content.part_of(item.path)) for item in messages])
+                own = [(item, content.rendered_for(item.path)) for item in messages]
+                bodies.append(
+                    [
+                        rendered if isinstance(rendered, RenderError) else plan._message(rendered, item)
+                        for item, rendered in own
+                    ]
+                )
             else:
                 bodies.append([plan._message(content, item) for item in messages])
         at += len(wanted)
         found.append(bodies)
     return found
-
-
-def _tagged(plan: SendPlan, found: dict[str, Any] | RenderError) -> dict[str, Any] | RenderError:
-    """A message rendered on its own (`RenderError.part_of`), tagged as `SendPlan._message` tags."""
-    if isinstance(found, RenderError):
-        return found
-    return tagged(found, plan.channel is Channel.EMAIL, plan.utm)
 
 
 def _shares(campaign: LiveCampaign, variations: list[str]) -> list[tuple[str, float]]:

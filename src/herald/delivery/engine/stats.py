@@ -24,13 +24,11 @@ _STATES = ("PENDING", "CLAIMED", "RETRY", "SENT", "FAILED", "HELD_OUT", "SUPPRES
 async def campaign_stats(session: AsyncSession, workspace_id: str, campaign_id: str) -> dict[str, Any]:
     row = None
     if is_object_id(campaign_id):
-        row = await campaigns_repository.get_latest(session, workspace_id, campaign_id)
-        if row is None:
+        row = await campaigns_repository.get_latest_or_version(session, workspace_id, campaign_id)
+        if row is not None and not row.is_latest:
             # A later version's own id, which C2 reads too: its campaign's stats (deliveries are the
             # campaign's, whichever version each run sent).
-            version = await campaigns_repository.get_version(session, workspace_id, campaign_id)
-            if version is not None:
-                row = await campaigns_repository.get_latest(session, workspace_id, version.campaign_id)
+            row = await campaigns_repository.get_latest(session, workspace_id, row.campaign_id)
     if row is None:
         raise NotFound("No campaign with this id exists in the workspace.", target="campaign_id")
     live_activity = row.delivery_type == DeliveryType.BROADCAST_LIVE_ACTIVITY.value

@@ -14,7 +14,7 @@ import contextlib
 import logging
 from datetime import datetime, timedelta
 
-from sqlalchemy import and_, or_, select, update
+from sqlalchemy import ColumnElement, ScalarSelect, and_, or_, select, update
 
 from herald.campaigns.lifecycle import schedule_instants
 from herald.campaigns.models import Campaign
@@ -223,6 +223,24 @@ def _expired_during(campaign: LiveCampaign, start: datetime, end: datetime) -> b
     return expiry is not None and start < expiry <= end
 
 
+def _first_user(*conditions: ColumnElement[bool]) -> ScalarSelect[int]:
+    """The execution's first user in rank order that meets `conditions` (its state among them): a
+    walk of the (workspace, state, execution, rank) index that stops at the first row. An EXISTS
+    let PostgreSQL expect one among the thousands it thought due and scan the table for it, settled
+    users first (15-75 ms a tick at 14,000-60,000 users)."""
+    return (
+        select(ExecutionUser.rank)
+        .where(
+            ExecutionUser.workspace_id == Execution.workspace_id,
+            ExecutionUser.execution_id == Execution.id,
+            *conditions,
+        )
+        .order_by(ExecutionUser.rank)
+        .limit(1)
+        .scalar_subquery()
+    )
+
+
 async def _triggered_due(
     database: Database, workspace_id: str, now: datetime, lease: timedelta
 ) -> list[tuple[LiveCampaign, Execution]]:
@@ -237,22 +255,9 @@ async def _triggered_due(
         }
         if not campaigns:
             return []
-        # Per state, the first such user in rank order: a walk of the (workspace, state, execution,
-        # rank) index that stops at the first row. An EXISTS let PostgreSQL expect one among the
-        # thousands it thought due and scan the table for it, settled users first (15-75 ms a
-        # tick at 14,000-60,000 users).
-        of_execution = (
-            ExecutionUser.workspace_id == Execution.workspace_id,
-            ExecutionUser.execution_id == Execution.id,
-        )
         due = or_(
             *(
-                select(ExecutionUser.rank)
-                .where(*of_execution, *conditions)
-                .order_by(ExecutionUser.rank)
-                .limit(1)
-                .scalar_subquery()
-                .is_not(None)
+                _first_user(*conditions).is_not(None)
                 for conditions in (
                     (
                         ExecutionUser.state == "PENDING",
@@ -269,11 +274,7 @@ async def _triggered_due(
         settled = and_(
             Execution.trigger == triggers.BUSINESS,
             *(
-                select(ExecutionUser.rank)
-                .where(*of_execution, ExecutionUser.state == state)
-                .limit(1)
-                .scalar_subquery()
-                .is_(None)
+                _first_user(ExecutionUser.state == state).is_(None)
                 for state in ("PENDING", "CLAIMED", "RETRY")
             ),
         )
