@@ -155,6 +155,9 @@ class TestFilters:
         ]
         both = {"created_date_gte": "2026-01-16", "created_date_lte": "2026-01-16"}
         assert await _names(client, tenant, both) == ["Created_Day1"]
+        # The last day a date can name: every offer, though its next day is past what a date holds.
+        assert len(await _names(client, tenant, {"created_date_lte": "9999-12-31"})) == 3
+        assert await _names(client, tenant, {"created_date_gte": "9999-12-31"}) == []
 
     async def test_created_by_may_repeat_or_be_comma_separated(
         self, client: httpx.AsyncClient, tenant: Tenant, clock: FrozenClock

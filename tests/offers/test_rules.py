@@ -174,6 +174,21 @@ CASES: list[tuple[str, Callable[[Body], None], tuple[str, str]]] = [
         ("INVALID_TYPE", "offer_content.content_1.value"),
     ),
     (
+        "json value nested beyond any parser's depth",
+        flat({"type": "json", "value": "[" * 5000 + "]" * 5000}),
+        ("INVALID_TYPE", "offer_content.content_1.value"),
+    ),
+    (
+        "json value holding NaN (not JSON)",
+        flat({"type": "json", "value": "[1, NaN]"}),
+        ("INVALID_TYPE", "offer_content.content_1.value"),
+    ),
+    (
+        "json value holding Infinity (not JSON)",
+        flat({"type": "json", "value": "Infinity"}),
+        ("INVALID_TYPE", "offer_content.content_1.value"),
+    ),
+    (
         "block type unknown",
         flat({"type": "html", "value": "x"}),
         ("INVALID_ENUM_VALUE", "offer_content.content_1.type"),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, time, timedelta
+from datetime import UTC, date, datetime, time, timedelta
 from functools import lru_cache
 from typing import Any
 from typing import cast as typed
@@ -67,7 +67,8 @@ def _shape(query: OffersListQuery, tag_ids: list[str]) -> _Shape:
         statuses=tuple(query.statuses),
         tags=len(tag_ids),
         created_from=query.created_from is not None,
-        created_until=query.created_until is not None,
+        # The last day a date can name bounds nothing (its next day is past `date.max`).
+        created_until=query.created_until is not None and query.created_until < date.max,
         creators=bool(query.creators),
         after=query.after_id is not None,
     )
@@ -96,7 +97,7 @@ def _parameters(
         values[f"tag_{index}"] = tag
     if query.created_from is not None:
         values["created_from"] = datetime.combine(query.created_from, time(), UTC)
-    if query.created_until is not None:
+    if query.created_until is not None and query.created_until < date.max:
         values["created_before"] = datetime.combine(query.created_until, time(), UTC) + timedelta(days=1)
     if query.creators:
         values["creators"] = query.creators
