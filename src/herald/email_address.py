@@ -8,6 +8,8 @@ from functools import lru_cache
 
 from email_validator import EmailNotValidError, validate_email
 
+from herald.control_characters import CLASS
+
 
 @lru_cache(maxsize=4096)
 def email_problem(value: str) -> str | None:
@@ -25,7 +27,7 @@ def email_problem(value: str) -> str | None:
 # A mailbox as a recipient: one '@' between a local part and a domain, no space or control
 # character. Nothing more is asked: the operator's SMTP relay decides what it delivers, so a user's
 # address at `localhost` or at a `.test` domain (a local relay, a sandbox) is as good as any.
-_RECIPIENT = re.compile(r"[^@\s\x00-\x1f\x7f]+@[^@\s\x00-\x1f\x7f]+")
+_RECIPIENT = re.compile(f"[^@\\s{CLASS}]+@[^@\\s{CLASS}]+")
 
 
 def is_recipient_address(value: str) -> bool:

@@ -145,6 +145,10 @@ class TestValidation:
                 ("UNKNOWN_FIELD", "actions.0.extra"),
             ),
             (
+                {"type": "event", "customer_id": "u1", "actions": [{"action": "a\x85"}]},
+                ("INVALID_TYPE", "actions.0.action"),
+            ),
+            (
                 {"type": "event", "customer_id": "u1", "actions": "a"},
                 ("INVALID_TYPE", "actions"),
             ),

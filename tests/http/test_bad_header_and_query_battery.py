@@ -149,6 +149,7 @@ REFUSED_QUERY_VALUES = {
     "soh": "%01",
     "unit-separator": "x%1F",
     "del": "x%7F",
+    "c1-csi": "x%C2%9B31m",  # U+009B: a terminal escape in one character
     "line-feed": "a%0Ab",
     "tab": "a%09b",
     "non-utf8-ff": "%ff",

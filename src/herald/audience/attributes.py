@@ -16,6 +16,7 @@ from functools import lru_cache
 from typing import Any
 
 from herald.audience.models import STANDARD_ATTRIBUTES
+from herald.control_characters import CONTROL
 from herald.email_address import is_recipient_address
 from herald.json_numbers import INT64
 from herald.problems import Problem, join_path
@@ -29,7 +30,6 @@ MAX_ARRAY_ITEMS = 1_000
 # Reserved: the user's identifier is the record's key, not an attribute.
 RESERVED_NAMES = frozenset({"customer_id"})
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _DATETIME_SHAPE = re.compile(
     r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d{1,9})?)?(?:Z|z|[+-]\d{2}(?::?\d{2})?)?$"
 )
@@ -90,7 +90,7 @@ def check_name(name: str, path: Path) -> Problem | None:
         return Problem(
             "OUT_OF_RANGE", join_path(*path), f"Attribute names are at most {MAX_NAME_LENGTH} characters."
         )
-    if _CONTROL.search(name):
+    if CONTROL.search(name):
         return Problem(
             "INVALID_TYPE", join_path(*path), "Attribute names must not contain control characters."
         )
@@ -161,7 +161,7 @@ def normalise_value(value: Any, path: Path) -> tuple[Any, list[Problem]]:
 def is_printable_name(name: str) -> bool:
     """Not blank and without control characters: what attribute names and event action names share
     (their lengths are bounded by each)."""
-    return not name.isspace() and not _CONTROL.search(name)
+    return not name.isspace() and not CONTROL.search(name)
 
 
 @lru_cache(maxsize=4096)  # the same few names come back on every line of an import
@@ -233,7 +233,7 @@ def _standard(name: str, value: Any, path: Path) -> tuple[Any, Problem | None]:
         )
     if name == "timezone" and not is_timezone(value):
         return None, Problem("INVALID_ENUM_VALUE", target, f"'{value}' is not an IANA timezone name.")
-    if name != "timezone" and _CONTROL.search(value):
+    if name != "timezone" and CONTROL.search(value):
         return None, Problem("INVALID_TYPE", target, f"'{name}' must not contain control characters.")
     return value, None
 
@@ -252,7 +252,7 @@ def _is_valid_standard(name: str, value: Any) -> bool:
         return bool(_MOBILE.fullmatch(value))
     if name == "timezone":
         return is_timezone(value)
-    return not _CONTROL.search(value)
+    return not CONTROL.search(value)
 
 
 def normalise_customer_attributes(attributes: dict[str, Any], path: Path) -> tuple[Normalised, list[Problem]]:

@@ -13,6 +13,7 @@ from pydantic import AfterValidator, Field, Strict, WithJsonSchema
 from pydantic_core import PydanticCustomError
 
 from herald.audience.attributes import MAX_ATTRIBUTES, MAX_NAME_LENGTH, RESERVED_NAMES, is_printable_name
+from herald.control_characters import CLASS
 from herald.json_numbers import IntegralFloat
 from herald.schemas import APIModel, ResponseModel
 
@@ -21,7 +22,7 @@ MAX_ACTIONS = 1000  # per event object
 
 Flag = Annotated[bool, Strict()]
 # `attributes.is_printable_name` as the OpenAPI document's pattern.
-_PRINTABLE_NAME = r"^[^\x00-\x1f\x7f]*[^\s\x00-\x1f\x7f][^\x00-\x1f\x7f]*$"
+_PRINTABLE_NAME = f"^[^{CLASS}]*[^\\s{CLASS}][^{CLASS}]*$"
 
 
 def _printable(message: str) -> AfterValidator:
@@ -71,7 +72,7 @@ _ATTRIBUTE_NAME = {
     "type": "string",
     "minLength": 1,
     "maxLength": MAX_NAME_LENGTH,
-    "allOf": [{"pattern": "\\S"}, {"pattern": "^[^\\u0000-\\u001f\\u007f]*$"}],
+    "allOf": [{"pattern": "\\S"}, {"pattern": f"^[^{CLASS}]*$"}],
     "not": {"enum": sorted(RESERVED_NAMES)},
 }
 # Values are typed `Any` (they come from parsed JSON): `attributes.normalise_value` checks them with

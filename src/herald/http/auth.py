@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from sqlalchemy.ext.asyncio import AsyncSession
 from starlette.requests import Request
 
-from herald.http.guards import has_control_character
+from herald.control_characters import has_control_character
 from herald.workspaces import credentials
 from herald.workspaces.credentials import CredentialsCache, KeyView, WorkspaceView
 from herald.workspaces.scopes import Scope

@@ -12,6 +12,7 @@ from itertools import accumulate
 from typing import Any
 from urllib.parse import unquote_to_bytes
 
+from herald.control_characters import has_control_character
 from herald.json_numbers import INT64
 from herald.problems import Problem, join_path
 
@@ -31,15 +32,6 @@ def has_control_characters(headers: Iterable[tuple[bytes, bytes]]) -> bool:
     """True when any header name or value holds an ASCII control character (HTAB aside)."""
     # One scan over all the bytes (a space cannot hide a control character; it is not one).
     return _CONTROL_CHARACTER.search(b" ".join(part for header in headers for part in header)) is not None
-
-
-_CONTROL_CHARACTER_TEXT = re.compile(r"[\x00-\x1f\x7f]")
-
-
-def has_control_character(text: str) -> bool:
-    """True when decoded text (a credential, a query parameter) holds an ASCII control character.
-    No identifier, name, date or cursor Herald reads holds one, and PostgreSQL refuses NUL."""
-    return _CONTROL_CHARACTER_TEXT.search(text) is not None
 
 
 def query_problems(query_string: bytes) -> list[Problem]:

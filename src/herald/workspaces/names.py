@@ -16,8 +16,8 @@ import re
 
 from herald.workspaces.errors import AdminError
 
-# C1 controls and the Unicode line and paragraph separators: `_CONTROL` of attributes covers C0.
-_BREAKS = re.compile("[\x80-\x9f\u2028\u2029]")
+# The Unicode line and paragraph separators (`is_printable_name` refuses the control characters).
+_BREAKS = re.compile("[\u2028\u2029]")
 _ID = re.compile(r"[A-Za-z0-9_-]+")
 
 
