@@ -35,6 +35,7 @@ from herald.delivery.engine.run import AHEAD, BATCH, ROUNDS, delivery_id
 from herald.delivery.engine.split import assign_variations
 from herald.delivery.models import OutboxEntry
 from herald.services import Services
+from herald.wake import wake_here
 from tests.campaigns import lifecycle_helpers as h
 from tests.delivery.builders import HOOK_SECRET, create_campaign, outbox_rows, push_connector, smtp_connector
 from tests.delivery.conftest import OPEN_LIMITS, add_users
@@ -397,6 +398,10 @@ class TestCommandLine:
         assert unknown.exit_code == 1
         assert "No campaign with this id" in unknown.output
 
+        unknown = await asyncio.to_thread(
+            runner.invoke, cli, ["outbox", "list", "-w", ws, "--campaign", "0123456789abcdef01234567"]
+        )
+        assert (unknown.exit_code, "has no campaign" in unknown.output) == (1, True), unknown.output
         listed = await _cli("outbox", "list", "-w", ws, "--campaign", campaign_id, "--json")
         rows = [json.loads(line) for line in listed.splitlines()]
         assert len(rows) == 3
@@ -558,15 +563,17 @@ class TestPush:
 
 
 class _Gate:
-    """A webhook receiver that holds each request until released."""
+    """A webhook receiver that holds each request until released (`hold`: only the first `hold`
+    requests; those after them are answered at once)."""
 
-    def __init__(self) -> None:
+    def __init__(self, hold: int | None = None) -> None:
         self.arrived = threading.Event()
         self.arrivals = threading.Semaphore(0)  # one release per request
         self.release = threading.Event()
         self.count = 0
         self.ids: list[str] = []  # the delivery id of each message, in arrival order
         self.bodies: list[dict[str, Any]] = []
+        self.counting = threading.Lock()
         gate = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -575,10 +582,13 @@ class _Gate:
                 for item in body if isinstance(body, list) else [body]:  # a batch is an array
                     gate.ids.append(item["id"])
                     gate.bodies.append(item)
-                gate.count += 1
+                with gate.counting:
+                    gate.count += 1
+                    held = hold is None or gate.count <= hold
                 gate.arrived.set()
                 gate.arrivals.release()
-                gate.release.wait(30)
+                if held:
+                    gate.release.wait(30)
                 self.send_response(204)
                 self.send_header("Content-Length", "0")
                 self.end_headers()
@@ -872,6 +882,55 @@ class TestStop:
             await a
             assert sorted(gate.ids) == sorted(set(gate.ids))
             assert len(gate.ids) == users
+        finally:
+            gate.stop()
+
+    async def test_a_worker_whose_users_were_taken_over_leaves_their_outcomes_to_the_new_claim(
+        self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant
+    ) -> None:
+        # Worker A stalls with a window on the wire (its first request held) past its claim's
+        # lease; worker B takes its users over, sends them and ends the run. A's window then
+        # answers and halts its other requests (the run is over): A records the message it sent,
+        # and nothing over B's outcomes. Before, A wrote B's users RETRY (and its reason onto their
+        # SENT outbox rows) after the run had ended DONE: users waiting for ever.
+        gate = _Gate(hold=1)
+        users = 5
+        try:
+            campaign_id = await _publish_to_gate(app, client, workspace, gate, users=users)
+            services: Services = app.state.herald
+            clock = services.clock
+            assert isinstance(clock, FrozenClock)
+            settings = dataclasses.replace(services.settings, delivery_concurrency=2)
+            lease = timedelta(seconds=settings.delivery_lease_seconds)
+            claimed_at = clock.now()
+            a = asyncio.create_task(
+                worker.run_tick(
+                    services.database, claimed_at, [workspace.workspace_id], settings, clock=clock
+                )
+            )
+            assert await asyncio.to_thread(gate.arrivals.acquire, True, 30)  # A's first, held
+            clock.set(claimed_at + lease + timedelta(seconds=1))  # A's claim's lease is over
+            await worker.run_tick(
+                services.database, clock.now(), [workspace.workspace_id], settings, clock=clock
+            )
+            # B sent them all; its next tick ends the run.
+            await worker.run_tick(
+                services.database, clock.now(), [workspace.workspace_id], settings, clock=clock
+            )
+            assert await status(client, workspace, campaign_id) == "SENT"
+            wake_here(workspace.workspace_id)  # A's watch reads the run again: over
+            gate.release.set()
+            await a
+            assert set(gate.ids) == {row.id for row in await outbox_rows(app, workspace)}
+            assert len(set(gate.ids)) == users  # one id a user, whoever sent it
+            rows = await outbox_rows(app, workspace)
+            assert [(row.status, row.failure_reason) for row in rows] == [("SENT", None)] * users
+            async with services.database.reader() as session:
+                mine = ExecutionUser.workspace_id == workspace.workspace_id
+                states = (await session.scalars(select(ExecutionUser.state).where(mine))).all()
+            assert states == ["SENT"] * users
+            [run] = (await stats(client, workspace, campaign_id))["executions"]
+            assert (run["status"], run["sent"], run["pending"]) == ("DONE", users, 0)
         finally:
             gate.stop()
 

@@ -73,6 +73,10 @@ _INSERT = insert(_TABLE)
 _SETTLE = update(_TABLE).where(
     _TABLE.c.workspace_id == bindparam("row_workspace_id"), _TABLE.c.id == bindparam("row_id")
 )
+# A window's failed or halted messages: only rows still PENDING. Another worker may have taken
+# the message over and sent it meanwhile (its users' lease passed while this one still held the
+# window): a SENT row keeps its outcome, instead of this window's reason or a FAILED over it.
+_SETTLE_UNSENT = _SETTLE.where(_TABLE.c.status == "PENDING")
 
 
 class OutboxStatus(StrEnum):
@@ -450,7 +454,7 @@ async def _record_settled(
         else:
             values["status"] = OutboxStatus.FAILED.value
         key = {"row_workspace_id": workspace_id, "row_id": item.envelope.delivery_id}
-        await execute_in(connection, _SETTLE, {**values, **key})
+        await execute_in(connection, _SETTLE_UNSENT, {**values, **key})
     if also is not None:
         await also(connection)
 

@@ -175,6 +175,9 @@ class ExecutionUser(Base):
     state: Mapped[str] = mapped_column(String(16))
     reason: Mapped[str | None] = mapped_column(Text, nullable=True)
     claimed_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    # CLAIMED: the token of the claim that holds the user (`run._claim_in`; migration 0033). Only
+    # that claim's dispatch writes the user's outcome; a worker taking the user over writes its own.
+    claim_token: Mapped[str | None] = mapped_column(String(16), nullable=True)
     # RETRY: the next attempt; PENDING: deferred by the delivery controls until then.
     not_before: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
     # EVENT: the firing event's attributes (`event.*` in personalization).

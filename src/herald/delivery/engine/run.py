@@ -29,6 +29,7 @@ import dataclasses
 import functools
 import hashlib
 import logging
+import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -152,6 +153,7 @@ class _Claimed:
     firing: str = ""  # the event of an EVENT execution's firing
     event: dict[str, Any] | None = None  # its attributes: `event.*` in personalization
     resumed: bool = False  # claimed before (a retry, or taken over): its messages may have rows
+    token: str = ""  # the claim's (`_claim_in`): every user of a batch shares it
 
 
 @dataclass(frozen=True)
@@ -231,11 +233,30 @@ _ITS_USERS = and_(
 )
 
 
-# The same, for the users still CLAIMED only (`_release`): one settled meanwhile stays settled.
-_STILL_CLAIMED = _USERS.c.state == UserState.CLAIMED
-_SET_CLAIMED_USERS = _SET_USERS.where(_STILL_CLAIMED)
-_SET_CLAIMED_USER_FIRING = _SET_USER_FIRING.where(_STILL_CLAIMED)
-_SET_CLAIMED_USER_FIRINGS = _SET_USER_FIRINGS.where(_STILL_CLAIMED)
+class Hold(Enum):
+    """Which users of the batch in hand a write may change (`_set_users`)."""
+
+    # Each named: the claim's own writes (under its transaction's row locks), and a message's
+    # delivery: SENT is what happened, whatever was written meanwhile (another claim's outcome
+    # for the same message settles it again, or finds it settled).
+    ANY = "any"
+    # Those still held by the caller's claim only: CLAIMED under its token (a claim writes a token
+    # of its own with its users; a worker that takes a user over writes another). A window's
+    # failures and a release change nothing of a user settled meanwhile, or taken over by another
+    # worker (its outcome is that worker's to write): before, a worker whose users were taken over
+    # while it sent them wrote them RETRY after the other worker had settled them SENT and ended
+    # the execution, which stayed DONE with users waiting for ever.
+    HELD = "held"
+
+
+_HELD = and_(_USERS.c.state == UserState.CLAIMED, _USERS.c.claim_token == bindparam("held_token"))
+# Per hold: the statement for users by id, for one (user, firing) row, for many such rows.
+_SET_STATEMENTS = {
+    Hold.ANY: (_SET_USERS, _SET_USER_FIRING, _SET_USER_FIRINGS),
+    Hold.HELD: tuple(
+        statement.where(_HELD) for statement in (_SET_USERS, _SET_USER_FIRING, _SET_USER_FIRINGS)
+    ),
+}
 
 
 async def _set_users(
@@ -246,34 +267,37 @@ async def _set_users(
     reason: str | None = None,
     firings: dict[str, str] | None = None,
     *,
-    if_claimed: bool = False,
+    hold: Hold = Hold.ANY,
+    token: str = "",
+    count: bool = False,
     **more: object,
 ) -> int:
-    """Set the state of users of the batch in hand (`if_claimed`: of those still CLAIMED only, and
-    count them); `firings` names the one row of each user an EVENT execution's batch holds (a user
-    has one row per event there). The rows changed, when counted (0 in a `WriteChain`, and on
-    SQLite's executemany unless `if_claimed`)."""
+    """Set the state of users of the batch in hand (`hold`: which of them, `token` the caller's
+    claim's); `firings` names the one row of each user an EVENT execution's batch holds (a user has
+    one row per event there). The rows changed, when counted (0 in a `WriteChain`, and on SQLite's
+    executemany unless `count`)."""
     if not ids:
         return 0
+    by_ids, by_key, by_keys = _SET_STATEMENTS[hold]
     mine = {"row_workspace_id": execution.workspace_id, "row_execution_id": execution.id}
+    if hold is not Hold.ANY:
+        mine["held_token"] = token
     if not (firings and any(firings[c] for c in ids)):
-        statement = _SET_CLAIMED_USERS if if_claimed else _SET_USERS
         values = {**mine, "row_ids": ids, "state": state, "reason": reason, **more}
-        return await execute_in(connection, statement, values)
+        return await execute_in(connection, by_ids, values)
     # One row per (user, firing), each found by its primary key: all in one statement on
-    # PostgreSQL (`_SET_USER_FIRINGS`), an executemany on SQLite. A user's rows grow with every
-    # event that fires the campaign: picking them by customer id and then testing the pairs read
-    # all of them, and at 1,000 events/s the worker fell behind within minutes.
+    # PostgreSQL (`by_keys`), an executemany on SQLite. A user's rows grow with every event that
+    # fires the campaign: picking them by customer id and then testing the pairs read all of
+    # them, and at 1,000 events/s the worker fell behind within minutes.
     values = {"state": state, "reason": reason, **more}
     if connection.dialect.name == "postgresql":
         keys = orjson.dumps([(c, firings[c]) for c in ids]).decode()
-        statement = _SET_CLAIMED_USER_FIRINGS if if_claimed else _SET_USER_FIRINGS
-        return await execute_in(connection, statement, {**mine, "row_keys": keys, **values})
+        return await execute_in(connection, by_keys, {**mine, "row_keys": keys, **values})
     rows = [{**mine, "row_customer_id": c, "row_firing": firings[c], **values} for c in ids]
     assert not isinstance(connection, WriteChain), "writes are chained on PostgreSQL only"
-    if if_claimed:  # rare (a stopped dispatch's batch): counted row by row
-        return sum([await execute_in(connection, _SET_CLAIMED_USER_FIRING, row) for row in rows])
-    await execute_many_in(connection, _SET_USER_FIRING, rows)
+    if count:  # rare (a stopped dispatch's batch): counted row by row
+        return sum([await execute_in(connection, by_key, row) for row in rows])
+    await execute_many_in(connection, by_key, rows)
     return 0
 
 
@@ -423,6 +447,11 @@ async def _claim_in(
     for due, ids in decision.deferred_by_time().items():
         await _set_users(connection, execution, ids, UserState.PENDING, None, firings, not_before=due)
     claimed += [_Claimed(c, user, ranks[c], firings[c], events[c]) for c, user in decision.send]
+    # The claim's token, written with its users: whoever holds them is known by it, not by the
+    # moment of the claim (a clock held still gives two claims the same moment).
+    token = secrets.token_hex(8)
+    for item in claimed:
+        item.token = token
     await _set_users(
         connection,
         execution,
@@ -431,6 +460,7 @@ async def _claim_in(
         None,
         firings,
         claimed_at=now,
+        claim_token=token,
     )
     if not claimed and not decision.progressed:
         return None  # everyone left waits for a later tick (throttle, deferral, limit)
@@ -564,6 +594,13 @@ _IN_FLIGHT = (
 )
 
 
+def _token_of(users: list[_Claimed]) -> str:
+    """The token of the claim that holds `users` (users of one batch: one claim)."""
+    tokens = {item.token for item in users}
+    assert len(tokens) <= 1, "users of one claim"
+    return tokens.pop() if tokens else ""
+
+
 def _firings(users: list[_Claimed]) -> dict[str, str] | None:
     """The row of each user in hand, for an EVENT execution (None: one row per user)."""
     found = {item.customer_id: item.firing for item in users}
@@ -572,9 +609,10 @@ def _firings(users: list[_Claimed]) -> dict[str, str] | None:
 
 async def _release(database: Database, execution: Execution, users: list[_Claimed]) -> None:
     """Users claimed but not handed over when the campaign stopped or the execution paused:
-    pending again, uncounted (a later claim decides and counts them again). Only those still
-    CLAIMED: one settled meanwhile (its message was on the wire from an earlier window, and this
-    batch took it over when the clock passed its lease) stays settled."""
+    pending again, uncounted (a later claim decides and counts them again). Only those this claim
+    still holds: one settled meanwhile (its message was on the wire from an earlier window, and
+    another batch took it over when the clock passed its lease) stays settled, and one taken over
+    stays with the claim that took it."""
     if not users:
         return
     ids = [item.customer_id for item in users]
@@ -586,7 +624,9 @@ async def _release(database: Database, execution: Execution, users: list[_Claime
             UserState.PENDING,
             None,
             _firings(users),
-            if_claimed=True,
+            hold=Hold.HELD,
+            token=_token_of(users),
+            count=True,
             claimed_at=None,
             not_before=None,
         )
@@ -610,8 +650,7 @@ _RENEW = (
         _USERS.c.workspace_id == bindparam("row_workspace_id"),
         _USERS.c.execution_id == bindparam("row_execution_id"),
         one_of(_USERS.c.customer_id, "row_ids"),
-        _USERS.c.state == UserState.CLAIMED,
-        _USERS.c.claimed_at == bindparam("held_since", type_=UTCDateTime),
+        _HELD,
     )
     .values(claimed_at=bindparam("renewed_at", type_=UTCDateTime))
 )
@@ -619,18 +658,18 @@ _STILL_HELD = select(_USERS.c.customer_id).where(
     _USERS.c.workspace_id == bindparam("workspace_id"),
     _USERS.c.execution_id == bindparam("execution_id"),
     one_of(_USERS.c.customer_id, "ids"),
-    _USERS.c.state == UserState.CLAIMED,
-    _USERS.c.claimed_at == bindparam("renewed_at", type_=UTCDateTime),
+    _HELD,
 )
 
 
 @dataclass(slots=True)
 class _Renewal:
     """The claim a dispatch holds on a batch's users: `since`, the `claimed_at` it wrote for them
-    (the claim's token: a worker that takes a user over writes its own). `renew` moves it to now
-    once it is a third of the lease old, for every user of the batch still CLAIMED under it (those
-    on the wire included), and tells which of `waiting` (not yet handed over) are no longer held:
-    taken over by another worker, they are not sent from here."""
+    (their lease counts from it). `renew` moves it to now once it is a third of the lease old, for
+    every user of the batch still held under the claim's token (those on the wire included: a
+    worker that takes a user over writes a token of its own), and tells which of `waiting` (not
+    yet handed over) are no longer held: taken over by another worker, they are not sent from
+    here."""
 
     execution: Execution
     lease: timedelta
@@ -644,11 +683,12 @@ class _Renewal:
     ) -> set[str]:
         execution = self.execution
         ids = [item.customer_id for item in users]
+        token = _token_of(users)
         values = {
             "row_workspace_id": execution.workspace_id,
             "row_execution_id": execution.id,
             "row_ids": ids,
-            "held_since": self.since,
+            "held_token": token,
             "renewed_at": now,
         }
         async with database.writes.transaction() as connection:
@@ -662,7 +702,7 @@ class _Renewal:
                         "workspace_id": execution.workspace_id,
                         "execution_id": execution.id,
                         "ids": [item.customer_id for item in waiting],
-                        "renewed_at": now,
+                        "held_token": token,
                     },
                 )
             }
@@ -932,7 +972,7 @@ class _Flight:
             reason = plan.problem or "The campaign has nothing to send."
             results = {item.customer_id: _Result(False, reason) for item in users}
             async with self.writing():
-                await _record_users(database, execution, results, firings, plan, now)
+                await _record_users(database, execution, results, firings, plan, now, _token_of(users))
             return _Went.HANDED
         ready = [envelope for _, found in messages for envelope, reason in found if reason is None]
         if not ready:
@@ -991,9 +1031,10 @@ class _Flight:
                 if not unsendable:
                     found = dict(zip((envelope.delivery_id for envelope in ready), delivered, strict=True))
                     results = _results(messages, found)
-                    await _open(
-                        connection, await _write_users(connection, execution, results, firings, plan, now)
+                    written = await _write_users(
+                        connection, execution, results, firings, plan, now, _token_of(users)
                     )
+                    await _open(connection, written)
 
             return write
 
@@ -1051,7 +1092,8 @@ async def _finish(
                     outcomes[envelope.delivery_id] = await _unsent_again(
                         database, execution.workspace_id, envelope.delivery_id, why, now
                     )
-    await _record_users(database, execution, _results(messages, outcomes), firings, plan, now)
+    held = _token_of([item for item, _ in messages])
+    await _record_users(database, execution, _results(messages, outcomes), firings, plan, now, held)
 
 
 def _results(
@@ -1088,9 +1130,10 @@ async def _record_users(
     firings: dict[str, str] | None,
     plan: SendPlan,
     now: datetime,
+    held: str,
 ) -> None:
     async with database.writes.transaction(engine=plan.goals is not None) as connection:
-        await _open(connection, await _write_users(connection, execution, results, firings, plan, now))
+        await _open(connection, await _write_users(connection, execution, results, firings, plan, now, held))
 
 
 async def _open(connection: Writer, windows: list[conversions.Opening]) -> None:
@@ -1108,9 +1151,11 @@ async def _write_users(
     firings: dict[str, str] | None,
     plan: SendPlan,
     now: datetime,
+    held: str,
 ) -> list[conversions.Opening]:
-    """Each user's state after its messages (one statement per distinct end); for a campaign with
-    conversion goals, the attribution windows of the users SENT, for the caller to open (`_open`)."""
+    """Each user's state after its messages (one statement per distinct end), for the users the
+    claim of token `held` still holds; for a campaign with conversion goals, the attribution
+    windows of the users SENT, for the caller to open (`_open`)."""
     ends: dict[tuple[str, str | None, datetime | None], list[str]] = {}
     for customer_id, result in results.items():
         if result.retry_at is not None:
@@ -1121,10 +1166,20 @@ async def _write_users(
     for (state, reason, retry_at), ids in ends.items():
         if retry_at is not None:  # due again then: no longer held by this worker
             await _set_users(
-                connection, execution, ids, state, reason, firings, not_before=retry_at, claimed_at=None
+                connection,
+                execution,
+                ids,
+                state,
+                reason,
+                firings,
+                hold=Hold.HELD,
+                token=held,
+                not_before=retry_at,
+                claimed_at=None,
             )
         else:
-            await _set_users(connection, execution, ids, state, reason, firings)
+            hold = Hold.ANY if state == UserState.SENT else Hold.HELD
+            await _set_users(connection, execution, ids, state, reason, firings, hold=hold, token=held)
     sent = [
         (c, result.variation, None, firings.get(c, "") if firings else "")
         for c, result in results.items()
@@ -1433,9 +1488,12 @@ async def _send_shared(
             found = dict(zip((envelope.delivery_id for envelope in ready), delivered, strict=True))
             windows: list[conversions.Opening] = []
             for lane, messages in group:
-                firings = _firings([item for item, _ in messages])
+                users = [item for item, _ in messages]
                 results = _results(messages, found)
-                windows += await _write_users(connection, lane.execution, results, firings, lane.plan, now)
+                held = _token_of(users)
+                windows += await _write_users(
+                    connection, lane.execution, results, _firings(users), lane.plan, now, held
+                )
             await _open(connection, windows)  # every lane's at once, last
 
         return write
