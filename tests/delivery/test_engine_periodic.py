@@ -10,17 +10,20 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
+import pytest
 from fastapi import FastAPI
+from typer.testing import CliRunner
 
 from herald import wake
 from herald.campaigns import worker
+from herald.cli import app as cli
 from herald.clock import FrozenClock
 from herald.services import Services
 from tests.campaigns import lifecycle_helpers as h
 from tests.delivery.builders import push_connector
 from tests.delivery.conftest import OPEN_LIMITS
 from tests.delivery.servers import HttpReceiver
-from tests.delivery.test_engine_controls import push_users, receivers
+from tests.delivery.test_engine_controls import push_users, receivers, with_controls
 from tests.delivery.test_engine_send import PUSH, publish, stats, status, tick
 from tests.factories import Tenant, make_tenant
 
@@ -60,7 +63,11 @@ class TestDaily:
         workspace: Tenant,
         webhook: HttpReceiver,
         clock: FrozenClock,
+        monkeypatch: pytest.MonkeyPatch,
+        database_url: str,
     ) -> None:
+        monkeypatch.setenv("HERALD_DATABASE_URL", database_url)
+        monkeypatch.delenv("HERALD_REDIS_URL", raising=False)
         await push_connector(app, workspace, webhook)
         users = await push_users(app, workspace, 3)
         clock.set(datetime(2026, 3, 2, 7, 0, tzinfo=UTC))
@@ -71,6 +78,14 @@ class TestDaily:
         await at(app, clock, workspace, datetime(2026, 3, 2, 9, 0, tzinfo=UTC))
         assert receivers(webhook) == users
         assert await status(client, workspace, campaign_id) == "ACTIVE"
+        # A run's messages are listed under the campaign, and its child's id says so.
+        [child] = await children(client, workspace, campaign_id)
+        args = ["outbox", "list", "-w", workspace.workspace_id, "--campaign"]
+        listed = await asyncio.to_thread(CliRunner().invoke, cli, [*args, campaign_id])
+        assert (listed.exit_code, len(listed.output.splitlines())) == (0, 3), listed.output
+        refused = await asyncio.to_thread(CliRunner().invoke, cli, [*args, child["campaign_id"]])
+        assert refused.exit_code == 1
+        assert f"a run of the periodic campaign {campaign_id}" in refused.output
         wake.next_noted(datetime.max.replace(tzinfo=UTC))  # (what earlier tests noted: let go)
         await at(app, clock, workspace, datetime(2026, 3, 2, 15, 0, tzinfo=UTC))
         # The tick notes the next run's moment: a worker sleeps until then at most.
@@ -212,6 +227,36 @@ class TestPauseResume:
         assert [e["run"] for e in executions] == [1, 4, 5, 6]
         assert await status(client, workspace, campaign_id) == "SENT"
 
+    async def test_a_pause_ends_the_run_in_flight_even_when_resumed_before_any_tick(
+        self,
+        app: FastAPI,
+        client: httpx.AsyncClient,
+        workspace: Tenant,
+        webhook: HttpReceiver,
+        clock: FrozenClock,
+    ) -> None:
+        # The throttle leaves most of the run pending. PAUSE then RESUME, with no worker tick in
+        # between: the run ended at the PAUSE, so its unsent users stay unsent (the README: "PAUSE
+        # ends the run in flight"), and the next run is the next occurrence's.
+        await push_connector(app, workspace, webhook)
+        await push_users(app, workspace, 6)
+        clock.set(datetime(2026, 3, 1, 12, 0, tzinfo=UTC))
+        body = with_controls(periodic("2026-03-02T09:00:00", "UTC"), campaign_throttle_rpm=2)
+        campaign_id = await publish(client, workspace, body)
+        await at(app, clock, workspace, datetime(2026, 3, 2, 9, 0, tzinfo=UTC))
+        assert len(webhook.received) == 2
+        assert (await h.action(client, workspace, campaign_id, "PAUSE")).status_code == 200
+        assert (await h.action(client, workspace, campaign_id, "RESUME")).status_code == 200
+        for minute in range(1, 5):
+            await at(app, clock, workspace, datetime(2026, 3, 2, 9, minute, tzinfo=UTC))
+        assert len(webhook.received) == 2
+        [run] = (await stats(client, workspace, campaign_id))["executions"]
+        assert (run["status"], run["sent"], run["pending"], run["unsent"]) == ("STOPPED", 2, 0, 4)
+        [child] = await children(client, workspace, campaign_id)
+        assert child["status"] == "STOPPED"
+        await at(app, clock, workspace, datetime(2026, 3, 3, 9, 0, tzinfo=UTC))
+        assert len(webhook.received) == 4  # the next day's run, throttled as the first
+
 
 async def change_schedule(
     client: httpx.AsyncClient, tenant: Tenant, campaign_id: str, **periodic_details: Any
@@ -315,6 +360,40 @@ class TestScheduleChanges:
         await tick(app, workspace)
         titles = [r.json()["message"]["basic_details"]["title"] for r in webhook.received]
         assert titles == ["Hi you", "Changed"]
+
+    async def test_a_content_change_during_a_run_applies_from_the_next_run(
+        self,
+        app: FastAPI,
+        client: httpx.AsyncClient,
+        workspace: Tenant,
+        webhook: HttpReceiver,
+        clock: FrozenClock,
+    ) -> None:
+        # The spec: "periodic campaigns apply changes from the next run". The throttle leaves most
+        # of the first run pending when its content changes: the rest of that run is sent as it
+        # began, and the next run with the change.
+        await push_connector(app, workspace, webhook)
+        await push_users(app, workspace, 4)
+        clock.set(datetime(2026, 3, 1, 12, 0, tzinfo=UTC))
+        body = with_controls(periodic("2026-03-02T09:00:00", "UTC"), campaign_throttle_rpm=2)
+        campaign_id = await publish(client, workspace, body)
+        await at(app, clock, workspace, datetime(2026, 3, 2, 9, 0, tzinfo=UTC))
+        assert len(webhook.received) == 2
+        content = copy.deepcopy(PUSH["campaign_content"])
+        content["content"]["push"]["android"]["basic_details"]["title"] = "Changed"
+        response = await client.patch(
+            f"/v5/campaigns/{campaign_id}",
+            json={"campaign_content": content},
+            headers=workspace.write_headers(campaigns=True),
+        )
+        assert response.status_code == 200, response.text
+        await at(app, clock, workspace, datetime(2026, 3, 2, 9, 1, tzinfo=UTC))
+        await at(app, clock, workspace, datetime(2026, 3, 2, 9, 2, tzinfo=UTC))
+        titles = [r.json()["message"]["basic_details"]["title"] for r in webhook.received]
+        assert titles == ["Hi you"] * 4
+        await at(app, clock, workspace, datetime(2026, 3, 3, 9, 0, tzinfo=UTC))
+        titles = [r.json()["message"]["basic_details"]["title"] for r in webhook.received]
+        assert titles == ["Hi you"] * 4 + ["Changed"] * 2
 
 
 class TestMonthly:

@@ -26,7 +26,7 @@ from herald.campaigns.lifecycle import Action
 from herald.campaigns.models import Campaign
 from herald.campaigns.repository import LATEST_BY_CAMPAIGN_ID
 from herald.campaigns.schemas.common import CampaignStatus, DeliveryType
-from herald.delivery.engine import periodic
+from herald.delivery.engine import abandoned, periodic
 from herald.errors import InvalidState, Unprocessable, ValidationFailed
 from herald.ids import is_object_id
 from herald.joined_writes import Answer, ClaimedRead, execute_with
@@ -121,6 +121,8 @@ async def change_status(
     moved = await execute_with(await session.connection(), _MOVE, _CAMPAIGNS, {**values, **key}, joined)
     if moved != 1:  # the row's lock makes this unreachable; never write over another state
         raise InvalidState("The campaign's status changed under a concurrent request; retry.")
+    if body.action is Action.PAUSE and row["delivery_type"] == DeliveryType.PERIODIC.value:
+        await abandoned.end_runs_of(session, workspace_id, row["campaign_id"], now)
     if body.action is Action.RESUME and row["delivery_type"] == DeliveryType.PERIODIC.value:
         # Occurrences missed while paused are skipped: the next run is the next one after now.
         await periodic.record_resume(session, workspace_id, row["campaign_id"], now)

@@ -10,8 +10,10 @@ from typing import Annotated, Any
 
 import orjson
 import typer
+from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from herald.campaigns.models import Campaign
 from herald.cli.runtime import clock, run_in_session
 from herald.config import Settings
 from herald.delivery import connectors as service
@@ -171,6 +173,30 @@ def connectors_keygen() -> None:
     typer.echo(new_key())
 
 
+async def _check_listed_campaign(session: AsyncSession, workspace_id: str, campaign_id: str) -> None:
+    """Refuse a `--campaign` whose sends are never listed under it: an empty listing would read as
+    "nothing sent yet". Not a campaign id, no such campaign, or a run of a periodic campaign (its
+    messages are its parent's: the webhook bodies name the parent too)."""
+    if not is_object_id(campaign_id):
+        raise AdminError(
+            f"--campaign {campaign_id!r} is not a campaign id (24 lowercase hexadecimal digits)."
+        )
+    found = (
+        await session.execute(
+            select(Campaign.parent_id).where(
+                Campaign.workspace_id == workspace_id, Campaign.campaign_id == campaign_id, Campaign.is_latest
+            )
+        )
+    ).first()
+    if found is None:
+        raise AdminError(f"The workspace has no campaign {campaign_id} (--campaign).")
+    if found.parent_id is not None:
+        raise AdminError(
+            f"{campaign_id} is a run of the periodic campaign {found.parent_id}: its messages are "
+            f"listed under that campaign (--campaign {found.parent_id})."
+        )
+
+
 @outbox_app.command("list")
 def outbox_list(
     workspace: WorkspaceOpt,
@@ -187,11 +213,8 @@ def outbox_list(
 
     async def work(session: AsyncSession) -> list[dict[str, Any]]:
         await get_workspace(session, workspace)
-        if campaign is not None and not is_object_id(campaign):
-            # No row has such a campaign: an empty listing would read as "nothing sent yet".
-            raise AdminError(
-                f"--campaign {campaign!r} is not a campaign id (24 lowercase hexadecimal digits)."
-            )
+        if campaign is not None:
+            await _check_listed_campaign(session, workspace, campaign)
         try:
             rows = await outbox.list_entries(session, workspace, limit, campaign, status, before)
         except LookupError:

@@ -22,7 +22,10 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from herald.campaigns.models import Campaign
 from herald.campaigns.schemas.common import CampaignStatus, Channel, Platform
 from herald.db import Database
+from herald.delivery.engine import periodic
 from herald.delivery.engine.models import OF_ITS_EXECUTION, Execution, ExecutionUser
+from herald.delivery.engine.pause import PAUSED
+from herald.delivery.engine.resolve import ExecutionStatus
 from herald.delivery.engine.run import delivery_id
 from herald.delivery.models import WAITING_RETRY, OutboxEntry
 from herald.delivery.outbox import OutboxStatus
@@ -33,6 +36,38 @@ WHY = {
     CampaignStatus.SENT.value: "The campaign expired before the next attempt",
     CampaignStatus.PAUSED.value: "The campaign was paused before the next attempt",
 }
+
+
+# What an execution is while it may still send (`end_executions` ends those).
+LIVE = (ExecutionStatus.RESOLVING, ExecutionStatus.DISPATCHING, PAUSED)
+
+
+async def end_executions(session: AsyncSession, workspace_id: str, ids: list[str], now: datetime) -> None:
+    """End the executions `ids` STOPPED (their pending users stay unsent): a periodic run's child
+    campaign with them, their outbox rows waiting for a retry FAILED with why (`settle_stopped`).
+    The caller commits."""
+    if not ids:
+        return
+    await session.execute(
+        update(Execution)
+        .where(Execution.workspace_id == workspace_id, Execution.id.in_(ids))
+        .values(status=ExecutionStatus.STOPPED, updated_at=now)
+        .execution_options(synchronize_session=False)
+    )
+    await periodic.settle_children(session, workspace_id, ids)
+    await settle_stopped(session, workspace_id, ids, now)
+
+
+async def end_runs_of(session: AsyncSession, workspace_id: str, campaign_id: str, now: datetime) -> None:
+    """A periodic campaign PAUSED: its run in flight ends now, in the PAUSE's transaction (the
+    campaign's row is locked by it). Left to the workers' next tick, a RESUME committed before that
+    tick found the run still DISPATCHING, and its unsent users went out after all."""
+    live = select(Execution.id).where(
+        Execution.workspace_id == workspace_id,
+        Execution.campaign_id == campaign_id,
+        Execution.status.in_(LIVE),
+    )
+    await end_executions(session, workspace_id, list((await session.scalars(live)).all()), now)
 
 
 async def settle_stopped(session: AsyncSession, workspace_id: str, ids: list[str], now: datetime) -> None:

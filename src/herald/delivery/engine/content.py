@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -245,6 +245,8 @@ def streams(campaign: LiveCampaign) -> bool:
 
 
 async def plan_sends(session: AsyncSession, campaign: LiveCampaign, execution: Execution) -> SendPlan:
+    if execution.child_campaign_id is not None:
+        campaign = await _as_run_began(session, campaign, execution.child_campaign_id)
     document = campaign.document
     channel = Channel(campaign.channel)
     choice = await choose_connector(
@@ -288,6 +290,25 @@ async def plan_sends(session: AsyncSession, campaign: LiveCampaign, execution: E
     except ValidationFailed as exc:
         plan.problem = plan.problem or "; ".join(f"{d.target}: {d.message}" for d in exc.details)
     return plan
+
+
+async def _as_run_began(session: AsyncSession, campaign: LiveCampaign, child_id: str) -> LiveCampaign:
+    """A periodic run's campaign as it was when the run began: "periodic campaigns apply changes
+    from the next run" (the spec), so a run in flight sends what it began with, whatever the
+    campaign's latest version says; its child campaign holds a copy of that (`periodic`). The plan
+    keeps the latest version's `version`: a change is still seen (and the plan made again, with
+    the same content), and a campaign no longer sending still halts the run."""
+    row = await session.scalar(
+        select(Campaign).where(
+            Campaign.workspace_id == campaign.workspace_id,
+            Campaign.campaign_id == child_id,
+            Campaign.is_latest,
+        )
+    )
+    began = live_campaign(row) if row is not None else None
+    if began is None:
+        return campaign
+    return replace(campaign, document=began.document, components=began.components)
 
 
 def _latest(workspace_id: str, campaign_id: str) -> Select[tuple[str, str, int]]:

@@ -34,7 +34,6 @@ from herald.delivery.engine.content import (
 )
 from herald.delivery.engine.models import Execution, ExecutionUser
 from herald.delivery.engine.occurrences import following
-from herald.delivery.engine.pause import PAUSED
 from herald.delivery.engine.resolve import (
     FIRST_CHUNK,
     ExecutionStatus,
@@ -85,7 +84,6 @@ async def _stop_executions(database: Database, workspace_id: str, now: datetime)
     was settled), or, periodic, was PAUSED, end STOPPED (their pending users stay unsent), paused
     ones included; a periodic run's child campaign with them; their outbox rows waiting for a
     retry, FAILED with why (`abandoned`)."""
-    live = [ExecutionStatus.RESOLVING, ExecutionStatus.DISPATCHING, PAUSED]
     stopped = select(Campaign.campaign_id).where(
         Campaign.workspace_id == workspace_id,
         Campaign.is_latest,
@@ -99,7 +97,7 @@ async def _stop_executions(database: Database, workspace_id: str, now: datetime)
     )
     unfinished = select(Execution.id).where(
         Execution.workspace_id == workspace_id,
-        Execution.status.in_(live),
+        Execution.status.in_(abandoned.LIVE),
         Execution.campaign_id.in_(stopped),
     )
     # A read first: on SQLite a write transaction at every tick would make the API's writers wait.
@@ -108,14 +106,7 @@ async def _stop_executions(database: Database, workspace_id: str, now: datetime)
             return
     async with database.writer() as session:
         ids = list((await session.scalars(unfinished)).all())
-        await session.execute(
-            update(Execution)
-            .where(Execution.workspace_id == workspace_id, Execution.id.in_(ids))
-            .values(status=ExecutionStatus.STOPPED, updated_at=now)
-            .execution_options(synchronize_session=False)
-        )
-        await periodic.settle_children(session, workspace_id, ids)
-        await abandoned.settle_stopped(session, workspace_id, ids, now)
+        await abandoned.end_executions(session, workspace_id, ids, now)
         await session.commit()
 
 
