@@ -128,10 +128,12 @@ class TestGatewayChecks:
         self, client: httpx.AsyncClient, tenant: Tenant
     ) -> None:
         # `/v5/campaigns/meta` also matches `/v5/campaigns/{campaign_id}`; the resource is the literal one.
+        # GET, HEAD, PATCH too: the literal path's answer, not C2's 404 for a campaign "meta".
         for path in ("/v5/campaigns/meta", "/v5/campaigns/search", "/v5/campaigns/test"):
-            response = await client.options(path, headers=tenant.headers(campaigns=True))
-            assert response.status_code == 405, path
-            assert response.headers["allow"] == "POST", path
+            for method in ("OPTIONS", "GET", "HEAD", "PATCH"):
+                response = await client.request(method, path, headers=tenant.headers(campaigns=True))
+                assert response.status_code == 405, (method, path)
+                assert response.headers["allow"] == "POST", (method, path)
 
     async def test_unknown_route_is_404_envelope(self, client: httpx.AsyncClient) -> None:
         response = await client.get("/v5/nothing-here")

@@ -282,6 +282,34 @@ def test_non_ascii_header_name_is_400_bad_request(server: Server, tenant: Tenant
     assert answer.closed
 
 
+@pytest.mark.parametrize("name", ["Authorization", "SVC-APPKEY", "Idempotency-Key", "Content-Type", "Host"])
+def test_a_header_of_one_value_given_twice_is_400_naming_it(
+    server: Server, tenant: Tenant, name: str
+) -> None:
+    # The first of two Authorization headers was the one read: a proxy in front reading the
+    # last would have authenticated someone else. Each order is refused, and nothing is written.
+    key = str(uuid.uuid4())
+    headers = create_headers(tenant, key)
+    value = next((v for n, v in headers if n.decode().lower() == name.lower()), b"127.0.0.1")
+    for extra in (value, b"other"):
+        raw = request("POST", "/v5/campaigns", [*headers, (name.encode(), extra)], CAMPAIGN)
+        answer = exchange(server, raw)
+        assert_envelope(answer, 400, "BAD_REQUEST")
+        assert answer.json["error"]["target"] == name.lower()  # type: ignore[index]
+    assert_not_processed(server, tenant, key)
+
+
+def test_an_http_1_1_request_without_host_is_400(server: Server, tenant: Tenant) -> None:
+    head = [
+        b"GET /v5/offers HTTP/1.1",
+        *(n + b": " + v for n, v in credentials(tenant)),
+        b"Connection: close",
+    ]
+    answer = exchange(server, b"\r\n".join(head) + b"\r\n\r\n")
+    assert_envelope(answer, 400, "BAD_REQUEST")
+    assert answer.json["error"]["target"] == "host"  # type: ignore[index]
+
+
 # ---- malformed request lines: a clean 400 -----------------------------------------------------------
 
 MALFORMED = {

@@ -34,6 +34,27 @@ def has_control_characters(headers: Iterable[tuple[bytes, bytes]]) -> bool:
     return _CONTROL_CHARACTER.search(b" ".join(part for header in headers for part in header)) is not None
 
 
+def header_problem(
+    headers: Iterable[tuple[bytes, bytes]], singular: frozenset[bytes], http_version: str
+) -> tuple[str, str] | None:
+    """Why the request's headers are malformed (a message and the header's name), or None: a
+    header that carries one value given twice (`singular`: lower-case names), or no `Host` on
+    HTTP/1.1 (RFC 9112 §3.2). Two `Authorization` headers were read as the first: a proxy in
+    front reading the last would have authenticated someone else."""
+    seen: set[bytes] = set()
+    host = False
+    for name, _ in headers:
+        host = host or name == b"host"
+        if name in singular:
+            if name in seen:
+                text = name.decode("latin-1")
+                return f"The {text} header must be given once.", text
+            seen.add(name)
+    if not host and http_version == "1.1":
+        return "An HTTP/1.1 request must carry a Host header.", "host"
+    return None
+
+
 def query_problems(query_string: bytes) -> list[Problem]:
     """One INVALID_TYPE problem per query parameter whose name or value, percent-decoded, is not UTF-8
     or holds a control character (every route's query string is checked here, before any handler

@@ -32,6 +32,7 @@ from herald.http.guards import (
     has_escaped_nul,
     has_lone_surrogate,
     has_non_finite_number,
+    header_problem,
     infinite_number_path,
     is_json_content_type,
     is_utf8,
@@ -70,6 +71,18 @@ class HeraldMiddleware:
         self.services = services
         self.settings = services.settings
         self.request_id_header = services.settings.request_id_header.lower().encode()
+        # Headers that carry one value: each given at most once (`guards.header_problem`).
+        self.singular_headers = frozenset(
+            name.lower().encode()
+            for name in (
+                "host",
+                "authorization",
+                services.settings.app_key_header,
+                "idempotency-key",
+                "content-type",
+                services.settings.request_id_header,
+            )
+        )
         self._route_table: RouteTable | None = None
 
     def _routes(self, scope: Scope) -> RouteTable:
@@ -122,10 +135,14 @@ class HeraldMiddleware:
                 405,
                 "METHOD_NOT_ALLOWED",
                 "The method is not allowed on this resource.",
-                headers=[(b"allow", ", ".join(sorted(_with_head(routes.allow))).encode())],
+                headers=[(b"allow", ", ".join(sorted(_with_head(routes.served))).encode())],
             )
             return
 
+        malformed = header_problem(headers, self.singular_headers, scope.get("http_version", "1.1"))
+        if malformed is not None:
+            await self._send_error(send, request_id, 400, "BAD_REQUEST", malformed[0], target=malformed[1])
+            return
         method: str = scope["method"]
         body = b""
         if method in BODY_METHODS:

@@ -25,12 +25,12 @@ class _Template:
 
 @dataclass(frozen=True)
 class Lookup:
-    """`served`: every method some route of this path takes (empty: no route has the path).
-    `allow`: the methods of the path's most specific routes, for a 405's Allow header (a literal
-    route beats a template: `/v5/campaigns/meta` is not `/v5/campaigns/{campaign_id}`)."""
+    """`served`: the methods the path's most specific routes take (empty: no route has the path),
+    also a 405's Allow header. A literal route beats a template: `/v5/campaigns/meta` is not
+    `/v5/campaigns/{campaign_id}`, so a GET of it is 405 (POST only), as its OPTIONS says, not
+    C2's 404 for a campaign named "meta" (no campaign id is a word)."""
 
     served: frozenset[str]
-    allow: frozenset[str]
 
 
 class RouteTable:
@@ -76,13 +76,12 @@ class RouteTable:
         if path in self._literal:
             matches.append((0, self._literal[path]))
         if not matches:
-            return Lookup(frozenset(), frozenset())
+            return Lookup(frozenset())
         fewest = min(parameters for parameters, _ in matches)
-        served = frozenset(method for _, methods in matches for method in methods)
-        allow = frozenset(
+        served = frozenset(
             method for parameters, methods in matches if parameters == fewest for method in methods
         )
-        return Lookup(served, allow)
+        return Lookup(served)
 
 
 def _first_segment(path: str) -> str:
