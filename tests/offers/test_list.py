@@ -265,6 +265,27 @@ class TestErrors:
         assert response.status_code == 400
         assert [(d["code"], d["target"]) for d in response.json()["error"]["details"]] == [expected]
 
+    async def test_a_parameter_of_one_value_given_twice_is_refused(
+        self, client: httpx.AsyncClient, tenant: Tenant
+    ) -> None:
+        # `limit=1&limit=2` read as 2 (the last) while a proxy in front may read 1; `tags` and
+        # `created_by` repeat by design.
+        for query in (
+            "limit=1&limit=2",
+            "status_in=active&status_in=draft",
+            "name_contains=a&name_contains=a",
+        ):
+            response = await client.get(f"{OFFERS}?{query}", headers=tenant.headers())
+            assert response.status_code == 400, query
+            name = query.split("=", 1)[0]
+            assert [(d["code"], d["target"]) for d in response.json()["error"]["details"]] == [
+                ("INVALID_TYPE", name)
+            ]
+        both = await client.get(
+            f"{OFFERS}?tags=tag_a&tags=tag_b&created_by=a@x.io&created_by=b@x.io", headers=tenant.headers()
+        )
+        assert both.status_code == 200, both.text
+
 
 class TestPagination:
     async def test_default_page_is_20(self, app: FastAPI, client: httpx.AsyncClient, tenant: Tenant) -> None:

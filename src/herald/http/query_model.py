@@ -3,9 +3,9 @@
 `Annotated[Model, Query()]` makes FastAPI walk every field's annotation on every request (is it a
 sequence? which alias is present?) before it validates: a quarter of an O1 answer's time. Here that
 walk happens once per model; a request only builds the dict and validates it in one pydantic call.
-What reaches the model is what FastAPI would hand it (a repeated parameter of a list field as a list,
-of any other field its last value; unknown parameters as extras, so `extra="forbid"` reports them),
-and a failure is the same `RequestValidationError`, located under `query`. `herald.http.openapi`
+What reaches the model is what FastAPI would hand it (a repeated parameter of a list field as a
+list; unknown parameters as extras, so `extra="forbid"` reports them), but a parameter of any other
+field given twice is refused (FastAPI takes its last value), and a failure is the same `RequestValidationError`, located under `query`. `herald.http.openapi`
 documents the fields as the query parameters FastAPI would list (`query_parameters`).
 """
 
@@ -74,14 +74,25 @@ class QueryReader:
             if key in self.sequences:
                 values[key] = found
             elif key in self.scalars:
-                values[key] = found[-1]
+                values[key] = found[0] if len(found) == 1 else found  # repeated: refused by `read`
             else:  # an extra: the model's own policy decides
                 values[key] = found[0] if len(found) == 1 else found
         return values
 
     def read(self, params: QueryParams) -> BaseModel:
+        # A parameter of one value given twice (`limit=1&limit=2`) is refused: FastAPI would take
+        # the last, a proxy or a cache in front may take the first, and the client meant one.
+        values = self.values(params)
+        repeated = [key for key in self.scalars.intersection(values) if type(values[key]) is list]
+        if repeated:
+            raise RequestValidationError(
+                [
+                    {"type": "INVALID_TYPE", "loc": ("query", key), "msg": f"'{key}' must be given once."}
+                    for key in sorted(repeated)
+                ]
+            )
         try:
-            return self.model.model_validate(self.values(params))
+            return self.model.model_validate(values)
         except ValidationError as exc:
             errors = [
                 {**error, "loc": ("query", *error.get("loc", ()))} for error in exc.errors(include_url=False)
