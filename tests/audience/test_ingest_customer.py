@@ -178,7 +178,11 @@ INVALID_BODIES: list[tuple[str, dict[str, Any], tuple[str, str]]] = [
     ("numeric customer_id", {"type": "customer", "customer_id": 7}, ("INVALID_TYPE", "customer_id")),
     ("long customer_id", {"type": "customer", "customer_id": "x" * 201}, ("OUT_OF_RANGE", "customer_id")),
     ("newline in customer_id", {"type": "customer", "customer_id": "a\nb"}, ("INVALID_TYPE", "customer_id")),
-    ("C1 escape in customer_id", {"type": "customer", "customer_id": "a\x9b31m"}, ("INVALID_TYPE", "customer_id")),
+    (
+        "C1 escape in customer_id",
+        {"type": "customer", "customer_id": "a\x9b31m"},
+        ("INVALID_TYPE", "customer_id"),
+    ),
     ("NEL in customer_id", {"type": "customer", "customer_id": "a\x85b"}, ("INVALID_TYPE", "customer_id")),
     ("blank customer_id", {"type": "customer", "customer_id": "  "}, ("INVALID_TYPE", "customer_id")),
     (
