@@ -324,6 +324,13 @@ MINIMAL_EMAIL = {**MINIMAL_PUSH, "channel": "EMAIL"}
             stage=C,
         ),
         fails(
+            "send-limit-period-of-no-time",
+            PUSH_LOCATION_TRIGGERED,
+            ("OUT_OF_RANGE", "delivery_controls.send_limit_granularity_in_hours"),
+            {"delivery_controls.send_limit_granularity_in_hours": "0"},
+            stage=C,
+        ),
+        fails(
             "sync-data-expiry-too-long",
             PUSH_DEVICE_TRIGGERED,
             ("OUT_OF_RANGE", "delivery_controls.expiry_time_of_sync_data_in_hour"),

@@ -47,6 +47,10 @@ def check_delivery_controls(ctx: Context) -> list[Problem]:
             problems.append(
                 required(join_path(_BASE, companion), f"'{companion}' is required when '{name}' is set.")
             )
+    granularity = controls.send_limit_granularity_in_hours
+    if granularity is not None and int(granularity) == 0:
+        # A window of no time holds no message: the limit would limit nothing.
+        problems.append(out_of_range(join_path(_BASE, hours), f"'{hours}' must be at least 1 hour."))
     if controls.queuing_enabled and ctx.enabled(Feature.QUEUING):
         target = join_path(_BASE, "queue_duration")
         if controls.queue_duration is None:
