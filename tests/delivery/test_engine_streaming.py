@@ -4,11 +4,14 @@ its audience in its stats, and ends with each user sent once and the control gro
 
 from __future__ import annotations
 
+import asyncio
 import copy
+import logging
 import random
 from typing import Any
 
 import httpx
+import pytest
 from fastapi import FastAPI
 from sqlalchemy import func, literal, select
 
@@ -92,6 +95,28 @@ async def _written(app: FastAPI, execution_id: str) -> int:
         return int(
             await session.scalar(select(func.count()).where(ExecutionUser.execution_id == execution_id)) or 0
         )
+
+
+class TestStart:
+    async def test_workers_racing_to_start_a_run_start_it_once_and_log_it_once(
+        self,
+        app: FastAPI,
+        client: httpx.AsyncClient,
+        workspace: Tenant,
+        webhook: HttpReceiver,
+        caplog: pytest.LogCaptureFixture,
+    ) -> None:
+        await push_connector(app, workspace, webhook)
+        campaign_id = await publish(client, workspace, copy.deepcopy(PUSH))
+        services: Services = app.state.herald
+        campaign = await _live(app, workspace, campaign_id)
+        caplog.set_level(logging.INFO, logger="herald.delivery.engine")
+        both = await asyncio.gather(
+            *(start_execution(services.database, campaign, services.clock.now()) for _ in range(2))
+        )
+        assert both[0].id == both[1].id
+        started = [record for record in caplog.records if "started (execution" in record.getMessage()]
+        assert [record.getMessage().endswith(f"(execution {both[0].id})") for record in started] == [True]
 
 
 class TestStreamedResolution:

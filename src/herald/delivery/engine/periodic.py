@@ -210,16 +210,9 @@ async def due_runs(database: Database, periodic: PeriodicCampaign, now: datetime
     if resumed is not None and occurrence.at < resumed:
         return  # missed while PAUSED: skipped
     occurrence = Occurrence(number, occurrence.at)
-    execution = await start_execution(
+    # Logged by `start_execution` when this worker is the one that starts it.
+    await start_execution(
         database, campaign, now, occurrence.run, occurrence.at, _child_writer(periodic.row, occurrence, now)
-    )
-    log.info(
-        "campaign %s/%s: run %d for %s started (execution %s)",
-        campaign.workspace_id,
-        campaign.campaign_id,
-        occurrence.run,
-        occurrence.at.isoformat(),
-        execution.id,
     )
 
 

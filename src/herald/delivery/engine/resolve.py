@@ -18,6 +18,7 @@ written. `resolved_at` records that the whole audience is written.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -48,6 +49,8 @@ from herald.delivery.engine.split import control_group_size
 from herald.wake import wake_on_commit
 from herald.workspaces.delivery_settings import settings_of
 from herald.workspaces.models import Workspace
+
+log = logging.getLogger("herald.delivery.engine")
 
 # `Execution.audience` of a streamed execution whose left-out groups are not counted yet (they are
 # taken with its second chunk): the stats count only the users written so far until then.
@@ -124,6 +127,16 @@ async def start_execution(
             await session.commit()
     except IntegrityError:
         pass  # another worker started it first: use theirs
+    else:
+        # Here only: every worker racing to start a run used to log that it started it.
+        log.info(
+            "campaign %s/%s: run %d%s started (execution %s)",
+            campaign.workspace_id,
+            campaign.campaign_id,
+            run,
+            f" for {scheduled_for.isoformat()}" if scheduled_for is not None else "",
+            execution.id,
+        )
     created = await _execution(database, campaign, run)
     assert created is not None
     return created
