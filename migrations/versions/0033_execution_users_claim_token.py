@@ -5,9 +5,9 @@ it was made (`claimed_at`). A worker whose users were taken over while it still 
 lease passed: a stalled worker, or a clock moved past it) then wrote them RETRY after the worker
 that took them over had settled them SENT and ended the execution, which stayed DONE with users
 waiting for ever; and with a clock held still, two claims made at one moment could not be told
-apart. Each claim now writes a token of its own with its users, and a dispatch writes outcomes,
-renews and releases only the users still CLAIMED under its token. Not indexed: the statements
-that name it find their users by key first.
+apart. Each claim now writes a token of its own with its users, and a dispatch writes failures,
+renews and releases only the users still CLAIMED under its token (a message delivered is SENT
+whoever holds its user). Not indexed: the statements that name it find their users by key first.
 
 Revision ID: 0033
 Revises: 0032

@@ -1153,9 +1153,10 @@ async def _write_users(
     now: datetime,
     held: str,
 ) -> list[conversions.Opening]:
-    """Each user's state after its messages (one statement per distinct end), for the users the
-    claim of token `held` still holds; for a campaign with conversion goals, the attribution
-    windows of the users SENT, for the caller to open (`_open`)."""
+    """Each user's state after its messages (one statement per distinct end): SENT whatever was
+    written meanwhile, any other end only for the users the claim of token `held` still holds
+    (`Hold`); for a campaign with conversion goals, the attribution windows of the users SENT, for
+    the caller to open (`_open`)."""
     ends: dict[tuple[str, str | None, datetime | None], list[str]] = {}
     for customer_id, result in results.items():
         if result.retry_at is not None:
