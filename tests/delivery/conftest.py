@@ -26,10 +26,13 @@ from tests.delivery.servers import (
 )
 from tests.factories import Tenant, make_tenant
 
+# Limits no test of the engine reaches. A test polls the API while the worker works, and its
+# clock is frozen: every poll counts in one window (1,000 a second was reached by a poll of stats
+# on a loaded machine, and answered 429).
 OPEN_LIMITS = {
     "campaign_create": "1000/second",
     "campaign_create_success": "1000/minute",
-    "campaign_ops": "1000/second",
+    "campaign_ops": "1000000/second",
 }
 
 
