@@ -55,6 +55,38 @@ async def children(client: httpx.AsyncClient, tenant: Tenant, parent: str) -> li
     return sorted((r for r in rows if r.get("parent_id") == parent), key=lambda r: r["campaign_id"])
 
 
+async def throttled_run_begun(
+    app: FastAPI,
+    client: httpx.AsyncClient,
+    tenant: Tenant,
+    webhook: HttpReceiver,
+    clock: FrozenClock,
+    users: int,
+) -> str:
+    """A daily campaign to `users` users, throttled to 2 a minute, whose first run (2 March 09:00
+    UTC) has sent 2 messages and left the rest pending: a run in flight."""
+    await push_connector(app, tenant, webhook)
+    await push_users(app, tenant, users)
+    clock.set(datetime(2026, 3, 1, 12, 0, tzinfo=UTC))
+    body = with_controls(periodic("2026-03-02T09:00:00", "UTC"), campaign_throttle_rpm=2)
+    campaign_id = await publish(client, tenant, body)
+    await at(app, clock, tenant, datetime(2026, 3, 2, 9, 0, tzinfo=UTC))
+    assert len(webhook.received) == 2
+    return campaign_id
+
+
+async def change_title(client: httpx.AsyncClient, tenant: Tenant, campaign_id: str, title: str) -> None:
+    """C3 on the live campaign: its Android title changed."""
+    content = copy.deepcopy(PUSH["campaign_content"])
+    content["content"]["push"]["android"]["basic_details"]["title"] = title
+    response = await client.patch(
+        f"/v5/campaigns/{campaign_id}",
+        json={"campaign_content": content},
+        headers=tenant.write_headers(campaigns=True),
+    )
+    assert response.status_code == 200, response.text
+
+
 class TestDaily:
     async def test_three_occurrences_send_three_runs_seen_as_children(
         self,
@@ -238,13 +270,7 @@ class TestPauseResume:
         # The throttle leaves most of the run pending. PAUSE then RESUME, with no worker tick in
         # between: the run ended at the PAUSE, so its unsent users stay unsent (the README: "PAUSE
         # ends the run in flight"), and the next run is the next occurrence's.
-        await push_connector(app, workspace, webhook)
-        await push_users(app, workspace, 6)
-        clock.set(datetime(2026, 3, 1, 12, 0, tzinfo=UTC))
-        body = with_controls(periodic("2026-03-02T09:00:00", "UTC"), campaign_throttle_rpm=2)
-        campaign_id = await publish(client, workspace, body)
-        await at(app, clock, workspace, datetime(2026, 3, 2, 9, 0, tzinfo=UTC))
-        assert len(webhook.received) == 2
+        campaign_id = await throttled_run_begun(app, client, workspace, webhook, clock, 6)
         assert (await h.action(client, workspace, campaign_id, "PAUSE")).status_code == 200
         assert (await h.action(client, workspace, campaign_id, "RESUME")).status_code == 200
         for minute in range(1, 5):
@@ -349,14 +375,7 @@ class TestScheduleChanges:
         campaign_id = await publish(client, workspace, periodic("2026-03-02T09:00:00", "UTC"))
         await at(app, clock, workspace, datetime(2026, 3, 2, 9, 0, tzinfo=UTC))
         clock.set(datetime(2026, 3, 3, 9, 0, 5, tzinfo=UTC))
-        content = copy.deepcopy(PUSH["campaign_content"])
-        content["content"]["push"]["android"]["basic_details"]["title"] = "Changed"
-        response = await client.patch(
-            f"/v5/campaigns/{campaign_id}",
-            json={"campaign_content": content},
-            headers=workspace.write_headers(campaigns=True),
-        )
-        assert response.status_code == 200, response.text
+        await change_title(client, workspace, campaign_id, "Changed")
         await tick(app, workspace)
         titles = [r.json()["message"]["basic_details"]["title"] for r in webhook.received]
         assert titles == ["Hi you", "Changed"]
@@ -372,21 +391,8 @@ class TestScheduleChanges:
         # The spec: "periodic campaigns apply changes from the next run". The throttle leaves most
         # of the first run pending when its content changes: the rest of that run is sent as it
         # began, and the next run with the change.
-        await push_connector(app, workspace, webhook)
-        await push_users(app, workspace, 4)
-        clock.set(datetime(2026, 3, 1, 12, 0, tzinfo=UTC))
-        body = with_controls(periodic("2026-03-02T09:00:00", "UTC"), campaign_throttle_rpm=2)
-        campaign_id = await publish(client, workspace, body)
-        await at(app, clock, workspace, datetime(2026, 3, 2, 9, 0, tzinfo=UTC))
-        assert len(webhook.received) == 2
-        content = copy.deepcopy(PUSH["campaign_content"])
-        content["content"]["push"]["android"]["basic_details"]["title"] = "Changed"
-        response = await client.patch(
-            f"/v5/campaigns/{campaign_id}",
-            json={"campaign_content": content},
-            headers=workspace.write_headers(campaigns=True),
-        )
-        assert response.status_code == 200, response.text
+        campaign_id = await throttled_run_begun(app, client, workspace, webhook, clock, 4)
+        await change_title(client, workspace, campaign_id, "Changed")
         await at(app, clock, workspace, datetime(2026, 3, 2, 9, 1, tzinfo=UTC))
         await at(app, clock, workspace, datetime(2026, 3, 2, 9, 2, tzinfo=UTC))
         titles = [r.json()["message"]["basic_details"]["title"] for r in webhook.received]

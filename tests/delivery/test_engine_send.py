@@ -9,6 +9,7 @@ import copy
 import dataclasses
 import json
 import threading
+from collections.abc import Coroutine
 from datetime import datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -647,6 +648,20 @@ async def _publish_to_gate(
     return await publish(client, workspace, body)
 
 
+def _worker_tick(app: FastAPI, workspace: Tenant, concurrency: int = 2) -> Coroutine[Any, Any, int]:
+    """A tick of a worker of its own (`concurrency` requests in flight) on the app's clock, as it
+    moves: what each of several workers runs."""
+    services: Services = app.state.herald
+    settings = dataclasses.replace(services.settings, delivery_concurrency=concurrency)
+    clock = services.clock
+    return worker.run_tick(services.database, clock.now(), [workspace.workspace_id], settings, clock=clock)
+
+
+def _lease(app: FastAPI) -> timedelta:
+    services: Services = app.state.herald
+    return timedelta(seconds=services.settings.delivery_lease_seconds)
+
+
 async def _window_ahead_written(app: FastAPI, workspace: Tenant, handed: int) -> None:
     """Wait for the rows of the windows holding tickets, the one ahead of those on the wire
     included (a bound against hanging, not a timing)."""
@@ -846,14 +861,9 @@ class TestStop:
             services: Services = app.state.herald
             clock = services.clock
             assert isinstance(clock, FrozenClock)
-            settings = dataclasses.replace(services.settings, delivery_concurrency=2)
-            lease = timedelta(seconds=settings.delivery_lease_seconds)
+            lease = _lease(app)
             claimed_at = clock.now()
-            a = asyncio.create_task(
-                worker.run_tick(
-                    services.database, claimed_at, [workspace.workspace_id], settings, clock=clock
-                )
-            )
+            a = asyncio.create_task(_worker_tick(app, workspace))
             for _ in range(2):  # A's first two windows on the wire, held
                 assert await asyncio.to_thread(gate.arrivals.acquire, True, 30)
             renewed_at = clock.advance(lease / 2)
@@ -874,9 +884,7 @@ class TestStop:
             else:
                 raise AssertionError("the claim was not renewed")
             clock.set(claimed_at + lease + timedelta(seconds=1))  # the first claim's lease is over
-            await worker.run_tick(
-                services.database, clock.now(), [workspace.workspace_id], settings, clock=clock
-            )
+            await _worker_tick(app, workspace)
             assert gate.count <= 4  # B sent nothing (A: two windows answered, two held)
             gate.release.set()
             await a
@@ -900,23 +908,12 @@ class TestStop:
             services: Services = app.state.herald
             clock = services.clock
             assert isinstance(clock, FrozenClock)
-            settings = dataclasses.replace(services.settings, delivery_concurrency=2)
-            lease = timedelta(seconds=settings.delivery_lease_seconds)
             claimed_at = clock.now()
-            a = asyncio.create_task(
-                worker.run_tick(
-                    services.database, claimed_at, [workspace.workspace_id], settings, clock=clock
-                )
-            )
+            a = asyncio.create_task(_worker_tick(app, workspace))
             assert await asyncio.to_thread(gate.arrivals.acquire, True, 30)  # A's first, held
-            clock.set(claimed_at + lease + timedelta(seconds=1))  # A's claim's lease is over
-            await worker.run_tick(
-                services.database, clock.now(), [workspace.workspace_id], settings, clock=clock
-            )
-            # B sent them all; its next tick ends the run.
-            await worker.run_tick(
-                services.database, clock.now(), [workspace.workspace_id], settings, clock=clock
-            )
+            clock.set(claimed_at + _lease(app) + timedelta(seconds=1))  # A's claim's lease is over
+            await _worker_tick(app, workspace)  # B
+            await _worker_tick(app, workspace)  # B sent them all: its next tick ends the run
             assert await status(client, workspace, campaign_id) == "SENT"
             wake_here(workspace.workspace_id)  # A's watch reads the run again: over
             gate.release.set()
