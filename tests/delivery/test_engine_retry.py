@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import dataclasses
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import Any
@@ -25,7 +26,6 @@ from herald.delivery.engine.throttle import WINDOW as THROTTLE_WINDOW
 from herald.services import Services
 from herald.timefmt import rfc3339
 from tests.campaigns import lifecycle_helpers as h
-from tests.conftest import TEST_SECRET_KEY
 from tests.delivery.builders import HOOK_SECRET, outbox_rows, push_connector, smtp_connector
 from tests.delivery.conftest import add_users
 from tests.delivery.servers import HttpReceiver, SmtpServer
@@ -37,12 +37,12 @@ RETRY = timedelta(seconds=30)  # the first wait; doubled after each failed attem
 
 
 @pytest.fixture
-def settings(database_url: str) -> Settings:
-    return Settings(
-        database_url=database_url,
-        redis_url=None,
-        base_url="http://testserver",
-        secret_key=TEST_SECRET_KEY,
+def settings(settings: Settings) -> Settings:
+    """The suite's settings (a database of its own for a test marked `own_database`: written here
+    as its own, this fixture gave such a test the shared one, whose every workspace its worker then
+    scanned) with few attempts, a short wait and a low error threshold."""
+    return dataclasses.replace(
+        settings,
         delivery_max_attempts=3,
         delivery_retry_seconds=RETRY.total_seconds(),
         delivery_error_threshold=3,

@@ -902,7 +902,9 @@ class TestStop:
         # and nothing over B's outcomes. Before, A wrote B's users RETRY (and its reason onto their
         # SENT outbox rows) after the run had ended DONE: users waiting for ever.
         gate = _Gate(hold=1)
-        users = 5
+        # One window of users (two lanes, `ROUNDS` requests on each window's one): A claims no
+        # batch ahead, which a claim made after the clock moved would leave to A alone.
+        users = ROUNDS
         try:
             campaign_id = await _publish_to_gate(app, client, workspace, gate, users=users)
             services: Services = app.state.herald
