@@ -617,6 +617,20 @@ async def _dies_with_its_first_message_in_flight(app: FastAPI, workspace: Tenant
     the gate: what a worker that dies mid-send leaves behind."""
     running = asyncio.create_task(tick(app, workspace, one_at_a_time=True))
     assert await asyncio.to_thread(gate.arrived.wait, 30)
+    # Killed once the batch claimed ahead is committed, as a process dies at any point: a task
+    # cancelled inside that claim's PostgreSQL transaction left its connection to be torn down
+    # under the next test steps (asyncpg: "unexpected connection_lost() call").
+    services: Services = app.state.herald
+    pending = select(func.count()).where(
+        ExecutionUser.workspace_id == workspace.workspace_id, ExecutionUser.state == "PENDING"
+    )
+    for _ in range(300):  # a bound, not a timing: a run with nobody left to claim ahead goes on
+        async with services.database.reader() as session:
+            if not await session.scalar(pending):
+                break
+        await asyncio.sleep(0.01)
+    for _ in range(100):  # and the rest of the turn it is in (its users' render) run out
+        await asyncio.sleep(0)
     running.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await running
