@@ -5,8 +5,9 @@ sequence? which alias is present?) before it validates: a quarter of an O1 answe
 walk happens once per model; a request only builds the dict and validates it in one pydantic call.
 What reaches the model is what FastAPI would hand it (a repeated parameter of a list field as a
 list; unknown parameters as extras, so `extra="forbid"` reports them), but a parameter of any other
-field given twice is refused (FastAPI takes its last value), and a failure is the same `RequestValidationError`, located under `query`. `herald.http.openapi`
-documents the fields as the query parameters FastAPI would list (`query_parameters`).
+field given twice is refused (FastAPI takes its last value), and a failure is the same
+`RequestValidationError`, located under `query`. `herald.http.openapi` documents the fields as the
+query parameters FastAPI would list (`query_parameters`).
 """
 
 from __future__ import annotations
