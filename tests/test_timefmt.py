@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime, timedelta
 
 import pytest
 from hypothesis import given, settings
@@ -16,6 +16,8 @@ from herald.timefmt import (
     LATEST,
     as_utc,
     campaign_timestamp,
+    day_end,
+    day_start,
     meta_timestamp,
     parse_iso_datetime,
     rfc3339,
@@ -73,6 +75,17 @@ def test_as_utc_keeps_an_instant_and_clamps_one_beyond_the_calendar() -> None:
     )
     assert as_utc(datetime.fromisoformat("9999-12-31T23:59:00-05:00")) == LATEST
     assert as_utc(datetime.fromisoformat("0001-01-01T00:00:00+05:00")) == EARLIEST
+
+
+@given(st.dates())
+def test_a_day_is_the_utc_instants_from_its_start_until_the_next_days(day: date) -> None:
+    start, end = day_start(day), day_end(day)
+    assert start == datetime(day.year, day.month, day.day, tzinfo=UTC)
+    if day == date.max:
+        assert end is None  # no date-time holds the next day's start: the last day bounds nothing
+    else:
+        assert end == start + timedelta(days=1)
+        assert end.date() == day + timedelta(days=1)
 
 
 @pytest.mark.parametrize(

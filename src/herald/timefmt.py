@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime, time, timedelta
 
 
 def _utc_wall(value: datetime) -> datetime:
@@ -59,6 +59,19 @@ def parse_iso_datetime(value: str) -> datetime | None:
 
 EARLIEST = datetime.min.replace(tzinfo=UTC)
 LATEST = datetime.max.replace(tzinfo=UTC)
+
+
+def day_start(day: date) -> datetime:
+    """The instant `day` begins, in UTC (a date bound names whole UTC days)."""
+    return datetime.combine(day, time(), UTC)
+
+
+def day_end(day: date) -> datetime | None:
+    """The instant `day` ends (exclusive: the next day's start), in UTC; None for 9999-12-31, whose
+    next day no date-time holds: as a bound, the last day bounds nothing. The one home of that rule
+    for every date bound (offers' `created_date_lte`, campaign search's `to_date`, segmentation's
+    date conditions), so they agree on the last day a date can name."""
+    return None if day == date.max else day_start(day + timedelta(days=1))
 
 
 def as_utc(value: datetime) -> datetime:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, time, timedelta
+from datetime import datetime
 from functools import lru_cache
 from typing import Any
 from typing import cast as typed
@@ -35,6 +35,7 @@ from herald.offers.list_query import SUMMARY_FIELDS, OffersListQuery
 from herald.offers.models import STORED_ARCHIVED, Offer, OfferTag, StoredOffer
 from herald.offers.requests import MAX_TAGS
 from herald.offers.status import OfferStatus, status_column, status_predicate
+from herald.timefmt import day_end, day_start
 from herald.timefmt_sql import rfc3339_text
 from herald.workspaces.models import OfferTemplate, Tag
 
@@ -67,8 +68,7 @@ def _shape(query: OffersListQuery, tag_ids: list[str]) -> _Shape:
         statuses=tuple(query.statuses),
         tags=len(tag_ids),
         created_from=query.created_from is not None,
-        # The last day a date can name bounds nothing (its next day is past `date.max`).
-        created_until=query.created_until is not None and query.created_until < date.max,
+        created_until=query.created_until is not None and day_end(query.created_until) is not None,
         creators=bool(query.creators),
         after=query.after_id is not None,
     )
@@ -96,9 +96,9 @@ def _parameters(
     for index, tag in enumerate(tag_ids):
         values[f"tag_{index}"] = tag
     if query.created_from is not None:
-        values["created_from"] = datetime.combine(query.created_from, time(), UTC)
-    if query.created_until is not None and query.created_until < date.max:
-        values["created_before"] = datetime.combine(query.created_until, time(), UTC) + timedelta(days=1)
+        values["created_from"] = day_start(query.created_from)
+    if query.created_until is not None and (end := day_end(query.created_until)) is not None:
+        values["created_before"] = end
     if query.creators:
         values["creators"] = query.creators
     if query.after_id is not None:

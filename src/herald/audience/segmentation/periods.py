@@ -12,11 +12,10 @@ import re
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 
-from herald.timefmt import EARLIEST, LATEST, parse_iso_datetime
+from herald.timefmt import EARLIEST, LATEST, day_end, day_start, parse_iso_datetime
 
 UNITS = ("minutes", "hours", "days", "weeks", "months")
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
-_DAY = timedelta(days=1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,17 +64,9 @@ def parse_instant(value: str) -> datetime | None:
         return None
 
 
-def _midnight(day: date) -> datetime:
-    return datetime(day.year, day.month, day.day, tzinfo=UTC)
-
-
-def _next_day(day: date) -> datetime | None:
-    return None if day == date.max else _midnight(day + _DAY)
-
-
 def period_on(moment: tuple[datetime, bool]) -> Period:
     day = moment[0].date()
-    return Period(_midnight(day), _next_day(day))
+    return Period(day_start(day), day_end(day))
 
 
 def period_before(moment: tuple[datetime, bool]) -> Period:
@@ -86,7 +77,7 @@ def period_after(moment: tuple[datetime, bool]) -> Period:
     instant, is_date = moment
     if not is_date:
         return Period(instant, None, start_inclusive=False)
-    following = _next_day(instant.date())
+    following = day_end(instant.date())
     # after the last representable day: nothing is later
     return Period(following, None) if following else Period(LATEST, None, start_inclusive=False)
 
@@ -96,7 +87,7 @@ def period_between(low: tuple[datetime, bool], high: tuple[datetime, bool]) -> P
     if low[0] > high[0]:
         return None
     if high[1]:
-        return Period(low[0], _next_day(high[0].date()), end_inclusive=False)
+        return Period(low[0], day_end(high[0].date()), end_inclusive=False)
     return Period(low[0], high[0], end_inclusive=True)
 
 
@@ -129,7 +120,7 @@ def resolve_period(condition: Period | RelativeWindow | Today, now: datetime) ->
         return condition
     now = now.astimezone(UTC)
     if isinstance(condition, Today):
-        return Period(_midnight(now.date()), _next_day(now.date()))
+        return Period(day_start(now.date()), day_end(now.date()))
     if condition.future:
         return Period(now, shift(now, condition.amount, condition.unit), end_inclusive=True)
     return Period(shift(now, -condition.amount, condition.unit), now, end_inclusive=True)

@@ -7,7 +7,7 @@ like any unknown field it is refused (UNKNOWN_FIELD).
 from __future__ import annotations
 
 import re
-from datetime import UTC, date, datetime, timedelta
+from datetime import date, datetime
 from typing import Annotated, TypeVar
 
 from pydantic import AfterValidator, Field, Strict, model_validator
@@ -24,7 +24,7 @@ from herald.campaigns.schemas.common import (
 from herald.db import INTEGER_MAX
 from herald.json_numbers import IntegralFloat
 from herald.schemas import APIModel
-from herald.timefmt import DATE_OR_DATE_TIME_PATTERN, LATEST
+from herald.timefmt import DATE_OR_DATE_TIME_PATTERN, LATEST, day_end, day_start
 
 MAX_PAGE_SIZE = 15  # spec, Limits: at most 15 campaigns per page
 
@@ -56,10 +56,8 @@ def bound_instant(value: str, *, end: bool) -> datetime:
     (the instant returned is then exclusive); a date-time without zone is UTC. Bounds beyond what a
     date-time holds (the day after 9999-12-31, a year-1 time east of UTC) are the nearest one that is."""
     if len(value) == _DATE_ONLY:
-        day = datetime.combine(date.fromisoformat(value), datetime.min.time(), tzinfo=UTC)
-        if not end:
-            return day
-        return day + timedelta(days=1) if day.date() < date.max else LATEST
+        day = date.fromisoformat(value)
+        return (day_end(day) or LATEST) if end else day_start(day)
     return resolve_datetime(value)  # checked by DateBound
 
 
