@@ -114,6 +114,22 @@ CODES: tuple[Code, ...] = (
         "If-Match does not match the campaign's current ETag.",
         "`If-Match`.",
     ),
+    Code(
+        "EXPECTATION_FAILED",
+        "error",
+        417,
+        "The request's `Expect` header names an expectation other than 100-continue, the only one "
+        "Herald meets; nothing was processed.",
+        "`expect`.",
+    ),
+    Code(
+        "NOT_IMPLEMENTED",
+        "error",
+        501,
+        "The request's body uses a transfer coding other than chunked (e.g. gzip); send it unencoded, "
+        "with Content-Length or chunked. Nothing was processed.",
+        "`transfer-encoding`.",
+    ),
     Code("PAYLOAD_TOO_LARGE", "error", 413, "The request body is larger than the limit (1 MiB by default)."),
     Code(
         "REQUEST_TIMEOUT",

@@ -310,6 +310,45 @@ def test_an_http_1_1_request_without_host_is_400(server: Server, tenant: Tenant)
     assert answer.json["error"]["target"] == "host"  # type: ignore[index]
 
 
+@pytest.mark.parametrize("coding", [b"gzip, chunked", b"deflate,chunked", b"br"])
+def test_a_transfer_coding_other_than_chunked_is_501_and_nothing_is_processed(
+    server: Server, tenant: Tenant, coding: bytes
+) -> None:
+    # Decoded as chunked alone, a gzip body reached the handlers as bytes that are not JSON.
+    key = str(uuid.uuid4())
+    headers = [*create_headers(tenant, key), (b"Transfer-Encoding", coding)]
+    body = b"%x\r\n" % len(CAMPAIGN) + CAMPAIGN + b"\r\n0\r\n\r\n"
+    answer = exchange(server, request("POST", "/v5/campaigns", headers) + body)
+    if coding == b"br":  # chunked not last: the framing itself is unreadable (RFC 9112 §6.3)
+        assert_envelope(answer, 400, "BAD_REQUEST")
+    else:
+        assert_envelope(answer, 501, "NOT_IMPLEMENTED")
+        assert answer.json["error"]["target"] == "transfer-encoding"  # type: ignore[index]
+    assert_not_processed(server, tenant, key)
+
+
+def test_an_expectation_other_than_100_continue_is_417_and_nothing_is_processed(
+    server: Server, tenant: Tenant
+) -> None:
+    key = str(uuid.uuid4())
+    headers = [*create_headers(tenant, key), (b"Expect", b"teapot")]
+    answer = exchange(server, request("POST", "/v5/campaigns", headers, CAMPAIGN))
+    assert_envelope(answer, 417, "EXPECTATION_FAILED")
+    assert answer.json["error"]["target"] == "expect"  # type: ignore[index]
+    assert_not_processed(server, tenant, key)
+
+
+def test_chunked_bodies_and_100_continue_in_any_case_are_served(server: Server, tenant: Tenant) -> None:
+    headers = [*create_headers(tenant, str(uuid.uuid4())), (b"Transfer-Encoding", b"Chunked")]
+    body = b"%x\r\n" % len(CAMPAIGN) + CAMPAIGN + b"\r\n0\r\n\r\n"
+    assert exchange(server, request("POST", "/v5/campaigns", headers) + body).status == 201
+    headers = [*create_headers(tenant, str(uuid.uuid4())), (b"Expect", b"100-Continue")]
+    answer = exchange(server, request("POST", "/v5/campaigns", headers, CAMPAIGN))
+    # The interim 100 (Continue), then the answer.
+    assert answer.status == 100, answer.body
+    assert answer.body.startswith(b"HTTP/1.1 201 Created\r\n"), answer.body
+
+
 # ---- malformed request lines: a clean 400 -----------------------------------------------------------
 
 MALFORMED = {

@@ -8,6 +8,7 @@ import re
 import uuid
 from array import array
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from itertools import accumulate
 from typing import Any
 from urllib.parse import unquote_to_bytes
@@ -34,24 +35,52 @@ def has_control_characters(headers: Iterable[tuple[bytes, bytes]]) -> bool:
     return _CONTROL_CHARACTER.search(b" ".join(part for header in headers for part in header)) is not None
 
 
+@dataclass(frozen=True, slots=True)
+class HeaderProblem:
+    """Why a request's head is refused: the answer's status and code, and the header at fault."""
+
+    status: int
+    code: str
+    message: str
+    header: str
+
+
+# The one transfer coding a request may use (RFC 9112 §7): `herald serve` decodes chunked framing,
+# nothing else (a gzip body would reach the handlers as bytes that are not JSON).
+_CHUNKED = b"chunked"
+# The one expectation a server meets (RFC 9110 §10.1.1); its token is case-insensitive.
+_CONTINUE = b"100-continue"
+
+
 def header_problem(
     headers: Iterable[tuple[bytes, bytes]], singular: frozenset[bytes], http_version: str
-) -> tuple[str, str] | None:
-    """Why the request's headers are malformed (a message and the header's name), or None: a
-    header that carries one value given twice (`singular`: lower-case names), or no `Host` on
-    HTTP/1.1 (RFC 9112 §3.2). Two `Authorization` headers were read as the first: a proxy in
-    front reading the last would have authenticated someone else."""
+) -> HeaderProblem | None:
+    """Why the request's headers are refused, or None: a header that carries one value given twice
+    (`singular`: lower-case names), or no `Host` on HTTP/1.1 (RFC 9112 §3.2), 400; a transfer
+    coding other than chunked, 501 (RFC 9112 §6.1); an expectation other than 100-continue, 417
+    (RFC 9110 §10.1.1). Two `Authorization` headers were read as the first: a proxy in front
+    reading the last would have authenticated someone else."""
     seen: set[bytes] = set()
     host = False
-    for name, _ in headers:
+    for name, value in headers:
         host = host or name == b"host"
         if name in singular:
             if name in seen:
                 text = name.decode("latin-1")
-                return f"The {text} header must be given once.", text
+                return HeaderProblem(400, "BAD_REQUEST", f"The {text} header must be given once.", text)
             seen.add(name)
+        elif name == b"transfer-encoding":
+            codings = [coding.strip().lower() for coding in value.split(b",")]
+            unknown = next((coding for coding in codings if coding != _CHUNKED), None)
+            if unknown is not None:
+                text = unknown.decode("latin-1")
+                message = f"The transfer coding '{text}' is not supported; send the body as is or chunked."
+                return HeaderProblem(501, "NOT_IMPLEMENTED", message, "transfer-encoding")
+        elif name == b"expect" and value.strip().lower() != _CONTINUE:
+            message = "The only expectation this server meets is 100-continue."
+            return HeaderProblem(417, "EXPECTATION_FAILED", message, "expect")
     if not host and http_version == "1.1":
-        return "An HTTP/1.1 request must carry a Host header.", "host"
+        return HeaderProblem(400, "BAD_REQUEST", "An HTTP/1.1 request must carry a Host header.", "host")
     return None
 
 

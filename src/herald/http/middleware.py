@@ -141,7 +141,9 @@ class HeraldMiddleware:
 
         malformed = header_problem(headers, self.singular_headers, scope.get("http_version", "1.1"))
         if malformed is not None:
-            await self._send_error(send, request_id, 400, "BAD_REQUEST", malformed[0], target=malformed[1])
+            await self._send_error(
+                send, request_id, malformed.status, malformed.code, malformed.message, target=malformed.header
+            )
             return
         method: str = scope["method"]
         body = b""
