@@ -331,6 +331,13 @@ MINIMAL_EMAIL = {**MINIMAL_PUSH, "channel": "EMAIL"}
             stage=C,
         ),
         fails(
+            "send-limit-of-no-message",
+            PUSH_LOCATION_TRIGGERED,
+            ("OUT_OF_RANGE", "delivery_controls.send_limit_value"),
+            {"delivery_controls.send_limit_value": "0"},
+            stage=C,
+        ),
+        fails(
             "sync-data-expiry-too-long",
             PUSH_DEVICE_TRIGGERED,
             ("OUT_OF_RANGE", "delivery_controls.expiry_time_of_sync_data_in_hour"),

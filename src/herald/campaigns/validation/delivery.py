@@ -51,6 +51,10 @@ def check_delivery_controls(ctx: Context) -> list[Problem]:
     if granularity is not None and int(granularity) == 0:
         # A window of no time holds no message: the limit would limit nothing.
         problems.append(out_of_range(join_path(_BASE, hours), f"'{hours}' must be at least 1 hour."))
+    count = controls.send_limit_value
+    if count is not None and int(count) == 0:
+        # At most no message a window: the campaign could never send (to stop it, STOP or PAUSE it).
+        problems.append(out_of_range(join_path(_BASE, limit), f"'{limit}' must be at least 1 message."))
     if controls.queuing_enabled and ctx.enabled(Feature.QUEUING):
         target = join_path(_BASE, "queue_duration")
         if controls.queue_duration is None:
