@@ -132,6 +132,26 @@ def test_fifty_identical_creates_with_one_key_make_one_campaign(cluster: Cluster
     assert len(_campaigns(database_url, tenant.workspace_id)) == 1
 
 
+def test_concurrent_repeats_of_a_completed_keyed_create_are_each_replayed(
+    cluster: Cluster, database_url: str
+) -> None:
+    # Each repeat takes the key's lock only to read its record: those that found the lock busy
+    # answered 409 DUPLICATE_IDEMPOTENCY_KEY ("still in progress") for a request long completed.
+    tenant = _tenant(database_url, OPEN)
+    headers = tenant.headers(campaigns=True, idempotency_key=str(uuid.uuid4()))
+    [first] = _burst(cluster.servers, [("POST", "/v5/campaigns", headers, BODY)])
+    assert first.status_code == 201, first.text
+    repeats = _burst(cluster.servers, [("POST", "/v5/campaigns", headers, BODY)] * 40)
+    assert [r.status_code for r in repeats] == [201] * 40, [r.text for r in repeats if r.status_code != 201]
+    assert all(r.headers.get("Idempotent-Replayed") == "true" for r in repeats)
+    assert {r.json()["data"]["id"] for r in repeats} == {first.json()["data"]["id"]}
+    other = {**BODY, "created_by": "someone.else@example.com"}
+    conflicts = _burst(cluster.servers, [("POST", "/v5/campaigns", headers, other)] * 40)
+    assert {r.json()["error"]["code"] for r in conflicts} == {"IDEMPOTENCY_CONFLICT"}
+    assert {r.status_code for r in conflicts} == {409}
+    assert len(_campaigns(database_url, tenant.workspace_id)) == 1
+
+
 def test_rate_limit_admits_exactly_the_limit_across_processes(cluster: Cluster, database_url: str) -> None:
     tenant = _tenant(database_url)  # C2: 10 per second
     path = f"/v5/campaigns/{'0' * 24}"

@@ -6,9 +6,10 @@ its effect.
 
 - Inside the request's transaction (`claim_in`, the usual way): the request that holds the key is the
   one whose transaction holds its lock — PostgreSQL: a transaction-scoped advisory lock, tried without
-  waiting, and the key's record read after it in one round trip (the function of migration 0018);
-  SQLite: the database's single write lock, which every writing request holds. The record is
-  inserted with the answer. Nothing is written before, so a process that dies leaves nothing to
+  waiting, and the key's record read after it in one round trip (the function of migrations 0018
+  and 0034; when the lock is busy, a live record still answers: `_answer_busy`); SQLite: the
+  database's single write lock, which every writing request holds. The record is inserted with
+  the answer. Nothing is written before, so a process that dies leaves nothing to
   recover: its transaction, and with it the lock, is gone.
 - In a short transaction of its own (`claim`), for operations whose work runs in sessions of their own
   (test sends, previews): the unique primary key, not a check-then-insert, decides which of several
@@ -150,7 +151,7 @@ _LOOKUP = select(
     _RECORDS.c.body,
 ).where(_KEY_IS)
 _FORGET = delete(_RECORDS).where(_KEY_IS)
-# PostgreSQL: the key's lock, then its record, in one round trip (migration 0018). The record's
+# PostgreSQL: the key's lock, then its record, in one round trip (migrations 0018, 0034). The record's
 # columns are typed as the table's, so their values read as `_LOOKUP`'s do.
 _CLAIMED_RECORD = ("fingerprint", "state", "locked_until", "expires_at", "status_code", "headers", "body")
 _CLAIM = text(
@@ -278,13 +279,23 @@ async def _claim_on(connection: AsyncConnection, claim: Claim, now: datetime) ->
     if connection.dialect.name == "postgresql":
         claimed = (await connection.execute(_CLAIM, {**_key_of(claim), "lock_id": _lock_id(claim)})).one()
         if not claimed.held:
-            raise DuplicateIdempotencyKey(target="Idempotency-Key")
+            _answer_busy(claimed, claim, now)
         record = claimed if claimed.fingerprint is not None else None  # a record's is never NULL
     else:
         found = await direct_reads.rows_in(connection, _LOOKUP, _key_of(claim))
         record = found[0] if found else None
     if record is not None:
         await _settle(connection, claim, record, now)
+
+
+def _answer_busy(claimed: Any, claim: Claim, now: datetime) -> None:
+    """PostgreSQL: the key's lock was busy. Its record (read after the lock was tried, migration
+    0034) answers when it is live: repeats of a request completed long ago take the lock from each
+    other only to read it, and each is replayed (or, with another body, 409 IDEMPOTENCY_CONFLICT).
+    Without a live record the key's first request is in flight: 409 DUPLICATE_IDEMPOTENCY_KEY."""
+    if claimed.fingerprint is not None and claimed.expires_at > now:  # a record's fingerprint is never NULL
+        _answer_recorded(claimed, claim)
+    raise DuplicateIdempotencyKey(target="Idempotency-Key")
 
 
 async def _settle(connection: AsyncConnection, claim: Claim, record: Any, now: datetime) -> None:
@@ -368,7 +379,7 @@ async def _claimed_rows(
     )
     claimed = rows[0]  # the claim function's one row, outer-joined: never none
     if not claimed.held:
-        raise DuplicateIdempotencyKey(target="Idempotency-Key")
+        _answer_busy(claimed, claim, now)
     if claimed.fingerprint is None:  # no record (a record's is never NULL): the read ran
         return [row for row in rows if row[-1]]  # `_READ_FOUND`: NULL where the read found nothing
     await _settle(connection, claim, claimed, now)
