@@ -283,7 +283,11 @@ class TestBodyAndAccess:
             request_id="publish-1",
         )
         assert other.status_code == 409
-        assert other.json()["error"]["code"] == "IDEMPOTENCY_CONFLICT"
+        error = other.json()["error"]
+        assert error["code"] == "IDEMPOTENCY_CONFLICT"
+        # The key is the body's request_id (the client sent no Idempotency-Key header): named so.
+        assert error["target"] == "request_id"
+        assert error["message"] == "This request_id was used with a different request."
 
     async def test_a_repeated_update_is_applied_once_and_its_request_id_answers_first(
         self, app: FastAPI, client: httpx.AsyncClient, ws: Tenant

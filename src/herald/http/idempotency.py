@@ -96,6 +96,21 @@ class Claim:
     key: str
     fingerprint: str
     in_request_transaction: bool = False  # claimed by `claim_in` rather than `claim`
+    # What the client named the key with, for the 409s' target and message: the header, or (the
+    # earlier API, L1) the body's `request_id`.
+    named_by: str = "Idempotency-Key"
+
+
+def _in_flight(claim: Claim) -> DuplicateIdempotencyKey:
+    return DuplicateIdempotencyKey(
+        f"A request with this {claim.named_by} is still in progress.", target=claim.named_by
+    )
+
+
+def _conflict(claim: Claim) -> IdempotencyConflict:
+    return IdempotencyConflict(
+        f"This {claim.named_by} was used with a different request.", target=claim.named_by
+    )
 
 
 class Replay(HeraldError):
@@ -209,13 +224,13 @@ async def claim(sessions: async_sessionmaker[AsyncSession], claim: Claim, now: d
                 await session.rollback()
             if await _resolve_existing(session, claim, now):
                 return
-    raise DuplicateIdempotencyKey()
+    raise _in_flight(claim)
 
 
 def _answer_recorded(record: Any, claim: Claim) -> None:
     """A live record answers for its key: another request's → 409 conflict, a completed one → replay."""
     if record.fingerprint != claim.fingerprint:
-        raise IdempotencyConflict(target="Idempotency-Key")
+        raise _conflict(claim)
     if record.state == COMPLETED and record.status_code is not None:
         raise Replay(record.status_code, dict(record.headers or {}), record.body or b"")
 
@@ -236,7 +251,7 @@ async def _resolve_existing(session: AsyncSession, claim: Claim, now: datetime) 
         return False
     _answer_recorded(record, claim)
     if record.locked_until > now:
-        raise DuplicateIdempotencyKey(target="Idempotency-Key")
+        raise _in_flight(claim)
     # The first holder died mid-request (its effect, if any, was rolled back with it): take over,
     # compare-and-set on the lease so only one of several waiting requests wins.
     taken = await session.execute(
@@ -248,7 +263,7 @@ async def _resolve_existing(session: AsyncSession, claim: Claim, now: datetime) 
     )
     await session.commit()
     if getattr(taken, "rowcount", 0) != 1:
-        raise DuplicateIdempotencyKey(target="Idempotency-Key")
+        raise _in_flight(claim)
     return True
 
 
@@ -295,7 +310,7 @@ def _answer_busy(claimed: Any, claim: Claim, now: datetime) -> None:
     Without a live record the key's first request is in flight: 409 DUPLICATE_IDEMPOTENCY_KEY."""
     if claimed.fingerprint is not None and claimed.expires_at > now:  # a record's fingerprint is never NULL
         _answer_recorded(claimed, claim)
-    raise DuplicateIdempotencyKey(target="Idempotency-Key")
+    raise _in_flight(claim)
 
 
 async def _settle(connection: AsyncConnection, claim: Claim, record: Any, now: datetime) -> None:
@@ -306,7 +321,7 @@ async def _settle(connection: AsyncConnection, claim: Claim, record: Any, now: d
         await connection.execute(_FORGET, _key_of(claim))
         return
     _answer_recorded(record, claim)
-    raise DuplicateIdempotencyKey(target="Idempotency-Key")  # claimed by `claim`, still leased
+    raise _in_flight(claim)  # claimed by `claim`, still leased
 
 
 _READ_FOUND = "claim_read_found"

@@ -193,6 +193,7 @@ async def _claim(
                     request.method, _url_path(request), getattr(request.state, "body", b"") or b""
                 ),
                 in_request_transaction=in_request_transaction,
+                named_by="request_id" if operation.idempotency == "body_request_id" else "Idempotency-Key",
             )
             if in_request_transaction and operation.claim_with_read:
                 uow.pending_claim = claim  # taken by the handler's first read (`ClaimRead`)
