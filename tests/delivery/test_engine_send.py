@@ -187,6 +187,58 @@ class TestEmail:
         }
         assert run["held_out"] == {"control_group": 0, "global_control": 0}
 
+    async def test_text_shaped_as_encoded_words_goes_out_as_the_text_and_adds_no_header(
+        self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant, smtp_server: SmtpServer
+    ) -> None:
+        # Plain ASCII that reads as an RFC 2047 encoded word of "Hi\r\nReply-To: ...": assigned to
+        # the header, the email package decoded it into header lines of the user's choosing.
+        shaped = "=?utf-8?b?SGkNClJlcGx5LVRvOiBldmlsQGF0dGFja2VyLnRlc3QNClgtSW5qOiAx?="
+        await smtp_connector(app, workspace, smtp_server, senders=["news@shop.example"])
+        await add_users(
+            app,
+            workspace.workspace_id,
+            {"customer_id": "eve", "email": "eve@example.com", "first_name": shaped},
+        )
+        body = copy.deepcopy(EMAIL)
+        body["campaign_content"]["content"]["email"]["sender_name"] = "Shop =?utf-8?b?Qm9zcw==?="
+        await publish(client, workspace, body)
+        await tick(app, workspace)
+        [mail] = smtp_server.received
+        assert mail.rcpt_tos == ["eve@example.com"]
+        assert mail.message["Reply-To"] is None
+        assert mail.message["X-Inj"] is None
+        assert mail.message["Bcc"] is None
+        # The reader shows the text the outbox records, as it was rendered.
+        assert str(mail.message["Subject"]) == f"Hi {shaped}"
+        assert (
+            mail.message["From"].addresses[0].display_name == "Shop =?utf-8?b?Qm9zcw==?="
+        )  # not "Shop Boss"
+        assert mail.message["From"].addresses[0].addr_spec == "news@shop.example"
+        [row] = await outbox_rows(app, workspace)
+        assert row.status == "SENT"
+
+    async def test_an_address_that_reads_as_another_mailbox_fails_its_user_and_reaches_no_one(
+        self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant, smtp_server: SmtpServer
+    ) -> None:
+        # `me<victim@other.test>` holds one `@`, as the ingestion rule asks; read as a To header it
+        # is a display name and another mailbox, which RCPT TO named.
+        await smtp_connector(app, workspace, smtp_server, senders=["news@shop.example"])
+        await add_users(
+            app,
+            workspace.workspace_id,
+            {"customer_id": "ana", "email": "ana@example.com"},
+            {"customer_id": "odd", "email": "me<victim@other.test>"},
+            {"customer_id": "commented", "email": "a(note)@example.com"},
+        )
+        await publish(client, workspace, EMAIL)
+        await tick(app, workspace)
+        assert [mail.rcpt_tos for mail in smtp_server.received] == [["ana@example.com"]]
+        rows = {r.customer_id: r for r in await outbox_rows(app, workspace)}
+        assert rows["ana"].status == "SENT"
+        for customer_id, reads_as in (("odd", "victim@other.test"), ("commented", "a@example.com")):
+            assert rows[customer_id].status == "FAILED"
+            assert f"reads as another mailbox ('{reads_as}')" in (rows[customer_id].failure_reason or "")
+
     async def test_the_preview_text_is_the_personalized_preheader_of_each_mail(
         self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant, smtp_server: SmtpServer
     ) -> None:

@@ -87,6 +87,28 @@ class TestMimeMessage:
         assert (mailbox.display_name, mailbox.addr_spec) == (name, "news@shop.example")
         assert not parsed["From"].defects
 
+    @pytest.mark.parametrize("field", ["subject", "sender_name"])
+    @pytest.mark.parametrize(
+        "shaped",
+        [
+            "=?utf-8?b?SGkNClJlcGx5LVRvOiBldmlsQGF0dGFja2VyLnRlc3QNClgtSW5qOiAx?=",  # "Hi\r\nReply-To: ..."
+            "=?utf-8?q?Hi=0D=0ABcc:_evil@attacker.test?= and more =?utf-8?b?SGk=?= " * 3,
+            "Grüße =?iso-8859-1?q?=0A=0DX-Inj:_1?=",
+        ],
+    )
+    def test_text_shaped_as_encoded_words_adds_no_header_line(self, field: str, shaped: str) -> None:
+        sent = build_email(_envelope({**EMAIL, field: shaped}, test=False)).as_bytes(policy=policy.SMTP)
+        head = sent.split(b"\r\n\r\n", 1)[0]
+        names = [line.split(b":", 1)[0] for line in head.split(b"\r\n") if not line[:1].isspace()]
+        assert names == [
+            b"From", b"To", b"Reply-To", b"Cc", b"Bcc", b"Subject", b"Date", b"Message-ID",
+            b"X-Herald-Delivery", b"MIME-Version", b"Content-Type",
+        ]  # fmt: skip
+        parsed = message_from_bytes(sent, policy=policy.default)
+        assert parsed["From"].addresses[0].addr_spec == "news@shop.example"
+        if field == "subject":
+            assert str(parsed["Subject"]) == " ".join(shaped.split())  # as rendered, not decoded
+
     def test_live_sends_keep_cc(self) -> None:
         message = build_email(_envelope(EMAIL, test=False))
         assert message["Cc"] == "cc@shop.example"

@@ -26,6 +26,7 @@ import re
 import ssl
 from dataclasses import dataclass, field
 from email.errors import HeaderParseError
+from email.header import Header
 from email.headerregistry import Address
 from email.message import EmailMessage
 from email.utils import format_datetime, formataddr
@@ -118,30 +119,58 @@ def _one_line(value: object) -> str:
     return " ".join(str(value).split()) if value is not None else ""
 
 
-def _mailbox(name: str, address: str) -> Address | str:
+# What opens an RFC 2047 encoded word. A header text holding one is decoded when the header is
+# parsed: by the email package itself when a value is assigned (a user's first name of
+# `=?utf-8?b?...?=` decoded to a CR LF and header lines of its choosing: `_one_line` had checked
+# the text before), and by the recipient's mail reader. Such a text goes out encoded whole
+# (RFC 2047 §5: text that could be taken for an encoded word is encoded), so that the reader
+# shows the text the outbox records.
+_ENCODED_WORD = "=?"
+
+
+def _encoded(text: str, header: str) -> str:
+    """`text` as encoded words, folded to the header's line length."""
+    return Header(text, "utf-8", header_name=header).encode(linesep="\n")
+
+
+def _set_subject(message: EmailMessage, subject: str) -> None:
+    if _ENCODED_WORD in subject:
+        message.set_raw("Subject", _encoded(subject, "Subject"))  # stored as encoded, not parsed
+    else:
+        message["Subject"] = subject
+
+
+def _set_from(message: EmailMessage, name: str, address: str) -> None:
     """The From mailbox: a display name with commas, quotes, `<>` or `()` (and non-ASCII) encoded as
     one name. A `formataddr` string assigned to the header was parsed again, and a name such as
-    `Shop, Inc. "Best" Ü` came out as two addresses."""
+    `Shop, Inc. "Best" Ü` came out as two addresses. A name that could be taken for an encoded
+    word is encoded whole, the address on a line of its own (`_ENCODED_WORD`)."""
+    if _ENCODED_WORD in name:
+        message.set_raw("From", f"{_encoded(name, 'From')}\n <{address}>")
+        return
     try:
-        return Address(display_name=name, addr_spec=address)
+        message["From"] = Address(display_name=name, addr_spec=address)
     except (ValueError, HeaderParseError, IndexError):
-        return formataddr((name, address))  # an address the parser refuses: as it was given
+        message["From"] = formataddr((name, address))  # an address the parser refuses: as it was given
 
 
 def build_email(envelope: Envelope) -> EmailMessage:
-    """The MIME message for `envelope`. Test sends go to the test recipient only (no cc/bcc)."""
+    """The MIME message for `envelope`. Test sends go to the test recipient only (no cc/bcc).
+    Raises ValueError when the recipient's address would be read as another mailbox, or a header
+    would span lines."""
     content = envelope.message
     from_address = _one_line(content.get("from_address"))
     message = EmailMessage()
-    message["From"] = _mailbox(_one_line(content.get("sender_name")), from_address)
-    message["To"] = _one_line(envelope.recipient.address)
+    _set_from(message, _one_line(content.get("sender_name")), from_address)
+    recipient = _one_line(envelope.recipient.address)
+    message["To"] = recipient
     if content.get("reply_to_address"):
         message["Reply-To"] = _one_line(content["reply_to_address"])
     if not envelope.is_test:
         for header, key in (("Cc", "cc_ids"), ("Bcc", "bcc_ids")):
             if content.get(key):
                 message[header] = ", ".join(_one_line(address) for address in content[key])
-    message["Subject"] = _one_line(content.get("subject"))
+    _set_subject(message, _one_line(content.get("subject")))
     message["Date"] = format_datetime(envelope.now)
     domain = from_address.rpartition("@")[2] or "herald.invalid"
     message["Message-ID"] = f"<{envelope.delivery_id}@{domain}>"
@@ -151,6 +180,14 @@ def build_email(envelope: Envelope) -> EmailMessage:
     html = str(content.get("html_content") or "")
     message.set_content(plain_text(html))
     message.add_alternative(with_preheader(html, str(content.get("preview_text") or "")), subtype="html")
+    # The mail goes to the address the outbox records, or to nobody: a stored `me<victim@other>`
+    # was read as a display name and another mailbox, which RCPT TO then named.
+    if (primary := _primary_address(message)) != recipient:
+        raise ValueError(f"the address '{recipient}' reads as another mailbox ('{primary}')")
+    # Whatever a header was given, none may span lines once parsed (the last guard against
+    # header lines chosen by content).
+    if any("\r" in str(value) or "\n" in str(value) for value in message.values()):
+        raise ValueError("a header would span lines")
     return message
 
 
