@@ -481,6 +481,30 @@ class TestVersioning:
         assert target in {d["target"] for d in response.json()["error"]["details"]}
         assert await h.get(client, ws, campaign_id) == before
 
+    async def test_a_live_campaign_cannot_be_changed_into_one_publishing_refuses(
+        self, client: httpx.AsyncClient, ws: Tenant
+    ) -> None:
+        # Push content whose Android BASIC lacks its message passes as a draft's patch; on a live
+        # campaign it was written, validate (C4) then called it unpublishable, and the start sent
+        # every user a push without a message.
+        campaign_id = await self._live(client, ws, "push_device_triggered")
+        before = await h.get(client, ws, campaign_id)
+        content = {
+            "push": {"android": {"template_type": "BASIC", "basic_details": {"title": "Only a title"}}}
+        }
+        response = await client.patch(
+            f"/v5/campaigns/{campaign_id}",
+            json={"updated_by": "m@example.com", "campaign_content": {"content": content}},
+            headers=ws.write_headers(campaigns=True),
+        )
+        assert response.status_code == 400, response.text
+        [detail] = response.json()["error"]["details"]
+        assert (detail["code"], detail["target"]) == (
+            "REQUIRED_FIELD_MISSING",
+            "campaign_content.content.push.android.basic_details.message",
+        )
+        assert await h.get(client, ws, campaign_id) == before
+
     async def test_a_live_campaign_may_clear_an_optional_component(
         self, client: httpx.AsyncClient, ws: Tenant
     ) -> None:

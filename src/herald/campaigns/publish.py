@@ -99,7 +99,7 @@ async def update_and_publish(
         return
     # The row is locked already (read above): loading it whole costs a statement, on publishes only.
     row = await service.get_campaign(session, workspace.id, campaign_id, for_update=True)
-    prepared = service.prepare_update(workspace, row, body, V1_MODELS)
+    prepared = service.prepare_update(workspace, row, body, V1_MODELS, published_after=True)
     problems = await service.publish_problems(session, workspace, prepared.merged)
     if problems:
         raise Unprocessable(_publish_message(problems), details=problems)

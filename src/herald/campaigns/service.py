@@ -281,11 +281,18 @@ class PreparedUpdate(CheckedUpdate):
 
 
 def check_update(
-    workspace: Workspace, stored: StoredCampaign, raw: object, models: UpdateModels | None = None
+    workspace: Workspace,
+    stored: StoredCampaign,
+    raw: object,
+    models: UpdateModels | None = None,
+    *,
+    published_after: bool = False,
 ) -> CheckedUpdate:
     """Parse and check an update of `stored` (contract §5 C3) without writing; raises on any problem.
 
     `models` picks the body models per channel (L1 reads its own body with the same components).
+    `published_after`: the caller checks the whole campaign for publishing next (an L1 publish,
+    422 with every failure), so what a live campaign must keep is left to that check.
     """
     channel, delivery_type = Channel(stored.channel), DeliveryType(stored.delivery_type)
     body, problems = parse_update(
@@ -306,26 +313,38 @@ def check_update(
         raise ValidationFailed(stored_problems, "The stored campaign cannot be read; resend every component.")
     merged = current.merged(body)
     problems = validate_campaign(merged, Stage.DRAFT_PATCH, workspace.features, sent, previous=current)
-    problems += _cleared_but_needed(workspace, stored, body, merged)
+    if not published_after:
+        problems += _no_longer_publishable(workspace, stored, body, merged, problems)
     if problems:
         raise ValidationFailed(problems)
     return CheckedUpdate(body=body, merged=merged, stored_components=stored.components)
 
 
-def _cleared_but_needed(
-    workspace: Workspace, stored: StoredCampaign, body: CampaignUpdate, merged: CampaignDocument
+def _no_longer_publishable(
+    workspace: Workspace,
+    stored: StoredCampaign,
+    body: CampaignUpdate,
+    merged: CampaignDocument,
+    problems: list[Problem],
 ) -> list[Problem]:
-    """A component sent as null clears it. A draft may lose any (it may be created without them),
-    but a campaign past DRAFT was published and keeps what publishing needs: clearing a component
-    is refused where the campaign would no longer pass DRAFT_PUBLISH without it (its content, the
-    geofences of a location trigger, ...), and allowed where it is optional (`utm_params`)."""
+    """A draft may be anything a draft may be (it is checked for publishing when it is published),
+    but a campaign past DRAFT was published and keeps what publishing needs: a component sent
+    (changed, or cleared with null) is refused where the campaign would no longer pass
+    DRAFT_PUBLISH because of it (push content without a platform's message, a location trigger
+    without geofences, ...). Otherwise a live campaign could be changed into one publishing refuses,
+    and its messages sent as they were. Clearing an optional component (`utm_params`) is allowed."""
     if stored.status == CampaignStatus.DRAFT:
         return []
-    cleared = {name for name in sent_components(body) if getattr(body, name) is None}
-    if not cleared:
+    sent = set(sent_components(body))
+    if not sent:
         return []
     found = validate_campaign(merged, Stage.DRAFT_PUBLISH, workspace.features)
-    return [problem for problem in found if (problem.target or "").split(".", 1)[0] in cleared]
+    known = {problem.target for problem in problems}  # a field at fault is named once
+    return [
+        problem
+        for problem in found
+        if (problem.target or "").split(".", 1)[0] in sent and problem.target not in known
+    ]
 
 
 def _rules_beyond(
@@ -377,10 +396,15 @@ def _patch_rules_beyond(
 
 
 def prepare_update(
-    workspace: Workspace, row: Campaign, raw: object, models: UpdateModels | None = None
+    workspace: Workspace,
+    row: Campaign,
+    raw: object,
+    models: UpdateModels | None = None,
+    *,
+    published_after: bool = False,
 ) -> PreparedUpdate:
     """`check_update` of a loaded row, kept with it for `apply_update`."""
-    checked = check_update(workspace, StoredCampaign.of(row), raw, models)
+    checked = check_update(workspace, StoredCampaign.of(row), raw, models, published_after=published_after)
     return PreparedUpdate(
         body=checked.body, merged=checked.merged, stored_components=checked.stored_components, row=row
     )
