@@ -283,6 +283,46 @@ class TestBestTimeToSend:
         [run] = (await stats(client, workspace, campaign_id))["executions"]
         assert run["suppressed"]["bts_not_available"] == 1
 
+    async def test_a_business_event_run_sends_each_user_at_their_best_time_from_the_raise(
+        self,
+        app: FastAPI,
+        client: httpx.AsyncClient,
+        workspace: Tenant,
+        webhook: HttpReceiver,
+        clock: FrozenClock,
+    ) -> None:
+        # A business event's run has no schedule of its own: its rule was dropped, and every user
+        # went out at the raise, the one DO_NOT_SEND skips included.
+        await push_connector(app, workspace, webhook)
+        await users(app, workspace, known=None, unknown=None)
+        clock.set(datetime(2026, 3, 1, 23, 0, tzinfo=UTC))
+        await add_events(app, workspace, "known", datetime(2026, 3, 1, 12, 15, tzinfo=UTC))
+        body = scheduled(
+            delivery_type="SEND_IN_BTS",
+            start_time="2026-03-02T06:00:00",
+            timezone="UTC",
+            bts_details={"send_in_bts": True, "if_user_bts_is_not_available": "DO_NOT_SEND"},
+        )
+        body["campaign_delivery_type"] = "BUSINESS_EVENT_TRIGGERED"
+        body["basic_details"]["business_event"] = "price_drop"
+        body["basic_details"]["platforms"] = ["ANDROID"]
+        body["campaign_content"]["content"]["push"].pop("ios")
+        campaign_id = await publish(client, workspace, body)
+        await at(app, clock, workspace, datetime(2026, 3, 2, 10, 0, tzinfo=UTC))
+        assert await status(client, workspace, campaign_id) == "ACTIVE"
+        raised = await client.post(
+            f"/v1/business-event/{workspace.workspace_id}",
+            json={"name": "price_drop", "attributes": {}},
+            headers=workspace.write_headers(),
+        )
+        assert raised.status_code == 202, raised.text
+        await at(app, clock, workspace, datetime(2026, 3, 2, 10, 1, tzinfo=UTC))
+        assert receivers(webhook) == []  # known's best hour is 12:00
+        await at(app, clock, workspace, datetime(2026, 3, 2, 12, 0, tzinfo=UTC))
+        assert receivers(webhook) == ["known"]
+        [run] = (await stats(client, workspace, campaign_id))["executions"]
+        assert (run["trigger"], run["sent"], run["suppressed"]["bts_not_available"]) == ("BUSINESS", 1, 1)
+
     async def test_a_users_first_events_count_at_the_next_run_the_same_day(
         self,
         app: FastAPI,

@@ -420,9 +420,10 @@ async def _send_time(
     """Users whose own send time (`send_time.py`) is later wait for it; users it skips are
     suppressed; the rest go on."""
     campaign = plan.campaign
-    rule = send_time.rule_of(
-        campaign.document.scheduling_details, execution.scheduled_for, campaign.published_at
-    )
+    # A business event's run is for the moment it was raised (it has no schedule of its own): the
+    # campaign's per-user send time counts from there, as a one-time run's counts from its start.
+    start = execution.created_at if execution.trigger == "BUSINESS" else execution.scheduled_for
+    rule = send_time.rule_of(campaign.document.scheduling_details, start, campaign.published_at)
     if rule is None or not candidates:
         return candidates
     zones = {
