@@ -10,10 +10,11 @@ import httpx
 from fastapi import FastAPI
 
 from herald.clock import FrozenClock
+from herald.config import Settings
 from herald.delivery.engine.broadcast import broadcast_id
 from tests.delivery.builders import outbox_rows, push_connector
 from tests.delivery.servers import HttpReceiver
-from tests.delivery.test_engine_controls import push_users
+from tests.delivery.test_engine_controls import herald, push_users
 from tests.delivery.test_engine_send import PUSH, publish, stats, status, tick
 from tests.factories import Tenant
 
@@ -57,6 +58,7 @@ class TestBroadcast:
         app: FastAPI,
         client: httpx.AsyncClient,
         clock: FrozenClock,
+        settings: Settings,
         workspace: Tenant,
         webhook: HttpReceiver,
     ) -> None:
@@ -66,6 +68,12 @@ class TestBroadcast:
         await tick(app, workspace)
         [run] = (await stats(client, workspace, campaign_id))["executions"]
         assert (run["broadcast"]["status"], run["broadcast"]["attempts"]) == ("PENDING", 1)
+        # The operator's table shows the one message too (it showed an audience of 0 and nothing sent).
+        table = await herald(settings, "campaigns", "stats", campaign_id, "-w", workspace.workspace_id)
+        assert (
+            f"broadcast ({run['id']}): PENDING, 1 attempt(s); last failure: {run['broadcast']['failure_reason']}; "
+            f"id {run['broadcast']['id']}"
+        ) in table.splitlines()
         await tick(app, workspace)  # not due yet
         assert len(webhook.received) == 1
         webhook.status = 204

@@ -165,6 +165,13 @@ def stats_table(data: dict[str, Any]) -> str:
     for run in runs:
         if run.get("reason"):
             lines.append(f"reason ({run['id']}): {run['reason']}")
+    # A live activity's one broadcast message, likewise a line of its own per execution.
+    for run in runs:
+        if broadcast := run.get("broadcast"):
+            line = f"broadcast ({run['id']}): {broadcast['status']}, {broadcast['attempts']} attempt(s)"
+            if broadcast.get("failure_reason"):
+                line += f"; last failure: {broadcast['failure_reason']}"
+            lines.append(f"{line}; id {broadcast['id']}")
     return "\n".join(lines)
 
 
