@@ -243,7 +243,7 @@ class SmtpSessions:
             return Outcome(False, unverified)
         try:
             message = build_email(envelope)
-            primary = _primary_address(message)
+            primary = _one_line(envelope.recipient.address)  # the To address (`build_email` checks)
         except (ValueError, TypeError) as exc:
             return Outcome(False, f"The message cannot be built: {exc}")
         idle = self._idle.setdefault(key, [])

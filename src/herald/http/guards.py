@@ -70,7 +70,8 @@ def header_problem(
                 return HeaderProblem(400, "BAD_REQUEST", f"The {text} header must be given once.", text)
             seen.add(name)
         elif name == b"transfer-encoding":
-            codings = [coding.strip().lower() for coding in value.split(b",")]
+            # A list's empty elements count for nothing (RFC 9110 §5.6.1).
+            codings = [coding for part in value.split(b",") if (coding := part.strip().lower())]
             unknown = next((coding for coding in codings if coding != _CHUNKED), None)
             if unknown is not None:
                 text = unknown.decode("latin-1")
