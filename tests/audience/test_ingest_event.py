@@ -167,6 +167,10 @@ class TestValidation:
             ({"current_time": "yesterday"}, ("INVALID_TYPE", "actions.0.current_time")),
             ({"current_time": True}, ("INVALID_TYPE", "actions.0.current_time")),
             ({"current_time": -1}, ("OUT_OF_RANGE", "actions.0.current_time")),
+            # Spelt either way, a time before the epoch is out of range.
+            ({"current_time": "0001-01-01T00:00:00Z"}, ("OUT_OF_RANGE", "actions.0.current_time")),
+            ({"current_time": "1969-12-31T23:59:59Z"}, ("OUT_OF_RANGE", "actions.0.current_time")),
+            ({"user_time": "1969-12-31T23:59:59"}, ("OUT_OF_RANGE", "actions.0.user_time")),
             ({"current_time": 10**13}, ("OUT_OF_RANGE", "actions.0.current_time")),
             ({"user_time": "soon"}, ("INVALID_TYPE", "actions.0.user_time")),
             ({"user_timezone_offset": 60000}, ("OUT_OF_RANGE", "actions.0.user_timezone_offset")),

@@ -25,6 +25,7 @@ from herald.pydantic_errors import problems_from_validation_error
 # Events may carry a time slightly ahead of ours (client clocks drift); beyond that they are refused.
 FUTURE_TOLERANCE = timedelta(minutes=5)
 _LATEST_EPOCH = 253_402_300_799  # 9999-12-31T23:59:59Z
+_EARLIEST_TIME = datetime(1970, 1, 1, tzinfo=UTC)  # epoch seconds 0
 
 M = TypeVar("M", bound=BaseModel)
 Path = tuple[str | int, ...]
@@ -80,6 +81,11 @@ def parse_time(value: Any, path: Path) -> tuple[datetime | None, list[Problem]]:
         return datetime.fromtimestamp(value, UTC), []
     if isinstance(value, str):
         parsed = parse_datetime_text(value)
+        # One range for both spellings: the epoch seconds' (a date-time of year 1 was taken while
+        # its epoch seconds, negative, were refused).
+        if parsed is not None and parsed < _EARLIEST_TIME:
+            message = "A date-time must be at or after 1970-01-01T00:00:00Z (epoch seconds 0)."
+            return None, [Problem("OUT_OF_RANGE", join_path(*path), message)]
         if parsed is not None:
             return parsed, []
     return None, [
