@@ -11,6 +11,7 @@ from fastapi import FastAPI
 
 from herald.config import Settings
 from herald.main import create_app
+from herald.workspaces.scopes import Scope
 from tests.factories import Tenant
 
 
@@ -30,9 +31,18 @@ async def test_every_operation_declares_shared_headers_and_answers(client: httpx
     for method, path, operation in operations:
         names = {parameter["name"] for parameter in operation["parameters"]}
         assert "X-SVC-Request-Id" in names, (method, path)
-        assert operation["security"] == [{"basicAuth": []}]
+        # The scope the key needs: the requirement's role (OpenAPI 3.1), and said in the description.
+        [[scope]] = [requirement["basicAuth"] for requirement in operation["security"]]
+        assert scope in {item.value for item in Scope}, (method, path)
+        assert f"Scope: `{scope}`." in operation["description"], (method, path)
         responses = operation["responses"]
-        assert {"400", "401", "403", "429", "503"} <= set(responses), (method, path)
+        # The guard's answers, and those `herald serve` gives at the socket.
+        assert {"400", "401", "403", "408", "417", "429", "431", "501", "503"} <= set(responses), (
+            method,
+            path,
+        )
+        # 503: the gateway's HTML page, or the error envelope when a dependency is unavailable.
+        assert set(responses["503"]["content"]) == {"text/html", "application/json"}
         assert "422" not in responses or "HTTPValidationError" not in str(responses["422"])
         for status, response in responses.items():
             assert "X-SVC-Request-Id" in response["headers"]
@@ -51,6 +61,32 @@ async def test_every_operation_declares_shared_headers_and_answers(client: httpx
             if status != "204":
                 assert all(media.get("schema") for media in response["content"].values()), (path, status)
                 assert {} not in [media["schema"] for media in response["content"].values()], (path, status)
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "scope"),
+    [
+        ("get", "/v5/offers", "offers:read"),
+        ("post", "/v5/offers", "offers:write"),
+        ("get", "/v5/campaigns/{campaign_id}", "campaigns:view"),
+        ("post", "/v5/campaigns", "campaigns:create_manage"),
+        ("patch", "/v5/campaigns/{campaign_id}", "campaigns:create_manage"),
+        ("post", "/v1/event/{workspace_id}", "data:write"),
+    ],
+)
+async def test_each_operation_names_the_scope_contract_section_2_gives_it(
+    client: httpx.AsyncClient, method: str, path: str, scope: str
+) -> None:
+    document = (await client.get("/openapi.json")).json()
+    assert document["paths"][path][method]["security"] == [{"basicAuth": [scope]}]
+
+
+async def test_the_earlier_apis_update_documents_its_replays(client: httpx.AsyncClient) -> None:
+    # Its body's request_id de-duplicates: a repeat's answer carries Idempotent-Replayed.
+    document = (await client.get("/openapi.json")).json()
+    responses = document["paths"]["/core-services/v1/campaigns/{campaign_id}"]["patch"]["responses"]
+    for status in ("204", "409", "422"):
+        assert "Idempotent-Replayed" in responses[status]["headers"], status
 
 
 async def test_campaign_operations_require_the_app_key_header(client: httpx.AsyncClient) -> None:
@@ -248,3 +284,51 @@ async def test_the_earlier_api_update_is_described_as_a_merge_of_what_is_sent(
     assert not l1.is_valid({"channel": "PUSH", **partial})  # request_id and updated_by stay required
     assert not l1.is_valid({**sender, "channel": "PUSH", "utm_params": {"utm_source": 5}})
     assert not c3.is_valid({"channel": "PUSH", **partial})
+
+
+def _resolved(document: dict[str, Any], node: dict[str, Any]) -> dict[str, Any]:
+    while "$ref" in node:
+        node = document["components"]["schemas"][node["$ref"].rsplit("/", 1)[1]]
+    return node
+
+
+def _property(document: dict[str, Any], schema: str, *path: str) -> dict[str, Any]:
+    node = _resolved(document, {"$ref": f"#/components/schemas/{schema}"})
+    for name in path:
+        node = _resolved(document, node["properties"][name])
+        node = next((_resolved(document, v) for v in node.get("anyOf", []) if v != {"type": "null"}), node)
+    return node
+
+
+async def test_the_document_holds_the_enums_the_server_enforces(client: httpx.AsyncClient) -> None:
+    # A body valid by the document was refused: relevance_score 0.7, an Email INTELLIGENT_DELAY.
+    document = (await client.get("/openapi.json")).json()
+    score = _property(document, "IosSpecificPriority", "relevance_score")
+    assert score["enum"] == [0, 0.5, 1]
+    email = _property(document, "EmailCampaignCreate", "trigger_condition")
+    assert "intelligent_delay_optimization" not in email["properties"]
+    assert _property(document, "EmailCampaignCreate", "trigger_condition", "trigger_delay_type")["enum"] == [
+        "DELAY",
+        "ASAP",
+    ]
+    push = _property(document, "PushCampaignCreate", "trigger_condition", "trigger_delay_type")
+    assert "INTELLIGENT_DELAY" in push["enum"]
+
+
+@pytest.mark.parametrize(
+    ("schema", "kind"),
+    [
+        ("OfferListResponse", "offer"),
+        ("OfferCreatedResponse", "offer"),
+        ("OfferChangedResponse", "offer"),
+        ("TemplateListResponse", "template"),
+    ],
+)
+async def test_the_offer_envelopes_type_is_required_and_fixed(
+    client: httpx.AsyncClient, schema: str, kind: str
+) -> None:
+    # The spec: `type` | enum | `offer`. Required.
+    document = (await client.get("/openapi.json")).json()
+    envelope = document["components"]["schemas"][schema]
+    assert "type" in envelope["required"]
+    assert envelope["properties"]["type"]["const"] == kind

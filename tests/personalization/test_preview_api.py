@@ -328,6 +328,17 @@ class TestRequestValidation:
             for field in ("request_id", "channel", "user_identification", "campaign_content")
         }
 
+    async def test_a_request_without_a_body_is_400_bad_request(
+        self, client: httpx.AsyncClient, workspace: Tenant
+    ) -> None:
+        # As every JSON route answers it; it was a VALIDATION_FAILED naming an internal "body".
+        headers = {**workspace.headers(campaigns=True), "Content-Type": "application/json"}
+        response = await client.post("/v5/personalization/preview", content=b"", headers=headers)
+        assert response.status_code == 400, response.text
+        error = response.json()["error"]
+        assert (error["code"], error["message"]) == ("BAD_REQUEST", "A JSON body is required.")
+        assert "details" not in error or not error["details"]
+
     @pytest.mark.parametrize("channel", ["WHATSAPP", "push", 3])
     async def test_unknown_channel_is_400(
         self, client: httpx.AsyncClient, workspace: Tenant, channel: object

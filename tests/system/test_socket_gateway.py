@@ -133,6 +133,8 @@ def assert_gateway_503(answer: Answer) -> None:
     assert answer.status == 503, answer.body
     assert answer.headers["content-type"].startswith("text/html")
     assert answer.body.startswith(b"<html>")
+    # Like every answer, it carries a request id of its own (the document lists it on every 503).
+    assert uuid.UUID(answer.headers["x-svc-request-id"]).version == 4
     assert answer.closed
 
 

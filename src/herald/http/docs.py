@@ -55,8 +55,14 @@ _DESCRIPTIONS = {
     412: "If-Match does not match.",
     413: "Body too large.",
     422: "The change cannot be applied in this state.",
+    408: "`herald serve` did not receive the request's head or body in time (REQUEST_TIMEOUT).",
+    417: "An `Expect` other than 100-continue (EXPECTATION_FAILED).",
     429: "Rate limited; see Retry-After.",
-    503: "The gateway cannot route the request (HTML body).",
+    431: "The request line and headers are larger than the server takes (REQUEST_HEADERS_TOO_LARGE).",
+    501: "A transfer coding other than chunked (NOT_IMPLEMENTED).",
+    503: "The gateway cannot route the request (a control character in a header: HTML body), or a "
+    "dependency (the database, Redis, the clock file) is unavailable: the error envelope, "
+    "SERVICE_UNAVAILABLE.",
 }
 
 
@@ -67,7 +73,10 @@ def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
         if status in (401, 403):
             entry["content"] = {"text/plain": {"schema": GATEWAY_BODY}}
         elif status == 503:
-            entry["content"] = {"text/html": {"schema": {"type": "string", "description": "An HTML page."}}}
+            entry["content"] = {
+                "text/html": {"schema": {"type": "string", "description": "The gateway's HTML page."}},
+                "application/json": {"schema": {"$ref": "#/components/schemas/ErrorEnvelope"}},
+            }
         else:
             entry["model"] = ErrorEnvelope
         responses[status] = entry

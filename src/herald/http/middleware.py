@@ -99,7 +99,12 @@ class HeraldMiddleware:
             return
         headers: list[tuple[bytes, bytes]] = scope["headers"]
         if has_control_characters(headers):
-            await _send_raw(send, 503, [(b"content-type", b"text/html; charset=utf-8")], GATEWAY_503_HTML)
+            # The gateway's page, with a request id of its own like every answer.
+            page = [
+                (b"content-type", b"text/html; charset=utf-8"),
+                (self.request_id_header, uuid4_text().encode()),
+            ]
+            await _send_raw(send, 503, page, GATEWAY_503_HTML)
             return
 
         base_url.bind(scope)

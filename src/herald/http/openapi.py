@@ -98,12 +98,12 @@ def guarded_operations(routes: Iterable[BaseRoute]) -> dict[tuple[str, str], Doc
     return found
 
 
-def _complete_operation(method: str, operation: dict[str, Any]) -> None:
-    keyed = False
+def _complete_operation(method: str, operation: dict[str, Any], guard: Operation) -> None:
+    # An Idempotency-Key, or (L1) the body's request_id: its repeats are replayed.
+    keyed = guard.idempotency != "none"
     for parameter in operation.get("parameters", []):
         if parameter.get("in") != "header":
             continue
-        keyed = keyed or parameter.get("name") == "Idempotency-Key"
         # A header is absent or a string, never null: `str | None` parameters describe only absence.
         variants = parameter.get("schema", {}).get("anyOf", [])
         if {"type": "null"} in variants and len(variants) == 2:
@@ -112,13 +112,21 @@ def _complete_operation(method: str, operation: dict[str, Any]) -> None:
             parameter["required"] = True
         if parameter.get("name") in UUID4_HEADERS:
             parameter["schema"] = dict(UUID4)
-    operation["security"] = [{"basicAuth": []}]
+    # The scope the API key needs, as the requirement's role (OpenAPI 3.1 lets a scheme other than
+    # OAuth name roles there) and in the description, for readers of either.
+    scope = guard.scope.value
+    operation["security"] = [{"basicAuth": [scope]}]
+    needs = f"Scope: `{scope}`."
+    description = str(operation.get("description") or "")
+    if needs not in description:
+        operation["description"] = f"{description}\n\n{needs}" if description else needs
     responses: dict[str, Any] = operation.setdefault("responses", {})
     # FastAPI's default 422 describes its own validation errors; Herald answers those with 400.
     default_422 = responses.get("422", {}).get("content", {}).get("application/json", {}).get("schema", {})
     if default_422.get("$ref", "").endswith("/HTTPValidationError"):
         del responses["422"]
-    shared = [400, 401, 403, 429, 503] + ([413] if method in BODY_METHODS else [])
+    # What any request may be answered: the guard's, and `herald serve`'s at the socket.
+    shared = [400, 401, 403, 408, 417, 429, 431, 501, 503] + ([413] if method in BODY_METHODS else [])
     for status, entry in error_responses(*shared).items():
         if str(status) not in responses:
             if "model" in entry:
@@ -235,7 +243,7 @@ def enrich(
                 parameters.extend(query_parameters(documented.query))
             if documented.guard is not None:
                 parameters.extend(documented_headers(documented.guard))
-                _complete_operation(method, operation)
+                _complete_operation(method, operation, documented.guard)
     _drop_unused_schemas(document)
     _integral_bounds(document)
     renamed: dict[str, Any] = _rename_token(document, settings.header_token)

@@ -243,7 +243,10 @@ class HeraldHttpProtocol(HttpToolsProtocol):
 
     def _refuse_malformed(self) -> None:
         if header_section_has_control_character(bytes(self.head)):
-            self._refuse(503, b"text/html; charset=utf-8", GATEWAY_503_HTML, [])
+            # The gateway's page, with a request id of its own like every answer.
+            request_id = str(uuid.uuid4())
+            extra = [(self.limits.request_id_header, request_id.encode())]
+            self._refuse(503, b"text/html; charset=utf-8", GATEWAY_503_HTML, extra, request_id)
         else:
             self._refuse_json(BadRequest("The request is not valid HTTP/1.1."))
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, Field
 
 
@@ -23,7 +25,7 @@ class Pagination(BaseModel):
 
 class OfferListResponse(BaseModel):
     response_id: str
-    type: str = "offer"
+    type: Literal["offer"]
     data: list[OfferSummary]
     pagination: Pagination
 
@@ -42,13 +44,13 @@ class OfferChanged(BaseModel):
 
 class OfferCreatedResponse(BaseModel):
     response_id: str
-    type: str = "offer"
+    type: Literal["offer"]
     data: OfferCreated
 
 
 class OfferChangedResponse(BaseModel):
     response_id: str
-    type: str = "offer"
+    type: Literal["offer"]
     data: OfferChanged
 
 
@@ -61,6 +63,6 @@ class TemplateItem(BaseModel):
 
 class TemplateListResponse(BaseModel):
     response_id: str
-    type: str = "template"
+    type: Literal["template"]
     data: list[TemplateItem]
     pagination: Pagination

@@ -8,6 +8,7 @@ from fastapi import APIRouter, Body
 from starlette.requests import Request
 from starlette.responses import Response
 
+from herald.errors import BadRequest
 from herald.http.auth import Caller
 from herald.http.docs import documented_as, error_responses
 from herald.http.operation import Operation, guarded, services_of
@@ -40,6 +41,7 @@ PREVIEW = Operation(
         "UNPROCESSABLE_ENTITY (details TEMPLATE_RENDER_FAILED / RENDER_LIMIT_EXCEEDED at the field)."
     ),
     response_model=None,
+    openapi_extra={"requestBody": {"required": True}},
     responses={
         200: {"model": PreviewResponse, "description": "The content rendered for the user."},
         **error_responses(400, 401, 403, 404, 409, 413, 422, 429, 503),
@@ -48,8 +50,12 @@ PREVIEW = Operation(
 async def personalized_preview(
     request: Request,
     caller: Annotated[Caller, guarded(PREVIEW)],
-    body: Annotated[Any, Body(), documented_as(PreviewRequest)],
+    # Not left to the framework to require: a request without a body is malformed (400
+    # BAD_REQUEST, as on every JSON route), not a body field missing.
+    body: Annotated[Any, Body(), documented_as(PreviewRequest)] = None,
 ) -> Response:
+    if not (getattr(request.state, "body", b"") or b"").strip():
+        raise BadRequest("A JSON body is required.")
     result = await service.preview(services_of(request).database.reader, caller.workspace_id, body)
     data = {"personalized_content": result.personalized_content, "missing": result.missing}
     return json_response({"response_id": response_id(request), "type": "personalization", "data": data})

@@ -76,7 +76,14 @@ class IosSpecificPriority(APIModel):
     apns_priority: Literal["1", "5", "10"] | None = None
     interruption_level: InterruptionLevelField | None = None
     # int or float as sent (1 stays 1), restricted to the spec's three values.
-    relevance_score: Annotated[Number, AfterValidator(_relevance)] | None = None
+    relevance_score: (
+        Annotated[
+            Number,
+            AfterValidator(_relevance),
+            WithJsonSchema({"type": "number", "enum": list(RELEVANCE_SCORES)}),
+        ]
+        | None
+    ) = None
 
 
 class PlatformLevelPriority(APIModel):

@@ -29,7 +29,7 @@ from herald.campaigns.schemas.delivery_controls import (
 from herald.campaigns.schemas.goals import ConversionGoalDetails
 from herald.campaigns.schemas.scheduling import SchedulingDetails
 from herald.campaigns.schemas.segmentation import SegmentationDetails
-from herald.campaigns.schemas.trigger import TriggerCondition
+from herald.campaigns.schemas.trigger import EmailTriggerCondition, TriggerCondition
 from herald.campaigns.schemas.utm import UtmParams
 from herald.schemas import APIModel
 
@@ -75,6 +75,7 @@ class _PushComponents(_SharedComponents):
 
 
 class _EmailComponents(_SharedComponents):
+    trigger_condition: EmailTriggerCondition | None = None
     basic_details: EmailBasicDetails | None = None
     campaign_content: EmailCampaignContent | None = None
     delivery_controls: EmailDeliveryControls | None = None

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Discriminator, Tag
+from pydantic import ConfigDict, Discriminator, Tag
 
 from herald.campaigns.schemas.common import Granularity, NonEmptyText, NonNegativeInt
 from herald.campaigns.schemas.filters import ActionFilter, ExecutionType, FilterGroup
@@ -59,6 +59,20 @@ class TriggerCondition(APIModel):
         if isinstance(self.trigger_attr, str):
             return self.trigger_attr or None
         return self.trigger_attr.name if self.trigger_attr is not None else None
+
+
+def _email_trigger_schema(schema: dict[str, Any]) -> None:
+    """An Email campaign's trigger as the document shows it: DELAY or ASAP, no intelligent delay
+    (the spec: "Email: DELAY, ASAP"; `intelligent_delay_optimization` is Push only). The model is
+    the shared one: the channel's rules refuse the rest, each at its field (`validation.trigger`)."""
+    properties = schema["properties"]
+    properties.pop("intelligent_delay_optimization", None)
+    email_delays = [TriggerDelayType.DELAY.value, TriggerDelayType.ASAP.value]
+    properties["trigger_delay_type"] = {"anyOf": [{"type": "string", "enum": email_delays}, {"type": "null"}]}
+
+
+class EmailTriggerCondition(TriggerCondition):
+    model_config = ConfigDict(json_schema_extra=_email_trigger_schema)
 
 
 # The fields that make up a trigger delay; a DEVICE_TRIGGERED campaign carries none of them.
