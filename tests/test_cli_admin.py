@@ -183,6 +183,8 @@ def _refused(*args: str) -> str:
         ("workspaces", "settings"),
         ("campaigns", "stats", "0123456789abcdef01234567"),
         ("campaigns", "resume-delivery", "0123456789abcdef01234567"),
+        ("campaigns", "reject", "0123456789abcdef01234567", "--comment", "x"),
+        ("keys", "revoke", "0123456789abcdef"),
     ],
 )
 def test_every_command_refuses_an_unknown_workspace_in_the_same_words(args: tuple[str, ...]) -> None:
@@ -373,3 +375,46 @@ def test_workspaces_set_help_names_every_setting() -> None:
         "minimum-delay",
     ):
         assert key in shown
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("workspaces", "create", "Bo\udcffots"),
+        ("workspaces", "create", "Acme", "--id", "W\udcff"),
+        ("keys", "list", "-w", "W\udcff"),
+        ("events", "business", "price_drop", "-w", "W", "--attr", "product=Bo\udcffots"),
+    ],
+)
+def test_an_argument_that_is_not_utf8_is_one_line_exit_2_and_nothing_is_written(
+    args: tuple[str, ...],
+) -> None:
+    # The shell hands bytes; Python keeps a byte that is not UTF-8 as a lone surrogate. Some commands
+    # stored it (a business event's attribute then failed its run at every attempt), others failed
+    # with a traceback.
+    before = {workspace.id for workspace in _workspaces()}
+    result = runner.invoke(app, list(args))
+    assert result.exit_code == 2, result.output
+    [line] = result.output.splitlines()
+    assert line.startswith("error: the argument '"), line
+    assert line.endswith("' is not UTF-8 text"), line
+    assert "\\xff" in line
+    assert {workspace.id for workspace in _workspaces()} == before
+
+
+def test_an_empty_workspace_id_is_refused_not_replaced() -> None:
+    assert _refused("workspaces", "create", "Empty", "--id", "").startswith("error: workspace id")
+    assert "Empty" not in {workspace.name for workspace in _workspaces()}
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgresql+asyncpg://postgres@127.0.0.1:1/test",
+        "postgresql+asyncpg://postgres@127.0.0.1:5432/no_such_db",
+    ],
+)
+def test_a_postgresql_server_out_of_reach_is_one_line(monkeypatch: pytest.MonkeyPatch, url: str) -> None:
+    monkeypatch.setenv("HERALD_DATABASE_URL", url)
+    for args in (("workspaces", "list"), ("workspaces", "create", "X"), ("keys", "list", "-w", "X")):
+        assert _refused(*args).startswith("error: cannot reach the database (HERALD_DATABASE_URL): ")

@@ -190,11 +190,16 @@ def test_password_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
         (["--type", "CUSTOM_API", "--url", "http://hooks.example.com/in"], "loopback"),
         (["--type", "CUSTOM_SMTP"], "--host is required"),
         (["--type", "FAX"], "--type must be one of"),
+        # The URL parser drops a line break: the requests went where the listing did not say.
+        (["--type", "CUSTOM_API", "--url", "http://127.0.0.1:9/a\nb"], "must not hold control characters"),
+        # A file that holds no certificate was taken, and every send then failed.
+        (["--type", "CUSTOM_SMTP", "--host", "h", "--ca-file", __file__], "holds no certificate"),
     ],
 )
 def test_bad_connectors_are_refused_with_the_reason(args: list[str], message: str) -> None:
     workspace_id = _workspace()
     assert message in _fails("connectors", "add", "-w", workspace_id, "--name", "x", *args)
+    assert _stored(workspace_id) == []
 
 
 def test_duplicate_name_and_unknown_workspace() -> None:
@@ -283,10 +288,10 @@ def _campaign(workspace_id: str, channel: str, status: str, connector: str | Non
     )  # fmt: skip
 
 
-def _add_push(workspace_id: str, name: str) -> None:
-    _run(
+def _add_push(workspace_id: str, name: str, *extra: str) -> str:
+    return _run(
         "connectors", "add", "-w", workspace_id, "--name", name, "--type", "CUSTOM_API",
-        "--channel", "push", "--url", "https://push.example.com/in", "--secret", SECRET,
+        "--channel", "push", "--url", "https://push.example.com/in", "--secret", SECRET, *extra,
     )  # fmt: skip
 
 
@@ -326,9 +331,33 @@ def test_remove_refuses_the_only_push_connector_of_live_push_campaigns() -> None
     _seed(_campaign(workspace_id, "PUSH", "ACTIVE"))
     assert "is used by 1 live campaign(s)" in _fails("connectors", "remove", "-w", workspace_id, "push-a")
     # With two push connectors the engine names neither: removing one is what makes the other the one.
-    _add_push(workspace_id, "push-b")
+    _add_push(workspace_id, "push-b", "--force")
     assert _run("connectors", "remove", "-w", workspace_id, "push-a") == "removed push-a\n"
     assert "is used by" in _fails("connectors", "remove", "-w", workspace_id, "push-b")
+
+
+def test_a_second_push_connector_beside_the_one_live_campaigns_use_is_refused_unless_forced() -> None:
+    # Push goes through the workspace's only push connector: a second one left every live push
+    # campaign with none (its next run failed, naming both), and adding it said nothing.
+    workspace_id = _workspace()
+    _add_push(workspace_id, "push-a")
+    live = _campaign(workspace_id, "PUSH", "ACTIVE")
+    _seed(live, _campaign(workspace_id, "PUSH", "SENT"))
+    result = runner.invoke(app, ["connectors", "add", "-w", workspace_id, "--name", "push-b", "--type",
+                                 "CUSTOM_API", "--channel", "push", "--url", "https://push.example.com/b",
+                                 "--secret", SECRET])  # fmt: skip
+    assert result.exit_code == 1
+    [line] = result.output.splitlines()
+    assert line.startswith("error: 1 live push campaign(s) send through 'push-a'")
+    assert f"{live.campaign_id} (ACTIVE)" in line
+    assert line.endswith("or add it with --force")
+    assert [row.name for row in _stored(workspace_id)] == ["push-a"]
+    forced = _add_push(workspace_id, "push-b", "--force")
+    assert (
+        f"warning: 1 live push campaign(s) now have no push connector to send through: {live.campaign_id}"
+        in (forced)
+    )
+    assert [row.name for row in _stored(workspace_id)] == ["push-a", "push-b"]
 
 
 def test_connector_json_lines_have_the_same_keys() -> None:

@@ -9,8 +9,9 @@ the command's own help).
 
 Before any command runs, `LazyGroup` reads the settings (and the clock file, and on SQLite looks for
 a migrated database), and it turns the errors an operator makes, not Herald, into one `error: ...`
-line: a bad setting exits 2 (as a bad option does), a database without its tables, a missing or
-unreadable file exits 1. Anything else is a bug and keeps its traceback (`OPERATOR_ERRORS`).
+line: a bad setting or an argument that is not UTF-8 text exits 2 (as a bad option does), a
+database without its tables or out of reach, a missing or unreadable file exits 1. Anything else
+is a bug and keeps its traceback (`_operator_error`).
 `connectors keygen` skips those checks: it reads nothing (`_SELF_CONTAINED`).
 """
 
@@ -19,6 +20,7 @@ from __future__ import annotations
 import importlib
 import os
 import re
+import traceback
 from dataclasses import dataclass
 from typing import Annotated, Any
 
@@ -79,6 +81,24 @@ LAZY: dict[str, Lazy] = {
 
 class OperatorError(Exception):
     """What an operator can fix, said in one line (`error: ...`, exit 1)."""
+
+
+class ArgumentError(OperatorError):
+    """An argument the command line cannot take, whatever the command (`error: ...`, exit 2, as a
+    bad option is)."""
+
+
+def _check_arguments(args: list[str]) -> None:
+    """Every argument is text: a byte that is not UTF-8 (the shell passes bytes; Python keeps each
+    such byte as a lone surrogate) was stored as it came by some commands, which then could not
+    list or send it (a business event's attribute left its run failing at every attempt), and
+    made others fail with a traceback."""
+    for argument in args:
+        try:
+            argument.encode("utf-8")
+        except UnicodeEncodeError:
+            shown = argument.encode("utf-8", "surrogateescape").decode("ascii", "backslashreplace")
+            raise ArgumentError(f"the argument '{shown}' is not UTF-8 text") from None
 
 
 # A statement on a table that is not there: SQLite's words, and PostgreSQL's (asyncpg, SQLAlchemy).
@@ -143,7 +163,7 @@ def _operator_error(exc: BaseException) -> tuple[str, int] | None:
     from herald.config import SettingsError
     from herald.workspaces.errors import AdminError
 
-    if isinstance(exc, SettingsError):
+    if isinstance(exc, SettingsError | ArgumentError):
         return str(exc), 2
     if isinstance(exc, OperatorError | AdminError):
         return str(exc), 1
@@ -160,8 +180,27 @@ def _operator_error(exc: BaseException) -> tuple[str, int] | None:
         if missing:
             table = missing.group(1) or missing.group(2)
             return f"the database has no table {table}: run `herald migrate` first", 1
+        if _unreachable_database(cause):
+            return f"cannot reach the database (HERALD_DATABASE_URL): {cause}", 1
         cause = cause.__cause__ or cause.__context__
     return None
+
+
+# PostgreSQL's classes of errors about the connection itself: 08 connection exception, 28 invalid
+# authorization, 3D000 no such database.
+_CONNECTION_STATES = ("08", "28", "3D000")
+
+
+def _unreachable_database(exc: BaseException) -> bool:
+    """The PostgreSQL server could not be reached or would not let us in: the driver's own refusal,
+    or a socket error raised while it connected (its frames are in the traceback)."""
+    state = str(getattr(exc, "sqlstate", "") or "")
+    if state and type(exc).__module__.startswith("asyncpg") and state.startswith(_CONNECTION_STATES):
+        return True
+    if not isinstance(exc, OSError):
+        return False
+    frames = traceback.extract_tb(exc.__traceback__)
+    return any("asyncpg" in frame.filename and "connect" in frame.name for frame in frames)
 
 
 def _debugging() -> bool:
@@ -195,6 +234,7 @@ class LazyGroup(TyperGroup):
         return command
 
     def resolve_command(self, ctx: Any, args: list[str]) -> Any:
+        _check_arguments(args)
         name, command, rest = super().resolve_command(ctx, args)
         # Not while completing a command line, nor for a command's help.
         if (

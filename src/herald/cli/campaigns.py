@@ -77,8 +77,10 @@ def reject_campaign(
     from herald.campaigns import review
     from herald.cli.runtime import clock, run_in_session
     from herald.errors import HeraldError
+    from herald.workspaces.service import get_workspace
 
     async def work(session: AsyncSession) -> str | None:
+        await get_workspace(session, workspace)  # AdminError for an unknown workspace, first
         try:
             await review.reject(session, workspace, campaign_id, comment, clock.now())
         except HeraldError as exc:

@@ -79,6 +79,14 @@ def connectors_add(
         int | None,
         typer.Option(help="SMTP: messages one connection carries before a new one is opened (default 100)."),
     ] = None,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force",
+            help="Add a second push connector even though live push campaigns send through the only one"
+            " (they then have none).",
+        ),
+    ] = False,
 ) -> None:
     """Add a connector to a workspace."""
     given = ConnectorInput(
@@ -100,12 +108,21 @@ def connectors_add(
     )
     settings = Settings()
 
-    async def work(session: AsyncSession) -> tuple[str, str | None]:
-        added = await service.add_connector(session, clock.now(), workspace, given, settings.secret_key)
-        return added.connector.id, added.generated_secret
+    async def work(session: AsyncSession) -> service.AddedConnector:
+        return await service.add_connector(
+            session, clock.now(), workspace, given, settings.secret_key, force=force
+        )
 
-    connector_id, generated = run_in_session(work, settings)
+    added = run_in_session(work, settings)
+    connector_id, generated = added.connector.id, added.generated_secret
     typer.echo(f"connector {name} added: {connector_id}")
+    if added.stranded:
+        typer.secho(
+            f"warning: {len(added.stranded)} live push campaign(s) now have no push connector to send"
+            f" through: {service.describe_campaigns(added.stranded)}",
+            fg=typer.colors.YELLOW,
+            err=True,
+        )
     if generated is not None:
         typer.echo(f"webhook signing secret (shown once, give it to the receiver now): {generated}")
 

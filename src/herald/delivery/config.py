@@ -11,6 +11,7 @@ from __future__ import annotations
 import ipaddress
 import os
 import re
+import ssl
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -20,6 +21,7 @@ from email_validator import EmailNotValidError, validate_email
 
 from herald.campaigns.schemas.common import Channel
 from herald.campaigns.schemas.connector import ConnectorType
+from herald.control_characters import has_control_character
 
 
 class Security(StrEnum):
@@ -98,6 +100,9 @@ def _is_loopback(host: str) -> bool:
 
 def check_webhook_url(url: str) -> str | None:
     """None when `url` may receive webhooks; else why not. HTTPS, or HTTP to loopback only."""
+    if has_control_character(url):
+        # The URL parser drops a line break, so the requests would go where the listing does not say.
+        return "the URL must not hold control characters"
     try:
         parts = urlsplit(url)
         _ = parts.port  # raises for a port that is not a number in range
@@ -167,6 +172,18 @@ def _channel(given: ConnectorInput, kind: ConnectorType, errors: list[str]) -> C
     return channel
 
 
+def _ca_file_problem(path: str) -> str | None:
+    """Why `path` cannot verify the SMTP server's certificate, or None: it is read as the sends will
+    read it (a file holding no certificate was taken, and every send then failed)."""
+    if not os.path.isfile(path):
+        return f"--ca-file {path} is not a readable file"
+    try:
+        ssl.create_default_context(cafile=path)
+    except (ssl.SSLError, OSError, ValueError) as exc:
+        return f"--ca-file {path} holds no certificate this server can use ({exc})"
+    return None
+
+
 def _check_smtp(given: ConnectorInput, errors: list[str]) -> tuple[dict[str, object], dict[str, str]]:
     if given.url or given.secret:
         errors.append("--url and --secret belong to webhook connectors, not CUSTOM_SMTP")
@@ -184,8 +201,8 @@ def _check_smtp(given: ConnectorInput, errors: list[str]) -> tuple[dict[str, obj
     if bool(given.username) != bool(given.password):
         errors.append("--username and --password go together")
     errors.extend(problem for sender in given.senders if (problem := _check_sender(sender)))
-    if given.ca_file and not os.path.isfile(given.ca_file):
-        errors.append(f"--ca-file {given.ca_file} is not a readable file")
+    if given.ca_file and (problem := _ca_file_problem(given.ca_file)):
+        errors.append(problem)
     if given.batch_size is not None:
         errors.append("--batch-size belongs to webhook connectors, not CUSTOM_SMTP")
     if given.session_messages is not None and not 1 <= given.session_messages <= MAX_SESSION_MESSAGES:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import secrets as random_secrets
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from functools import lru_cache
 from types import MappingProxyType
@@ -31,6 +31,22 @@ class AddedConnector:
     connector: Connector
     # A webhook secret Herald generated: shown once (the receiver needs it), never again.
     generated_secret: str | None
+    # Forced: the live push campaigns a second push connector leaves without one to send through.
+    stranded: list[CampaignUsing] = field(default_factory=list)
+
+
+class SecondPushConnector(AdminError):
+    """A push connector added beside the only one while live push campaigns send through it
+    (`add_connector` without `force`): a Push campaign goes through the workspace's only push
+    connector, and with two the engine has none to choose."""
+
+    def __init__(self, existing: str, campaigns: list[CampaignUsing]) -> None:
+        self.campaigns = campaigns
+        super().__init__(
+            f"{len(campaigns)} live push campaign(s) send through '{existing}', the workspace's only "
+            f"push connector: {describe_campaigns(campaigns)}; with a second one they would have none "
+            "(push goes through the only push connector). Stop them, or add it with --force"
+        )
 
 
 async def add_connector(
@@ -39,6 +55,8 @@ async def add_connector(
     workspace_id: str,
     given: ConnectorInput,
     secret_key: str | None,
+    *,
+    force: bool = False,
 ) -> AddedConnector:
     await get_workspace(session, workspace_id)
     generated = random_secrets.token_urlsafe(32)
@@ -47,6 +65,13 @@ async def add_connector(
         raise AdminError("; ".join(errors))
     if await get_connector(session, workspace_id, checked.name) is not None:
         raise AdminError(f"a connector named '{checked.name}' already exists in {workspace_id}")
+    stranded: list[CampaignUsing] = []
+    if checked.channel is Channel.PUSH:
+        pushes = await list_connectors(await session.connection(), workspace_id, Channel.PUSH)
+        if len(pushes) == 1:
+            stranded = await campaigns_using(session, pushes[0])
+            if stranded and not force:
+                raise SecondPushConnector(pushes[0].name, stranded)
     sealed = None
     if checked.secrets:
         try:
@@ -66,7 +91,7 @@ async def add_connector(
     session.add(row)
     await session.flush()
     shown = generated if not is_smtp(checked.type) and given.secret is None else None
-    return AddedConnector(row, shown)
+    return AddedConnector(row, shown, stranded)
 
 
 # Built once (every test send lists the workspace's connectors): building a statement and its cache

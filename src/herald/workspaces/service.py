@@ -41,7 +41,8 @@ async def create_workspace(
     workspace_id: str | None = None,
     features: dict[str, bool] | None = None,
 ) -> Workspace:
-    workspace_id = workspace_id or new_workspace_id()
+    # An id given empty is refused below (1-64 characters), not replaced by a generated one.
+    workspace_id = new_workspace_id() if workspace_id is None else workspace_id
     # ASCII only: the C* routes take the id in the SVC-APPKEY header, whose values are Latin-1 (an
     # `isalnum` id such as 工作 could be created, and never used there). No ':' either (Basic auth).
     check_id("workspace id", workspace_id, ID_LENGTH)
@@ -90,6 +91,7 @@ async def create_api_key(
 
 
 async def revoke_api_key(session: AsyncSession, now: datetime, workspace_id: str, key_id: str) -> ApiKey:
+    await get_workspace(session, workspace_id)  # an unknown workspace is said as such, first
     key = await session.get(ApiKey, (workspace_id, key_id))
     if key is None:
         raise AdminError(f"no key {key_id} in workspace {workspace_id}")
