@@ -112,10 +112,12 @@ def _complete_operation(method: str, operation: dict[str, Any], guard: Operation
             parameter["required"] = True
         if parameter.get("name") in UUID4_HEADERS:
             parameter["schema"] = dict(UUID4)
-    # The scope the API key needs, as the requirement's role (OpenAPI 3.1 lets a scheme other than
-    # OAuth name roles there) and in the description, for readers of either.
+    # The scope the API key needs: in the description, and as `x-scopes` for tools. Not as the
+    # security requirement's role, which OpenAPI 3.1 allows but linters read as undeclared OAuth
+    # scopes.
     scope = guard.scope.value
-    operation["security"] = [{"basicAuth": [scope]}]
+    operation["security"] = [{"basicAuth": []}]
+    operation["x-scopes"] = [scope]
     needs = f"Scope: `{scope}`."
     description = str(operation.get("description") or "")
     if needs not in description:

@@ -64,6 +64,15 @@ _INTERRUPTION_LEVEL_SCHEMA = {
 InterruptionLevelField = Annotated[InterruptionLevel, WithJsonSchema(_INTERRUPTION_LEVEL_SCHEMA)]
 
 RELEVANCE_SCORES = (0, 0.5, 1)
+# Exactly those three, said as bounds and a step: client generators take a number's bounds, not an
+# enum of numbers (one refused the schema whole).
+_RELEVANCE_SCHEMA = {
+    "type": "number",
+    "minimum": 0,
+    "maximum": 1,
+    "multipleOf": 0.5,
+    "description": "0, 0.5 or 1.",
+}
 
 
 def _relevance(value: float) -> float:
@@ -80,7 +89,7 @@ class IosSpecificPriority(APIModel):
         Annotated[
             Number,
             AfterValidator(_relevance),
-            WithJsonSchema({"type": "number", "enum": list(RELEVANCE_SCORES)}),
+            WithJsonSchema(_RELEVANCE_SCHEMA),
         ]
         | None
     ) = None
