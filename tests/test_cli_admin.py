@@ -117,6 +117,21 @@ def test_revoke_marks_the_key() -> None:
     assert "revoked" in _run("keys", "list", "-w", workspace_id)
 
 
+def test_revoke_takes_the_whole_key_and_never_prints_its_secret() -> None:
+    workspace_id = _workspace()
+    whole = next(
+        word for word in _run("keys", "create", "-w", workspace_id).split() if word.startswith("hk_")
+    )
+    key_id, secret = whole.split("_", 2)[1:]
+    assert _run("keys", "revoke", "-w", workspace_id, whole) == f"revoked {key_id}\n"
+    _, keys = _read(workspace_id)
+    assert keys[0].revoked_at is not None
+    unknown = f"hk_0000000000000000_{secret}"
+    assert _refused("keys", "revoke", "-w", workspace_id, unknown) == (
+        f"error: no key 0000000000000000 in workspace {workspace_id}"
+    )
+
+
 def test_features_and_limits_are_stored_per_workspace() -> None:
     workspace_id = _workspace()
     _run("features", "set", "-w", workspace_id, "queuing", "on")

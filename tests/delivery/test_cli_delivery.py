@@ -189,6 +189,10 @@ def test_password_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     [
         (["--type", "CUSTOM_API", "--url", "http://hooks.example.com/in"], "loopback"),
         (["--type", "CUSTOM_SMTP"], "--host is required"),
+        (
+            ["--type", "CUSTOM_SMTP", "--host", "bad host!"],
+            "--host 'bad host!' is not a server name or address",
+        ),
         (["--type", "FAX"], "--type must be one of"),
         # The URL parser drops a line break: the requests went where the listing did not say.
         (["--type", "CUSTOM_API", "--url", "http://127.0.0.1:9/a\nb"], "must not hold control characters"),

@@ -51,7 +51,7 @@ class TestSmtp:
         ("given", "fragment"),
         [
             (ConnectorInput("m", "CUSTOM_SMTP"), "--host is required"),
-            (ConnectorInput("m", "CUSTOM_SMTP", host="smtp://h"), "--host is required"),
+            (ConnectorInput("m", "CUSTOM_SMTP", host="smtp://h"), "is not a server name or address"),
             (ConnectorInput("m", "CUSTOM_SMTP", host="h", port=70000), "--port"),
             (ConnectorInput("m", "CUSTOM_SMTP", host="h", security="ssl"), "--security"),
             (ConnectorInput("m", "CUSTOM_SMTP", host="h", username="u"), "go together"),

@@ -118,9 +118,16 @@ def keys_list(workspace: WorkspaceOpt) -> None:
 
 
 @keys.command("revoke")
-def keys_revoke(workspace: WorkspaceOpt, key_id: Annotated[str, typer.Argument(help="Key id.")]) -> None:
+def keys_revoke(
+    workspace: WorkspaceOpt, key_id: Annotated[str, typer.Argument(help="Key id (or the whole key).")]
+) -> None:
     from herald.cli.runtime import clock, run_in_session
     from herald.workspaces import service
+    from herald.workspaces.credentials import split_secret
+
+    # The whole key names its id: revoked by it, and never printed back (a refusal said it in full).
+    if (parts := split_secret(key_id)) is not None:
+        key_id = parts[0]
 
     async def work(session: AsyncSession) -> None:
         await service.revoke_api_key(session, clock.now(), workspace, key_id)

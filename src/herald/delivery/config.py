@@ -188,8 +188,10 @@ def _check_smtp(given: ConnectorInput, errors: list[str]) -> tuple[dict[str, obj
     if given.url or given.secret:
         errors.append("--url and --secret belong to webhook connectors, not CUSTOM_SMTP")
     host = (given.host or "").strip()
-    if not host or not _HOST.fullmatch(host):
+    if not host:
         errors.append("--host is required: the SMTP server's name or address, without a scheme")
+    elif not _HOST.fullmatch(host):
+        errors.append(f"--host {host!r} is not a server name or address (give it without a scheme)")
     try:
         security = Security((given.security or Security.STARTTLS.value).lower())
     except ValueError:
