@@ -82,6 +82,23 @@ async def at(app: FastAPI, clock: FrozenClock, tenant: Tenant, moment: datetime)
     await tick(app, tenant)
 
 
+async def known_and_unknown(
+    app: FastAPI, tenant: Tenant, webhook: HttpReceiver, clock: FrozenClock, *, known_hour: int
+) -> dict[str, Any]:
+    """Users `known` (one event, at `known_hour` UTC the day before) and `unknown` (none), and a
+    SEND_IN_BTS body from 2026-03-02T06:00Z that skips users without a best time."""
+    await push_connector(app, tenant, webhook)
+    await users(app, tenant, known=None, unknown=None)
+    clock.set(datetime(2026, 3, 1, 23, 0, tzinfo=UTC))
+    await add_events(app, tenant, "known", datetime(2026, 3, 1, known_hour, 15, tzinfo=UTC))
+    return scheduled(
+        delivery_type="SEND_IN_BTS",
+        start_time="2026-03-02T06:00:00",
+        timezone="UTC",
+        bts_details={"send_in_bts": True, "if_user_bts_is_not_available": "DO_NOT_SEND"},
+    )
+
+
 class TestUserTimezone:
     async def test_each_user_at_the_local_wall_clock_and_passed_users_skipped(
         self,
@@ -267,16 +284,7 @@ class TestBestTimeToSend:
         webhook: HttpReceiver,
         clock: FrozenClock,
     ) -> None:
-        await push_connector(app, workspace, webhook)
-        await users(app, workspace, known=None, unknown=None)
-        clock.set(datetime(2026, 3, 1, 23, 0, tzinfo=UTC))
-        await add_events(app, workspace, "known", datetime(2026, 3, 1, 10, 15, tzinfo=UTC))
-        body = scheduled(
-            delivery_type="SEND_IN_BTS",
-            start_time="2026-03-02T06:00:00",
-            timezone="UTC",
-            bts_details={"send_in_bts": True, "if_user_bts_is_not_available": "DO_NOT_SEND"},
-        )
+        body = await known_and_unknown(app, workspace, webhook, clock, known_hour=10)
         campaign_id = await publish(client, workspace, body)
         await at(app, clock, workspace, datetime(2026, 3, 2, 10, 0, tzinfo=UTC))
         assert receivers(webhook) == ["known"]
@@ -293,16 +301,7 @@ class TestBestTimeToSend:
     ) -> None:
         # A business event's run has no schedule of its own: its rule was dropped, and every user
         # went out at the raise, the one DO_NOT_SEND skips included.
-        await push_connector(app, workspace, webhook)
-        await users(app, workspace, known=None, unknown=None)
-        clock.set(datetime(2026, 3, 1, 23, 0, tzinfo=UTC))
-        await add_events(app, workspace, "known", datetime(2026, 3, 1, 12, 15, tzinfo=UTC))
-        body = scheduled(
-            delivery_type="SEND_IN_BTS",
-            start_time="2026-03-02T06:00:00",
-            timezone="UTC",
-            bts_details={"send_in_bts": True, "if_user_bts_is_not_available": "DO_NOT_SEND"},
-        )
+        body = await known_and_unknown(app, workspace, webhook, clock, known_hour=12)
         body["campaign_delivery_type"] = "BUSINESS_EVENT_TRIGGERED"
         body["basic_details"]["business_event"] = "price_drop"
         body["basic_details"]["platforms"] = ["ANDROID"]
