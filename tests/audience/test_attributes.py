@@ -6,12 +6,15 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from herald.audience.attributes import (
     normalise_attributes,
     normalise_customer_attributes,
     normalise_value,
     parse_datetime_text,
+    utc_text,
 )
 from herald.audience.ingest import FUTURE_TOLERANCE, parse_event_time, parse_time
 
@@ -138,6 +141,21 @@ def test_bad_standard_attributes(name: str, value: Any) -> None:
 )
 def test_parse_datetime_text(text: str, expected: datetime | None) -> None:
     assert parse_datetime_text(text) == expected
+
+
+@given(st.datetimes(timezones=st.just(UTC)))
+def test_a_stored_date_time_reads_back_as_the_same_instant(value: datetime) -> None:
+    # Years before 1000 were stored without their leading zeros (`999-05-05T...`), which nothing
+    # then read as a date-time: no datetime filter matched such a user, not even `exists`.
+    stored = utc_text(value)
+    assert stored[4] == "-"
+    assert parse_datetime_text(stored) == value.replace(microsecond=0)
+
+
+def test_a_date_time_of_a_year_before_1000_is_stored_with_four_digits() -> None:
+    normalised, problems = normalise_customer_attributes({"born": "0999-05-05T00:00:00Z"}, ("attributes",))
+    assert problems == []
+    assert normalised.patch == {"born": "0999-05-05T00:00:00Z"}
 
 
 @pytest.mark.parametrize(

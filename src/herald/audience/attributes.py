@@ -20,6 +20,7 @@ from herald.control_characters import CONTROL
 from herald.email_address import is_recipient_address
 from herald.json_numbers import INT64
 from herald.problems import Problem, join_path
+from herald.timefmt import meta_timestamp
 from herald.timezones import is_timezone
 
 MAX_NAME_LENGTH = 128
@@ -62,8 +63,9 @@ class Normalised:
 
 
 def utc_text(value: datetime) -> str:
-    """The stored form of a date-time: UTC, whole seconds, `Z`."""
-    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    """The stored form of a date-time: UTC, whole seconds, `Z`, four-digit years (`strftime` wrote
+    year 999 as `999-…`, which no datetime filter then read as a date-time)."""
+    return f"{meta_timestamp(value)}Z"
 
 
 def parse_datetime_text(value: str) -> datetime | None:

@@ -17,6 +17,7 @@ from herald.audience.attributes import (
     normalise_attributes,
     normalise_customer_attributes,
     parse_datetime_text,
+    utc_text,
 )
 from herald.audience.schemas import MAX_ELEMENTS, CustomerObject, EventObject, ImportEvent
 from herald.problems import Problem, join_path
@@ -107,7 +108,7 @@ def parse_event_time(value: Any, path: Path, now: datetime) -> tuple[datetime | 
             Problem(
                 "OUT_OF_RANGE",
                 join_path(*path),
-                f"The event time {at.strftime('%Y-%m-%dT%H:%M:%SZ')} is in the future; "
+                f"The event time {utc_text(at)} is in the future; "
                 "events may be at most 5 minutes ahead of the server's clock.",
             )
         ]
