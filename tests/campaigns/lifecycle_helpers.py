@@ -12,10 +12,13 @@ import httpx
 from fastapi import FastAPI
 from sqlalchemy import select
 
+from herald.audience.models import Segment
+from herald.audience.segments import STATIC
 from herald.campaigns import importer
 from herald.campaigns.models import Campaign
 from herald.delivery.config import ConnectorInput
-from tests.campaigns.payloads import ALL_FEATURES
+from herald.services import Services
+from tests.campaigns.payloads import ALL_FEATURES, PAYLOAD_SEGMENT_ID
 from tests.factories import Tenant, add_connector, make_tenant
 
 BASE = "/v5/campaigns"
@@ -37,7 +40,26 @@ async def workspace(app: FastAPI, *, versioning: bool = True, **features: bool) 
     return tenant
 
 
+async def add_payload_segments(app: FastAPI, tenant: Tenant) -> None:
+    """The custom segment the payloads' audiences name (publishing checks it exists)."""
+    services: Services = app.state.herald
+    async with services.database.writer() as session:
+        session.add(
+            Segment(
+                workspace_id=tenant.workspace_id,
+                id=PAYLOAD_SEGMENT_ID,
+                name="Internal testers",
+                kind=STATIC,
+                filters=None,
+                created_at=services.clock.now(),
+            )
+        )
+        await session.commit()
+
+
 async def add_payload_connectors(app: FastAPI, tenant: Tenant) -> None:
+    """The connectors the payloads name, and the custom segment (`add_payload_segments`)."""
+    await add_payload_segments(app, tenant)
     await add_connector(app, tenant, ConnectorInput("transactional-smtp", "CUSTOM_SMTP", host="127.0.0.1"))
     await add_connector(
         app, tenant, ConnectorInput("marketing-api", "CUSTOM_API", url="https://hooks.example.com/in")

@@ -163,6 +163,47 @@ class TestDeliverable:
         assert [d["target"] for d in error["details"]] == ["connector"]
         assert "push-b, push-gw" in error["details"][0]["message"]
 
+    @pytest.mark.parametrize(
+        ("filters", "target", "message"),
+        [
+            (
+                [{"filter_type": "custom_segments", "name": "Ghost", "id": "0123456789abcdef01234567"}],
+                "segmentation_details.included_filters.filters.0.id",
+                "No custom segment with id '0123456789abcdef01234567' exists in this workspace.",
+            ),
+            (
+                [
+                    {
+                        "filter_type": "actions",
+                        "action_name": "Purchase",
+                        "executed": True,
+                        "attributes": {
+                            "filter_operator": "and",
+                            "filters": [{"filter_type": "actions", "action_name": "Open", "executed": True}],
+                        },
+                    }
+                ],
+                "segmentation_details.included_filters.filters.0.attributes.filters.0.filter_type",
+                "Only 'user_attributes' filters apply to the attributes of an action.",
+            ),
+        ],
+    )
+    async def test_an_audience_the_engine_cannot_evaluate_is_422_and_validate_says_so(
+        self, client: httpx.AsyncClient, ws: Tenant, filters: list[dict[str, Any]], target: str, message: str
+    ) -> None:
+        # It passed validate and publish, and the campaign then went SENT at its start with its
+        # execution FAILED ("The audience cannot be resolved"), sending nothing.
+        body = copy.deepcopy(PAYLOADS["push_one_time_android_ios"])
+        body["segmentation_details"] = {"included_filters": {"filter_operator": "and", "filters": filters}}
+        campaign_id = await h.create(client, ws, body)
+        validated = await client.post(f"{h.BASE}/{campaign_id}/validate", headers=ws.headers(campaigns=True))
+        assert validated.json()["data"] == {
+            "valid": False,
+            "errors": [{"field": target, "issue": message, "code": "INVALID_ENUM_VALUE"}],
+        }
+        error = await self._refused(client, ws, campaign_id)
+        assert [(d["target"], d["message"]) for d in error["details"]] == [(target, message)]
+
     async def test_validate_reports_the_same_problem(self, app: FastAPI, client: httpx.AsyncClient) -> None:
         bare = await make_tenant(app, features=dict.fromkeys(ALL_FEATURES, True), rate_limits=h.OPEN_LIMITS)
         campaign_id = await h.create(client, bare, PAYLOADS["push_multi_locale_ab"])

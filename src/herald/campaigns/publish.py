@@ -100,7 +100,7 @@ async def update_and_publish(
     # The row is locked already (read above): loading it whole costs a statement, on publishes only.
     row = await service.get_campaign(session, workspace.id, campaign_id, for_update=True)
     prepared = service.prepare_update(workspace, row, body, V1_MODELS, published_after=True)
-    problems = await service.publish_problems(session, workspace, prepared.merged)
+    problems = await service.publish_problems(session, workspace, prepared.merged, now)
     if problems:
         raise Unprocessable(_publish_message(problems), details=problems)
     await wake_on_commit(

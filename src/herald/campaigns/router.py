@@ -239,7 +239,9 @@ async def validate_campaign(
         # Read only for its problems: an unknown field is UNKNOWN_FIELD, as on every other body.
         parse_body(ValidateBody, json_body(request))
     async with services_of(request).database.single_statement_reader() as session:
-        problems = await service.validate_stored(session, workspace_of(caller), campaign_id)
+        problems = await service.validate_stored(
+            session, workspace_of(caller), campaign_id, services_of(request).clock.now()
+        )
     errors = [
         {"field": problem.target, "issue": problem.message, "code": problem.code} for problem in problems
     ]

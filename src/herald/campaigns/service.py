@@ -15,6 +15,7 @@ from typing import Any, NoReturn, TypeVar
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm.exc import StaleDataError
 
+from herald.audience.segmentation.audience import audience_problems
 from herald.campaigns import repository
 from herald.campaigns.editability import not_editable
 from herald.campaigns.lifecycle import begins_at, schedule_instants
@@ -534,7 +535,9 @@ def _state_message(status: str) -> str:
     return f"The campaign is {status}; the request changes fields this state does not allow."
 
 
-async def validate_stored(session: AsyncSession, workspace: Workspace, campaign_id: str) -> list[Problem]:
+async def validate_stored(
+    session: AsyncSession, workspace: Workspace, campaign_id: str, now: datetime
+) -> list[Problem]:
     """DRAFT_PUBLISH on the saved campaign, read-only; the `id` of an earlier version validates
     that version (C4 answers 200 for every campaign C2 reads: contract §5)."""
     try:
@@ -548,18 +551,22 @@ async def validate_stored(session: AsyncSession, workspace: Workspace, campaign_
     document, problems = load_document(channel, delivery_type, components)
     if document is None:
         return problems
-    return await publish_problems(session, workspace, document)
+    return await publish_problems(session, workspace, document, now)
+
+
+_SEGMENTATION = "segmentation_details"
 
 
 async def publish_problems(
-    session: AsyncSession, workspace: Workspace, document: CampaignDocument
+    session: AsyncSession, workspace: Workspace, document: CampaignDocument, now: datetime
 ) -> list[Problem]:
     """DRAFT_PUBLISH with the workspace's connectors: what C4 reports and what L1 refuses to publish.
     An Email campaign must name one of its e-mail connectors, and send from one of that connector's
     verified senders; a Push campaign needs a push connector the engine can choose (the one named,
-    or the only one)."""
+    or the only one). Its audience's filters must be ones the engine can evaluate in the workspace
+    (the custom segments they name exist): else the campaign would fail when it starts."""
     connectors = await delivery_connectors.configured(session, workspace.id)
-    return validate_campaign(
+    problems = validate_campaign(
         document,
         Stage.DRAFT_PUBLISH,
         workspace.features,
@@ -568,3 +575,7 @@ async def publish_problems(
         connector_senders=connectors.senders,
         check_template=check_template,
     )
+    if document.segmentation_details is not None and not fields_at_fault(problems) & {"", _SEGMENTATION}:
+        segmentation = document.segmentation_details.model_dump(mode="json", exclude_unset=True)
+        problems += await audience_problems(session, workspace.id, document.channel.value, segmentation, now)
+    return problems

@@ -283,6 +283,28 @@ def session_dialect(session: AsyncSession) -> str:
     return session.get_bind().dialect.name
 
 
+async def audience_problems(
+    session: AsyncSession, workspace_id: str, channel: str, segmentation_details: Segmentation, now: datetime
+) -> list[Problem]:
+    """What in the filters the engine could not evaluate in this workspace (a custom segment that
+    does not exist, a filter kind that does not apply where it stands), each at its path under
+    `segmentation_details`; nothing is read but the segments. The publish checks ask it: such a
+    campaign passed them, then failed when its audience was resolved, sending nothing."""
+    try:
+        segments = await segments_for(session, workspace_id, segmentation_details)
+        audience_query(
+            segmentation_details,
+            channel,
+            workspace_id,
+            now,
+            dialect=session_dialect(session),
+            segments=segments,
+        )
+    except ValidationFailed as exc:
+        return list(exc.details)
+    return []
+
+
 async def count_audience(
     session: AsyncSession,
     workspace_id: str,
