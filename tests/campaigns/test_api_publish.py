@@ -204,6 +204,21 @@ class TestDeliverable:
         error = await self._refused(client, ws, campaign_id)
         assert [(d["target"], d["message"]) for d in error["details"]] == [(target, message)]
 
+    async def test_a_trigger_naming_a_segment_that_does_not_exist_is_422(
+        self, client: httpx.AsyncClient, ws: Tenant
+    ) -> None:
+        body = copy.deepcopy(PAYLOADS["push_event_triggered_delay"])
+        ghost = {"filter_type": "custom_segments", "name": "Ghost", "id": "0123456789abcdef01234567"}
+        body["trigger_condition"]["secondary_included_filters"] = {
+            "filter_operator": "and",
+            "filters": [ghost],
+        }
+        campaign_id = await h.create(client, ws, body)
+        error = await self._refused(client, ws, campaign_id)
+        assert [d["target"] for d in error["details"]] == [
+            "trigger_condition.secondary_included_filters.filters.0.id"
+        ]
+
     async def test_validate_reports_the_same_problem(self, app: FastAPI, client: httpx.AsyncClient) -> None:
         bare = await make_tenant(app, features=dict.fromkeys(ALL_FEATURES, True), rate_limits=h.OPEN_LIMITS)
         campaign_id = await h.create(client, bare, PAYLOADS["push_multi_locale_ab"])

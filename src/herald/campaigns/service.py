@@ -15,7 +15,7 @@ from typing import Any, NoReturn, TypeVar
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm.exc import StaleDataError
 
-from herald.audience.segmentation.audience import audience_problems
+from herald.audience.segmentation.audience import audience_problems, filter_problems
 from herald.campaigns import repository
 from herald.campaigns.editability import not_editable
 from herald.campaigns.lifecycle import begins_at, schedule_instants
@@ -554,7 +554,7 @@ async def validate_stored(
     return await publish_problems(session, workspace, document, now)
 
 
-_SEGMENTATION = "segmentation_details"
+_SEGMENTATION, _TRIGGER = "segmentation_details", "trigger_condition"
 
 
 async def publish_problems(
@@ -575,7 +575,16 @@ async def publish_problems(
         connector_senders=connectors.senders,
         check_template=check_template,
     )
-    if document.segmentation_details is not None and not fields_at_fault(problems) & {"", _SEGMENTATION}:
+    at_fault = fields_at_fault(problems)
+    if document.segmentation_details is not None and not at_fault & {"", _SEGMENTATION}:
         segmentation = document.segmentation_details.model_dump(mode="json", exclude_unset=True)
         problems += await audience_problems(session, workspace.id, document.channel.value, segmentation, now)
+    trigger = document.trigger_condition
+    if trigger is not None and not at_fault & {"", _TRIGGER}:
+        groups = [
+            (group, (_TRIGGER, name))
+            for name in ("included_filters", "secondary_included_filters")
+            if (group := getattr(trigger, name)) is not None
+        ]
+        problems += await filter_problems(session, workspace.id, groups, now)
     return problems

@@ -27,7 +27,7 @@ from sqlalchemy.sql.elements import ColumnElement
 
 from herald.audience.models import platform_mask
 from herald.audience.segmentation.catalog import SegmentCatalog, load_segments
-from herald.audience.segmentation.compiler import Compiler
+from herald.audience.segmentation.compiler import Compiler, Path
 from herald.audience.segmentation.dialect import SqlDialect, dialect_for
 from herald.campaigns.schemas.filters import FilterGroup
 from herald.campaigns.schemas.segmentation import SegmentationDetails
@@ -195,6 +195,16 @@ def _compiler(
     segments: SegmentCatalog | None,
     customers: Sequence[str] | ListParameter | None = None,
 ) -> Compiler:
+    return _compiler_at(workspace_id, now, dialect, segments, customers)
+
+
+def _compiler_at(
+    workspace_id: str,
+    now: datetime | None,
+    dialect: str | SqlDialect,
+    segments: SegmentCatalog | None,
+    customers: Sequence[str] | ListParameter | None = None,
+) -> Compiler:
     return Compiler(
         dialect_for(dialect) if isinstance(dialect, str) else dialect, workspace_id, now, segments, customers
     )
@@ -303,6 +313,18 @@ async def audience_problems(
     except ValidationFailed as exc:
         return list(exc.details)
     return []
+
+
+async def filter_problems(
+    session: AsyncSession, workspace_id: str, groups: Sequence[tuple[FilterGroup, Path]], now: datetime
+) -> list[Problem]:
+    """`audience_problems` for filter groups of other components (a trigger's), each evaluated as
+    the users it selects, its problems at its `path`."""
+    segments = await load_segments(session, workspace_id, [group for group, _ in groups])
+    compiler = _compiler_at(workspace_id, now, session_dialect(session), segments)
+    for group, path in groups:
+        compiler.where(group, path)
+    return list(compiler.problems)
 
 
 async def count_audience(
