@@ -32,11 +32,12 @@ PUBLISHER = "publisher@example.com"
 
 
 async def workspace(app: FastAPI, *, versioning: bool = True, **features: bool) -> Tenant:
-    """A workspace with the features on, limits out of the way, and connectors the payloads can be
-    published with (the e-mail ones they name, one push connector)."""
+    """A workspace with the features on, limits out of the way, and the connectors and custom
+    segment the payloads can be published with (the e-mail ones they name, one push connector)."""
     flags = {**dict.fromkeys(ALL_FEATURES, True), "versioning": versioning, **features}
     tenant = await make_tenant(app, features=flags, rate_limits=OPEN_LIMITS)
     await add_payload_connectors(app, tenant)
+    await add_payload_segments(app, tenant)
     return tenant
 
 
@@ -58,8 +59,6 @@ async def add_payload_segments(app: FastAPI, tenant: Tenant) -> None:
 
 
 async def add_payload_connectors(app: FastAPI, tenant: Tenant) -> None:
-    """The connectors the payloads name, and the custom segment (`add_payload_segments`)."""
-    await add_payload_segments(app, tenant)
     await add_connector(app, tenant, ConnectorInput("transactional-smtp", "CUSTOM_SMTP", host="127.0.0.1"))
     await add_connector(
         app, tenant, ConnectorInput("marketing-api", "CUSTOM_API", url="https://hooks.example.com/in")

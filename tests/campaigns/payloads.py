@@ -17,10 +17,10 @@ from herald.problems import Problem
 
 ALL_FEATURES = frozenset({"campaign_audience_limit", "queuing", "portfolio", "versioning", "campaign_meta"})
 NO_FEATURES: frozenset[str] = frozenset()
-# The workspace's e-mail connectors, name -> type.
 # The custom segment the realistic payloads' audiences exclude: the test workspaces hold it
 # (`lifecycle_helpers.add_payload_segments`), as publishing requires.
 PAYLOAD_SEGMENT_ID = "64f1c2aa9b1e4c0012ab34cd"
+# The workspace's e-mail connectors, name -> type.
 CONNECTORS = {"transactional-smtp": "CUSTOM_SMTP", "marketing-api": "CUSTOM_API", "newsletters": "SENDGRID"}
 
 _SEGMENT = {

@@ -36,9 +36,10 @@ OPEN_LIMITS = {
 
 @pytest.fixture
 async def workspace(app: FastAPI) -> Tenant:
-    """A workspace with every feature on, limits out of the way, and the payloads' connectors."""
+    """A workspace with every feature on, limits out of the way, and the payloads' connectors and segment."""
     tenant = await make_tenant(app, features=dict.fromkeys(ALL_FEATURES, True), rate_limits=OPEN_LIMITS)
     await h.add_payload_connectors(app, tenant)
+    await h.add_payload_segments(app, tenant)
     return tenant
 
 

@@ -22,10 +22,10 @@ from herald.audience.schemas import (
     TransitionResponse,
 )
 from herald.delivery.engine import business
-from herald.errors import BadRequest
 from herald.http.auth import Caller, basic_credentials, unauthenticated
 from herald.http.docs import documented_as, error_responses
 from herald.http.operation import Operation, check_access, services_of, unit_of_work
+from herald.http.request_body import raw_body
 from herald.http.responses import json_response, response_id
 from herald.workspaces.scopes import Scope
 
@@ -51,8 +51,7 @@ def _guarded(operation: Operation) -> Any:
         if username != workspace_id:
             raise unauthenticated("The workspace id in the path must be the one of the credentials.")
         caller = await check_access(request, operation)
-        if not (getattr(request.state, "body", b"") or b"").strip():
-            raise BadRequest("A JSON body is required.")
+        raw_body(request)
         return caller
 
     dependency.__name__ = f"guard_{operation.name}_workspace_path"

@@ -11,7 +11,6 @@ from starlette.responses import Response
 from herald.campaigns import actions, meta, search
 from herald.campaigns.lifecycle import Action
 from herald.campaigns.openapi import META_BODY, SEARCH_BODY, STATUS_BODY, success
-from herald.campaigns.router import json_body
 from herald.campaigns.schemas import responses
 from herald.campaigns.schemas.common import Feature
 from herald.campaigns.views import campaign_view
@@ -26,6 +25,7 @@ from herald.http.operation import (
     services_of,
     unit_of_work,
 )
+from herald.http.request_body import json_body
 from herald.http.responses import json_response, response_id
 from herald.workspaces.models import enabled_features
 from herald.workspaces.scopes import Scope

@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 from typing import Annotated, Any
 
-import orjson
 from fastapi import APIRouter, Header
 from pydantic import BaseModel, ConfigDict, Field, Strict
 from starlette.requests import Request
@@ -17,7 +16,6 @@ from herald.campaigns.schemas import responses
 from herald.campaigns.search import parse_body
 from herald.campaigns.views import campaign_view, etag, etag_of
 from herald.db import INTEGER_MAX
-from herald.errors import BadRequest
 from herald.http.auth import Caller
 from herald.http.docs import error_responses
 from herald.http.operation import (
@@ -32,6 +30,7 @@ from herald.http.operation import (
     unit_of_work,
 )
 from herald.http.query_model import QUERY_INTEGER, query_model
+from herald.http.request_body import json_body
 from herald.http.responses import json_response, response_id
 from herald.schemas import APIModel
 from herald.workspaces.models import enabled_features
@@ -89,16 +88,6 @@ class GetQuery(BaseModel):
 
 def workspace_of(caller: Caller) -> service.Workspace:
     return service.Workspace(id=caller.workspace_id, features=enabled_features(caller.workspace))
-
-
-def json_body(request: Request) -> Any:
-    raw: bytes = getattr(request.state, "body", b"") or b""
-    if not raw.strip():
-        raise BadRequest("A JSON body is required.")
-    try:
-        return orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        raise BadRequest("The request body is not valid JSON.") from None
 
 
 def _envelope(request: Request, data: dict[str, Any]) -> dict[str, Any]:

@@ -577,8 +577,9 @@ async def publish_problems(
     )
     at_fault = fields_at_fault(problems)
     if document.segmentation_details is not None and not at_fault & {"", _SEGMENTATION}:
-        segmentation = document.segmentation_details.model_dump(mode="json", exclude_unset=True)
-        problems += await audience_problems(session, workspace.id, document.channel.value, segmentation, now)
+        problems += await audience_problems(
+            session, workspace.id, document.channel.value, document.segmentation_details, now
+        )
     trigger = document.trigger_condition
     if trigger is not None and not at_fault & {"", _TRIGGER}:
         groups = [

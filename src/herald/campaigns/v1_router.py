@@ -10,7 +10,7 @@ from starlette.responses import Response
 
 from herald.campaigns import publish
 from herald.campaigns.openapi import V1_UPDATE_BODY
-from herald.campaigns.router import json_body, workspace_of
+from herald.campaigns.router import workspace_of
 from herald.http.auth import Caller
 from herald.http.docs import error_responses
 from herald.http.operation import (
@@ -23,6 +23,7 @@ from herald.http.operation import (
     services_of,
     unit_of_work,
 )
+from herald.http.request_body import json_body
 from herald.workspaces.scopes import Scope
 
 router = APIRouter(prefix="/core-services/v1/campaigns", tags=["campaigns (earlier API)"])

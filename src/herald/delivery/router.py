@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-import orjson
 from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, TypeAdapter
 from starlette.requests import Request
@@ -19,11 +18,11 @@ from herald.campaigns.schemas.responses import CampaignStatsResponse, CampaignTe
 from herald.delivery import testsend
 from herald.delivery.engine import stats
 from herald.delivery.testsend_request import CampaignTestDoc
-from herald.errors import BadRequest
 from herald.http.auth import Caller
 from herald.http.docs import error_responses
 from herald.http.operation import Operation, WrittenClaim, guarded, services_of
 from herald.http.query_model import query_model
+from herald.http.request_body import json_body
 from herald.http.responses import json_response, request_id, response_id
 from herald.workspaces.scopes import Scope
 
@@ -58,16 +57,6 @@ _BODY = {
 }
 
 
-def _json_body(request: Request) -> Any:
-    raw: bytes = getattr(request.state, "body", b"") or b""
-    if not raw.strip():
-        raise BadRequest("A JSON body is required.")
-    try:
-        return orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        raise BadRequest("The request body is not valid JSON.") from None
-
-
 @router.post(
     "/test",
     summary="Test campaign",
@@ -91,7 +80,7 @@ async def test_campaign(request: Request, caller: Annotated[Caller, guarded(TEST
     )
     claimed: WrittenClaim[testsend.Results] = WrittenClaim(request, lambda results: _answer(request, results))
     results = await testsend.test_campaign(
-        deployment, caller.workspace_id, _json_body(request), request_id(request), claimed
+        deployment, caller.workspace_id, json_body(request), request_id(request), claimed
     )
     return claimed.answer(results)
 

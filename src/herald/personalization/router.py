@@ -8,10 +8,10 @@ from fastapi import APIRouter, Body
 from starlette.requests import Request
 from starlette.responses import Response
 
-from herald.errors import BadRequest
 from herald.http.auth import Caller
 from herald.http.docs import documented_as, error_responses
 from herald.http.operation import Operation, guarded, services_of
+from herald.http.request_body import raw_body
 from herald.http.responses import json_response, response_id
 from herald.personalization import preview as service
 from herald.personalization.schemas import PreviewRequest, PreviewResponse
@@ -54,8 +54,7 @@ async def personalized_preview(
     # BAD_REQUEST, as on every JSON route), not a body field missing.
     body: Annotated[Any, Body(), documented_as(PreviewRequest)] = None,
 ) -> Response:
-    if not (getattr(request.state, "body", b"") or b"").strip():
-        raise BadRequest("A JSON body is required.")
+    raw_body(request)
     result = await service.preview(services_of(request).database.reader, caller.workspace_id, body)
     data = {"personalized_content": result.personalized_content, "missing": result.missing}
     return json_response({"response_id": response_id(request), "type": "personalization", "data": data})

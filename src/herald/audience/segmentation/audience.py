@@ -188,17 +188,6 @@ def _push_reachable(
 
 
 def _compiler(
-    details: SegmentationDetails,
-    workspace_id: str,
-    now: datetime | None,
-    dialect: str | SqlDialect,
-    segments: SegmentCatalog | None,
-    customers: Sequence[str] | ListParameter | None = None,
-) -> Compiler:
-    return _compiler_at(workspace_id, now, dialect, segments, customers)
-
-
-def _compiler_at(
     workspace_id: str,
     now: datetime | None,
     dialect: str | SqlDialect,
@@ -230,7 +219,7 @@ def audience_query(
     or a list parameter (`sql_lists`). Without `now`, filters that need the instant raise ClockNeeded.
     """
     details = _require(segmentation_details)
-    compiler = _compiler(details, workspace_id, now, dialect, segments, customers)
+    compiler = _compiler(workspace_id, now, dialect, segments, customers)
     where = _audience(compiler, details, channel, reachable_only, reach, subscribed_only)
     return select(compiler.users.c.customer_id).select_from(compiler.from_clause()).where(where)
 
@@ -249,7 +238,7 @@ def audience_count_query(
 ) -> Select[tuple[int]]:
     """SELECT count(*) of the audience (the same rules as `audience_query`)."""
     details = _require(segmentation_details)
-    compiler = _compiler(details, workspace_id, now, dialect, segments)
+    compiler = _compiler(workspace_id, now, dialect, segments)
     where = _audience(compiler, details, channel, reachable_only, reach, subscribed_only)
     return select(func.count()).select_from(compiler.from_clause()).where(where)
 
@@ -268,7 +257,7 @@ def audience_counts_query(
     after each rule in turn: (selected, opted in, subscribed, reachable) — the last is the
     audience `audience_query(reachable_only=True)` selects. One pass instead of four counts."""
     details = _require(segmentation_details)
-    compiler = _compiler(details, workspace_id, now, dialect, segments)
+    compiler = _compiler(workspace_id, now, dialect, segments)
     rules = _rules(compiler, details, channel, reach)
     kept: list[ColumnElement[bool]] = []
     counts: list[ColumnElement[int]] = [func.count()]
@@ -321,7 +310,7 @@ async def filter_problems(
     """`audience_problems` for filter groups of other components (a trigger's), each evaluated as
     the users it selects, its problems at its `path`."""
     segments = await load_segments(session, workspace_id, [group for group, _ in groups])
-    compiler = _compiler_at(workspace_id, now, session_dialect(session), segments)
+    compiler = _compiler(workspace_id, now, session_dialect(session), segments)
     for group, path in groups:
         compiler.where(group, path)
     return list(compiler.problems)
