@@ -8,6 +8,7 @@ import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+import httpx
 from fastapi import FastAPI
 
 from herald.delivery import connectors as delivery_connectors
@@ -78,3 +79,11 @@ async def add_key(app: FastAPI, tenant: Tenant, scopes: Iterable[Scope]) -> Tena
         )
         await session.commit()
     return Tenant(workspace_id=tenant.workspace_id, secret=issued.secret, key_id=issued.key.id)
+
+
+def is_replay_of(replay: httpx.Response, original: httpx.Response) -> bool:
+    """Whether `replay` carries `original`'s stored answer (contract §7), its `response_id` its own
+    (§3: `resp_` and the request id of the answer it is in)."""
+    expected = original.json()
+    expected["response_id"] = f"resp_{replay.headers['X-SVC-Request-Id']}"
+    return bool(replay.json() == expected)

@@ -16,6 +16,7 @@ One app and one workspace serve the whole module (see the fixtures).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -38,8 +39,9 @@ from herald.db import INTEGER_MAX, Base
 from herald.http.idempotency import IdempotencyRecord
 from herald.http.ratelimit import make_store
 from herald.main import create_app
+from herald.workspaces.scopes import Scope
 from tests.delivery.builders import inline_push, meta
-from tests.factories import Tenant, make_tenant
+from tests.factories import Tenant, add_key, make_tenant
 from tests.offers.builders import flat_body
 from tests.personalization.helpers import add_resources, add_user, email_body
 from tests.snapshots import workspace_rows
@@ -287,15 +289,38 @@ BAD_BODIES = {
     "number-1e400": BadBody(b'{"name": "x", "priority": 1e400}'),
     "number-minus-1e999": BadBody(b'{"name": "x", "attributes": {"k": -1e999}}'),
     "number-of-400-digits-with-a-fraction": BadBody(b'{"name": "x", "priority": ' + b"9" * 400 + b".5}"),
-    # Whole numbers past 64 bits: stored, then every read of them failed (or came back a float).
-    "integer-2-to-the-64": BadBody(b'{"name": "x", "extra": {"n": 18446744073709551616}}'),
-    "integer-below-minus-2-to-the-63": BadBody(b'{"name": "x", "a": [-9223372036854775809]}'),
 }
 
 
 async def _chunks(content: bytes, size: int = 64 * 1024) -> AsyncIterator[bytes]:
     for start in range(0, len(content), size):
         yield content[start : start + size]
+
+
+# What the credentials decide comes before anything about the body (contract §2: 401/403 on
+# every surface): a caller without them learns nothing of what is wrong with what it sent.
+UNSEEN_BODIES = ("truncated", "text-plain", "invalid-utf8", "nested-33-deep", "integer-of-5000-digits")
+
+
+@pytest.mark.parametrize("case", UNSEEN_BODIES)
+@pytest.mark.parametrize("operation", BODY_OPERATIONS, ids=lambda operation: operation.label)
+@pytest.mark.parametrize("caller", ["bad-secret", "no-scope"])
+async def test_credentials_are_judged_before_the_body(
+    client: httpx.AsyncClient, world: World, operation: ApiOperation, case: str, caller: str
+) -> None:
+    bad = BAD_BODIES[case]
+    if caller == "no-scope":
+        tenant = await add_key(world.app, world.tenant, [Scope.OFFERS_READ])  # no body route needs only it
+    else:
+        tenant = dataclasses.replace(world.tenant, secret="wrong")
+    headers = tenant.headers(campaigns=True, idempotency_key=str(uuid.uuid4()))
+    if bad.content_type is not None:
+        headers["Content-Type"] = bad.content_type
+    response = await client.request(
+        operation.method, world.url(operation), content=bad.content, headers=headers
+    )
+    expected = (401, "ER001") if caller == "bad-secret" else (403, "ER007")
+    assert (response.status_code, response.json()["code"]) == expected, response.text
 
 
 @pytest.mark.parametrize("case", list(BAD_BODIES))
@@ -361,29 +386,37 @@ async def test_a_number_too_large_for_a_double_is_refused_where_it_is(
 
 
 @pytest.mark.parametrize(
-    ("number", "target"),
-    [
-        (b"9223372036854775808", "campaign_fields.version_number"),
-        (b"-9223372036854775809", "campaign_fields.version_number"),
-        (b"9223372036854775807", None),  # the largest 64-bit whole number: the handler answers
-        (b"-9223372036854775808", None),
-    ],
+    "number",
+    [b"9223372036854775808", b"-9223372036854775809", b"18446744073709551616", b"1" + b"0" * 40, b"1e30"],
 )
-async def test_a_whole_number_past_64_bits_is_refused_where_it_is(
-    client: httpx.AsyncClient, world: World, number: bytes, target: str | None
+async def test_a_whole_number_past_64_bits_is_out_of_range_beside_the_other_problems(
+    client: httpx.AsyncClient, world: World, number: bytes
+) -> None:
+    """JSON has one number type: a whole number no column holds is judged as the double it equals
+    (as `1e30` is), with every other problem of the body, not refused alone as unreadable."""
+    key, request_id = str(uuid.uuid4()), str(uuid.uuid4())
+    headers = {**world.headers(key, request_id), "Content-Type": "application/json"}
+    body = b'{"limit": 15, "page": 0, "campaign_fields": {"version_number": ' + number + b"}}"
+    response = await client.post("/v5/campaigns/search", content=body, headers=headers)
+    assert response.status_code == 400, response.text
+    error = response.json()["error"]
+    assert error["code"] == "VALIDATION_FAILED", error
+    assert {(detail["code"], detail["target"]) for detail in error["details"]} == {
+        ("OUT_OF_RANGE", "campaign_fields.version_number"),
+        ("OUT_OF_RANGE", "page"),
+    }
+
+
+@pytest.mark.parametrize("number", [b"9223372036854775807", b"-9223372036854775808"])
+async def test_the_widest_64_bit_numbers_are_judged_by_the_field(
+    client: httpx.AsyncClient, world: World, number: bytes
 ) -> None:
     key, request_id = str(uuid.uuid4()), str(uuid.uuid4())
     headers = {**world.headers(key, request_id), "Content-Type": "application/json"}
-    body = (
-        b'{"limit": 15, "page": 1, "campaign_fields": {"name": "12345678901234567890123", "version_number": '
-    )
-    response = await client.post("/v5/campaigns/search", content=body + number + b"}}", headers=headers)
+    body = b'{"limit": 15, "page": 1, "campaign_fields": {"version_number": ' + number + b"}}"
+    response = await client.post("/v5/campaigns/search", content=body, headers=headers)
     assert response.status_code == 400, response.text
-    error = response.json()["error"]
-    if target is None:  # out of the field's own range, said by the handler
-        assert error["code"] == "VALIDATION_FAILED", error
-    else:
-        assert (error["code"], error["target"]) == ("BAD_REQUEST", target)
+    assert response.json()["error"]["code"] == "VALIDATION_FAILED"
 
 
 _SEARCH = b'{"limit": 15, "page": 1, "a": '  # a valid search, but for the unknown field `a`

@@ -10,7 +10,7 @@ import pytest
 from fastapi import FastAPI
 
 from herald.clock import FrozenClock
-from tests.factories import Tenant
+from tests.factories import Tenant, is_replay_of
 from tests.offers.builders import OFFERS, create_id, details, flat_body, import_offers
 
 
@@ -38,6 +38,16 @@ class TestArchive:
             "updated_at": "2026-01-15T12:02:00Z",
         }
         assert await _status(client, tenant, offer_id) == "archived"
+
+    @pytest.mark.parametrize("raw", [b"null", b"[]", b"1"])
+    async def test_a_body_that_is_not_an_object_is_400_and_archives_nothing(
+        self, client: httpx.AsyncClient, tenant: Tenant, clock: FrozenClock, raw: bytes
+    ) -> None:
+        offer_id = await create_id(client, tenant, flat_body(clock.now()))
+        headers = {**tenant.write_headers(), "Content-Type": "application/json"}
+        response = await client.post(_archive_url(offer_id), content=raw, headers=headers)
+        assert details(response) == {("INVALID_TYPE", "body")}
+        assert await _status(client, tenant, offer_id) != "archived"
 
     @pytest.mark.parametrize("starts_in", [timedelta(0), timedelta(hours=2)])
     async def test_active_and_scheduled_offers_can_be_archived(
@@ -100,7 +110,7 @@ class TestArchive:
         again = await client.post(_archive_url(offer_id), headers=headers)
         assert first.status_code == again.status_code == 200
         assert again.headers["Idempotent-Replayed"] == "true"
-        assert again.content == first.content
+        assert is_replay_of(again, first)
 
     async def test_missing_key_is_400(
         self, client: httpx.AsyncClient, tenant: Tenant, clock: FrozenClock

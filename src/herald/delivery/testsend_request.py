@@ -24,7 +24,7 @@ from herald.campaigns.schemas.content import (
     PushCampaignContent,
 )
 from herald.email_address import is_recipient_address
-from herald.json_numbers import IntegralFloat
+from herald.json_numbers import Int64, IntegralFloat
 from herald.problems import Problem
 from herald.pydantic_errors import problems_from_validation_error
 from herald.schemas import APIModel
@@ -63,7 +63,7 @@ IDENTIFIERS_BY_CHANNEL: dict[Channel, tuple[Identifier, ...]] = {
 }
 
 IdentifierValue = Annotated[str, Strict(), Field(min_length=1, max_length=500)]
-Variation = Annotated[str, Strict()] | Annotated[int, Strict(), IntegralFloat]
+Variation = Annotated[str, Strict()] | Annotated[int, Strict(), Int64, IntegralFloat]
 RequestId = Annotated[str, Strict(), Field(min_length=1, max_length=128)]
 
 

@@ -11,10 +11,11 @@ start-up, from the route's `Dependant` (the same one the OpenAPI document is gen
 request only runs the plan. A route with any other kind of parameter is refused at start-up: a new
 kind is added here, on purpose, not silently handled another way.
 
-What a client sees is unchanged: the body is parsed before anything else (a malformed body is a 400
-whatever the credentials), then the dependencies run in declaration order (the guard first), then
-the parameters are read; failures raise the same exceptions, which the app's exception handlers turn
-into the same answers.
+The dependencies run first, in declaration order (the guard: credentials, scope, rate limit), then
+the body is judged and parsed: a caller without credentials or scope is answered 401/403 whatever it
+sent (contract §2), never told what is wrong with its body. The middleware's verdict on the body's
+bytes (`BODY_PROBLEM`: its media type, encoding, depth) is answered here for the same reason.
+Failures raise the framework's exceptions, which the app's exception handlers turn into answers.
 """
 
 from __future__ import annotations
@@ -35,8 +36,13 @@ from starlette.routing import BaseRoute
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from herald.errors import BadRequest
+from herald.json_numbers import wide_as_doubles
 
 Reader = Callable[[Request], Awaitable[Any]]
+
+# The request state's key for what the middleware found wrong with the body's bytes: (message,
+# dot path or None), or None.
+BODY_PROBLEM = "body_problem"
 
 
 class UnsupportedParameter(TypeError):
@@ -63,12 +69,15 @@ def handler_for(route: APIRoute) -> ASGIApp:
 
     async def app(scope: Scope, receive: Receive, send: Send) -> None:
         request = Request(scope, receive, send)
-        raw: bytes = scope["state"].get("body", b"")  # read and checked by HeraldMiddleware
-        parsed = _parsed_body(raw) if body_fields else Undefined
         values: dict[str, Any] = {}
         for name, read in readers:
             values[name] = await read(request)
+        problem = scope["state"].get(BODY_PROBLEM)
+        if problem is not None:
+            message, target = problem
+            raise BadRequest(message, target=target)
         if body_fields:
+            parsed = _parsed_body(scope["state"].get("body", b""))  # read by HeraldMiddleware
             body_values, errors = await request_body_to_args(
                 body_fields=body_fields, received_body=parsed, embed_body_fields=False
             )
@@ -89,7 +98,7 @@ def _parsed_body(raw: bytes) -> Any:
     if not raw:
         return Undefined
     try:
-        return json.loads(raw)
+        return wide_as_doubles(json.loads(raw), raw)
     except json.JSONDecodeError as error:
         problem = {
             "type": "json_invalid",

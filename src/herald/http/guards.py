@@ -14,7 +14,6 @@ from typing import Any
 from urllib.parse import unquote_to_bytes
 
 from herald.control_characters import has_control_character
-from herald.json_numbers import INT64
 from herald.problems import Problem, join_path
 
 # A JSON string, escapes included (the unrolled form: a run of plain bytes at a time, not one
@@ -167,22 +166,6 @@ def infinite_number_path(body: bytes) -> str | None:
     if _HUGE_NUMBER.search(body) is None:
         return None
     return _number_path(body, lambda value: isinstance(value, float) and not math.isfinite(value))
-
-
-# A whole number past 64 bits has at least 19 digits (a string of such digits is told apart by
-# reading the body, as above).
-_LONG_INTEGER = re.compile(rb"\d{19,}")
-
-
-def wide_integer_path(body: bytes) -> str | None:
-    """The dot path ("" for the body itself) of a whole number outside 64 bits: the JSON columns,
-    the responses' writer and SQLite's JSON functions stop there (it was stored, then every read
-    of it failed, or came back a float). None as for `infinite_number_path`."""
-    if _LONG_INTEGER.search(body) is None:
-        return None
-    return _number_path(
-        body, lambda value: isinstance(value, int) and not isinstance(value, bool) and value not in INT64
-    )
 
 
 def _number_path(body: bytes, wanted: Callable[[Any], bool]) -> str | None:

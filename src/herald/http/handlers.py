@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import orjson
 from fastapi import FastAPI
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -11,7 +12,7 @@ from starlette.responses import Response
 from herald.errors import BadRequest, HeraldError, MethodNotAllowed, NotFound, ValidationFailed
 from herald.http.auth import GatewayRefusal
 from herald.http.idempotency import Replay
-from herald.http.responses import gateway_response, herald_error_response
+from herald.http.responses import gateway_response, herald_error_response, response_id
 from herald.pydantic_errors import problems_from_request
 
 _JSON_ERRORS = frozenset({"json_invalid", "json_type"})
@@ -21,8 +22,24 @@ async def _herald_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HeraldError)
     if isinstance(exc, Replay):
         headers = {**exc.stored_headers, "Idempotent-Replayed": "true"}
-        return Response(exc.body, status_code=exc.status_code, headers=headers)
+        return Response(_answering(request, exc.body), status_code=exc.status_code, headers=headers)
     return herald_error_response(request, exc)
+
+
+def _answering(request: Request, stored: bytes) -> bytes:
+    """A replayed body as the answer to this request: the stored answer (contract §7), its
+    `response_id` this request's (§3: `resp_` and the request id of the answer it is in, which the
+    response's request-id header carries)."""
+    if not stored.startswith(b"{"):
+        return stored
+    try:
+        document = orjson.loads(stored)
+    except orjson.JSONDecodeError:
+        return stored
+    if not isinstance(document, dict) or "response_id" not in document:
+        return stored
+    document["response_id"] = response_id(request)
+    return orjson.dumps(document)
 
 
 async def _gateway_refusal(_request: Request, exc: Exception) -> Response:

@@ -27,6 +27,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from herald.config import SettingsError
 from herald.http import base_url, endpoint, idempotency
 from herald.http.context import UnitOfWork, request_state
+from herald.http.endpoint import BODY_PROBLEM
 from herald.http.guards import (
     has_control_characters,
     has_escaped_nul,
@@ -40,7 +41,6 @@ from herald.http.guards import (
     nul_path,
     parse_uuid4,
     surrogate_path,
-    wide_integer_path,
 )
 from herald.http.limits import headers_for
 from herald.http.responses import GATEWAY_503_HTML, HEALTH_PATH, HEALTHY, error_json, error_response
@@ -169,13 +169,9 @@ class HeraldMiddleware:
                     f"The request body exceeds {self.settings.max_body_bytes} bytes.",
                 )
                 return
-            problem = self._body_problem(headers, body)
-            if problem is not None:
-                message, target = problem
-                await self._send_error(
-                    send, request_id, 400, "BAD_REQUEST", message, target=target, raw_body=body
-                )
-                return
+            # Judged here, answered by the route after its guard (`herald.http.endpoint`): a
+            # caller without credentials or scope learns nothing about its body (contract §2).
+            state[BODY_PROBLEM] = self._body_problem(headers, body)
         state["body"] = body
         if not routes.served:  # no route: answered here, without entering the router
             await self._send_error(
@@ -364,12 +360,6 @@ class HeraldMiddleware:
         too_large = infinite_number_path(body)
         if too_large is not None:
             return "Numbers must fit a double (at most about 1.8e308 in size).", too_large or None
-        too_wide = wide_integer_path(body)
-        if too_wide is not None:
-            return (
-                "Whole numbers must fit 64 bits (-9223372036854775808 to 9223372036854775807).",
-                too_wide or None,
-            )
         if json_depth_exceeds(body, self.settings.max_json_depth):
             return f"The JSON body nests deeper than {self.settings.max_json_depth} levels.", None
         return None

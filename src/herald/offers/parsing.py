@@ -27,13 +27,12 @@ class Parsed:
 
 
 def as_object(body: Any) -> dict[str, Any]:
-    """The body as a JSON object; an absent body is an empty one.
+    """The body as a JSON object (`null`, a list or a scalar is refused: a route without a body
+    passes `{}`).
 
     Python's JSON reader accepts NaN and Infinity, which are not JSON: stored, they would be
     refused by PostgreSQL (a 500) or written out as invalid JSON. They are refused here instead.
     """
-    if body is None:
-        return {}
     if not isinstance(body, dict):
         raise ValidationFailed([Problem("INVALID_TYPE", "body", "The body must be a JSON object.")])
     problems = [

@@ -17,7 +17,7 @@ from pydantic_core import PydanticCustomError
 
 from herald.campaigns.schemas.filters import FilterGroup
 from herald.email_address import email_problem
-from herald.json_numbers import IntegralFloat
+from herald.json_numbers import Int64, IntegralFloat
 from herald.schemas import APIModel
 
 Text = Annotated[str, Strict()]
@@ -138,7 +138,11 @@ class Cap(APIModel):
     # At least 1 when the cap is enabled (`rules.check_capping`); a disabled cap may keep a 0.
     limit_value: (
         Annotated[
-            int, Strict(), Field(ge=0, description="At least 1 when the cap is enabled."), IntegralFloat
+            int,
+            Strict(),
+            Field(ge=0, description="At least 1 when the cap is enabled."),
+            Int64,
+            IntegralFloat,
         ]
         | None
     ) = None

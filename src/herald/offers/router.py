@@ -12,6 +12,7 @@ from herald.http.auth import Caller
 from herald.http.docs import ErrorEnvelope, documented_as, error_responses
 from herald.http.operation import AnswerFirst, Operation, guarded, services_of, unit_of_work
 from herald.http.query_model import query_model
+from herald.http.request_body import has_body, raw_body
 from herald.http.responses import json_response, response_id
 from herald.offers import service, templates, writes
 from herald.offers.list_query import OffersListQuery
@@ -91,6 +92,7 @@ async def create_offer(
     caller: Annotated[Caller, guarded(CREATE_OFFER)],
     body: Annotated[Any, documented_as(OfferCreate), Body()] = None,
 ) -> Response:
+    raw_body(request)  # none is a malformed request, not an offering without fields
     now = services_of(request).clock.now()
     first: AnswerFirst[dict[str, Any]] = AnswerFirst(
         request, lambda data: _answer(request, data, 201)
@@ -138,12 +140,13 @@ async def update_offer(
     offer_id: OfferId,
     body: Annotated[Any, documented_as(OfferUpdate), Body()] = None,
 ) -> Response:
+    raw_body(request)  # none is a malformed request, not an update without `updated_by`
     now = services_of(request).clock.now()
     session = unit_of_work(request).session()
     first: AnswerFirst[dict[str, Any]] = AnswerFirst(
         request, lambda data: _answer(request, data)
     )  # its record goes with the update
-    await writes.update_offer(session, caller.workspace_id, offer_id, body or {}, now, first)
+    await writes.update_offer(session, caller.workspace_id, offer_id, body, now, first)
     return first.response
 
 
@@ -166,5 +169,6 @@ async def archive_offer(
     first: AnswerFirst[dict[str, Any]] = AnswerFirst(
         request, lambda data: _answer(request, data)
     )  # its record goes with the update
-    await writes.archive_offer(session, caller.workspace_id, offer_id, body, now, first)
+    sent = body if has_body(request) else {}  # the body is optional; `null` is not an object
+    await writes.archive_offer(session, caller.workspace_id, offer_id, sent, now, first)
     return first.response

@@ -17,7 +17,7 @@ from pydantic import AfterValidator, Field, JsonValue, Strict
 from pydantic_core import PydanticCustomError
 
 from herald.email_address import email_problem
-from herald.json_numbers import IntegralFloat
+from herald.json_numbers import Int64, IntegralFloat
 from herald.timefmt import DATE_TIME_PATTERN, as_utc, parse_iso_datetime
 from herald.timezones import is_timezone
 
@@ -109,9 +109,9 @@ class Feature(StrEnum):
 Text = Annotated[str, Strict()]
 NonEmptyText = Annotated[str, Strict(), Field(min_length=1)]
 Flag = Annotated[bool, Strict()]
-Integer = Annotated[int, Strict(), IntegralFloat]
-NonNegativeInt = Annotated[int, Strict(), Field(ge=0), IntegralFloat]
-PositiveInt = Annotated[int, Strict(), Field(ge=1), IntegralFloat]
+Integer = Annotated[int, Strict(), Int64, IntegralFloat]
+NonNegativeInt = Annotated[int, Strict(), Field(ge=0), Int64, IntegralFloat]
+PositiveInt = Annotated[int, Strict(), Field(ge=1), Int64, IntegralFloat]
 Percentage = Annotated[int, Strict(), Field(ge=0, le=100), IntegralFloat]
 Number = Annotated[int, Strict()] | Annotated[float, Strict()]
 JsonObject = dict[str, JsonValue]
