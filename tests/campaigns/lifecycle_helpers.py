@@ -17,8 +17,14 @@ from herald.audience.segments import STATIC
 from herald.campaigns import importer
 from herald.campaigns.models import Campaign
 from herald.delivery.config import ConnectorInput
+from herald.personalization.resources import create_custom_template
 from herald.services import Services
-from tests.campaigns.payloads import ALL_FEATURES, PAYLOAD_SEGMENT_ID
+from tests.campaigns.payloads import (
+    ALL_FEATURES,
+    PAYLOAD_SEGMENT_ID,
+    PAYLOAD_TEMPLATE_ID,
+    PAYLOAD_TEMPLATE_VERSION,
+)
 from tests.factories import Tenant, add_connector, make_tenant
 
 BASE = "/v5/campaigns"
@@ -37,12 +43,13 @@ async def workspace(app: FastAPI, *, versioning: bool = True, **features: bool) 
     flags = {**dict.fromkeys(ALL_FEATURES, True), "versioning": versioning, **features}
     tenant = await make_tenant(app, features=flags, rate_limits=OPEN_LIMITS)
     await add_payload_connectors(app, tenant)
-    await add_payload_segments(app, tenant)
+    await add_payload_resources(app, tenant)
     return tenant
 
 
-async def add_payload_segments(app: FastAPI, tenant: Tenant) -> None:
-    """The custom segment the payloads' audiences name (publishing checks it exists)."""
+async def add_payload_resources(app: FastAPI, tenant: Tenant) -> None:
+    """The custom segment the payloads' audiences name and the custom template (version 3) their
+    content names: publishing checks both exist."""
     services: Services = app.state.herald
     async with services.database.writer() as session:
         session.add(
@@ -55,6 +62,15 @@ async def add_payload_segments(app: FastAPI, tenant: Tenant) -> None:
                 created_at=services.clock.now(),
             )
         )
+        for _ in range(PAYLOAD_TEMPLATE_VERSION):
+            await create_custom_template(
+                session,
+                services.clock.now(),
+                tenant.workspace_id,
+                PAYLOAD_TEMPLATE_ID,
+                "EMAIL",
+                {"html_content": "<p>Order {{ event.order_id }}</p>"},
+            )
         await session.commit()
 
 

@@ -17,9 +17,11 @@ from herald.problems import Problem
 
 ALL_FEATURES = frozenset({"campaign_audience_limit", "queuing", "portfolio", "versioning", "campaign_meta"})
 NO_FEATURES: frozenset[str] = frozenset()
-# The custom segment the realistic payloads' audiences exclude: the test workspaces hold it
-# (`lifecycle_helpers.add_payload_segments`), as publishing requires.
+# The custom segment the realistic payloads' audiences exclude and the custom template their
+# e-mail names: the test workspaces hold them (`lifecycle_helpers.add_payload_resources`), as
+# publishing requires.
 PAYLOAD_SEGMENT_ID = "64f1c2aa9b1e4c0012ab34cd"
+PAYLOAD_TEMPLATE_ID, PAYLOAD_TEMPLATE_VERSION = "tmpl_order_confirmation", 3
 # The workspace's e-mail connectors, name -> type.
 CONNECTORS = {"transactional-smtp": "CUSTOM_SMTP", "marketing-api": "CUSTOM_API", "newsletters": "SENDGRID"}
 
@@ -484,8 +486,8 @@ EMAIL_EVENT_TRIGGERED: dict[str, Any] = {
                 "subject": "Order {{ event.order_id }} confirmed",
                 "from_address": "orders@example.com",
                 "sender_name": "Example Shop",
-                "custom_template_id": "tmpl_order_confirmation",
-                "custom_template_version": 3,
+                "custom_template_id": PAYLOAD_TEMPLATE_ID,
+                "custom_template_version": PAYLOAD_TEMPLATE_VERSION,
             }
         }
     },

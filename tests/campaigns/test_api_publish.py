@@ -62,6 +62,43 @@ class TestPublish:
         assert stored["updated_by"] == h.PUBLISHER
         assert stored["version_number"] == 1
 
+    @pytest.mark.parametrize(
+        ("change", "target", "code"),
+        [
+            (
+                {"content.email.custom_template_version": 9},
+                "campaign_content.content.email.custom_template_id",
+                "INVALID_TEMPLATE_ID",
+            ),
+            (
+                {"content.email.custom_template_id": "no_such_template"},
+                "campaign_content.content.email.custom_template_id",
+                "INVALID_TEMPLATE_ID",
+            ),
+            (
+                {"content.email.from_address": "not an address"},
+                "campaign_content.content.email.from_address",
+                "INVALID_TYPE",
+            ),
+        ],
+    )
+    async def test_content_the_engine_could_not_send_is_reported_and_refused(
+        self, client: httpx.AsyncClient, ws: Tenant, change: dict[str, Any], target: str, code: str
+    ) -> None:
+        # Validate called these valid and the publish took them; the engine then failed on the
+        # campaign at every tick (the test send and the preview refused the same content).
+        body = {**PAYLOADS["email_event_triggered"]}
+        body["campaign_content"] = variant(body["campaign_content"], change)
+        campaign_id = await h.create(client, ws, body)
+        validated = await client.post(
+            f"/v5/campaigns/{campaign_id}/validate", json={}, headers=ws.headers(campaigns=True)
+        )
+        assert (target, code) in {(e["field"], e["code"]) for e in validated.json()["data"]["errors"]}
+        response = await h.v1_patch(client, ws, campaign_id)
+        assert response.status_code == 422, response.text
+        assert (target, code) in {(d["target"], d["code"]) for d in response.json()["error"]["details"]}
+        assert (await h.get(client, ws, campaign_id))["status"] == "DRAFT"
+
     async def test_an_incomplete_draft_is_422_with_every_failure_and_stays_a_draft(
         self, client: httpx.AsyncClient, ws: Tenant
     ) -> None:
@@ -560,6 +597,83 @@ class TestVersioning:
             "campaign_content.content.push.android.basic_details.message",
         )
         assert await h.get(client, ws, campaign_id) == before
+
+    @pytest.mark.parametrize("route", ["C3", "L1"])
+    async def test_a_platform_added_without_its_message_is_refused_at_the_message(
+        self, client: httpx.AsyncClient, ws: Tenant, route: str
+    ) -> None:
+        # A change of `basic_details` that leaves `campaign_content` unsendable: it used to be
+        # written (only problems inside the components sent were looked at), and validate then
+        # called the live campaign invalid.
+        campaign_id = await self._live(client, ws, "push_device_triggered")
+        before = await h.get(client, ws, campaign_id)
+        details = {**before["basic_details"], "platforms": ["ANDROID", "IOS"]}
+        if route == "C3":
+            response = await client.patch(
+                f"/v5/campaigns/{campaign_id}",
+                json={"updated_by": "m@example.com", "basic_details": details},
+                headers=ws.write_headers(campaigns=True),
+            )
+        else:
+            response = await h.v1_patch(
+                client, ws, campaign_id, {"basic_details": {"platforms": ["ANDROID", "IOS"]}}, publish=False
+            )
+        assert response.status_code == 400, response.text
+        assert {(d["code"], d["target"]) for d in response.json()["error"]["details"]} == {
+            ("REQUIRED_FIELD_MISSING", "campaign_content.content.push.ios")
+        }
+        assert await h.get(client, ws, campaign_id) == before
+
+    @pytest.mark.parametrize(
+        ("change", "target"),
+        [
+            (
+                {"connector": {"connector_type": "CUSTOM_SMTP", "connector_name": "nope"}},
+                "connector.connector_name",
+            ),
+            (
+                {
+                    "segmentation_details": {
+                        "included_filters": {
+                            "filter_operator": "and",
+                            "filters": [{"filter_type": "custom_segments", "id": "6" * 24, "name": "gone"}],
+                        }
+                    }
+                },
+                "segmentation_details.included_filters.filters.0.id",
+            ),
+        ],
+    )
+    async def test_a_change_the_workspace_cannot_deliver_is_refused(
+        self, client: httpx.AsyncClient, ws: Tenant, change: dict[str, Any], target: str
+    ) -> None:
+        # Checked with the workspace's connectors and segments, as publishing checks them: the
+        # change used to be written, and the campaign then failed when it started.
+        campaign_id = await self._live(client, ws, "email_one_time_promotional")
+        before = await h.get(client, ws, campaign_id)
+        assert before["status"] == "SCHEDULED"
+        response = await client.patch(
+            f"/v5/campaigns/{campaign_id}",
+            json={"updated_by": "m@example.com", **change},
+            headers=ws.write_headers(campaigns=True),
+        )
+        assert response.status_code == 400, response.text
+        assert target in {d["target"] for d in response.json()["error"]["details"]}
+        assert await h.get(client, ws, campaign_id) == before
+
+    async def test_a_problem_the_live_campaign_had_already_does_not_block_other_changes(
+        self, app: FastAPI, client: httpx.AsyncClient, ws: Tenant
+    ) -> None:
+        campaign_id = await self._live(client, ws, "email_one_time_promotional")
+        async with app.state.herald.database.writer() as session:
+            await delivery_connectors.remove_connector(session, ws.workspace_id, "marketing-api", force=True)
+            await session.commit()
+        response = await client.patch(
+            f"/v5/campaigns/{campaign_id}",
+            json={"updated_by": "m@example.com", "utm_params": None},
+            headers=ws.write_headers(campaigns=True),
+        )
+        assert response.status_code == 200, response.text
 
     async def test_a_live_campaign_may_clear_an_optional_component(
         self, client: httpx.AsyncClient, ws: Tenant

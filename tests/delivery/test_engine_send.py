@@ -18,10 +18,11 @@ from urllib.parse import parse_qs, urlsplit
 import httpx
 import pytest
 from fastapi import FastAPI
-from sqlalchemy import func, select
+from sqlalchemy import delete, func, select
 from typer.testing import CliRunner
 
 from herald.campaigns import worker
+from herald.campaigns.models import Campaign
 from herald.cli import app as cli
 from herald.clock import FrozenClock, utc
 from herald.delivery.config import ConnectorInput
@@ -35,6 +36,8 @@ from herald.delivery.engine.resolve import FIRST_CHUNK
 from herald.delivery.engine.run import AHEAD, BATCH, ROUNDS, delivery_id
 from herald.delivery.engine.split import assign_variations
 from herald.delivery.models import OutboxEntry
+from herald.personalization.models import CustomTemplate
+from herald.personalization.resources import create_custom_template
 from herald.services import Services
 from herald.wake import wake_here
 from tests.campaigns import lifecycle_helpers as h
@@ -306,6 +309,61 @@ class TestEmail:
         )
         [run] = (await stats(client, workspace, campaign_id))["executions"]
         assert (run["sent"], run["failed"]) == (0, 1)
+
+    async def test_content_that_can_no_longer_be_prepared_fails_its_users_with_the_reason(
+        self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant, smtp_server: SmtpServer
+    ) -> None:
+        # Publishing checks the custom template exists; one gone since (here: its rows deleted)
+        # made every tick fail on the campaign, which stayed SENDING for good.
+        await smtp_connector(app, workspace, smtp_server, senders=["news@shop.example"])
+        await add_users(app, workspace.workspace_id, {"customer_id": "ana", "email": "ana@example.com"})
+        services: Services = app.state.herald
+        async with services.database.writer() as session:
+            await create_custom_template(
+                session,
+                services.clock.now(),
+                workspace.workspace_id,
+                "welcome",
+                "EMAIL",
+                {"html_content": "<p>Hi</p>"},
+            )
+            await session.commit()
+        body = copy.deepcopy(EMAIL)
+        email = body["campaign_content"]["content"]["email"]
+        del email["html_content"]
+        email["custom_template_id"] = "welcome"
+        campaign_id = await publish(client, workspace, body)
+        async with services.database.writer() as session:
+            await session.execute(delete(CustomTemplate))
+            await session.commit()
+        await tick(app, workspace)
+        assert await status(client, workspace, campaign_id) == "SENT"
+        assert smtp_server.received == []
+        [run] = (await stats(client, workspace, campaign_id))["executions"]
+        assert (run["sent"], run["failed"]) == (0, 1)
+
+    async def test_an_address_the_smtp_client_cannot_name_fails_its_user_and_the_rest_go_on(
+        self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant, smtp_server: SmtpServer
+    ) -> None:
+        # Publishing refuses a from_address that is not an address; one stored before that check
+        # made the SMTP client raise on every tick (the campaign never left SENDING).
+        await smtp_connector(app, workspace, smtp_server)
+        await add_users(app, workspace.workspace_id, {"customer_id": "ana", "email": "ana@example.com"})
+        campaign_id = await publish(client, workspace, EMAIL)
+        services: Services = app.state.herald
+        async with services.database.writer() as session:
+            row = await session.scalar(select(Campaign).where(Campaign.campaign_id == campaign_id))
+            assert row is not None
+            components = copy.deepcopy(row.components)
+            components["campaign_content"]["content"]["email"]["from_address"] = "not an address"
+            row.components = components
+            await session.commit()
+        await tick(app, workspace)
+        assert await status(client, workspace, campaign_id) == "SENT"
+        assert smtp_server.received == []
+        [row_sent] = await outbox_rows(app, workspace)
+        assert row_sent.status == "FAILED"
+        assert "cannot be sent" in (row_sent.failure_reason or "")
 
     async def test_the_control_group_is_held_out(
         self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant, smtp_server: SmtpServer

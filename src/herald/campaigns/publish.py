@@ -95,11 +95,12 @@ async def update_and_publish(
     body = v1_merge.merged_body(stored.components, raw)
     if not publishing:
         checked = service.check_update(workspace, stored, body, V1_MODELS)
+        await service.keep_publishable(session, workspace, stored, checked, now)
         await service.write_update(session, workspace.id, stored, checked, now, answer)
         return
     # The row is locked already (read above): loading it whole costs a statement, on publishes only.
     row = await service.get_campaign(session, workspace.id, campaign_id, for_update=True)
-    prepared = service.prepare_update(workspace, row, body, V1_MODELS, published_after=True)
+    prepared = service.prepare_update(workspace, row, body, V1_MODELS)
     problems = await service.publish_problems(session, workspace, prepared.merged, now)
     if problems:
         raise Unprocessable(_publish_message(problems), details=problems)

@@ -38,6 +38,7 @@ from herald.errors import DuplicateRequestId, InvalidState, NotFound, Preconditi
 from herald.ids import is_object_id, object_id
 from herald.joined_writes import Answer, ClaimedRead, ClaimedStatement
 from herald.personalization import check_template
+from herald.personalization.personalize import custom_template_problems
 from herald.problems import Problem, fields_at_fault
 from herald.wake import wake_on_commit
 
@@ -286,14 +287,11 @@ def check_update(
     stored: StoredCampaign,
     raw: object,
     models: UpdateModels | None = None,
-    *,
-    published_after: bool = False,
 ) -> CheckedUpdate:
     """Parse and check an update of `stored` (contract §5 C3) without writing; raises on any problem.
 
     `models` picks the body models per channel (L1 reads its own body with the same components).
-    `published_after`: the caller checks the whole campaign for publishing next (an L1 publish,
-    422 with every failure), so what a live campaign must keep is left to that check.
+    What a live campaign must keep is checked against the workspace next (`keep_publishable`).
     """
     channel, delivery_type = Channel(stored.channel), DeliveryType(stored.delivery_type)
     body, problems = parse_update(
@@ -314,38 +312,32 @@ def check_update(
         raise ValidationFailed(stored_problems, "The stored campaign cannot be read; resend every component.")
     merged = current.merged(body)
     problems = validate_campaign(merged, Stage.DRAFT_PATCH, workspace.features, sent, previous=current)
-    if not published_after:
-        problems += _no_longer_publishable(workspace, stored, body, merged, problems)
     if problems:
         raise ValidationFailed(problems)
     return CheckedUpdate(body=body, merged=merged, stored_components=stored.components)
 
 
-def _no_longer_publishable(
-    workspace: Workspace,
-    stored: StoredCampaign,
-    body: CampaignUpdate,
-    merged: CampaignDocument,
-    problems: list[Problem],
-) -> list[Problem]:
+async def keep_publishable(
+    session: AsyncSession, workspace: Workspace, stored: StoredCampaign, checked: CheckedUpdate, now: datetime
+) -> None:
     """A draft may be anything a draft may be (it is checked for publishing when it is published),
-    but a campaign past DRAFT was published and keeps what publishing needs: a component sent
-    (changed, or cleared with null) is refused where the campaign would no longer pass
-    DRAFT_PUBLISH because of it (push content without a platform's message, a location trigger
-    without geofences, ...). Otherwise a live campaign could be changed into one publishing refuses,
-    and its messages sent as they were. Clearing an optional component (`utm_params`) is allowed."""
+    but a campaign past DRAFT was published and keeps what publishing needs, with the workspace's
+    connectors, senders and segments: an update is refused (400 at each field) where the campaign
+    would fail a publish check it passed before. Whatever component was sent: a platform added in
+    `basic_details` without its message in `campaign_content` is as unsendable as a message
+    removed. Otherwise a live campaign could be changed into one publishing refuses, and its
+    messages sent as they were. A problem the campaign had already (a connector removed since)
+    does not block other changes."""
     if stored.status == CampaignStatus.DRAFT:
-        return []
-    sent = set(sent_components(body))
-    if not sent:
-        return []
-    found = validate_campaign(merged, Stage.DRAFT_PUBLISH, workspace.features)
-    known = {problem.target for problem in problems}  # a field at fault is named once
-    return [
-        problem
-        for problem in found
-        if (problem.target or "").split(".", 1)[0] in sent and problem.target not in known
-    ]
+        return
+    after = await publish_problems(session, workspace, checked.merged, now)
+    if not after:
+        return
+    current, _ = load_document(Channel(stored.channel), DeliveryType(stored.delivery_type), stored.components)
+    before = await publish_problems(session, workspace, current, now) if current is not None else []
+    known = {(problem.code, problem.target) for problem in before}
+    if new := [problem for problem in after if (problem.code, problem.target) not in known]:
+        raise ValidationFailed(new)
 
 
 def _rules_beyond(
@@ -401,11 +393,9 @@ def prepare_update(
     row: Campaign,
     raw: object,
     models: UpdateModels | None = None,
-    *,
-    published_after: bool = False,
 ) -> PreparedUpdate:
     """`check_update` of a loaded row, kept with it for `apply_update`."""
-    checked = check_update(workspace, StoredCampaign.of(row), raw, models, published_after=published_after)
+    checked = check_update(workspace, StoredCampaign.of(row), raw, models)
     return PreparedUpdate(
         body=checked.body, merged=checked.merged, stored_components=checked.stored_components, row=row
     )
@@ -511,6 +501,7 @@ async def update_campaign(
     if if_match is not None and not if_match_holds(if_match, current_etag(stored.id, stored.revision)):
         raise PreconditionFailed(target="If-Match")
     checked = check_update(workspace, stored, raw)
+    await keep_publishable(session, workspace, stored, checked, now)
     return stored.id, await write_update(session, workspace.id, stored, checked, now, answer)
 
 
@@ -554,7 +545,7 @@ async def validate_stored(
     return await publish_problems(session, workspace, document, now)
 
 
-_SEGMENTATION, _TRIGGER = "segmentation_details", "trigger_condition"
+_SEGMENTATION, _TRIGGER, _CONTENT = "segmentation_details", "trigger_condition", "campaign_content"
 
 
 async def publish_problems(
@@ -564,7 +555,8 @@ async def publish_problems(
     An Email campaign must name one of its e-mail connectors, and send from one of that connector's
     verified senders; a Push campaign needs a push connector the engine can choose (the one named,
     or the only one). Its audience's filters must be ones the engine can evaluate in the workspace
-    (the custom segments they name exist): else the campaign would fail when it starts."""
+    (the custom segments they name exist), and the custom templates its content names must exist:
+    else the campaign would fail when it starts."""
     connectors = await delivery_connectors.configured(session, workspace.id)
     problems = validate_campaign(
         document,
@@ -579,6 +571,11 @@ async def publish_problems(
     if document.segmentation_details is not None and not at_fault & {"", _SEGMENTATION}:
         problems += await audience_problems(
             session, workspace.id, document.channel.value, document.segmentation_details, now
+        )
+    content = document.campaign_content
+    if content is not None and not at_fault & {"", _CONTENT}:
+        problems += await custom_template_problems(
+            session, workspace.id, document.channel.value, content.model_dump(mode="json", exclude_none=True)
         )
     trigger = document.trigger_condition
     if trigger is not None and not at_fault & {"", _TRIGGER}:

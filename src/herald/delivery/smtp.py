@@ -335,6 +335,8 @@ async def _send_on(connection: _Connection, message: EmailMessage, primary: str)
     with each retry of a refusal for now) would reach the copies' readers alone."""
     try:
         refused = await _transmit(connection.client, message, primary)
+    except ValueError as exc:
+        return Outcome(False, f"The message cannot be sent: {exc}")
     except _MESSAGE_ERRORS as exc:
         reason = f"The SMTP server refused the message: {exc.code} {exc.message}"
         return Outcome(False, reason, transient=_transient(exc.code))
@@ -387,7 +389,9 @@ async def _transmit(
                 with contextlib.suppress(aiosmtplib.SMTPRecipientRefused):
                     await client.rcpt(address, encoding=encoding)
             await client.data(flat)
-    except aiosmtplib.SMTPResponseException:
+    except (aiosmtplib.SMTPResponseException, ValueError):
+        # ValueError: an address the client will not put in a command (`a b@x`, `<x@y>` in cc);
+        # nothing of it was sent, and the envelope begun is reset for the next message.
         await _reset(client)
         raise
     if refusal is not None:

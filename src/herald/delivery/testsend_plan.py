@@ -11,8 +11,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from email_validator import EmailNotValidError, validate_email
-
 from herald.campaigns.schemas.basic_details import BasicDetails, PushBasicDetails, PushTemplateType
 from herald.campaigns.schemas.common import Channel, Platform
 from herald.campaigns.schemas.content import (
@@ -27,6 +25,7 @@ from herald.campaigns.schemas.content import (
 from herald.campaigns.validation.content import CONTENT_ROOT, missing_template_fields, variation_keys
 from herald.delivery.config import not_a_verified_sender, sender_allowed
 from herald.delivery.messages import Slot
+from herald.email_address import email_problem
 from herald.problems import Problem, join_path
 
 FIRST_VARIATION = variation_keys(1)[0]
@@ -182,10 +181,8 @@ def _email_problems(email: EmailContent, path: tuple[str, ...], senders: list[st
     if not email.from_address:
         problems.append(Problem("REQUIRED_FIELD_MISSING", target, "'from_address' is required."))
         return problems
-    try:
-        validate_email(email.from_address, check_deliverability=False)
-    except EmailNotValidError as exc:
-        problems.append(Problem("INVALID_TYPE", target, f"'from_address' is not an e-mail address: {exc}"))
+    if reason := email_problem(email.from_address):
+        problems.append(Problem("INVALID_TYPE", target, f"'from_address' is not an e-mail address: {reason}"))
         return problems
     if senders is not None and not sender_allowed(email.from_address, senders):
         problems.append(

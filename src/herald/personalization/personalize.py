@@ -120,6 +120,15 @@ async def _fill_templates(
     return problems
 
 
+async def custom_template_problems(
+    session: AsyncSession, workspace_id: str, channel: str, campaign_content: dict[str, Any]
+) -> list[Problem]:
+    """The custom templates (and versions) `campaign_content` names that the workspace does not
+    hold for `channel`: what `prepare` refuses, so what publishing refuses (the engine prepares
+    the content the same way when the campaign starts)."""
+    return await _fill_templates(session, workspace_id, channel, copy.deepcopy(campaign_content))
+
+
 def _references(sources: Iterable[str]) -> set[Reference]:
     found: set[Reference] = set()
     for source in sources:

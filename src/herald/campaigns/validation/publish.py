@@ -18,9 +18,10 @@ from herald.campaigns.validation.content import (
     effective_template_type,
     missing_template_fields,
 )
-from herald.campaigns.validation.context import Context, invalid_value, required
+from herald.campaigns.validation.context import Context, invalid_type, invalid_value, required
 from herald.campaigns.validation.trigger import TRIGGER_REQUIRED
 from herald.delivery.config import not_a_verified_sender, sender_allowed
+from herald.email_address import email_problem
 from herald.problems import Problem, join_path
 
 _DT = DeliveryType
@@ -108,6 +109,13 @@ def _check_email_content(ctx: Context) -> list[Problem]:
                 for name in ("from_address", "subject")
                 if not getattr(email, name)
             ]
+            if email.from_address and (reason := email_problem(email.from_address)):
+                # The MAIL command names it: a draft may hold anything, a live campaign sends.
+                problems.append(
+                    invalid_type(
+                        join_path(*path, "from_address"), f"'from_address' is not an e-mail address: {reason}"
+                    )
+                )
             if not email.html_content and not email.custom_template_id:
                 problems.append(
                     required(

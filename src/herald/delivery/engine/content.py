@@ -288,7 +288,11 @@ async def plan_sends(session: AsyncSession, campaign: LiveCampaign, execution: E
                 session, campaign.workspace_id, channel, pruned_content(written)
             )
     except ValidationFailed as exc:
+        # A content that cannot be prepared (a custom template deleted since the publish) has no
+        # message to render for anyone: each user fails with the reason, the run goes on.
         plan.problem = plan.problem or "; ".join(f"{d.target}: {d.message}" for d in exc.details)
+        plan.groups.clear()
+        plan.prepared.clear()
     return plan
 
 
