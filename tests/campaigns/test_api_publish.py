@@ -219,6 +219,34 @@ class TestDeliverable:
             "trigger_condition.secondary_included_filters.filters.0.id"
         ]
 
+    async def test_a_business_event_campaign_without_an_audience_is_refused_as_a_one_time_one(
+        self, client: httpx.AsyncClient, ws: Tenant
+    ) -> None:
+        # A business event starts a run to the campaign's segment: with none it was published and
+        # sent to every user; with an empty one it was published and reached nobody.
+        body = variant(PAYLOADS["email_business_event"], drop=("segmentation_details",))
+        campaign_id = await h.create(client, ws, body)
+        validated = await client.post(f"{h.BASE}/{campaign_id}/validate", headers=ws.headers(campaigns=True))
+        assert [(e["code"], e["field"]) for e in validated.json()["data"]["errors"]] == [
+            ("REQUIRED_FIELD_MISSING", "segmentation_details")
+        ]
+        error = await self._refused(client, ws, campaign_id)
+        assert [(d["code"], d["target"]) for d in error["details"]] == [
+            ("REQUIRED_FIELD_MISSING", "segmentation_details")
+        ]
+
+        empty = {"segmentation_details": {}}
+        target = "segmentation_details.included_filters"
+        created = await client.post(h.BASE, json=body | empty, headers=ws.write_headers(campaigns=True))
+        patched = await client.patch(
+            f"{h.BASE}/{campaign_id}", json=empty, headers=ws.write_headers(campaigns=True)
+        )
+        for response in (created, patched):
+            assert response.status_code == 400, response.text
+            assert [(d["code"], d["target"]) for d in response.json()["error"]["details"]] == [
+                ("REQUIRED_FIELD_MISSING", target)
+            ]
+
     async def test_validate_reports_the_same_problem(self, app: FastAPI, client: httpx.AsyncClient) -> None:
         bare = await make_tenant(app, features=dict.fromkeys(ALL_FEATURES, True), rate_limits=h.OPEN_LIMITS)
         campaign_id = await h.create(client, bare, PAYLOADS["push_multi_locale_ab"])

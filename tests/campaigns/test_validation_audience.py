@@ -8,6 +8,7 @@ from herald.campaigns.validation import Stage
 
 from .payloads import (
     ALL_FEATURES,
+    EMAIL_BUSINESS_EVENT,
     EMAIL_EVENT_TRIGGERED,
     EMAIL_ONE_TIME_PROMOTIONAL,
     EMAIL_PERIODIC,
@@ -60,6 +61,20 @@ _ENABLED = {"is_campaign_audience_limit_enabled": True, "metric": "SENT", "frequ
         fails(
             "live-activity-no-segmentation",
             PUSH_BROADCAST_LIVE_ACTIVITY,
+            ("REQUIRED_FIELD_MISSING", SEG),
+            drop=(SEG,),
+        ),
+        # a business event starts a run to the campaign's segment, as a one-time campaign does
+        fails(
+            "business-event-no-audience",
+            EMAIL_BUSINESS_EVENT,
+            ("REQUIRED_FIELD_MISSING", f"{SEG}.included_filters"),
+            {SEG: {}},
+            stage=C,
+        ),
+        fails(
+            "business-event-no-segmentation",
+            EMAIL_BUSINESS_EVENT,
             ("REQUIRED_FIELD_MISSING", SEG),
             drop=(SEG,),
         ),
