@@ -247,6 +247,41 @@ class TestDeliverable:
                 ("REQUIRED_FIELD_MISSING", target)
             ]
 
+    @pytest.mark.parametrize(
+        "trigger",
+        [
+            {},
+            {
+                "included_filters": {
+                    "filter_operator": "and",
+                    "filters": [
+                        {
+                            "filter_type": "user_attributes",
+                            "data_type": "string",
+                            "name": "city",
+                            "operator": "is",
+                            "value": "Pune",
+                            "project_name": "retail-app",
+                        }
+                    ],
+                }
+            },
+        ],
+        ids=["no-filter", "user-attributes-only"],
+    )
+    async def test_a_device_triggered_campaign_no_action_can_fire_is_422(
+        self, client: httpx.AsyncClient, ws: Tenant, trigger: dict[str, Any]
+    ) -> None:
+        # Evaluated exactly as an event-triggered campaign: only an action done fires it, so this
+        # one was published and never sent.
+        body = variant(PAYLOADS["push_device_triggered"], {"trigger_condition": trigger})
+        campaign_id = await h.create(client, ws, body)
+        validated = await client.post(f"{h.BASE}/{campaign_id}/validate", headers=ws.headers(campaigns=True))
+        expected = [("REQUIRED_FIELD_MISSING", "trigger_condition.included_filters")]
+        assert [(e["code"], e["field"]) for e in validated.json()["data"]["errors"]] == expected
+        error = await self._refused(client, ws, campaign_id)
+        assert [(d["code"], d["target"]) for d in error["details"]] == expected
+
     async def test_validate_reports_the_same_problem(self, app: FastAPI, client: httpx.AsyncClient) -> None:
         bare = await make_tenant(app, features=dict.fromkeys(ALL_FEATURES, True), rate_limits=h.OPEN_LIMITS)
         campaign_id = await h.create(client, bare, PAYLOADS["push_multi_locale_ab"])

@@ -19,7 +19,7 @@ from herald.campaigns.validation.content import (
     missing_template_fields,
 )
 from herald.campaigns.validation.context import Context, invalid_value, required
-from herald.campaigns.validation.trigger import TRIGGER_REQUIRED
+from herald.campaigns.validation.trigger import FIRED_BY_ACTIONS, TRIGGER_REQUIRED
 from herald.delivery.config import not_a_verified_sender, sender_allowed
 from herald.problems import Problem, join_path
 
@@ -210,23 +210,23 @@ def _check_trigger(ctx: Context) -> list[Problem]:
                 f"'trigger_condition' is required for {ctx.delivery_type.value} campaigns.",
             )
         ]
-    has_filter = (
-        trigger is not None and trigger.included_filters is not None and trigger.included_filters.filters
-    )
-    if ctx.delivery_type is _DT.EVENT_TRIGGERED and trigger is not None and not has_filter:
+    if ctx.delivery_type not in FIRED_BY_ACTIONS or trigger is None:
+        return []
+    kind = ctx.delivery_type.value
+    if trigger.included_filters is None or not trigger.included_filters.filters:
         return [
             required(
                 "trigger_condition.included_filters",
-                "An EVENT_TRIGGERED campaign needs at least one filter in included_filters.",
+                f"{kind} campaigns need at least one filter in included_filters.",
             )
         ]
-    if ctx.delivery_type is _DT.EVENT_TRIGGERED and trigger is not None and not awaited_actions(trigger):
+    if not awaited_actions(trigger):
         # Only an event can fire it: filters on user attributes alone, or on actions not done,
         # would publish a campaign that never sends.
         return [
             required(
                 "trigger_condition.included_filters",
-                "An EVENT_TRIGGERED campaign is sent when a user does something: included_filters must "
+                f"{kind} campaigns are sent when a user does something: included_filters must "
                 "ask for at least one action done (an actions filter, not executed: false).",
             )
         ]
