@@ -21,7 +21,7 @@ from herald.config import Settings
 from herald.http import idempotency
 from herald.workspaces.scopes import Scope
 from tests.campaigns import lifecycle_helpers as h
-from tests.campaigns.payloads import ALL_FEATURES, PAYLOADS
+from tests.campaigns.payloads import ALL_FEATURES, PAYLOADS, variant
 from tests.factories import Tenant, add_key, make_tenant
 
 BASE = "/v5/campaigns"
@@ -636,6 +636,50 @@ class TestUpdate:
                 "message": "The channel of a campaign cannot change from PUSH.",
             }
         ]
+
+    async def test_a_template_type_changed_in_basic_details_needs_the_new_types_fields(
+        self, client: httpx.AsyncClient, workspace: Tenant
+    ) -> None:
+        # Spec rule 2. The Android content has no type of its own: basic_details' is its type, and
+        # changing it there was accepted without the carousel the new type shows.
+        android = "campaign_content.content.push.android"
+        draft = variant(
+            PAYLOADS["push_periodic"],
+            {"basic_details.template_type": "BASIC"},
+            drop=(f"{android}.template_type",),
+        )
+        campaign_id = await _created_id(client, workspace, draft)
+        before = await h.get(client, workspace, campaign_id)
+        carousel = {**draft["basic_details"], "template_type": "SIMPLE_IMAGE_CAROUSEL"}
+        c3 = await client.patch(
+            f"{BASE}/{campaign_id}",
+            json={"basic_details": carousel},
+            headers=workspace.write_headers(campaigns=True),
+        )
+        l1 = await h.v1_patch(
+            client,
+            workspace,
+            campaign_id,
+            {"basic_details": {"template_type": "SIMPLE_IMAGE_CAROUSEL"}},
+            publish=False,
+        )
+        for response in (c3, l1):
+            assert response.status_code == 400, response.text
+            assert [(d["code"], d["target"]) for d in response.json()["error"]["details"]] == [
+                ("REQUIRED_FIELD_MISSING", f"{android}.carousel_content")
+            ]
+        assert await h.get(client, workspace, campaign_id) == before
+        # With the slides in the same request, the change is made.
+        slides = [
+            {"image_url": "https://cdn.example.com/1.png"},
+            {"image_url": "https://cdn.example.com/2.png"},
+        ]
+        content = variant(draft["campaign_content"], {"content.push.android.carousel_content": slides})
+        both = {"basic_details": carousel, "campaign_content": content}
+        response = await client.patch(
+            f"{BASE}/{campaign_id}", json=both, headers=workspace.write_headers(campaigns=True)
+        )
+        assert response.status_code == 200, response.text
 
     @pytest.mark.parametrize("channel", ["SMS", "WHATSAPP"])
     @pytest.mark.parametrize(
