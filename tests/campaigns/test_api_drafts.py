@@ -22,7 +22,7 @@ from herald.config import Settings
 from herald.http import idempotency
 from herald.workspaces.scopes import Scope
 from tests.campaigns import lifecycle_helpers as h
-from tests.campaigns.payloads import ALL_FEATURES, PAYLOADS
+from tests.campaigns.payloads import ALL_FEATURES, PAYLOADS, variant
 from tests.factories import Tenant, add_key, is_replay_of, make_tenant
 
 BASE = "/v5/campaigns"
@@ -670,6 +670,50 @@ class TestUpdate:
             }
         ]
 
+    async def test_a_template_type_changed_in_basic_details_needs_the_new_types_fields(
+        self, client: httpx.AsyncClient, workspace: Tenant
+    ) -> None:
+        # Spec rule 2. The Android content has no type of its own: basic_details' is its type, and
+        # changing it there was accepted without the carousel the new type shows.
+        android = "campaign_content.content.push.android"
+        draft = variant(
+            PAYLOADS["push_periodic"],
+            {"basic_details.template_type": "BASIC"},
+            drop=(f"{android}.template_type",),
+        )
+        campaign_id = await _created_id(client, workspace, draft)
+        before = await h.get(client, workspace, campaign_id)
+        carousel = {**draft["basic_details"], "template_type": "SIMPLE_IMAGE_CAROUSEL"}
+        c3 = await client.patch(
+            f"{BASE}/{campaign_id}",
+            json={"basic_details": carousel},
+            headers=workspace.write_headers(campaigns=True),
+        )
+        l1 = await h.v1_patch(
+            client,
+            workspace,
+            campaign_id,
+            {"basic_details": {"template_type": "SIMPLE_IMAGE_CAROUSEL"}},
+            publish=False,
+        )
+        for response in (c3, l1):
+            assert response.status_code == 400, response.text
+            assert [(d["code"], d["target"]) for d in response.json()["error"]["details"]] == [
+                ("REQUIRED_FIELD_MISSING", f"{android}.carousel_content")
+            ]
+        assert await h.get(client, workspace, campaign_id) == before
+        # With the slides in the same request, the change is made.
+        slides = [
+            {"image_url": "https://cdn.example.com/1.png"},
+            {"image_url": "https://cdn.example.com/2.png"},
+        ]
+        content = variant(draft["campaign_content"], {"content.push.android.carousel_content": slides})
+        both = {"basic_details": carousel, "campaign_content": content}
+        response = await client.patch(
+            f"{BASE}/{campaign_id}", json=both, headers=workspace.write_headers(campaigns=True)
+        )
+        assert response.status_code == 200, response.text
+
     @pytest.mark.parametrize("channel", ["SMS", "WHATSAPP"])
     @pytest.mark.parametrize(
         "body",
@@ -877,6 +921,84 @@ class TestEditabilityByState:
             f"{BASE}/{campaign_id}", json=body, headers=workspace.write_headers(campaigns=True)
         )
         assert response.status_code == 200, response.text
+
+
+_LOCATION_DETAILS: dict[str, Any] = PAYLOADS["push_location_triggered"]["basic_details"]
+
+
+class TestWhatFiresALiveCampaign:
+    """`basic_details.geofences` and `.business_event` fire their campaigns as `trigger_condition`
+    fires the others, and are locked with it while the campaign is live."""
+
+    @pytest.mark.parametrize("status", ["ACTIVE", "PAUSED"])
+    @pytest.mark.parametrize(
+        ("payload", "field", "value"),
+        [
+            (
+                "push_location_triggered",
+                "geofences",
+                [{**_LOCATION_DETAILS["geofences"][1], "latitude": "10.0", "triggered_at": "EXIT"}],
+            ),
+            ("email_business_event", "business_event", "other_event"),
+        ],
+    )
+    async def test_changing_it_is_409_not_editable(
+        self,
+        app: FastAPI,
+        client: httpx.AsyncClient,
+        workspace: Tenant,
+        status: str,
+        payload: str,
+        field: str,
+        value: Any,
+    ) -> None:
+        campaign_id = await _created_id(client, workspace, PAYLOADS[payload])
+        await _set_status(app, campaign_id, status)
+        before = await h.get(client, workspace, campaign_id)
+        details = {**before["basic_details"], field: value}
+        c3 = await client.patch(
+            f"{BASE}/{campaign_id}",
+            json={"basic_details": details},
+            headers=workspace.write_headers(campaigns=True),
+        )
+        l1 = await h.v1_patch(
+            client, workspace, campaign_id, {"basic_details": {field: value}}, publish=False
+        )
+        removed = {key: item for key, item in before["basic_details"].items() if key != field}
+        cleared = await client.patch(
+            f"{BASE}/{campaign_id}",
+            json={"basic_details": removed},
+            headers=workspace.write_headers(campaigns=True),
+        )
+        for response in (c3, l1, cleared):
+            assert response.status_code == 409, response.text
+            error = response.json()["error"]
+            assert error["code"] == "INVALID_STATE"
+            assert [(d["code"], d["target"]) for d in error["details"]] == [
+                ("NOT_EDITABLE", f"basic_details.{field}")
+            ]
+        assert await h.get(client, workspace, campaign_id) == before
+
+    @pytest.mark.parametrize(
+        ("status", "change"),
+        [
+            ("ACTIVE", {"name": "Store walk-in (renamed)", "tags": ["stores"]}),
+            ("SCHEDULED", {"geofences": [{**_LOCATION_DETAILS["geofences"][1], "radius": "900"}]}),
+        ],
+    )
+    async def test_the_rest_of_basic_details_and_a_scheduled_campaign_stay_editable(
+        self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant, status: str, change: dict[str, Any]
+    ) -> None:
+        campaign_id = await _created_id(client, workspace, PAYLOADS["push_location_triggered"])
+        await _set_status(app, campaign_id, status)
+        details = {**_LOCATION_DETAILS, **change}
+        response = await client.patch(
+            f"{BASE}/{campaign_id}",
+            json={"basic_details": details},
+            headers=workspace.write_headers(campaigns=True),
+        )
+        assert response.status_code == 200, response.text
+        assert (await h.get(client, workspace, campaign_id))["basic_details"] == details
 
 
 class TestBtsWindowEnd:

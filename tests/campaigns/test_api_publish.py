@@ -256,6 +256,64 @@ class TestDeliverable:
             "trigger_condition.secondary_included_filters.filters.0.id"
         ]
 
+    async def test_a_business_event_campaign_with_an_empty_audience_is_refused_as_a_one_time_one(
+        self, client: httpx.AsyncClient, ws: Tenant
+    ) -> None:
+        # A business event starts a run to the campaign's segment: with an empty one it was
+        # published and reached nobody. Without one it goes to every user (contract C4 asks an
+        # audience of the non-triggered types only).
+        body = variant(PAYLOADS["email_business_event"], drop=("segmentation_details",))
+        campaign_id = await h.create(client, ws, body)
+        validated = await client.post(f"{h.BASE}/{campaign_id}/validate", headers=ws.headers(campaigns=True))
+        assert validated.json()["data"] == {"valid": True, "errors": []}
+
+        empty = {"segmentation_details": {}}
+        target = "segmentation_details.included_filters"
+        created = await client.post(h.BASE, json=body | empty, headers=ws.write_headers(campaigns=True))
+        patched = await client.patch(
+            f"{h.BASE}/{campaign_id}", json=empty, headers=ws.write_headers(campaigns=True)
+        )
+        for response in (created, patched):
+            assert response.status_code == 400, response.text
+            assert [(d["code"], d["target"]) for d in response.json()["error"]["details"]] == [
+                ("REQUIRED_FIELD_MISSING", target)
+            ]
+
+    @pytest.mark.parametrize(
+        "trigger",
+        [
+            {},
+            {
+                "included_filters": {
+                    "filter_operator": "and",
+                    "filters": [
+                        {
+                            "filter_type": "user_attributes",
+                            "data_type": "string",
+                            "name": "city",
+                            "operator": "is",
+                            "value": "Pune",
+                            "project_name": "retail-app",
+                        }
+                    ],
+                }
+            },
+        ],
+        ids=["no-filter", "user-attributes-only"],
+    )
+    async def test_a_device_triggered_campaign_no_action_can_fire_is_422(
+        self, client: httpx.AsyncClient, ws: Tenant, trigger: dict[str, Any]
+    ) -> None:
+        # Evaluated exactly as an event-triggered campaign: only an action done fires it, so this
+        # one was published and never sent.
+        body = variant(PAYLOADS["push_device_triggered"], {"trigger_condition": trigger})
+        campaign_id = await h.create(client, ws, body)
+        validated = await client.post(f"{h.BASE}/{campaign_id}/validate", headers=ws.headers(campaigns=True))
+        expected = [("REQUIRED_FIELD_MISSING", "trigger_condition.included_filters")]
+        assert [(e["code"], e["field"]) for e in validated.json()["data"]["errors"]] == expected
+        error = await self._refused(client, ws, campaign_id)
+        assert [(d["code"], d["target"]) for d in error["details"]] == expected
+
     async def test_validate_reports_the_same_problem(self, app: FastAPI, client: httpx.AsyncClient) -> None:
         bare = await make_tenant(app, features=dict.fromkeys(ALL_FEATURES, True), rate_limits=h.OPEN_LIMITS)
         campaign_id = await h.create(client, bare, PAYLOADS["push_multi_locale_ab"])
@@ -555,7 +613,8 @@ class TestVersioning:
         ("name", "cleared", "target"),
         [
             ("push_device_triggered", "campaign_content", "campaign_content"),
-            ("push_location_triggered", "basic_details", "basic_details.geofences"),
+            # (An ACTIVE location campaign's geofences are locked outright: 409, test_api_drafts.)
+            ("push_one_time_android_ios", "basic_details", "basic_details.platforms"),
         ],
     )
     async def test_a_live_campaign_keeps_the_components_publishing_needs(

@@ -8,6 +8,7 @@ from herald.campaigns.validation import Stage
 
 from .payloads import (
     ALL_FEATURES,
+    EMAIL_BUSINESS_EVENT,
     EMAIL_EVENT_TRIGGERED,
     EMAIL_ONE_TIME_PROMOTIONAL,
     EMAIL_PERIODIC,
@@ -63,6 +64,16 @@ _ENABLED = {"is_campaign_audience_limit_enabled": True, "metric": "SENT", "frequ
             ("REQUIRED_FIELD_MISSING", SEG),
             drop=(SEG,),
         ),
+        # a business event starts a run to the campaign's segment, as a one-time campaign does
+        fails(
+            "business-event-no-audience",
+            EMAIL_BUSINESS_EVENT,
+            ("REQUIRED_FIELD_MISSING", f"{SEG}.included_filters"),
+            {SEG: {}},
+            stage=C,
+        ),
+        # without one it is sent to every user: contract C4 asks the non-triggered types only
+        passes("business-event-no-segmentation", EMAIL_BUSINESS_EVENT, drop=(SEG,)),
         passes("all-users", PUSH_ONE_TIME, {SEG: {"is_all_user_campaign": True}}),
         passes("one-filter", PUSH_ONE_TIME),
         passes("triggered-needs-no-segment", PUSH_EVENT_TRIGGERED, {SEG: {"is_all_user_campaign": False}}),

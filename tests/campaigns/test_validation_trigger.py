@@ -101,6 +101,19 @@ _EVENT_FILTER: dict[str, Any] = {
                 }
             },
         ),
+        # a device trigger is evaluated as an event trigger: the same two rules
+        fails(
+            "device-no-filter",
+            PUSH_DEVICE_TRIGGERED,
+            ("REQUIRED_FIELD_MISSING", f"{T}.included_filters"),
+            {T: {}},
+        ),
+        fails(
+            "device-attributes-only",
+            PUSH_DEVICE_TRIGGERED,
+            ("REQUIRED_FIELD_MISSING", f"{T}.included_filters"),
+            {f"{T}.included_filters": {"filter_operator": "and", "filters": [_CITY_FILTER]}},
+        ),
         passes(
             "event-attribute-and-action",
             PUSH_EVENT_TRIGGERED,

@@ -16,6 +16,9 @@ from herald.problems import Problem
 LIVE = frozenset({CampaignStatus.ACTIVE, CampaignStatus.PAUSED, CampaignStatus.SENDING})
 FROZEN = frozenset({CampaignStatus.STOPPED, CampaignStatus.ARCHIVED, CampaignStatus.SENT})
 LOCKED_WHEN_LIVE = ("trigger_condition", "segmentation_details", "conversion_goal_details")
+# What fires a business-event or location campaign, as `trigger_condition` fires the others: locked
+# with it. The rest of `basic_details` (platforms, names, tags) stays editable.
+BASIC_LOCKED_WHEN_LIVE = ("business_event", "geofences")
 
 
 def _not_editable(target: str, status: CampaignStatus) -> Problem:
@@ -24,10 +27,10 @@ def _not_editable(target: str, status: CampaignStatus) -> Problem:
     )
 
 
-def _scheduling_field(stored: Mapping[str, Any], sent: Mapping[str, Any], field: str) -> bool:
-    """True when `scheduling_details.<field>` differs between stored and sent."""
-    before = (stored.get("scheduling_details") or {}).get(field)
-    after = (sent.get("scheduling_details") or {}).get(field)
+def _field_changed(stored: Mapping[str, Any], sent: Mapping[str, Any], component: str, field: str) -> bool:
+    """True when `<component>.<field>` differs between stored and sent (absent counts as null)."""
+    before = (stored.get(component) or {}).get(field)
+    after = (sent.get(component) or {}).get(field)
     return before != after
 
 
@@ -42,9 +45,15 @@ def not_editable(status: CampaignStatus, stored: Mapping[str, Any], sent: Mappin
     problems: list[Problem] = []
     if status in LIVE:
         problems += [_not_editable(name, status) for name in LOCKED_WHEN_LIVE if name in changed]
+        if "basic_details" in changed:
+            problems += [
+                _not_editable(f"basic_details.{field}", status)
+                for field in BASIC_LOCKED_WHEN_LIVE
+                if _field_changed(stored, sent, "basic_details", field)
+            ]
     if "scheduling_details" in changed and status in (LIVE | {CampaignStatus.SCHEDULED}):
-        if _scheduling_field(stored, sent, "delivery_type"):
+        if _field_changed(stored, sent, "scheduling_details", "delivery_type"):
             problems.append(_not_editable("scheduling_details.delivery_type", status))
-        if status in LIVE and _scheduling_field(stored, sent, "start_time"):
+        if status in LIVE and _field_changed(stored, sent, "scheduling_details", "start_time"):
             problems.append(_not_editable("scheduling_details.start_time", status))
     return problems

@@ -71,7 +71,11 @@ COMPONENT_RULES: dict[str, tuple[Rule, ...]] = {
 }
 
 # Rules on the body's top level and across components; they run at every stage.
-CAMPAIGN_RULES: tuple[Rule, ...] = (basic.check_channel_delivery_type, basic.check_platforms)
+CAMPAIGN_RULES: tuple[Rule, ...] = (
+    basic.check_channel_delivery_type,
+    basic.check_platforms,
+    content.check_template_changes,
+)
 
 
 def validate_campaign(

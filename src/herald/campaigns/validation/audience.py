@@ -16,9 +16,14 @@ MINIMUM_AUDIENCE_MESSAGE = (
 )
 
 
+# Campaigns fired per user reach whoever triggers them. A business event is raised for the whole
+# workspace and starts a run to the campaign's segment, as a one-time run does: it needs one too.
+_AUDIENCE_IS_WHO_TRIGGERS = TRIGGERED_TYPES - {DeliveryType.BUSINESS_EVENT_TRIGGERED}
+
+
 def needs_minimum_audience(ctx: Context) -> bool:
-    # Contract C4: triggered campaigns reach whoever triggers them; the others need a segment.
-    return ctx.delivery_type not in TRIGGERED_TYPES
+    """Spec "Minimum audience": all users or one included filter, for campaigns sent to a segment."""
+    return ctx.delivery_type not in _AUDIENCE_IS_WHO_TRIGGERS
 
 
 def check_segmentation_details(ctx: Context) -> list[Problem]:

@@ -97,7 +97,6 @@ def check_campaign_content(ctx: Context) -> list[Problem]:
     problems += _check_content_keys(content)
     if isinstance(content, PushCampaignContent):
         problems += _check_custom_templates(ctx, content)
-        problems += _check_template_changes(ctx, content)
     return problems
 
 
@@ -201,16 +200,21 @@ def _check_custom_templates(ctx: Context, content: PushCampaignContent) -> list[
     return problems
 
 
-def _check_template_changes(ctx: Context, content: PushCampaignContent) -> list[Problem]:
+def check_template_changes(ctx: Context) -> list[Problem]:
     """Spec rule 2: changing the template type needs every field of the new type in the same request.
 
     Only an update changes a type, and only where the stored campaign had a different one at the
-    same locale, variation and platform.
+    same locale, variation and platform. The type is the platform object's own or, without one,
+    the one `basic_details` names: a change of either is a change, so this runs whichever of the
+    two components the request sends.
     """
     previous = ctx.previous
+    content = ctx.campaign.campaign_content
     if ctx.stage is not Stage.DRAFT_PATCH or previous is None:
         return []
     if not isinstance(previous.campaign_content, PushCampaignContent):
+        return []
+    if not isinstance(content, PushCampaignContent):
         return []
     before = {
         slot: effective_template_type(obj, previous)

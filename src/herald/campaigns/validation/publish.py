@@ -7,19 +7,19 @@ may lack: components, and the fields that the delivery type or the channel makes
 from __future__ import annotations
 
 from herald.campaigns.schemas.basic_details import EmailBasicDetails, EmailContentType, PushBasicDetails
-from herald.campaigns.schemas.common import Channel, DeliveryType
+from herald.campaigns.schemas.common import TRIGGERED_TYPES, Channel, DeliveryType
 from herald.campaigns.schemas.content import DEFAULT_LOCALE, EmailCampaignContent, PushCampaignContent
 from herald.campaigns.schemas.delivery_controls import PushDeliveryControls
 from herald.campaigns.schemas.scheduling import NEEDS_TIMEZONE
 from herald.campaigns.schemas.trigger import awaited_actions
-from herald.campaigns.validation.audience import MINIMUM_AUDIENCE_MESSAGE, needs_minimum_audience
+from herald.campaigns.validation.audience import MINIMUM_AUDIENCE_MESSAGE
 from herald.campaigns.validation.content import (
     CONTENT_ROOT,
     effective_template_type,
     missing_template_fields,
 )
 from herald.campaigns.validation.context import Context, invalid_type, invalid_value, required
-from herald.campaigns.validation.trigger import TRIGGER_REQUIRED
+from herald.campaigns.validation.trigger import FIRED_BY_ACTIONS, TRIGGER_REQUIRED
 from herald.delivery.config import not_a_verified_sender, sender_allowed
 from herald.email_address import email_problem
 from herald.problems import Problem, join_path
@@ -38,7 +38,9 @@ def check_publish(ctx: Context) -> list[Problem]:
     problems += _check_locales(ctx)
     problems += _check_trigger(ctx)
     problems += _check_scheduling(ctx)
-    if needs_minimum_audience(ctx) and ctx.campaign.segmentation_details is None:
+    if ctx.delivery_type not in TRIGGERED_TYPES and ctx.campaign.segmentation_details is None:
+        # Contract C4: the non-triggered types need an audience to publish. A business-event
+        # campaign without one is sent to every user at each event (one sent needs the minimum).
         problems.append(required("segmentation_details", MINIMUM_AUDIENCE_MESSAGE))
     problems += _check_delivery_controls(ctx)
     return problems
@@ -218,23 +220,23 @@ def _check_trigger(ctx: Context) -> list[Problem]:
                 f"'trigger_condition' is required for {ctx.delivery_type.value} campaigns.",
             )
         ]
-    has_filter = (
-        trigger is not None and trigger.included_filters is not None and trigger.included_filters.filters
-    )
-    if ctx.delivery_type is _DT.EVENT_TRIGGERED and trigger is not None and not has_filter:
+    if ctx.delivery_type not in FIRED_BY_ACTIONS or trigger is None:
+        return []
+    kind = ctx.delivery_type.value
+    if trigger.included_filters is None or not trigger.included_filters.filters:
         return [
             required(
                 "trigger_condition.included_filters",
-                "An EVENT_TRIGGERED campaign needs at least one filter in included_filters.",
+                f"{kind} campaigns need at least one filter in included_filters.",
             )
         ]
-    if ctx.delivery_type is _DT.EVENT_TRIGGERED and trigger is not None and not awaited_actions(trigger):
+    if not awaited_actions(trigger):
         # Only an event can fire it: filters on user attributes alone, or on actions not done,
         # would publish a campaign that never sends.
         return [
             required(
                 "trigger_condition.included_filters",
-                "An EVENT_TRIGGERED campaign is sent when a user does something: included_filters must "
+                f"{kind} campaigns are sent when a user does something: included_filters must "
                 "ask for at least one action done (an actions filter, not executed: false).",
             )
         ]

@@ -35,6 +35,11 @@ TRIGGER_REQUIRED: dict[Channel, frozenset[DeliveryType]] = {
     ),
     Channel.EMAIL: frozenset({DeliveryType.EVENT_TRIGGERED}),
 }
+# Fired only by a user's action matching `included_filters` (a device-triggered campaign is
+# evaluated exactly as an event-triggered one): published without such a filter, they never send.
+FIRED_BY_ACTIONS: frozenset[DeliveryType] = frozenset(
+    {DeliveryType.EVENT_TRIGGERED, DeliveryType.DEVICE_TRIGGERED}
+)
 
 
 def check_trigger_condition(ctx: Context) -> list[Problem]:
