@@ -54,18 +54,16 @@ _REPLAYED_STATUSES = ("2", "409", "422")
 BODY_METHODS = frozenset({"post", "put", "patch"})
 
 
-def _rename_token(document: Any, token: str) -> Any:
+def _rename_token(document: Any, settings: Settings) -> Any:
     """Header names carry the deployment's token (`HERALD_HEADER_TOKEN`) instead of the default."""
-    if token == "SVC":
-        return document
     if isinstance(document, dict):
-        return {_rename_token(key, token): _rename_token(value, token) for key, value in document.items()}
+        return {
+            _rename_token(key, settings): _rename_token(value, settings) for key, value in document.items()
+        }
     if isinstance(document, list):
-        return [_rename_token(item, token) for item in document]
+        return [_rename_token(item, settings) for item in document]
     if isinstance(document, str):
-        return document.replace("X-SVC-Request-Id", f"X-{token}-Request-Id").replace(
-            "SVC-APPKEY", f"{token}-APPKEY"
-        )
+        return settings.with_header_names(document)
     return document
 
 
@@ -248,5 +246,5 @@ def enrich(
                 _complete_operation(method, operation, documented.guard)
     _drop_unused_schemas(document)
     _integral_bounds(document)
-    renamed: dict[str, Any] = _rename_token(document, settings.header_token)
+    renamed: dict[str, Any] = _rename_token(document, settings)
     return renamed
