@@ -16,11 +16,12 @@ from starlette.routing import BaseRoute
 
 from herald.config import Settings
 from herald.http.docs import GatewayError, error_responses
+from herald.http.guards import UUID4_PATTERN
 from herald.http.operation import REQUIRED_MARK, Operation, documented_headers, guard_of
 from herald.http.query_model import model_of, query_parameters
 
 _INT = {"type": "integer"}
-# What `herald.http.guards.parse_uuid4` accepts, in its canonical (hyphenated) spelling. A string with
+# What `herald.http.guards.parse_uuid4` accepts (its pattern). A string with
 # a pattern, not `format: uuid`: generated clients then take and send the text as it is (with the
 # standard format, some make the caller build a UUID object and then cannot put it in a header). The
 # format is named `uuid4`, which generators leave as plain text and test tools can be taught
@@ -28,7 +29,7 @@ _INT = {"type": "integer"}
 UUID4 = {
     "type": "string",
     "format": "uuid4",
-    "pattern": "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-4[0-9a-fA-F]{3}-[89abAB][0-9a-fA-F]{3}-[0-9a-fA-F]{12}$",
+    "pattern": UUID4_PATTERN,
     "description": "A UUID v4 in its hyphenated text form.",
 }
 UUID4_HEADERS = frozenset({"X-SVC-Request-Id", "Idempotency-Key"})
