@@ -25,6 +25,8 @@ _MAY_BE_ZERO = frozenset({"credentials_cache_seconds", "delivery_error_threshold
 _LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 # RFC 9110 `token`: what may stand in a header name (`X-<token>-Request-Id`, `<token>-APPKEY`).
 _HEADER_TOKEN = re.compile(r"[A-Za-z0-9!#$%&'*+.^_`|~-]+")
+# Documentation (the OpenAPI document, the error catalog) is written with this token's header names.
+DEFAULT_HEADER_TOKEN = "SVC"
 _DATABASE_SCHEMES = ("sqlite+aiosqlite://", "postgresql+asyncpg://")
 # Any SQLite URL (`sqlite:///herald.db` too): Herald opens SQLite with its own driver whatever it names.
 _SQLITE_URL = re.compile(r"sqlite(\+\w+)?://")
@@ -40,7 +42,7 @@ class Settings:
     database_url: str = "sqlite+aiosqlite:///./herald.db"
     redis_url: str | None = None
     # Deployments may match the header names of their clients (`X-<token>-Request-Id`, `<token>-APPKEY`).
-    header_token: str = "SVC"
+    header_token: str = DEFAULT_HEADER_TOKEN
     # Public address used in links (`doc_url`, OpenAPI `servers`); unset: the request's own scheme and host.
     base_url: str | None = None
     max_body_bytes: int = 1024 * 1024
@@ -126,6 +128,14 @@ class Settings:
     @cached_property
     def app_key_header(self) -> str:
         return f"{self.header_token}-APPKEY"
+
+    def with_header_names(self, text: str) -> str:
+        """`text`, written with the default token's header names, naming this deployment's."""
+        if self.header_token == DEFAULT_HEADER_TOKEN:
+            return text
+        return text.replace(f"X-{DEFAULT_HEADER_TOKEN}-Request-Id", self.request_id_header).replace(
+            f"{DEFAULT_HEADER_TOKEN}-APPKEY", self.app_key_header
+        )
 
     @property
     def is_sqlite(self) -> bool:

@@ -15,6 +15,15 @@ configured timeout, so other requests go on meanwhile.
 
 The engine is created with `sqlite+aiosqlite://` URLs (what users configure); `herald.db` names this
 dialect (`DRIVER`) for them.
+
+The dialect is also where lower-casing means the same as on PostgreSQL: SQLite's own `lower()` folds
+ASCII letters only ('Ü' stays 'Ü'), so `register_functions` gives every connection `herald_lower`
+(Python's `str.lower`) and the dialect's compiler writes it wherever SQLAlchemy would write
+`lower()`: `func.lower(x)` and the operands of case-insensitive comparisons (`ilike`, `icontains`,
+..., which SQLAlchemy writes as `lower(x) LIKE lower(y)` on SQLite). Statements say `func.lower` and
+`ilike` on every engine; PostgreSQL's `lower()` and `ILIKE` already follow Unicode.
+(No index may be made on `lower(...)` through this dialect: a connection without the function, a
+`sqlite3` shell say, could not maintain it.)
 """
 
 from __future__ import annotations
@@ -33,6 +42,7 @@ from sqlalchemy.dialects.sqlite.aiosqlite import (
     AsyncAdapt_aiosqlite_dbapi,
     SQLiteDialect_aiosqlite,
 )
+from sqlalchemy.dialects.sqlite.base import SQLiteCompiler
 from sqlalchemy.util.concurrency import await_only
 
 from herald import plain_sql
@@ -152,9 +162,20 @@ class InlineDBAPI(AsyncAdapt_aiosqlite_dbapi):
         return InlineConnection(self, connection, patience)
 
 
+class InlineCompiler(SQLiteCompiler):
+    """SQLite's compiler with Unicode lower-casing (`herald_lower`, see the module's docstring)."""
+
+    def visit_lower_func(self, fn: Any, **kw: Any) -> str:
+        return f"herald_lower{self.function_argspec(fn, **kw)}"
+
+    def visit_ilike_case_insensitive_operand(self, element: Any, **kw: Any) -> str:
+        return f"herald_lower({element.element._compiler_dispatch(self, **kw)})"
+
+
 class InlineSQLiteDialect(SQLiteDialect_aiosqlite):
     driver = "heraldinline"
     supports_statement_cache = True
+    statement_compiler = InlineCompiler
     has_terminate = True
 
     @classmethod
@@ -192,7 +213,8 @@ def _lower(value: object) -> object:
 
 def register_functions(dbapi_connection: Any) -> None:
     """SQL functions SQLite lacks. `herald_lower`: Unicode lower-casing (SQLite's `lower()` folds
-    ASCII letters only), so case-insensitive filters mean the same on SQLite as on PostgreSQL.
+    ASCII letters only), so case-insensitive filters mean the same on SQLite as on PostgreSQL
+    (`InlineCompiler` writes it for `lower()`).
     `herald_rank(purpose, key, customer_id)`: the delivery engine's per-user hash
     (`delivery.engine.rank.rank_of`), so an audience is ranked inside its INSERT ... SELECT."""
     from herald.delivery.engine.rank import rank_of  # a leaf module: stdlib only

@@ -438,6 +438,20 @@ class TestRequest:
         assert await ids(created_date={"to_date": "2025-12-01"}) == [IDS[0]]
         assert await ids(channels=["EMAIL"]) == []
 
+    async def test_name_folds_every_letter_not_only_ascii(
+        self, app: FastAPI, client: httpx.AsyncClient, ws: Tenant
+    ) -> None:
+        # SQLite's own lower() folds ASCII only: 'Ü' would match 'Ü' and never 'ü'.
+        await h.seed(
+            app,
+            ws,
+            h.line(id=IDS[0], basic_details={"name": "Ünïcode naïve"}),
+            h.line(id=IDS[1], basic_details={"name": "unicode naive"}),
+        )
+        for name in ("ünïcode", "NAÏVE", "ÜNÏCODE NAÏVE"):
+            rows = await h.meta_rows(client, ws, campaign_fields={"name": name})
+            assert [row["campaign_id"] for row in rows] == [IDS[0]], name
+
     async def test_another_workspace_rows_never_appear(
         self, app: FastAPI, client: httpx.AsyncClient, ws: Tenant
     ) -> None:

@@ -331,6 +331,19 @@ class TestFilters:
         rows = await h.found(client, ws, campaign_fields=fields)
         assert ids_of(rows) == [IDS[n] for n in expected]
 
+    async def test_name_folds_every_letter_not_only_ascii(
+        self, app: FastAPI, client: httpx.AsyncClient, ws: Tenant
+    ) -> None:
+        # SQLite's own lower() folds ASCII only: 'Ü' would match 'Ü' and never 'ü'.
+        await h.seed(
+            app,
+            ws,
+            h.line(id=IDS[0], basic_details={"name": "Ünïcode naïve"}),
+            h.line(id=IDS[1], basic_details={"name": "unicode naive"}),
+        )
+        for name in ("ünïcode", "NAÏVE", "ÜNÏCODE NAÏVE"):
+            assert ids_of(await h.found(client, ws, campaign_fields={"name": name})) == [IDS[0]], name
+
     async def test_rows_are_c2_objects_with_sender_name_for_sms(
         self, client: httpx.AsyncClient, ws: Tenant, seeded: list[str]
     ) -> None:

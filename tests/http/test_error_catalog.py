@@ -84,6 +84,18 @@ async def test_the_catalog_page_has_an_anchor_per_code(client: httpx.AsyncClient
     assert "&quot;doc_url&quot;" in section
 
 
+async def test_the_catalog_names_the_configured_header_token(settings: Settings) -> None:
+    app = create_app(dataclasses.replace(settings, header_token="ACME"))
+    try:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as reader:
+            response = await reader.get("/errors")
+    finally:
+        await app.state.herald.aclose()
+    assert response.status_code == 200
+    assert "or ACME-APPKEY is not the Basic username" in response.text
+    assert "SVC" not in response.text
+
+
 @pytest.fixture
 async def unset_app(settings: Settings) -> AsyncIterator[FastAPI]:
     app = create_app(dataclasses.replace(settings, base_url=None))

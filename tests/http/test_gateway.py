@@ -76,8 +76,8 @@ class TestGatewayChecks:
         self, client: httpx.AsyncClient, tenant: Tenant
     ) -> None:
         generated = uuid.uuid4()
-        # Echoed as written, in each spelling a UUID v4 may take.
-        for request_id in (str(generated), str(generated).upper(), generated.hex):
+        # Echoed as written, in either case of hex the document's pattern allows.
+        for request_id in (str(generated), str(generated).upper()):
             response = await client.get(OFFERS, headers={**tenant.headers(), "X-SVC-Request-Id": request_id})
             assert response.headers["X-SVC-Request-Id"] == request_id
             assert response.json()["response_id"] == f"resp_{request_id}"
@@ -102,6 +102,27 @@ class TestGatewayChecks:
             "target": "X-SVC-Request-Id",
             "message": "Not a UUID v4.",
         }
+
+    @pytest.mark.parametrize(
+        "request_id",
+        [
+            "0123456789ab4def8123456789abcdef",  # 32 bare digits
+            "{01234567-89ab-4def-8123-456789abcdef}",
+            "urn:uuid:01234567-89ab-4def-8123-456789abcdef",
+            "urn:0123456789ab4def8123456789abcdef",  # 36 characters, as the hyphenated form
+            "0123456789ab4def8123456789abcdef----",
+            "01234567-89ab-4def-c123-456789abcdef",  # another variant
+            "01234567-89ab-1def-8123-456789abcdef",  # another version
+        ],
+    )
+    async def test_only_the_hyphenated_form_the_document_states_is_a_request_id(
+        self, client: httpx.AsyncClient, tenant: Tenant, request_id: str
+    ) -> None:
+        response = await client.get(OFFERS, headers={**tenant.headers(), "X-SVC-Request-Id": request_id})
+        assert response.status_code == 400
+        assert response.json()["error"]["details"][0]["code"] == "INVALID_TYPE"
+        assert response.headers["X-SVC-Request-Id"] != request_id  # a fresh id of ours
+        assert response.json()["response_id"] == f"resp_{response.headers['X-SVC-Request-Id']}"
 
     async def test_credentials_are_judged_before_the_request_id(self, client: httpx.AsyncClient) -> None:
         response = await client.get(OFFERS, headers={"X-SVC-Request-Id": "nope"})

@@ -134,6 +134,30 @@ class TestKeyHeader:
         response = await client.post(PATH, json={"name": "a"}, headers=_headers(tenant, str(uuid.uuid1())))
         assert response.status_code == 400
 
+    @pytest.mark.parametrize(
+        "key",
+        [
+            "0123456789ab4def8123456789abcdef",  # 32 bare digits
+            "{01234567-89ab-4def-8123-456789abcdef}",
+            "urn:0123456789ab4def8123456789abcdef",
+        ],
+    )
+    async def test_only_the_hyphenated_form_the_document_states_is_a_key(
+        self, app_with_routes: FastAPI, client: httpx.AsyncClient, tenant: Tenant, key: str
+    ) -> None:
+        response = await client.post(PATH, json={"name": "a"}, headers=_headers(tenant, key))
+        assert response.status_code == 400
+        assert response.json()["error"]["details"][0]["code"] == "INVALID_IDEMPOTENCY_KEY"
+
+    async def test_a_key_in_upper_case_is_the_same_key(
+        self, app_with_routes: FastAPI, client: httpx.AsyncClient, tenant: Tenant
+    ) -> None:
+        key = str(uuid.uuid4())
+        first = await client.post(PATH, json={"name": "a"}, headers=_headers(tenant, key))
+        again = await client.post(PATH, json={"name": "a"}, headers=_headers(tenant, key.upper()))
+        assert first.status_code == again.status_code == 201, again.text
+        assert again.headers["Idempotent-Replayed"] == "true"
+
     async def test_optional_key_may_be_absent(
         self, app_with_routes: FastAPI, client: httpx.AsyncClient, tenant: Tenant
     ) -> None:

@@ -1,7 +1,8 @@
 """The routes that document the API: `/openapi.json`, `/docs`, `/redoc` and the error catalog `/errors`.
 
 Served by Herald rather than by FastAPI's defaults so that the document's `servers` names the address
-the reader used (or `HERALD_BASE_URL`): the document itself is built once per process.
+the reader used (or `HERALD_BASE_URL`): the document itself is built once per process. Both the
+document and the catalog name the headers with the deployment's token (`HERALD_HEADER_TOKEN`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ OPENAPI_URL = "/openapi.json"
 
 def install(app: FastAPI) -> None:
     settings = app.state.herald.settings
+    error_page = settings.with_header_names(error_catalog.PAGE)
 
     @app.get(OPENAPI_URL, include_in_schema=False)
     async def openapi_document(request: Request) -> JSONResponse:
@@ -37,4 +39,4 @@ def install(app: FastAPI) -> None:
 
     @app.get("/errors", include_in_schema=False)
     async def errors() -> HTMLResponse:
-        return HTMLResponse(error_catalog.PAGE)
+        return HTMLResponse(error_page)

@@ -110,7 +110,7 @@ class HeraldMiddleware:
         base_url.bind(scope)
         given = next((value for name, value in headers if name == self.request_id_header), None)
         sent = given.decode("latin-1") if given is not None else None
-        # A valid id is echoed as the client wrote it (upper-case hex, no hyphens): a client that
+        # A valid id is echoed as the client wrote it (upper-case hex, say): a client that
         # correlates by string equality finds its own id.
         request_id = sent if sent is not None and parse_uuid4(sent) is not None else None
         state = request_state(scope)

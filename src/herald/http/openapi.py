@@ -16,11 +16,12 @@ from starlette.routing import BaseRoute
 
 from herald.config import Settings
 from herald.http.docs import GatewayError, error_responses
+from herald.http.guards import UUID4_PATTERN
 from herald.http.operation import REQUIRED_MARK, Operation, documented_headers, guard_of
 from herald.http.query_model import model_of, query_parameters
 
 _INT = {"type": "integer"}
-# What `herald.http.guards.parse_uuid4` accepts, in its canonical (hyphenated) spelling. A string with
+# What `herald.http.guards.parse_uuid4` accepts (its pattern). A string with
 # a pattern, not `format: uuid`: generated clients then take and send the text as it is (with the
 # standard format, some make the caller build a UUID object and then cannot put it in a header). The
 # format is named `uuid4`, which generators leave as plain text and test tools can be taught
@@ -28,7 +29,7 @@ _INT = {"type": "integer"}
 UUID4 = {
     "type": "string",
     "format": "uuid4",
-    "pattern": "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-4[0-9a-fA-F]{3}-[89abAB][0-9a-fA-F]{3}-[0-9a-fA-F]{12}$",
+    "pattern": UUID4_PATTERN,
     "description": "A UUID v4 in its hyphenated text form.",
 }
 UUID4_HEADERS = frozenset({"X-SVC-Request-Id", "Idempotency-Key"})
@@ -54,18 +55,16 @@ _REPLAYED_STATUSES = ("2", "409", "422")
 BODY_METHODS = frozenset({"post", "put", "patch"})
 
 
-def _rename_token(document: Any, token: str) -> Any:
+def _rename_token(document: Any, settings: Settings) -> Any:
     """Header names carry the deployment's token (`HERALD_HEADER_TOKEN`) instead of the default."""
-    if token == "SVC":
-        return document
     if isinstance(document, dict):
-        return {_rename_token(key, token): _rename_token(value, token) for key, value in document.items()}
+        return {
+            _rename_token(key, settings): _rename_token(value, settings) for key, value in document.items()
+        }
     if isinstance(document, list):
-        return [_rename_token(item, token) for item in document]
+        return [_rename_token(item, settings) for item in document]
     if isinstance(document, str):
-        return document.replace("X-SVC-Request-Id", f"X-{token}-Request-Id").replace(
-            "SVC-APPKEY", f"{token}-APPKEY"
-        )
+        return settings.with_header_names(document)
     return document
 
 
@@ -248,5 +247,5 @@ def enrich(
                 _complete_operation(method, operation, documented.guard)
     _drop_unused_schemas(document)
     _integral_bounds(document)
-    renamed: dict[str, Any] = _rename_token(document, settings.header_token)
+    renamed: dict[str, Any] = _rename_token(document, settings)
     return renamed

@@ -2,7 +2,8 @@
 
 Everything engine-specific the compiler needs lives in `sqlite.py` and `postgresql.py`: reading a
 custom attribute out of the JSON document with its JSON type checked, iterating array elements,
-case folding, substring tests and the date-time shape test. The compiler itself is engine-neutral.
+substring tests and the date-time shape test. The compiler itself is engine-neutral. Case folding is
+`lower()` on every engine (Herald's SQLite dialect writes it Unicode: `herald.sqlite_inline`).
 """
 
 from __future__ import annotations
@@ -57,10 +58,6 @@ class SqlDialect(Protocol):
 
     def number(self, value: float) -> ColumnElement[Any]:
         """A number to compare attribute values with."""
-        ...
-
-    def lower(self, text: ColumnElement[Any]) -> ColumnElement[Any]:
-        """Unicode lower-casing (the same on every engine as Python's `str.lower` for letters)."""
         ...
 
     def contains(self, text: ColumnElement[Any], part: ColumnElement[Any]) -> ColumnElement[bool]: ...

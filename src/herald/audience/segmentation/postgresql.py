@@ -29,7 +29,6 @@ from typing import Any
 from sqlalchemy import (
     Boolean,
     Numeric,
-    String,
     Text,
     case,
     cast,
@@ -226,9 +225,6 @@ class PostgreSQLDialect:
     def number(self, value: float) -> ColumnElement[Any]:
         exact = Decimal(repr(value)) if isinstance(value, float) else Decimal(value)
         return literal(exact, Numeric)
-
-    def lower(self, text: ColumnElement[Any]) -> ColumnElement[Any]:
-        return func.lower(text, type_=String)
 
     def contains(self, text: ColumnElement[Any], part: ColumnElement[Any]) -> ColumnElement[bool]:
         return func.strpos(text, part) > 0

@@ -35,6 +35,11 @@ from herald.campaigns.schemas.filters import FilterDataType
 _SECOND = timedelta(seconds=1)
 
 
+def _lower(text: ColumnElement[Any]) -> ColumnElement[Any]:
+    """Unicode lower-casing on every engine (`herald.sqlite_inline` writes it so on SQLite)."""
+    return func.lower(text, type_=String)
+
+
 @dataclass(frozen=True, slots=True)
 class StandardColumn:
     column: ColumnElement[Any]
@@ -142,7 +147,7 @@ class Predicates:
         return self._column_value(standard, kind)
 
     def _fold(self, case_sensitive: bool) -> Callable[[ColumnElement[Any]], ColumnElement[Any]]:
-        return (lambda value: value) if case_sensitive else self.dialect.lower
+        return (lambda value: value) if case_sensitive else _lower
 
     def _text_test(
         self,

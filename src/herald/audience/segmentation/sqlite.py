@@ -1,8 +1,8 @@
-"""SQLite: JSON1 functions, `json_each` for arrays, and `herald_lower` for Unicode case folding.
+"""SQLite: JSON1 functions and `json_each` for arrays.
 
-SQLite's own `lower()` folds ASCII letters only, so `herald.sqlite_inline` registers `herald_lower` (Python's
-`str.lower`) on every SQLite connection. JSON paths quote the key (`$."name"`); a key containing a
-double quote cannot be written as a path, so such keys are found by scanning the document's members.
+JSON paths quote the key (`$."name"`); a key containing a double quote cannot be written as a path,
+so such keys are found by scanning the document's members. (Case folding is `lower()`, which
+Herald's SQLite dialect writes Unicode: `herald.sqlite_inline`.)
 """
 
 from __future__ import annotations
@@ -96,9 +96,6 @@ class SQLiteDialect:
 
     def number(self, value: float) -> ColumnElement[Any]:
         return literal(value)
-
-    def lower(self, text: ColumnElement[Any]) -> ColumnElement[Any]:
-        return func.herald_lower(text, type_=String)
 
     def contains(self, text: ColumnElement[Any], part: ColumnElement[Any]) -> ColumnElement[bool]:
         return func.instr(text, part) > 0
