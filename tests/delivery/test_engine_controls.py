@@ -438,6 +438,39 @@ class TestQuietHours:
         [run] = (await stats(client, workspace, campaign_id))["executions"]
         assert (run["sent"], run["pending"], run["deferred"]) == (3, 0, 0)
 
+    async def test_a_change_of_the_quiet_hours_releases_the_users_they_deferred(
+        self,
+        app: FastAPI,
+        client: httpx.AsyncClient,
+        workspace: Tenant,
+        webhook: HttpReceiver,
+        clock: FrozenClock,
+        settings: Settings,
+    ) -> None:
+        # Settings are read at each tick: users deferred to the end of a window turned off (or
+        # moved) used to wait for the old window's end all the same.
+        await push_connector(app, workspace, webhook)
+        ws = workspace.workspace_id
+        await add_users(
+            app,
+            ws,
+            {"customer_id": "paris", "push_id": "t1", "platform": "ANDROID", "timezone": "Europe/Paris"},
+            {"customer_id": "tokyo", "push_id": "t2", "platform": "ANDROID", "timezone": "Asia/Tokyo"},
+        )
+        clock.set(datetime(2026, 3, 2, 22, 30, tzinfo=UTC))  # Paris 23:30, Tokyo 07:30 (+1 day)
+        await herald(settings, "workspaces", "set", "-w", ws, "dnd", "22:00-08:00")
+        campaign_id = await publish(client, workspace, PUSH)
+        await tick(app, workspace)
+        assert webhook.received == []
+        await herald(settings, "workspaces", "set", "-w", ws, "dnd", "23:45-08:00")  # Paris: outside now
+        await tick(app, workspace)
+        assert receivers(webhook) == ["paris"]  # Tokyo is still inside the new window
+        await herald(settings, "workspaces", "set", "-w", ws, "dnd", "off")
+        await tick(app, workspace)
+        assert receivers(webhook) == ["paris", "tokyo"]
+        [run] = (await stats(client, workspace, campaign_id))["executions"]
+        assert (run["sent"], run["pending"], run["deferred"]) == (2, 0, 0)
+
     async def test_bypass_dnd_sends_at_once_and_a_window_past_expiry_drops_the_user(
         self,
         app: FastAPI,

@@ -63,10 +63,14 @@ def workspaces_set(
     value: Annotated[str, typer.Argument(help="The new value, or 'off' to remove the setting.")],
 ) -> None:
     from herald.cli.runtime import run_in_session
+    from herald.delivery.engine.controls import QUIET_HOURS_SETTINGS, release_quiet_hours_deferrals
+    from herald.wake import wake_on_commit
     from herald.workspaces import delivery_settings
 
     async def work(session: AsyncSession) -> str:
         changed = await delivery_settings.set_delivery_setting(session, workspace, key, value)
+        if key in QUIET_HOURS_SETTINGS and await release_quiet_hours_deferrals(session, workspace):
+            await wake_on_commit(session, workspace)  # settings are read at each tick: this one now
         return delivery_settings.shown(key, changed.delivery)
 
     # What was stored, as `workspaces settings` shows it (not the text given: ' 5 ' is 5.0).

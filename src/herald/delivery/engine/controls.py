@@ -23,7 +23,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
-from sqlalchemy import Row, bindparam, func, select, union_all
+from sqlalchemy import Row, bindparam, func, select, union_all, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from herald.advisory_locks import lock_key
@@ -60,6 +60,28 @@ class Reason:
     DND = "DND"
     AUDIENCE_LIMIT = "AUDIENCE_LIMIT"
     EXPIRED = "EXPIRED"  # the user's own send time is after the campaign's expiry_time
+
+
+# The settings whose change moves the end of users' quiet windows.
+QUIET_HOURS_SETTINGS = frozenset({"dnd", "timezone"})
+
+
+async def release_quiet_hours_deferrals(session: AsyncSession, workspace_id: str) -> int:
+    """Users deferred to the end of the workspace's quiet window, claimable again: its window (or
+    default timezone) just changed, so the end they wait for is the old one's. Each is decided again
+    at its next claim, under the window in force then (deferred again if still inside it). How many."""
+    result = await session.execute(
+        update(ExecutionUser)
+        .where(
+            ExecutionUser.workspace_id == workspace_id,
+            ExecutionUser.state == "PENDING",
+            ExecutionUser.reason == Reason.DND,
+            ExecutionUser.not_before.is_not(None),
+        )
+        .values(not_before=None)
+        .execution_options(synchronize_session=False)
+    )
+    return int(getattr(result, "rowcount", 0) or 0)
 
 
 # --- pure rules ------------------------------------------------------------------------------
@@ -207,14 +229,15 @@ async def history_turn(session: AsyncSession, workspace_id: str) -> None:
 class Decision:
     held: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
     suppressed: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
-    deferred: dict[str, datetime] = field(default_factory=dict)
+    # Each deferred user's due moment and why (DND, MINIMUM_DELAY; None: its own send time).
+    deferred: dict[str, tuple[datetime, str | None]] = field(default_factory=dict)
     send: list[tuple[str, UserValues]] = field(default_factory=list)
     waiting: list[str] = field(default_factory=list)  # left PENDING: throttle, in-flight limit
 
-    def deferred_by_time(self) -> dict[datetime, list[str]]:
-        """Deferred users grouped by when they are due (one update per group: a timezone's users
-        share the end of their quiet window)."""
-        grouped: dict[datetime, list[str]] = defaultdict(list)
+    def deferred_by_time(self) -> dict[tuple[datetime, str | None], list[str]]:
+        """Deferred users grouped by when they are due and why (one update per group: a
+        timezone's users share the end of their quiet window)."""
+        grouped: dict[tuple[datetime, str | None], list[str]] = defaultdict(list)
         for customer_id, due in self.deferred.items():
             grouped[due].append(customer_id)
         return grouped
@@ -404,7 +427,7 @@ async def _timing(
         elif rules.expiry is not None and due >= rules.expiry:
             decision.suppressed[reason].append(customer_id)  # the campaign ends before the user may get it
         else:
-            decision.deferred[customer_id] = due
+            decision.deferred[customer_id] = (due, reason)
     return left
 
 
@@ -442,5 +465,5 @@ async def _send_time(
         elif rules.expiry is not None and moment.at >= rules.expiry:
             decision.suppressed[Reason.EXPIRED].append(customer_id)  # the campaign ends before it
         else:
-            decision.deferred[customer_id] = moment.at
+            decision.deferred[customer_id] = (moment.at, None)
     return left

@@ -444,8 +444,9 @@ async def _claim_in(
             windows.append(conversions.Opening(current, plan.goals, held, now))
     for reason, ids in decision.suppressed.items():
         await _set_users(connection, execution, ids, UserState.SUPPRESSED, reason, firings)
-    for due, ids in decision.deferred_by_time().items():
-        await _set_users(connection, execution, ids, UserState.PENDING, None, firings, not_before=due)
+    for (due, why), ids in decision.deferred_by_time().items():
+        # `why` kept with them: a change of the quiet hours releases those it deferred.
+        await _set_users(connection, execution, ids, UserState.PENDING, why, firings, not_before=due)
     claimed += [_Claimed(c, user, ranks[c], firings[c], events[c]) for c, user in decision.send]
     # The claim's token, written with its users: whoever holds them is known by it, not by the
     # moment of the claim (a clock held still gives two claims the same moment).
