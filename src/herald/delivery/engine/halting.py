@@ -37,7 +37,9 @@ log = logging.getLogger("herald.worker")
 # bound on a halt that no wake-up announced. A read is one indexed row.
 EVERY = 0.25
 
-STOPPED = "the campaign stopped sending before the message's turn"
+# Why: a STOP, a PAUSE, the expiry, or the execution paused (its connector failing) look alike to
+# the watch (the campaign no longer sending as planned): the reason names them all.
+STOPPED = "sending was stopped or paused before the message's turn"
 CHANGED = "the campaign's content changed before the message's turn"
 
 
