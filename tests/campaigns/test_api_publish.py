@@ -5,13 +5,15 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
+from datetime import UTC, datetime
 from typing import Any
 
 import httpx
 import pytest
 from fastapi import FastAPI
 
-from herald.campaigns import review
+from herald.campaigns import review, worker
+from herald.clock import FrozenClock
 from herald.delivery import connectors as delivery_connectors
 from herald.delivery.config import ConnectorInput
 from herald.workspaces.scopes import Scope
@@ -572,7 +574,33 @@ class TestVersioning:
         assert response.json()["data"] == {"id": latest["id"], "action": "STOP"}
         assert latest["status"] == "STOPPED"
         [first] = await h.found(client, ws, campaign_fields={"ids": [campaign_id], "version_number": 1})
-        assert first["status"] == "SCHEDULED"  # the snapshot keeps the state it had
+        # Its content is the snapshot's; its status the campaign's: a version left SCHEDULED was
+        # found by a search for SCHEDULED campaigns after the campaign had stopped.
+        assert first["status"] == "STOPPED"
+        assert (
+            await h.found(client, ws, campaign_fields={"ids": [campaign_id], "status": ["SCHEDULED"]}) == []
+        )
+        [second, first] = await h.found(
+            client, ws, campaign_fields={"ids": [campaign_id], "status": ["STOPPED"]}
+        )
+        assert (second["version_number"], first["version_number"]) == (2, 1)
+
+    async def test_earlier_versions_follow_the_campaign_through_the_clock(
+        self, app: FastAPI, client: httpx.AsyncClient, ws: Tenant, clock: FrozenClock
+    ) -> None:
+        campaign_id = await self._live(client, ws, "push_event_triggered_delay")  # listens from 2030
+        content = variant(
+            PAYLOADS["push_event_triggered_delay"]["campaign_content"],
+            {"content.push.android.basic_details.title": "v2"},
+        )
+        await h.publish(client, ws, campaign_id, {"campaign_content": content})
+        clock.set(datetime(2030, 6, 1, tzinfo=UTC))
+        await worker.tick(app.state.herald.database, clock.now(), [ws.workspace_id])
+        assert (await h.get(client, ws, campaign_id))["status"] == "ACTIVE"
+        [first] = await h.found(client, ws, campaign_fields={"ids": [campaign_id], "version_number": 1})
+        assert first["status"] == "ACTIVE"
+        rows = await h.meta_rows(client, ws, campaign_fields={"id": campaign_id, "status": ["SCHEDULED"]})
+        assert rows == []
 
     async def test_publishing_without_changes_makes_no_version(
         self, app: FastAPI, client: httpx.AsyncClient, ws: Tenant

@@ -167,7 +167,7 @@ class TestTransitions:
         assert await tick(app, ws) == 1
         assert await status(client, ws, campaign_id) == "ACTIVE"
 
-    async def test_only_the_latest_version_moves(
+    async def test_the_latest_version_moves_and_the_earlier_ones_follow(
         self, app: FastAPI, client: httpx.AsyncClient, ws: Tenant, clock: FrozenClock
     ) -> None:
         ids = [f"{n:024x}" for n in (7, 8)]
@@ -185,9 +185,10 @@ class TestTransitions:
                 scheduling_details=past,
             ),
         )
-        assert await tick(app, ws) == 1
+        assert await tick(app, ws) == 1  # one transition: the latest version's
         rows = await h.stored(app, ws, ids[0])
-        assert [(r.version_number, r.status) for r in rows] == [(1, "SCHEDULED"), (2, "ACTIVE")]
+        assert [(r.version_number, r.status) for r in rows] == [(1, "ACTIVE"), (2, "ACTIVE")]
+        assert rows[0].revision == 1  # the earlier version's content did not change
 
     async def test_ticks_stay_in_their_workspaces(
         self, app: FastAPI, client: httpx.AsyncClient, ws: Tenant

@@ -21,7 +21,7 @@ from pydantic import Field, ValidationError
 from sqlalchemy import Table, bindparam, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from herald.campaigns import lifecycle, service
+from herald.campaigns import lifecycle, repository, service
 from herald.campaigns.lifecycle import Action
 from herald.campaigns.models import Campaign
 from herald.campaigns.repository import LATEST_BY_CAMPAIGN_ID
@@ -121,6 +121,7 @@ async def change_status(
     moved = await execute_with(await session.connection(), _MOVE, _CAMPAIGNS, {**values, **key}, joined)
     if moved != 1:  # the row's lock makes this unreachable; never write over another state
         raise InvalidState("The campaign's status changed under a concurrent request; retry.")
+    await repository.align_earlier_versions(session, workspace_id, row["id"], values)
     if body.action is Action.PAUSE and row["delivery_type"] == DeliveryType.PERIODIC.value:
         await abandoned.end_runs_of(session, workspace_id, row["campaign_id"], now)
     if body.action is Action.RESUME and row["delivery_type"] == DeliveryType.PERIODIC.value:

@@ -25,6 +25,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import aliased
 
 from herald.campaigns.models import Campaign, CampaignRequestId, CampaignTag, StoredCampaign
 from herald.db import UTCDateTime
@@ -59,6 +60,32 @@ _FORGET_TAGS = delete(_TAGS).where(
 )
 _INSERT_CAMPAIGN = insert(_CAMPAIGNS)
 _INSERT_TAGS = insert(_TAGS)
+
+
+# The campaign's lifecycle columns, which every version of it shows as its latest does.
+LIFECYCLE_COLUMNS = frozenset({"status", "paused_from", "sent_time"})
+
+
+async def align_earlier_versions(
+    session: AsyncSession, workspace_id: str, row_id: str, values: dict[str, Any]
+) -> None:
+    """The lifecycle columns of `values` that the latest version (row `row_id`) just took, given
+    to the campaign's earlier versions. A version's content never changes once another replaces it,
+    but it is the same campaign: an earlier version still SCHEDULED after the campaign was sent
+    was found by C6 and C7 under a status the campaign had left (and counted as reachable)."""
+    moved = {name: value for name, value in values.items() if name in LIFECYCLE_COLUMNS}
+    latest = aliased(Campaign)
+    of_row = select(latest.campaign_id).where(latest.workspace_id == workspace_id, latest.id == row_id)
+    await session.execute(
+        update(Campaign)
+        .where(
+            Campaign.workspace_id == workspace_id,
+            Campaign.campaign_id == of_row.scalar_subquery(),
+            Campaign.is_latest.is_(False),
+        )
+        .values(**moved)
+        .execution_options(synchronize_session=False)
+    )
 
 
 async def get_latest(

@@ -31,6 +31,7 @@ from sqlalchemy import ColumnElement, Select, and_, bindparam, func, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from herald import planner_statistics
+from herald.campaigns import repository
 from herald.campaigns.lifecycle import Timing, due_steps
 from herald.campaigns.models import Campaign
 from herald.campaigns.schemas.common import CampaignStatus, DeliveryType
@@ -100,7 +101,10 @@ async def _step(
         .values(**values)
         .execution_options(synchronize_session=False)
     )
-    return getattr(result, "rowcount", 0) == 1
+    if getattr(result, "rowcount", 0) != 1:
+        return False
+    await repository.align_earlier_versions(session, workspace_id, row_id, values)
+    return True
 
 
 async def _anything_due(database: Database, workspace_id: str, now: datetime) -> bool:
