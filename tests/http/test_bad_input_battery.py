@@ -289,6 +289,8 @@ BAD_BODIES = {
     "number-1e400": BadBody(b'{"name": "x", "priority": 1e400}'),
     "number-minus-1e999": BadBody(b'{"name": "x", "attributes": {"k": -1e999}}'),
     "number-of-400-digits-with-a-fraction": BadBody(b'{"name": "x", "priority": ' + b"9" * 400 + b".5}"),
+    # A whole number is read as the double it equals: there is none for this one.
+    "integer-of-400-digits": BadBody(b'{"name": "x", "attributes": {"k": 1' + b"0" * 400 + b"}}"),
 }
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import sys
 from array import array
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -159,12 +160,20 @@ _HUGE_NUMBER = re.compile(rb"\d(?:\.\d*)?[eE][+-]?\d{3,}|\d{309,}")
 
 
 def infinite_number_path(body: bytes) -> str | None:
-    """The dot path ("" for the body itself) of a number too large for a double (`1e400`): JSON
-    readers make it infinity, which no column stores (it became null, and unset an attribute).
-    None when there is none, or the body is not readable JSON (refused on its own account)."""
+    """The dot path ("" for the body itself) of a number too large for a double (`1e400`, or a
+    whole number of 400 digits): JSON readers make it infinity, which no column stores (it became
+    null, and unset an attribute), and a whole number is read as the double it equals
+    (`json_numbers.wide_as_doubles`), which there is not. None when there is none, or the body is
+    not readable JSON (refused on its own account)."""
     if _HUGE_NUMBER.search(body) is None:
         return None
-    return _number_path(body, lambda value: isinstance(value, float) and not math.isfinite(value))
+    return _number_path(body, _beyond_a_double)
+
+
+def _beyond_a_double(value: Any) -> bool:
+    if isinstance(value, float):
+        return not math.isfinite(value)
+    return type(value) is int and abs(value) > sys.float_info.max
 
 
 def _number_path(body: bytes, wanted: Callable[[Any], bool]) -> str | None:
