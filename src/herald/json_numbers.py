@@ -37,7 +37,8 @@ def _within_int64(value: int) -> int:
 Int64 = AfterValidator(_within_int64)
 
 # The whole numbers Herald stores: signed 64-bit, as the databases' integer and JSON columns and the
-# responses' JSON writer hold them. Every integer field is bounded by them (`Int64`) or tighter; a request body's whole numbers outside them are read as doubles (`wide_as_doubles`).
+# responses' JSON writer hold them. Every integer field is bounded by them (`Int64`) or tighter; a
+# request body's whole numbers outside them are read as doubles (`wide_as_doubles`).
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 INT64 = range(INT64_MIN, INT64_MAX + 1)
 _BOUNDS = {"low": INT64_MIN, "high": INT64_MAX}
