@@ -783,6 +783,34 @@ class TestVersioning:
         assert response.status_code == 409
         assert response.json()["error"]["details"][0]["code"] == "NOT_EDITABLE"
 
+    async def test_status_actions_racing_publishes_of_changes_all_land(
+        self, app: FastAPI, client: httpx.AsyncClient, ws: Tenant
+    ) -> None:
+        # On PostgreSQL a PAUSE or RESUME racing publishes used to deadlock with them (500), or be
+        # refused as if it had named an old version (409); every version now shows the status.
+        name = "push_event_triggered_delay"
+        campaign_id = await self._live(client, ws, name)  # SCHEDULED: it listens from 2030
+
+        def change(title: str) -> dict[str, Any]:
+            content = copy.deepcopy(PAYLOADS[name]["campaign_content"])
+            content["content"]["push"]["android"]["basic_details"]["title"] = title
+            return {"campaign_content": content}
+
+        for round_ in range(10):
+            action = "PAUSE" if round_ % 2 == 0 else "RESUME"
+            answers = await asyncio.gather(
+                *(h.v1_patch(client, ws, campaign_id, change(f"r{round_}-{i}")) for i in range(5)),
+                client.patch(
+                    f"/v5/campaigns/{campaign_id}",
+                    json={"updated_by": "m@example.com", **change(f"r{round_}-c3")},
+                    headers=ws.write_headers(campaigns=True),
+                ),
+                h.action(client, ws, campaign_id, action),
+            )
+            assert [a.status_code for a in answers] == [204] * 5 + [200, 200], [a.text for a in answers]
+            rows = await h.stored(app, ws, campaign_id)
+            assert {row.status for row in rows} == {"PAUSED" if action == "PAUSE" else "SCHEDULED"}
+
     async def test_concurrent_publishes_of_changes_leave_one_version_line(
         self, app: FastAPI, client: httpx.AsyncClient, ws: Tenant
     ) -> None:

@@ -78,10 +78,14 @@ async def _state(
     if not is_object_id(campaign_id):
         await read(session, None, key)  # no row to read: the claim still answers first
         await service.no_latest(session, workspace_id, campaign_id)
-    row = await read(session, _STATE_LOCKED, key) or await read(session, _STATE_LOCKED, key)
-    if row is None:
-        await service.no_latest(session, workspace_id, campaign_id)
-    return row
+
+    async def latest() -> dict[str, Any] | None:
+        return await read(session, _STATE_LOCKED, key)
+
+    # Read again as C3 and L1 read, as long as publishes queued ahead replace the version it waited
+    # for: two publishes in a row used to make a PAUSE by campaign_id answer that it named an old
+    # version.
+    return await service.requeued_latest(session, workspace_id, campaign_id, latest, for_update=True)
 
 
 async def change_status(

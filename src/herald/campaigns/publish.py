@@ -194,4 +194,7 @@ async def _new_version(session: AsyncSession, prepared: service.PreparedUpdate, 
     await session.flush()
     repository.add_tags(session, row, row.tags)
     await session.flush()
+    # Any earlier version a status move had to leave (its row was held) takes the status now.
+    columns = {name: getattr(row, name) for name in repository.LIFECYCLE_COLUMNS}
+    await repository.align_earlier_versions(session, row.workspace_id, row.id, columns)
     return row

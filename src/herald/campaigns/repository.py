@@ -72,17 +72,28 @@ async def align_earlier_versions(
     """The lifecycle columns of `values` that the latest version (row `row_id`) just took, given
     to the campaign's earlier versions. A version's content never changes once another replaces it,
     but it is the same campaign: an earlier version still SCHEDULED after the campaign was sent
-    was found by C6 and C7 under a status the campaign had left (and counted as reachable)."""
+    was found by C6 and C7 under a status the campaign had left (and counted as reachable).
+
+    The caller holds the latest version's row. An earlier version's row held by another transaction
+    is left as it is (SKIP LOCKED): on PostgreSQL a write that queued for a version that a publish
+    then replaced keeps that row locked while it waits for the new latest one, and waiting for it
+    here closed a deadlock. That transaction, or the next move, aligns it: a new version aligns
+    every earlier one (`publish`)."""
     moved = {name: value for name, value in values.items() if name in LIFECYCLE_COLUMNS}
-    latest = aliased(Campaign)
+    latest, earlier = aliased(Campaign), aliased(Campaign)
     of_row = select(latest.campaign_id).where(latest.workspace_id == workspace_id, latest.id == row_id)
+    free = (
+        select(earlier.id)
+        .where(
+            earlier.workspace_id == workspace_id,
+            earlier.campaign_id == of_row.scalar_subquery(),
+            earlier.is_latest.is_(False),
+        )
+        .with_for_update(skip_locked=True)
+    )
     await session.execute(
         update(Campaign)
-        .where(
-            Campaign.workspace_id == workspace_id,
-            Campaign.campaign_id == of_row.scalar_subquery(),
-            Campaign.is_latest.is_(False),
-        )
+        .where(Campaign.workspace_id == workspace_id, Campaign.id.in_(free))
         .values(**moved)
         .execution_options(synchronize_session=False)
     )

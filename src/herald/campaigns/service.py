@@ -169,7 +169,7 @@ async def get_campaign(
     async def latest() -> Campaign | None:
         return await repository.get_latest(session, workspace_id, campaign_id, for_update=for_update)
 
-    return await _latest(session, workspace_id, campaign_id, latest, for_update)
+    return await requeued_latest(session, workspace_id, campaign_id, latest, for_update)
 
 
 async def get_stored(
@@ -190,16 +190,18 @@ async def get_stored(
 
     if read is not None and not is_object_id(campaign_id):
         await read(session, None, {})  # no row to read: the claim still answers first
-    return await _latest(session, workspace_id, campaign_id, latest, for_update)
+    return await requeued_latest(session, workspace_id, campaign_id, latest, for_update)
 
 
-async def _latest(
+async def requeued_latest(
     session: AsyncSession,
     workspace_id: str,
     campaign_id: str,
     latest: Callable[[], Awaitable[T | None]],
     for_update: bool,
 ) -> T:
+    """What `latest` reads of the campaign's latest version, read again while a publish replaced
+    the version it queued for; `no_latest`'s error when there is none."""
     row: T | None = None
     if is_object_id(campaign_id):
         row = await latest()
