@@ -98,6 +98,10 @@ def test_workspace_listing_shows_the_flags_that_are_on() -> None:
     _run("features", "set", "-w", workspace_id, "portfolio", "on")
     _run("features", "set", "-w", workspace_id, "portfolio", "off")
     _run("features", "set", "-w", workspace_id, "campaign_audience_limit", "on")
+    # campaign_meta is on by default: listed until it is set off.
+    listed = f"{workspace_id}\tAcme\tfeatures=campaign_audience_limit,campaign_meta,queuing\n"
+    assert listed in _run("workspaces", "list")
+    _run("features", "set", "-w", workspace_id, "campaign_meta", "off")
     assert f"{workspace_id}\tAcme\tfeatures=campaign_audience_limit,queuing\n" in _run("workspaces", "list")
 
 

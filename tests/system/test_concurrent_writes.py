@@ -29,7 +29,7 @@ from herald.delivery import connectors as delivery_connectors
 from herald.delivery.config import ConnectorInput
 from herald.http.limits import BUCKETS
 from herald.workspaces import service as workspaces_service
-from herald.workspaces.models import FEATURES as FEATURE_FLAGS
+from herald.workspaces.features import FEATURES as FEATURE_FLAGS
 from herald.workspaces.models import Workspace
 from tests.campaigns.payloads import PUSH_ONE_TIME, PUSH_PERIODIC
 from tests.conftest import TEST_SECRET_KEY

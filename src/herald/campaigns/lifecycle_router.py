@@ -27,7 +27,7 @@ from herald.http.operation import (
 )
 from herald.http.request_body import json_body
 from herald.http.responses import json_response, response_id
-from herald.workspaces.models import enabled_features
+from herald.workspaces.features import enabled_features
 from herald.workspaces.scopes import Scope
 
 router = APIRouter(prefix="/v5/campaigns", tags=["campaigns"])

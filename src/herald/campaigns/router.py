@@ -33,7 +33,7 @@ from herald.http.query_model import QUERY_INTEGER, query_model
 from herald.http.request_body import json_body
 from herald.http.responses import json_response, response_id
 from herald.schemas import APIModel
-from herald.workspaces.models import enabled_features
+from herald.workspaces.features import enabled_features
 from herald.workspaces.scopes import Scope
 
 router = APIRouter(prefix="/v5/campaigns", tags=["campaigns"])

@@ -11,7 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from herald.cli.runtime import clock, run_in_session
 from herald.cli.workspaces import WorkspaceOpt
 from herald.workspaces import service
-from herald.workspaces.models import FEATURES
+from herald.workspaces.features import FEATURES
 
 features = typer.Typer(help="Per-workspace feature flags.", no_args_is_help=True)
 limits = typer.Typer(help="Per-workspace rate-limit overrides.", no_args_is_help=True)

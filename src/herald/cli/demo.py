@@ -21,7 +21,8 @@ from herald.offers import importer
 from herald.offers.rules.scheduling import zulu
 from herald.personalization.seed import seed_examples
 from herald.workspaces import credentials, service
-from herald.workspaces.models import FEATURES, Workspace
+from herald.workspaces.features import FEATURES
+from herald.workspaces.models import Workspace
 from herald.workspaces.scopes import Scope
 
 DEMO_ID = "DEMO"

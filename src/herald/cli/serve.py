@@ -17,6 +17,15 @@ def serve(host: str, port: int, workers: int) -> None:
     if settings.is_sqlite and workers == 1:
         # One process owns the SQLite file: it also runs the scheduled transitions.
         os.environ.setdefault("HERALD_IN_PROCESS_WORKER", "true")
+    if settings.is_sqlite and workers > 1 and os.environ.get("HERALD_IN_PROCESS_WORKER") is None:
+        # Several processes share the file: none runs the engine unless told to, and nothing says
+        # so otherwise (published campaigns would wait for a `herald worker` never started).
+        typer.secho(
+            "note: on SQLite with --workers > 1 no delivery runs in the server; run `herald worker` "
+            "beside it (or one process: --workers 1)",
+            fg=typer.colors.YELLOW,
+            err=True,
+        )
     if workers > 1 and not settings.redis_url:
         typer.secho(
             "note: without HERALD_REDIS_URL each worker keeps its own rate-limit counters",

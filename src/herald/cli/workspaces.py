@@ -51,9 +51,12 @@ def workspaces_create(
 @workspaces.command("list")
 def workspaces_list() -> None:
     from herald.workspaces import listings
+    from herald.workspaces.features import enabled_features
 
+    # The flags in effect, those on by default included (`campaign_meta`): the stored ones alone
+    # listed a fresh workspace and one with campaign_meta off alike.
     for w in listings.workspaces(_database_url()):
-        typer.echo(f"{w.id}\t{w.name}\tfeatures={','.join(sorted(k for k, v in w.features.items() if v))}")
+        typer.echo(f"{w.id}\t{w.name}\tfeatures={','.join(sorted(enabled_features(w)))}")
 
 
 @workspaces.command("set", help=f"Set a delivery setting: {', '.join(SETTINGS)}.")

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any
 
 from sqlalchemy import ForeignKey, String
 from sqlalchemy.orm import Mapped, mapped_column
@@ -59,27 +58,3 @@ class OfferTemplate(Base):
     # Names of the fields a `template` content block must fill (MISSING_TEMPLATE_FIELD otherwise).
     fields: Mapped[list[str]] = mapped_column(PortableJSON, default=list)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
-
-
-def feature_on(workspace: Workspace, flag: str) -> bool:
-    return bool((workspace.features or {}).get(flag, DEFAULT_FEATURES.get(flag, False)))
-
-
-class HasFeatures(Protocol):
-    @property
-    def features(self) -> Mapping[str, bool] | None: ...
-
-
-def enabled_features(workspace: HasFeatures) -> frozenset[str]:
-    flags: dict[str, Any] = {**DEFAULT_FEATURES, **(workspace.features or {})}
-    return frozenset(name for name, on in flags.items() if on)
-
-
-FEATURES = ("campaign_audience_limit", "queuing", "portfolio", "versioning", "campaign_meta")
-DEFAULT_FEATURES: dict[str, bool] = {
-    "campaign_audience_limit": False,
-    "queuing": False,
-    "portfolio": False,
-    "versioning": False,
-    "campaign_meta": True,
-}

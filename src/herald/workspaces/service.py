@@ -13,7 +13,8 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from herald.workspaces.credentials import KEY_PREFIX, secret_hash
 from herald.workspaces.errors import AdminError as AdminError  # raised here; its callers import it here
 from herald.workspaces.errors import unknown_workspace
-from herald.workspaces.models import FEATURES, ApiKey, OfferTemplate, Tag, Workspace
+from herald.workspaces.features import FEATURES
+from herald.workspaces.models import ApiKey, OfferTemplate, Tag, Workspace
 from herald.workspaces.names import check_id, check_name
 from herald.workspaces.scopes import Scope
 
