@@ -53,6 +53,11 @@ assert frozenset(STRING_COLUMNS) | frozenset(FLAG_COLUMNS) == _STANDARD
 
 Path = tuple[str | int, ...]
 
+# PostgreSQL's text and JSONB cannot hold U+0000 (a JSON string may spell it `\u0000`): no stored
+# string may, on either engine (the HTTP layer refuses it in any body; an import line meets it here).
+NUL = "\x00"
+NUL_MESSAGE = "Strings must not contain NUL characters."
+
 
 @dataclass
 class Normalised:
@@ -111,6 +116,8 @@ def _scalar(value: Any, path: Path) -> tuple[Any, Problem | None]:
             return None, Problem(
                 "OUT_OF_RANGE", join_path(*path), f"Text values are at most {MAX_STRING_LENGTH} characters."
             )
+        if NUL in value:
+            return None, Problem("INVALID_TYPE", join_path(*path), NUL_MESSAGE)
         if _DATETIME_SHAPE.match(value):
             parsed = parse_datetime_text(value)
             if parsed is None:
@@ -176,7 +183,7 @@ def _plain_value(value: Any) -> bool:
     """True for a value stored as sent: the common case, checked without building problems."""
     kind = type(value)
     if kind is str:
-        return len(value) <= MAX_STRING_LENGTH and not _DATETIME_SHAPE.match(value)
+        return len(value) <= MAX_STRING_LENGTH and NUL not in value and not _DATETIME_SHAPE.match(value)
     return value is None or kind is bool or kind is float or (kind is int and value in INT64)
 
 
