@@ -237,6 +237,7 @@ class TestInvalidLines:
                 {"customer_id": "u3"},
                 b"",
                 customer("u4"),
+                customer("u5", push_id="t5", platform="BLACKBERRY"),
             ],
         )
         events = jsonl(
@@ -255,11 +256,15 @@ class TestInvalidLines:
         )
         assert "users.jsonl:4: type: 'type' is required. (REQUIRED_FIELD_MISSING)" in result.output
         assert (
+            "users.jsonl:7: attributes.platform: 'platform' must be one of ANDROID, IOS, WEB (or null)."
+            in result.output
+        )
+        assert (
             "events.jsonl:1: occurred_at: The event time 2026-01-15T12:06:00Z is in the future"
             in result.output
         )
         assert "events.jsonl:2: occurred_at: 'occurred_at' is required." in result.output
-        assert "invalid lines 5" in result.output
+        assert "invalid lines 6" in result.output
         assert set(users_of(cli, workspace)) == {"u1", "u4"}
         assert [e.action for e in events_of(cli, workspace)] == ["b"]
 

@@ -148,6 +148,7 @@ class TestAllOrNothing:
             {"customer_id": "x"},
             "text",
             event("fine", {"action": "c", "attributes": {"nested": {"no": 1}}}),
+            customer("tb", {"push_id": "tb", "platform": "BLACKBERRY"}),
         )
         assert response.status_code == 400
         assert details(response) == {
@@ -157,6 +158,7 @@ class TestAllOrNothing:
             ("REQUIRED_FIELD_MISSING", "elements.4.type"),
             ("INVALID_TYPE", "elements.5"),
             ("INVALID_TYPE", "elements.6.actions.0.attributes.nested"),
+            ("INVALID_ENUM_VALUE", "elements.7.attributes.platform"),
         }
         assert await stored_users(app, workspace.workspace_id) == {}
         assert await stored_events(app, workspace.workspace_id) == []

@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Any
 
-from herald.audience.models import STANDARD_ATTRIBUTES
+from herald.audience.models import PLATFORM_BITS, STANDARD_ATTRIBUTES
 from herald.control_characters import CONTROL
 from herald.email_address import is_recipient_address
 from herald.json_numbers import INT64
@@ -49,6 +49,12 @@ STRING_COLUMNS: dict[str, int] = {
 FLAG_COLUMNS = ("email_opt_out", "push_opt_out", "sms_opt_out")
 
 _STANDARD = frozenset(STANDARD_ATTRIBUTES)
+
+# The custom attribute naming the platform of the user's `push_id`: one a token can be stored for
+# (any case; stored as sent, read upper-cased). Another value was stored, and its `push_id` then
+# sent as the campaign's first platform (an Android message to a BlackBerry token).
+PLATFORM = "platform"
+_PLATFORM_MESSAGE = f"'{PLATFORM}' must be one of {', '.join(PLATFORM_BITS)} (or null)."
 assert frozenset(STRING_COLUMNS) | frozenset(FLAG_COLUMNS) == _STANDARD
 
 Path = tuple[str | int, ...]
@@ -264,6 +270,11 @@ def _is_valid_standard(name: str, value: Any) -> bool:
     return not CONTROL.search(value)
 
 
+def _is_platform(value: Any) -> bool:
+    # ASCII only: the database upper-cases it by its own rules, which differ from Python's beyond ASCII.
+    return value is None or (type(value) is str and value.isascii() and value.upper() in PLATFORM_BITS)
+
+
 def normalise_customer_attributes(attributes: dict[str, Any], path: Path) -> tuple[Normalised, list[Problem]]:
     """Split a customer's `attributes` into standard column values and a custom-attribute patch."""
     if len(attributes) > MAX_ATTRIBUTES:
@@ -272,6 +283,9 @@ def normalise_customer_attributes(attributes: dict[str, Any], path: Path) -> tup
     problems: list[Problem] = []
     for name, value in attributes.items():
         if name not in _STANDARD:
+            if name == PLATFORM and not _is_platform(value):
+                problems.append(Problem("INVALID_ENUM_VALUE", join_path(*path, name), _PLATFORM_MESSAGE))
+                continue
             _custom(name, value, path, result.patch, problems)
             continue
         stored, problem = _standard(name, value, (*path, name))
