@@ -9,7 +9,7 @@ patch value is null), so concurrent upserts of one user never lose each other's 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime
 from functools import cache
 from typing import Any, Literal, TypeVar, cast
@@ -27,12 +27,14 @@ from sqlalchemy import (
     insert,
     literal,
     select,
+    union,
     update,
 )
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.sql.dml import ReturningInsert
 from sqlalchemy.sql.elements import ColumnElement
+from sqlalchemy.sql.selectable import CompoundSelect
 
 from herald.audience.attributes import FLAG_COLUMNS
 from herald.audience.ingest import CustomerWrite, EventWrite
@@ -237,6 +239,22 @@ _platform_bits = (
 _TOKENS_OF = select(_tokens.c.customer_id, _tokens.c.platform, _tokens.c.token).where(
     _tokens.c.workspace_id == bindparam("workspace_id"), one_of(_tokens.c.customer_id, "ids")
 )
+
+
+def push_token_holders(
+    workspace_id: Any, naming: Callable[[ColumnElement[Any]], ColumnElement[bool]]
+) -> CompoundSelect[tuple[str, str]]:
+    """`(customer_id, token)` of the workspace's users holding a push token that `naming` selects
+    (given the column of tokens): the user's `push_id`, or any of its per-platform tokens, those live
+    campaigns deliver to. A user ingested once per device keeps only the last as its `push_id`."""
+    return union(
+        select(_users.c.customer_id, _users.c.push_id.label("token")).where(
+            _users.c.workspace_id == workspace_id, naming(_users.c.push_id)
+        ),
+        select(_tokens.c.customer_id, _tokens.c.token).where(
+            _tokens.c.workspace_id == workspace_id, naming(_tokens.c.token)
+        ),
+    )
 
 
 async def push_tokens(source: RowSource, workspace_id: str, ids: Sequence[str]) -> dict[str, dict[str, str]]:
