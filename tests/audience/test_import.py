@@ -237,6 +237,7 @@ class TestInvalidLines:
                 {"customer_id": "u3"},
                 b"",
                 customer("u4"),
+                customer("u5", push_id="t5", platform="BLACKBERRY"),
             ],
         )
         events = jsonl(
@@ -255,13 +256,50 @@ class TestInvalidLines:
         )
         assert "users.jsonl:4: type: 'type' is required. (REQUIRED_FIELD_MISSING)" in result.output
         assert (
+            "users.jsonl:7: attributes.platform: 'platform' must be one of ANDROID, IOS, WEB (or null)."
+            in result.output
+        )
+        assert (
             "events.jsonl:1: occurred_at: The event time 2026-01-15T12:06:00Z is in the future"
             in result.output
         )
         assert "events.jsonl:2: occurred_at: 'occurred_at' is required." in result.output
-        assert "invalid lines 5" in result.output
+        assert "invalid lines 6" in result.output
         assert set(users_of(cli, workspace)) == {"u1", "u4"}
         assert [e.action for e in events_of(cli, workspace)] == ["b"]
+
+    @pytest.mark.parametrize("check", [False, True])
+    def test_a_string_holding_nul_is_an_invalid_line(
+        self, cli: Cli, tmp_path: Path, copy_flag: str, check: bool
+    ) -> None:
+        # PostgreSQL stores no NUL in text: the import crashed with a traceback after `--check`
+        # had passed the file, and SQLite stored it. Refused as the API refuses it, line by line.
+        workspace = cli.workspace()
+        users = jsonl(
+            tmp_path / "users.jsonl",
+            [customer("n1", ok=1), customer("n2", s="a\x00b"), customer("n3", tags=["x", "\x00"])],
+        )
+        at = "2026-01-10T08:00:00Z"
+        events = jsonl(
+            tmp_path / "events.jsonl",
+            [
+                {"customer_id": "n1", "action": "fine", "occurred_at": at},
+                {"customer_id": "n1", "action": "a", "occurred_at": at, "attributes": {"s": "\x00"}},
+                {"customer_id": "n1", "action": "b", "occurred_at": at, "platform": "and\x00roid"},
+            ],
+        )
+        extra = ["--check"] if check else [copy_flag]
+        result = cli("audience", "import", str(users), str(events), "-w", workspace, "--no-progress", *extra)
+        assert result.exit_code == 1, result.output
+        message = "Strings must not contain NUL characters. (INVALID_TYPE)"
+        assert f"users.jsonl:2: attributes.s: {message}" in result.output
+        assert f"users.jsonl:3: attributes.tags.1: {message}" in result.output
+        assert f"events.jsonl:2: attributes.s: {message}" in result.output
+        assert f"events.jsonl:3: platform: {message}" in result.output
+        assert "invalid lines 4" in result.output
+        if not check:
+            assert set(users_of(cli, workspace)) == {"n1"}
+            assert [e.action for e in events_of(cli, workspace)] == ["fine"]
 
     def test_a_sandbox_moved_in_time_imports_by_its_clock_file(
         self, database_url: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path

@@ -230,6 +230,11 @@ class TestValidation:
             ({"note": "x" * 10_001}, ("OUT_OF_RANGE", "attributes.note")),
             ({"when": "2025-02-30T10:00:00Z"}, ("INVALID_TYPE", "attributes.when")),
             ({f"a{i}": i for i in range(501)}, ("OUT_OF_RANGE", "attributes")),
+            ({"push_id": "tb", "platform": "BLACKBERRY"}, ("INVALID_ENUM_VALUE", "attributes.platform")),
+            ({"platform": "TV"}, ("INVALID_ENUM_VALUE", "attributes.platform")),
+            ({"platform": ["IOS"]}, ("INVALID_ENUM_VALUE", "attributes.platform")),
+            # A dotless i: Python upper-cases it to IOS.
+            ({"platform": "\u0131os"}, ("INVALID_ENUM_VALUE", "attributes.platform")),
         ],
     )
     async def test_bad_attribute_is_400_at_its_path(
@@ -238,6 +243,25 @@ class TestValidation:
         response = await ingest.customer("u1", attributes)
         assert response.status_code == 400, response.text
         assert expected in details(response)
+
+    async def test_an_unknown_push_platform_is_refused_and_nothing_is_stored(
+        self, app: FastAPI, ingest: Ingest, workspace: Tenant
+    ) -> None:
+        # It was stored, and a live ANDROID+IOS campaign then sent its push_id as an Android message.
+        response = await ingest.customer("tb", {"push_id": "tb", "platform": "BLACKBERRY"})
+        assert response.status_code == 400, response.text
+        assert response.json()["error"]["code"] == "VALIDATION_FAILED"
+        assert response.json()["error"]["details"][0]["message"] == (
+            "'platform' must be one of ANDROID, IOS, WEB (or null)."
+        )
+        assert await stored_users(app, workspace.workspace_id) == {}
+
+    @pytest.mark.parametrize("platform", ["ANDROID", "IOS", "WEB", "ios", None])
+    async def test_a_push_platform_is_taken_in_any_case(
+        self, app: FastAPI, ingest: Ingest, workspace: Tenant, platform: str | None
+    ) -> None:
+        response = await ingest.customer("u1", {"push_id": "t1", "platform": platform})
+        assert response.status_code == 200, response.text
 
     async def test_a_whole_number_past_64_bits_is_refused_at_its_path(self, ingest: Ingest) -> None:
         # Refused before any route reads the body, as for every surface (`http.guards`).

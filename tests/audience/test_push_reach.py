@@ -28,7 +28,6 @@ WRITES: list[tuple[str, dict[str, Any]]] = [
     ("both", {"push_id": "t-b2", "platform": "IOS"}),
     ("web", {"push_id": "t-web", "platform": "WEB"}),
     ("bare", {"push_id": "t-bare"}),  # no platform: reached on any platform of a campaign
-    ("tv", {"push_id": "t-tv", "platform": "TV"}),  # not a push platform: a bare push_id
     ("mail", {"email": "m@example.com"}),
     ("blank", {"push_id": ""}),
     ("gone", {"push_id": "t-g", "platform": "ANDROID"}),
@@ -139,13 +138,11 @@ async def test_the_push_audience_is_the_users_with_a_token_for_a_platform_or_a_b
             "and",
             "both",
             "bare",
-            "tv",
             "dropped",
         }
         assert await expected(app, workspace_id, ("IOS",), segmentation) == {
             "ios",
             "both",
             "bare",
-            "tv",
             "vip",
         }

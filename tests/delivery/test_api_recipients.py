@@ -115,6 +115,25 @@ class TestPushIdentifiers:
         assert request.json()["recipient"]["address"] == "tok-ben"
         assert request.json()["recipient"]["customer_id"] == "u-ben"
 
+    @pytest.mark.parametrize("value", ["g3tok", "g3ios"])
+    async def test_a_push_id_finds_the_user_by_any_of_its_tokens(
+        self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant, webhook: HttpReceiver, value: str
+    ) -> None:
+        # Ingested once per device: the IOS token became the user's push_id, and the ANDROID one,
+        # which live campaigns still deliver to, named no user (404).
+        await add_users(
+            app,
+            workspace.workspace_id,
+            {"customer_id": "g3", "push_id": "g3tok", "platform": "ANDROID"},
+            {"customer_id": "g3", "push_id": "g3ios", "platform": "IOS"},
+        )
+        await push_connector(app, workspace, webhook)
+        sent = results(await send_test(client, workspace, inline_push("PUSH_ID", value)))
+        assert set(sent) == {"ANDROID_default_variation_1", "IOS_default_variation_1"}
+        addresses = {(r.json()["platform"], r.json()["recipient"]["address"]) for r in webhook.received}
+        assert addresses == {("ANDROID", "g3tok"), ("IOS", "g3ios")}
+        assert {r.json()["recipient"]["customer_id"] for r in webhook.received} == {"g3"}
+
     async def test_an_unknown_push_id_is_404(
         self, app: FastAPI, client: httpx.AsyncClient, people: Tenant, webhook: HttpReceiver
     ) -> None:

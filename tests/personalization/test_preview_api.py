@@ -295,6 +295,27 @@ class TestUserIdentification:
         assert response.status_code == 200, response.text
         assert title_of(response) == "Ana"
 
+    @pytest.mark.parametrize("token", ["g3tok", "g3ios"])
+    async def test_a_push_id_finds_the_user_by_any_of_its_tokens(
+        self, client: httpx.AsyncClient, workspace: Tenant, token: str
+    ) -> None:
+        # Ingested once per device, the user keeps a token per platform but one push_id (the last
+        # sent): the Android token, which live campaigns deliver to, found no user (404).
+        for attributes in (
+            {"first_name": "Gil", "push_id": "g3tok", "platform": "ANDROID"},
+            {"push_id": "g3ios", "platform": "IOS"},
+        ):
+            body = {"type": "customer", "customer_id": "g3", "attributes": attributes}
+            ingested = await client.post(
+                f"/v1/customer/{workspace.workspace_id}", json=body, headers=workspace.headers()
+            )
+            assert ingested.status_code == 200, ingested.text
+        body = push_body({"android": {"title": "{{ user.first_name }}"}})
+        body["user_identification"] = by_id(token, "PUSH_ID")
+        response = await preview(client, workspace, body)
+        assert response.status_code == 200, response.text
+        assert title_of(response) == "Gil"
+
     @pytest.mark.parametrize("kind", ["USER_ATTRIBUTE_UNIQUE_ID", "EMAIL", "SVC_GAID", "PUSH_ID"])
     async def test_unknown_user_is_404(self, client: httpx.AsyncClient, workspace: Tenant, kind: str) -> None:
         body = push_body({"android": {"title": "x"}})

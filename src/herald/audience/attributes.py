@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Any
 
-from herald.audience.models import STANDARD_ATTRIBUTES
+from herald.audience.models import PLATFORM_BITS, STANDARD_ATTRIBUTES
 from herald.control_characters import CONTROL
 from herald.email_address import is_recipient_address
 from herald.json_numbers import INT64
@@ -49,9 +49,20 @@ STRING_COLUMNS: dict[str, int] = {
 FLAG_COLUMNS = ("email_opt_out", "push_opt_out", "sms_opt_out")
 
 _STANDARD = frozenset(STANDARD_ATTRIBUTES)
+
+# The custom attribute naming the platform of the user's `push_id`: one a token can be stored for
+# (any case; stored as sent, read upper-cased). Another value was stored, and its `push_id` then
+# sent as the campaign's first platform (an Android message to a BlackBerry token).
+PLATFORM = "platform"
+_PLATFORM_MESSAGE = f"'{PLATFORM}' must be one of {', '.join(PLATFORM_BITS)} (or null)."
 assert frozenset(STRING_COLUMNS) | frozenset(FLAG_COLUMNS) == _STANDARD
 
 Path = tuple[str | int, ...]
+
+# PostgreSQL's text and JSONB cannot hold U+0000 (a JSON string may spell it `\u0000`): no stored
+# string may, on either engine (the HTTP layer refuses it in any body; an import line meets it here).
+NUL = "\x00"
+NUL_MESSAGE = "Strings must not contain NUL characters."
 
 
 @dataclass
@@ -111,6 +122,8 @@ def _scalar(value: Any, path: Path) -> tuple[Any, Problem | None]:
             return None, Problem(
                 "OUT_OF_RANGE", join_path(*path), f"Text values are at most {MAX_STRING_LENGTH} characters."
             )
+        if NUL in value:
+            return None, Problem("INVALID_TYPE", join_path(*path), NUL_MESSAGE)
         if _DATETIME_SHAPE.match(value):
             parsed = parse_datetime_text(value)
             if parsed is None:
@@ -176,7 +189,7 @@ def _plain_value(value: Any) -> bool:
     """True for a value stored as sent: the common case, checked without building problems."""
     kind = type(value)
     if kind is str:
-        return len(value) <= MAX_STRING_LENGTH and not _DATETIME_SHAPE.match(value)
+        return len(value) <= MAX_STRING_LENGTH and NUL not in value and not _DATETIME_SHAPE.match(value)
     return value is None or kind is bool or kind is float or (kind is int and value in INT64)
 
 
@@ -257,6 +270,11 @@ def _is_valid_standard(name: str, value: Any) -> bool:
     return not CONTROL.search(value)
 
 
+def _is_platform(value: Any) -> bool:
+    # ASCII only: the database upper-cases it by its own rules, which differ from Python's beyond ASCII.
+    return value is None or (type(value) is str and value.isascii() and value.upper() in PLATFORM_BITS)
+
+
 def normalise_customer_attributes(attributes: dict[str, Any], path: Path) -> tuple[Normalised, list[Problem]]:
     """Split a customer's `attributes` into standard column values and a custom-attribute patch."""
     if len(attributes) > MAX_ATTRIBUTES:
@@ -265,6 +283,9 @@ def normalise_customer_attributes(attributes: dict[str, Any], path: Path) -> tup
     problems: list[Problem] = []
     for name, value in attributes.items():
         if name not in _STANDARD:
+            if name == PLATFORM and not _is_platform(value):
+                problems.append(Problem("INVALID_ENUM_VALUE", join_path(*path, name), _PLATFORM_MESSAGE))
+                continue
             _custom(name, value, path, result.patch, problems)
             continue
         stored, problem = _standard(name, value, (*path, name))

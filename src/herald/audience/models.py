@@ -139,7 +139,11 @@ class PushToken(Base):
     """
 
     __tablename__ = "audience_push_tokens"
-    __table_args__ = (ForeignKeyConstraint(["workspace_id"], ["workspaces.id"]),)
+    __table_args__ = (
+        # A user is found by any of its tokens (C8/C9 `PUSH_ID`, `store.push_token_holders`).
+        Index("ix_audience_push_tokens_workspace_id_token", "workspace_id", "token"),
+        ForeignKeyConstraint(["workspace_id"], ["workspaces.id"]),
+    )
 
     workspace_id: Mapped[str] = mapped_column(String(64), primary_key=True)
     customer_id: Mapped[str] = mapped_column(String(200), primary_key=True)

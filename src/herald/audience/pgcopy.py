@@ -76,10 +76,11 @@ def _upsert_sql(keys: Sequence[str]) -> str:
         f"attributes = jsonb_strip_nulls({_USERS}.attributes || EXCLUDED.attributes)",
         "updated_at = EXCLUDED.updated_at",
     ]
-    # `xmax = 0` tells a row this statement inserted from one it updated.
+    # `xmax = 0` tells a row this statement inserted from one it updated. In customer-id order, as
+    # `store` writes users: two imports sharing users lock them in one order (no deadlock).
     return (
         f"INSERT INTO {_USERS} ({columns}) SELECT {columns} FROM {_STAGE} "
-        "WHERE keyset = $1 AND NOT update_only "
+        "WHERE keyset = $1 AND NOT update_only ORDER BY customer_id "
         f"ON CONFLICT (workspace_id, customer_id) DO UPDATE SET {', '.join(updates)} "
         "RETURNING customer_id, xmax = 0"
     )

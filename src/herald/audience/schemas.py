@@ -12,7 +12,14 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, Field, Strict, WithJsonSchema
 from pydantic_core import PydanticCustomError
 
-from herald.audience.attributes import MAX_ATTRIBUTES, MAX_NAME_LENGTH, RESERVED_NAMES, is_printable_name
+from herald.audience.attributes import (
+    MAX_ATTRIBUTES,
+    MAX_NAME_LENGTH,
+    NUL,
+    NUL_MESSAGE,
+    RESERVED_NAMES,
+    is_printable_name,
+)
 from herald.control_characters import CLASS
 from herald.json_numbers import IntegralFloat
 from herald.schemas import APIModel, ResponseModel
@@ -54,8 +61,17 @@ ActionName = Annotated[
     Field(min_length=1, max_length=200, json_schema_extra={"pattern": _PRINTABLE_NAME}),
     _printable("Names must not be blank nor contain control characters."),
 ]
-Platform = Annotated[str, Strict(), Field(min_length=1, max_length=32)]
-AppVersion = Annotated[str, Strict(), Field(min_length=1, max_length=64)]
+
+
+def _without_nul(value: str) -> str:
+    if NUL in value:
+        raise PydanticCustomError("INVALID_TYPE", NUL_MESSAGE)
+    return value
+
+
+# Free text, stored as sent: only NUL is refused (no stored string may hold it, `attributes.NUL`).
+Platform = Annotated[str, Strict(), Field(min_length=1, max_length=32), AfterValidator(_without_nul)]
+AppVersion = Annotated[str, Strict(), Field(min_length=1, max_length=64), AfterValidator(_without_nul)]
 TimezoneOffset = Annotated[int, Strict(), Field(ge=-14 * 3600, le=14 * 3600), IntegralFloat]
 
 _ATTRIBUTE_VALUE = {

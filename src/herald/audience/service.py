@@ -6,6 +6,7 @@ validated before anything is written, so a refused request leaves no trace.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -14,6 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from herald.audience import store
 from herald.audience.ingest import (
     CustomerWrite,
+    Element,
     EventWrite,
     parse_customer,
     parse_event,
@@ -58,42 +60,61 @@ async def ingest_event(session: AsyncSession, workspace_id: str, raw: Any, now: 
     }
 
 
+@dataclass
+class _Plan:
+    """What a transition's elements do, given the users that exist (in element order)."""
+
+    counts: dict[str, int] = field(default_factory=lambda: {"created": 0, "updated": 0, "skipped": 0})
+    skipped: list[str] = field(default_factory=list)
+    writes: list[CustomerWrite] = field(default_factory=list)
+    events: list[EventWrite] = field(default_factory=list)
+    made_by_events: list[str] = field(default_factory=list)
+    created: list[str] = field(default_factory=list)  # by customer elements
+
+
+def _plan(elements: list[Element], existing: set[str]) -> _Plan:
+    """Outcomes are decided in element order, so an event that creates a user is seen by a later
+    `update_existing_only` element."""
+    known = set(existing)
+    plan = _Plan()
+    for element in elements:
+        if isinstance(element, CustomerWrite):
+            [outcome] = store.plan_customers([element], known)
+            plan.counts[outcome] += 1
+            if outcome == "skipped":
+                plan.skipped.append(element.customer_id)
+            else:
+                plan.writes.append(element)
+                if outcome == "created":
+                    plan.created.append(element.customer_id)
+        else:
+            if element.customer_id not in known:
+                known.add(element.customer_id)
+                plan.made_by_events.append(element.customer_id)
+            plan.events += element.events
+    return plan
+
+
 async def ingest_transition(
     session: AsyncSession, workspace_id: str, raw: Any, now: datetime
 ) -> dict[str, Any]:
     elements, problems = parse_transition(raw, now)
     if problems:
         raise ValidationFailed(problems)
-    # Outcomes are decided in element order against the users that exist, so an event that creates a
-    # user is seen by a later `update_existing_only` element. The writes then go out set-based: bare
-    # users for events, customer upserts in order (merging onto a bare user gives the same row as
-    # creating it), then every event.
+    # Every user the batch creates is inserted first, bare (`store.claim_new_users`): a concurrent
+    # request that made one first is the one that counts it created, and the outcomes are decided
+    # again with it known. Then the customer upserts in order, then every event.
     known = await store.existing_ids(session, workspace_id, (element.customer_id for element in elements))
-    counts = {"created": 0, "updated": 0, "skipped": 0}
-    skipped: list[str] = []
-    writes: list[CustomerWrite] = []
-    events: list[EventWrite] = []
-    made_by_events: list[str] = []
-    for element in elements:
-        if isinstance(element, CustomerWrite):
-            [outcome] = store.plan_customers([element], known)
-            counts[outcome] += 1
-            if outcome == "skipped":
-                skipped.append(element.customer_id)
-            else:
-                writes.append(element)
-        else:
-            if element.customer_id not in known:
-                known.add(element.customer_id)
-                made_by_events.append(element.customer_id)
-            events += element.events
-    made_by_events = await store.insert_bare_users(session, workspace_id, made_by_events, now)
-    await store.upsert_customers(session, workspace_id, writes, now)
+    plan = _plan(elements, known)
+    await store.claim_new_users(session, workspace_id, [*plan.created, *plan.made_by_events], known, now)
+    plan = _plan(elements, known)
+    await store.upsert_customers(session, workspace_id, plan.writes, now)
+    events = plan.events
     ids = await store.insert_events(session, workspace_id, events, now)
     await triggers.enqueue(session, workspace_id, list(zip(ids, events, strict=True)), now)
     await conversions.attribute(await session.connection(), workspace_id, _stored(ids, events), now)
     return {
         "elements": len(elements),
-        "customers": {**counts, "skipped_customer_ids": skipped},
-        "events": {"accepted": len(events), "users_created": len(made_by_events)},
+        "customers": {**plan.counts, "skipped_customer_ids": plan.skipped},
+        "events": {"accepted": len(events), "users_created": len(plan.made_by_events)},
     }

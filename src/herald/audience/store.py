@@ -9,7 +9,7 @@ patch value is null), so concurrent upserts of one user never lose each other's 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime
 from functools import cache
 from typing import Any, Literal, TypeVar, cast
@@ -27,12 +27,14 @@ from sqlalchemy import (
     insert,
     literal,
     select,
+    union,
     update,
 )
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.sql.dml import ReturningInsert
 from sqlalchemy.sql.elements import ColumnElement
+from sqlalchemy.sql.selectable import CompoundSelect
 
 from herald.audience.attributes import FLAG_COLUMNS
 from herald.audience.ingest import CustomerWrite, EventWrite
@@ -171,6 +173,8 @@ async def upsert_customers(
     """Insert or merge each write, in order (callers leave out the skipped ones)."""
     dialect = dialect_of(session)
     connection = await session.connection()
+    if dialect == "postgresql":
+        await _lock_users(connection, workspace_id, [write.customer_id for write in writes])
     for run in runs(writes):
         groups: dict[tuple[str, ...], list[dict[str, Any]]] = {}
         for write in run:
@@ -178,6 +182,34 @@ async def upsert_customers(
         for keys, rows in groups.items():
             await execute_many_in(connection, _upsert(dialect, keys), rows)
     await sync_push_tokens(session, workspace_id, writes, now)
+
+
+@cache
+def _lock_query() -> Any:
+    """PostgreSQL: the given users' rows locked in customer-id order (the lock taken above the sort);
+    parameters `workspace_id` and `ids`. As `_existing_ids_query`, a join with the unnested array."""
+    given = func.unnest(bindparam("ids", type_=postgresql.ARRAY(String))).table_valued("id").render_derived()
+    return (
+        select(User.customer_id)
+        .where(User.workspace_id == bindparam("workspace_id"))
+        .join(given, User.customer_id == given.c.id)
+        .order_by(User.customer_id)
+        .with_for_update(of=User, key_share=True)  # FOR NO KEY UPDATE OF audience_users
+    )
+
+
+async def _lock_users(connection: RowSource, workspace_id: str, ids: Iterable[str]) -> None:
+    """Lock the rows of the users a batch is about to write, all at once and in one order, before any
+    write (PostgreSQL). Each upsert and token write locks its user's row as it goes, in the order of
+    the batch: two batches sharing users in different orders (a transition, an import batch) each
+    held one the other was waiting for, and one failed as a deadlock. Taken up front in one order,
+    the second batch queues behind the first. The mode is the one the writes take (their keys
+    stay), so reads and foreign-key checks are not held up."""
+    wanted = sorted(set(ids))
+    if len(wanted) < 2:
+        return  # a single user's lock is taken by its write: no order to keep
+    for chunk in chunks(wanted, ID_CHUNK):  # chunks of a sorted list: still one order
+        await rows_in(connection, _lock_query(), {"workspace_id": workspace_id, "ids": list(chunk)})
 
 
 PLATFORMS = tuple(PLATFORM_BITS)
@@ -207,6 +239,22 @@ _platform_bits = (
 _TOKENS_OF = select(_tokens.c.customer_id, _tokens.c.platform, _tokens.c.token).where(
     _tokens.c.workspace_id == bindparam("workspace_id"), one_of(_tokens.c.customer_id, "ids")
 )
+
+
+def push_token_holders(
+    workspace_id: Any, naming: Callable[[ColumnElement[Any]], ColumnElement[bool]]
+) -> CompoundSelect[tuple[str, str]]:
+    """`(customer_id, token)` of the workspace's users holding a push token that `naming` selects
+    (given the column of tokens): the user's `push_id`, or any of its per-platform tokens, those live
+    campaigns deliver to. A user ingested once per device keeps only the last as its `push_id`."""
+    return union(
+        select(_users.c.customer_id, _users.c.push_id.label("token")).where(
+            _users.c.workspace_id == workspace_id, naming(_users.c.push_id)
+        ),
+        select(_tokens.c.customer_id, _tokens.c.token).where(
+            _tokens.c.workspace_id == workspace_id, naming(_tokens.c.token)
+        ),
+    )
 
 
 async def push_tokens(source: RowSource, workspace_id: str, ids: Sequence[str]) -> dict[str, dict[str, str]]:
@@ -366,15 +414,9 @@ async def write_customers(
     """Apply customer writes in order; the outcome of each, aligned with `writes`."""
     known = await existing_ids(session, workspace_id, (write.customer_id for write in writes))
     if dialect_of(session) == "postgresql":
-        # Concurrent requests may each read a new user as unknown (SQLite's writers take turns, so
-        # there the read is exact): the new ids are inserted first, in one order (no deadlock
-        # between two batches), each by whichever transaction gets there first, waiting for any
-        # other one writing it. Only that one says "created"; the rest merge into its row.
-        new = sorted(
-            {w.customer_id for w in writes if w.customer_id not in known and not w.update_existing_only}
-        )
-        made = set(await insert_bare_users(session, workspace_id, new, now))
-        known.update(customer_id for customer_id in new if customer_id not in made)
+        # SQLite's writers take turns, so there the read is exact (see `claim_new_users`).
+        new = [w.customer_id for w in writes if w.customer_id not in known and not w.update_existing_only]
+        await claim_new_users(session, workspace_id, new, known, now)
     outcomes = plan_customers(writes, known)
     applied = [write for write, outcome in zip(writes, outcomes, strict=True) if outcome != "skipped"]
     await upsert_customers(session, workspace_id, applied, now)
@@ -391,14 +433,31 @@ async def ensure_users(
     return await insert_bare_users(session, workspace_id, missing, now)
 
 
+async def claim_new_users(
+    session: AsyncSession, workspace_id: str, new: Iterable[str], known: set[str], now: datetime
+) -> None:
+    """Create first, as bare users, the users a batch creates by its read of `known` (the ids that
+    exist), and add to `known` those a concurrent request created meanwhile.
+
+    Concurrent requests may each read a new user as unknown before either commits: the new ids are
+    inserted here, each by whichever transaction gets there first, the others waiting for it. Only
+    that one counts the user created; the others find it in `known` and merge into its row (merging
+    onto a bare user gives the row creating it would)."""
+    wanted = set(new)
+    made = set(await insert_bare_users(session, workspace_id, wanted, now))
+    known.update(wanted - made)
+
+
 async def insert_bare_users(
-    session: AsyncSession, workspace_id: str, ids: Sequence[str], now: datetime
+    session: AsyncSession, workspace_id: str, ids: Iterable[str], now: datetime
 ) -> list[str]:
     """Users with only an id (ids that exist already are left alone); the ids this inserted (a
-    concurrent request that inserted one first made it, and says so)."""
-    if not ids:
+    concurrent request that inserted one first made it, and says so). Inserted in customer-id
+    order: an insert waits for a concurrent one of the same id, and two batches inserting shared
+    ids in different orders would each wait for the other (a deadlock on PostgreSQL)."""
+    rows = [_bare_user(workspace_id, customer_id, now) for customer_id in sorted(set(ids))]
+    if not rows:
         return []
-    rows = [_bare_user(workspace_id, customer_id, now) for customer_id in ids]
     inserted = await session.execute(_insert_ignore(dialect_of(session)), rows)
     return [row[0] for row in inserted]
 

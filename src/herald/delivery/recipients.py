@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
-from sqlalchemy import Select, bindparam, or_, select
+from sqlalchemy import BindParameter, Select, bindparam, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import InstrumentedAttribute
 
@@ -39,19 +39,29 @@ _COLUMNS: dict[Identifier, InstrumentedAttribute[Any]] = {
     # Herald keeps one advertising id per user (GAID on Android, IDFA on iOS) in `gaid`.
     Identifier.SVC_GAID: User.gaid,
     Identifier.ADVERTISING_IDENTIFIER: User.gaid,
-    Identifier.PUSH_ID: User.push_id,
 }
 VALUES_PATH = "test_campaign_meta.identifier_values"
 
 
 @cache
-def _users_by(key: str, count: int) -> Select[Any]:
-    """The users named by `count` values of one column (a size class, `padded_in`), built and
-    compiled once per column and class: every test send reads them."""
-    column = getattr(User, key)
+def _users_by(identifier: Identifier, count: int) -> Select[Any]:
+    """The users named by `count` values (a size class, `padded_in`), each row with the value that
+    named it, built and compiled once per identifier and class: every test send reads them."""
+    workspace_id: BindParameter[str] = bindparam("workspace_id")
+    if identifier is Identifier.PUSH_ID:  # any token of the user (`store.push_token_holders`)
+        holders = audience_store.push_token_holders(
+            workspace_id, lambda token: padded_in(token, "value", count)
+        ).subquery()
+        return (
+            select(*USER_COLUMNS, holders.c.token.label("named_by"))
+            .join(holders, User.customer_id == holders.c.customer_id)
+            .where(User.workspace_id == workspace_id)
+            .order_by(User.customer_id)
+        )
+    column = _COLUMNS[identifier].expression
     return (
-        select(*USER_COLUMNS)
-        .where(User.workspace_id == bindparam("workspace_id"), padded_in(column, "value", count))
+        select(*USER_COLUMNS, column.label("named_by"))
+        .where(User.workspace_id == workspace_id, padded_in(column, "value", count))
         .order_by(User.customer_id)
     )
 
@@ -113,14 +123,12 @@ async def with_push_tokens(
 async def _resolve_users(
     source: RowSource, workspace_id: str, channel: Channel, identifier: Identifier, values: Sequence[str]
 ) -> Resolution:
-    column = _COLUMNS[identifier]
     by_value: dict[str, UserRow] = {}
     distinct = list(dict.fromkeys(values))
     values_of = {"workspace_id": workspace_id, **padded_values("value", distinct)}
-    rows = await rows_in(source, _users_by(column.key, len(distinct)), values_of)
-    for row in rows:
-        user = UserRow(*row)
-        by_value.setdefault(str(getattr(user, column.key)), user)
+    rows = await rows_in(source, _users_by(identifier, len(distinct)), values_of)
+    for *columns, named_by in rows:
+        by_value.setdefault(str(named_by), UserRow(*columns))
     resolution = Resolution()
     for index, value in enumerate(values):
         found = by_value.get(value)

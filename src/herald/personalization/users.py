@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import ColumnElement, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from herald.audience import store
 from herald.audience.models import STANDARD_ATTRIBUTES, User, UserValues
 from herald.personalization.schemas import IdentificationType
 
@@ -14,7 +15,6 @@ _COLUMNS = {
     IdentificationType.USER_ATTRIBUTE_UNIQUE_ID: User.customer_id,
     IdentificationType.EMAIL: User.email,
     IdentificationType.SVC_GAID: User.gaid,
-    IdentificationType.PUSH_ID: User.push_id,
 }
 
 
@@ -22,13 +22,15 @@ async def find_user(
     session: AsyncSession, workspace_id: str, kind: IdentificationType, value: str
 ) -> User | None:
     """The workspace's user with this identifier; when several share an e-mail or device id, the
-    first by customer id (so the answer is stable). Matching is exact, as stored."""
-    query = (
-        select(User)
-        .where(User.workspace_id == workspace_id, _COLUMNS[kind] == value)
-        .order_by(User.customer_id)
-        .limit(1)
-    )
+    first by customer id (so the answer is stable). Matching is exact, as stored; a `PUSH_ID` is
+    any of the user's push tokens."""
+    named: ColumnElement[bool]
+    if kind is IdentificationType.PUSH_ID:  # any token of the user (`store.push_token_holders`)
+        holders = store.push_token_holders(workspace_id, lambda token: token == value).subquery()
+        named = User.customer_id.in_(select(holders.c.customer_id))
+    else:
+        named = _COLUMNS[kind] == value
+    query = select(User).where(User.workspace_id == workspace_id, named).order_by(User.customer_id).limit(1)
     return (await session.scalars(query)).first()
 
 
