@@ -263,12 +263,16 @@ class TestValidation:
         response = await ingest.customer("u1", {"push_id": "t1", "platform": platform})
         assert response.status_code == 200, response.text
 
-    async def test_a_whole_number_past_64_bits_is_refused_at_its_path(self, ingest: Ingest) -> None:
-        # Refused before any route reads the body, as for every surface (`http.guards`).
+    async def test_a_whole_number_past_64_bits_is_kept_as_the_double_it_equals(
+        self, app: FastAPI, ingest: Ingest, workspace: Tenant
+    ) -> None:
+        # JSON has one number type: 2**64 is the number 1.8446744073709552e19 is, read as such
+        # on every surface (`json_numbers.wide_as_doubles`), and stored as any double is.
         response = await ingest.customer("u1", {"big": 2**64})
-        assert response.status_code == 400, response.text
-        error = response.json()["error"]
-        assert (error["code"], error["target"]) == ("BAD_REQUEST", "attributes.big")
+        assert response.status_code == 200, response.text
+        stored = (await stored_users(app, workspace.workspace_id))["u1"]
+        assert stored.attributes["big"] == float(2**64)
+        assert type(stored.attributes["big"]) is float
 
     async def test_every_problem_is_reported_and_nothing_is_written(
         self, app: FastAPI, ingest: Ingest, workspace: Tenant
