@@ -76,9 +76,15 @@ def check_multiply(left: Any, right: Any, limits: Limits) -> None:
         return
     if times <= 0:
         return
-    if not isinstance(sequence, str) and len(sequence) * times > limits.items:
-        raise RenderLimitExceeded(f"The template makes a list longer than {limits.items} items.")
-    if deep_size(sequence, limits.value_size) * times > limits.value_size:
+    if isinstance(sequence, str):
+        # A string's size is its length: `deep_size` adds the quotes and separator it would have
+        # inside a printed container, five times the size of `'x' * n`.
+        size = len(sequence)
+    else:
+        if len(sequence) * times > limits.items:
+            raise RenderLimitExceeded(f"The template makes a list longer than {limits.items} items.")
+        size = deep_size(sequence, limits.value_size)
+    if size * times > limits.value_size:
         raise too_big("a value", limits.value_size)
 
 
