@@ -75,6 +75,26 @@ class TestEmail:
             assert mail.message["Subject"] == "Hello Zoe"
             assert "<p>Hi Zoe, your bike ships soon.</p>" in mail.html
 
+    async def test_values_are_spelled_as_json_and_a_null_is_a_missing_value(
+        self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant, smtp_server: SmtpServer
+    ) -> None:
+        await smtp_connector(app, workspace, smtp_server)
+        await add_users(
+            app,
+            workspace.workspace_id,
+            {"customer_id": "u1", "email": "ana@example.com", "first_name": "Ana"},
+        )
+        details = {
+            "user_attributes": {"first_name": None},
+            "event_attributes": {"x": None, "y": [1, 2], "z": {"a": 1}, "flag": True},
+        }
+        body = _personal_email("ana@example.com", personalization_details=details)
+        body["campaign_content"]["content"]["email"]["subject"] = (
+            "[{{ user.first_name }}|{{ event.x }}|{{ event.y }}|{{ event.z }}|{{ event.flag }}]"
+        )
+        results(await send_test(client, workspace, body))
+        assert smtp_server.received[0].message["Subject"] == '[||[1,2]|{"a":1}|true]'
+
     async def test_custom_template_is_filled_from_the_workspace(
         self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant, smtp_server: SmtpServer
     ) -> None:

@@ -260,6 +260,54 @@ class TestMissing:
         assert response.json()["data"]["missing"] == [{"field": TITLE, "expression": "user.age"}]
 
 
+class TestJsonValues:
+    """Values are printed as JSON spells them, in every field (a preview shows what a send sends)."""
+
+    async def test_null_renders_empty_and_is_missing_and_other_values_are_spelled_as_json(
+        self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant
+    ) -> None:
+        await add_user(app, workspace, "u2", profile={"nick": None, "tags": [1, None], "seen": False})
+        await add_resources(
+            app, workspace, product_sets={"nulls": [{"title": None, "price": 1.0, "flag": True}]}
+        )
+        item = "ProductSet['nulls'][0]"
+        template = (
+            f"{{{{ {item}.title }}}}|{{{{ {item}.price }}}}|{{{{ {item}.flag }}}}|{{{{ {item} }}}}|"
+            "{{ user.profile.nick }}|{{ user.profile.seen }}|{{ user.profile.tags }}|"
+            "{{ user.points > 100 }}"
+        )
+        response = await render_title(client, workspace, template, user="u2")
+        assert response.status_code == 200, response.text
+        assert title_of(response) == (
+            '|1.0|true|{"title":null,"price":1.0,"flag":true}||false|[1,null]|false'
+        )
+        assert response.json()["data"]["missing"] == [
+            {"field": TITLE, "expression": "ProductSet['nulls'][0].title"},
+            {"field": TITLE, "expression": "user.profile.nick"},
+        ]
+
+    async def test_a_null_is_replaced_by_default_and_is_not_defined(
+        self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant
+    ) -> None:
+        await add_user(app, workspace, "u2", profile={"nick": None})
+        template = (
+            "{{ user.profile.nick | default('friend') }} "
+            "{{ user.profile.nick is defined }} {{ user.profile.nick is none }}"
+        )
+        response = await render_title(client, workspace, template, user="u2")
+        assert title_of(response) == "friend false true"
+        assert response.json()["data"]["missing"] == []
+
+    async def test_an_html_body_escapes_a_printed_object(
+        self, client: httpx.AsyncClient, workspace: Tenant
+    ) -> None:
+        response = await preview(
+            client, workspace, email_body({"subject": "s", "html_content": "<p>{{ user.interests }}</p>"})
+        )
+        html = response.json()["data"]["personalized_content"]["content"]["email"]["html_content"]
+        assert html == "<p>[&#34;shoes&#34;,&#34;hats&#34;]</p>"
+
+
 class TestEventAttributes:
     async def test_values_must_be_strings(self, client: httpx.AsyncClient, workspace: Tenant) -> None:
         response = await render_title(
