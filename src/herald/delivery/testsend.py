@@ -229,7 +229,8 @@ async def _plan(reads: _Reads, workspace_id: str, request: CampaignTestRequest) 
 async def _recipients(
     reads: _Reads, workspace_id: str, channel: Channel, request: CampaignTestRequest, messages: int
 ) -> list[Recipient]:
-    """Who the test goes to: unknown values are 404, unusable ones 422 (nothing is sent then)."""
+    """Who the test goes to: unknown values are 404, unusable ones 422, more recipients than a test
+    may have 400 (nothing is sent then)."""
     resolution = await recipients_lookup.resolve(
         reads.rows,
         reads.session,
@@ -251,6 +252,8 @@ async def _recipients(
         )
     if resolution.unusable:
         raise Unprocessable("Some identifier_values cannot receive a test.", details=resolution.unusable)
+    if resolution.too_many:
+        raise ValidationFailed(resolution.too_many)
     if messages * len(resolution.recipients) > MAX_SENDS:
         raise ValidationFailed(
             [
