@@ -41,6 +41,7 @@ from herald.delivery.push_options import push_options
 from herald.delivery.rendering import (
     PreparedContent,
     RenderError,
+    custom_templates,
     message_at,
     personalize_content,
     prepare_content,
@@ -202,7 +203,10 @@ async def _plan(reads: _Reads, workspace_id: str, request: CampaignTestRequest) 
     senders = None
     if choice.connector is not None and is_smtp(choice.connector.type):
         senders = list((choice.connector.settings or {}).get("senders") or [])
-    incomplete = readiness_problems(messages, source.basic_details, senders)
+    written = [(item.path, item.message()) for item in messages]
+    # What a message lacks, once the custom template it names is filled in (as prepared below).
+    templates, incomplete = await custom_templates(session, workspace_id, channel, pruned_content(written))
+    incomplete += readiness_problems(messages, source.basic_details, senders, templates)
     if not draft_mode:
         problems += incomplete
     if problems:
@@ -214,7 +218,6 @@ async def _plan(reads: _Reads, workspace_id: str, request: CampaignTestRequest) 
     assert choice.connector is not None
 
     recipients = await _recipients(reads, workspace_id, channel, request, len(messages))
-    written = [(item.path, item.message()) for item in messages]
     try:
         prepared = await prepare_content(session, workspace_id, channel, pruned_content(written))
     except ValidationFailed as exc:
