@@ -477,6 +477,52 @@ class TestRequestValidation:
         assert response.status_code == 400
         assert ("MUTUALLY_EXCLUSIVE", "campaign_content.content.email.html_content") in detail_codes(response)
 
+    @pytest.mark.parametrize(
+        ("channel", "content", "own", "other"),
+        [
+            ("SMS", {"email": {"subject": "x"}}, "sms", "email"),
+            ("SMS", {"push": {"android": {}}}, "sms", "push"),
+            ("EMAIL", {"sms": {"message": "x"}}, "email", "sms"),
+            ("PUSH", {"sms": {"message": "x"}}, "push", "sms"),
+        ],
+    )
+    async def test_another_channels_content_is_missing_content_and_an_unknown_field(
+        self,
+        client: httpx.AsyncClient,
+        workspace: Tenant,
+        channel: str,
+        content: dict[str, Any],
+        own: str,
+        other: str,
+    ) -> None:
+        body = {**sms_body("x"), "channel": channel, "campaign_content": {"content": content}}
+        response = await preview(client, workspace, body)
+        assert response.status_code == 400
+        assert response.json()["error"]["details"] == [
+            {
+                "code": "REQUIRED_FIELD_MISSING",
+                "target": f"campaign_content.content.{own}",
+                "message": f"'{own}' is required.",
+            },
+            {
+                "code": "UNKNOWN_FIELD",
+                "target": f"campaign_content.content.{other}",
+                "message": f"'{other}' is not a recognised field here.",
+            },
+        ]
+
+    async def test_a_value_that_should_be_an_object_is_reported_without_internal_names(
+        self, client: httpx.AsyncClient, workspace: Tenant
+    ) -> None:
+        body = {**sms_body("x"), "user_identification": "u1"}
+        body["campaign_content"] = {"content": {"default": {"variation_1": {"sms": "x"}}}}
+        response = await preview(client, workspace, body)
+        assert response.status_code == 400
+        assert response.json()["error"]["details"] == [
+            {"code": "INVALID_TYPE", "target": target, "message": "Expected an object."}
+            for target in ("user_identification", "campaign_content.content.default.variation_1.sms")
+        ]
+
     async def test_sms_needs_a_message(self, client: httpx.AsyncClient, workspace: Tenant) -> None:
         body = sms_body("x")
         body["campaign_content"] = {"content": {"sms": {}}}
