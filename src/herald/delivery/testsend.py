@@ -195,7 +195,8 @@ async def _plan(reads: _Reads, workspace_id: str, request: CampaignTestRequest) 
     assert source.content is not None
     messages, narrowing = narrow(
         slot_messages(source.content, source.basic_details),
-        request.meta.platform,
+        # An e-mail has no platform to narrow by: `channel_problems` says so, once.
+        request.meta.platform if channel is Channel.PUSH else None,
         request.meta.locale_name,
         request.variation_key,
     )
@@ -212,9 +213,13 @@ async def _plan(reads: _Reads, workspace_id: str, request: CampaignTestRequest) 
     if problems:
         raise ValidationFailed(problems)
     if choice.unprocessable or incomplete:
-        raise Unprocessable(
-            "The campaign cannot be test-sent as saved.", details=[*choice.unprocessable, *incomplete]
+        # Inline, nothing is saved: only the workspace (its connectors) can be what is missing.
+        message = (
+            "The campaign cannot be test-sent as saved."
+            if draft_mode
+            else "The test cannot be sent through this workspace's connectors."
         )
+        raise Unprocessable(message, details=[*choice.unprocessable, *incomplete])
     assert choice.connector is not None
 
     recipients = await _recipients(reads, workspace_id, channel, request, len(messages))
