@@ -261,7 +261,8 @@ class TestMissing:
 
 
 class TestJsonValues:
-    """Values are printed as JSON spells them, in every field (a preview shows what a send sends)."""
+    """Values are printed as JSON spells them (object keys sorted, whatever the database kept), in
+    every field: a preview shows what a send sends."""
 
     async def test_null_renders_empty_and_is_missing_and_other_values_are_spelled_as_json(
         self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant
@@ -279,7 +280,7 @@ class TestJsonValues:
         response = await render_title(client, workspace, template, user="u2")
         assert response.status_code == 200, response.text
         assert title_of(response) == (
-            '|1.0|true|{"title":null,"price":1.0,"flag":true}||false|[1,null]|false'
+            '|1.0|true|{"flag":true,"price":1.0,"title":null}||false|[1,null]|false'
         )
         assert response.json()["data"]["missing"] == [
             {"field": TITLE, "expression": "ProductSet['nulls'][0].title"},

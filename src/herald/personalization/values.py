@@ -227,6 +227,9 @@ def json_default(value: Any) -> Any:
     return str(value)
 
 
+_COMPACT: dict[str, Any] = {"ensure_ascii": False, "separators": (",", ":"), "default": json_default}
+
+
 def printed(value: Any) -> Any:
     """`value` as output shows it: JSON's spelling of the JSON values (true and false, arrays and
     objects as compact JSON; a null is a missing value, see `NullValue`), so that printing a flag or
@@ -239,7 +242,12 @@ def printed(value: Any) -> Any:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, list | tuple | dict):
-        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=json_default)
+        # Keys sorted, as `tojson` sorts them: PostgreSQL's JSONB does not keep an object's key
+        # order, and a message must not depend on the database it was stored in.
+        try:
+            return json.dumps(value, **_COMPACT, sort_keys=True)
+        except TypeError:  # keys of several types, in an object a template made: as written
+            return json.dumps(value, **_COMPACT)
     if value is None:
         return ""  # `none` written in a template, or a method's answer: nothing to print
     return value
