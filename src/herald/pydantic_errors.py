@@ -35,6 +35,7 @@ _RANGE_TYPES = frozenset(
         "finite_number",
     }
 )
+_OBJECT_TYPES = frozenset({"model_type", "model_attributes_type", "dataclass_type"})
 _ENUM_TYPES = frozenset({"enum", "literal_error", "union_tag_invalid"})
 _CUSTOM_CODE = re.compile(r"^[A-Z][A-Z0-9_]*$")
 _QUOTED_NAME = re.compile(r"^'([A-Za-z_][A-Za-z0-9_]*)'$")
@@ -90,6 +91,8 @@ def _message(code: str, field: str, error: ErrorDetails) -> str:
         return f"'{field}' is required."
     if code == "UNKNOWN_FIELD":
         return f"'{field}' is not a recognised field here."
+    if str(error.get("type", "")) in _OBJECT_TYPES:
+        return "Expected an object."  # Pydantic's message names the model's Python class
     text = str(error.get("msg", "Invalid value."))
     text = text.removeprefix("Value error, ").removeprefix("Assertion failed, ")
     return text if text.endswith(".") else f"{text}."

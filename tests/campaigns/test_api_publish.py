@@ -20,6 +20,7 @@ from herald.workspaces.scopes import Scope
 from tests.campaigns import lifecycle_helpers as h
 from tests.campaigns.payloads import ALL_FEATURES, PAYLOADS, variant
 from tests.factories import Tenant, add_connector, add_key, make_tenant
+from tests.personalization.helpers import add_resources
 
 MINIMAL_PUSH = {"channel": "PUSH", "campaign_delivery_type": "ONE_TIME", "created_by": "ana@example.com"}
 ANDROID_TITLE = "campaign_content.content.push.android.basic_details.title"
@@ -100,6 +101,47 @@ class TestPublish:
         assert response.status_code == 422, response.text
         assert (target, code) in {(d["target"], d["code"]) for d in response.json()["error"]["details"]}
         assert (await h.get(client, ws, campaign_id))["status"] == "DRAFT"
+
+    async def test_a_subject_and_sender_the_custom_template_supplies_are_not_missing(
+        self, app: FastAPI, client: httpx.AsyncClient, ws: Tenant
+    ) -> None:
+        # The engine fills the message from its custom template before sending (as the preview
+        # shows it): what the template has, the message need not repeat.
+        await add_resources(
+            app,
+            ws,
+            templates={
+                "complete": (
+                    "EMAIL",
+                    {
+                        "html_content": "<p>Hi {{ user.first_name }}</p>",
+                        "subject": "Tpl subj {{ user.first_name }}",
+                        "from_address": "news@example.com",
+                    },
+                ),
+                "bodyonly": ("EMAIL", {"html_content": "<p>Hi</p>"}),
+            },
+        )
+        body = copy.deepcopy(PAYLOADS["email_event_triggered"])
+        body["campaign_content"] = {"content": {"email": {"custom_template_id": "complete"}}}
+        complete = await h.create(client, ws, body)
+        body["campaign_content"] = {"content": {"email": {"custom_template_id": "bodyonly"}}}
+        lacking = await h.create(client, ws, body)
+
+        validated = await client.post(
+            f"/v5/campaigns/{complete}/validate", json={}, headers=ws.headers(campaigns=True)
+        )
+        assert validated.json()["data"]["errors"] == []
+        assert validated.json()["data"]["valid"] is True
+        validated = await client.post(
+            f"/v5/campaigns/{lacking}/validate", json={}, headers=ws.headers(campaigns=True)
+        )
+        assert {(e["field"], e["code"]) for e in validated.json()["data"]["errors"]} == {
+            ("campaign_content.content.email.subject", "REQUIRED_FIELD_MISSING"),
+            ("campaign_content.content.email.from_address", "REQUIRED_FIELD_MISSING"),
+        }
+        assert (await h.v1_patch(client, ws, complete)).status_code == 204
+        assert (await h.v1_patch(client, ws, lacking)).status_code == 422
 
     async def test_an_incomplete_draft_is_422_with_every_failure_and_stays_a_draft(
         self, client: httpx.AsyncClient, ws: Tenant

@@ -300,7 +300,14 @@ class TestEmailDraft:
         response = await send_test(
             client, workspace, _draft_test(draft_id, "EMAIL", "a@example.com", platform="ANDROID")
         )
-        assert detail_targets(response) == {("INVALID_ENUM_VALUE", "test_campaign_meta.platform")}
+        assert response.status_code == 400
+        assert response.json()["error"]["details"] == [
+            {
+                "code": "INVALID_ENUM_VALUE",
+                "target": "test_campaign_meta.platform",
+                "message": "platform narrows Push tests only.",
+            }
+        ]
 
     async def test_too_many_sends_must_be_narrowed(
         self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant, smtp_server: SmtpServer

@@ -260,6 +260,8 @@ class TestInlinePush:
         response = await send_test(client, workspace, inline_push("USER_ATTRIBUTE_UNIQUE_ID", "u1"))
         assert response.status_code == 422
         assert detail_targets(response) == {("REQUIRED_FIELD_MISSING", "connector")}
+        # Nothing is saved inline: the answer does not speak of a saved campaign.
+        assert "saved" not in response.json()["error"]["message"]
 
     async def test_with_several_push_connectors_the_body_names_one(
         self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant, webhook: HttpReceiver

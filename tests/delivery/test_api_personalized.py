@@ -75,6 +75,26 @@ class TestEmail:
             assert mail.message["Subject"] == "Hello Zoe"
             assert "<p>Hi Zoe, your bike ships soon.</p>" in mail.html
 
+    async def test_values_are_spelled_as_json_and_a_null_is_a_missing_value(
+        self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant, smtp_server: SmtpServer
+    ) -> None:
+        await smtp_connector(app, workspace, smtp_server)
+        await add_users(
+            app,
+            workspace.workspace_id,
+            {"customer_id": "u1", "email": "ana@example.com", "first_name": "Ana"},
+        )
+        details = {
+            "user_attributes": {"first_name": None},
+            "event_attributes": {"x": None, "y": [1, 2], "z": {"a": 1}, "flag": True},
+        }
+        body = _personal_email("ana@example.com", personalization_details=details)
+        body["campaign_content"]["content"]["email"]["subject"] = (
+            "[{{ user.first_name }}|{{ event.x }}|{{ event.y }}|{{ event.z }}|{{ event.flag }}]"
+        )
+        results(await send_test(client, workspace, body))
+        assert smtp_server.received[0].message["Subject"] == '[||[1,2]|{"a":1}|true]'
+
     async def test_custom_template_is_filled_from_the_workspace(
         self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant, smtp_server: SmtpServer
     ) -> None:
@@ -100,6 +120,61 @@ class TestEmail:
         assert detail_targets(response) == {
             ("INVALID_TEMPLATE_ID", "campaign_content.content.email.custom_template_id")
         }
+
+    async def test_a_subject_and_sender_the_custom_template_supplies_are_not_missing(
+        self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant, smtp_server: SmtpServer
+    ) -> None:
+        # As the preview shows (and the engine sends) it: the template fills what the message lacks.
+        await smtp_connector(app, workspace, smtp_server)
+        template = {
+            "html_content": "<p>Hi {{ user.first_name }}</p>",
+            "subject": "Tpl subj {{ user.first_name }}",
+            "from_address": "tpl@shop.example",
+        }
+        await add_resources(app, workspace, templates={"tplmail": ("EMAIL", template)})
+        await add_users(
+            app,
+            workspace.workspace_id,
+            {"customer_id": "u1", "email": "ana@example.com", "first_name": "Ana"},
+        )
+        email = {"custom_template_id": "tplmail"}
+        inline = inline_email("ID", "u1")
+        inline["campaign_content"]["content"]["email"] = email
+        assert results(await send_test(client, workspace, inline)) == {
+            "EMAIL_default_variation_1": {"status": "SENT"}
+        }
+        draft = {
+            "channel": "EMAIL",
+            "campaign_delivery_type": "ONE_TIME",
+            "created_by": "ana@example.com",
+            "campaign_content": {"content": {"email": email}},
+            "connector": {"connector_type": "CUSTOM_SMTP", "connector_name": "mail"},
+        }
+        draft_id = await create_campaign(client, workspace, draft)
+        saved = {
+            "draft_id": draft_id,
+            "test_campaign_meta": {"identifier": "ID", "identifier_values": ["u1"]},
+        }
+        assert results(await send_test(client, workspace, saved)) == {
+            "EMAIL_default_variation_1": {"status": "SENT"}
+        }
+        assert [mail.message["Subject"] for mail in smtp_server.received] == ["Tpl subj Ana"] * 2
+        assert [mail.mail_from for mail in smtp_server.received] == ["tpl@shop.example"] * 2
+
+    async def test_what_neither_the_message_nor_its_template_has_is_missing(
+        self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant, smtp_server: SmtpServer
+    ) -> None:
+        await smtp_connector(app, workspace, smtp_server)
+        await add_resources(app, workspace, templates={"body": ("EMAIL", {"html_content": "<p>Hi</p>"})})
+        body = inline_email("EMAIL", "a@example.com")
+        body["campaign_content"]["content"]["email"] = {"custom_template_id": "body"}
+        response = await send_test(client, workspace, body)
+        assert response.status_code == 400
+        assert detail_targets(response) == {
+            ("REQUIRED_FIELD_MISSING", "campaign_content.content.email.subject"),
+            ("REQUIRED_FIELD_MISSING", "campaign_content.content.email.from_address"),
+        }
+        assert smtp_server.received == []
 
     async def test_a_template_that_does_not_parse_is_400_inline(
         self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant, smtp_server: SmtpServer
@@ -186,3 +261,26 @@ class TestPush:
             for r in webhook.received
         }
         assert titles == {"u1": "Hello Ana", "u2": "Hello there"}
+
+    async def test_a_title_and_message_the_custom_template_supplies_are_not_missing(
+        self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant, webhook: HttpReceiver
+    ) -> None:
+        await push_connector(app, workspace, webhook)
+        await add_resources(
+            app,
+            workspace,
+            templates={
+                "promo": ("PUSH", {"basic_details": {"title": "Hi {{ user.first_name }}", "message": "m"}})
+            },
+        )
+        await add_users(
+            app, workspace.workspace_id, {"customer_id": "u1", "push_id": "t1", "first_name": "Ana"}
+        )
+        body = inline_push("USER_ATTRIBUTE_UNIQUE_ID", "u1")
+        del body["campaign_content"]["content"]["push"]["ios"]
+        body["campaign_content"]["content"]["push"]["android"] = {
+            "template_type": "BASIC",
+            "custom_template_id": "promo",
+        }
+        results(await send_test(client, workspace, body))
+        assert [r.json()["message"]["basic_details"]["title"] for r in webhook.received] == ["Hi Ana"]

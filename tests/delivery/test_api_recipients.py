@@ -145,7 +145,39 @@ class TestPushIdentifiers:
 
 
 class TestCustomSegments:
-    async def test_static_segment_members_capped_at_ten(
+    async def test_a_segment_of_ten_members_is_sent_to_all(
+        self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant, smtp_server: SmtpServer
+    ) -> None:
+        await smtp_connector(app, workspace, smtp_server)
+        members = [f"m{n:02d}" for n in range(10)]
+        await add_users(
+            app, workspace.workspace_id, *({"customer_id": m, "email": f"{m}@example.com"} for m in members)
+        )
+        await add_segment(app, workspace.workspace_id, "beta testers", members)
+        results(await send_test(client, workspace, inline_email("CUSTOM_SEGMENT", "beta testers")))
+        received = sorted(address for mail in smtp_server.received for address in mail.rcpt_tos)
+        assert received == [f"{m}@example.com" for m in members]
+
+    async def test_a_segment_larger_than_ten_is_refused_not_cut(
+        self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant, smtp_server: SmtpServer
+    ) -> None:
+        await smtp_connector(app, workspace, smtp_server)
+        members = [f"m{n:02d}" for n in range(15)]
+        await add_users(
+            app, workspace.workspace_id, *({"customer_id": m, "email": f"{m}@example.com"} for m in members)
+        )
+        await add_segment(app, workspace.workspace_id, "small", members[:2])
+        await add_segment(app, workspace.workspace_id, "big", members)
+        response = await send_test(client, workspace, inline_email("CUSTOM_SEGMENT", "small", "big"))
+        assert response.status_code == 400, response.text
+        assert detail_targets(response) == {("OUT_OF_RANGE", "test_campaign_meta.identifier_values.1")}
+        message = response.json()["error"]["details"][0]["message"]
+        assert "'big' has 15 members" in message
+        assert "at most 10 recipients" in message
+        assert smtp_server.received == []
+        assert await outbox_rows(app, workspace) == []
+
+    async def test_segments_with_more_than_ten_members_in_all_are_refused(
         self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant, smtp_server: SmtpServer
     ) -> None:
         await smtp_connector(app, workspace, smtp_server)
@@ -153,10 +185,14 @@ class TestCustomSegments:
         await add_users(
             app, workspace.workspace_id, *({"customer_id": m, "email": f"{m}@example.com"} for m in members)
         )
-        await add_segment(app, workspace.workspace_id, "beta testers", members)
-        results(await send_test(client, workspace, inline_email("CUSTOM_SEGMENT", "beta testers")))
-        received = sorted(address for mail in smtp_server.received for address in mail.rcpt_tos)
-        assert received == [f"{m}@example.com" for m in members[:10]]
+        # 8 and 8 members, 4 of them in both: 12 recipients.
+        await add_segment(app, workspace.workspace_id, "first", members[:8])
+        await add_segment(app, workspace.workspace_id, "last", members[4:])
+        response = await send_test(client, workspace, inline_email("CUSTOM_SEGMENT", "first", "last"))
+        assert response.status_code == 400, response.text
+        assert detail_targets(response) == {("OUT_OF_RANGE", "test_campaign_meta.identifier_values")}
+        assert "12 members in all" in response.text
+        assert smtp_server.received == []
 
     async def test_segment_by_id_and_members_that_are_not_users(
         self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant, smtp_server: SmtpServer

@@ -227,7 +227,9 @@ class TestReadiness:
     def test_push(self, obj: dict[str, Any], missing: set[str]) -> None:
         messages = slot_messages(_push({"push": {"android": obj}}), None)
         prefix = "campaign_content.content.push.android."
-        assert {p.target.removeprefix(prefix) for p in readiness_problems(messages, None, None)} == missing
+        assert {
+            p.target.removeprefix(prefix) for p in readiness_problems(messages, None, None, {})
+        } == missing
 
     @pytest.mark.parametrize(
         ("email", "senders", "expected"),
@@ -259,7 +261,7 @@ class TestReadiness:
         self, email: dict[str, Any], senders: list[str] | None, expected: set[tuple[str, str]]
     ) -> None:
         content = EmailCampaignContent.model_validate({"content": {"email": email}})
-        problems = readiness_problems(slot_messages(content, None), None, senders)
+        problems = readiness_problems(slot_messages(content, None), None, senders, {})
         prefix = "campaign_content.content.email."
         assert {(p.code, p.target.removeprefix(prefix)) for p in problems} == expected
 

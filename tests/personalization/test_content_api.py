@@ -57,6 +57,8 @@ def _handler(receiver: Receiver) -> type[BaseHTTPRequestHandler]:
                 self._send(
                     200, json.dumps({"summary": "Sunny", "city": city, "days": [{"high": 21}]}).encode()
                 )
+            elif url.path == "/nulls":
+                self._send(200, json.dumps({"summary": None, "days": [1, 2], "sunny": True}).encode())
             elif url.path == "/redirect":
                 self._send(302, b"", Location=f"{receiver.base}/weather")
             elif url.path == "/html":
@@ -126,6 +128,17 @@ class TestAllowedReceiver:
         response = await render_title(client, workspace, "{{ ContentApi['weather'].wind }}")
         assert response.json()["data"]["missing"] == [
             {"field": TITLE_PATH, "expression": "ContentApi['weather'].wind"}
+        ]
+
+    async def test_a_null_field_of_the_answer_is_reported_and_values_read_as_json(
+        self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant, receiver: Receiver
+    ) -> None:
+        await _api(app, workspace, f"{receiver.base}/nulls", allow_private=True)
+        template = "[{{ ContentApi['weather'].summary }}|{{ ContentApi['weather'].days }}|{{ ContentApi['weather'].sunny }}]"
+        response = await render_title(client, workspace, template)
+        assert title_of(response) == "[|[1,2]|true]"
+        assert response.json()["data"]["missing"] == [
+            {"field": TITLE_PATH, "expression": "ContentApi['weather'].summary"}
         ]
 
     async def test_the_api_is_called_once_per_preview_however_often_it_is_used(

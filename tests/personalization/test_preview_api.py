@@ -260,6 +260,55 @@ class TestMissing:
         assert response.json()["data"]["missing"] == [{"field": TITLE, "expression": "user.age"}]
 
 
+class TestJsonValues:
+    """Values are printed as JSON spells them (object keys sorted, whatever the database kept), in
+    every field: a preview shows what a send sends."""
+
+    async def test_null_renders_empty_and_is_missing_and_other_values_are_spelled_as_json(
+        self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant
+    ) -> None:
+        await add_user(app, workspace, "u2", profile={"nick": None, "tags": [1, None], "seen": False})
+        await add_resources(
+            app, workspace, product_sets={"nulls": [{"title": None, "price": 1.0, "flag": True}]}
+        )
+        item = "ProductSet['nulls'][0]"
+        template = (
+            f"{{{{ {item}.title }}}}|{{{{ {item}.price }}}}|{{{{ {item}.flag }}}}|{{{{ {item} }}}}|"
+            "{{ user.profile.nick }}|{{ user.profile.seen }}|{{ user.profile.tags }}|"
+            "{{ user.points > 100 }}"
+        )
+        response = await render_title(client, workspace, template, user="u2")
+        assert response.status_code == 200, response.text
+        assert title_of(response) == (
+            '|1.0|true|{"flag":true,"price":1.0,"title":null}||false|[1,null]|false'
+        )
+        assert response.json()["data"]["missing"] == [
+            {"field": TITLE, "expression": "ProductSet['nulls'][0].title"},
+            {"field": TITLE, "expression": "user.profile.nick"},
+        ]
+
+    async def test_a_null_is_replaced_by_default_and_is_not_defined(
+        self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant
+    ) -> None:
+        await add_user(app, workspace, "u2", profile={"nick": None})
+        template = (
+            "{{ user.profile.nick | default('friend') }} "
+            "{{ user.profile.nick is defined }} {{ user.profile.nick is none }}"
+        )
+        response = await render_title(client, workspace, template, user="u2")
+        assert title_of(response) == "friend false true"
+        assert response.json()["data"]["missing"] == []
+
+    async def test_an_html_body_escapes_a_printed_object(
+        self, client: httpx.AsyncClient, workspace: Tenant
+    ) -> None:
+        response = await preview(
+            client, workspace, email_body({"subject": "s", "html_content": "<p>{{ user.interests }}</p>"})
+        )
+        html = response.json()["data"]["personalized_content"]["content"]["email"]["html_content"]
+        assert html == "<p>[&#34;shoes&#34;,&#34;hats&#34;]</p>"
+
+
 class TestEventAttributes:
     async def test_values_must_be_strings(self, client: httpx.AsyncClient, workspace: Tenant) -> None:
         response = await render_title(
@@ -449,6 +498,52 @@ class TestRequestValidation:
         )
         assert response.status_code == 400
         assert ("MUTUALLY_EXCLUSIVE", "campaign_content.content.email.html_content") in detail_codes(response)
+
+    @pytest.mark.parametrize(
+        ("channel", "content", "own", "other"),
+        [
+            ("SMS", {"email": {"subject": "x"}}, "sms", "email"),
+            ("SMS", {"push": {"android": {}}}, "sms", "push"),
+            ("EMAIL", {"sms": {"message": "x"}}, "email", "sms"),
+            ("PUSH", {"sms": {"message": "x"}}, "push", "sms"),
+        ],
+    )
+    async def test_another_channels_content_is_missing_content_and_an_unknown_field(
+        self,
+        client: httpx.AsyncClient,
+        workspace: Tenant,
+        channel: str,
+        content: dict[str, Any],
+        own: str,
+        other: str,
+    ) -> None:
+        body = {**sms_body("x"), "channel": channel, "campaign_content": {"content": content}}
+        response = await preview(client, workspace, body)
+        assert response.status_code == 400
+        assert response.json()["error"]["details"] == [
+            {
+                "code": "REQUIRED_FIELD_MISSING",
+                "target": f"campaign_content.content.{own}",
+                "message": f"'{own}' is required.",
+            },
+            {
+                "code": "UNKNOWN_FIELD",
+                "target": f"campaign_content.content.{other}",
+                "message": f"'{other}' is not a recognised field here.",
+            },
+        ]
+
+    async def test_a_value_that_should_be_an_object_is_reported_without_internal_names(
+        self, client: httpx.AsyncClient, workspace: Tenant
+    ) -> None:
+        body = {**sms_body("x"), "user_identification": "u1"}
+        body["campaign_content"] = {"content": {"default": {"variation_1": {"sms": "x"}}}}
+        response = await preview(client, workspace, body)
+        assert response.status_code == 400
+        assert response.json()["error"]["details"] == [
+            {"code": "INVALID_TYPE", "target": target, "message": "Expected an object."}
+            for target in ("user_identification", "campaign_content.content.default.variation_1.sms")
+        ]
 
     async def test_sms_needs_a_message(self, client: httpx.AsyncClient, workspace: Tenant) -> None:
         body = sms_body("x")

@@ -13,7 +13,14 @@ import pytest
 from fastapi import FastAPI
 
 from tests.factories import Tenant
-from tests.personalization.helpers import add_resources, detail_codes, preview, push_body, render_title
+from tests.personalization.helpers import (
+    add_resources,
+    detail_codes,
+    email_body,
+    preview,
+    push_body,
+    render_title,
+)
 
 TITLE = "campaign_content.content.push.android.basic_details.title"
 INTERNALS = ("<class", "<function", "<built-in", "object at 0x", "jinja2", "Traceback", "builtins")
@@ -199,3 +206,21 @@ class TestRunawayTemplates:
         assert response.status_code == 200, response.text
         title = response.json()["data"]["personalized_content"]["content"]["push"]["android"]["basic_details"]
         assert title["title"] == "0123456789" * 2000
+
+    @pytest.mark.parametrize("times", [200_001, 1_000_000])
+    async def test_a_repeated_string_counts_its_real_size(
+        self, client: httpx.AsyncClient, workspace: Tenant, times: int
+    ) -> None:
+        # A value may be a million characters (`Limits.value_size`), repeated or not.
+        response = await preview(client, workspace, email_body({"subject": f"{{{{ 'x' * {times} }}}}"}))
+        assert response.status_code == 200, response.text[:500]
+        subject = response.json()["data"]["personalized_content"]["content"]["email"]["subject"]
+        assert subject == "x" * times
+
+    async def test_a_repeated_string_past_the_value_size_is_stopped(
+        self, client: httpx.AsyncClient, workspace: Tenant
+    ) -> None:
+        response = await preview(client, workspace, email_body({"subject": "{{ 'xy' * 500_001 }}"}))
+        assert response.status_code == 422
+        assert detail_codes(response) == {("RENDER_LIMIT_EXCEEDED", "campaign_content.content.email.subject")}
+        assert "1000000 characters" in response.text

@@ -38,7 +38,7 @@ from herald.errors import DuplicateRequestId, InvalidState, NotFound, Preconditi
 from herald.ids import is_object_id, object_id
 from herald.joined_writes import Answer, ClaimedRead, ClaimedStatement
 from herald.personalization import check_template
-from herald.personalization.personalize import custom_template_problems
+from herald.personalization.personalize import custom_templates
 from herald.problems import Problem, fields_at_fault
 from herald.wake import wake_on_commit
 
@@ -560,6 +560,14 @@ async def publish_problems(
     (the custom segments they name exist), and the custom templates its content names must exist:
     else the campaign would fail when it starts."""
     connectors = await delivery_connectors.configured(session, workspace.id)
+    content = document.campaign_content
+    templates, template_problems = (
+        await custom_templates(
+            session, workspace.id, document.channel.value, content.model_dump(mode="json", exclude_none=True)
+        )
+        if content is not None
+        else ({}, [])
+    )
     problems = validate_campaign(
         document,
         Stage.DRAFT_PUBLISH,
@@ -568,17 +576,15 @@ async def publish_problems(
         push_connectors=frozenset(connectors.names.get(Channel.PUSH, ())),
         connector_senders=connectors.senders,
         check_template=check_template,
+        custom_templates=templates,
     )
     at_fault = fields_at_fault(problems)
     if document.segmentation_details is not None and not at_fault & {"", _SEGMENTATION}:
         problems += await audience_problems(
             session, workspace.id, document.channel.value, document.segmentation_details, now
         )
-    content = document.campaign_content
     if content is not None and not at_fault & {"", _CONTENT}:
-        problems += await custom_template_problems(
-            session, workspace.id, document.channel.value, content.model_dump(mode="json", exclude_none=True)
-        )
+        problems += template_problems
     trigger = document.trigger_condition
     if trigger is not None and not at_fault & {"", _TRIGGER}:
         groups = [

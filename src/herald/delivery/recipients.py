@@ -5,7 +5,9 @@
 - When several users share an e-mail, mobile or advertising id, the one with the lowest
   customer id is used (deterministic).
 - `CUSTOM_SEGMENT` values name static segments (by id or name); their members, in customer id
-  order, up to 10 recipients in all. Filter-based segments are not test targets.
+  order. A test goes to at most 10 recipients: segments with more members in all are refused (400),
+  never cut to the first 10 (the tester would not know who was left out). Filter-based segments
+  are not test targets.
 - Recipients are de-duplicated (two values naming one user give one recipient).
 """
 
@@ -16,7 +18,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
-from sqlalchemy import BindParameter, Select, bindparam, or_, select
+from sqlalchemy import BindParameter, Select, bindparam, func, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import InstrumentedAttribute
 
@@ -71,6 +73,7 @@ class Resolution:
     recipients: list[Recipient] = field(default_factory=list)
     not_found: list[Problem] = field(default_factory=list)  # → 404
     unusable: list[Problem] = field(default_factory=list)  # → 422
+    too_many: list[Problem] = field(default_factory=list)  # → 400: more than MAX_RECIPIENTS
 
 
 def profile_of(user: UserValues) -> dict[str, Any]:
@@ -102,7 +105,17 @@ async def resolve(
         resolution = await _resolve_segments(session, workspace_id, channel, values)
     else:
         resolution = await _resolve_users(source, workspace_id, channel, identifier, values)
-    resolution.recipients = _unique(resolution.recipients)[:MAX_RECIPIENTS]
+    resolution.recipients = _unique(resolution.recipients)
+    if len(resolution.recipients) > MAX_RECIPIENTS and not resolution.too_many:
+        # Each segment is within the cap, together they are not (only segments name several).
+        resolution.too_many.append(
+            Problem(
+                "OUT_OF_RANGE",
+                VALUES_PATH,
+                f"The segments have {len(resolution.recipients)} members in all; "
+                f"a test goes to at most {MAX_RECIPIENTS} recipients.",
+            )
+        )
     if channel is Channel.PUSH:
         resolution.recipients = await with_push_tokens(source, workspace_id, resolution.recipients)
     return resolution
@@ -172,6 +185,16 @@ async def _resolve_segments(
                 resolution.unusable.append(
                     Problem("OUT_OF_RANGE", target, f"Segment '{segment.name}' has no members.")
                 )
+            elif len(members) > MAX_RECIPIENTS:
+                size = await _size(session, workspace_id, segment.id)
+                resolution.too_many.append(
+                    Problem(
+                        "OUT_OF_RANGE",
+                        target,
+                        f"Segment '{segment.name}' has {size} members; "
+                        f"a test goes to at most {MAX_RECIPIENTS} recipients.",
+                    )
+                )
             resolution.recipients += members
     return resolution
 
@@ -189,7 +212,7 @@ async def _members(
         )
         .where(SegmentMember.workspace_id == workspace_id, SegmentMember.segment_id == segment_id)
         .order_by(SegmentMember.customer_id)
-        .limit(MAX_RECIPIENTS)
+        .limit(MAX_RECIPIENTS + 1)  # one more than a test may take: enough to know it is too big
     )
     found: list[Recipient] = []
     for customer_id, user in (await session.execute(query)).all():
@@ -199,6 +222,13 @@ async def _members(
         else:
             found.append(recipient_for(user, customer_id, channel))
     return found
+
+
+async def _size(session: AsyncSession, workspace_id: str, segment_id: str) -> int:
+    query = select(func.count()).where(
+        SegmentMember.workspace_id == workspace_id, SegmentMember.segment_id == segment_id
+    )
+    return int((await session.scalar(query)) or 0)
 
 
 def _unique(recipients: list[Recipient]) -> list[Recipient]:

@@ -19,6 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from herald.campaigns.schemas.common import Channel
 from herald.errors import Unprocessable
 from herald.personalization import personalize
+from herald.personalization.fields import Path as FieldsPath
 from herald.problems import Problem
 
 
@@ -77,6 +78,14 @@ def message_at(campaign_content: Mapping[str, Any], path: Path) -> dict[str, Any
         node = node[part]
     assert isinstance(node, dict)
     return node
+
+
+async def custom_templates(
+    session: AsyncSession, workspace_id: str, channel: Channel, campaign_content: dict[str, Any]
+) -> tuple[dict[FieldsPath, dict[str, Any]], list[Problem]]:
+    """The bodies of the custom templates the content names, by message path, and the problems of
+    those the workspace does not hold (`personalize.custom_templates`)."""
+    return await personalize.custom_templates(session, workspace_id, channel.value, campaign_content)
 
 
 async def prepare_content(

@@ -41,6 +41,7 @@ from herald.delivery.push_options import push_options
 from herald.delivery.rendering import (
     PreparedContent,
     RenderError,
+    custom_templates,
     message_at,
     personalize_content,
     prepare_content,
@@ -194,7 +195,8 @@ async def _plan(reads: _Reads, workspace_id: str, request: CampaignTestRequest) 
     assert source.content is not None
     messages, narrowing = narrow(
         slot_messages(source.content, source.basic_details),
-        request.meta.platform,
+        # An e-mail has no platform to narrow by: `channel_problems` says so, once.
+        request.meta.platform if channel is Channel.PUSH else None,
         request.meta.locale_name,
         request.variation_key,
     )
@@ -202,19 +204,25 @@ async def _plan(reads: _Reads, workspace_id: str, request: CampaignTestRequest) 
     senders = None
     if choice.connector is not None and is_smtp(choice.connector.type):
         senders = list((choice.connector.settings or {}).get("senders") or [])
-    incomplete = readiness_problems(messages, source.basic_details, senders)
+    written = [(item.path, item.message()) for item in messages]
+    # What a message lacks, once the custom template it names is filled in (as prepared below).
+    templates, incomplete = await custom_templates(session, workspace_id, channel, pruned_content(written))
+    incomplete += readiness_problems(messages, source.basic_details, senders, templates)
     if not draft_mode:
         problems += incomplete
     if problems:
         raise ValidationFailed(problems)
     if choice.unprocessable or incomplete:
-        raise Unprocessable(
-            "The campaign cannot be test-sent as saved.", details=[*choice.unprocessable, *incomplete]
+        # Inline, nothing is saved: only the workspace (its connectors) can be what is missing.
+        message = (
+            "The campaign cannot be test-sent as saved."
+            if draft_mode
+            else "The test cannot be sent through this workspace's connectors."
         )
+        raise Unprocessable(message, details=[*choice.unprocessable, *incomplete])
     assert choice.connector is not None
 
     recipients = await _recipients(reads, workspace_id, channel, request, len(messages))
-    written = [(item.path, item.message()) for item in messages]
     try:
         prepared = await prepare_content(session, workspace_id, channel, pruned_content(written))
     except ValidationFailed as exc:
@@ -229,7 +237,8 @@ async def _plan(reads: _Reads, workspace_id: str, request: CampaignTestRequest) 
 async def _recipients(
     reads: _Reads, workspace_id: str, channel: Channel, request: CampaignTestRequest, messages: int
 ) -> list[Recipient]:
-    """Who the test goes to: unknown values are 404, unusable ones 422 (nothing is sent then)."""
+    """Who the test goes to: unknown values are 404, unusable ones 422, more recipients than a test
+    may have 400 (nothing is sent then)."""
     resolution = await recipients_lookup.resolve(
         reads.rows,
         reads.session,
@@ -251,6 +260,8 @@ async def _recipients(
         )
     if resolution.unusable:
         raise Unprocessable("Some identifier_values cannot receive a test.", details=resolution.unusable)
+    if resolution.too_many:
+        raise ValidationFailed(resolution.too_many)
     if messages * len(resolution.recipients) > MAX_SENDS:
         raise ValidationFailed(
             [

@@ -23,9 +23,8 @@ from herald.campaigns.schemas.content import (
     PushPlatformContent,
 )
 from herald.campaigns.validation.content import CONTENT_ROOT, missing_template_fields, variation_keys
-from herald.delivery.config import not_a_verified_sender, sender_allowed
+from herald.campaigns.validation.sendable import TemplateBodies, email_problems
 from herald.delivery.messages import Slot
-from herald.email_address import email_problem
 from herald.problems import Problem, join_path
 
 FIRST_VARIATION = variation_keys(1)[0]
@@ -141,15 +140,20 @@ def _template_type(obj: PushPlatformContent, basic_details: BasicDetails | None)
 
 
 def readiness_problems(
-    messages: list[SlotMessage], basic_details: BasicDetails | None, senders: list[str] | None
+    messages: list[SlotMessage],
+    basic_details: BasicDetails | None,
+    senders: list[str] | None,
+    templates: TemplateBodies,
 ) -> list[Problem]:
-    """What each message lacks to be sent. `senders`: the SMTP connector's verified senders
-    (None when the connector is not SMTP)."""
+    """What each message lacks to be sent (`sendable`: as publishing judges it), the custom template
+    it names filled in (`templates`). `senders`: the SMTP connector's verified senders (None when
+    the connector is not SMTP)."""
     problems: list[Problem] = []
     for item in messages:
         source = item.source
+        template = templates.get(item.path)
         if isinstance(source, EmailContent):
-            problems += _email_problems(source, item.path, senders)
+            problems += email_problems(source, item.path, template, senders)
         else:
             template_type = _template_type(source, basic_details)
             problems += [
@@ -158,38 +162,6 @@ def readiness_problems(
                     join_path(*item.path, *field),
                     f"'{field[-1]}' is required to send a {template_type.value} notification.",
                 )
-                for field in missing_template_fields(source, template_type)
+                for field in missing_template_fields(source, template_type, template)
             ]
-    return problems
-
-
-def _email_problems(email: EmailContent, path: tuple[str, ...], senders: list[str] | None) -> list[Problem]:
-    problems: list[Problem] = []
-    if not email.subject:
-        problems.append(
-            Problem("REQUIRED_FIELD_MISSING", join_path(*path, "subject"), "'subject' is required.")
-        )
-    if not email.html_content and not email.custom_template_id:
-        problems.append(
-            Problem(
-                "REQUIRED_FIELD_MISSING",
-                join_path(*path, "html_content"),
-                "Either 'html_content' or 'custom_template_id' is required.",
-            )
-        )
-    target = join_path(*path, "from_address")
-    if not email.from_address:
-        problems.append(Problem("REQUIRED_FIELD_MISSING", target, "'from_address' is required."))
-        return problems
-    if reason := email_problem(email.from_address):
-        problems.append(Problem("INVALID_TYPE", target, f"'from_address' is not an e-mail address: {reason}"))
-        return problems
-    if senders is not None and not sender_allowed(email.from_address, senders):
-        problems.append(
-            Problem(
-                "INVALID_ENUM_VALUE",
-                target,
-                not_a_verified_sender(email.from_address, senders),
-            )
-        )
     return problems

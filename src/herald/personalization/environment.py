@@ -29,7 +29,7 @@ from jinja2.visitor import NodeTransformer
 from herald.personalization import guards, state
 from herald.personalization.filters import bounded_filters
 from herald.personalization.limits import RenderLimitExceeded
-from herald.personalization.values import RecordingUndefined, View
+from herald.personalization.values import RecordingUndefined, View, is_none, json_default, printed
 
 _STR_METHODS = frozenset(
     [
@@ -146,6 +146,8 @@ class HeraldSandbox(ImmutableSandboxedEnvironment):
         self.globals.pop("lipsum", None)  # builds paragraphs in a Python loop the budget cannot see
         self.globals["range"] = _bounded_range
         self.filters = {**bounded_filters(), **_HOOKS}
+        self.tests = {**self.tests, "none": is_none}
+        self.policies["json.dumps_kwargs"] = {"sort_keys": True, "default": json_default}
 
     # -- the sandbox's hooks ----------------------------------------------------------------
 
@@ -169,7 +171,7 @@ class HeraldSandbox(ImmutableSandboxedEnvironment):
                 value = obj[attribute]
             except KeyError:
                 return self.undefined(obj=obj, name=attribute)
-            if not callable(value):
+            if not callable(value) or isinstance(value, Undefined):  # a null is "callable"
                 return value
         return super().getattr(obj, attribute)
 
@@ -231,7 +233,11 @@ def _output(value: Any) -> Any:
     elif isinstance(value, Undefined):
         size = 0
     else:
+        # Bounded before it is spelled: a list may hold one big string a million times.
         size = guards.deep_size(value, current.budget.limits.value_size, for_output=True)
+        value = printed(value)
+        if isinstance(value, str):
+            size = len(value)
     current.budget.charge(size)
     if current.quote_outputs:
         return quote(str(value), safe="")
@@ -247,13 +253,16 @@ def _charge(_value: Any, size: int) -> str:
 def _concat(eval_ctx: EvalContext, *items: Any) -> str:
     limits = state.current().budget.limits
     total = 0
+    texts: list[Any] = []
     for item in items:
-        total += (
-            len(item) if isinstance(item, str) else guards.deep_size(item, limits.value_size, for_output=True)
-        )
+        if not isinstance(item, str):
+            guards.deep_size(item, limits.value_size, for_output=True)
+            item = printed(item)
+        total += len(item) if isinstance(item, str) else guards.deep_size(item, limits.value_size)
         if total > limits.value_size:
             raise guards.too_big("a joined string", limits.value_size)
-    return markup_join(items) if eval_ctx.autoescape else str_join(items)
+        texts.append(item)
+    return markup_join(texts) if eval_ctx.autoescape else str_join(texts)
 
 
 _HOOKS = {

@@ -15,10 +15,9 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from jinja2.runtime import Undefined
-from markupsafe import Markup
 
 from herald.personalization.limits import Limits, RenderFailed, RenderLimitExceeded
-from herald.personalization.values import View
+from herald.personalization.values import View, printed
 
 _SCALARS = (int, float, bool, type(None), range)
 _CONTAINERS = (list, tuple, dict, set, frozenset)
@@ -76,9 +75,15 @@ def check_multiply(left: Any, right: Any, limits: Limits) -> None:
         return
     if times <= 0:
         return
-    if not isinstance(sequence, str) and len(sequence) * times > limits.items:
-        raise RenderLimitExceeded(f"The template makes a list longer than {limits.items} items.")
-    if deep_size(sequence, limits.value_size) * times > limits.value_size:
+    if isinstance(sequence, str):
+        # A string's size is its length: `deep_size` adds the quotes and separator it would have
+        # inside a printed container, five times the size of `'x' * n`.
+        size = len(sequence)
+    else:
+        if len(sequence) * times > limits.items:
+            raise RenderLimitExceeded(f"The template makes a list longer than {limits.items} items.")
+        size = deep_size(sequence, limits.value_size)
+    if size * times > limits.value_size:
         raise too_big("a value", limits.value_size)
 
 
@@ -164,7 +169,7 @@ def bounded_join(separator: str, items: Iterable[Any], limits: Limits) -> list[s
         text = item if isinstance(item, str) else None
         if text is None:
             deep_size(item, limits.value_size, for_output=True)
-            text = str(item) if not isinstance(item, Markup) else item
+            text = str(printed(item))
         total += len(text) + len(separator)
         if total > limits.value_size:
             raise too_big("a joined string", limits.value_size)

@@ -88,11 +88,16 @@ def _version(value: Any) -> int | None:
     return None
 
 
-async def _fill_templates(
-    session: AsyncSession, workspace_id: str, channel: str, content: dict[str, Any]
-) -> list[Problem]:
+async def custom_templates(
+    session: AsyncSession, workspace_id: str, channel: str, campaign_content: Mapping[str, Any]
+) -> tuple[dict[fields.Path, dict[str, Any]], list[Problem]]:
+    """The body of the custom template each message object of `campaign_content` (JSON) names, by
+    the object's path from the body root; and the templates (and versions) it names that the
+    workspace does not hold for `channel`: what `prepare` refuses, so what publishing and test
+    sends refuse (the engine prepares the content the same way when the campaign starts)."""
+    bodies: dict[fields.Path, dict[str, Any]] = {}
     problems: list[Problem] = []
-    for path, target in list(fields.template_slots(content.get("content"))):
+    for path, target in fields.template_slots(campaign_content.get("content")):
         template_id = target["custom_template_id"]
         raw_version = target.get("custom_template_version")
         version = _version(raw_version)
@@ -116,17 +121,18 @@ async def _fill_templates(
                 )
             )
             continue
-        fields.fill_from(target, template.body)
-    return problems
+        bodies[path] = template.body
+    return bodies, problems
 
 
-async def custom_template_problems(
-    session: AsyncSession, workspace_id: str, channel: str, campaign_content: dict[str, Any]
+async def _fill_templates(
+    session: AsyncSession, workspace_id: str, channel: str, content: dict[str, Any]
 ) -> list[Problem]:
-    """The custom templates (and versions) `campaign_content` names that the workspace does not
-    hold for `channel`: what `prepare` refuses, so what publishing refuses (the engine prepares
-    the content the same way when the campaign starts)."""
-    return await _fill_templates(session, workspace_id, channel, copy.deepcopy(campaign_content))
+    bodies, problems = await custom_templates(session, workspace_id, channel, content)
+    for path, target in list(fields.template_slots(content.get("content"))):
+        if path in bodies:
+            fields.fill_from(target, bodies[path])
+    return problems
 
 
 def _references(sources: Iterable[str]) -> set[Reference]:

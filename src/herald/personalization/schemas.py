@@ -15,6 +15,7 @@ from pydantic import BaseModel, Discriminator, Field, RootModel, Tag, Validation
 from herald.campaigns.schemas.campaign import RequestId
 from herald.campaigns.schemas.common import NonEmptyText, Text
 from herald.campaigns.schemas.content import (
+    CHANNEL_KEYS,
     EmailCampaignContent,
     PushCampaignContent,
     VariationDetails,
@@ -45,7 +46,10 @@ class SmsChannelContent(APIModel):
 
 
 def _sms_form(value: object) -> str:
-    if isinstance(value, SmsChannelContent) or (isinstance(value, dict) and "sms" in value):
+    # As the campaign content forms tell theirs apart (`content._content_form`).
+    if isinstance(value, SmsChannelContent) or (
+        isinstance(value, dict) and not CHANNEL_KEYS.isdisjoint(value)
+    ):
         return "flat_form"
     return "keyed_form"
 

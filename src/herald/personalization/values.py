@@ -7,12 +7,13 @@ reported the way the template wrote it: `UserAttribute['first_name']`, `user.fir
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from jinja2.exceptions import SecurityError
-from jinja2.runtime import ChainableUndefined
+from jinja2.runtime import ChainableUndefined, Undefined
 from jinja2.utils import missing
 
 from herald.personalization import state
@@ -40,7 +41,10 @@ class LabeledList(list[Any]):
 
 
 def labeled(value: Any, path: str) -> Any:
-    """`value` (JSON data) with every object and array inside it labelled by its expression."""
+    """`value` (JSON data) with every object and array inside it labelled by its expression, and
+    every null made a `NullValue` at its expression."""
+    if value is None:
+        return NullValue(path)
     if isinstance(value, dict):
         result: LabeledDict = LabeledDict(
             (key, labeled(item, subscript(path, key))) for key, item in value.items()
@@ -189,3 +193,61 @@ class RecordingUndefined(ChainableUndefined):
     def __float__(self) -> float:  # type: ignore[override]
         self._record()
         return 0.0
+
+
+class NullValue(RecordingUndefined):
+    """A JSON null in the data a template reads (`{"title": null}`, an attribute set to null): a
+    missing value like any other. It renders empty and is reported in `missing` at the expression
+    that reached it, `| default(...)` replaces it and `is defined` is false; `is none` is true, as
+    it was when nulls were None. Inside a printed array or object, and in `tojson`, it is `null`."""
+
+    __slots__ = ("_herald_path",)
+
+    def __init__(self, path: str) -> None:
+        super().__init__(name=path)
+        self._herald_path = path
+
+    def _record(self) -> None:
+        state.current().record(self._herald_path)
+
+
+def is_none(value: Any) -> bool:
+    """Jinja's `none` test, true for a JSON null too."""
+    return value is None or isinstance(value, NullValue)
+
+
+def json_default(value: Any) -> Any:
+    """What JSON shows for a value inside a printed container (or `tojson`) that JSON has no type
+    for: a null is null; a missing value is null too, and reported; anything else its text."""
+    if isinstance(value, NullValue):
+        return None
+    if isinstance(value, Undefined):
+        str(value)  # reports it (a RecordingUndefined) or refuses it (an unsafe access)
+        return None
+    return str(value)
+
+
+_COMPACT: dict[str, Any] = {"ensure_ascii": False, "separators": (",", ":"), "default": json_default}
+
+
+def printed(value: Any) -> Any:
+    """`value` as output shows it: JSON's spelling of the JSON values (true and false, arrays and
+    objects as compact JSON; a null is a missing value, see `NullValue`), so that printing a flag or
+    a list reads the same in every channel and not as Python would write it. Strings, numbers and
+    missing values are left as they are (Jinja makes their text). The one place output spells
+    values: the sandbox's output, `~` and `join` use it; preview, test and live sends all render
+    with the sandbox."""
+    if isinstance(value, str | Undefined):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list | tuple | dict):
+        # Keys sorted, as `tojson` sorts them: PostgreSQL's JSONB does not keep an object's key
+        # order, and a message must not depend on the database it was stored in.
+        try:
+            return json.dumps(value, **_COMPACT, sort_keys=True)
+        except TypeError:  # keys of several types, in an object a template made: as written
+            return json.dumps(value, **_COMPACT)
+    if value is None:
+        return ""  # `none` written in a template, or a method's answer: nothing to print
+    return value

@@ -155,11 +155,14 @@ class VariationDetails(APIModel):
     sherpa_distribution_metric: SherpaMetric | None = None
 
 
-CHANNEL_KEYS = frozenset({"push", "email"})
+# The keys that make a content body the flat form: a channel's name. SMS (which C9 previews) is
+# one too, so a body of another channel's content is read as the flat form of the wrong channel
+# (its own key missing, the other unknown), not as a locale holding odd variations.
+CHANNEL_KEYS = frozenset({"push", "email", "sms"})
 
 
 def _content_form(value: object) -> str:
-    # A flat body names its channel at the top; anything else is read as locale -> variation.
+    # A flat body names a channel at the top; anything else is read as locale -> variation.
     # (Also called with the parsed value when serializing.)
     if isinstance(value, PushChannelContent | EmailChannelContent):
         return "flat_form"

@@ -32,6 +32,7 @@ from herald.campaigns.validation.parse import (
     parse_update,
     sound_part,
 )
+from herald.campaigns.validation.sendable import TemplateBodies
 from herald.campaigns.validation.templates import balanced_delimiters
 from herald.campaigns.validation.tracking import unparsed_utm_params
 from herald.problems import Problem
@@ -88,6 +89,7 @@ def validate_campaign(
     push_connectors: frozenset[str] | None = None,
     connector_senders: Mapping[str, Sequence[str]] | None = None,
     check_template: TemplateCheck | None = None,
+    custom_templates: TemplateBodies | None = None,
     previous: CampaignDocument | None = None,
 ) -> list[Problem]:
     """Every problem of `campaign` at `stage`, in a stable order, each (code, target) once.
@@ -99,6 +101,8 @@ def validate_campaign(
     - `connector_senders`: the verified senders of the e-mail connectors that list some, by name;
       None skips that check.
     - `check_template`: personalization parser (message or None); defaults to `balanced_delimiters`.
+    - `custom_templates`: the bodies of the custom templates the content names (by message path):
+      what they supply is not missing at DRAFT_PUBLISH.
     - `previous`: the stored campaign on DRAFT_PATCH, to detect a change of Push template type.
     """
     ctx = Context(
@@ -109,6 +113,7 @@ def validate_campaign(
         configured_connectors=configured_connectors,
         push_connectors=push_connectors,
         connector_senders=connector_senders,
+        custom_templates=custom_templates or {},
         previous=previous,
     )
     if stage is Stage.DRAFT_PUBLISH or sent is None:

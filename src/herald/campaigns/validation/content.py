@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-from pydantic import JsonValue
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 from herald.campaigns.schemas.basic_details import PushBasicDetails, PushTemplateType
 from herald.campaigns.schemas.campaign import CampaignDocument
@@ -18,6 +17,7 @@ from herald.campaigns.schemas.content import (
     VariationDetails,
 )
 from herald.campaigns.validation.context import Context, Stage, not_applicable, out_of_range, required
+from herald.campaigns.validation.sendable import filled, present
 from herald.problems import Problem, join_path
 
 FieldPath = tuple[str, ...]
@@ -56,18 +56,18 @@ def effective_template_type(obj: PushPlatformContent, campaign: CampaignDocument
     return details.template_type if isinstance(details, PushBasicDetails) else None
 
 
-def _present(value: JsonValue) -> bool:
-    return value not in (None, "", [], {})
-
-
-def missing_template_fields(obj: PushPlatformContent, template_type: PushTemplateType) -> list[FieldPath]:
-    data: JsonValue = obj.model_dump(mode="json")
+def missing_template_fields(
+    obj: PushPlatformContent, template_type: PushTemplateType, template: Mapping[str, Any] | None = None
+) -> list[FieldPath]:
+    """What `template_type` needs that the platform object lacks; `template`: the body of the
+    custom template it names, whose fields count as its own (`sendable`)."""
+    data: Any = filled(obj, template)
     missing: list[FieldPath] = []
     for path in REQUIRED_BY_TEMPLATE[template_type]:
-        value: JsonValue = data
+        value = data
         for part in path:
             value = value.get(part) if isinstance(value, dict) else None
-        if not _present(value):
+        if not present(value):
             missing.append(path)
     return missing
 

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 
 from herald.campaigns import durations
 from herald.campaigns.schemas.campaign import CampaignDocument
 from herald.campaigns.schemas.common import Channel, DeliveryType, Feature, Granularity
+from herald.campaigns.validation.sendable import TemplateBodies
 from herald.problems import Problem
 
 # A personalization checker: the error message for a text that does not parse, or None.
@@ -36,6 +37,9 @@ class Context:
     # The verified senders of the e-mail connectors that list some, by name (the others accept
     # any `from_address`); None skips the check (publish sets it).
     connector_senders: Mapping[str, Sequence[str]] | None = None
+    # The custom templates the content names, as `sendable.TemplateBodies` (publish loads them):
+    # a field one supplies is not missing.
+    custom_templates: TemplateBodies = field(default_factory=dict)
     previous: CampaignDocument | None = None
 
     @property

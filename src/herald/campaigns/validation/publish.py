@@ -18,10 +18,9 @@ from herald.campaigns.validation.content import (
     effective_template_type,
     missing_template_fields,
 )
-from herald.campaigns.validation.context import Context, invalid_type, invalid_value, required
+from herald.campaigns.validation.context import Context, invalid_value, required
+from herald.campaigns.validation.sendable import email_problems, filled, present, sender_problem
 from herald.campaigns.validation.trigger import FIRED_BY_ACTIONS, TRIGGER_REQUIRED
-from herald.delivery.config import not_a_verified_sender, sender_allowed
-from herald.email_address import email_problem
 from herald.problems import Problem, join_path
 
 _DT = DeliveryType
@@ -93,7 +92,7 @@ def _check_push_content(ctx: Context) -> list[Problem]:
                     join_path(*path, *field),
                     f"'{field[-1]}' is required by template type {template_type.value}.",
                 )
-                for field in missing_template_fields(obj, template_type)
+                for field in missing_template_fields(obj, template_type, ctx.custom_templates.get(path))
             ]
     return problems
 
@@ -106,25 +105,8 @@ def _check_email_content(ctx: Context) -> list[Problem]:
     else:
         for entry_path, email in content.entries():
             path = (*CONTENT_ROOT, *entry_path)
-            problems += [
-                required(join_path(*path, name))
-                for name in ("from_address", "subject")
-                if not getattr(email, name)
-            ]
-            if email.from_address and (reason := email_problem(email.from_address)):
-                # The MAIL command names it: a draft may hold anything, a live campaign sends.
-                problems.append(
-                    invalid_type(
-                        join_path(*path, "from_address"), f"'from_address' is not an e-mail address: {reason}"
-                    )
-                )
-            if not email.html_content and not email.custom_template_id:
-                problems.append(
-                    required(
-                        join_path(*path, "html_content"),
-                        "Either 'html_content' or 'custom_template_id' is required.",
-                    )
-                )
+            # Verified senders are the connector's check (`_check_senders`).
+            problems += email_problems(email, path, ctx.custom_templates.get(path))
     details = ctx.campaign.basic_details
     if (
         isinstance(details, EmailBasicDetails)
@@ -167,14 +149,15 @@ def _check_senders(ctx: Context, connector_name: str) -> list[Problem]:
     content = ctx.campaign.campaign_content
     if not senders or not isinstance(content, EmailCampaignContent):
         return []
-    return [
-        invalid_value(
-            join_path(*CONTENT_ROOT, *entry_path, "from_address"),
-            not_a_verified_sender(email.from_address, senders),
-        )
-        for entry_path, email in content.entries()
-        if email.from_address and not sender_allowed(email.from_address, senders)
-    ]
+    problems: list[Problem] = []
+    for entry_path, email in content.entries():
+        path = (*CONTENT_ROOT, *entry_path)
+        address = filled(email, ctx.custom_templates.get(path)).get("from_address")
+        # One that is no address is also `_check_email_content`'s problem: reported once.
+        problem = sender_problem(address, path, senders) if present(address) else None
+        if problem is not None:
+            problems.append(problem)
+    return problems
 
 
 def _check_push_connector(ctx: Context) -> list[Problem]:
