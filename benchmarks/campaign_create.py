@@ -47,7 +47,8 @@ from herald.db import Database
 from herald.http.idempotency import IdempotencyRecord
 from herald.main import create_app
 from herald.services import Services
-from herald.workspaces.models import Workspace, enabled_features
+from herald.workspaces.features import enabled_features
+from herald.workspaces.models import Workspace
 
 WORKSPACE = "BENCHCREATE"
 
