@@ -92,6 +92,10 @@ def test_add_list_remove_never_shows_secrets() -> None:
         json.loads(line) for line in _run("connectors", "list", "-w", workspace_id, "--json").splitlines()
     ]
     assert {view["name"]: view["timeout"] for view in as_json} == {"mail": None, "push-gw": 2.5}
+    # Times as the outbox and the offers write them: UTC with Z (not +00:00).
+    assert all(
+        re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{3})?Z", view["created_at"]) for view in as_json
+    )
     for text in (listing, json.dumps(as_json)):
         assert PASSWORD not in text
         assert SECRET not in text

@@ -23,6 +23,7 @@ from herald.delivery.crypto import SecretKeyError, secret_box
 from herald.delivery.models import Connector
 from herald.direct_reads import RowSource, rows_in
 from herald.ids import object_id
+from herald.timefmt import rfc3339
 from herald.workspaces.service import AdminError, get_workspace
 
 
@@ -238,7 +239,7 @@ def connector_view(row: Connector) -> dict[str, Any]:
         "channel": row.channel,
         "target": target,
         "secret": "sealed" if row.sealed_secrets else "none",
-        "created_at": row.created_at.isoformat(),
+        "created_at": rfc3339(row.created_at),  # as the outbox and the offers write times
     }
     # Every view has the same keys (null where the connector has no such setting): `--json` lines
     # read as one table.
