@@ -89,9 +89,15 @@ async def custom_templates(
 
 
 async def prepare_content(
-    session: AsyncSession, workspace_id: str, channel: Channel, campaign_content: dict[str, Any]
+    session: AsyncSession,
+    workspace_id: str,
+    channel: Channel,
+    campaign_content: dict[str, Any],
+    templates: dict[FieldsPath, dict[str, Any]] | None = None,
 ) -> PreparedContent:
-    return PreparedContent(await personalize.prepare(session, workspace_id, channel.value, campaign_content))
+    """`personalize.prepare`; `templates` as it takes them."""
+    prepared = await personalize.prepare(session, workspace_id, channel.value, campaign_content, templates)
+    return PreparedContent(prepared)
 
 
 async def personalize_content(

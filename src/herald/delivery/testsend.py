@@ -224,7 +224,7 @@ async def _plan(reads: _Reads, workspace_id: str, request: CampaignTestRequest) 
 
     recipients = await _recipients(reads, workspace_id, channel, request, len(messages))
     try:
-        prepared = await prepare_content(session, workspace_id, channel, pruned_content(written))
+        prepared = await prepare_content(session, workspace_id, channel, pruned_content(written), templates)
     except ValidationFailed as exc:
         if not draft_mode:
             raise

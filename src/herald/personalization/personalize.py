@@ -126,9 +126,16 @@ async def custom_templates(
 
 
 async def _fill_templates(
-    session: AsyncSession, workspace_id: str, channel: str, content: dict[str, Any]
+    session: AsyncSession,
+    workspace_id: str,
+    channel: str,
+    content: dict[str, Any],
+    loaded: dict[fields.Path, dict[str, Any]] | None = None,
 ) -> list[Problem]:
-    bodies, problems = await custom_templates(session, workspace_id, channel, content)
+    if loaded is None:
+        bodies, problems = await custom_templates(session, workspace_id, channel, content)
+    else:
+        bodies, problems = loaded, []
     for path, target in list(fields.template_slots(content.get("content"))):
         if path in bodies:
             fields.fill_from(target, bodies[path])
@@ -147,12 +154,18 @@ def _references(sources: Iterable[str]) -> set[Reference]:
 
 
 async def prepare(
-    session: AsyncSession, workspace_id: str, channel: str, campaign_content: dict[str, Any]
+    session: AsyncSession,
+    workspace_id: str,
+    channel: str,
+    campaign_content: dict[str, Any],
+    templates: dict[fields.Path, dict[str, Any]] | None = None,
 ) -> Prepared:
-    """Check and complete the content, and load the workspace resources its texts name."""
+    """Check and complete the content, and load the workspace resources its texts name.
+    `templates`: the bodies `custom_templates` read for this content, its problems already
+    answered by the caller (a test send checks them first): not read again."""
     content = copy.deepcopy(campaign_content)
     problems = syntax_problems(content)
-    problems += await _fill_templates(session, workspace_id, channel, content)
+    problems += await _fill_templates(session, workspace_id, channel, content, templates)
     if problems:
         raise ValidationFailed(problems)
     references = _references(text for _, text in fields.texts(content.get("content")))
