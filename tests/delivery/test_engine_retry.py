@@ -23,6 +23,7 @@ from herald.clock import FrozenClock
 from herald.config import Settings
 from herald.delivery.config import ConnectorInput
 from herald.delivery.engine.throttle import WINDOW as THROTTLE_WINDOW
+from herald.delivery.streaks import Streaks
 from herald.services import Services
 from herald.timefmt import rfc3339
 from tests.campaigns import lifecycle_helpers as h
@@ -363,6 +364,46 @@ class TestErrorThreshold:
         clock.advance(THROTTLE_WINDOW)
         await tick(app, workspace)
         assert len(webhook.received) == 4
+
+    async def test_the_failures_of_every_worker_add_up_to_the_threshold(
+        self,
+        app: FastAPI,
+        client: httpx.AsyncClient,
+        workspace: Tenant,
+        webhook: HttpReceiver,
+        clock: FrozenClock,
+    ) -> None:
+        # Two worker processes (each with its own view of the streaks) take turns, two messages a
+        # minute. The threshold is 3.
+        await push_connector(app, workspace, webhook)
+        await add_users(app, workspace.workspace_id, *_android(*(f"u{i}" for i in range(10))))
+        body = copy.deepcopy(PUSH)
+        body["delivery_controls"] = {"campaign_throttle_rpm": 2}
+        campaign_id = await publish(client, workspace, body)
+        services: Services = app.state.herald
+        first, second, third = Streaks(), Streaks(), Streaks()
+
+        async def turn(streaks: Streaks, answer: int) -> dict[str, Any]:
+            webhook.status = answer
+            now = services.clock.now()
+            await worker.run_tick(
+                services.database, now, [workspace.workspace_id], services.settings, streaks=streaks
+            )
+            clock.advance(THROTTLE_WINDOW)
+            return await _run(await stats(client, workspace, campaign_id))
+
+        assert (await turn(first, 400))["status"] == "DISPATCHING"  # two refusals
+        # The second worker's successes end the streak, for every worker: its own two refusals
+        # after them make two in a row, not four.
+        assert (await turn(second, 204))["sent"] == 2
+        assert (await turn(second, 400))["status"] == "DISPATCHING"
+        # A third worker's two refusals make four in a row, though it saw only two itself.
+        run = await turn(third, 400)
+        assert (run["status"], run["failed"], run["sent"], run["pending"]) == ("PAUSED", 6, 2, 2)
+        assert run["reason"] == (
+            "Connector 'push-gw' failed 4 attempts in a row; the last: The webhook answered 400."
+        )
+        assert len(webhook.received) == 8
 
     @pytest.mark.own_database  # the worker scans every workspace
     async def test_the_worker_counts_failures_across_its_ticks(

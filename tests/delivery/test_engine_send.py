@@ -27,7 +27,6 @@ from herald.cli import app as cli
 from herald.clock import FrozenClock, utc
 from herald.delivery.config import ConnectorInput
 from herald.delivery.connectors import remove_connector
-from herald.delivery.dispatch import Streaks
 from herald.delivery.engine import halting
 from herald.delivery.engine.abandoned import ORPHANED
 from herald.delivery.engine.models import Execution, ExecutionUser
@@ -36,6 +35,7 @@ from herald.delivery.engine.resolve import FIRST_CHUNK
 from herald.delivery.engine.run import AHEAD, BATCH, ROUNDS, delivery_id
 from herald.delivery.engine.split import assign_variations
 from herald.delivery.models import OutboxEntry
+from herald.delivery.streaks import Streaks
 from herald.personalization.models import CustomTemplate
 from herald.personalization.resources import create_custom_template
 from herald.services import Services

@@ -38,9 +38,9 @@ from herald.campaigns.schemas.common import CampaignStatus, DeliveryType
 from herald.clock import Clock, utc
 from herald.config import Settings, SettingsError
 from herald.db import Database, UTCDateTime
-from herald.delivery.dispatch import Streaks
 from herald.delivery.engine.models import DEFERRED, ExecutionUser
 from herald.delivery.engine.tick import run_executions
+from herald.delivery.streaks import Streaks
 from herald.ops import metrics
 from herald.wake import heard, listening, named_first, next_noted
 from herald.workspaces.models import Workspace
@@ -330,7 +330,7 @@ async def run_forever(
     """Tick now, then whenever woken and at least every `interval` seconds, until `stop` is set. A
     failed tick is logged and the next one retries. Setting `stop` (SIGTERM) ends the loop after the
     batch in hand: a batch is one transaction, never cut short. The connectors' failed attempts in
-    a row are counted across the ticks (`dispatch.Streaks`): the error threshold holds for
+    a row are counted across the ticks (`streaks.Streaks`): the error threshold holds for
     failures that come a few per tick."""
     stop = stop or asyncio.Event()
     settings = settings or Settings()

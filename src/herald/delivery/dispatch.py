@@ -6,8 +6,9 @@ through them fail at once with the same reason instead of each waiting for a tim
 
 Campaign messages go through `deliver` (one) or `deliver_many` (a window of them, attempted side
 by side): a transient failure is attempted again later (bounded attempts, exponential backoff on
-the injected clock), and failed attempts in a row are counted per connector (`Streaks`, kept by
-the worker across its ticks) so the engine can pause an execution whose connector keeps failing. A window is handed over at most
+the injected clock), and failed attempts in a row are counted per connector, by all workers
+together (`streaks.py`), so the engine can pause an execution whose connector keeps failing. A
+window is handed over at most
 `delivery_concurrency` webhook requests (`delivery_smtp_connections` SMTP sessions) at a time; a
 webhook connector with a `batch_size` gets that many messages per POST; SMTP connections are kept
 between messages (`smtp.SmtpSessions`).
@@ -36,6 +37,7 @@ from herald.delivery.lane import Lane
 from herald.delivery.messages import Envelope, Outcome
 from herald.delivery.models import Connector
 from herald.delivery.smtp import SmtpSessions
+from herald.delivery.streaks import Streaks, Tally, recorded
 from herald.delivery.webhook import new_lane, send_webhook, send_webhook_batch
 from herald.direct_writes import Transaction, Writer
 from herald.joined_writes import FirstWrite, Joined
@@ -82,39 +84,6 @@ class Lanes:
         # Side by side: one after the other, each close waits a turn of the (maybe busy) loop.
         lanes, self._all, self._idle = self._all, [], []
         await asyncio.gather(*(lane.close() for lane in lanes))
-
-
-class Streaks:
-    """Failed attempts in a row per connector, with the last reason; a success resets a
-    connector's count. A worker keeps one for its life (`worker.run_forever`) and hands it to each
-    tick's dispatcher: a dispatcher lives for one tick, and failures that trickle in over several
-    ticks (retries after their backoff, a throttled campaign) would never add up to the threshold
-    if each tick counted from zero."""
-
-    def __init__(self) -> None:
-        self._counts: dict[str, tuple[int, str]] = {}
-
-    def of(self, connector_id: str) -> tuple[int, str]:
-        """The connector's failed attempts in a row and the last reason (0 and "" when none)."""
-        return self._counts.get(connector_id, (0, ""))
-
-    def count(self, connector_id: str, outcome: Outcome) -> None:
-        """One attempt's outcome (a message never handed over counts for nothing)."""
-        if not outcome.attempted:
-            return
-        if outcome.sent:
-            self._counts.pop(connector_id, None)
-        else:
-            count, _ = self.of(connector_id)
-            self._counts[connector_id] = (count + 1, outcome.reason or "The send failed.")
-
-    def start_again_at(self, threshold: int) -> None:
-        """Forget the counts that reached `threshold`: they paused the executions that met them
-        during the tick, and an execution resumed after the connector is fixed gets a whole
-        threshold of attempts again (else its first check would pause it before any attempt)."""
-        if threshold <= 0:
-            return
-        self._counts = {key: value for key, value in self._counts.items() if value[0] < threshold}
 
 
 class Dispatcher:
@@ -226,6 +195,13 @@ class Dispatcher:
         else:
             reason = outcome.reason or "The send failed."
             await outbox.record_retry(self._database, envelope, reason, outcome.retry_at, self._clock.now())
+        tally = Tally()
+        tally.count(tried)
+        write = recorded(connector, tally, self._clock.now())
+        if write is not None:
+            async with self._database.writes.transaction() as connection:
+                await write(connection)
+            await self._refresh(connector, tally)
         return outcome
 
     async def deliver_many(
@@ -284,6 +260,7 @@ class Dispatcher:
             # The connector's error streak counts requests: a batched POST that failed is one
             # failure, not one per message it carried.
             self._count(window.connector, outcome)
+            window.tally.count(outcome)
             for index in itertools.islice(indexes, count):
                 number = attempts[index].number
                 final = self._settle(window.connector, number, outcome, window.began)
@@ -305,8 +282,17 @@ class Dispatcher:
         the engine's: `DirectWrites.transaction`); each message's outcome, in the window's order."""
         ended = [outcome for outcome in window.outcomes if outcome is not None]
         now = self._clock.now()
-        await outbox.record_settled(self._database, window.settled, now, also(ended), engine=engine)
+        streak = recorded(window.connector, window.tally, now)
+        await outbox.record_settled(
+            self._database, window.settled, now, _both(also(ended), streak), engine=engine
+        )
+        await self._refresh(window.connector, window.tally)
         return ended
+
+    async def _refresh(self, connector: Connector, tally: Tally) -> None:
+        """After a window with failures, the connector's streak as all workers have it."""
+        if tally.failures and self._settings.delivery_error_threshold > 0:
+            await self._streaks.refresh(self._database, connector)
 
     def _settle(self, connector: Connector, number: int, outcome: Outcome, now: datetime) -> Outcome:
         """What attempt `number` comes to: sent, failed for good, or to be attempted again
@@ -500,6 +486,21 @@ class Window:
         self.began = began
         self.outcomes: list[Outcome | None] = [attempt.settled for attempt in attempts]
         self.settled: list[outbox.Settled] = []
+        self.tally = Tally()  # its attempts, for the connector's shared streak
+
+
+def _both(
+    first: Callable[[Writer], Awaitable[None]], then: Callable[[Writer], Awaitable[None]] | None
+) -> Callable[[Writer], Awaitable[None]]:
+    """Two writes of one transaction, in order."""
+    if then is None:
+        return first
+
+    async def write(connection: Writer) -> None:
+        await first(connection)
+        await then(connection)
+
+    return write
 
 
 def retry_delay(settings: Settings, attempts: int) -> timedelta:

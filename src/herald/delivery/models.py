@@ -8,7 +8,17 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Boolean, ForeignKeyConstraint, Index, Integer, PrimaryKeyConstraint, String, Text, text
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    ForeignKeyConstraint,
+    Index,
+    Integer,
+    PrimaryKeyConstraint,
+    String,
+    Text,
+    text,
+)
 from sqlalchemy.orm import Mapped, mapped_column
 
 from herald.db import Base, PortableJSON, UTCDateTime
@@ -114,4 +124,26 @@ class OutboxEntry(Base):
     attempts: Mapped[int] = mapped_column(Integer, default=1, server_default="1")
     next_attempt_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+class ConnectorStreak(Base):
+    """A connector's failed attempts in a row, counted by every worker together (`streaks.py`):
+    each process adds the failures of its windows and resets the count at a success, so the error
+    threshold bounds the failures of all workers, not of each. Only written when an attempt failed
+    or after a success that ends a streak; deleted with its connector."""
+
+    __tablename__ = "delivery_connector_streaks"
+    __table_args__ = (
+        ForeignKeyConstraint(
+            ["workspace_id", "connector_id"],
+            ["delivery_connectors.workspace_id", "delivery_connectors.id"],
+            ondelete="CASCADE",
+        ),
+    )
+
+    workspace_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    connector_id: Mapped[str] = mapped_column(String(24), primary_key=True)
+    failures: Mapped[int] = mapped_column(BigInteger)
+    reason: Mapped[str | None] = mapped_column(Text, nullable=True)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime)

@@ -16,7 +16,9 @@ from sqlalchemy import update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from herald.db import Database
+from herald.delivery import streaks
 from herald.delivery.engine.models import Execution
+from herald.delivery.models import Connector
 from herald.wake import wake_on_commit
 
 log = logging.getLogger("herald.delivery.engine")
@@ -25,9 +27,14 @@ PAUSED = "PAUSED"
 DISPATCHING = "DISPATCHING"
 
 
-async def pause(database: Database, execution: Execution, reason: str, now: datetime) -> None:
-    """DISPATCHING → PAUSED with the reason (a no-op when another worker paused it first)."""
+async def pause(
+    database: Database, execution: Execution, connector: Connector, reason: str, now: datetime
+) -> None:
+    """DISPATCHING → PAUSED with the reason, `connector` failing (a no-op when another worker
+    paused it first). The connector's shared streak starts again with the pause, so an execution
+    resumed once it is fixed gets a whole threshold of attempts."""
     async with database.writer() as session:
+        await streaks.start_again(await session.connection(), connector.workspace_id, connector.id, now)
         result = await session.execute(
             update(Execution)
             .where(

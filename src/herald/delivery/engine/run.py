@@ -1247,7 +1247,8 @@ async def dispatch(
                     # Its last users' failures reached the threshold: nobody is left to spare,
                     # and a pause would keep the campaign SENDING until someone resumes it.
                     return True
-                await pause(database, execution, dispatcher.failing(plan.connector) or "", dispatcher.now())
+                reason = dispatcher.failing(plan.connector) or ""
+                await pause(database, execution, plan.connector, reason, dispatcher.now())
                 return False
             if not await still_sending(database, execution, dispatcher.now()):
                 return False
@@ -1350,7 +1351,8 @@ async def _send_batch(
                 if went is _Went.FAILING:
                     assert plan.connector is not None
                     await flight.drain()  # the reason then counts the answers of the windows out
-                    await pause(database, execution, dispatcher.failing(plan.connector) or "", now)
+                    reason = dispatcher.failing(plan.connector) or ""
+                    await pause(database, execution, plan.connector, reason, now)
                 await _release(database, execution, claimed[start:])
                 return plan, False
             start += len(messages)
@@ -1364,7 +1366,7 @@ async def _send_batch(
     if own and plan.connector is not None:
         failing = dispatcher.failing(plan.connector)
         if failing is not None:
-            await pause(database, execution, failing, now)
+            await pause(database, execution, plan.connector, failing, now)
             return plan, False
     return plan, True
 
@@ -1506,5 +1508,5 @@ async def _send_shared(
     failing = dispatcher.failing(connector)
     if failing is not None:
         for lane, _ in group:
-            await pause(database, lane.execution, failing, now)
+            await pause(database, lane.execution, connector, failing, now)
     return True

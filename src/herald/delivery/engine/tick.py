@@ -22,7 +22,7 @@ from herald.campaigns.schemas.common import CampaignStatus, Channel, DeliveryTyp
 from herald.clock import Clock, FrozenClock
 from herald.config import Settings
 from herald.db import Database
-from herald.delivery.dispatch import Dispatcher, Streaks
+from herald.delivery.dispatch import Dispatcher
 from herald.delivery.engine import abandoned, broadcast, controls, periodic, triggers
 from herald.delivery.engine.content import (
     SendPlan,
@@ -47,6 +47,7 @@ from herald.delivery.engine.resolve import (
 )
 from herald.delivery.engine.run import Lane, dispatch, dispatch_lanes, still_sending
 from herald.delivery.engine.throttle import ThrottleStore, open_store
+from herald.delivery.streaks import Streaks
 from herald.errors import HeraldError
 from herald.ops import metrics
 from herald.wake import due_at, wake_here, wakes

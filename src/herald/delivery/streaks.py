@@ -1,0 +1,159 @@
+"""A connector's failed attempts in a row, counted by every worker together.
+
+The engine pauses an execution whose connector keeps failing (`HERALD_DELIVERY_ERROR_THRESHOLD`
+failed attempts in a row). The count is one row per connector (`ConnectorStreak`), shared by every
+worker process on every host: a window of attempts adds its failures to it in the transaction that
+records the window's outcomes, and an attempt that succeeded resets it. Counted by each process
+alone, three workers let two and a half to four times the threshold fail before a pause, and
+failures spread over the workers could stay under it for ever.
+
+A process keeps its view of each count (`Streaks`), which the engine checks before each window:
+its own attempts move it at once, and after a window with failures the shared row is read again,
+so the failures of other workers count too. A worker keeps one `Streaks` for its life
+and hands it to each tick's dispatcher: failures that trickle in over several ticks (retries after
+their backoff, a throttled campaign) add up.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, cast
+
+from sqlalchemy import Table, bindparam, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.sql.dml import Insert
+
+from herald.db import Database
+from herald.delivery.messages import Outcome
+from herald.delivery.models import Connector, ConnectorStreak
+from herald.direct_writes import Writer, execute_in
+
+_TABLE = cast(Table, ConnectorStreak.__table__)
+# The binds are not named as columns: an UPDATE built once takes its SET clause from its values.
+_THE_CONNECTOR = (
+    _TABLE.c.workspace_id == bindparam("row_workspace_id"),
+    _TABLE.c.connector_id == bindparam("row_connector_id"),
+)
+
+
+@dataclass(slots=True)
+class Tally:
+    """A window's attempts as the connector's streak sees them, in the order they were answered."""
+
+    succeeded: bool = False  # an attempt succeeded: the streak before the window ended
+    failures: int = 0  # failed attempts after the last success (or all of them, without one)
+    reason: str = ""  # the last failure's
+
+    def count(self, outcome: Outcome) -> None:
+        """One attempt's outcome (a message never handed over counts for nothing)."""
+        if not outcome.attempted:
+            return
+        if outcome.sent:
+            self.succeeded, self.failures = True, 0
+        else:
+            self.failures += 1
+            self.reason = outcome.reason or "The send failed."
+
+
+def _upsert(dialect: str, add: bool) -> Insert:
+    """The shared row written with a window's failures: added to its count (`add`: no success in
+    the window), or its count replaced by them (the streak began again within the window)."""
+    insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
+    statement = insert(_TABLE)
+    excluded = statement.excluded
+    failures = _TABLE.c.failures + excluded.failures if add else excluded.failures
+    return statement.on_conflict_do_update(
+        index_elements=[_TABLE.c.workspace_id, _TABLE.c.connector_id],
+        set_={"failures": failures, "reason": excluded.reason, "updated_at": excluded.updated_at},
+    )
+
+
+# Built once per dialect and kind: (dialect, add) -> statement.
+_UPSERTS = {
+    (dialect, add): _upsert(dialect, add) for dialect in ("postgresql", "sqlite") for add in (True, False)
+}
+# A success with no failure after it: the streak ends, when there is one (no write otherwise).
+_ENDED = update(_TABLE).where(*_THE_CONNECTOR, _TABLE.c.failures > 0)
+_READ = select(_TABLE.c.failures, _TABLE.c.reason).where(*_THE_CONNECTOR)
+
+
+def recorded(connector: Connector, tally: Tally, now: datetime) -> Callable[[Writer], Awaitable[None]] | None:
+    """The write of a window's `tally` into the connector's shared streak, for the transaction that
+    records the window's outcomes (None: the window attempted nothing)."""
+    if not tally.succeeded and not tally.failures:
+        return None
+
+    async def write(connection: Writer) -> None:
+        if not tally.failures:
+            await _end(connection, connector.workspace_id, connector.id, now)
+            return
+        values: dict[str, Any] = {
+            "workspace_id": connector.workspace_id,
+            "connector_id": connector.id,
+            "failures": tally.failures,
+            "reason": tally.reason,
+            "updated_at": now,
+        }
+        await execute_in(connection, _UPSERTS[(connection.dialect.name, not tally.succeeded)], values)
+
+    return write
+
+
+async def _end(connection: Writer, workspace_id: str, connector_id: str, now: datetime) -> None:
+    values = {"row_workspace_id": workspace_id, "row_connector_id": connector_id}
+    await execute_in(connection, _ENDED, {**values, "failures": 0, "reason": None, "updated_at": now})
+
+
+async def start_again(connection: Writer, workspace_id: str, connector_id: str, now: datetime) -> None:
+    """The connector's shared streak started again: its execution paused, and one resumed after
+    the connector is fixed gets a whole threshold of attempts."""
+    await _end(connection, workspace_id, connector_id, now)
+
+
+class Streaks:
+    """This process's view of each connector's failed attempts in a row and the last reason: the
+    larger of its own count (its attempts, in the order they were answered) and the shared row's as
+    last read (`refresh`, after each window with failures). Its own count covers the windows whose
+    outcomes are not yet recorded there; the shared one, the failures of every other worker."""
+
+    def __init__(self) -> None:
+        self._own: dict[str, tuple[int, str]] = {}
+        self._shared: dict[str, tuple[int, str]] = {}
+
+    def of(self, connector_id: str) -> tuple[int, str]:
+        """The connector's failed attempts in a row and the last reason (0 and "" when none)."""
+        return max(self._own.get(connector_id, (0, "")), self._shared.get(connector_id, (0, "")))
+
+    def count(self, connector_id: str, outcome: Outcome) -> None:
+        """One attempt's outcome (a message never handed over counts for nothing)."""
+        if not outcome.attempted:
+            return
+        if outcome.sent:
+            self._own.pop(connector_id, None)
+        else:
+            count, _ = self._own.get(connector_id, (0, ""))
+            self._own[connector_id] = (count + 1, outcome.reason or "The send failed.")
+
+    async def refresh(self, database: Database, connector: Connector) -> None:
+        """The connector's count as every worker together has it (after this process's failures
+        were recorded there)."""
+        key = {"row_workspace_id": connector.workspace_id, "row_connector_id": connector.id}
+        async with database.reader() as session:
+            found = (await session.execute(_READ, key)).first()
+        if found is None or not found[0]:
+            self._shared.pop(connector.id, None)
+        else:
+            self._shared[connector.id] = (int(found[0]), str(found[1] or "The send failed."))
+
+    def start_again_at(self, threshold: int) -> None:
+        """Forget the counts that reached `threshold`: they paused the executions that met them
+        during the tick (which started the shared rows again), and an execution resumed after the
+        connector is fixed gets a whole threshold of attempts again (else its first check would
+        pause it before any attempt)."""
+        if threshold <= 0:
+            return
+        for counts in (self._own, self._shared):
+            for key in [key for key, (count, _) in counts.items() if count >= threshold]:
+                del counts[key]
