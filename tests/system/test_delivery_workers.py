@@ -75,6 +75,7 @@ class Receiver:
     opened: threading.Event = field(default_factory=threading.Event)
     held: int = 0
     port: int = 0
+    status: int = 204  # what it answers
 
     def start(self) -> tuple[ThreadingHTTPServer, str]:
         receiver = self
@@ -89,7 +90,7 @@ class Receiver:
                     receiver.opened.wait(120)
                 with receiver.lock:
                     receiver.ids.append(str(orjson.loads(body)["id"]))
-                self.send_response(204)
+                self.send_response(receiver.status)
                 self.send_header("Content-Length", "0")
                 self.end_headers()
 
@@ -237,10 +238,10 @@ def receiver() -> Iterator[tuple[Receiver, str]]:
 
 
 def _deployment(
-    database_url: str, tmp_path: Path, url: str, clock_file: str
+    database_url: str, tmp_path: Path, url: str, clock_file: str, **settings: str
 ) -> tuple[Tenant, dict[str, str]]:
     """A workspace of USERS Android users whose push connector posts to `url`, and the environment
-    of its processes (the file clock, Redis, the lease)."""
+    of its processes (the file clock, Redis, the lease, `settings`)."""
 
     async def connector(app: FastAPI, made: Tenant) -> None:
         given = ConnectorInput(
@@ -256,6 +257,7 @@ def _deployment(
         redis_url=str(REDIS_URL),
         log_level="info",
         delivery_lease_seconds=str(LEASE.total_seconds()),
+        **settings,
     )
     (tmp_path / "tmp").mkdir()
     env["TMPDIR"] = str(tmp_path / "tmp")
@@ -386,3 +388,57 @@ def test_sigterm_stops_a_worker_after_its_batch_in_hand(
     received = Counter(sink.ids)
     assert set(received) == expected
     assert set(received.values()) == {1}  # nothing sent twice: the stop lost nothing in flight
+
+
+def test_a_failing_connector_pauses_the_execution_at_the_threshold_of_all_workers(
+    database_url: str, tmp_path: Path, receiver: tuple[Receiver, str]
+) -> None:
+    """Three workers send through a receiver that fails every request: the execution pauses once
+    their failures together reach the threshold, each worker stopping after the windows it had
+    begun. (Which worker's failures reach it is the in-process test's to pin down:
+    `test_engine_retry`, the failures of every worker.)"""
+    sink, url = receiver
+    sink.status = 503
+    # Few requests in flight per worker (two lanes), so that what the workers had begun when the
+    # threshold was reached stays well under what each would send before counting it alone.
+    threshold, lanes = 100, 2
+    clock_file = str(tmp_path / "now")
+    FileClock.write(clock_file, datetime(2026, 3, 1, 9, 0, tzinfo=UTC))
+    workspace, env = _deployment(
+        database_url,
+        tmp_path,
+        url,
+        clock_file,
+        delivery_error_threshold=str(threshold),
+        delivery_concurrency=str(lanes),
+    )
+    api: Server = serve(env, 1)
+    workers = [_start_worker(env, tmp_path / f"worker-{n}.log") for n in range(WORKERS)]
+
+    def paused() -> bool:
+        async def read() -> str | None:
+            database = create_database(Settings(database_url=database_url))
+            try:
+                async with database.reader() as session:
+                    return await session.scalar(
+                        select(Execution.status).where(Execution.workspace_id == workspace.workspace_id)
+                    )
+            finally:
+                await database.dispose()
+
+        return asyncio.run(read()) == "PAUSED"
+
+    try:
+        _publish(api, workspace)
+        _wait(paused, "the execution is paused")
+        time.sleep(0.5)  # anything still on its way arrives (a bound on what was sent, not a speed)
+        arrived = sink.count()
+    finally:
+        for worker in workers:
+            worker.kill()
+        api.kill()
+    # At most the threshold, then what each worker had begun when it was reached: the windows
+    # holding tickets, the one written ahead and the one being recorded, of `ROUNDS` messages on
+    # each of half the lanes.
+    in_flight = (3 + AHEAD) * (lanes // 2) * ROUNDS
+    assert threshold <= arrived <= threshold + WORKERS * in_flight
