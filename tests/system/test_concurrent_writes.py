@@ -335,3 +335,24 @@ def test_concurrent_workspace_settings_keep_every_change(database_url: str) -> N
     workspace = asyncio.run(run())
     assert workspace.features == dict.fromkeys(FEATURE_FLAGS, True)
     assert workspace.rate_limits == dict.fromkeys(BUCKETS, "7/second")
+
+
+def test_one_key_refused_at_once_is_answered_once_and_replayed(cluster: Cluster, database_url: str) -> None:
+    """Fifteen STOPs of a DRAFT (422) with one Idempotency-Key, at once over two processes: one
+    original answer, the rest replays of it (or 409 while it is in flight). Before, the refusal was
+    recorded in a transaction of its own after the request's had released the key, and in between
+    another request with the key ran afresh: two to four originals a burst."""
+    tenant = _tenant(database_url, LIMITS, FEATURES)
+    campaign_id = _create(cluster, tenant, DRAFT)
+    for _ in range(5):
+        headers = tenant.headers(campaigns=True, idempotency_key=str(uuid.uuid4()))
+        calls = [("PATCH", f"{C3}/{campaign_id}/status", headers, {"action": "STOP"})] * 15
+        responses = _burst(cluster.servers, calls)
+        originals = [r for r in responses if r.status_code == 422 and "Idempotent-Replayed" not in r.headers]
+        assert len(originals) == 1, [(r.status_code, r.headers.get("Idempotent-Replayed")) for r in responses]
+        for response in responses:
+            if response.status_code == 422:
+                assert response.json()["error"] == originals[0].json()["error"]
+            else:
+                assert response.status_code == 409, response.text
+                assert response.json()["error"]["code"] == "DUPLICATE_IDEMPOTENCY_KEY"

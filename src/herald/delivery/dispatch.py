@@ -86,6 +86,27 @@ class Lanes:
         await asyncio.gather(*(lane.close() for lane in lanes))
 
 
+class _Risk:
+    """The requests through one connector on their way, unanswered (`Dispatcher._room`)."""
+
+    def __init__(self) -> None:
+        self.unanswered = 0
+        self.healthy = False  # the last answer was a success
+        self._answer = asyncio.Event()
+
+    def answered(self, outcome: Outcome | None) -> None:
+        """A request's answer came (`outcome`: None when it raised)."""
+        self.unanswered -= 1
+        if outcome is None or outcome.attempted:
+            self.healthy = outcome is not None and outcome.sent
+        self._answer.set()
+
+    async def wait(self) -> None:
+        """Until the next answer."""
+        self._answer.clear()
+        await self._answer.wait()
+
+
 class Dispatcher:
     def __init__(
         self,
@@ -108,6 +129,7 @@ class Dispatcher:
         self._request_id = request_id
         self._down: dict[str, str] = {}
         self._streaks = Streaks() if streaks is None else streaks
+        self._risks: dict[str, _Risk] = {}
         self._secrets: dict[str, dict[str, str] | SecretKeyError] = {}
         self._own_lanes = lanes is None
         self._lanes = Lanes.of(settings) if lanes is None else lanes
@@ -253,14 +275,10 @@ class Dispatcher:
         attempts, envelopes = window.attempts, window.envelopes
         todo = [index for index, attempt in enumerate(attempts) if attempt.settled is None]
         requests = await self._attempt_many(
-            window.connector, [envelopes[index] for index in todo], senders, halt
+            window.connector, [envelopes[index] for index in todo], window.tally, senders, halt
         )
         indexes = iter(todo)
         for outcome, count in requests:
-            # The connector's error streak counts requests: a batched POST that failed is one
-            # failure, not one per message it carried.
-            self._count(window.connector, outcome)
-            window.tally.count(outcome)
             for index in itertools.islice(indexes, count):
                 number = attempts[index].number
                 final = self._settle(window.connector, number, outcome, window.began)
@@ -359,6 +377,7 @@ class Dispatcher:
         self,
         connector: Connector,
         envelopes: Sequence[Envelope],
+        tally: Tally,
         senders: int | None = None,
         halt: Halt | None = None,
     ) -> list[tuple[Outcome, int]]:
@@ -367,22 +386,60 @@ class Dispatcher:
         `batch_size` messages per request (and answers for all of them). Each sender takes the next
         request when its last is answered, rather than a task per request: a window holds several
         requests per lane (`engine.run.ROUNDS`). A request that `halt` stops is not made: its
-        messages not attempted, due again at once."""
+        messages not attempted, due again at once. Each answer is counted in the connector's
+        streak as it comes (and in `tally`, the window's), and a request waits for room under the
+        error threshold first (`_room`)."""
         size = self.per_request(connector)
         groups = [envelopes[start : start + size] for start in range(0, len(envelopes), size)]
         outcomes: list[tuple[Outcome, int]] = [(_NOT_MADE, 0)] * len(groups)
         waiting = iter(enumerate(groups))
+        risk = self._risks.setdefault(connector.id, _Risk())
 
         async def sender() -> None:
             for index, group in waiting:
-                if size == 1:
-                    outcomes[index] = (await self._attempt(connector, group[0], None, halt), 1)
-                else:
-                    outcomes[index] = (await self._attempt(connector, group[0], group, halt), len(group))
+                why = await self._room(connector, risk)
+                if why is not None:
+                    outcomes[index] = (self._halted(why), len(group))
+                    continue
+                answer: Outcome | None = None
+                try:
+                    outcome = answer = await self._attempt(
+                        connector, group[0], None if size == 1 else group, halt
+                    )
+                finally:
+                    risk.answered(answer)
+                # The connector's error streak counts requests: a batched POST that failed is one
+                # failure, not one per message it carried.
+                self._count(connector, outcome)
+                tally.count(outcome)
+                outcomes[index] = (outcome, len(group))
 
         count = min(len(groups), self.requests(connector), senders or len(groups))
         await asyncio.gather(*(sender() for _ in range(count)))
         return outcomes
+
+    async def _room(self, connector: Connector, risk: _Risk) -> str | None:
+        """Wait until one more request through `connector` may go unanswered. Until its last answer
+        was a success with no failure counted since (at the start of a tick, after a failure, or
+        while other workers count failures), the failures in a row so far and the requests on their
+        way stay under the error threshold, so that no more than the threshold fail before the
+        pause (the windows of 32 lanes sent 192 before the first answer was counted); once it
+        answers well, every lane may be used. None, with the request counted as on its way; or,
+        once the threshold is reached, why the request is not made."""
+        threshold = self._settings.delivery_error_threshold
+        while True:
+            count, _ = self._streaks.of(connector.id)
+            if threshold > 0 and count >= threshold:
+                return f"connector '{connector.name}' failed {count} attempts in a row"
+            if (
+                threshold <= 0
+                or (risk.healthy and not count)
+                or not risk.unanswered
+                or count + risk.unanswered < threshold
+            ):
+                risk.unanswered += 1
+                return None
+            await risk.wait()
 
     def _halted(self, why: str) -> Outcome:
         """A request not made (`halt`): its messages not attempted, due again at once (the next
