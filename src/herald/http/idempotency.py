@@ -473,13 +473,18 @@ async def record_refusal(
     headers: dict[str, str],
     body: bytes,
     now: datetime,
+    *,
+    held: bool = False,
 ) -> None:
-    """After a `claim_in` request's transaction rolled back: keep its 409/422 answer (contract §7),
-    unless another request with the key holds it by now (that one records its own answer)."""
+    """Keep a `claim_in` request's 409/422 answer (contract §7): after its transaction rolled back,
+    unless another request with the key holds it by now (that one records its own answer); or,
+    `held`, while that transaction still holds the key's lock (PostgreSQL, in a transaction of its
+    own, before the request's rolls back: no other request with the key can run in between and
+    answer afresh, as one did when the lock was let go first)."""
     if not is_stored_status(status):
         return
     async with sessions() as session:
-        if not await _holds_key_lock(session, claim):
+        if not held and not await _holds_key_lock(session, claim):
             return
         dialect = postgresql if session.get_bind().dialect.name == "postgresql" else sqlite
         values = _record_values(claim, status, headers, body, now)

@@ -224,10 +224,33 @@ class HeraldMiddleware:
         await uow.commit()
 
     async def _fail(self, uow: UnitOfWork, captured: list[Message]) -> None:
+        recorded = await self._record_refusal_held(uow, captured)
         await uow.rollback()
         await uow.run_failure_callbacks()
-        if uow.idempotency is not None:
+        if uow.idempotency is not None and not recorded:
             await self._release_claim(uow, captured, keep=True)
+
+    async def _record_refusal_held(self, uow: UnitOfWork, captured: list[Message]) -> bool:
+        """On PostgreSQL, keep a refusal's answer while the request's transaction still holds the
+        key's lock (`idempotency.record_refusal`, `held`); whether it was kept so. Not when that
+        transaction wrote the key's record itself (the insert would wait for its end), nor on
+        SQLite, whose one write lock that transaction holds."""
+        claim = uow.idempotency
+        database = self.services.database
+        if (
+            claim is None
+            or not claim.in_request_transaction
+            or uow.recorded
+            or database.engine.dialect.name != "postgresql"
+        ):
+            return False
+        status, headers, body = _parts(captured)
+        try:
+            now = self.services.clock.now()
+            await idempotency.record_refusal(database.writer, claim, status, headers, body, now, held=True)
+        except Exception:  # an unrecorded refusal is answered afresh
+            log.exception("could not record the refusal")
+        return True
 
     async def _release_claim(self, uow: UnitOfWork, captured: list[Message], *, keep: bool) -> None:
         """After the request's transaction rolled back: keep a 409/422 answer (`keep`), else free the key."""
