@@ -370,6 +370,43 @@ class TestEveryViolationInOneAnswer:
             ]
 
 
+class TestLengthsTheColumnsHold:
+    """A campaign's name is kept in a column of 500 characters and each tag in one of 200: longer
+    ones are refused at the field on every route that writes them (on PostgreSQL they answered 500,
+    on SQLite they were stored whole)."""
+
+    async def test_a_name_or_tag_past_its_column_is_out_of_range_on_c1_c3_and_l1(
+        self, client: httpx.AsyncClient, workspace: Tenant
+    ) -> None:
+        fits = {"name": "n" * 500, "tags": ["t" * 200]}
+        too_long = {"name": "n" * 501, "tags": ["ok", "t" * 201]}
+        refused = [("OUT_OF_RANGE", "basic_details.name"), ("OUT_OF_RANGE", "basic_details.tags.1")]
+
+        def details(response: httpx.Response) -> list[tuple[str, str]]:
+            assert response.status_code == 400, response.text
+            return sorted((d["code"], d["target"]) for d in response.json()["error"]["details"])
+
+        assert (
+            details(await _create(client, workspace, {**MINIMAL_PUSH, "basic_details": too_long})) == refused
+        )
+        campaign_id = await _created_id(client, workspace, {**MINIMAL_PUSH, "basic_details": fits})
+        headers = workspace.write_headers(campaigns=True)
+        patched = await client.patch(
+            f"{BASE}/{campaign_id}", json={"basic_details": too_long}, headers=headers
+        )
+        assert details(patched) == refused
+        earlier = {"request_id": str(uuid.uuid4()), "updated_by": "bo@example.com", "basic_details": too_long}
+        merged = await client.patch(
+            f"/core-services/v1/campaigns/{campaign_id}",
+            json=earlier,
+            headers=workspace.headers(campaigns=True),
+        )
+        assert details(merged) == refused
+        stored = (await client.get(f"{BASE}/{campaign_id}", headers=workspace.headers(campaigns=True))).json()
+        assert stored["data"]["basic_details"]["name"] == fits["name"]
+        assert stored["data"]["basic_details"]["tags"] == fits["tags"]
+
+
 class TestNumbersNoColumnHolds:
     """Whole numbers past 64 bits: judged as the doubles they equal, never stored as integers the
     answers cannot write back (a throttle of 1e30 was stored, and every read of the campaign then

@@ -28,6 +28,7 @@ from tests.delivery.builders import outbox_rows, push_connector
 from tests.delivery.conftest import OPEN_LIMITS, add_users
 from tests.delivery.servers import HttpReceiver
 from tests.delivery.test_engine_controls import herald
+from tests.delivery.test_engine_reach import ingest
 from tests.delivery.test_engine_send import (
     PUSH,
     _dies_with_its_first_message_in_flight,
@@ -408,6 +409,39 @@ class TestEventTriggered:
         clock.advance(minutes=1)  # 13:00, two hours before departure
         await tick(app, workspace)
         assert [c for c, _ in titles(webhook)] == ["ana", "bo"]
+
+    async def test_a_user_who_opts_out_or_loses_the_token_while_the_firing_waits_gets_nothing(
+        self,
+        app: FastAPI,
+        client: httpx.AsyncClient,
+        workspace: Tenant,
+        webhook: HttpReceiver,
+        clock: FrozenClock,
+    ) -> None:
+        # Three firings wait half an hour; meanwhile Ana opts out of push and Bo's token goes.
+        # Each is suppressed at the send, counted as the resolution counts such users (not a
+        # failure), and Cy alone is sent.
+        clock.set(datetime(2026, 3, 2, 10, 0, tzinfo=UTC))
+        await ready(app, workspace, webhook, "ana", "bo", "cy")
+        after = {
+            **EVENT["trigger_condition"],
+            "trigger_delay_type": "DELAY",
+            "trigger_delay_value": 30,
+            "trigger_delay_granularity": "MINUTES",
+            "trigger_relation": "AFTER",
+        }
+        campaign_id = await publish(client, workspace, event_body(trigger_condition=after))
+        for customer_id in ("ana", "bo", "cy"):
+            await send_event(client, workspace, customer_id, "added_to_cart")
+        await tick(app, workspace)
+        await ingest(client, workspace, "ana", push_opt_out=True)
+        await ingest(client, workspace, "bo", push_id=None)
+        clock.advance(minutes=30)
+        await tick(app, workspace)
+        assert [c for c, _ in titles(webhook)] == ["cy"]
+        [run] = (await stats(client, workspace, campaign_id))["executions"]
+        assert (run["sent"], run["failed"], run["pending"]) == (1, 0, 0)
+        assert (run["suppressed"]["opted_out"], run["suppressed"]["no_address"]) == (1, 1)
 
     async def test_an_anchor_no_date_holds_drops_its_own_firing_only(
         self,

@@ -13,6 +13,7 @@ from typing import Annotated
 from pydantic import Discriminator, Tag
 
 from herald.campaigns.schemas.common import (
+    CampaignName,
     DecimalString,
     Flag,
     Granularity,
@@ -20,6 +21,7 @@ from herald.campaigns.schemas.common import (
     NonEmptyText,
     NumericString,
     Platform,
+    TagText,
     Text,
 )
 from herald.schemas import APIModel, OpenModel
@@ -81,10 +83,10 @@ Geofences = Annotated[
 
 
 class PushBasicDetails(OpenModel):
-    name: Text | None = None
+    name: CampaignName | None = None
     platforms: list[Platform] | None = None
     template_type: PushTemplateType | None = None
-    tags: list[Text] | None = None
+    tags: list[TagText] | None = None
     team: Text | None = None
     business_event: NonEmptyText | None = None
     geofences: Geofences | None = None
@@ -98,11 +100,11 @@ class EmailContentType(StrEnum):
 
 
 class EmailBasicDetails(OpenModel):
-    name: Text | None = None
+    name: CampaignName | None = None
     content_type: EmailContentType | None = None
     subscription_category: Text | None = None
     user_attribute_identifier: Text | None = None
-    tags: list[Text] | None = None
+    tags: list[TagText] | None = None
     team: Text | None = None
     business_event: NonEmptyText | None = None
 

@@ -108,6 +108,10 @@ class Feature(StrEnum):
 
 Text = Annotated[str, Strict()]
 NonEmptyText = Annotated[str, Strict(), Field(min_length=1)]
+# Bounded as their columns are (`campaigns.name`, `campaign_tags.tag`): past them PostgreSQL
+# refused the row (a 500) while SQLite kept it whole.
+CampaignName = Annotated[str, Strict(), Field(max_length=500)]
+TagText = Annotated[str, Strict(), Field(max_length=200)]
 Flag = Annotated[bool, Strict()]
 Integer = Annotated[int, Strict(), Int64, IntegralFloat]
 NonNegativeInt = Annotated[int, Strict(), Field(ge=0), Int64, IntegralFloat]

@@ -1,8 +1,8 @@
 """Delivery controls: what happens to each user of a claimed batch before anything is sent.
 
-In order, for a user not yet decided: campaign control group (held out), gone since resolution
-(suppressed; a push user with a token for none of the campaign's platforms fails when its messages
-are built: `run.NO_TOKEN`), the user's own send time (SEND_IN_USER_TIMEZONE,
+In order, for a user not yet decided: campaign control group (held out), gone since resolution or
+opted out of the channel since (suppressed; a push user with a token for none of the campaign's
+platforms is suppressed when its messages are built: `run.NO_TOKEN`), the user's own send time (SEND_IN_USER_TIMEZONE,
 SEND_IN_BTS: deferred until then, or suppressed, `send_time.py`), frequency caps (suppressed), the campaign's minimum
 delay and the workspace's quiet hours (deferred: the user stays PENDING until `not_before`; suppressed
 if that is past the campaign's `expiry_time`), the audience limit (suppressed once reached), and
@@ -28,6 +28,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from herald.advisory_locks import lock_key
 from herald.audience.models import UserValues
+from herald.audience.segmentation.audience import OPT_OUT_COLUMN
 from herald.campaigns import durations
 from herald.campaigns.lifecycle import instant
 from herald.campaigns.models import Campaign
@@ -38,7 +39,7 @@ from herald.db import UTCDateTime
 from herald.delivery.engine import best_times, send_time
 from herald.delivery.engine.content import SendPlan
 from herald.delivery.engine.models import OF_ITS_EXECUTION, Execution, ExecutionUser
-from herald.delivery.engine.resolve import LiveCampaign
+from herald.delivery.engine.resolve import LiveCampaign, segmentation_of
 from herald.delivery.engine.throttle import ThrottleStore
 from herald.delivery.models import OutboxEntry
 from herald.timezones import zone_named
@@ -60,6 +61,10 @@ class Reason:
     DND = "DND"
     AUDIENCE_LIMIT = "AUDIENCE_LIMIT"
     EXPIRED = "EXPIRED"  # the user's own send time is after the campaign's expiry_time
+    # Since the audience was resolved (or the event read): opted out of the channel, or no address
+    # left on it. Counted with those the resolution left out for the same reason.
+    OPTED_OUT = "OPTED_OUT"
+    NO_ADDRESS = "NO_ADDRESS"
 
 
 # The settings whose change moves the end of users' quiet windows.
@@ -148,6 +153,10 @@ class Rules:
     dnd_queue: timedelta | None = None
     # The workspace's minimum delay between two event-triggered messages to a user.
     global_min_delay: timedelta | None = None
+    # The user column whose truth keeps a user out (the channel's opt-out), unless the campaign is
+    # sent to opted-out users. Checked again at the send: a user who opts out while a delayed
+    # firing waits, or while a long send comes to it, gets nothing.
+    opt_out: str | None = None
 
 
 async def load(
@@ -183,8 +192,11 @@ async def _load(session: AsyncSession, campaign: LiveCampaign, store: ThrottleSt
     # Read as the campaign's row reads it: a time without zone is in the component's timezone.
     expiry = instant(scheduling.expiry_time, scheduling.timezone) if scheduling else None
     has_caps = settings.cap_day is not None or settings.cap_week is not None
+    opt_out = _opt_out_column(campaign)
     if controls is None:
-        return Rules(settings, store, capped=has_caps, expiry=expiry, audience_limit=audience_limit)
+        return Rules(
+            settings, store, capped=has_caps, expiry=expiry, audience_limit=audience_limit, opt_out=opt_out
+        )
     delay: float | None = controls.minimum_delay_between_two_notification_in_hour
     # DEVICE_TRIGGERED: at most one message of the campaign per user within this many hours, which
     # is a minimum delay between two of its messages (the longer of the two applies).
@@ -200,7 +212,16 @@ async def _load(session: AsyncSession, campaign: LiveCampaign, store: ThrottleSt
         min_delay=durations.hours(delay) if delay else None,
         expiry=expiry,
         audience_limit=audience_limit,
+        opt_out=opt_out,
     )
+
+
+def _opt_out_column(campaign: LiveCampaign) -> str | None:
+    """`Rules.opt_out` of the campaign, as its audience's resolution reads it (`segmentation_of`)."""
+    details = segmentation_of(campaign, with_opted_out=False)
+    if details.get("send_campaign_to_opt_out_users") is True:
+        return None
+    return OPT_OUT_COLUMN.get(str(campaign.channel))
 
 
 # --- one batch --------------------------------------------------------------------------------
@@ -348,6 +369,8 @@ async def decide(
             decision.held[Reason.CONTROL_GROUP].append(customer_id)
         elif user is None:
             decision.suppressed[Reason.NO_USER].append(customer_id)
+        elif rules.opt_out is not None and getattr(user, rules.opt_out, False):
+            decision.suppressed[Reason.OPTED_OUT].append(customer_id)
         else:
             candidates.append((customer_id, user))
     candidates = await _timing(session, rules, plan, execution, candidates, now, decision)

@@ -119,7 +119,9 @@ ROUNDS = 4
 ROUND = 200
 
 
-NO_TOKEN = "The user has no push token for the campaign's platforms."
+# A push user with a token for none of the campaign's platforms (its tokens went since the audience
+# was resolved): suppressed, as the resolution leaves out users without an address.
+NO_TOKEN = controls.Reason.NO_ADDRESS
 
 
 class UserState:
@@ -164,6 +166,7 @@ class _Result:
     reason: str | None = None
     retry_at: datetime | None = None
     variation: str | None = None  # of the user's messages (their attribution window's)
+    suppressed: bool = False  # nothing to send it (its `reason` a `controls.Reason`)
 
 
 def delivery_id(
@@ -1104,7 +1107,7 @@ def _results(
     results: dict[str, _Result] = {}
     for item, found in messages:
         if not found:
-            results[item.customer_id] = _Result(False, NO_TOKEN)
+            results[item.customer_id] = _Result(False, NO_TOKEN, suppressed=True)
             continue
         failures: list[str] = []
         retry_at: datetime | None = None
@@ -1162,6 +1165,8 @@ async def _write_users(
     for customer_id, result in results.items():
         if result.retry_at is not None:
             state = UserState.RETRY
+        elif result.suppressed:
+            state = UserState.SUPPRESSED
         else:
             state = UserState.SENT if result.sent else UserState.FAILED
         ends.setdefault((state, result.reason, result.retry_at), []).append(customer_id)
