@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import re
+import socket
+import struct
+import threading
+from collections.abc import Iterator
 
 import pytest
 from sqlalchemy import select
@@ -424,6 +428,48 @@ def test_an_argument_that_is_not_utf8_is_one_line_exit_2_and_nothing_is_written(
 def test_an_empty_workspace_id_is_refused_not_replaced() -> None:
     assert _refused("workspaces", "create", "Empty", "--id", "").startswith("error: workspace id")
     assert "Empty" not in {workspace.name for workspace in _workspaces()}
+
+
+@pytest.fixture
+def saturated_server() -> Iterator[int]:
+    """A PostgreSQL server that refuses every connection as a saturated one does (SQLSTATE 53300,
+    "sorry, too many clients already"): its port."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    stop = threading.Event()
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                connection, _ = listener.accept()
+            except OSError:
+                return
+            with connection:
+                length = struct.unpack("!I", connection.recv(4))[0]
+                startup = connection.recv(length - 4)
+                if struct.unpack("!I", startup[:4])[0] == 80877103:  # an SSLRequest first: no TLS
+                    connection.sendall(b"N")
+                    length = struct.unpack("!I", connection.recv(4))[0]
+                    connection.recv(length - 4)
+                fields = b"SFATAL\0VFATAL\0C53300\0Msorry, too many clients already\0\0"
+                connection.sendall(b"E" + struct.pack("!I", len(fields) + 4) + fields)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    yield int(listener.getsockname()[1])
+    stop.set()
+    listener.close()
+    thread.join(timeout=5)
+
+
+def test_a_postgresql_server_out_of_connections_is_one_line(
+    monkeypatch: pytest.MonkeyPatch, saturated_server: int
+) -> None:
+    # It answered a traceback of some 470 lines (the shared server had run out of connections).
+    monkeypatch.setenv("HERALD_DATABASE_URL", f"postgresql+asyncpg://postgres@127.0.0.1:{saturated_server}/x")
+    for args in (("workspaces", "list"), ("keys", "list", "-w", "X"), ("outbox", "list", "-w", "X")):
+        line = _refused(*args)
+        assert line.startswith("error: cannot reach the database (HERALD_DATABASE_URL): "), line
+        assert "too many clients" in line
 
 
 @pytest.mark.parametrize(

@@ -270,6 +270,9 @@ BAD_BODIES = {
         content_type="multipart/form-data; boundary=b",
     ),
     "no-content-type": BadBody(b'{"name": "x"}', content_type=None),
+    # JSON text is UTF-8 (RFC 8259 §8.1): a body declared in another charset is not read as if it were.
+    "charset-utf-16": BadBody(b'{"name": "x"}', content_type="application/json; charset=utf-16"),
+    "charset-latin-1": BadBody(b'{"name": "x"}', content_type='application/json; charset="ISO-8859-1"'),
     "invalid-utf8": BadBody(b'{"name": "\xff\xfe"}'),
     "utf8-encoded-surrogate": BadBody(b'{"name": "\xed\xa0\x80"}'),
     "lone-surrogate-escape": BadBody(b'{"name": "ab\\ud800"}'),
@@ -344,6 +347,34 @@ async def test_malformed_body_is_refused(
     )
     assert_envelope(response, bad.status, bad.code, request_id)
     await assert_nothing_written(world, before, key)
+
+
+@pytest.mark.parametrize(
+    "content_type",
+    ["text/plain", "*/*", "", "application/jsonx", "application/json; charset=utf-16"],
+)
+async def test_a_body_refused_for_its_media_type_names_the_content_type(
+    client: httpx.AsyncClient, world: World, content_type: str
+) -> None:
+    [operation] = [operation for operation in BODY_OPERATIONS if operation.label == "POST /v5/offers"]
+    headers = {**world.headers(str(uuid.uuid4()), str(uuid.uuid4())), "Content-Type": content_type}
+    response = await client.request(
+        operation.method, world.url(operation), content=b'{"name": "x"}', headers=headers
+    )
+    assert response.status_code == 400, response.text
+    assert response.json()["error"]["code"] == "BAD_REQUEST"
+    assert response.json()["error"]["target"] == "Content-Type"
+
+
+async def test_a_body_declared_utf_8_is_read(client: httpx.AsyncClient, world: World) -> None:
+    [operation] = [operation for operation in BODY_OPERATIONS if operation.label == "POST /v5/offers"]
+    for content_type in ("application/json; charset=utf-8", 'application/json; charset="UTF-8"'):
+        headers = {**world.headers(str(uuid.uuid4()), str(uuid.uuid4())), "Content-Type": content_type}
+        response = await client.request(
+            operation.method, world.url(operation), content=b"{}", headers=headers
+        )
+        assert response.status_code == 400, response.text
+        assert response.json()["error"]["code"] == "VALIDATION_FAILED"  # the body was read
 
 
 NUL_PLACES = {

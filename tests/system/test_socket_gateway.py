@@ -312,6 +312,25 @@ def test_an_http_1_1_request_without_host_is_400(server: Server, tenant: Tenant)
     assert answer.json["error"]["target"] == "host"  # type: ignore[index]
 
 
+@pytest.mark.parametrize(
+    ("head", "target"),
+    [
+        (b"GET /healthz HTTP/1.1\r\nConnection: close", "host"),
+        (b"GET /healthz HTTP/1.1\r\nHost: a\r\nHost: b\r\nConnection: close", "host"),
+        (
+            b"GET /healthz HTTP/1.1\r\nHost: a\r\nAuthorization: x\r\nAuthorization: y\r\nConnection: close",
+            "authorization",
+        ),
+    ],
+)
+def test_the_health_probe_keeps_the_sockets_rules(server: Server, head: bytes, target: str) -> None:
+    # `/healthz` is answered before the router, and it was answered 200 to these.
+    answer = exchange(server, head + b"\r\n\r\n")
+    assert_envelope(answer, 400, "BAD_REQUEST")
+    assert answer.json["error"]["target"] == target  # type: ignore[index]
+    assert exchange(server, b"GET /healthz HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n").status == 200
+
+
 @pytest.mark.parametrize("coding", [b"gzip, chunked", b"deflate,chunked", b"br"])
 def test_a_transfer_coding_other_than_chunked_is_501_and_nothing_is_processed(
     server: Server, tenant: Tenant, coding: bytes

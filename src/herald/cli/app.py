@@ -187,8 +187,9 @@ def _operator_error(exc: BaseException) -> tuple[str, int] | None:
 
 
 # PostgreSQL's classes of errors about the connection itself: 08 connection exception, 28 invalid
-# authorization, 3D000 no such database.
-_CONNECTION_STATES = ("08", "28", "3D000")
+# authorization, 3D000 no such database, 53 insufficient resources (53300: too many connections),
+# 57P03 cannot connect now (starting up, shutting down).
+_CONNECTION_STATES = ("08", "28", "3D000", "53", "57P03")
 
 
 def _unreachable_database(exc: BaseException) -> bool:

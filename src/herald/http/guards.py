@@ -268,11 +268,25 @@ def has_lone_surrogate(body: bytes) -> bool:
     return high_ends_at is not None
 
 
-def is_json_content_type(value: str) -> bool:
-    media_type = value.split(";", 1)[0].strip().lower()
-    return media_type == "application/json" or (
-        media_type.startswith("application/") and media_type.endswith("+json")
-    )
+CONTENT_TYPE = "Content-Type"
+
+
+def json_content_type_problem(value: str) -> str | None:
+    """Why a body sent with Content-Type `value` is not read as JSON, or None: the media type is
+    JSON's (or a `+json` one), and a `charset` it names is UTF-8, the only one JSON text has (RFC
+    8259 §8.1; a body declared UTF-16 or Latin-1 was read as UTF-8 all the same)."""
+    media_type, _, parameters = value.partition(";")
+    media_type = media_type.strip().lower()
+    if not (
+        media_type == "application/json"
+        or (media_type.startswith("application/") and media_type.endswith("+json"))
+    ):
+        return "The request body must be JSON, sent with Content-Type: application/json."
+    for parameter in parameters.split(";"):
+        name, _, given = parameter.partition("=")
+        if name.strip().lower() == "charset" and given.strip().strip('"').lower() not in ("utf-8", "utf8"):
+            return f"The request body must be UTF-8 JSON; charset={given.strip()} is not read."
+    return None
 
 
 # A UUID v4 as the request-id and Idempotency-Key headers take it: the hyphenated text form, hex of

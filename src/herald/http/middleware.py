@@ -29,14 +29,15 @@ from herald.http import base_url, endpoint, idempotency
 from herald.http.context import UnitOfWork, request_state
 from herald.http.endpoint import BODY_PROBLEM
 from herald.http.guards import (
+    CONTENT_TYPE,
     has_control_characters,
     has_escaped_nul,
     has_lone_surrogate,
     has_non_finite_number,
     header_problem,
     infinite_number_path,
-    is_json_content_type,
     is_utf8,
+    json_content_type_problem,
     json_depth_exceeds,
     nul_path,
     parse_uuid4,
@@ -120,10 +121,23 @@ class HeraldMiddleware:
         request_id = request_id or uuid4_text()
         state["request_id"] = request_id
         table = self._routes(scope)
+        http_version = scope.get("http_version", "1.1")
         if scope["path"] == HEALTH_PATH and scope["method"] in READ_METHODS:
             scope["route"] = table.literal_routes.get(HEALTH_PATH)  # the label of its log line and metrics
-            headers = [(b"content-type", b"application/json"), (self.request_id_header, request_id.encode())]
-            await _send_raw(send, 200, headers, HEALTHY)
+            # The socket's rules hold here too (a missing or doubled Host, a header given twice).
+            malformed = header_problem(headers, self.singular_headers, http_version)
+            if malformed is not None:
+                await self._send_error(
+                    send,
+                    request_id,
+                    malformed.status,
+                    malformed.code,
+                    malformed.message,
+                    target=malformed.header,
+                )
+                return
+            answer = [(b"content-type", b"application/json"), (self.request_id_header, request_id.encode())]
+            await _send_raw(send, 200, answer, HEALTHY)
             return
         routes = table.lookup(scope["path"])
         if scope["method"] == "HEAD" and "GET" in routes.served:
@@ -144,7 +158,7 @@ class HeraldMiddleware:
             )
             return
 
-        malformed = header_problem(headers, self.singular_headers, scope.get("http_version", "1.1"))
+        malformed = header_problem(headers, self.singular_headers, http_version)
         if malformed is not None:
             await self._send_error(
                 send, request_id, malformed.status, malformed.code, malformed.message, target=malformed.header
@@ -363,8 +377,9 @@ class HeraldMiddleware:
         if not body:
             return None
         content_type = next((value for name, value in headers if name == b"content-type"), b"")
-        if not is_json_content_type(content_type.decode("latin-1")):
-            return "The request body must be JSON, sent with Content-Type: application/json.", None
+        refused = json_content_type_problem(content_type.decode("latin-1"))
+        if refused is not None:
+            return refused, CONTENT_TYPE
         if not is_utf8(body):
             return "The request body must be UTF-8.", None
         # JSON text has no byte order mark, and no raw NUL byte anywhere (in a string it must be
