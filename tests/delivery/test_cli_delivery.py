@@ -202,6 +202,13 @@ def test_password_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
         (["--type", "CUSTOM_API", "--url", "http://127.0.0.1:9/a\nb"], "must not hold control characters"),
         # A file that holds no certificate was taken, and every send then failed.
         (["--type", "CUSTOM_SMTP", "--host", "h", "--ca-file", __file__], "holds no certificate"),
+        # Refused as an address is (a special-use name): taken as '@domain', no from_address could
+        # ever be sent through it.
+        (["--type", "CUSTOM_SMTP", "--host", "h", "--sender", "news@brand.test"], "is not an e-mail address"),
+        (
+            ["--type", "CUSTOM_SMTP", "--host", "h", "--sender", "@brand.test"],
+            "'@brand.test' is not a domain e-mail addresses may have",
+        ),
     ],
 )
 def test_bad_connectors_are_refused_with_the_reason(args: list[str], message: str) -> None:

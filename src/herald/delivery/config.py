@@ -130,7 +130,15 @@ def shown_url(url: str) -> str:
 def _check_sender(value: str) -> str | None:
     if value.startswith("@"):
         domain = value[1:]
-        return None if domain and "." in domain and "@" not in domain else f"'{value}' is not '@domain'"
+        if not domain or "." not in domain or "@" in domain:
+            return f"'{value}' is not '@domain'"
+        # The domain of addresses a campaign's `from_address` may have: one no address may have (a
+        # special-use name such as `.test`) would let the connector send from none of them.
+        try:
+            validate_email(f"postmaster{value}", check_deliverability=False)
+        except EmailNotValidError as exc:
+            return f"'{value}' is not a domain e-mail addresses may have ({exc})"
+        return None
     try:
         validate_email(value, check_deliverability=False)
     except EmailNotValidError as exc:
