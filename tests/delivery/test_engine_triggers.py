@@ -24,6 +24,7 @@ from herald.delivery.engine.abandoned import ORPHANED
 from herald.delivery.engine.models import Execution
 from herald.services import Services
 from tests.campaigns import lifecycle_helpers as h
+from tests.conftest import PG_URL
 from tests.delivery.builders import outbox_rows, push_connector
 from tests.delivery.conftest import OPEN_LIMITS, add_users
 from tests.delivery.servers import HttpReceiver
@@ -88,13 +89,19 @@ def event_body(**changes: Any) -> dict[str, Any]:
 
 
 async def send_event(
-    client: httpx.AsyncClient, tenant: Tenant, customer_id: str, action: str, **attributes: Any
+    client: httpx.AsyncClient,
+    tenant: Tenant,
+    customer_id: str,
+    action: str,
+    *,
+    at: datetime | None = None,
+    **attributes: Any,
 ) -> None:
-    body = {
-        "type": "event",
-        "customer_id": customer_id,
-        "actions": [{"action": action, "attributes": attributes}],
-    }
+    """The event, at `at` (`current_time`: an event the SDK sends late) or now."""
+    sent: dict[str, Any] = {"action": action, "attributes": attributes}
+    if at is not None:
+        sent["current_time"] = int(at.timestamp())
+    body = {"type": "event", "customer_id": customer_id, "actions": [sent]}
     response = await client.post(
         f"/v1/event/{tenant.workspace_id}", json=body, headers=tenant.write_headers()
     )
@@ -117,6 +124,14 @@ def titles(webhook: HttpReceiver, campaign_id: str | None = None) -> list[tuple[
         for r in webhook.received
         if campaign_id is None or r.json()["campaign_id"] == campaign_id
     ]
+
+
+def counted(kind: str, count: int, action: str = "purchase") -> dict[str, Any]:
+    """An EVENT_TRIGGERED campaign fired by `action` done `kind` (atleast, exactly, atmost) `count`
+    times, as of the event."""
+    done = {"filter_type": "actions", "action_name": action, "execution": {"type": kind, "count": count}}
+    included = {"filter_operator": "and", "filters": [done]}
+    return event_body(trigger_condition={"included_filters": included, "trigger_delay_type": "ASAP"})
 
 
 async def users(app: FastAPI, tenant: Tenant, *ids: str, **extra: Any) -> None:
@@ -298,13 +313,6 @@ class TestEventTriggered:
         # worker had it): "at least twice" still fires on the second only, "exactly once" on the
         # first only, as they would have had each event been read as it came.
         await ready(app, workspace, webhook, "ana")
-
-        def counted(kind: str, count: int) -> dict[str, Any]:
-            bought = {"filter_type": "actions", "action_name": "purchase"}
-            bought["execution"] = {"type": kind, "count": count}
-            included = {"filter_operator": "and", "filters": [bought]}
-            return event_body(trigger_condition={"included_filters": included, "trigger_delay_type": "ASAP"})
-
         twice_id = await publish(client, workspace, counted("atleast", 2))
         once_id = await publish(client, workspace, counted("exactly", 1))
         clock.set(datetime(2026, 3, 2, 10, 0, tzinfo=UTC))
@@ -828,6 +836,210 @@ class TestEventTriggered:
         finally:
             stop.set()
             await task
+
+
+MINUTE = timedelta(minutes=1)
+TEN = datetime(2026, 3, 2, 10, 0, tzinfo=UTC)
+
+
+class TestEventsInTimeOrder:
+    """An event stored late (an offline SDK's batch: its `current_time` earlier than events already
+    judged) counts among the user's events in (time, id) order, for itself and for those later ones."""
+
+    async def test_a_late_earlier_purchase_makes_the_judged_one_the_second(
+        self,
+        app: FastAPI,
+        client: httpx.AsyncClient,
+        workspace: Tenant,
+        webhook: HttpReceiver,
+        clock: FrozenClock,
+    ) -> None:
+        clock.set(TEN)
+        await ready(app, workspace, webhook, "ana")
+        once_id = await publish(client, workspace, counted("exactly", 1))
+        twice_id = await publish(client, workspace, counted("atleast", 2))
+        await send_event(client, workspace, "ana", "purchase", product="Now")
+        await tick(app, workspace)
+        assert titles(webhook, once_id) == [("ana", "Still want Now?")]
+        assert titles(webhook, twice_id) == []
+        # Ten minutes earlier, stored after: in time order the user bought twice. "At least twice"
+        # fires for the purchase it now holds for, with its attributes; "exactly once" fired for
+        # the first purchase already, and the late one standing in its place does not fire again.
+        await send_event(client, workspace, "ana", "purchase", at=TEN - 10 * MINUTE, product="Earlier")
+        await tick(app, workspace)
+        await tick(app, workspace)
+        assert titles(webhook, once_id) == [("ana", "Still want Now?")]
+        assert titles(webhook, twice_id) == [("ana", "Still want Now?")]
+        # A third purchase, in order: the third time.
+        clock.set(TEN + 5 * MINUTE)
+        await send_event(client, workspace, "ana", "purchase", product="Third")
+        await tick(app, workspace)
+        assert titles(webhook, once_id) == [("ana", "Still want Now?")]
+        assert titles(webhook, twice_id) == [("ana", "Still want Now?"), ("ana", "Still want Third?")]
+        [run] = (await stats(client, workspace, twice_id))["executions"]
+        assert (run["audience"], run["sent"]) == (2, 2)
+        assert len({r.json()["id"] for r in webhook.received}) == len(webhook.received) == 3
+
+    async def test_in_order_purchases_fire_as_each_is_judged(
+        self,
+        app: FastAPI,
+        client: httpx.AsyncClient,
+        workspace: Tenant,
+        webhook: HttpReceiver,
+        clock: FrozenClock,
+    ) -> None:
+        clock.set(TEN)
+        await ready(app, workspace, webhook, "ana")
+        once_id = await publish(client, workspace, counted("exactly", 1))
+        twice_id = await publish(client, workspace, counted("atleast", 2))
+        at_most_id = await publish(client, workspace, counted("atmost", 2))
+        for minute, product in enumerate(("First", "Second", "Third")):
+            clock.set(TEN + minute * MINUTE)
+            await send_event(client, workspace, "ana", "purchase", product=product)
+            await tick(app, workspace)
+        assert titles(webhook, once_id) == [("ana", "Still want First?")]
+        assert titles(webhook, twice_id) == [("ana", "Still want Second?"), ("ana", "Still want Third?")]
+        assert titles(webhook, at_most_id) == [("ana", "Still want First?"), ("ana", "Still want Second?")]
+
+    async def test_a_late_purchase_between_two_judged_ones_keeps_each_count(
+        self,
+        app: FastAPI,
+        client: httpx.AsyncClient,
+        workspace: Tenant,
+        webhook: HttpReceiver,
+        clock: FrozenClock,
+    ) -> None:
+        clock.set(TEN)
+        await ready(app, workspace, webhook, "ana")
+        twice_id = await publish(client, workspace, counted("exactly", 2))
+        three_id = await publish(client, workspace, counted("atleast", 3))
+        at_most_id = await publish(client, workspace, counted("atmost", 1))
+        await send_event(client, workspace, "ana", "purchase", product="First")
+        await tick(app, workspace)
+        clock.set(TEN + 10 * MINUTE)
+        await send_event(client, workspace, "ana", "purchase", product="Second")
+        await tick(app, workspace)
+        assert titles(webhook, twice_id) == [("ana", "Still want Second?")]
+        assert titles(webhook, at_most_id) == [("ana", "Still want First?")]
+        # Stored at 10:10, done at 10:05: the second purchase in time, and "Second" the third.
+        await send_event(client, workspace, "ana", "purchase", at=TEN + 5 * MINUTE, product="Between")
+        await tick(app, workspace)
+        # "At least three times" now holds as of "Second"; "exactly twice" fired for "Second", and
+        # "Between", now the second, stands in its place; "at most once" is over either way.
+        assert titles(webhook, three_id) == [("ana", "Still want Second?")]
+        assert titles(webhook, twice_id) == [("ana", "Still want Second?")]
+        assert titles(webhook, at_most_id) == [("ana", "Still want First?")]
+
+    async def test_a_late_first_purchase_moves_exactly_onto_one_not_yet_fired(
+        self,
+        app: FastAPI,
+        client: httpx.AsyncClient,
+        workspace: Tenant,
+        webhook: HttpReceiver,
+        clock: FrozenClock,
+    ) -> None:
+        clock.set(TEN)
+        await ready(app, workspace, webhook, "ana")
+        twice_id = await publish(client, workspace, counted("exactly", 2))
+        at_least_id = await publish(client, workspace, counted("atleast", 2))
+        await send_event(client, workspace, "ana", "purchase", product="First")
+        await tick(app, workspace)
+        clock.set(TEN + 10 * MINUTE)
+        await send_event(client, workspace, "ana", "purchase", product="Second")
+        await tick(app, workspace)
+        assert titles(webhook, twice_id) == titles(webhook, at_least_id) == [("ana", "Still want Second?")]
+        await send_event(client, workspace, "ana", "purchase", at=TEN - 10 * MINUTE, product="Earliest")
+        await tick(app, workspace)
+        # In time order "First" is now the second purchase: "at least twice" fires for it too;
+        # "exactly twice" sent for "Second" already, and "First" takes its place without a message.
+        assert titles(webhook, at_least_id) == [("ana", "Still want Second?"), ("ana", "Still want First?")]
+        assert titles(webhook, twice_id) == [("ana", "Still want Second?")]
+
+    async def test_an_event_from_before_the_campaign_is_not_judged_again(
+        self,
+        app: FastAPI,
+        client: httpx.AsyncClient,
+        workspace: Tenant,
+        webhook: HttpReceiver,
+        clock: FrozenClock,
+    ) -> None:
+        clock.set(TEN)
+        await ready(app, workspace, webhook, "ana")
+        await send_event(client, workspace, "ana", "purchase", product="Before")
+        clock.set(TEN + 5 * MINUTE)
+        twice_id = await publish(client, workspace, counted("atleast", 2))
+        await send_event(client, workspace, "ana", "purchase", at=TEN - 10 * MINUTE, product="Late")
+        await tick(app, workspace)
+        # The user's second purchase came before the campaign was published: no message, as had
+        # the events come in order.
+        assert titles(webhook, twice_id) == []
+
+    @pytest.mark.skipif(not PG_URL, reason="two workers side by side on PostgreSQL (SQLite has one writer)")
+    async def test_two_workers_judging_a_users_purchases_side_by_side_count_both(
+        self,
+        app: FastAPI,
+        client: httpx.AsyncClient,
+        workspace: Tenant,
+        webhook: HttpReceiver,
+        clock: FrozenClock,
+    ) -> None:
+        # The first worker judges "Now" before the late purchase is stored and writes its firing;
+        # the second takes the late one while the first has not committed. It waits for the first
+        # (the user's firings are written one transaction at a time), then sees "Now" judged.
+        clock.set(TEN)
+        await ready(app, workspace, webhook, "ana", "bo")
+        once_id = await publish(client, workspace, counted("exactly", 1))
+        twice_id = await publish(client, workspace, counted("atleast", 2))
+        await send_event(client, workspace, "bo", "purchase")  # the EVENT executions are made
+        await tick(app, workspace)
+        database: Database = app.state.herald.database
+        await send_event(client, workspace, "ana", "purchase", product="Now")
+        async with database.engine.connect() as holder:
+            async with holder.begin():
+                # The first worker's firing waits for this row once written, before its commit.
+                await holder.execute(
+                    text(
+                        "SELECT id FROM delivery_executions WHERE workspace_id = :ws"
+                        " AND campaign_id = :campaign FOR UPDATE"
+                    ),
+                    {"ws": workspace.workspace_id, "campaign": once_id},
+                )
+                first = asyncio.create_task(tick(app, workspace))
+                [waiting] = await _until_waiting(database, first, 1)
+                assert waiting.startswith("UPDATE delivery_executions")
+                await send_event(
+                    client, workspace, "ana", "purchase", at=TEN - 10 * MINUTE, product="Earlier"
+                )
+                second = asyncio.create_task(tick(app, workspace))
+                # It waits for the user's turn, before judging anything (without one, it found "Now"
+                # still in the inbox, as if to be judged later with the late purchase counted).
+                assert "pg_advisory_xact_lock" in "".join(await _until_waiting(database, second, 2))
+                assert not first.done()
+            await asyncio.wait_for(asyncio.gather(first, second), timeout=60)
+        await tick(app, workspace)
+        assert titles(webhook, once_id) == [("bo", "Still want it?"), ("ana", "Still want Now?")]
+        assert titles(webhook, twice_id) == [("ana", "Still want Now?")]
+
+
+async def _until_waiting(database: Database, task: asyncio.Task[Any], count: int) -> list[str]:
+    """Once `count` backends wait for a lock, the statements they run (a bound against hanging, not
+    a speed assertion); fails when `task` ends first."""
+    for _ in range(6000):
+        if task.done():
+            await task
+            raise AssertionError("ended without waiting for a lock")
+        async with database.reader() as session:
+            found = await session.scalars(
+                text(
+                    "SELECT query FROM pg_stat_activity"
+                    " WHERE datname = current_database() AND wait_event_type = 'Lock' ORDER BY query"
+                )
+            )
+            waiting = list(found.all())
+        if len(waiting) >= count:
+            return waiting
+        await asyncio.wait([task], timeout=0.01)
+    raise AssertionError("never waited for a lock")
 
 
 class TestBusinessEvent:

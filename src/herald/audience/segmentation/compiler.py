@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import cache, lru_cache
 
-from sqlalchemy import Select, Table, and_, case, exists, false, func, literal, or_, select, true
+from sqlalchemy import Select, Table, and_, case, exists, false, func, literal, not_, or_, select, true
 from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.sql.selectable import FromClause, Subquery
 
@@ -88,6 +88,7 @@ class Compiler:
         segments: SegmentCatalog | None = None,
         customers: Sequence[str] | ListParameter | None = None,
         as_of: FromClause | None = None,
+        uncounted: ListParameter | None = None,
     ) -> None:
         self.dialect = dialect
         # When set, only these users are evaluated: their events alone are counted (a trigger asks
@@ -106,6 +107,10 @@ class Compiler:
         # it, they came in one request): counted to the present, "at least twice" fired on the
         # first of two purchases read late, "exactly once" on neither.
         self.as_of = as_of
+        # With `as_of`: events (ids) that action filters do not count, though stored. A later event
+        # is judged again when earlier ones arrive late; without them counted, its verdict is the
+        # one it had before they came (`engine.triggers`, "events in time order").
+        self.uncounted = uncounted
         # Without `now`, building a predicate that needs the instant raises `ClockNeeded`.
         self.predicates = Predicates(dialect, now.astimezone(UTC) if now is not None else None)
         self.segments = segments or {}
@@ -260,10 +265,14 @@ class Compiler:
 
     def _up_to(self, events: FromClause) -> ColumnElement[bool]:
         """`events` is the evaluated event (`self.as_of`) or came before it: (time, id) order, the
-        order the user's position history is read in (`engine.location`)."""
+        order the user's position history is read in (`engine.location`); and is not one of
+        `self.uncounted`."""
         assert self.as_of is not None
         at, event_id = self.as_of.c.occurred_at, self.as_of.c.id
-        return or_(events.c.occurred_at < at, and_(events.c.occurred_at == at, events.c.id <= event_id))
+        up_to = or_(events.c.occurred_at < at, and_(events.c.occurred_at == at, events.c.id <= event_id))
+        if self.uncounted is not None:
+            return and_(up_to, not_(self.uncounted.among(events.c.id)))
+        return up_to
 
     def _event_counts(self, item: ActionFilter, path: Path) -> Subquery:
         """Per user, the number of their events of this action whose attributes match."""

@@ -102,3 +102,23 @@ def awaited_actions(trigger: TriggerCondition | None) -> frozenset[str]:
             continue
         names.add(item.action_name)
     return frozenset(names)
+
+
+def counted_actions(trigger: TriggerCondition | None) -> frozenset[str]:
+    """The action names the trigger counts: those of its action filters (either filter group) that
+    ask how many times the action was done, not just whether it was (`atleast` 0 or 1). As of an
+    event, such a filter's verdict depends on how many of the user's events of the action came
+    before it: an event stored late, earlier in time than events already judged, changes it for
+    them (`engine.triggers`, "events in time order")."""
+    if trigger is None:
+        return frozenset()
+    names: set[str] = set()
+    for group in (trigger.included_filters, trigger.secondary_included_filters):
+        for item in group.filters if group is not None else []:
+            if not isinstance(item, ActionFilter) or item.execution is None:
+                continue
+            execution = item.execution
+            if execution.type is ExecutionType.ATLEAST and execution.count <= 1:
+                continue
+            names.add(item.action_name)
+    return frozenset(names)

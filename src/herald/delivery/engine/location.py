@@ -17,8 +17,8 @@ age; none counts as outside):
 Updates are not always read in their order (one sent late; two workers each taking one, with
 SKIP LOCKED), so each side looks for the other: leaving cancels the dwell firings already written,
 and a dwell firing is written cancelled when an update outside before its moment is already
-stored. The firings of a user are written one transaction at a time (`hold_positions`), so neither
-side misses the other's uncommitted work and a send limit counts every firing.
+stored. The firings of a user are written one transaction at a time (`triggers.hold_users`), so
+neither side misses the other's uncommitted work and a send limit counts every firing.
 
 One update fires a campaign at most once (the firing is keyed by (user, update)). Before a firing
 is written the user must be in the audience (`segmentation_details`) and match the trigger's
@@ -37,10 +37,9 @@ from dataclasses import dataclass
 from datetime import datetime, time, timedelta
 from typing import Any
 
-from sqlalchemy import ColumnElement, Select, and_, func, or_, select, text, update
+from sqlalchemy import ColumnElement, Select, and_, func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from herald.advisory_locks import lock_key
 from herald.audience.models import Event
 from herald.audience.segmentation.audience import session_dialect
 from herald.audience.segmentation.catalog import load_segments
@@ -444,23 +443,6 @@ async def _left_before(
     return any(
         (where := position(attributes)) is not None and not fence.contains(where) for attributes in later
     )
-
-
-async def hold_positions(session: AsyncSession, workspace_id: str, customers: set[str]) -> None:
-    """Take the position lock of each of `customers` until the transaction ends (PostgreSQL: a
-    transaction-scoped advisory lock per user, taken in one order so two batches never wait for
-    each other in a cycle). Two workers firing the same user's updates at once each counted the
-    firings committed before them only: both fired over a send limit of one, and an exit read while
-    the entry's dwell firing was not yet committed cancelled nothing. SQLite needs none: a writing
-    transaction there already holds the only write lock."""
-    if not customers or session_dialect(session) != "postgresql":
-        return
-    keys = sorted({lock_key("position", workspace_id, customer_id) for customer_id in customers})
-    await session.execute(_LOCK_POSITIONS, {"keys": keys})
-
-
-# Locks in the array's order (unnest yields its elements in order, each locked as it is read).
-_LOCK_POSITIONS = text("SELECT count(pg_advisory_xact_lock(k)) FROM unnest(CAST(:keys AS bigint[])) AS k")
 
 
 async def _cancel_dwell(

@@ -13,11 +13,14 @@ needs either is built per batch, as before.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol, TypeVar, cast
 
-from sqlalchemy import CTE, Select, Table, and_, select
+from sqlalchemy import CTE, Select, Table, and_, bindparam, exists, literal, not_, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.sql.elements import ColumnElement
+from sqlalchemy.sql.selectable import FromClause
 
 from herald.audience.models import Event
 from herald.audience.segmentation.audience import audience_query, session_dialect
@@ -27,6 +30,7 @@ from herald.audience.segmentation.dialect import SqlDialect, dialect_for
 from herald.audience.segmentation.predicates import ClockNeeded
 from herald.campaigns.schemas.filters import FilterGroup
 from herald.campaigns.schemas.trigger import TriggerCondition
+from herald.delivery.engine.models import TriggerInbox
 from herald.delivery.engine.resolve import LiveCampaign, segmentation_of
 from herald.errors import ValidationFailed
 from herald.sql_lists import ListParameter
@@ -34,9 +38,12 @@ from herald.sql_lists import ListParameter
 # The batch's users and events, given at each run of a kept statement.
 _CUSTOMERS = ListParameter("customers")
 _EVENTS = ListParameter("event_ids")
+# Events not counted (`later_events`: the batch's own, to read a later event's verdict before them).
+_UNCOUNTED = ListParameter("uncounted")
 
 # The events table, whose batch of events a statement reads first (`_batch`).
 _EVENTS_TABLE = cast(Table, Event.__table__)
+_INBOX_TABLE = cast(Table, TriggerInbox.__table__)
 
 # (campaign row id, revision, dialect, statement) -> the statement built for that version.
 _kept: dict[tuple[str, int, str, str], Select[Any]] = {}
@@ -54,6 +61,14 @@ class _Event(Protocol):
 
 
 E = TypeVar("E", bound=_Event)
+
+
+class _TimedEvent(_Event, Protocol):
+    @property
+    def occurred_at(self) -> datetime: ...
+
+
+T = TypeVar("T", bound=_TimedEvent)
 
 
 async def firing_events(
@@ -76,23 +91,12 @@ async def firing_events(
         fired = _batch(campaign.workspace_id)
         # Each event is evaluated as of its own moment: the user's actions up to it are counted.
         compiler = Compiler(dialect, campaign.workspace_id, at, segments, _CUSTOMERS, as_of=fired)
-        path = ("trigger_condition", "included_filters")
-        is_awaited = compiler.triggering_event(included, fired, path)
-        user_matches = compiler.where(included, path)
-        if secondary is not None and secondary.filters:
-            user_matches = and_(
-                user_matches, compiler.where(secondary, ("trigger_condition", "secondary_included_filters"))
-            )
-        if compiler.problems:
-            raise ValidationFailed(compiler.problems)
-        joined = compiler.from_clause().join(
-            fired,
-            and_(
-                fired.c.workspace_id == compiler.users.c.workspace_id,
-                fired.c.customer_id == compiler.users.c.customer_id,
-            ),
+        is_awaited, user_matches = _trigger_test(compiler, trigger, included, fired)
+        return (
+            select(fired.c.id)
+            .select_from(_with_user(compiler, fired))
+            .where(compiler.in_workspace(), is_awaited, user_matches)
         )
-        return select(fired.c.id).select_from(joined).where(compiler.in_workspace(), is_awaited, user_matches)
 
     query = await _statement(session, campaign, "fired", groups, build, now)
     values = {"customers": sorted({e.customer_id for e in events}), "event_ids": [e.id for e in events]}
@@ -101,6 +105,98 @@ async def firing_events(
         return []
     members = await in_audience(session, campaign, {e.customer_id for e in events if e.id in awaited}, now)
     return [e for e in events if e.id in awaited and e.customer_id in members]
+
+
+def _trigger_test(
+    compiler: Compiler, trigger: TriggerCondition, included: FilterGroup, events: FromClause
+) -> tuple[ColumnElement[bool], ColumnElement[bool]]:
+    """Whether a row of `events` is an awaited action with the attributes asked for, and whether its
+    user then matches both filter groups (as of it: the compiler's `as_of`). Raises
+    ValidationFailed."""
+    path = ("trigger_condition", "included_filters")
+    is_awaited = compiler.triggering_event(included, events, path)
+    user_matches = compiler.where(included, path)
+    secondary = trigger.secondary_included_filters
+    if secondary is not None and secondary.filters:
+        user_matches = and_(
+            user_matches, compiler.where(secondary, ("trigger_condition", "secondary_included_filters"))
+        )
+    if compiler.problems:
+        raise ValidationFailed(compiler.problems)
+    return is_awaited, user_matches
+
+
+def _with_user(compiler: Compiler, events: FromClause) -> FromClause:
+    """The compiler's users joined to their rows of `events`."""
+    return compiler.from_clause().join(
+        events,
+        and_(
+            events.c.workspace_id == compiler.users.c.workspace_id,
+            events.c.customer_id == compiler.users.c.customer_id,
+        ),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Later:
+    """A user's event judged before (by an earlier batch), later in (time, id) order than one of the
+    user's events of the batch, with whether the trigger holds as of it now (`holds`)."""
+
+    id: str
+    customer_id: str
+    action: str
+    attributes: dict[str, Any]
+    occurred_at: datetime
+    holds: bool
+
+
+async def later_events(
+    session: AsyncSession,
+    campaign: LiveCampaign,
+    trigger: TriggerCondition,
+    included: FilterGroup,
+    events: list[T],
+    since: datetime,
+    now: datetime,
+    *,
+    uncounting: bool = False,
+) -> list[Later]:
+    """The events that came after one of `events` of their user in (time, id) order, are awaited
+    actions with the attributes asked for, were received at `since` or later, and are no longer in
+    the trigger inbox (judged already: one still there is judged as of itself, with `events`
+    counted), each with whether the user matches both filter groups as of it: with `events`
+    counted, or as it was before they came when `uncounting`. Raises ValidationFailed."""
+
+    def build(segments: SegmentCatalog, dialect: SqlDialect, at: datetime | None) -> Select[Any]:
+        later = _later(campaign.workspace_id)
+        compiler = Compiler(
+            dialect, campaign.workspace_id, at, segments, _CUSTOMERS, as_of=later, uncounted=_UNCOUNTED
+        )
+        is_awaited, user_matches = _trigger_test(compiler, trigger, included, later)
+        columns = (later.c.id, later.c.customer_id, later.c.action, later.c.attributes, later.c.occurred_at)
+        return (
+            select(*columns, user_matches.label("holds"))
+            .select_from(_with_user(compiler, later))
+            .where(compiler.in_workspace(), is_awaited)
+        )
+
+    if not events:
+        return []
+    groups = [included, trigger.secondary_included_filters]
+    query = await _statement(session, campaign, "later", lambda: groups, build, now)
+    ids = [e.id for e in events]
+    values = {
+        "customers": sorted({e.customer_id for e in events}),
+        "event_ids": ids,
+        "earliest": min(e.occurred_at for e in events),
+        "since": since,
+        "uncounted": ids if uncounting else [],
+    }
+    rows = await session.execute(query, values)
+    return [
+        Later(row.id, row.customer_id, row.action, row.attributes, row.occurred_at, bool(row.holds))
+        for row in rows
+    ]
 
 
 def _batch(workspace_id: str) -> CTE:
@@ -116,6 +212,41 @@ def _batch(workspace_id: str) -> CTE:
     events = _EVENTS_TABLE
     found = select(events).where(events.c.workspace_id == workspace_id, _EVENTS.among(events.c.id))
     return found.cte("fired").prefix_with("MATERIALIZED", dialect="sqlite")
+
+
+def _later(workspace_id: str) -> CTE:
+    """The batch users' events later in (time, id) order than one of their events of the batch
+    (`event_ids`), from `earliest` on (the batch's earliest event: an index range per user, short
+    when the batch's events are recent), received at `since` or later, and no longer in the trigger
+    inbox. Materialised first on SQLite, as `_batch`."""
+    later, first = _EVENTS_TABLE.alias("judged"), _EVENTS_TABLE.alias("first")
+    after_one_of_the_batch = exists(
+        select(literal(1))
+        .select_from(first)
+        .where(
+            first.c.workspace_id == workspace_id,
+            _EVENTS.among(first.c.id),
+            first.c.customer_id == later.c.customer_id,
+            or_(
+                first.c.occurred_at < later.c.occurred_at,
+                and_(first.c.occurred_at == later.c.occurred_at, first.c.id < later.c.id),
+            ),
+        )
+    )
+    waiting = exists(
+        select(literal(1))
+        .select_from(_INBOX_TABLE)
+        .where(_INBOX_TABLE.c.workspace_id == workspace_id, _INBOX_TABLE.c.event_id == later.c.id)
+    )
+    found = select(later).where(
+        later.c.workspace_id == workspace_id,
+        _CUSTOMERS.among(later.c.customer_id),
+        later.c.occurred_at >= bindparam("earliest"),
+        later.c.received_at >= bindparam("since"),
+        after_one_of_the_batch,
+        not_(waiting),
+    )
+    return found.cte("later").prefix_with("MATERIALIZED", dialect="sqlite")
 
 
 async def in_audience(

@@ -14,6 +14,12 @@ any other (controls, outbox, stats).
    transaction that deletes the inbox rows: each (campaign, event, user) fires exactly once.
 3. The engine's dispatch sends the firings when due; the outbox id of each message is derived from
    (execution, user, platform, event), so a platform gets one message per firing.
+
+A user's events count in (time, id) order, whenever they are stored: an event stored late is judged
+as of itself, and when a campaign counts its action, the user's later events already judged are
+judged again with it counted (`_in_time_order`): one it now qualifies fires, and a firing whose event
+no longer qualifies keeps its place (`_standing_in`). The users of such events take their turns
+first (`hold_users`).
 """
 
 from __future__ import annotations
@@ -28,11 +34,12 @@ from typing import Any, cast
 from zoneinfo import ZoneInfo
 
 from pydantic import ValidationError
-from sqlalchemy import Table, bindparam, delete, insert, select, update
+from sqlalchemy import Table, bindparam, delete, insert, select, text, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from herald.advisory_locks import lock_key
 from herald.audience.attributes import parse_datetime_text
 from herald.audience.ingest import EventWrite
 from herald.audience.models import Event, User
@@ -40,12 +47,14 @@ from herald.audience.segmentation.audience import session_dialect
 from herald.campaigns import durations
 from herald.campaigns.models import Campaign
 from herald.campaigns.schemas.common import CampaignStatus, Channel, DeliveryType
+from herald.campaigns.schemas.filters import FilterGroup
 from herald.campaigns.schemas.goals import ConversionGoalDetails
 from herald.campaigns.schemas.trigger import (
     TriggerCondition,
     TriggerDelayType,
     TriggerRelation,
     awaited_actions,
+    counted_actions,
 )
 from herald.db import Database
 from herald.delivery.engine import best_times, conversions
@@ -55,7 +64,7 @@ from herald.delivery.engine.rank import RANK_BITS, rank_of
 from herald.delivery.engine.resolve import ExecutionStatus, LiveCampaign, global_control_share
 from herald.delivery.engine.send_time import first_in_hour
 from herald.delivery.engine.split import in_global_control
-from herald.delivery.engine.trigger_match import firing_events
+from herald.delivery.engine.trigger_match import Later, firing_events, in_audience, later_events
 from herald.errors import ValidationFailed
 from herald.ops import metrics
 from herald.sql_lists import one_of
@@ -392,16 +401,10 @@ async def _fire_batch(
                 if event is not None and campaign_id in campaigns:
                     by_campaign[campaign_id].append(event)
         # Imported here: `engine.location` builds on this module's helpers.
-        from herald.delivery.engine.location import fire_location, hold_positions
+        from herald.delivery.engine.location import fire_location
 
-        located = {
-            event.customer_id
-            for campaign_id, fired in by_campaign.items()
-            if campaigns[campaign_id].document.delivery_type is DeliveryType.LOCATION_TRIGGERED
-            for event in fired
-        }
-        # Once for the whole batch, before any campaign is fired: see `hold_positions`.
-        await hold_positions(session, workspace_id, located)
+        # Once for the whole batch, before any campaign is fired: see `hold_users`.
+        await hold_users(session, workspace_id, _in_order(campaigns, by_campaign))
         firings = FiringWrites()
         for campaign_id, fired in by_campaign.items():
             campaign = campaigns[campaign_id]
@@ -429,6 +432,46 @@ async def _fire_batch(
     return len(inbox), written
 
 
+def _in_order(campaigns: dict[str, LiveCampaign], by_campaign: dict[str, list[Fired]]) -> set[str]:
+    """The users of a batch whose firings depend on the order of their events: those with a
+    position update for a location-triggered campaign, or an event of an action a campaign counts
+    (`counted_actions`)."""
+    users: set[str] = set()
+    for campaign_id, fired in by_campaign.items():
+        document = campaigns[campaign_id].document
+        if document.delivery_type is DeliveryType.LOCATION_TRIGGERED:
+            users.update(event.customer_id for event in fired)
+            continue
+        counted = counted_actions(document.trigger_condition)
+        users.update(event.customer_id for event in fired if event.action in counted)
+    return users
+
+
+async def hold_users(session: AsyncSession, workspace_id: str, customers: set[str]) -> None:
+    """Take the firing lock of each of `customers` until the transaction ends (PostgreSQL: a
+    transaction-scoped advisory lock per bucket of users, taken in one order so two batches never
+    wait for each other in a cycle): the firings of a user whose events' order matters are written
+    one transaction at a time. Two workers firing the same user's events at once each saw the
+    firings and the inbox as committed before them only. A location update: both fired over a send
+    limit of one, and an exit read while the entry's dwell firing was not yet committed cancelled
+    nothing (`engine.location`). A counted action: an event stored late, earlier in time than one
+    another worker was judging, found that one still in the inbox (to be judged with it counted, it
+    seemed) while the other judged it without (`_in_time_order`). A lock stands for a bucket of
+    users (`FIRING_BUCKETS` per workspace): a batch takes at most that many, where one per user (up
+    to `INBOX_BATCH`) could exhaust PostgreSQL's lock table with a few workers. SQLite needs none: a
+    writing transaction there already holds the only write lock."""
+    if not customers or session_dialect(session) != "postgresql":
+        return
+    buckets = {lock_key("firings", workspace_id, customer_id) % FIRING_BUCKETS for customer_id in customers}
+    keys = sorted(lock_key("firings", workspace_id, "bucket", str(bucket)) for bucket in buckets)
+    await session.execute(_LOCK_USERS, {"keys": keys})
+
+
+FIRING_BUCKETS = 512  # advisory locks per workspace at most, taken by a firing batch (`hold_users`)
+# Locks in the array's order (unnest yields its elements in order, each locked as it is read).
+_LOCK_USERS = text("SELECT count(pg_advisory_xact_lock(k)) FROM unnest(CAST(:keys AS bigint[])) AS k")
+
+
 def _own_part(session: AsyncSession) -> contextlib.AbstractAsyncContextManager[Any]:
     """One campaign's statements of a firing batch, undone alone when they fail: on PostgreSQL a
     failed statement aborts the whole transaction, so without a savepoint the other campaigns'
@@ -451,8 +494,12 @@ async def _fire_campaign(
     included = trigger.included_filters if trigger is not None else None
     if trigger is None or included is None:
         return
-    events = [e for e in events if not stale(campaign, e, now)]
-    matched = await firing_events(session, campaign, trigger, included, events, now) if events else []
+    timely = [e for e in events if not stale(campaign, e, now)]
+    matched = await firing_events(session, campaign, trigger, included, timely, now) if timely else []
+    counts = counted_actions(trigger)
+    counted = [e for e in events if e.action in counts]
+    if counted:
+        matched = await _in_time_order(session, campaign, trigger, included, execution, counted, matched, now)
     if not matched:
         return
     timezones: dict[str, str | None] = {}
@@ -489,6 +536,82 @@ async def _fire_campaign(
             )
         )
     firings.add(execution, rows, campaign)
+
+
+async def _in_time_order(
+    session: AsyncSession,
+    campaign: LiveCampaign,
+    trigger: TriggerCondition,
+    included: FilterGroup,
+    execution: Execution,
+    counted: list[Fired],
+    matched: list[Fired],
+    now: datetime,
+) -> list[Fired]:
+    """The firings of a batch once the users' events already judged are seen in (time, id) order
+    with the batch's events of counted actions (`counted`) among them: `matched` (the batch's
+    events that fire, each judged as of itself), plus each later event whose verdict the batch's
+    events turned (it holds now, did not without them, and has no firing), less those of them that
+    stand in for a firing whose event no longer holds (`_standing_in`). An event stored late,
+    earlier than events already judged, changes how many times the user had done the action as of
+    each of them."""
+    # Only events received since the campaign was published can have been judged for it.
+    since = campaign.published_at or execution.created_at
+    later = await later_events(session, campaign, trigger, included, counted, since, now)
+    if not later:
+        return matched
+    found = await session.execute(
+        _FIRINGS_OF,
+        {
+            "workspace_id": execution.workspace_id,
+            "execution_id": execution.id,
+            "customers": sorted({e.customer_id for e in later}),
+            "ids": [e.id for e in later],
+        },
+    )
+    fired = set(found.scalars())
+    # Written, and no longer holding: sent (or on its way) for an event that no longer qualifies.
+    superseded = [e for e in later if e.id in fired and not e.holds]
+    turned: list[Fired] = []
+    if any(e.holds and e.id not in fired for e in later):
+        before = await later_events(
+            session, campaign, trigger, included, counted, since, now, uncounting=True
+        )
+        held_before = {e.id for e in before if e.holds}
+        turned = [
+            Fired(e.id, e.customer_id, e.action, e.attributes, e.occurred_at)
+            for e in later
+            if e.holds and e.id not in fired and e.id not in held_before
+        ]
+        turned = [e for e in turned if not stale(campaign, e, now)]
+        members = await in_audience(session, campaign, {e.customer_id for e in turned}, now)
+        turned = [e for e in turned if e.customer_id in members]
+    return _standing_in([*matched, *turned], superseded)
+
+
+def _standing_in(firing: list[Fired], superseded: Sequence[Later]) -> list[Fired]:
+    """`firing` less, for each user, as many of their events as they have superseded firings: a
+    message already sent cannot be unsent, so it keeps its place, and the events nearest before it
+    (in (time, id) order) that now qualify in its stead do not fire again. ("Exactly once", one
+    purchase fired; a purchase stored late, earlier in time, is now the first: the campaign fired
+    once for the user's first purchase, and does not fire twice.)"""
+    if not superseded:
+        return firing
+    last: dict[str, tuple[datetime, str]] = {}
+    count: dict[str, int] = defaultdict(int)
+    for gone in superseded:
+        moment = (gone.occurred_at, gone.id)
+        last[gone.customer_id] = max(last.get(gone.customer_id, moment), moment)
+        count[gone.customer_id] += 1
+    dropped: set[str] = set()
+    by_user: dict[str, list[Fired]] = defaultdict(list)
+    for event in firing:
+        if event.customer_id in last and (event.occurred_at, event.id) < last[event.customer_id]:
+            by_user[event.customer_id].append(event)
+    for customer_id, standing in by_user.items():
+        standing.sort(key=lambda e: (e.occurred_at, e.id))
+        dropped.update(e.id for e in standing[len(standing) - min(count[customer_id], len(standing)) :])
+    return [e for e in firing if e.id not in dropped]
 
 
 def stale(campaign: LiveCampaign, event: Fired, now: datetime) -> bool:
@@ -614,6 +737,12 @@ _ADD_AUDIENCE = (
 
 
 # Built once (each firing batch reads them).
+_FIRINGS_OF = select(ExecutionUser.firing).where(
+    ExecutionUser.workspace_id == bindparam("workspace_id"),
+    ExecutionUser.execution_id == bindparam("execution_id"),
+    one_of(ExecutionUser.customer_id, "customers"),
+    one_of(ExecutionUser.firing, "ids"),
+)
 _TIMEZONES = select(User.customer_id, User.timezone).where(
     User.workspace_id == bindparam("workspace_id"), one_of(User.customer_id, "ids")
 )
