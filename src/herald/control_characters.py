@@ -13,6 +13,9 @@ import re
 # document's patterns are ECMAScript).
 CLASS = r"\x00-\x1f\x7f-\x9f"
 CONTROL = re.compile(f"[{CLASS}]")
+# The whitespace that is no control character, in the same syntax: with CLASS, exactly what
+# Python's `\s` and `str.strip()` take for whitespace (ECMAScript's `\s` differs: U+FEFF is one).
+SPACES = r" \u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
 
 
 def has_control_character(text: str) -> bool:

@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
+from typing import Annotated
 
 from email_validator import EmailNotValidError, validate_email
+from pydantic import AfterValidator, Field, Strict
+from pydantic_core import PydanticCustomError
 
-from herald.control_characters import CLASS
+from herald.control_characters import CLASS, SPACES
 
 
 @lru_cache(maxsize=4096)
@@ -24,10 +27,27 @@ def email_problem(value: str) -> str | None:
     return None
 
 
+def _email(value: str) -> str:
+    reason = email_problem(value)
+    if reason is not None:
+        raise PydanticCustomError("INVALID_TYPE", "Expected an e-mail address: {reason}", {"reason": reason})
+    return value  # kept as sent: normalising would make the stored value differ from the request
+
+
+# A request field holding an e-mail address (`created_by`, `updated_by`): `format: email` in the
+# OpenAPI document.
+EmailAddress = Annotated[str, Strict(), AfterValidator(_email), Field(json_schema_extra={"format": "email"})]
+
 # A mailbox as a recipient: one '@' between a local part and a domain, no space or control
 # character. Nothing more is asked: the operator's SMTP relay decides what it delivers, so a user's
 # address at `localhost` or at a `.test` domain (a local relay, a sandbox) is as good as any.
-_RECIPIENT = re.compile(f"[^@\\s{CLASS}]+@[^@\\s{CLASS}]+")
+# Also the OpenAPI document's pattern (ECMAScript reads it alike, see `control_characters.SPACES`).
+RECIPIENT_PATTERN = f"^[^@{SPACES}{CLASS}]+@[^@{SPACES}{CLASS}]+$"
+_RECIPIENT = re.compile(RECIPIENT_PATTERN)
+RECIPIENT_RULE = (
+    "an `@` between a local part and a domain, without spaces or control characters (any domain, "
+    "`localhost` too)"
+)
 
 
 def is_recipient_address(value: str) -> bool:

@@ -9,6 +9,7 @@ from datetime import datetime
 
 OBJECT_ID = re.compile(r"^[0-9a-f]{24}$")
 OFFER_PREFIX = "offer_"
+OFFER_ID_PATTERN = f"^{OFFER_PREFIX}[0-9a-f]{{24}}$"  # what `parse_offer_id` reads, for the documents
 TAG_PREFIX = "tag_"
 
 _counter_lock = threading.Lock()

@@ -49,6 +49,16 @@ DATE_TIME_PATTERN = f"^{_DATE}[T ]{_TIME}{_OFFSET}?$"
 DATE_OR_DATE_TIME_PATTERN = f"^{_DATE}(?:[T ]{_TIME}{_OFFSET}?)?$"
 _DATE_TIME = re.compile(DATE_TIME_PATTERN)
 
+_SECONDS = "(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]"
+# Offers' request date-times (contract §4): `T`, seconds, up to six decimals, and `Z` only.
+ZULU_DATE_TIME_PATTERN = f"^{_DATE}T{_SECONDS}(?:\\.[0-9]{{1,6}})?Z$"
+
+# What the answers' timestamps look like (`rfc3339`, `campaign_timestamp`, `meta_timestamp`), for
+# the OpenAPI document.
+RFC3339_PATTERN = f"^{_DATE}T{_SECONDS}(?:\\.[0-9]{{3}})?Z$"
+CAMPAIGN_TIMESTAMP_PATTERN = f"^{_DATE} {_SECONDS}\\.[0-9]{{6}}$"
+META_TIMESTAMP_PATTERN = f"^{_DATE}T{_SECONDS}$"
+
 
 def parse_iso_datetime(value: str) -> datetime | None:
     """A request date-time (`DATE_TIME_PATTERN`), or None when the text is not one."""

@@ -10,6 +10,13 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from zoneinfo import ZoneInfo
 
+# What the OpenAPI document says of a field holding one (no enum: the names are the host's time zone
+# database's, which a deployment updates with its system).
+IANA_NAME_DESCRIPTION = (
+    "An IANA time zone name as the time zone database spells it, e.g. `Europe/Paris` or `UTC` "
+    "(not an offset, not `localtime`)."
+)
+
 # Files of the host's time zone database that `ZoneInfo` opens but that are no IANA name: the
 # host's own zone (`localtime`), the rules file, and the placeholder zone.
 _NOT_IANA = frozenset({"localtime", "posixrules", "Factory"})

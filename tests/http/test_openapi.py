@@ -12,7 +12,7 @@ from fastapi import FastAPI
 from herald.config import Settings
 from herald.main import create_app
 from herald.workspaces.scopes import Scope
-from tests.factories import Tenant
+from tests.factories import Tenant, make_tenant
 
 
 def _guarded(document: dict[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
@@ -87,7 +87,11 @@ async def test_the_earlier_apis_update_documents_its_replays(client: httpx.Async
     document = (await client.get("/openapi.json")).json()
     responses = document["paths"]["/core-services/v1/campaigns/{campaign_id}"]["patch"]["responses"]
     for status in ("204", "409", "422"):
-        assert "Idempotent-Replayed" in responses[status]["headers"], status
+        replayed = responses[status]["headers"]["Idempotent-Replayed"]["description"]
+        assert "the same `request_id` in its body" in replayed, status
+        assert "reads no Idempotency-Key" in replayed, status
+    create = document["paths"]["/v5/campaigns"]["post"]["responses"]["201"]["headers"]
+    assert "the same Idempotency-Key" in create["Idempotent-Replayed"]["description"]
 
 
 async def test_campaign_operations_require_the_app_key_header(client: httpx.AsyncClient) -> None:
@@ -133,6 +137,81 @@ async def test_every_header_of_a_campaign_answer_and_its_replay_is_documented(
         ("/v5/campaigns/{campaign_id}", "patch", patched),
     ):
         assert not _undocumented(document, path, method, response), (method, path, response.status_code)
+
+
+_RATE_LIMIT = ("X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset")
+
+
+async def test_headers_on_every_answer_of_a_status_are_required(client: httpx.AsyncClient) -> None:
+    document = (await client.get("/openapi.json")).json()
+    for path, item in document["paths"].items():
+        guarded = path.startswith(("/v5", "/v1", "/core-services"))
+        for method, operation in item.items():
+            for status, response in operation["responses"].items():
+                headers = response["headers"]
+                where = (method, path, status)
+                assert headers["X-SVC-Request-Id"]["required"] is True, where  # probes' answers too
+                if guarded and (status.startswith("2") or status == "429"):
+                    assert all(headers[name]["required"] is True for name in _RATE_LIMIT), where
+                if status == "429":
+                    assert headers["Retry-After"]["required"] is True, where
+                if "Idempotent-Replayed" in headers:  # on replays only
+                    assert "required" not in headers["Idempotent-Replayed"], where
+    campaign = document["paths"]["/v5/campaigns/{campaign_id}"]
+    for method in ("get", "patch"):
+        assert campaign[method]["responses"]["200"]["headers"]["ETag"]["required"] is True
+
+
+def _missing(document: dict[str, Any], path: str, method: str, response: httpx.Response) -> set[str]:
+    """The headers the document says the answer always carries that it does not."""
+    documented = document["paths"][path][method]["responses"][str(response.status_code)]["headers"]
+    required = {name for name, header in documented.items() if header.get("required")}
+    return {name for name in required if name not in response.headers}
+
+
+async def test_every_answer_carries_the_headers_the_document_requires(
+    app: FastAPI, client: httpx.AsyncClient, tenant: Tenant
+) -> None:
+    document = (await client.get("/openapi.json")).json()
+    body = {"channel": "PUSH", "campaign_delivery_type": "ONE_TIME", "created_by": "a@example.com"}
+    write = tenant.write_headers(campaigns=True)
+    created = await client.post("/v5/campaigns", json=body, headers=write)
+    campaign_path = f"/v5/campaigns/{created.json()['data']['id']}"
+    patch = {"updated_by": "a@example.com", "basic_details": {"name": "N"}}
+    edit = tenant.write_headers(campaigns=True)
+    patched = await client.patch(campaign_path, json=patch, headers=edit)
+    limited = await make_tenant(app, rate_limits={"offers_read": "1/minute"})
+    answers = [
+        ("/v5/campaigns", "post", created),
+        ("/v5/campaigns", "post", await client.post("/v5/campaigns", json=body, headers=write)),
+        (
+            "/v5/campaigns/{campaign_id}",
+            "get",
+            await client.get(campaign_path, headers=tenant.headers(campaigns=True)),
+        ),
+        ("/v5/campaigns/{campaign_id}", "patch", patched),
+        ("/v5/campaigns/{campaign_id}", "patch", await client.patch(campaign_path, json=patch, headers=edit)),
+        ("/v5/offers", "get", await client.get("/v5/offers", headers=limited.headers())),
+        ("/v5/offers", "get", await client.get("/v5/offers", headers=limited.headers())),
+        ("/v5/offers", "get", await client.get("/v5/offers")),
+        ("/healthz", "get", await client.get("/healthz")),
+        ("/readyz", "get", await client.get("/readyz")),
+    ]
+    assert [answer.status_code for _, _, answer in answers] == [
+        201,
+        201,
+        200,
+        200,
+        200,
+        200,
+        429,
+        401,
+        200,
+        200,
+    ]
+    assert answers[4][2].headers["Idempotent-Replayed"] == "true"  # a replayed C3 keeps its ETag
+    for path, method, answer in answers:
+        assert not _missing(document, path, method, answer), (method, path, answer.status_code)
 
 
 @pytest.mark.parametrize("token", ["ACME"])

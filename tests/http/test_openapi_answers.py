@@ -10,9 +10,11 @@ import httpx
 import jsonschema_rs
 from fastapi import FastAPI
 
+from herald.clock import FrozenClock
 from tests.campaigns.lifecycle_helpers import action, create, line, publish, seed, workspace
 from tests.campaigns.payloads import PAYLOADS
 from tests.factories import Tenant
+from tests.offers.builders import OFFERS, TAG_ID, offer_body, seed_catalog
 
 
 class Document:
@@ -22,7 +24,9 @@ class Document:
     def check(self, method: str, path: str, response: httpx.Response) -> None:
         answer = self.document["paths"][path][method]["responses"][str(response.status_code)]
         schema = answer["content"]["application/json"]["schema"]
-        validator = jsonschema_rs.Draft202012Validator({**schema, "components": self.document["components"]})
+        validator = jsonschema_rs.Draft202012Validator(
+            {**schema, "components": self.document["components"]}, validate_formats=True
+        )
         errors = [
             f"{error.instance_path}: {error.message}" for error in validator.iter_errors(response.json())
         ]
@@ -86,3 +90,47 @@ async def test_status_and_offer_answers_conform(
     )
     assert missing.status_code == 404
     document.check("get", "/v5/campaigns/{campaign_id}", missing)
+
+
+async def test_offer_answers_with_their_fields_conform(
+    app: FastAPI, client: httpx.AsyncClient, tenant: Tenant, clock: FrozenClock
+) -> None:
+    # Summaries with every field and with some (`fields`): none is null, none besides the six.
+    document = await _document(client)
+    await seed_catalog(app, tenant)
+    body = offer_body(clock.now(), tags=[f"tag_{TAG_ID}"])
+    created = await client.post(OFFERS, json=body, headers=tenant.write_headers())
+    assert created.status_code == 201, created.text
+    document.check("post", OFFERS, created)
+    offer_path = f"{OFFERS}/{created.json()['data']['id']}"
+    for fields in (None, "id,status,created_at", "tags"):
+        listed = await client.get(
+            OFFERS, params={"fields": fields} if fields else {}, headers=tenant.headers()
+        )
+        assert listed.json()["data"], listed.text
+        document.check("get", OFFERS, listed)
+    changed = await client.patch(
+        offer_path, json={"updated_by": "owner@example.com", "priority": 5}, headers=tenant.write_headers()
+    )
+    assert changed.status_code == 200, changed.text
+    document.check("patch", "/v5/offers/{offer_id}", changed)
+    archived = await client.post(f"{offer_path}/archive", headers=tenant.write_headers())
+    assert archived.status_code == 200, archived.text
+    document.check("post", "/v5/offers/{offer_id}/archive", archived)
+
+
+async def test_a_published_campaigns_times_conform(app: FastAPI, client: httpx.AsyncClient) -> None:
+    # Contract §3's formats as patterns: the campaign's timestamps, its meta row's start and
+    # reachability times.
+    document = await _document(client)
+    tenant = await workspace(app)
+    campaign_id = await create(client, tenant, PAYLOADS["push_one_time_android_ios"])
+    await publish(client, tenant, campaign_id)
+    got = await client.get(f"/v5/campaigns/{campaign_id}", headers=tenant.headers(campaigns=True))
+    document.check("get", "/v5/campaigns/{campaign_id}", got)
+    body = {"limit": 15, "page": 1, "campaign_fields": {"status": ["SCHEDULED"]}}
+    meta = await client.post("/v5/campaigns/meta", json=body, headers=tenant.write_headers(campaigns=True))
+    [row] = meta.json()["data"]["campaigns"]
+    assert row["campaign_start_time"], row
+    assert row["reachability_details"], row
+    document.check("post", "/v5/campaigns/meta", meta)

@@ -52,3 +52,25 @@ async def test_responses_list_every_status_the_routes_answer(client: httpx.Async
     # 403 is the gateway's text/plain refusal or the envelope of an expired/archived offering.
     assert set(update["403"]["content"]) == {"text/plain", "application/json"}
     assert {"200", "400", "429"} <= set(paths["/v5/offers/templates"]["get"]["responses"])
+
+
+async def test_an_offer_summary_is_its_six_fields_none_of_them_null(client: httpx.AsyncClient) -> None:
+    # Spec "Offering summary": only these six fields; `fields` selects some, the rest are left out.
+    schemas = (await _spec(client))["components"]["schemas"]
+    summary = schemas["OfferSummary"]
+    fields = summary["properties"]
+    assert set(fields) == {"id", "name", "status", "tags", "created_at", "created_by"}
+    assert "required" not in summary
+    assert summary["additionalProperties"] is False
+    for name, field in fields.items():
+        assert "anyOf" not in field, name
+        assert "null" not in str(field.get("type")), name
+    assert fields["id"]["pattern"] == "^offer_[0-9a-f]{24}$"
+    assert fields["created_at"]["format"] == "date-time"
+    assert fields["status"] == {"$ref": "#/components/schemas/OfferStatus", "examples": ["active"]}
+    assert schemas["OfferStatus"]["enum"] == ["active", "scheduled", "expired", "archived", "draft"]
+    for answer, stamp in (("OfferCreated", "created_at"), ("OfferChanged", "updated_at")):
+        assert schemas[answer]["properties"]["status"]["$ref"] == "#/components/schemas/OfferStatus"
+        assert schemas[answer]["properties"]["id"]["pattern"] == fields["id"]["pattern"]
+        assert schemas[answer]["properties"][stamp]["format"] == "date-time"
+    assert schemas["Pagination"]["properties"]["total_count"]["format"] == "int64"

@@ -18,9 +18,11 @@ from herald.audience.attributes import (
     NUL,
     NUL_MESSAGE,
     RESERVED_NAMES,
+    STRING_COLUMNS,
     is_printable_name,
 )
 from herald.control_characters import CLASS
+from herald.email_address import RECIPIENT_PATTERN, RECIPIENT_RULE
 from herald.json_numbers import IntegralFloat
 from herald.schemas import APIModel, ResponseModel
 
@@ -91,18 +93,36 @@ _ATTRIBUTE_NAME = {
     "allOf": [{"pattern": "\\S"}, {"pattern": f"^[^{CLASS}]*$"}],
     "not": {"enum": sorted(RESERVED_NAMES)},
 }
+_ATTRIBUTES = {
+    "type": "object",
+    "additionalProperties": _ATTRIBUTE_VALUE,
+    "propertyNames": _ATTRIBUTE_NAME,
+    "maxProperties": MAX_ATTRIBUTES,
+    "description": "Attribute name (1-128 characters) to value: string, number, boolean, ISO 8601 "
+    "date-time (stored as UTC `YYYY-MM-DDTHH:MM:SSZ`), or an array of those; null unsets it.",
+}
 # Values are typed `Any` (they come from parsed JSON): `attributes.normalise_value` checks them with
 # clearer messages, and faster than a recursive JSON type would.
-Attributes = Annotated[
+Attributes = Annotated[dict[str, Any], WithJsonSchema(_ATTRIBUTES)]
+# A customer's: the standard `email` is the address campaigns send to (`attributes._standard`).
+CustomerAttributes = Annotated[
     dict[str, Any],
     WithJsonSchema(
         {
-            "type": "object",
-            "additionalProperties": _ATTRIBUTE_VALUE,
-            "propertyNames": _ATTRIBUTE_NAME,
-            "maxProperties": MAX_ATTRIBUTES,
-            "description": "Attribute name (1-128 characters) to value: string, number, boolean, ISO 8601 "
-            "date-time (stored as UTC `YYYY-MM-DDTHH:MM:SSZ`), or an array of those; null unsets it.",
+            **_ATTRIBUTES,
+            "properties": {
+                "email": {
+                    "anyOf": [
+                        {
+                            "type": "string",
+                            "maxLength": STRING_COLUMNS["email"],
+                            "pattern": RECIPIENT_PATTERN,
+                            "description": f"An e-mail address as Herald sends to one: {RECIPIENT_RULE}.",
+                        },
+                        {"type": "null"},
+                    ]
+                }
+            },
         }
     ),
 ]
@@ -122,7 +142,7 @@ class CustomerObject(APIModel):
 
     type: Literal["customer"]
     customer_id: CustomerId
-    attributes: Attributes = Field(
+    attributes: CustomerAttributes = Field(
         default_factory=dict,
         description="Standard attributes (email, mobile, first_name, last_name, gaid, push_id, timezone "
         "(IANA), email_opt_out, push_opt_out, sms_opt_out) fill the profile; any other key is a custom "

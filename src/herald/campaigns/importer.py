@@ -32,11 +32,11 @@ from herald.campaigns.schemas.common import (
     CampaignStatus,
     Channel,
     DeliveryType,
-    EmailAddress,
     resolve_datetime,
 )
 from herald.campaigns.service import derived_columns
 from herald.campaigns.validation import parse_update
+from herald.email_address import EmailAddress
 from herald.ids import OBJECT_ID, object_id
 from herald.json_numbers import IntegralFloat
 from herald.problems import Problem

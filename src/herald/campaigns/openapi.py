@@ -97,6 +97,7 @@ def success(
 
 ETAG_HEADER = {
     "description": "The campaign version's entity tag at this revision: send it in `If-Match` to update it.",
+    "required": True,  # on every such answer, a replayed one too (`idempotency.STORED_HEADERS`)
     "schema": {"type": "string", "pattern": '^"[^"]+"$'},
 }
 

@@ -29,9 +29,10 @@ from herald.campaigns.schemas.campaign import (
     PushCampaignUpdate,
     RequestId,
 )
-from herald.campaigns.schemas.common import CampaignStatus, DeliveryType, EmailAddress, Feature
+from herald.campaigns.schemas.common import CampaignStatus, DeliveryType, Feature
 from herald.campaigns.validation import UpdateModels
 from herald.delivery.engine import periodic, resumes
+from herald.email_address import EmailAddress
 from herald.errors import Unprocessable
 from herald.ids import object_id
 from herald.joined_writes import Answer, ClaimedRead

@@ -23,7 +23,7 @@ from herald.campaigns.schemas.content import (
     EmailCampaignContent,
     PushCampaignContent,
 )
-from herald.email_address import is_recipient_address
+from herald.email_address import RECIPIENT_RULE, is_recipient_address
 from herald.json_numbers import Int64, IntegralFloat
 from herald.problems import Problem
 from herald.pydantic_errors import problems_from_validation_error
@@ -69,7 +69,15 @@ RequestId = Annotated[str, Strict(), Field(min_length=1, max_length=128)]
 
 class CampaignTestMeta(APIModel):
     identifier: Identifier
-    identifier_values: Annotated[list[IdentifierValue], Field(min_length=1, max_length=MAX_RECIPIENTS)]
+    identifier_values: Annotated[
+        list[IdentifierValue],
+        Field(
+            min_length=1,
+            max_length=MAX_RECIPIENTS,
+            description="The recipients, named as `identifier` says. With `EMAIL`, each is an "
+            f"e-mail address: {RECIPIENT_RULE}.",
+        ),
+    ]
     platform: Platform | None = None
     locale_name: NonEmptyText | None = None
     # `variation_2`, or just 2.

@@ -17,7 +17,7 @@ from starlette.routing import BaseRoute
 from herald.config import Settings
 from herald.http.docs import GatewayError, error_responses
 from herald.http.guards import UUID4_PATTERN
-from herald.http.operation import REQUIRED_MARK, Operation, documented_headers, guard_of
+from herald.http.operation import REQUIRED_MARK, IdempotencyMode, Operation, documented_headers, guard_of
 from herald.http.query_model import model_of, query_parameters
 
 _INT = {"type": "integer"}
@@ -33,22 +33,54 @@ UUID4 = {
     "description": "A UUID v4 in its hyphenated text form.",
 }
 UUID4_HEADERS = frozenset({"X-SVC-Request-Id", "Idempotency-Key"})
+# Response headers marked `required` are on every answer of the statuses they are listed for: the
+# request id on every answer (the middleware's and `herald serve`'s refusals included), the rate
+# limit's on every 2xx and 429 of a guarded operation (the guard took a slot, or was refused one).
+REQUEST_ID_HEADER = {
+    "X-SVC-Request-Id": {"description": "The request's trace id.", "required": True, "schema": UUID4}
+}
 RATE_LIMIT_HEADERS = {
     "X-RateLimit-Limit": {
         "description": "Requests allowed in the window nearest exhaustion.",
+        "required": True,
         "schema": _INT,
     },
-    "X-RateLimit-Remaining": {"description": "Requests left in that window.", "schema": _INT},
-    "X-RateLimit-Reset": {"description": "UTC epoch seconds when that window frees a slot.", "schema": _INT},
+    "X-RateLimit-Remaining": {
+        "description": "Requests left in that window.",
+        "required": True,
+        "schema": _INT,
+    },
+    "X-RateLimit-Reset": {
+        "description": "UTC epoch seconds when that window frees a slot.",
+        "required": True,
+        "schema": _INT,
+    },
 }
-RETRY_AFTER = {"Retry-After": {"description": "Seconds after which the request is admitted.", "schema": _INT}}
-REPLAYED = {
-    "Idempotent-Replayed": {
-        "description": "`true` when this is the stored answer to an earlier request with the same "
-        "Idempotency-Key (absent on the first answer).",
-        "schema": {"type": "string", "enum": ["true"]},
+RETRY_AFTER = {
+    "Retry-After": {
+        "description": "Seconds after which the request is admitted.",
+        "required": True,
+        "schema": _INT,
     }
 }
+# What makes a request a repeat whose answer is replayed, by the guard's idempotency mode.
+_REPEAT = {
+    "required": "the same Idempotency-Key",
+    "optional": "the same Idempotency-Key",
+    "body_request_id": "the same `request_id` in its body (this operation reads no Idempotency-Key)",
+}
+
+
+def _replayed(mode: IdempotencyMode) -> dict[str, Any]:
+    return {
+        "Idempotent-Replayed": {
+            "description": f"`true` when this is the stored answer to an earlier request with "
+            f"{_REPEAT[mode]}; absent on the first answer.",
+            "schema": {"type": "string", "enum": ["true"]},
+        }
+    }
+
+
 # The answers an Idempotency-Key keeps and replays: successes, and refusals that would be the same
 # again (a conflict, a rule the request broke); a 400 or a failure is not kept.
 _REPLAYED_STATUSES = ("2", "409", "422")
@@ -140,13 +172,18 @@ def _complete_operation(method: str, operation: dict[str, Any], guard: Operation
             responses[str(status)] = entry
     for status, response in responses.items():
         headers = response.setdefault("headers", {})
-        headers["X-SVC-Request-Id"] = {"description": "The request's trace id.", "schema": dict(UUID4)}
         if status.startswith("2") or status == "429":
             headers.update(RATE_LIMIT_HEADERS)
         if status == "429":
             headers.update(RETRY_AFTER)
         if keyed and status.startswith(_REPLAYED_STATUSES):
-            headers.update(REPLAYED)
+            headers.update(_replayed(guard.idempotency))
+
+
+def _identify_answers(operation: dict[str, Any]) -> None:
+    """Every answer of every operation carries the request id (the probes' and metrics' too)."""
+    for response in operation.get("responses", {}).values():
+        response["headers"] = {**REQUEST_ID_HEADER, **response.get("headers", {})}
 
 
 DESCRIPTION = """Herald serves the Offer Listing and Campaign Draft API (v5): the offers catalog and
@@ -236,15 +273,17 @@ def enrich(
     }
     for path, path_item in document.get("paths", {}).items():
         for method, operation in path_item.items():
-            documented = guarded.get((path, method))
-            if not isinstance(operation, dict) or documented is None:
+            if not isinstance(operation, dict):
                 continue
-            parameters = operation.setdefault("parameters", [])
-            if documented.query is not None:  # after the path's parameters, as the framework orders them
-                parameters.extend(query_parameters(documented.query))
-            if documented.guard is not None:
-                parameters.extend(documented_headers(documented.guard))
-                _complete_operation(method, operation, documented.guard)
+            documented = guarded.get((path, method))
+            if documented is not None:
+                parameters = operation.setdefault("parameters", [])
+                if documented.query is not None:  # after the path's parameters, as the framework orders them
+                    parameters.extend(query_parameters(documented.query))
+                if documented.guard is not None:
+                    parameters.extend(documented_headers(documented.guard))
+                    _complete_operation(method, operation, documented.guard)
+            _identify_answers(operation)  # last: the answers `_complete_operation` adds too
     _drop_unused_schemas(document)
     _integral_bounds(document)
     renamed: dict[str, Any] = _rename_token(document, settings)

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable
 from datetime import date
 from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic_core import PydanticCustomError
 
+from herald.control_characters import SPACES
 from herald.http.query_model import QUERY_INTEGER
 from herald.offers import cursor as offers_cursor
 from herald.offers.status import OfferStatus
@@ -17,6 +20,15 @@ SUMMARY_FIELDS = ("id", "name", "status", "tags", "created_at", "created_by")
 
 def _csv(values: list[str]) -> list[str]:
     return [part.strip() for value in values for part in value.split(",") if part.strip()]
+
+
+def _csv_pattern(words: Iterable[str]) -> str:
+    """What `_csv` reads as one or more of `words`, as the OpenAPI document's pattern: parts between
+    commas, each one of the words or empty, spaces around them (a control character is refused in
+    any query parameter, `guards.query_problems`)."""
+    word = "(?:" + "|".join(re.escape(word) for word in words) + ")"
+    space = f"[{SPACES}]*"
+    return f"^[{SPACES},]*{word}{space}(?:,[{SPACES},]*{word}{space})*[{SPACES},]*$"
 
 
 def _date(value: str | None, name: str) -> date | None:
@@ -30,19 +42,26 @@ def _date(value: str | None, name: str) -> date | None:
         raise PydanticCustomError("INVALID_TYPE", f"{name} must be a date in YYYY-MM-DD form.") from None
 
 
+# As the OpenAPI document states them (the validators below check them, with their own codes).
+StatusList = Annotated[str, Field(json_schema_extra={"pattern": _csv_pattern(OfferStatus)})]
+FieldList = Annotated[str, Field(json_schema_extra={"pattern": _csv_pattern(SUMMARY_FIELDS)})]
+# A calendar date (`_date`): as the parameter's format, generated clients send a date's ISO text.
+Date = Annotated[str, Field(json_schema_extra={"format": "date"})]
+
+
 class OffersListQuery(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     id: str | None = None
     name_contains: Annotated[str | None, Field(max_length=100)] = None
-    status_in: str | None = Field(
+    status_in: StatusList | None = Field(
         None, description="Comma-separated: active, scheduled, expired, archived, draft."
     )
     tags: list[str] = Field(default_factory=list, description="Repeat the parameter; offers must have ALL.")
-    created_date_gte: str | None = Field(None, description="YYYY-MM-DD")
-    created_date_lte: str | None = Field(None, description="YYYY-MM-DD")
+    created_date_gte: Date | None = Field(None, description="YYYY-MM-DD")
+    created_date_lte: Date | None = Field(None, description="YYYY-MM-DD")
     created_by: list[str] = Field(default_factory=list, description="Repeated or comma-separated e-mails.")
-    fields: str | None = Field(None, description="Comma-separated subset of the six summary fields.")
+    fields: FieldList | None = Field(None, description="Comma-separated subset of the six summary fields.")
     cursor: str | None = None
     limit: Annotated[int, Field(ge=1, le=100), QUERY_INTEGER] = 20
 

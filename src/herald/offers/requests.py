@@ -12,28 +12,48 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, ConfigDict, Field, JsonValue, Strict
-from pydantic_core import PydanticCustomError
+from pydantic import ConfigDict, Field, JsonValue, Strict
 
 from herald.campaigns.schemas.filters import FilterGroup
-from herald.email_address import email_problem
+from herald.email_address import EmailAddress
 from herald.json_numbers import Int64, IntegralFloat
+from herald.offers.currencies import ISO_4217
 from herald.schemas import APIModel
+from herald.timefmt import ZULU_DATE_TIME_PATTERN
+from herald.timezones import IANA_NAME_DESCRIPTION
 
 Text = Annotated[str, Strict()]
 NonEmptyText = Annotated[str, Strict(), Field(min_length=1)]
 Flag = Annotated[bool, Strict()]
 JsonObject = dict[str, JsonValue]
 
+# The text fields below are checked by `rules`, each with its own code (INVALID_OFFER_NAME,
+# INVALID_TYPE, INVALID_TIMEZONE, INVALID_CURRENCY_CODE) and with the body's other problems; their
+# constraints are written into the JSON Schema only (`json_schema_extra`), for the OpenAPI document.
+OFFER_NAME_PATTERN = "^[A-Za-z0-9_]{5,100}$"
+OfferName = Annotated[
+    str,
+    Strict(),
+    Field(
+        description="5-100 letters, digits and underscores.",
+        json_schema_extra={"minLength": 5, "maxLength": 100, "pattern": OFFER_NAME_PATTERN},
+    ),
+]
+ZuluDateTime = Annotated[
+    str,
+    Strict(),
+    Field(
+        description="ISO 8601 in UTC with `Z` (no offset), e.g. `2026-03-01T09:30:00Z`.",
+        json_schema_extra={"pattern": ZULU_DATE_TIME_PATTERN},
+    ),
+]
+TimezoneText = Annotated[str, Strict(), Field(description=IANA_NAME_DESCRIPTION)]
+CurrencyCode = Annotated[
+    str,
+    Strict(),
+    Field(description="An ISO 4217 currency code.", json_schema_extra={"enum": sorted(ISO_4217)}),
+]
 
-def _email(value: str) -> str:
-    reason = email_problem(value)
-    if reason is not None:
-        raise PydanticCustomError("INVALID_TYPE", "Expected an e-mail address: {reason}", {"reason": reason})
-    return value  # kept as sent: stored and compared verbatim
-
-
-EmailAddress = Annotated[str, Strict(), AfterValidator(_email)]
 VariantName = Annotated[str, Strict(), Field(min_length=1, max_length=64)]
 LocaleName = Annotated[str, Strict(), Field(min_length=1, max_length=35)]
 
@@ -45,14 +65,14 @@ class Delivery(StrEnum):
 class Scheduling(APIModel):
     """Date-times stay text here; `rules.scheduling` reads them (ISO 8601 with `Z` only)."""
 
-    start_datetime: Text | None = None
-    expiry_datetime: Text | None = None
-    timezone: Text | None = None
+    start_datetime: ZuluDateTime | None = None
+    expiry_datetime: ZuluDateTime | None = None
+    timezone: TimezoneText | None = None
 
 
 class SchedulingCreate(Scheduling):
-    start_datetime: Text
-    expiry_datetime: Text
+    start_datetime: ZuluDateTime
+    expiry_datetime: ZuluDateTime
 
 
 class SegmentFilters(APIModel):
@@ -178,7 +198,7 @@ class Goal(APIModel):
         default=None,
         description="Name of the numeric event attribute that holds the conversion's value, e.g. order_value.",
     )
-    revenue_currency: Text | None = None
+    revenue_currency: CurrencyCode | None = None
 
 
 class Conversion(APIModel):
@@ -189,7 +209,7 @@ class Conversion(APIModel):
 class OfferFields(APIModel):
     """Every offer field, none required: the shape of stored documents and of O3 changes."""
 
-    name: Text | None = None
+    name: OfferName | None = None
     description: Annotated[str, Strict(), Field(max_length=500)] | None = None
     priority: Annotated[int, Strict(), Field(ge=1, le=100), IntegralFloat] | None = None
     delivery: Delivery | None = None
@@ -209,7 +229,7 @@ class OfferFields(APIModel):
 class OfferCreate(OfferFields):
     """O2 body. Tags are `tag_<id>` or the raw `<id>` of a workspace tag."""
 
-    name: Text
+    name: OfferName
     priority: Annotated[int, Strict(), Field(ge=1, le=100), IntegralFloat]
     delivery: Delivery
     created_by: EmailAddress

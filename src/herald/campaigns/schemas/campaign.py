@@ -17,7 +17,7 @@ from pydantic import BaseModel, Field
 from herald.campaigns.schemas.advanced import Advanced
 from herald.campaigns.schemas.audience_limit import CampaignAudienceLimit
 from herald.campaigns.schemas.basic_details import BasicDetails, EmailBasicDetails, PushBasicDetails
-from herald.campaigns.schemas.common import Channel, DeliveryType, EmailAddress
+from herald.campaigns.schemas.common import Channel, DeliveryType
 from herald.campaigns.schemas.connector import Connector
 from herald.campaigns.schemas.content import CampaignContent, EmailCampaignContent, PushCampaignContent
 from herald.campaigns.schemas.control_group import ControlGroupDetails
@@ -31,6 +31,7 @@ from herald.campaigns.schemas.scheduling import SchedulingDetails
 from herald.campaigns.schemas.segmentation import SegmentationDetails
 from herald.campaigns.schemas.trigger import EmailTriggerCondition, TriggerCondition
 from herald.campaigns.schemas.utm import UtmParams
+from herald.email_address import EmailAddress
 from herald.schemas import APIModel
 
 # Every component a body may carry, in the order problems are reported.

@@ -16,10 +16,9 @@ from zoneinfo import ZoneInfo
 from pydantic import AfterValidator, Field, JsonValue, Strict
 from pydantic_core import PydanticCustomError
 
-from herald.email_address import email_problem
 from herald.json_numbers import Int64, IntegralFloat
 from herald.timefmt import DATE_TIME_PATTERN, as_utc, parse_iso_datetime
-from herald.timezones import is_timezone
+from herald.timezones import IANA_NAME_DESCRIPTION, is_timezone
 
 
 class Channel(StrEnum):
@@ -145,16 +144,6 @@ NumericString = Annotated[str, Strict(), AfterValidator(_unsigned_string)]
 DecimalString = Annotated[str, Strict(), AfterValidator(_decimal_string)]
 
 
-def _email(value: str) -> str:
-    reason = email_problem(value)
-    if reason is not None:
-        raise PydanticCustomError("INVALID_TYPE", "Expected an e-mail address: {reason}", {"reason": reason})
-    return value  # kept as sent: normalising would make the stored value differ from the request
-
-
-EmailAddress = Annotated[str, Strict(), AfterValidator(_email)]
-
-
 def _timezone(value: str) -> str:
     if not is_timezone(value):
         raise PydanticCustomError(
@@ -163,7 +152,7 @@ def _timezone(value: str) -> str:
     return value
 
 
-TimezoneName = Annotated[str, Strict(), AfterValidator(_timezone)]
+TimezoneName = Annotated[str, Strict(), AfterValidator(_timezone), Field(description=IANA_NAME_DESCRIPTION)]
 
 
 def _iso_datetime(value: str) -> str:

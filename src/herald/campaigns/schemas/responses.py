@@ -15,7 +15,7 @@ from herald.campaigns.lifecycle import Action
 from herald.campaigns.schemas.advanced import Advanced
 from herald.campaigns.schemas.audience_limit import CampaignAudienceLimit
 from herald.campaigns.schemas.basic_details import EmailBasicDetails, PushBasicDetails
-from herald.campaigns.schemas.common import CampaignStatus, DeliveryType
+from herald.campaigns.schemas.common import CampaignStatus, Channel, DeliveryType
 from herald.campaigns.schemas.connector import Connector
 from herald.campaigns.schemas.content import EmailCampaignContent, PushCampaignContent
 from herald.campaigns.schemas.control_group import ControlGroupDetails
@@ -25,9 +25,20 @@ from herald.campaigns.schemas.scheduling import SchedulingDetails
 from herald.campaigns.schemas.segmentation import SegmentationDetails
 from herald.campaigns.schemas.trigger import TriggerCondition
 from herald.campaigns.schemas.utm import UtmParams
+from herald.timefmt import CAMPAIGN_TIMESTAMP_PATTERN, META_TIMESTAMP_PATTERN
 
-_TIMESTAMP = "UTC, `YYYY-MM-DD HH:MM:SS.ffffff` (no zone)."
-_META_TIME = "UTC, `YYYY-MM-DDTHH:MM:SS`."
+# Contract §3's answer timestamps (`timefmt.campaign_timestamp`, `timefmt.meta_timestamp`).
+Timestamp = Annotated[
+    str,
+    Field(
+        description="UTC, `YYYY-MM-DD HH:MM:SS.ffffff` (no zone).",
+        json_schema_extra={"pattern": CAMPAIGN_TIMESTAMP_PATTERN},
+    ),
+]
+MetaTime = Annotated[
+    str,
+    Field(description="UTC, `YYYY-MM-DDTHH:MM:SS`.", json_schema_extra={"pattern": META_TIMESTAMP_PATTERN}),
+]
 
 
 class _CampaignIdentity(BaseModel):
@@ -38,9 +49,9 @@ class _CampaignIdentity(BaseModel):
     campaign_delivery_type: DeliveryType
     created_by: str
     updated_by: str | None = None
-    created_at: str = Field(description=_TIMESTAMP)
-    updated_at: str = Field(description=_TIMESTAMP)
-    sent_time: str | None = Field(None, description=_TIMESTAMP)
+    created_at: Timestamp
+    updated_at: Timestamp
+    sent_time: Timestamp | None = None
     flow_id: str | None = None
     flow_name: str | None = None
     parent_id: str | None = None
@@ -163,21 +174,26 @@ class CampaignSearchResponse(_Envelope):
 
 class Reachability(BaseModel):
     count: int
-    last_updated_time: str = Field(description=_META_TIME)
+    last_updated_time: MetaTime
 
 
 class CampaignMetaRow(BaseModel):
     campaign_id: str
     version_number: int | None = Field(None, description="Present when the workspace has versioning on.")
-    channel: str
-    platform: list[str] = Field(description="`[]` for Email.")
+    channel: Channel
+    # Not the Platform enum: the strings of the stored `basic_details.platforms`, which only a Push
+    # campaign's model reads as platforms (an Email campaign's basic_details keeps unknown keys).
+    platform: list[str] = Field(
+        description="The campaign's `basic_details.platforms`: ANDROID, IOS, WEB for Push; `[]` for "
+        "Email unless its basic_details holds a `platforms` key of its own (kept as sent)."
+    )
     created_by: str
-    campaign_delivery_type: str
+    campaign_delivery_type: DeliveryType
     campaign_name: str | None
     campaign_team: str | None
     campaign_tags: list[str]
     campaign_status: CampaignStatus
-    campaign_start_time: str | None = Field(description=_META_TIME)
+    campaign_start_time: MetaTime | None
     parent_campaign_id: str | None = None
     total_child_campaigns: int | None = None
     rejection_comment: str | None = None

@@ -7,7 +7,9 @@ offending key gets its own precise target.
 
 from __future__ import annotations
 
-from pydantic import ConfigDict
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
 
 from herald.campaigns.schemas.common import NonEmptyText, Text
 from herald.schemas import APIModel
@@ -16,8 +18,20 @@ UTM_PREFIX = "utm_"
 MAX_CUSTOM_UTM_KEYS = 5
 
 
+def _key_rules(schema: dict[str, Any], model: type[BaseModel]) -> None:
+    """For the OpenAPI document: every key, named or custom, starts with the prefix, and there are
+    no more than the named keys and the custom ones together. How many of them are custom JSON
+    Schema cannot count, so the description says it."""
+    schema["propertyNames"] = {"pattern": f"^{UTM_PREFIX}"}
+    schema["maxProperties"] = len(model.model_fields) + MAX_CUSTOM_UTM_KEYS
+    schema["description"] = (
+        f"The named keys, plus up to {MAX_CUSTOM_UTM_KEYS} custom keys prefixed `{UTM_PREFIX}` "
+        "(string values)."
+    )
+
+
 class UtmParams(APIModel):
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", json_schema_extra=_key_rules)
 
     # Values of custom keys are strings like the named ones.
     __pydantic_extra__: dict[str, Text]

@@ -18,6 +18,7 @@ from herald.campaigns.validation.filters import check_filter_group
 from herald.ids import parse_tag_id
 from herald.offers.currencies import is_currency_code
 from herald.offers.requests import (
+    OFFER_NAME_PATTERN,
     REQUIRED_ON_CREATE,
     REQUIRED_ON_DRAFT,
     REVENUE_ATTRIBUTE_MAX,
@@ -30,7 +31,7 @@ from herald.offers.rules.content import check_content, check_variants, check_var
 from herald.offers.rules.scheduling import EXPIRY, START, check_scheduling
 from herald.problems import Problem, join_path
 
-OFFER_NAME = re.compile(r"^[A-Za-z0-9_]{5,100}$")
+OFFER_NAME = re.compile(OFFER_NAME_PATTERN)
 
 
 @dataclass(frozen=True)

@@ -7,10 +7,12 @@ from datetime import UTC, datetime, timedelta
 
 from herald.offers.requests import Scheduling
 from herald.problems import Problem
+from herald.timefmt import ZULU_DATE_TIME_PATTERN
 from herald.timezones import is_timezone
 
 # Contract §4: date-times carry `Z`; offsets and zone-less values are refused rather than guessed.
-_ZULU = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,6})?Z$")
+# The pattern the OpenAPI document states: a calendar date and a time of day that exist.
+_ZULU = re.compile(ZULU_DATE_TIME_PATTERN)
 MIN_RUNTIME = timedelta(minutes=10)
 # A client that means "start now" computes the instant before sending it; it arrives a little in
 # the past. Starts up to this far back are taken as "now" instead of being refused.
