@@ -67,7 +67,8 @@ def meta_criteria(body: MetaBody) -> Criteria:
 def meta_row(row: Any, reach: reachability.Reach | None, *, versioning: bool) -> dict[str, Any]:
     """The wire row of a page row (`ROWS`)."""
     basic = row.basic_details if isinstance(row.basic_details, dict) else {}
-    platforms = basic.get("platforms")
+    # Contract §5: `[]` for Email (whose basic_details keeps an unknown `platforms` key as sent).
+    platforms = basic.get("platforms") if row.channel == "PUSH" else None
     team = basic.get("team")
     out: dict[str, Any] = {"campaign_id": row.campaign_id}
     if versioning:

@@ -15,7 +15,7 @@ from herald.campaigns.lifecycle import Action
 from herald.campaigns.schemas.advanced import Advanced
 from herald.campaigns.schemas.audience_limit import CampaignAudienceLimit
 from herald.campaigns.schemas.basic_details import EmailBasicDetails, PushBasicDetails
-from herald.campaigns.schemas.common import CampaignStatus, Channel, DeliveryType
+from herald.campaigns.schemas.common import CampaignStatus, Channel, DeliveryType, Platform
 from herald.campaigns.schemas.connector import Connector
 from herald.campaigns.schemas.content import EmailCampaignContent, PushCampaignContent
 from herald.campaigns.schemas.control_group import ControlGroupDetails
@@ -181,11 +181,8 @@ class CampaignMetaRow(BaseModel):
     campaign_id: str
     version_number: int | None = Field(None, description="Present when the workspace has versioning on.")
     channel: Channel
-    # Not the Platform enum: the strings of the stored `basic_details.platforms`, which only a Push
-    # campaign's model reads as platforms (an Email campaign's basic_details keeps unknown keys).
-    platform: list[str] = Field(
-        description="The campaign's `basic_details.platforms`: ANDROID, IOS, WEB for Push; `[]` for "
-        "Email unless its basic_details holds a `platforms` key of its own (kept as sent)."
+    platform: list[Platform] = Field(
+        description="The campaign's `basic_details.platforms` for Push; `[]` for every other channel."
     )
     created_by: str
     campaign_delivery_type: DeliveryType
