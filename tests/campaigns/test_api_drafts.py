@@ -407,6 +407,29 @@ class TestLengthsTheColumnsHold:
         assert stored["data"]["basic_details"]["tags"] == fits["tags"]
 
 
+class TestVariationCount:
+    async def test_a_count_of_variations_past_100_is_out_of_range_at_once(
+        self, client: httpx.AsyncClient, workspace: Tenant
+    ) -> None:
+        # 15,575,900 variations (Schemathesis's): C1 listed each missing one per locale, and the
+        # server was killed for its memory before it answered.
+        content = {
+            "locales": ["fr-FR"],
+            "variation_details": {"distribution_type": "SHERPA", "no_of_variations": 15575900},
+            "content": {"default": {"variation_1": {}}, "fr-FR": {"variation_1": {}}},
+        }
+        response = await _create(client, workspace, {**MINIMAL_PUSH, "campaign_content": content})
+        assert response.status_code == 400, response.text
+        details = response.json()["error"]["details"]
+        assert ("OUT_OF_RANGE", "campaign_content.variation_details.no_of_variations") in {
+            (d["code"], d["target"]) for d in details
+        }
+        assert len(details) < 10
+        content["variation_details"]["no_of_variations"] = 100  # the most a campaign may have
+        response = await _create(client, workspace, {**MINIMAL_PUSH, "campaign_content": content})
+        assert "no_of_variations" not in response.text
+
+
 class TestNumbersNoColumnHolds:
     """Whole numbers past 64 bits: judged as the doubles they equal, never stored as integers the
     answers cannot write back (a throttle of 1e30 was stored, and every read of the campaign then
