@@ -293,8 +293,11 @@ def test_every_user_gets_exactly_one_delivery_id_across_a_killed_worker(
     FileClock.write(clock_file, start)
     workspace, env = _deployment(database_url, tmp_path, url, clock_file)
     api: Server = serve(env, 1)
-    workers = [_start_worker(env, tmp_path / f"worker-{n}.log") for n in range(WORKERS)]
+    workers: list[Worker] = []
     try:
+        # Each started inside the try: one that fails to start leaves none of the others running.
+        for n in range(WORKERS):
+            workers.append(_start_worker(env, tmp_path / f"worker-{n}.log"))
         sink.hold_after = USERS // 5
         campaign_id = _publish(api, workspace)
         _wait(lambda: sink.holding() > 0, "a fifth of the audience reached the receiver, the rest is held")
@@ -407,7 +410,7 @@ def test_a_failing_connector_pauses_the_execution_at_the_threshold_of_all_worker
         database_url, tmp_path, url, clock_file, delivery_error_threshold=str(threshold)
     )
     api: Server = serve(env, 1)
-    workers = [_start_worker(env, tmp_path / f"worker-{n}.log") for n in range(WORKERS)]
+    workers: list[Worker] = []
 
     def paused() -> bool:
         async def read() -> str | None:
@@ -423,6 +426,8 @@ def test_a_failing_connector_pauses_the_execution_at_the_threshold_of_all_worker
         return asyncio.run(read()) == "PAUSED"
 
     try:
+        for n in range(WORKERS):
+            workers.append(_start_worker(env, tmp_path / f"worker-{n}.log"))
         _publish(api, workspace)
         _wait(paused, "the execution is paused")
         time.sleep(0.5)  # anything still on its way arrives (a bound on what was sent, not a speed)
