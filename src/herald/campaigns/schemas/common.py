@@ -116,6 +116,11 @@ Integer = Annotated[int, Strict(), Int64, IntegralFloat]
 NonNegativeInt = Annotated[int, Strict(), Field(ge=0), Int64, IntegralFloat]
 PositiveInt = Annotated[int, Strict(), Field(ge=1), Int64, IntegralFloat]
 Percentage = Annotated[int, Strict(), Field(ge=0, le=100), IntegralFloat]
+# Variations a campaign may have: each takes a whole percent at least of a MANUAL split (which sums
+# to 100). Unbounded, a count of 15,575,900 made C1 list that many missing variations per locale,
+# and the server was killed for its memory (23 GB) before it answered.
+MAX_VARIATIONS = 100
+VariationCount = Annotated[int, Strict(), Field(ge=1, le=MAX_VARIATIONS), IntegralFloat]
 Number = Annotated[int, Strict()] | Annotated[float, Strict()]
 JsonObject = dict[str, JsonValue]
 

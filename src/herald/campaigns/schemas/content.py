@@ -24,6 +24,7 @@ from herald.campaigns.schemas.common import (
     Platform,
     PositiveInt,
     Text,
+    VariationCount,
 )
 from herald.schemas import APIModel, OpenModel
 
@@ -147,15 +148,9 @@ class SherpaMetric(StrEnum):
     BOTH = "BOTH"
 
 
-# Variations a campaign may have: each takes a whole percent at least of a MANUAL split (which sums
-# to 100). Unbounded, a count of 15,575,900 made C1 list that many missing variations per locale,
-# and the server was killed for its memory (23 GB) before it answered.
-MAX_VARIATIONS = 100
-
-
 class VariationDetails(APIModel):
     distribution_type: DistributionType | None = None
-    no_of_variations: Annotated[PositiveInt, Field(le=MAX_VARIATIONS)]
+    no_of_variations: VariationCount
     manual_distribution_percentage: dict[str, Percentage] | None = None
     sherpa_campaign_duration: PositiveInt | None = None
     sherpa_distribution_metric: SherpaMetric | None = None
