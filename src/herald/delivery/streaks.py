@@ -114,27 +114,24 @@ async def start_again(connection: Writer, workspace_id: str, connector_id: str, 
 
 class Streaks:
     """This process's view of each connector's failed attempts in a row and the last reason: the
-    larger of its own count (its attempts, in the order they were answered) and the shared row's as
-    last read (`refresh`, after each window with failures). Its own count covers the windows whose
-    outcomes are not yet recorded there; the shared one, the failures of every other worker."""
+    larger of its own count (its attempts, in the order they were answered: a `Tally` per
+    connector) and the shared row's as last read (`refresh`, after each window with failures). Its
+    own count covers the windows whose outcomes are not yet recorded there; the shared one, the
+    failures of every other worker."""
 
     def __init__(self) -> None:
-        self._own: dict[str, tuple[int, str]] = {}
+        self._own: dict[str, Tally] = {}
         self._shared: dict[str, tuple[int, str]] = {}
 
     def of(self, connector_id: str) -> tuple[int, str]:
         """The connector's failed attempts in a row and the last reason (0 and "" when none)."""
-        return max(self._own.get(connector_id, (0, "")), self._shared.get(connector_id, (0, "")))
+        own = self._own.get(connector_id)
+        mine = (own.failures, own.reason) if own is not None and own.failures else (0, "")
+        return max(mine, self._shared.get(connector_id, (0, "")))
 
     def count(self, connector_id: str, outcome: Outcome) -> None:
         """One attempt's outcome (a message never handed over counts for nothing)."""
-        if not outcome.attempted:
-            return
-        if outcome.sent:
-            self._own.pop(connector_id, None)
-        else:
-            count, _ = self._own.get(connector_id, (0, ""))
-            self._own[connector_id] = (count + 1, outcome.reason or "The send failed.")
+        self._own.setdefault(connector_id, Tally()).count(outcome)
 
     async def refresh(self, database: Database, connector: Connector) -> None:
         """The connector's count as every worker together has it (after this process's failures
@@ -154,6 +151,5 @@ class Streaks:
         pause it before any attempt)."""
         if threshold <= 0:
             return
-        for counts in (self._own, self._shared):
-            for key in [key for key, (count, _) in counts.items() if count >= threshold]:
-                del counts[key]
+        self._own = {key: tally for key, tally in self._own.items() if tally.failures < threshold}
+        self._shared = {key: value for key, value in self._shared.items() if value[0] < threshold}

@@ -125,16 +125,7 @@ class HeraldMiddleware:
         if scope["path"] == HEALTH_PATH and scope["method"] in READ_METHODS:
             scope["route"] = table.literal_routes.get(HEALTH_PATH)  # the label of its log line and metrics
             # The socket's rules hold here too (a missing or doubled Host, a header given twice).
-            malformed = header_problem(headers, self.singular_headers, http_version)
-            if malformed is not None:
-                await self._send_error(
-                    send,
-                    request_id,
-                    malformed.status,
-                    malformed.code,
-                    malformed.message,
-                    target=malformed.header,
-                )
+            if await self._refused_head(send, request_id, headers, http_version):
                 return
             answer = [(b"content-type", b"application/json"), (self.request_id_header, request_id.encode())]
             await _send_raw(send, 200, answer, HEALTHY)
@@ -158,11 +149,7 @@ class HeraldMiddleware:
             )
             return
 
-        malformed = header_problem(headers, self.singular_headers, http_version)
-        if malformed is not None:
-            await self._send_error(
-                send, request_id, malformed.status, malformed.code, malformed.message, target=malformed.header
-            )
+        if await self._refused_head(send, request_id, headers, http_version):
             return
         method: str = scope["method"]
         body = b""
@@ -223,6 +210,18 @@ class HeraldMiddleware:
         finally:
             await uow.close()
         await self._send(send, captured, request_id, uow)
+
+    async def _refused_head(
+        self, send: Send, request_id: str, headers: list[tuple[bytes, bytes]], http_version: str
+    ) -> bool:
+        """Answer a head that breaks the socket's rules (`header_problem`); whether it did."""
+        malformed = header_problem(headers, self.singular_headers, http_version)
+        if malformed is None:
+            return False
+        await self._send_error(
+            send, request_id, malformed.status, malformed.code, malformed.message, target=malformed.header
+        )
+        return True
 
     async def _commit(self, uow: UnitOfWork, captured: list[Message]) -> None:
         if uow.pending_claim is not None:  # a success must never pass an unchecked key
