@@ -370,6 +370,16 @@ def test_chunked_bodies_and_100_continue_in_any_case_are_served(server: Server, 
     assert answer.body.startswith(b"HTTP/1.1 201 Created\r\n"), answer.body
 
 
+def test_an_http_1_0_expectation_of_100_continue_is_ignored(server: Server, tenant: Tenant) -> None:
+    # RFC 9110 §10.1.1: a server MUST ignore it in an HTTP/1.0 request (such a client knows no
+    # interim answer); it was answered `HTTP/1.1 100 Continue` before the final answer.
+    headers = [*create_headers(tenant, str(uuid.uuid4())), (b"Expect", b"100-continue")]
+    head = request("POST", "/v5/campaigns", headers, CAMPAIGN).replace(b" HTTP/1.1\r\n", b" HTTP/1.0\r\n", 1)
+    answer = exchange(server, head)
+    assert answer.status == 201, answer.body
+    assert b"100 Continue" not in answer.body
+
+
 # ---- malformed request lines: a clean 400 -----------------------------------------------------------
 
 MALFORMED = {

@@ -185,6 +185,10 @@ class HeraldHttpProtocol(HttpToolsProtocol):
             self._refuse_malformed()
             raise _Refused
         super().on_headers_complete()
+        if self.parser.get_http_version() == "1.0":
+            # An HTTP/1.0 client knows no interim answers: its `Expect: 100-continue` is ignored
+            # (RFC 9110 §10.1.1, a MUST), and its answer is the final one alone.
+            self.cycle.waiting_for_100_continue = False
         # The answer's head and body in one send; see `_ResponseTransport`.
         self.cycle.transport = _ResponseTransport(self)
         self.body_length = None if chunked else length
