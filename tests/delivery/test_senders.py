@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from herald.campaigns.schemas.common import Channel, Platform
+from herald.delivery.engine.split import html_with_utm
 from herald.delivery.messages import Envelope, Recipient, Slot
 from herald.delivery.signing import verify
 from herald.delivery.smtp import SmtpSessions, build_email, plain_text, send_smtp
@@ -157,6 +158,17 @@ class TestMimeMessage:
             "Shipped\nHi Ana\nItem Price\nBoots 10\n"
             "Track it (https://shop.example/track?id=1) or write.\nLine 1\nLine 2\n"
         )
+
+    @pytest.mark.parametrize(
+        "href", ["https://x.example/a", "HTTPS://X.EXAMPLE/A", "Http://x.example/a", " https://x.example/a "]
+    )
+    def test_every_link_the_tracking_parameters_tag_keeps_its_address_in_the_plain_part(
+        self, href: str
+    ) -> None:
+        # The plain part kept only hrefs spelled `http://` or `https://` in lower case, while the
+        # tracking parameters (and browsers) take any case and padding: `HTTPS://…` lost its address.
+        html = html_with_utm(f'<p><a href="{href}">Shop</a></p>', {"utm_source": "s"})
+        assert plain_text(html) == f"Shop ({href.strip()}?utm_source=s)\n"
 
 
 class TestSmtp:

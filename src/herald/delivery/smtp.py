@@ -43,6 +43,7 @@ from herald.delivery.config import (
     not_a_verified_sender,
     sender_allowed,
 )
+from herald.delivery.engine.split import web_address
 from herald.delivery.messages import Envelope, Outcome
 
 # Failures of one message; anything else (connect, TLS, auth, timeouts) is the connector failing,
@@ -82,8 +83,8 @@ class _TextOf(HTMLParser):
         elif tag in _CELLS:
             self.parts.append(" ")
         elif tag == "a":
-            href = dict(attrs).get("href") or ""
-            self._links.append(href if href.startswith(("http://", "https://")) else None)
+            # A web link as the tracking parameters see one (`HTTPS://…` and ` https://…` too).
+            self._links.append(web_address(dict(attrs).get("href") or ""))
 
     def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         if tag in _BLOCKS:

@@ -172,8 +172,8 @@ def with_utm(url: str, utm: Mapping[str, str]) -> str:
     The parameters are spliced into the URL's own text (before its fragment) rather than the URL
     rebuilt by `urlunsplit`, which would normalise it (scheme case, an empty `?` or `#`). Padding
     around the URL is dropped from a tagged one: a browser ignores it, but `?…` after it would not be."""
-    stripped = url.strip(_URL_PADDING)
-    if not utm or _scheme(stripped) not in ("http", "https"):
+    stripped = web_address(url)
+    if not utm or stripped is None:
         return url
     base, hash_mark, fragment = stripped.partition("#")
     _, question_mark, query = base.partition("?")
@@ -183,6 +183,14 @@ def with_utm(url: str, utm: Mapping[str, str]) -> str:
         return url
     separator = "?" if not question_mark else "" if query == "" or query.endswith("&") else "&"
     return f"{base}{separator}{urlencode(added)}{hash_mark}{fragment}"
+
+
+def web_address(url: str) -> str | None:
+    """`url` without the padding a browser ignores around it, when it is an http(s) link (its
+    scheme in any case); None otherwise. What a link is for the tracking parameters and for the
+    e-mail's plain-text part alike."""
+    stripped = url.strip(_URL_PADDING)
+    return stripped if _scheme(stripped) in ("http", "https") else None
 
 
 def _scheme(url: str) -> str:
