@@ -172,6 +172,27 @@ _SEGMENT = {"filter_type": "custom_segments", "name": "VIP", "id": "vip"}
             features=ALL_FEATURES - {"portfolio"},
         ),
         passes("custom-segments-need-no-project", PUSH_ONE_TIME),
+        # A text to look for is at most as long as a stored value can be (10,000 characters):
+        # longer, it matched nothing, and PostgreSQL's regular expression for it took minutes.
+        passes(
+            "text-as-long-as-a-stored-value",
+            PUSH_ONE_TIME,
+            {f"{_F}.data_type": "string", f"{_F}.operator": "contains", f"{_F}.value": "v" * 10_000},
+        ),
+        fails(
+            "text-longer-than-any-stored-value",
+            PUSH_ONE_TIME,
+            ("OUT_OF_RANGE", f"{_F}.value"),
+            {f"{_F}.data_type": "string", f"{_F}.operator": "contains", f"{_F}.value": "v" * 10_001},
+            stage=C,
+        ),
+        fails(
+            "listed-text-longer-than-any-stored-value",
+            PUSH_ONE_TIME,
+            ("OUT_OF_RANGE", f"{_F}.value.1"),
+            {f"{_F}.data_type": "string", f"{_F}.operator": "in", f"{_F}.value": ["a", "v" * 10_001]},
+            stage=C,
+        ),
         # Herald's limit: a group holds at most MAX_FILTERS filters (SQLite nests ~1,000 terms at most)
         passes(
             "filters-at-the-limit",

@@ -48,6 +48,7 @@ from enum import StrEnum
 
 from pydantic import JsonValue
 
+from herald.audience.attributes import MAX_STRING_LENGTH
 from herald.audience.segmentation.periods import (
     UNITS,
     Period,
@@ -319,6 +320,12 @@ def _text_condition(operator: FilterOperator, value: JsonValue, case_sensitive: 
             raise _Invalid("INVALID_TYPE", where, "Expected a string.")
         if mode is not TextMode.EQUALS and not item:
             raise _Invalid("OUT_OF_RANGE", where, "A text to look for must not be empty.")
+        if len(item) > MAX_STRING_LENGTH:
+            # No stored value is longer, so it could match nothing; and PostgreSQL's regular
+            # expression for it grows with its square (150,000 characters: 37 s, then refused).
+            raise _Invalid(
+                "OUT_OF_RANGE", where, f"A text to look for has at most {MAX_STRING_LENGTH:,} characters."
+            )
         texts.append(item)
     return TextMatch(mode, tuple(texts), case_sensitive)
 
