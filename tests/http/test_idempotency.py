@@ -121,6 +121,26 @@ class TestKeyHeader:
         assert response.json()["error"]["details"][0]["code"] == "MISSING_IDEMPOTENCY_KEY"
         assert response.json()["error"]["details"][0]["target"] == "Idempotency-Key"
 
+    async def test_every_fault_of_the_head_and_query_is_in_one_answer_and_costs_no_quota(
+        self, app_with_routes: FastAPI, client: httpx.AsyncClient, tenant: Tenant
+    ) -> None:
+        # Contract §3: all violations in one response. The key's was reported alone, after the
+        # request id's or the query's had been fixed, and after the rate limit had taken its slot.
+        headers = {**_headers(tenant, None), "X-SVC-Request-Id": "not-a-uuid"}
+        response = await client.post(PATH + "?note=%00", json={"name": "a"}, headers=headers)
+        assert response.status_code == 400
+        details = {(d["code"], d["target"]) for d in response.json()["error"]["details"]}
+        assert details == {
+            ("INVALID_TYPE", "X-SVC-Request-Id"),
+            ("INVALID_TYPE", "note"),
+            ("MISSING_IDEMPOTENCY_KEY", "Idempotency-Key"),
+        }
+        assert "X-RateLimit-Remaining" not in response.headers
+        fine = await client.post(PATH, json={"name": "a"}, headers=_headers(tenant, str(uuid.uuid4())))
+        assert fine.status_code == 201, fine.text
+        limit = int(fine.headers["X-RateLimit-Limit"])
+        assert int(fine.headers["X-RateLimit-Remaining"]) == limit - 1
+
     async def test_key_that_is_not_uuid4_is_400(
         self, app_with_routes: FastAPI, client: httpx.AsyncClient, tenant: Tenant
     ) -> None:

@@ -1,7 +1,7 @@
 """The one dependency every API route starts with: who is calling, may they, how often, which key.
 
-Order matters and is fixed here: authenticate (401/403) → a malformed request id or query string (400) → rate limit
-(429, nothing consumed on refusal) → claim the Idempotency-Key (replay / 409). Routes declare it as `Annotated[Caller, guarded(OP)]`.
+Order matters and is fixed here: authenticate (401/403) → a malformed request id, query string or Idempotency-Key
+(400, every fault in one answer) → rate limit (429, nothing consumed on refusal) → claim the Idempotency-Key (replay / 409). Routes declare it as `Annotated[Caller, guarded(OP)]`.
 
 A writing request does all of this in its own transaction, the one that then holds its effect and its
 idempotency record: one transaction per request, and a claim that cannot outlive its request.
@@ -107,28 +107,28 @@ def _body_request_id_key(request: Request) -> str | None:
     return hashlib.sha256(f"request_id\0{value}".encode()).hexdigest()
 
 
-def _idempotency_key(request: Request, mode: IdempotencyMode) -> str | None:
+def _idempotency_key(request: Request, mode: IdempotencyMode) -> tuple[str | None, list[Problem]]:
+    """The request's idempotency key for `mode` (None: it takes or has none), or what is wrong
+    with its header."""
+    if mode == "none":
+        return None, []
     if mode == "body_request_id":
-        return _body_request_id_key(request)
+        return _body_request_id_key(request), []
     value = request.headers.get(IDEMPOTENCY_HEADER)
     if value is None:
         if mode == "required":
-            raise ValidationFailed(
-                [
-                    Problem(
-                        "MISSING_IDEMPOTENCY_KEY",
-                        IDEMPOTENCY_HEADER,
-                        "The Idempotency-Key header is required.",
-                    )
-                ]
-            )
-        return None
+            return None, [
+                Problem(
+                    "MISSING_IDEMPOTENCY_KEY", IDEMPOTENCY_HEADER, "The Idempotency-Key header is required."
+                )
+            ]
+        return None, []
     key = parse_uuid4(value)
     if key is None:
-        raise ValidationFailed(
-            [Problem("INVALID_IDEMPOTENCY_KEY", IDEMPOTENCY_HEADER, "The Idempotency-Key must be a UUID v4.")]
-        )
-    return key
+        return None, [
+            Problem("INVALID_IDEMPOTENCY_KEY", IDEMPOTENCY_HEADER, "The Idempotency-Key must be a UUID v4.")
+        ]
+    return key, []
 
 
 async def check_access(request: Request, operation: Operation) -> Caller:
@@ -159,56 +159,63 @@ async def check_access(request: Request, operation: Operation) -> Caller:
                 await opened[0].close()
     request.state.workspace_id = caller.workspace_id  # for the request's log line
 
+    # A malformed request: every fault of its headers and query string in one answer (contract
+    # §3), before the rate limit (nothing consumed) and before anything is claimed.
+    problems: list[Problem] = []
     if request.state.request_id_invalid:
-        header = services.settings.request_id_header
-        raise ValidationFailed([Problem("INVALID_TYPE", header, "Not a UUID v4.")])
+        problems.append(Problem("INVALID_TYPE", services.settings.request_id_header, "Not a UUID v4."))
     # Every route's query string, before any handler or query model reads it: a NUL would reach
     # the database (PostgreSQL refuses it), a non-UTF-8 escape would be read as U+FFFD.
-    bad_query = query_problems(request.scope.get("query_string", b""))
-    if bad_query:
-        raise ValidationFailed(bad_query)
+    problems += query_problems(request.scope.get("query_string", b""))
+    key, key_problems = _idempotency_key(request, operation.idempotency)
+    problems += key_problems
+    if problems:
+        raise ValidationFailed(problems)
 
     now = services.clock.now()
     uow.rate_limit, _, _ = await _take_slot(
         request, caller, operation.bucket, operation.name, also_needs=operation.quota
     )
-    await _claim(request, operation, caller, in_request_transaction, now)
+    if key is not None:
+        await _claim(request, operation, caller, key, in_request_transaction, now)
     return caller
 
 
 async def _claim(
-    request: Request, operation: Operation, caller: Caller, in_request_transaction: bool, now: datetime
+    request: Request,
+    operation: Operation,
+    caller: Caller,
+    key: str,
+    in_request_transaction: bool,
+    now: datetime,
 ) -> None:
-    """Claim the request's Idempotency-Key, if its operation takes one (replay / 409 otherwise)."""
+    """Claim the request's idempotency `key` (replay / 409 otherwise)."""
     services = services_of(request)
     uow = unit_of_work(request)
-    if operation.idempotency != "none":
-        key = _idempotency_key(request, operation.idempotency)
-        if key is not None:
-            claim = idempotency.Claim(
-                workspace_id=caller.workspace_id,
-                api_key_id=caller.api_key.id,
-                key=key,
-                fingerprint=idempotency.fingerprint(
-                    request.method, _url_path(request), getattr(request.state, "body", b"") or b""
-                ),
-                in_request_transaction=in_request_transaction,
-                named_by="request_id" if operation.idempotency == "body_request_id" else "Idempotency-Key",
-            )
-            if in_request_transaction and operation.claim_with_read:
-                uow.pending_claim = claim  # taken by the handler's first read (`ClaimRead`)
-                return
-            if in_request_transaction and operation.claim_with_create:
-                uow.pending_claim = claim  # taken by the handler's one write (`ClaimedCreate`)
-                return
-            if not in_request_transaction and operation.claim_with_write:
-                uow.pending_claim = claim  # taken by the handler's first write (`WrittenClaim`)
-                return
-            if in_request_transaction:
-                await idempotency.claim_in(uow.session(), claim, now)
-            else:
-                await idempotency.claim(services.database.writer, claim, now)
-            uow.idempotency = claim
+    claim = idempotency.Claim(
+        workspace_id=caller.workspace_id,
+        api_key_id=caller.api_key.id,
+        key=key,
+        fingerprint=idempotency.fingerprint(
+            request.method, _url_path(request), getattr(request.state, "body", b"") or b""
+        ),
+        in_request_transaction=in_request_transaction,
+        named_by="request_id" if operation.idempotency == "body_request_id" else "Idempotency-Key",
+    )
+    if in_request_transaction and operation.claim_with_read:
+        uow.pending_claim = claim  # taken by the handler's first read (`ClaimRead`)
+        return
+    if in_request_transaction and operation.claim_with_create:
+        uow.pending_claim = claim  # taken by the handler's one write (`ClaimedCreate`)
+        return
+    if not in_request_transaction and operation.claim_with_write:
+        uow.pending_claim = claim  # taken by the handler's first write (`WrittenClaim`)
+        return
+    if in_request_transaction:
+        await idempotency.claim_in(uow.session(), claim, now)
+    else:
+        await idempotency.claim(services.database.writer, claim, now)
+    uow.idempotency = claim
 
 
 def _url_path(request: Request) -> str:
