@@ -955,6 +955,38 @@ class TestEventsInTimeOrder:
         assert titles(webhook, at_least_id) == [("ana", "Still want Second?"), ("ana", "Still want First?")]
         assert titles(webhook, twice_id) == [("ana", "Still want Second?")]
 
+    async def test_two_late_purchases_judged_in_two_batches_fire_every_event_they_turn(
+        self,
+        app: FastAPI,
+        client: httpx.AsyncClient,
+        workspace: Tenant,
+        webhook: HttpReceiver,
+        clock: FrozenClock,
+        monkeypatch: pytest.MonkeyPatch,
+    ) -> None:
+        clock.set(TEN)
+        await ready(app, workspace, webhook, "ana")
+        three_id = await publish(client, workspace, counted("atleast", 3))
+        await send_event(client, workspace, "ana", "purchase", product="First")
+        await tick(app, workspace)
+        clock.set(TEN + 10 * MINUTE)
+        await send_event(client, workspace, "ana", "purchase", product="Second")
+        await tick(app, workspace)
+        assert titles(webhook, three_id) == []
+        # Two purchases done before both, stored together and judged one batch each (several
+        # workers, or a full inbox): "First" and "Second" are now the third and fourth. The first
+        # batch counted the second late purchase, still waiting, in "Second"'s verdict before it,
+        # and the second batch its own predecessor: "Second" never fired.
+        monkeypatch.setattr(triggers, "INBOX_BATCH", 1)
+        await send_event(client, workspace, "ana", "purchase", at=TEN - 10 * MINUTE, product="Late")
+        await send_event(client, workspace, "ana", "purchase", at=TEN - 20 * MINUTE, product="Later")
+        await tick(app, workspace)
+        await tick(app, workspace)
+        assert sorted(titles(webhook, three_id)) == [
+            ("ana", "Still want First?"),
+            ("ana", "Still want Second?"),
+        ]
+
     async def test_an_event_from_before_the_campaign_is_not_judged_again(
         self,
         app: FastAPI,

@@ -88,7 +88,7 @@ class Compiler:
         segments: SegmentCatalog | None = None,
         customers: Sequence[str] | ListParameter | None = None,
         as_of: FromClause | None = None,
-        uncounted: ListParameter | None = None,
+        uncounted: Callable[[FromClause], ColumnElement[bool]] | None = None,
     ) -> None:
         self.dialect = dialect
         # When set, only these users are evaluated: their events alone are counted (a trigger asks
@@ -107,9 +107,10 @@ class Compiler:
         # it, they came in one request): counted to the present, "at least twice" fired on the
         # first of two purchases read late, "exactly once" on neither.
         self.as_of = as_of
-        # With `as_of`: events (ids) that action filters do not count, though stored. A later event
-        # is judged again when earlier ones arrive late; without them counted, its verdict is the
-        # one it had before they came (`engine.triggers`, "events in time order").
+        # With `as_of`: which events (a condition on an events table) action filters do not count,
+        # though stored. A later event is judged again when earlier ones arrive late; without them
+        # counted, its verdict is the one it had before they came (`engine.triggers`, "events in
+        # time order").
         self.uncounted = uncounted
         # Without `now`, building a predicate that needs the instant raises `ClockNeeded`.
         self.predicates = Predicates(dialect, now.astimezone(UTC) if now is not None else None)
@@ -271,7 +272,7 @@ class Compiler:
         at, event_id = self.as_of.c.occurred_at, self.as_of.c.id
         up_to = or_(events.c.occurred_at < at, and_(events.c.occurred_at == at, events.c.id <= event_id))
         if self.uncounted is not None:
-            return and_(up_to, not_(self.uncounted.among(events.c.id)))
+            return and_(up_to, not_(self.uncounted(events)))
         return up_to
 
     def _event_counts(self, item: ActionFilter, path: Path) -> Subquery:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol, TypeVar, cast
 
-from sqlalchemy import CTE, Select, Table, and_, bindparam, exists, literal, not_, or_, select
+from sqlalchemy import CTE, Boolean, Select, Table, and_, bindparam, exists, literal, not_, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.sql.selectable import FromClause
@@ -38,8 +38,6 @@ from herald.sql_lists import ListParameter
 # The batch's users and events, given at each run of a kept statement.
 _CUSTOMERS = ListParameter("customers")
 _EVENTS = ListParameter("event_ids")
-# Events not counted (`later_events`: the batch's own, to read a later event's verdict before them).
-_UNCOUNTED = ListParameter("uncounted")
 
 # The events table, whose batch of events a statement reads first (`_batch`).
 _EVENTS_TABLE = cast(Table, Event.__table__)
@@ -161,16 +159,17 @@ async def later_events(
     *,
     uncounting: bool = False,
 ) -> list[Later]:
-    """The events that came after one of `events` of their user in (time, id) order, are awaited
-    actions with the attributes asked for, were received at `since` or later, and are no longer in
-    the trigger inbox (judged already: one still there is judged as of itself, with `events`
-    counted), each with whether the user matches both filter groups as of it: with `events`
-    counted, or as it was before they came when `uncounting`. Raises ValidationFailed."""
+    """The events that came after one of `events` (the batch's, in the trigger inbox until it
+    ends) of their user in (time, id) order, are awaited actions with the attributes asked for,
+    were received at `since` or later, and are no longer in the trigger inbox (judged already: one
+    still there is judged as of itself, with `events` counted), each with whether the user matches
+    both filter groups as of it: with every stored event counted, or, when `uncounting`, as it was
+    before any event not yet judged came (`_not_judged`). Raises ValidationFailed."""
 
     def build(segments: SegmentCatalog, dialect: SqlDialect, at: datetime | None) -> Select[Any]:
         later = _later(campaign.workspace_id)
         compiler = Compiler(
-            dialect, campaign.workspace_id, at, segments, _CUSTOMERS, as_of=later, uncounted=_UNCOUNTED
+            dialect, campaign.workspace_id, at, segments, _CUSTOMERS, as_of=later, uncounted=_not_judged
         )
         is_awaited, user_matches = _trigger_test(compiler, trigger, included, later)
         columns = (later.c.id, later.c.customer_id, later.c.action, later.c.attributes, later.c.occurred_at)
@@ -190,7 +189,7 @@ async def later_events(
         "event_ids": ids,
         "earliest": min(e.occurred_at for e in events),
         "since": since,
-        "uncounted": ids if uncounting else [],
+        "uncounting": uncounting,
     }
     rows = await session.execute(query, values)
     return [
@@ -212,6 +211,20 @@ def _batch(workspace_id: str) -> CTE:
     events = _EVENTS_TABLE
     found = select(events).where(events.c.workspace_id == workspace_id, _EVENTS.among(events.c.id))
     return found.cte("fired").prefix_with("MATERIALIZED", dialect="sqlite")
+
+
+def _not_judged(events: FromClause) -> ColumnElement[bool]:
+    """With `uncounting`: `events` still in the trigger inbox, the batch's own and those other
+    batches will judge. Only the batch's uncounted, a later event's verdict "before" counted the
+    events stored after it was judged and not yet judged themselves: with two purchases stored
+    late and judged in two batches, each batch read "at least three times" as holding before it
+    came for an event that had never fired, and neither fired it."""
+    waiting = exists(
+        select(literal(1))
+        .select_from(_INBOX_TABLE)
+        .where(_INBOX_TABLE.c.workspace_id == events.c.workspace_id, _INBOX_TABLE.c.event_id == events.c.id)
+    )
+    return and_(bindparam("uncounting", type_=Boolean), waiting)
 
 
 def _later(workspace_id: str) -> CTE:

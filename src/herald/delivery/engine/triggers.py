@@ -369,7 +369,7 @@ _TAKE_INBOX = (
     select(TriggerInbox.event_id, TriggerInbox.campaigns)
     .where(TriggerInbox.workspace_id == bindparam("workspace_id"))
     .order_by(TriggerInbox.received_at, TriggerInbox.event_id)
-    .limit(INBOX_BATCH)
+    .limit(bindparam("batch"))  # INBOX_BATCH, read at each run
     .with_for_update(skip_locked=True)
 )
 _FIRED_EVENTS = select(Event.id, Event.customer_id, Event.action, Event.attributes, Event.occurred_at).where(
@@ -385,7 +385,9 @@ async def _fire_batch(
     now: datetime,
 ) -> tuple[int, int]:
     async with database.writer() as session:
-        inbox = (await session.execute(_TAKE_INBOX, {"workspace_id": workspace_id})).all()
+        inbox = (
+            await session.execute(_TAKE_INBOX, {"workspace_id": workspace_id, "batch": INBOX_BATCH})
+        ).all()
         if not inbox:
             return 0, 0
         ids = [event_id for event_id, _ in inbox]
