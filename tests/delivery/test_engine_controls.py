@@ -210,6 +210,51 @@ class TestThrottle:
         assert len(set(receivers(webhook))) == 12
         assert await status(client, workspace, campaign_id) == "SENT"
 
+    @pytest.mark.parametrize("store", ["database", "redis"])
+    async def test_sends_that_go_out_late_count_from_when_they_go_out(
+        self,
+        app: FastAPI,
+        client: httpx.AsyncClient,
+        settings: Settings,
+        workspace: Tenant,
+        webhook: HttpReceiver,
+        clock: FrozenClock,
+        store: str,
+    ) -> None:
+        # One request at a time, and the receiver stalls on the first for 5 s: the minute's other
+        # sends go out at 10:00:05. They counted from the grant at 10:00:00, so the next minute's
+        # went out at 10:01:01, and a receiver counting arrivals saw twice the rpm within 60 s.
+        engine_settings = dataclasses.replace(_throttle_settings(settings, store), delivery_concurrency=1)
+        services: Services = app.state.herald
+        await push_connector(app, workspace, webhook)
+        await push_users(app, workspace, 12)
+        clock.set(datetime(2026, 3, 2, 10, 0, 0, tzinfo=UTC))
+        campaign_id = await publish(client, workspace, with_controls(PUSH, campaign_throttle_rpm=5))
+
+        async def worker_tick() -> None:
+            # On the test's clock, as a worker's dispatch is on the process's: it sees the stall.
+            await worker.run_tick(
+                services.database, clock.now(), [workspace.workspace_id], engine_settings, clock=clock
+            )
+
+        webhook.hold()
+        ticking = asyncio.create_task(worker_tick())
+        assert await asyncio.to_thread(webhook.entered.wait, 30)
+        clock.advance(seconds=5)
+        webhook.release()
+        await ticking
+        assert len(webhook.received) == 5  # one at 10:00:00, four at 10:00:05
+        clock.set(datetime(2026, 3, 2, 10, 1, 1, tzinfo=UTC))  # the grant of 10:00:00 left the window
+        await worker_tick()
+        assert len(webhook.received) == 6  # only the one sent at 10:00:00 is out of the last 60 s
+        clock.set(datetime(2026, 3, 2, 10, 1, 6, tzinfo=UTC))  # those sent at 10:00:05 too
+        await worker_tick()
+        assert len(webhook.received) == 10
+        clock.advance(seconds=61)
+        await worker_tick()
+        assert len(set(receivers(webhook))) == len(webhook.received) == 12
+        assert await status(client, workspace, campaign_id) == "SENT"
+
     async def test_retries_take_from_the_minute_budget(
         self,
         app: FastAPI,

@@ -78,6 +78,7 @@ from herald.delivery.engine.content import (
 from herald.delivery.engine.models import PENDING_FIRINGS, Execution, ExecutionUser
 from herald.delivery.engine.pause import pause
 from herald.delivery.engine.rank import RANK_BITS
+from herald.delivery.engine.throttle import Regrant
 from herald.delivery.messages import Envelope, Outcome, Recipient
 from herald.delivery.models import Connector, OutboxEntry
 from herald.delivery.recipients import recipient_for, with_push_tokens
@@ -897,8 +898,11 @@ class _Flight:
         dispatcher: Dispatcher,
         connector: Connector | None,
         watch: halting.Watch | None = None,
+        rules: controls.Rules | None = None,
     ) -> None:
         self._dispatcher = dispatcher
+        # A throttled campaign's: its grants move to the moment a late window goes out (`Regrant`).
+        self._throttle = rules.store if rules is not None and rules.throttle_rpm is not None else None
         # Asked before each request of a window (`halting`): a STOP or a content change halts the
         # windows already begun too.
         self._watch = watch
@@ -1028,6 +1032,10 @@ class _Flight:
             return went
         unsendable = len(ready) < sum(len(found) for _, found in messages)
         halt = self._watch.halt(plan.version) if self._watch is not None else None
+        if self._throttle is not None:
+            # The users were granted their sends at `now`, the moment of their claim.
+            regrant = Regrant(self._throttle, database, execution.workspace_id, execution.campaign_id, now)
+            halt = regrant.on_wire(halt, len(users), dispatcher.now)
 
         def users_too(delivered: list[Outcome]) -> Callable[[Writer], Awaitable[None]]:
             # The users' states in the outbox's own transaction, when every message was attempted.
@@ -1219,7 +1227,7 @@ async def dispatch(
             return await _sending_at(await session.connection(), execution, dispatcher.now())
 
     watch = halting.Watch(read)
-    flight = _Flight(database, dispatcher, plan.connector, watch)
+    flight = _Flight(database, dispatcher, plan.connector, watch, rules)
     ahead: asyncio.Task[_Batch | None] | None = None
 
     async def next_batch(plan: SendPlan, first: bool = False) -> _Batch | None:
@@ -1322,6 +1330,7 @@ async def _send_batch(
     rendered: _Messages | None = None,
     flight: _Flight | None = None,
     renewal: _Renewal | None = None,
+    rules: controls.Rules | None = None,
 ) -> tuple[SendPlan, bool]:
     """Send a claimed batch window by window (`rendered`: its messages, when the caller has them
     already; `flight`: the caller's windows on the wire, else the batch's own, answered before
@@ -1330,7 +1339,7 @@ async def _send_batch(
     SENDING, or its connector failing: the execution is paused), the users not handed over
     released."""
     own = flight is None
-    flight = flight or _Flight(database, dispatcher, plan.connector)
+    flight = flight or _Flight(database, dispatcher, plan.connector, rules=rules)
     try:
         offset = 0  # the position in `claimed` of the first user of `rendered`
         start = 0
@@ -1466,7 +1475,7 @@ async def _send_lanes(
             alone += [(lane, [item for item, _ in messages], messages) for lane, messages in group]
     for lane, users, rendered in alone:
         lane.plan, _ = await _send_batch(
-            database, dispatcher, lane.plan, lane.execution, users, now, rendered
+            database, dispatcher, lane.plan, lane.execution, users, now, rendered, rules=lane.rules
         )
 
 

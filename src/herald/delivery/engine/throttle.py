@@ -7,6 +7,12 @@ beyond it stay PENDING. A budget per clock minute let a campaign published at 10
 rpm then and again at 10:01:00: twice the rate within 20 seconds. The window is the injected
 clock's, so a test that moves the clock by a minute sees a whole budget come back.
 
+A grant is made when its users are claimed, and their messages go out in the moments after. When
+they go out later (a receiver that stalled, the windows ahead of them slow to be answered), the
+sends are moved to the moment they go out (`Regrant`): a receiver counting arrivals in any 60
+seconds otherwise saw a minute's grant arrive after a stall, and the next minute's 60 seconds after
+the grant, within the same minute (548 arrivals in 60 s at 300 rpm after a 2.5 s stall).
+
 A refused share wakes this process's workers when the oldest grant leaves the window (`_wake_at`),
 so a throttled campaign goes on at its rate instead of at the worker's poll interval.
 
@@ -21,17 +27,19 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import NamedTuple, Protocol
 
-from sqlalchemy import delete, func, select
+from sqlalchemy import delete, func, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from herald.advisory_locks import lock_key
 from herald.config import Settings
+from herald.db import Database
 from herald.delivery.engine.models import ThrottleGrant
 from herald.wake import wake_here
 
@@ -59,6 +67,30 @@ return {grant, oldest[2] or false}
 """
 
 
+# KEYS[1]: the campaign's grants (`_TAKE`). ARGV: from (ms), to (ms), sends, nonce, ttl (s). Moves
+# up to `sends` of the grants at `from` to one grant of `sends` at `to` (all of them: those that
+# left the window since were sent all the same).
+_MOVE = """
+local left = tonumber(ARGV[3])
+local grants = redis.call('ZRANGEBYSCORE', KEYS[1], ARGV[1], ARGV[1])
+for i = 1, #grants do
+  if left <= 0 then break end
+  local sends, nonce = string.match(grants[i], '^(%d+):(.*)$')
+  sends = tonumber(sends)
+  local taken = math.min(sends, left)
+  redis.call('ZREM', KEYS[1], grants[i])
+  if sends > taken then redis.call('ZADD', KEYS[1], ARGV[1], (sends - taken) .. ':' .. nonce) end
+  left = left - taken
+end
+redis.call('ZADD', KEYS[1], ARGV[2], ARGV[3] .. ':' .. ARGV[4])
+redis.call('EXPIRE', KEYS[1], ARGV[5])
+return 1
+"""
+# A batch's sends that go out this long after their grant are moved to that moment (`Regrant`):
+# the second `WINDOW` adds to the minute covers those that go out sooner.
+LATE = timedelta(seconds=1)
+
+
 class Grant(NamedTuple):
     sends: int  # granted
     frees_at: datetime | None  # when the oldest grant in the window leaves it (None: no grant in it)
@@ -69,6 +101,17 @@ class ThrottleStore(Protocol):
         self, session: AsyncSession, workspace_id: str, campaign_id: str, now: datetime, wanted: int, rpm: int
     ) -> int:
         """How many of `wanted` sends the campaign may make at `now`."""
+
+    async def move(
+        self,
+        database: Database,
+        workspace_id: str,
+        campaign_id: str,
+        granted_at: datetime,
+        now: datetime,
+        sends: int,
+    ) -> None:
+        """`sends` granted at `granted_at` go out at `now`: counted from then (see `Regrant`)."""
 
 
 class _Granting:
@@ -119,6 +162,41 @@ class DatabaseThrottle(_Granting):
             oldest = now if oldest is None else oldest
         return Grant(sends, None if oldest is None else oldest + WINDOW)
 
+    async def move(
+        self,
+        database: Database,
+        workspace_id: str,
+        campaign_id: str,
+        granted_at: datetime,
+        now: datetime,
+        sends: int,
+    ) -> None:
+        async with database.writer() as session:
+            dialect = session.bind.dialect.name
+            if dialect == "postgresql":
+                lock = lock_key("throttle", workspace_id, campaign_id)
+                await session.execute(select(func.pg_advisory_xact_lock(lock)))
+            key = (ThrottleGrant.workspace_id == workspace_id, ThrottleGrant.campaign_id == campaign_id)
+            at = (*key, ThrottleGrant.granted_at == granted_at)
+            before = await session.scalar(select(ThrottleGrant.sends).where(*at))
+            if before is not None:
+                left = before - min(before, sends)
+                if left:
+                    await session.execute(update(ThrottleGrant).where(*at).values(sends=left))
+                else:
+                    await session.execute(delete(ThrottleGrant).where(*at))
+            insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
+            statement = insert(ThrottleGrant).values(
+                workspace_id=workspace_id, campaign_id=campaign_id, granted_at=now, sends=sends
+            )
+            await session.execute(
+                statement.on_conflict_do_update(
+                    index_elements=["workspace_id", "campaign_id", "granted_at"],
+                    set_={"sends": ThrottleGrant.sends + statement.excluded.sends},
+                )
+            )
+            await session.commit()
+
 
 class RedisThrottle(_Granting):
     def __init__(self, url: str, prefix: str = "herald:throttle:") -> None:
@@ -127,22 +205,83 @@ class RedisThrottle(_Granting):
         self._client = Redis.from_url(url)
         self._prefix = prefix
         self._take = self._client.register_script(_TAKE)
+        self._move = self._client.register_script(_MOVE)
+
+    def _key(self, workspace_id: str, campaign_id: str) -> str:
+        return f"{self._prefix}{{{workspace_id}:{campaign_id}}}"
 
     async def grant(
         self, session: AsyncSession, workspace_id: str, campaign_id: str, now: datetime, wanted: int, rpm: int
     ) -> Grant:
         # The key outlives the window by far: a frozen test clock, or workers whose clocks differ,
         # must not see the grants vanish while their window still holds them.
-        stamp = int(now.timestamp() * 1000)
+        stamp = _ms(now)
         sends, oldest = await self._take(
-            keys=[f"{self._prefix}{{{workspace_id}:{campaign_id}}}"],
+            keys=[self._key(workspace_id, campaign_id)],
             args=[stamp, wanted, rpm, uuid.uuid4().hex, 3600, int(WINDOW.total_seconds() * 1000)],
         )
         frees_at = None if oldest is None else datetime.fromtimestamp(int(oldest) / 1000, UTC) + WINDOW
         return Grant(int(sends), frees_at)
 
+    async def move(
+        self,
+        database: Database,
+        workspace_id: str,
+        campaign_id: str,
+        granted_at: datetime,
+        now: datetime,
+        sends: int,
+    ) -> None:
+        await self._move(
+            keys=[self._key(workspace_id, campaign_id)],
+            args=[_ms(granted_at), _ms(now), sends, uuid.uuid4().hex, 3600],
+        )
+
     async def aclose(self) -> None:
         await self._client.aclose()
+
+
+def _ms(moment: datetime) -> int:
+    return int(moment.timestamp() * 1000)
+
+
+@dataclass(slots=True)
+class Regrant:
+    """The grant of one claimed batch (made at `granted_at` for its users), as its windows go out:
+    a window whose first request goes out `LATE` or later moves its users' sends to that moment
+    (`on_wire`), once."""
+
+    store: ThrottleStore
+    database: Database
+    workspace_id: str
+    campaign_id: str
+    granted_at: datetime
+
+    def on_wire(
+        self,
+        halt: Callable[[], Awaitable[str | None]] | None,
+        users: int,
+        clock: Callable[[], datetime],
+    ) -> Callable[[], Awaitable[str | None]]:
+        """A window's `halt` (asked as each of its requests goes out; see `halting`), which also
+        moves the window's `users` sends when one goes out late (a user counts once, whatever the
+        number of its messages; those of the window that went out in time are moved with them,
+        which only holds the next grant back a little more)."""
+        moved = False
+
+        async def checked() -> str | None:
+            nonlocal moved
+            why = await halt() if halt is not None else None
+            if why is None and not moved:
+                now = clock()
+                if now - self.granted_at >= LATE:
+                    moved = True
+                    await self.store.move(
+                        self.database, self.workspace_id, self.campaign_id, self.granted_at, now, users
+                    )
+            return why
+
+        return checked
 
 
 # (workspace, campaign) -> the loop and timer of the wake-up already set for it, one at a time.
