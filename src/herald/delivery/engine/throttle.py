@@ -31,7 +31,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from sqlalchemy import delete, func, select, update
 from sqlalchemy.dialects import postgresql, sqlite
@@ -134,11 +134,7 @@ class DatabaseThrottle(_Granting):
     async def grant(
         self, session: AsyncSession, workspace_id: str, campaign_id: str, now: datetime, wanted: int, rpm: int
     ) -> Grant:
-        dialect = session.bind.dialect.name
-        if dialect == "postgresql":
-            lock = lock_key("throttle", workspace_id, campaign_id)
-            await session.execute(select(func.pg_advisory_xact_lock(lock)))
-        key = (ThrottleGrant.workspace_id == workspace_id, ThrottleGrant.campaign_id == campaign_id)
+        key = await _campaigns_grants(session, workspace_id, campaign_id)
         await session.execute(delete(ThrottleGrant).where(*key, ThrottleGrant.granted_at <= now - WINDOW))
         used, oldest = (
             await session.execute(
@@ -149,16 +145,7 @@ class DatabaseThrottle(_Granting):
         ).one()
         sends = max(0, min(wanted, rpm - int(used)))
         if sends:
-            insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
-            statement = insert(ThrottleGrant).values(
-                workspace_id=workspace_id, campaign_id=campaign_id, granted_at=now, sends=sends
-            )
-            await session.execute(
-                statement.on_conflict_do_update(
-                    index_elements=["workspace_id", "campaign_id", "granted_at"],
-                    set_={"sends": ThrottleGrant.sends + statement.excluded.sends},
-                )
-            )
+            await _add_grant(session, workspace_id, campaign_id, now, sends)
             oldest = now if oldest is None else oldest
         return Grant(sends, None if oldest is None else oldest + WINDOW)
 
@@ -172,11 +159,7 @@ class DatabaseThrottle(_Granting):
         sends: int,
     ) -> None:
         async with database.writer() as session:
-            dialect = session.bind.dialect.name
-            if dialect == "postgresql":
-                lock = lock_key("throttle", workspace_id, campaign_id)
-                await session.execute(select(func.pg_advisory_xact_lock(lock)))
-            key = (ThrottleGrant.workspace_id == workspace_id, ThrottleGrant.campaign_id == campaign_id)
+            key = await _campaigns_grants(session, workspace_id, campaign_id)
             at = (*key, ThrottleGrant.granted_at == granted_at)
             before = await session.scalar(select(ThrottleGrant.sends).where(*at))
             if before is not None:
@@ -185,17 +168,34 @@ class DatabaseThrottle(_Granting):
                     await session.execute(update(ThrottleGrant).where(*at).values(sends=left))
                 else:
                     await session.execute(delete(ThrottleGrant).where(*at))
-            insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
-            statement = insert(ThrottleGrant).values(
-                workspace_id=workspace_id, campaign_id=campaign_id, granted_at=now, sends=sends
-            )
-            await session.execute(
-                statement.on_conflict_do_update(
-                    index_elements=["workspace_id", "campaign_id", "granted_at"],
-                    set_={"sends": ThrottleGrant.sends + statement.excluded.sends},
-                )
-            )
+            await _add_grant(session, workspace_id, campaign_id, now, sends)
             await session.commit()
+
+
+async def _campaigns_grants(session: AsyncSession, workspace_id: str, campaign_id: str) -> tuple[Any, ...]:
+    """The terms naming the campaign's grant rows, once the transaction holds them (PostgreSQL: the
+    campaign's advisory lock; SQLite has one writer already)."""
+    if session.bind.dialect.name == "postgresql":
+        await session.execute(
+            select(func.pg_advisory_xact_lock(lock_key("throttle", workspace_id, campaign_id)))
+        )
+    return (ThrottleGrant.workspace_id == workspace_id, ThrottleGrant.campaign_id == campaign_id)
+
+
+async def _add_grant(
+    session: AsyncSession, workspace_id: str, campaign_id: str, at: datetime, sends: int
+) -> None:
+    """`sends` more granted to the campaign at `at`."""
+    insert = postgresql.insert if session.bind.dialect.name == "postgresql" else sqlite.insert
+    statement = insert(ThrottleGrant).values(
+        workspace_id=workspace_id, campaign_id=campaign_id, granted_at=at, sends=sends
+    )
+    await session.execute(
+        statement.on_conflict_do_update(
+            index_elements=["workspace_id", "campaign_id", "granted_at"],
+            set_={"sends": ThrottleGrant.sends + statement.excluded.sends},
+        )
+    )
 
 
 class RedisThrottle(_Granting):
