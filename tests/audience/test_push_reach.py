@@ -37,6 +37,12 @@ WRITES: list[tuple[str, dict[str, Any]]] = [
     ("dropped", {"push_id": None, "platform": "IOS"}),  # removes the IOS token only
     ("later", {"push_id": "t-l"}),
     ("later", {"platform": "WEB"}),  # names the platform of the push_id stored before
+    # A new platform alone: the push_id stored is the IOS device's token, not the new one's.
+    ("switched", {"push_id": "t-s", "platform": "IOS"}),
+    ("switched", {"platform": "ANDROID"}),
+    ("renewed", {"push_id": "t-r1", "platform": "IOS"}),
+    ("renewed", {"platform": "ANDROID"}),
+    ("renewed", {"push_id": "t-r2"}),  # the new device's token, on the platform stored
     ("opted", {"push_id": "t-o", "platform": "ANDROID", "push_opt_out": True}),
     ("vip", {"push_id": "t-v", "platform": "IOS", "vip": True}),
 ]
@@ -106,6 +112,8 @@ async def test_the_stored_tokens_are_the_ones_ingestion_leaves(app: FastAPI, tog
         "web": {"WEB"},
         "dropped": {"ANDROID"},
         "later": {"WEB"},
+        "switched": {"IOS"},
+        "renewed": {"ANDROID", "IOS"},
         "opted": {"ANDROID"},
         "vip": {"IOS"},
     }
@@ -139,10 +147,13 @@ async def test_the_push_audience_is_the_users_with_a_token_for_a_platform_or_a_b
             "both",
             "bare",
             "dropped",
+            "renewed",
         }
         assert await expected(app, workspace_id, ("IOS",), segmentation) == {
             "ios",
             "both",
             "bare",
             "vip",
+            "switched",
+            "renewed",
         }

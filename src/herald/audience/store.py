@@ -8,7 +8,7 @@ patch value is null), so concurrent upserts of one user never lose each other's 
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime
 from functools import cache
@@ -26,7 +26,9 @@ from sqlalchemy import (
     func,
     insert,
     literal,
+    not_,
     select,
+    true,
     union,
     update,
 )
@@ -294,20 +296,43 @@ async def sync_push_tokens(
     platform = func.upper(
         dialect_for(dialect).json_scalar(_users.c.attributes, "platform", FilterDataType.STRING)
     )
+    # A write of `platform` alone makes the user's `push_id` that platform's token, unless it is
+    # the token of another platform of the user already: then it came from another device (an
+    # iOS token was sent as an Android push once the user's platform read ANDROID).
+    of_another_platform = exists(
+        select(literal(1)).where(
+            _tokens.c.workspace_id == _users.c.workspace_id,
+            _tokens.c.customer_id == _users.c.customer_id,
+            _tokens.c.token == _users.c.push_id,
+            _tokens.c.platform != platform,
+        )
+    )
+    with_push_id = {w.customer_id for w in writes if "push_id" in w.columns}
     for chunk in chunks(list(dict.fromkeys(touched)), ID_CHUNK):
-        source = select(
-            _users.c.workspace_id, _users.c.customer_id, platform, _users.c.push_id, literal(now, UTCDateTime)
-        ).where(
-            _users.c.workspace_id == workspace_id,
-            _users.c.customer_id.in_(chunk),
-            _users.c.push_id.is_not(None),
-            _users.c.push_id != "",
-            platform.in_(PLATFORMS),
-        )
-        statement = _token_insert(dialect).from_select(
-            ["workspace_id", "customer_id", "platform", "token", "updated_at"], source
-        )
-        await session.execute(_replacing_tokens(statement))
+        for ids, rule in (
+            ([c for c in chunk if c in with_push_id], true()),
+            ([c for c in chunk if c not in with_push_id], not_(of_another_platform)),
+        ):
+            if not ids:
+                continue
+            source = select(
+                _users.c.workspace_id,
+                _users.c.customer_id,
+                platform,
+                _users.c.push_id,
+                literal(now, UTCDateTime),
+            ).where(
+                _users.c.workspace_id == workspace_id,
+                _users.c.customer_id.in_(ids),
+                _users.c.push_id.is_not(None),
+                _users.c.push_id != "",
+                platform.in_(PLATFORMS),
+                rule,
+            )
+            statement = _token_insert(dialect).from_select(
+                ["workspace_id", "customer_id", "platform", "token", "updated_at"], source
+            )
+            await session.execute(_replacing_tokens(statement))
         await _sync_platforms(session, workspace_id, chunk)
 
 
@@ -365,6 +390,16 @@ async def _replay_tokens(
             final[customer_id] = (push_id, _platform_named((attributes or {}).get("platform")))
     cleared: set[str] = set()  # every token of the user removed first
     tokens: dict[str, dict[str, str | None]] = {}  # per user, platform -> token (None: removed)
+    # Per user, platform -> token as the batch has left it so far (the stored ones first).
+    held: dict[str, dict[str, str | None]] = defaultdict(dict)
+    for chunk in chunks(ids, ID_CHUNK):
+        stored = await session.execute(
+            select(_tokens.c.customer_id, _tokens.c.platform, _tokens.c.token).where(
+                _tokens.c.workspace_id == workspace_id, _tokens.c.customer_id.in_(chunk)
+            )
+        )
+        for customer_id, platform_name, token in stored.all():
+            held[customer_id][platform_name] = token
     current: dict[str, tuple[str | None, str | None]] = {}  # (push_id, platform) so far
     for write in writes:
         customer_id = write.customer_id
@@ -379,12 +414,16 @@ async def _replay_tokens(
         mine = tokens.setdefault(customer_id, {})
         if "push_id" in write.columns and push_id is None:
             if "platform" in write.patch and platform is not None:
-                mine[platform] = None
+                mine[platform] = held[customer_id][platform] = None
             else:
                 cleared.add(customer_id)
                 mine.clear()
+                held[customer_id].clear()
         elif push_id is not None and platform in PLATFORMS:
-            mine[platform] = push_id
+            # `platform` alone: not a token another platform of the user has (see above).
+            others = {token for name, token in held[customer_id].items() if name != platform}
+            if "push_id" in write.columns or push_id not in others:
+                mine[platform] = held[customer_id][platform] = push_id
     for customer_id in cleared:
         await _remove_tokens(session, workspace_id, customer_id)
     rows_to_keep: list[dict[str, Any]] = []
