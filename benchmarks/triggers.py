@@ -213,14 +213,14 @@ def campaign(index: int) -> dict[str, Any]:
 
 async def _published(write: Client, body: dict[str, Any]) -> str:
     """A campaign created from `body` and published: its id."""
-    status, answer = await write.request("POST", "/v5/campaigns", body, Idempotency_Key=uuid.uuid4().hex)
+    status, answer = await write.request("POST", "/v5/campaigns", body, Idempotency_Key=str(uuid.uuid4()))
     assert status == 201, answer
     campaign_id = str(orjson.loads(answer)["data"]["id"])
     status, answer = await write.request(
         "PATCH",
         f"/core-services/v1/campaigns/{campaign_id}",
         {"request_id": uuid.uuid4().hex, "updated_by": "bench@example.com", "status": "PUBLISH"},
-        Idempotency_Key=uuid.uuid4().hex,
+        Idempotency_Key=str(uuid.uuid4()),
     )
     assert status == 204, answer
     return campaign_id
