@@ -35,6 +35,7 @@ from tests.delivery.conftest import OPEN_LIMITS, add_users
 from tests.delivery.servers import HttpReceiver, SmtpServer
 from tests.delivery.test_engine_send import EMAIL, PUSH, publish, stats, status, tick
 from tests.factories import Tenant, make_tenant
+from tests.http.test_dependency_outage import ANSWERED_WITHIN, peer
 
 runner = CliRunner()
 
@@ -254,6 +255,37 @@ class TestThrottle:
         await worker_tick()
         assert len(set(receivers(webhook))) == len(webhook.received) == 12
         assert await status(client, workspace, campaign_id) == "SENT"
+
+    async def test_a_redis_that_never_answers_fails_the_claim_and_the_other_campaigns_go_on(
+        self,
+        app: FastAPI,
+        client: httpx.AsyncClient,
+        settings: Settings,
+        workspace: Tenant,
+        webhook: HttpReceiver,
+        clock: FrozenClock,
+    ) -> None:
+        # Redis accepts the connection and never answers (stopped, say). The throttle's client had
+        # no bound: the worker waited for as long as Redis was stopped, holding the throttled
+        # campaign's row, and every other worker waited for that row.
+        services: Services = app.state.herald
+        await push_connector(app, workspace, webhook)
+        await push_users(app, workspace, 3)
+        clock.set(datetime(2026, 3, 2, 10, 0, 0, tzinfo=UTC))
+        throttled_id = await publish(client, workspace, with_controls(PUSH, campaign_throttle_rpm=5))
+        free_id = await publish(client, workspace, PUSH)
+        async with peer() as silent:
+            engine_settings = dataclasses.replace(settings, redis_url=f"redis://127.0.0.1:{silent.port}/0")
+            ticked = worker.run_tick(
+                services.database, clock.now(), [workspace.workspace_id], engine_settings
+            )
+            await asyncio.wait_for(ticked, ANSWERED_WITHIN)
+            assert silent.accepted
+        assert (await stats(client, workspace, free_id))["executions"][0]["sent"] == 3
+        [run] = (await stats(client, workspace, throttled_id))["executions"]
+        assert (run["sent"], run["pending"]) == (0, 3)
+        await tick(app, workspace)  # Redis gone from the settings: the database's grants
+        assert len(webhook.received) == 6
 
     async def test_retries_take_from_the_minute_budget(
         self,

@@ -41,6 +41,7 @@ from herald.advisory_locks import lock_key
 from herald.config import Settings
 from herald.db import Database
 from herald.delivery.engine.models import ThrottleGrant
+from herald.redis_clients import bounded_client
 from herald.wake import wake_here
 
 # A grant counts for a minute and a second: the sends of a batch are handed over in the moments
@@ -200,9 +201,7 @@ async def _add_grant(
 
 class RedisThrottle(_Granting):
     def __init__(self, url: str, prefix: str = "herald:throttle:") -> None:
-        from redis.asyncio import Redis
-
-        self._client = Redis.from_url(url)
+        self._client = bounded_client(url)  # a stalled Redis fails the claim, not the worker
         self._prefix = prefix
         self._take = self._client.register_script(_TAKE)
         self._move = self._client.register_script(_MOVE)

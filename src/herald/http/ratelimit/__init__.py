@@ -3,11 +3,10 @@ slot in any other. In-process store for one worker, Redis store for many process
 
 from __future__ import annotations
 
-from redis.asyncio import Redis
-
 from herald.http.ratelimit.core import Decision, RateLimitStore, Window, parse_windows
 from herald.http.ratelimit.memory import MemoryRateLimitStore
-from herald.http.ratelimit.redis import TIMEOUT_SECONDS, RedisRateLimitStore
+from herald.http.ratelimit.redis import RedisRateLimitStore
+from herald.redis_clients import bounded_client
 
 __all__ = [
     "Decision",
@@ -26,8 +25,5 @@ def make_store(redis_url: str | None, prefix: str = "herald:rl:") -> RateLimitSt
     Every exchange with Redis is bounded by `TIMEOUT_SECONDS` unless the URL says otherwise
     (`?socket_timeout=2.5`, `socket_connect_timeout`)."""
     if redis_url:
-        client = Redis.from_url(
-            redis_url, socket_timeout=TIMEOUT_SECONDS, socket_connect_timeout=TIMEOUT_SECONDS
-        )
-        return RedisRateLimitStore(client, prefix=prefix)
+        return RedisRateLimitStore(bounded_client(redis_url), prefix=prefix)
     return MemoryRateLimitStore()

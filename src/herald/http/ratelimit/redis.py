@@ -39,6 +39,7 @@ from redis.exceptions import NoScriptError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from herald.http.ratelimit.core import Decision, Window, check_windows, decide, longest_wait
+from herald.redis_clients import TIMEOUT_SECONDS
 
 # KEYS[i]: the log of window i (shortest window first). ARGV: token, now, then per window: cutoff,
 # limit, seconds. Cutoffs are computed by the caller: Lua would format numbers with 14 digits and
@@ -98,12 +99,6 @@ for i = 1, #KEYS do
 end
 return out
 """
-
-# The longest a request waits on Redis (to connect, or for a reply it is due) unless the client
-# says otherwise (`socket_timeout`): a healthy Redis answers in well under a millisecond, and a
-# stalled one must not hold every request of the process (each then answers 503). A second proved
-# too short on a loaded machine (a CI run's two test suites on two cores): three.
-TIMEOUT_SECONDS = 3.0
 
 
 def store_timeout(client: Redis) -> float:
