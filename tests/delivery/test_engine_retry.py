@@ -406,6 +406,48 @@ class TestErrorThreshold:
         )
         assert len(webhook.received) == 8
 
+    async def test_a_success_gives_the_connector_every_lane_again(
+        self,
+        app: FastAPI,
+        client: httpx.AsyncClient,
+        settings: Settings,
+        workspace: Tenant,
+        webhook: HttpReceiver,
+    ) -> None:
+        # A streak under the threshold, read from the shared row, then successes: the worker kept
+        # the count it had read, and with it held its requests under what it left of the
+        # threshold (4 of 8 lanes here; 4 of 32 after a streak of 16), for good.
+        engine_settings = dataclasses.replace(settings, delivery_error_threshold=10, delivery_concurrency=8)
+        services: Services = app.state.herald
+        streaks = Streaks()  # one worker's, across its ticks
+
+        async def worker_tick() -> None:
+            now = services.clock.now()
+            await worker.run_tick(
+                services.database, now, [workspace.workspace_id], engine_settings, streaks=streaks
+            )
+
+        await push_connector(app, workspace, webhook)
+        await add_users(app, workspace.workspace_id, *_android(*(f"u{i:02d}" for i in range(6))))
+        webhook.status = 503
+        await publish(client, workspace, PUSH)
+        await worker_tick()
+        assert len(webhook.received) == 6  # six in a row, under the threshold
+        webhook.reset()
+        await add_users(app, workspace.workspace_id, *_android(*(f"u{i:02d}" for i in range(6, 20))))
+        second = await publish(client, workspace, PUSH)
+        await worker_tick()
+        assert (await _run(await stats(client, workspace, second)))["sent"] == 20
+        webhook.reset()
+        webhook.hold()
+        await publish(client, workspace, PUSH)
+        ticking = asyncio.create_task(worker_tick())
+        try:
+            await _until(lambda: len(webhook.received) == 8, "every lane in use")
+        finally:
+            webhook.release()
+            await ticking
+
     @pytest.mark.own_database  # the worker scans every workspace
     async def test_the_worker_counts_failures_across_its_ticks(
         self,

@@ -308,9 +308,12 @@ class Dispatcher:
         return ended
 
     async def _refresh(self, connector: Connector, tally: Tally) -> None:
-        """After a window with failures, the connector's streak as all workers have it."""
+        """After a window with failures, the connector's streak as all workers have it; after one
+        that ended with a success, none (its write ended it)."""
         if tally.failures and self._settings.delivery_error_threshold > 0:
             await self._streaks.refresh(self._database, connector)
+        elif tally.succeeded:
+            self._streaks.ended(connector.id)
 
     def _settle(self, connector: Connector, number: int, outcome: Outcome, now: datetime) -> Outcome:
         """What attempt `number` comes to: sent, failed for good, or to be attempted again

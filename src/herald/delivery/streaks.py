@@ -144,6 +144,13 @@ class Streaks:
         else:
             self._shared[connector.id] = (int(found[0]), str(found[1] or "The send failed."))
 
+    def ended(self, connector_id: str) -> None:
+        """A window whose last attempt succeeded was recorded: its write ended the shared streak
+        (`recorded`). Kept until a window with failures read the row again, a count from before
+        held this process's requests through the connector under what it left of the threshold
+        (4 of 32 lanes after a streak of 16, for the process's life)."""
+        self._shared.pop(connector_id, None)
+
     def start_again_at(self, threshold: int) -> None:
         """Forget the counts that reached `threshold`: they paused the executions that met them
         during the tick (which started the shared rows again), and an execution resumed after the
