@@ -48,11 +48,14 @@ def closed_port() -> int:
 
 class Peer:
     """A loopback listener that accepts every connection. While `stalled` (or with no `target`) it
-    never answers one (and keeps it open); otherwise it pipes each new connection to `target`."""
+    never answers one (and keeps it open); otherwise it pipes each new connection to `target`, and
+    while `flowing` is clear it holds what either side sends (a peer that stopped mid-stream)."""
 
     def __init__(self, target: tuple[str, int] | None = None) -> None:
         self.target = target
         self.stalled = True
+        self.flowing = asyncio.Event()
+        self.flowing.set()
         self.accepted = 0
         self.port = 0
         self._server: asyncio.Server | None = None
@@ -73,7 +76,9 @@ class Peer:
                 return
             up_reader, up_writer = await asyncio.open_connection(*self.target)
             self._writers.append(up_writer)
-            await asyncio.gather(_pipe(reader, up_writer), _pipe(up_reader, writer))
+            await asyncio.gather(
+                _pipe(reader, up_writer, self.flowing), _pipe(up_reader, writer, self.flowing)
+            )
         except (ConnectionError, asyncio.CancelledError):
             pass
         finally:
@@ -91,9 +96,10 @@ class Peer:
             await self._server.wait_closed()
 
 
-async def _pipe(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
+async def _pipe(source: asyncio.StreamReader, sink: asyncio.StreamWriter, flowing: asyncio.Event) -> None:
     try:
         while data := await source.read(65536):
+            await flowing.wait()
             sink.write(data)
             await sink.drain()
     finally:
@@ -227,6 +233,28 @@ class TestRedisRecovery:
                 assert response.status_code == 200, response.text
                 assert front.accepted > stalled
                 assert response.headers["x-ratelimit-remaining"].isdigit()
+
+    async def test_a_redis_that_stops_answering_is_given_up_on_after_the_bound_not_twice_it(
+        self, database_url: str, redis_address: tuple[str, int]
+    ) -> None:
+        # Redis stopped (SIGSTOP) just after an answer: the first request after it waited twice
+        # the bound, as the watch armed for the answered call granted a whole period more.
+        bound = 1.0
+        async with peer(redis_address) as front:
+            front.stalled = False
+            url = f"redis://127.0.0.1:{front.port}/{redis_db()}?socket_timeout={bound}"
+            async with served(database_url, url) as (app, client):
+                tenant = await make_tenant(app)
+                waits = []
+                for _ in range(3):  # the least of three: a loaded machine delays any one of them
+                    front.flowing.set()
+                    assert (await answered(client.get(OFFERS, headers=tenant.headers()))).status_code == 200
+                    front.flowing.clear()
+                    started = time.monotonic()
+                    assert_unavailable(await answered(client.get(OFFERS, headers=tenant.headers())))
+                    waits.append(time.monotonic() - started)
+                front.flowing.set()
+                assert bound * 0.9 <= min(waits) < bound * 1.6, waits
 
     async def test_serves_again_as_soon_as_a_refusing_redis_listens(
         self, database_url: str, redis_address: tuple[str, int]

@@ -236,9 +236,12 @@ class _ScriptChannel:
         self._sender: asyncio.Task[None] | None = None
         self._reader: asyncio.Task[None] | None = None
         self._connection: AbstractConnection | None = None
-        # Armed while replies are due: `_overdue` drops the connection unless one arrived meanwhile.
+        # Armed while replies are due: `_overdue` drops the connection unless one arrived in time.
         self._watch: asyncio.TimerHandle | None = None
-        self._replies = 0  # replies read on any connection: what the watch compares
+        self._watch_at = 0.0  # the loop time it is armed for
+        # Since when (loop time) the next reply is due: the send that found none due, or the last
+        # reply while more are due.
+        self._due_since = 0.0
         self._closing: set[asyncio.Task[None]] = set()  # disconnects the watch started
         self._closed = False
 
@@ -273,6 +276,8 @@ class _ScriptChannel:
                 waiting, self._queued = [*batch, *self._queued], []
                 self._fail(waiting, error)
                 continue
+            if not self._sent:
+                self._due_since = loop.time()
             self._sent.extend(batch)  # before the send: the reader may see the replies at once
             self._expect_replies(connection)
             try:
@@ -312,7 +317,7 @@ class _ScriptChannel:
                     reply = await connection.read_response()
                 except ResponseError as error:  # an error reply: its command's alone
                     reply = error
-                self._replies += 1
+                self._due_since = asyncio.get_running_loop().time()
                 call = self._sent.popleft()  # a reply nothing was sent for breaks the connection too
                 if isinstance(reply, NoScriptError) and call.command[0] == "EVALSHA":
                     call.command = ("EVAL", _ACQUIRE, *call.command[2:])
@@ -326,18 +331,29 @@ class _ScriptChannel:
         except Exception as error:
             await self._lost(connection, error)
 
-    def _expect_replies(self, connection: AbstractConnection) -> None:
-        """Replies are due on `connection`: watch that one arrives every `timeout`."""
+    def _expect_replies(self, connection: AbstractConnection, delay: float | None = None) -> None:
+        """Replies are due on `connection`: watch that one arrives every `timeout` (the first
+        check after `delay`, by default a whole `timeout`)."""
         if self._watch is None:
             loop = asyncio.get_running_loop()
-            self._watch = loop.call_later(self._timeout, self._overdue, connection, self._replies)
+            self._watch_at = loop.time() + (self._timeout if delay is None else delay)
+            self._watch = loop.call_at(self._watch_at, self._overdue, connection)
 
-    def _overdue(self, connection: AbstractConnection, replies: int) -> None:
+    def _overdue(self, connection: AbstractConnection) -> None:
         self._watch = None
         if connection is not self._connection or not self._sent:
             return  # dropped already, or every reply due has arrived
-        if self._replies != replies:  # some arrived: the next are due within another period
+        now = asyncio.get_running_loop().time()
+        if now - self._watch_at > self._timeout / 4:
+            # This process was held up (a synchronous step kept the loop): a reply may be waiting
+            # unread. It is not Redis that is late: a whole period more.
             self._expect_replies(connection)
+            return
+        left = self._due_since + self._timeout - now
+        if left > 0:
+            # A reply came since the watch was armed: the next is due a whole period after it
+            # (not after this check: a watch armed before a stall then gave a call twice the bound).
+            self._expect_replies(connection, left)
             return
         error = RedisTimeoutError(f"Redis did not answer within {self._timeout:g} s")
         if self._drop(connection, error, resend=False):
