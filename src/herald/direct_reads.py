@@ -437,14 +437,48 @@ async def rows_in(
     driver: Any = fairy.driver_connection
     if connection.dialect.name == "postgresql":
         adapted = fairy.dbapi_connection
-        if not adapted._started:
-            # SQLAlchemy's asyncpg adapter begins its transaction lazily, with its own first
-            # statement: begun here as it would be there, so a statement first in its transaction
-            # (a share lock, a snapshot the next statements share) is in it, not autocommitted.
-            await adapted._start_transaction()
-        records = await driver.fetch(prepared.compiled.sql, *prepared.compiled.arguments(values))
+        arguments = prepared.compiled.arguments(values)
+        try:
+            if not adapted._started:
+                # SQLAlchemy's asyncpg adapter begins its transaction lazily, with its own first
+                # statement: begun here as it would be there, so a statement first in its
+                # transaction (a share lock, a snapshot the next statements share) is in it, not
+                # autocommitted.
+                await adapted._start_transaction()
+            records = await driver.fetch(prepared.compiled.sql, *arguments)
+        except Exception as error:
+            raise await driver_error(connection, adapted, prepared.compiled.sql, arguments, error) from error
         return [prepared.make(record) for record in records]
     return _sqlite_rows(driver, prepared, values)
+
+
+async def driver_error(
+    connection: AsyncConnection, adapted: Any, sql: str, arguments: Sequence[Any], error: Exception
+) -> BaseException:
+    """An error of a statement run on the asyncpg connection under SQLAlchemy's adapter `adapted`
+    (of `connection`), as SQLAlchemy raises it: a `DBAPIError` (an `IntegrityError` stays one).
+    A lost connection is invalidated as SQLAlchemy's own execution invalidates it (with the pool's
+    other connections of before: the server that dropped it dropped them too), and the error says
+    so (`connection_invalidated`): run on the driver, it was neither, and the dead connection went
+    back to the pool for the next transaction to fail on."""
+    dialect = connection.dialect
+    dbapi = dialect.loaded_dbapi
+    try:
+        adapted._handle_exception(error)  # raises it as the adapter's DB-API error
+    except dbapi.Error as translated:
+        lost = dialect.is_disconnect(translated, adapted, None)
+        if lost and not connection.invalidated:
+            # As SQLAlchemy's `_handle_dbapi_exception`: every connection of the pool checked out
+            # before now is replaced at its next checkout, then this one is.
+            fairy: Any = connection.sync_connection.connection  # type: ignore[union-attr]
+            connection.sync_engine.pool._invalidate(fairy, translated, _checkin=False)
+            await connection.invalidate(translated)
+        return exc.DBAPIError.instance(
+            sql, list(arguments), translated, dbapi.Error, connection_invalidated=lost, dialect=dialect
+        )
+    except Exception as other:  # not the driver's: as it came
+        return other
+    return error
 
 
 def _sqlite_rows(driver: sqlite3.Connection, prepared: _InTransaction, values: dict[str, Any]) -> list[Any]:

@@ -41,7 +41,7 @@ from sqlalchemy.engine import Dialect
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from herald import sqlite_inline
-from herald.direct_reads import _COMPILED_LIMIT, _Compiled, compiled_form, rows_of_tag
+from herald.direct_reads import _COMPILED_LIMIT, _Compiled, compiled_form, driver_error, rows_of_tag
 
 
 class Gate(Protocol):
@@ -63,30 +63,26 @@ async def execute_in(connection: Writer, statement: Any, values: dict[str, Any])
         return int((await connection.execute(statement, values)).rowcount)
     fairy: Any = connection.sync_connection.connection  # type: ignore[union-attr]
     if connection.dialect.name == "postgresql":
-        return await _run_postgresql(fairy.dbapi_connection, connection.dialect, compiled, values)
+        return await _run_postgresql(connection, fairy.dbapi_connection, compiled, values)
     return await _run(
         fairy.driver_connection, fairy.dbapi_connection.patience, connection.dialect, compiled, values
     )
 
 
-async def _run_postgresql(adapted: Any, dialect: Dialect, compiled: _Compiled, values: dict[str, Any]) -> int:
+async def _run_postgresql(
+    connection: AsyncConnection, adapted: Any, compiled: _Compiled, values: dict[str, Any]
+) -> int:
     """`compiled` run on the asyncpg connection under SQLAlchemy's adapter `adapted`, in its
     transaction (begun here as the adapter begins it, with its first statement); a driver error
-    raised as SQLAlchemy raises it (an `IntegrityError` stays one)."""
+    raised as SQLAlchemy raises it (an `IntegrityError` stays one; a lost connection invalidated:
+    `direct_reads.driver_error`)."""
     arguments = compiled.arguments(values)
     try:
         if not adapted._started:
             await adapted._start_transaction()
         status: str = await adapted._connection.execute(compiled.sql, *arguments)
     except Exception as error:
-        dbapi = dialect.loaded_dbapi
-        try:
-            adapted._handle_exception(error)  # raises it as the adapter's DB-API error
-        except dbapi.Error as translated:
-            raise exc.DBAPIError.instance(
-                compiled.sql, arguments, translated, dbapi.Error, dialect=dialect
-            ) from error
-        raise
+        raise await driver_error(connection, adapted, compiled.sql, arguments, error) from error
     return rows_of_tag(status)
 
 

@@ -28,7 +28,8 @@ from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from herald.config import Settings
-from herald.http.middleware import database_unavailable, rate_limit_store_unavailable
+from herald.db_errors import database_unavailable
+from herald.http.middleware import rate_limit_store_unavailable
 from herald.http.ratelimit import make_store, parse_windows
 from herald.main import create_app
 from tests.conftest import TEST_SECRET_KEY

@@ -52,6 +52,7 @@ from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from herald.db import Database, UTCDateTime
+from herald.db_errors import retry_unavailable
 from herald.delivery.messages import Envelope, Outcome, summary_of
 from herald.delivery.models import WAITING_RETRY, Connector, OutboxEntry
 from herald.direct_reads import rows_in
@@ -409,11 +410,17 @@ async def record_settled(
 ) -> None:
     """Commit the outcomes of a window of attempts at once, with `also` (the caller's own
     bookkeeping of the same window; `engine`: it takes SQLAlchemy's path, so the transaction is
-    the engine's): on PostgreSQL as one statement (`WriteChain`), else in one transaction. As with
-    `record_outcome`, a failure to record is logged: the messages are gone, their rows stay
-    PENDING (outcome unknown)."""
+    the engine's): on PostgreSQL as one statement (`WriteChain`), else in one transaction.
+
+    The messages are gone and their outcomes are known here only: while the database cannot serve
+    (its connections dropped, a restart), the write is tried again after a wait, for about half a
+    minute (`db_errors.retry_unavailable`; every part of it can be written twice: the rows and
+    users it settles are found by what they were before). Left unrecorded, the users stayed
+    CLAIMED until their lease passed and every message was sent again. Only a failure to record
+    after that, or of another kind, is logged: their rows stay PENDING (outcome unknown)."""
     sent = [item.envelope.delivery_id for item in settled if item.outcome.sent]
-    try:
+
+    async def write() -> None:
         if not engine and database.engine.dialect.name == "postgresql":
             chain = WriteChain(database.engine.dialect)
             await _record_settled(chain, settled, sent, now, also)
@@ -422,6 +429,9 @@ async def record_settled(
         else:
             async with database.writes.transaction(engine=engine) as connection:
                 await _record_settled(connection, settled, sent, now, also)
+
+    try:
+        await retry_unavailable(write, f"recording the outcomes of {len(settled)} deliveries")
     except SQLAlchemyError:
         log.exception("could not record the outcomes of %d deliveries", len(settled))
         return

@@ -21,10 +21,10 @@ from typing import Any
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from sqlalchemy.exc import DBAPIError, IntegrityError
-from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from herald.config import SettingsError
+from herald.db_errors import database_unavailable
 from herald.http import base_url, endpoint, idempotency
 from herald.http.context import UnitOfWork, request_state
 from herald.http.endpoint import BODY_PROBLEM
@@ -400,44 +400,6 @@ class HeraldMiddleware:
         if json_depth_exceeds(body, self.settings.max_json_depth):
             return f"The JSON body nests deeper than {self.settings.max_json_depth} levels.", None
         return None
-
-
-# SQLSTATE classes of a database that cannot serve now, whatever the request: 08 connection
-# exception, 53 insufficient resources (e.g. 53300 too many connections), 57P operator intervention
-# (shutting down, cannot connect now).
-_UNAVAILABLE_STATES = ("08", "53", "57P")
-
-
-def database_unavailable(exc: BaseException) -> bool:
-    """True for an error saying the database cannot serve now (503 and retry), not that the request
-    failed: through SQLAlchemy, or from the driver itself (reads run on it, `herald.direct_reads`)."""
-    if isinstance(exc, DBAPIError):
-        if isinstance(exc.orig, TimeoutError):  # the driver's, wrapped (`herald.direct_reads`)
-            return True
-        return exc.connection_invalidated or (exc.orig is not None and database_unavailable(exc.orig))
-    if isinstance(exc, ConnectionError):  # refused, reset: nothing answers at the address
-        return True
-    if isinstance(exc, PoolTimeoutError):  # every pooled connection stayed busy (or stuck connecting)
-        return True
-    if isinstance(exc, TimeoutError) and _raised_in(exc, _DATABASE_PACKAGES):
-        return True  # asyncpg's connect timeout: a server that accepts and never answers
-    state = getattr(exc, "sqlstate", None) or getattr(exc, "pgcode", None)
-    return isinstance(state, str) and state.startswith(_UNAVAILABLE_STATES)
-
-
-_DATABASE_PACKAGES = ("asyncpg", "sqlalchemy", "aiosqlite")
-
-
-def _raised_in(exc: BaseException, packages: tuple[str, ...]) -> bool:
-    """Whether `exc` came out of code of one of `packages` (a frame of its traceback is theirs):
-    a `TimeoutError` of the database driver, not of anything else a handler waited for."""
-    tb = exc.__traceback__
-    while tb is not None:
-        module = tb.tb_frame.f_globals.get("__name__", "")
-        if isinstance(module, str) and module.split(".", 1)[0] in packages:
-            return True
-        tb = tb.tb_next
-    return False
 
 
 def rate_limit_store_unavailable(exc: BaseException) -> bool:

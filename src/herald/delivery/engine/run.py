@@ -64,6 +64,7 @@ from herald.campaigns.models import Campaign
 from herald.campaigns.schemas.common import CampaignStatus
 from herald.clock import utc
 from herald.db import Database, UTCDateTime
+from herald.db_errors import retry_unavailable
 from herald.delivery import outbox
 from herald.delivery.dispatch import Dispatcher
 from herald.delivery.engine import controls, conversions, halting
@@ -644,6 +645,18 @@ async def _release(database: Database, execution: Execution, users: list[_Claime
         await session.commit()
 
 
+async def _release_after_failure(database: Database, execution: Execution, users: list[_Claimed]) -> None:
+    """`_release` of users a failed dispatch did not hand over, once the database answers
+    (`db_errors.retry_unavailable`); when it cannot be written, they wait for their lease as a dead
+    worker's would. A window whose rows were committed without the answer saying so is among them:
+    nothing of it was handed over, and the claim that takes its users again attempts its messages
+    once (`outbox.begin_attempt`, on the rows found)."""
+    try:
+        await retry_unavailable(lambda: _release(database, execution, users), f"releasing {len(users)} users")
+    except Exception:
+        log.exception("could not release %d users of execution %s", len(users), execution.id)
+
+
 # A claim held longer than this share of the lease is renewed before the next window of its batch
 # goes out (`_Renewal`): a batch sent slower than the lease (a slow receiver, a throttled campaign)
 # is then never taken over by another worker while this one still sends it.
@@ -951,6 +964,14 @@ class _Flight:
         """Every window handed over answered and recorded."""
         tasks, self._tasks = self._tasks, []
         await asyncio.gather(*tasks)
+
+    async def settle(self) -> None:
+        """Every window handed over answered and recorded, whatever became of the others (the
+        dispatch failed: see `dispatch`); a window that could not be recorded is logged."""
+        tasks, self._tasks = self._tasks, []
+        for failed in await asyncio.gather(*tasks, return_exceptions=True):
+            if isinstance(failed, Exception):
+                log.error("a window of messages could not be settled", exc_info=failed)
 
     async def abandon(self) -> None:
         """The windows on the wire cut short, as if the worker died (the dispatch failed or was
@@ -1295,6 +1316,18 @@ async def dispatch(
             sent_any = True
             if not going:
                 return False
+    except Exception:
+        # The dispatch failed (the database dropped its connections, say) in a live worker: the
+        # windows on the wire are answered and recorded (`outbox.record_settled` waits for the
+        # database), and the batch claimed ahead is released, instead of leaving all of them
+        # CLAIMED, their rows PENDING, until the lease passed and every message went out again.
+        await flight.settle()
+        if ahead is not None:
+            found = (await asyncio.gather(ahead, return_exceptions=True))[0]
+            ahead = None
+            if isinstance(found, _Batch):
+                await _release_after_failure(database, execution, found.claimed)
+        raise
     except BaseException:
         if ahead is not None:  # its users stay claimed until their lease passes, as a dead worker's
             ahead.cancel()
@@ -1370,6 +1403,13 @@ async def _send_batch(
                 await _release(database, execution, claimed[start:])
                 return plan, False
             start += len(messages)
+    except Exception:
+        # Failed (the database lost, say) in a live worker: the windows handed over are answered
+        # and recorded, the users not handed over pending again (see `dispatch`).
+        if own:
+            await flight.settle()
+        await _release_after_failure(database, execution, claimed[start:])
+        raise
     except BaseException:
         if own:
             await flight.abandon()
