@@ -26,6 +26,7 @@ push platform); a retry or a takeover counts as a send again (`run._claim_in`).
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -43,6 +44,8 @@ from herald.db import Database
 from herald.delivery.engine.models import ThrottleGrant
 from herald.redis_clients import bounded_client
 from herald.wake import wake_here
+
+log = logging.getLogger("herald.delivery.engine")
 
 # A grant counts for a minute and a second: the sends of a batch are handed over in the moments
 # after their grant (render, the windows ahead of them), so a receiver that counts arrivals in any
@@ -275,9 +278,16 @@ class Regrant:
                 now = clock()
                 if now - self.granted_at >= LATE:
                     moved = True
-                    await self.store.move(
-                        self.database, self.workspace_id, self.campaign_id, self.granted_at, now, users
-                    )
+                    try:
+                        await self.store.move(
+                            self.database, self.workspace_id, self.campaign_id, self.granted_at, now, users
+                        )
+                    except Exception:  # Redis or the database gone: the window goes out all the same
+                        log.warning(
+                            "could not move the throttle's grant of campaign %s",
+                            self.campaign_id,
+                            exc_info=True,
+                        )
             return why
 
         return checked
