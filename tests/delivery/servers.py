@@ -203,9 +203,21 @@ class HttpReceiver:
     status: int = 204
     answer_headers: dict[str, str] = field(default_factory=dict)
     # While `gate` is set (`hold`), each request is kept unanswered until it opens; `entered` tells
-    # that one has arrived.
+    # that one has arrived, `held` how many wait at it now.
     gate: threading.Event | None = None
     entered: threading.Event = field(default_factory=threading.Event)
+    held: int = 0
+    _held_lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def _wait_at(self, gate: threading.Event) -> None:
+        with self._held_lock:
+            self.held += 1
+        self.entered.set()
+        try:
+            gate.wait(timeout=30)
+        finally:
+            with self._held_lock:
+                self.held -= 1
 
     def hold(self) -> None:
         self.entered.clear()
@@ -250,8 +262,7 @@ def start_http_receiver() -> HttpReceiver:
             receiver.received.append(ReceivedRequest(self.path, dict(self.headers.items()), body))
             gate = receiver.gate
             if gate is not None:
-                receiver.entered.set()
-                gate.wait(timeout=30)
+                receiver._wait_at(gate)
             self.send_response(receiver.status)
             for name, value in receiver.answer_headers.items():
                 self.send_header(name, value)

@@ -406,6 +406,44 @@ class TestErrorThreshold:
         )
         assert len(webhook.received) == 8
 
+    async def test_no_request_is_made_once_the_threshold_is_reached(
+        self,
+        app: FastAPI,
+        client: httpx.AsyncClient,
+        settings: Settings,
+        workspace: Tenant,
+        webhook: HttpReceiver,
+    ) -> None:
+        # The connector answers well, so every lane is used and more requests are let on their
+        # way than there are lanes; then the receiver fails every request in flight. Those waiting
+        # for a lane went out too, after the threshold (3) was reached: 16 of them on 32 lanes.
+        engine_settings = dataclasses.replace(settings, delivery_concurrency=8)
+        services: Services = app.state.herald
+        await push_connector(app, workspace, webhook)
+        await add_users(app, workspace.workspace_id, *_android(*(f"u{i:03d}" for i in range(200))))
+        campaign_id = await publish(client, workspace, PUSH)
+        webhook.hold()
+        ticking = asyncio.create_task(
+            worker.run_tick(
+                services.database, services.clock.now(), [workspace.workspace_id], engine_settings
+            )
+        )
+        try:
+            await _until(lambda: webhook.held == 3, "the first requests, the threshold's worth")
+            webhook.release()  # answered well: every lane may be used
+            webhook.hold()
+            await _until(lambda: webhook.held == 8, "every lane in flight")
+            in_flight = len(webhook.received)
+            webhook.status = 502
+        finally:
+            webhook.release()
+            await ticking
+        run = await _run(await stats(client, workspace, campaign_id))
+        assert run["status"] == "PAUSED"
+        # Each answer counts as it comes: while the first two failures were counted, a lane freed
+        # by one may have carried one more request; none after the third.
+        assert len(webhook.received) - in_flight <= 2
+
     async def test_a_success_gives_the_connector_every_lane_again(
         self,
         app: FastAPI,

@@ -397,6 +397,16 @@ class Dispatcher:
         outcomes: list[tuple[Outcome, int]] = [(_NOT_MADE, 0)] * len(groups)
         waiting = iter(enumerate(groups))
         risk = self._risks.setdefault(connector.id, _Risk())
+        threshold = self._settings.delivery_error_threshold
+
+        async def may_go() -> str | None:
+            # Asked again once the request has its lane: one let on its way while the connector
+            # answered well, then kept waiting for a lane, is not made once the failures reach the
+            # threshold (a receiver gone with every lane in flight: the 16 waiting went out too).
+            count, _ = self._streaks.of(connector.id)
+            if threshold > 0 and count >= threshold:
+                return f"connector '{connector.name}' failed {count} attempts in a row"
+            return await halt() if halt is not None else None
 
         async def sender() -> None:
             for index, group in waiting:
@@ -407,7 +417,7 @@ class Dispatcher:
                 answer: Outcome | None = None
                 try:
                     outcome = answer = await self._attempt(
-                        connector, group[0], None if size == 1 else group, halt
+                        connector, group[0], None if size == 1 else group, may_go
                     )
                 finally:
                     risk.answered(answer)
