@@ -397,15 +397,13 @@ class Dispatcher:
         outcomes: list[tuple[Outcome, int]] = [(_NOT_MADE, 0)] * len(groups)
         waiting = iter(enumerate(groups))
         risk = self._risks.setdefault(connector.id, _Risk())
-        threshold = self._settings.delivery_error_threshold
 
         async def may_go() -> str | None:
             # Asked again once the request has its lane: one let on its way while the connector
             # answered well, then kept waiting for a lane, is not made once the failures reach the
             # threshold (a receiver gone with every lane in flight: the 16 waiting went out too).
-            count, _ = self._streaks.of(connector.id)
-            if threshold > 0 and count >= threshold:
-                return f"connector '{connector.name}' failed {count} attempts in a row"
+            if (why := self._reached(connector)) is not None:
+                return why
             return await halt() if halt is not None else None
 
         async def sender() -> None:
@@ -441,9 +439,9 @@ class Dispatcher:
         once the threshold is reached, why the request is not made."""
         threshold = self._settings.delivery_error_threshold
         while True:
+            if (why := self._reached(connector)) is not None:
+                return why
             count, _ = self._streaks.of(connector.id)
-            if threshold > 0 and count >= threshold:
-                return f"connector '{connector.name}' failed {count} attempts in a row"
             if (
                 threshold <= 0
                 or (risk.healthy and not count)
@@ -453,6 +451,14 @@ class Dispatcher:
                 risk.unanswered += 1
                 return None
             await risk.wait()
+
+    def _reached(self, connector: Connector) -> str | None:
+        """Why no request is made through `connector` (its error threshold reached), else None."""
+        threshold = self._settings.delivery_error_threshold
+        count, _ = self._streaks.of(connector.id)
+        if threshold > 0 and count >= threshold:
+            return f"connector '{connector.name}' failed {count} attempts in a row"
+        return None
 
     def _halted(self, why: str) -> Outcome:
         """A request not made (`halt`): its messages not attempted, due again at once (the next
