@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import copy
 from collections.abc import Awaitable, Callable
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +29,7 @@ from herald.ids import object_id
 from herald.timefmt import rfc3339
 from tests.conftest import PG_URL
 from tests.delivery.builders import push_connector
-from tests.delivery.conftest import OPEN_LIMITS
+from tests.delivery.conftest import OPEN_LIMITS, add_users
 from tests.delivery.servers import HttpReceiver
 from tests.delivery.test_engine_controls import herald, push_users
 from tests.delivery.test_engine_send import PUSH, publish, stats, tick
@@ -325,6 +325,77 @@ class TestControlGroups:
         assert figures["control"]["conversion_rate"] == 1.0
         assert figures["sent"]["converted_users"] == 1
         assert figures["sent"]["uplift"] == pytest.approx(1 / len(received) - 1)
+
+    async def test_with_a_send_time_of_their_own_control_users_are_held_out_at_it(
+        self,
+        app: FastAPI,
+        client: httpx.AsyncClient,
+        clock: FrozenClock,
+        settings: Settings,
+        workspace: Tenant,
+        webhook: HttpReceiver,
+    ) -> None:
+        # 09:00 in each user's timezone: Los Angeles at 17:00 UTC; Kiritimati's 09:00 (19:00 UTC
+        # the day before) has passed when the campaign is published, so its users are never sent.
+        await push_connector(app, workspace, webhook)
+        la = await push_users(app, workspace, 16, timezone="America/Los_Angeles")
+        kiritimati = [f"k{i}" for i in range(8)]
+        await add_users(
+            app,
+            workspace.workspace_id,
+            *(
+                {
+                    "customer_id": c,
+                    "push_id": f"tok-{c}",
+                    "platform": "ANDROID",
+                    "timezone": "Pacific/Kiritimati",
+                }
+                for c in kiritimati
+            ),
+        )
+        await herald(settings, "workspaces", "set", "-w", workspace.workspace_id, "global-control", "25")
+        body = with_goals(OPENED, hours=2)
+        body["scheduling_details"] = {
+            "delivery_type": "SEND_IN_USER_TIMEZONE",
+            "start_time": "2026-03-02T09:00:00",
+            "timezone": "UTC",
+            "user_timezone_details": {
+                "send_in_user_timezone": True,
+                "send_if_user_timezone_has_passed": False,
+            },
+        }
+        body["control_group_details"] = {
+            "is_global_control_group_enabled": True,
+            "is_campaign_control_group_enabled": True,
+            "campaign_control_group_percentage": 25,
+        }
+        clock.set(datetime(2026, 3, 2, 8, 0, tzinfo=UTC))
+        campaign_id = await publish(client, workspace, body)
+        clock.set(datetime(2026, 3, 2, 9, 0, tzinfo=UTC))
+        await tick(app, workspace)
+        [run] = (await stats(client, workspace, campaign_id))["executions"]
+        # Nobody is held out before their moment, and a user who would never have been sent is
+        # not a control user: the two groups are alike but for the message.
+        assert run["held_out"] == {"control_group": 0, "global_control": 0}
+        assert run["suppressed"]["timezone_passed"] == len(kiritimati)
+        clock.set(datetime(2026, 3, 2, 16, 0, tzinfo=UTC))
+        await transition(client, workspace, [(c, opened()) for c in la])  # before anyone's window
+        clock.set(datetime(2026, 3, 2, 17, 0, tzinfo=UTC))
+        await tick(app, workspace)
+        held = sorted(set(la) - set(sent_to(webhook)))
+        global_held = [c for c in la if in_global_control(workspace.workspace_id, c, 25)]
+        assert held
+        assert set(global_held) <= set(held)
+        [run] = (await stats(client, workspace, campaign_id))["executions"]
+        assert run["held_out"]["global_control"] == len(global_held)
+        assert sum(run["held_out"].values()) == len(held)
+        # Their windows opened at 17:00, as the sent users' did: an event an hour later converts.
+        clock.set(datetime(2026, 3, 2, 18, 0, tzinfo=UTC))
+        await transition(client, workspace, [(c, opened()) for c in la])
+        figures = await conversions(client, workspace, campaign_id)
+        assert figures["control"]["users"] == len(held)
+        assert figures["control"]["converted_users"] == len(held)
+        assert figures["sent"]["converted_users"] == len(la) - len(held)
 
 
 class TestTriggeredCampaigns:

@@ -39,7 +39,8 @@ from herald.db import UTCDateTime
 from herald.delivery.engine import best_times, send_time
 from herald.delivery.engine.content import SendPlan
 from herald.delivery.engine.models import OF_ITS_EXECUTION, Execution, ExecutionUser
-from herald.delivery.engine.resolve import LiveCampaign, segmentation_of
+from herald.delivery.engine.resolve import LiveCampaign, global_control_share, segmentation_of
+from herald.delivery.engine.split import in_global_control
 from herald.delivery.engine.throttle import ThrottleStore
 from herald.delivery.models import OutboxEntry
 from herald.timezones import zone_named
@@ -157,12 +158,17 @@ class Rules:
     # sent to opted-out users. Checked again at the send: a user who opts out while a delayed
     # firing waits, or while a long send comes to it, gets nothing.
     opt_out: str | None = None
+    # The workspace's global control share when the claim decides it (a campaign whose users each
+    # have a send time of their own: `decide`); None when the audience's resolution held them out.
+    global_control: float | None = None
 
 
 async def load(
     session: AsyncSession, campaign: LiveCampaign, store: ThrottleStore, trigger: str | None = None
 ) -> Rules:
     rules = await _load(session, campaign, store)
+    if send_time.per_user(campaign.document.scheduling_details):
+        rules = replace(rules, global_control=await global_control_share(session, campaign))
     if trigger is None:
         return rules
     controls = campaign.document.delivery_controls
@@ -364,16 +370,30 @@ async def decide(
     """The fate of each (customer id, rank, user) of a freshly claimed batch."""
     decision = Decision()
     candidates: list[tuple[str, UserValues]] = []
+    # Control users who wait for their own send time: held out when it comes (the moment their
+    # message would have gone, when their conversions start to count, as the sent users' do), or
+    # suppressed as a sent user would be if it never comes (the two groups stay comparable).
+    control: dict[str, str] = {}
+    timed = send_time.per_user(plan.campaign.document.scheduling_details)
     for customer_id, rank, user in rows:
-        if execution.control_threshold is not None and rank <= execution.control_threshold:
-            decision.held[Reason.CONTROL_GROUP].append(customer_id)
+        held = _control_group(rules, execution, customer_id, rank)
+        if held is not None and user is not None and timed:
+            control[customer_id] = held
+            candidates.append((customer_id, user))
+        elif held is not None:
+            decision.held[held].append(customer_id)
         elif user is None:
             decision.suppressed[Reason.NO_USER].append(customer_id)
         elif rules.opt_out is not None and getattr(user, rules.opt_out, False):
             decision.suppressed[Reason.OPTED_OUT].append(customer_id)
         else:
             candidates.append((customer_id, user))
-    candidates = await _timing(session, rules, plan, execution, candidates, now, decision)
+    candidates = await _send_time(session, rules, plan, execution, candidates, now, decision)
+    for customer_id, _ in candidates:
+        if customer_id in control:
+            decision.held[control[customer_id]].append(customer_id)
+    candidates = [candidate for candidate in candidates if candidate[0] not in control]
+    candidates = await _timing(session, rules, execution, candidates, now, decision)
     if rules.audience_limit is not None and candidates:
         sent, in_flight = await _limit_used(session, execution, rules.audience_limit)
         room = max(0, rules.audience_limit.limit - sent - in_flight)
@@ -393,19 +413,26 @@ async def decide(
     return decision
 
 
+def _control_group(rules: Rules, execution: Execution, customer_id: str, rank: int) -> str | None:
+    """The control group that holds the user out, if any (the global one first, as the audience's
+    resolution decides it when the claim does not: `Rules.global_control`)."""
+    if rules.global_control and in_global_control(execution.workspace_id, customer_id, rules.global_control):
+        return Reason.GLOBAL_CONTROL
+    if execution.control_threshold is not None and rank <= execution.control_threshold:
+        return Reason.CONTROL_GROUP
+    return None
+
+
 async def _timing(
     session: AsyncSession,
     rules: Rules,
-    plan: SendPlan,
     execution: Execution,
     candidates: list[tuple[str, UserValues]],
     now: datetime,
     decision: Decision,
 ) -> list[tuple[str, UserValues]]:
-    """Per-user send time, frequency caps, minimum delay and quiet hours; the candidates still to
-    send now."""
+    """Frequency caps, minimum delay and quiet hours; the candidates still to send now."""
     settings = rules.settings
-    candidates = await _send_time(session, rules, plan, execution, candidates, now, decision)
     window = None if rules.bypass_dnd else settings.dnd
     if not candidates or not (rules.capped or rules.min_delay or window or rules.global_min_delay):
         return candidates

@@ -42,7 +42,7 @@ from herald.audience.segmentation.audience import (
 )
 from herald.campaigns.schemas.campaign import CampaignDocument
 from herald.db import Database
-from herald.delivery.engine import conversions
+from herald.delivery.engine import conversions, send_time
 from herald.delivery.engine.models import Execution, ExecutionUser
 from herald.delivery.engine.ranking import in_global_control_sql, rank_sql
 from herald.delivery.engine.split import control_group_size
@@ -335,9 +335,12 @@ async def resolve_chunk(
         selected = await _selected(session, campaign, now)
         customer_id = selected.selected_columns[0]
         rank = rank_sql(dialect, campaign.campaign_id, customer_id)
-        held = in_global_control_sql(
-            dialect, campaign.workspace_id, customer_id, await global_control_share(session, campaign)
-        )
+        share = await global_control_share(session, campaign)
+        if send_time.per_user(campaign.document.scheduling_details):
+            # Each user has a moment of their own: the claim holds them out at it, when their
+            # message would have gone (`controls.decide`), and their conversions count from there.
+            share = None
+        held = in_global_control_sql(dialect, campaign.workspace_id, customer_id, share)
         state: ColumnElement[Any] = literal("PENDING")
         reason: ColumnElement[Any] = null()
         if held is not None:

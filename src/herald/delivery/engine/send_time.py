@@ -104,6 +104,11 @@ def _window_end(value: str | None, start: datetime, zone: ZoneInfo) -> datetime 
     return (parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=zone)).astimezone(UTC)
 
 
+def per_user(details: SchedulingDetails | None) -> bool:
+    """Whether each user of the campaign's runs is sent at a moment of their own."""
+    return details is not None and details.delivery_type in (USER_TIMEZONE, BTS)
+
+
 def rule_of(
     details: SchedulingDetails | None, start: datetime | None, published_at: datetime | None = None
 ) -> SendTimeRule | None:
@@ -112,7 +117,7 @@ def rule_of(
     user's moment (`lifecycle.first_local_moment`), so a user's moment has passed only when it came
     before the campaign was published (`published_at`); for a campaign published before Herald
     recorded when (None), when it came before `start`, as then."""
-    if details is None or start is None or details.delivery_type not in (USER_TIMEZONE, BTS):
+    if details is None or start is None or not per_user(details):
         return None
     zone = zone_named(details.timezone)
     if details.delivery_type is USER_TIMEZONE:
