@@ -132,6 +132,21 @@ class TestExamples:
         just_after = Recurrence(D, start, ZoneInfo("UTC"), expiry=start + timedelta(days=2, seconds=1))
         assert len(all_of(just_after)) == 3
 
+    def test_a_frequency_past_the_calendar_runs_once(self) -> None:
+        # The next run would fall after the year 9999: there is none (before, each tick's
+        # arithmetic overflowed and the campaign never ran at all).
+        start = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
+        for frequency, every in ((D, 10**12), (D, 3_000_000), (W, 10**8), (M, 10**6), (M, 96_000)):
+            rec = Recurrence(frequency, start, ZoneInfo("Pacific/Kiritimati"), every=every)
+            end = datetime(9999, 12, 30, tzinfo=UTC)
+            assert [o.run for o in occurrences(rec, end)] == [1]
+            found = latest(rec, end)
+            assert found is not None
+            assert found.run == 1
+            assert following(rec, start - timedelta(hours=1)) == found
+            assert following(rec, start) is None
+            assert following(rec, end) is None
+
 
 starts = st.datetimes(
     min_value=datetime(2024, 1, 1), max_value=datetime(2029, 12, 31), timezones=st.just(UTC)
@@ -214,6 +229,24 @@ class TestProperties:
         assert latest(bounded, now) == (before[-1] if before else None)
         after = [o for o in found if o.at > now]
         assert following(bounded, now) == (after[0] if after else None)
+
+    @settings(max_examples=150, deadline=None)
+    @given(
+        st.integers(1, 130),
+        st.integers(0, 47),
+        st.frozensets(st.integers(29, 31), min_size=1, max_size=2),
+        st.integers(0, 800),
+    )
+    def test_following_finds_a_date_of_month_however_rare(
+        self, every: int, month: int, dates: frozenset[int], days: int
+    ) -> None:
+        # A 29th, 30th or 31st can come back many steps later (a 31st every 17 months from
+        # January: seven years on). `following` searched two steps and ended such a campaign.
+        start = datetime(2024 + month // 12, month % 12 + 1, 1, 9, tzinfo=UTC)
+        rec = Recurrence(M, start, ZoneInfo("UTC"), every=every, dates_of_month=dates)
+        now = start + timedelta(days=days)
+        later = (o for o in occurrences(rec, datetime(2024 + 12 * 130, 1, 1, tzinfo=UTC)) if o.at > now)
+        assert following(rec, now) == next(later, None)
 
     @settings(max_examples=60, deadline=None)
     @given(st.sampled_from(ZONES), starts, st.integers(1, 3))

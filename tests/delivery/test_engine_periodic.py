@@ -433,6 +433,53 @@ class TestMonthly:
         assert [e["scheduled_for"] for e in executions] == ["2026-01-31T10:00:00Z", "2026-03-31T10:00:00Z"]
         assert await status(client, workspace, campaign_id) == "SENT"
 
+    async def test_a_frequency_whose_next_run_is_past_the_calendar_runs_once_and_ends(
+        self,
+        app: FastAPI,
+        client: httpx.AsyncClient,
+        workspace: Tenant,
+        webhook: HttpReceiver,
+        clock: FrozenClock,
+    ) -> None:
+        # Every millionth month: the second run would be in the year 85,000. Before, every tick's
+        # arithmetic overflowed: the first run never went and the campaign stayed ACTIVE.
+        await push_connector(app, workspace, webhook)
+        await push_users(app, workspace, 2)
+        clock.set(datetime(2026, 1, 30, 12, 0, tzinfo=UTC))
+        body = periodic("2026-01-31T10:00:00", "UTC")
+        body["scheduling_details"]["periodic_details"] = {
+            "sending_frequency": "MONTHLY",
+            "repeat_frequency": 1_000_000,
+            "no_of_occurences": 2,
+        }
+        campaign_id = await publish(client, workspace, body)
+        await at(app, clock, workspace, datetime(2026, 1, 31, 10, 0, tzinfo=UTC))
+        await at(app, clock, workspace, datetime(2026, 1, 31, 10, 1, tzinfo=UTC))
+        assert len(webhook.received) == 2
+        assert await status(client, workspace, campaign_id) == "SENT"
+
+    async def test_a_date_no_month_of_the_pattern_has_ends_the_campaign_without_a_run(
+        self,
+        app: FastAPI,
+        client: httpx.AsyncClient,
+        workspace: Tenant,
+        webhook: HttpReceiver,
+        clock: FrozenClock,
+    ) -> None:
+        await push_connector(app, workspace, webhook)
+        await push_users(app, workspace, 1)
+        clock.set(datetime(2026, 3, 30, 12, 0, tzinfo=UTC))
+        body = periodic("2026-04-01T10:00:00", "UTC")
+        body["scheduling_details"]["periodic_details"] = {
+            "sending_frequency": "MONTHLY",
+            "repeat_frequency": 12,
+            "repeat_on_date_of_month": [31],  # every April: never
+        }
+        campaign_id = await publish(client, workspace, body)
+        await at(app, clock, workspace, datetime(2026, 4, 1, 10, 0, tzinfo=UTC))
+        assert webhook.received == []
+        assert await status(client, workspace, campaign_id) == "SENT"
+
 
 class TestRuns:
     async def test_the_instance_limit_counts_per_run_and_the_audience_is_read_at_each_run(

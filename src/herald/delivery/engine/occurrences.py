@@ -131,6 +131,8 @@ def _days(rec: Recurrence, until: date) -> Iterator[date]:
         day = first
         while day <= until:
             yield day
+            if (until - day).days < rec.every:
+                return  # the next is after `until` (and perhaps past the calendar's last day)
             day += timedelta(days=rec.every)
     elif rec.frequency is SendingFrequency.WEEKLY:
         weekdays = sorted(rec.days_of_week or {first.weekday()})
@@ -140,10 +142,12 @@ def _days(rec: Recurrence, until: date) -> Iterator[date]:
                 day = monday + timedelta(days=weekday)
                 if first <= day <= until:
                     yield day
+            if (until - monday).days < 7 * rec.every:
+                return
             monday += timedelta(weeks=rec.every)
     else:
         year, month = first.year, first.month
-        while date(year, month, 1) <= until:
+        while (year, month) <= (until.year, until.month):
             for day in _month_days(rec, year, month):
                 if first <= day <= until:
                     yield day
@@ -175,9 +179,13 @@ def latest(rec: Recurrence, now: datetime) -> Occurrence | None:
 
 
 def following(rec: Recurrence, now: datetime) -> Occurrence | None:
-    """The first occurrence after `now`, if any: None once the expiry ends the schedule. Searched
-    far enough ahead for any pattern (a 29 February every year needs four)."""
-    horizon = timedelta(days=4 * 366 + 2 * 31 * rec.every)
+    """The first occurrence after `now`, if any: None once the expiry ends the schedule, or when
+    the pattern has no date left (a 31st of every twelfth month from April; a run after the
+    year 9999). Searched far enough ahead for any pattern: a date of month comes back within
+    twelve of its steps (a 29 February every twelve months within four), the rest every step."""
+    # Within the calendar (a `repeat_frequency` of a million months has one run, then none).
+    room = max(0, (datetime.max.replace(tzinfo=UTC) - now).days - 2)
+    horizon = timedelta(days=min(4 * 366 + 12 * 31 * rec.every, room))
     for occurrence in occurrences(rec, now + horizon):
         if occurrence.at > now:
             return occurrence

@@ -240,9 +240,9 @@ def _all_run(recurrence: Recurrence, runs: Collection[int]) -> bool:
 
 async def schedule_over(database: Database, periodic: PeriodicCampaign, now: datetime) -> bool:
     """No run is left after `now`: `no_of_occurences` runs were started, or no occurrence is left
-    before the expiry (a schedule with neither never ends)."""
+    (before the expiry, or at all: the pattern names no date after it)."""
     recurrence = periodic.recurrence
-    if recurrence.expiry is not None and following(recurrence, now) is None:
+    if following(recurrence, now) is None:
         return True
     if recurrence.count is None:
         return False
