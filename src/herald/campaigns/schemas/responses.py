@@ -317,7 +317,13 @@ class ExecutionStats(BaseModel):
             "still being resolved and none of it is known."
         )
     )
-    retrying: int = Field(description="Of the pending users, those waiting for another attempt.")
+    retrying: int = Field(
+        description=(
+            "Of the pending users, those decided on whose messages wait for their next attempt: after a"
+            " transient failure, or not yet made when a pause or the connector's error threshold halted"
+            " their window."
+        )
+    )
     deferred: int = Field(
         description="Of the pending users, those deferred by quiet hours or the minimum delay."
     )

@@ -125,7 +125,8 @@ async def _one(
         # failed, or unsent (stopped). 100 when none is left, or there is none; 0 while the
         # audience is not known yet (a business raise not resolved: nothing is settled).
         "progress": _progress(execution.status, settled, pending),
-        # Of the pending users, those waiting for another attempt after a transient failure.
+        # Of the pending users, those decided on whose messages wait for their next attempt: after a
+        # transient failure, or not made when a pause or the error threshold halted their window.
         "retrying": 0 if ended else by_state["RETRY"],
         # Of the pending users, those waiting for the end of quiet hours or of the minimum delay.
         "deferred": 0 if ended else deferred,
