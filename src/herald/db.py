@@ -12,7 +12,8 @@ import json
 import re
 import threading
 from collections import deque
-from dataclasses import dataclass
+from collections.abc import Coroutine
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -112,8 +113,24 @@ class Database:
     direct: DirectReads
     # Transactions of Core writes alone (the outbox's rows), on the driver (`herald.direct_writes`).
     writes: DirectWrites
+    # Upkeep begun on this database with nobody awaiting it (`planner_statistics.refresh_in_background`).
+    background: set[asyncio.Task[Any]] = field(default_factory=set)
+
+    def run_in_background(self, work: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
+        """`work` in a task of its own, ended by `dispose` before the pools close: a connection it
+        held then was left to the collector, unclosed (a PostgreSQL driver's warns, out of reach of
+        any test or shutdown that would close it)."""
+        task = asyncio.get_running_loop().create_task(work)
+        self.background.add(task)  # the loop keeps only a weak reference
+        task.add_done_callback(self.background.discard)
+        return task
 
     async def dispose(self) -> None:
+        here = asyncio.get_running_loop()
+        mine = [task for task in self.background if task.get_loop() is here]
+        for task in mine:
+            task.cancel()
+        await asyncio.gather(*mine, return_exceptions=True)
         await self.direct.aclose()
         self.writes.close()
         await self.engine.dispose()

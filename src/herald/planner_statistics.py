@@ -121,8 +121,7 @@ def refresh_in_background(database: Database) -> None:
     loop = asyncio.get_running_loop()
     if _running is not None and not _running.done() and _running.get_loop() is loop:
         return
-    # Held here until the next one: the loop keeps only a weak reference to a task.
-    _running = loop.create_task(_refresh_logged(database))
+    _running = database.run_in_background(_refresh_logged(database))
 
 
 async def _refresh_logged(database: Database) -> list[str]:
