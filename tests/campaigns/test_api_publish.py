@@ -83,6 +83,23 @@ class TestPublish:
                 "campaign_content.content.email.from_address",
                 "INVALID_TYPE",
             ),
+            # The SMTP server refused the copy: every user's message failed, and the campaign
+            # paused at the connector's error threshold.
+            (
+                {"content.email.cc_ids": ["cc@shop.example", "not an address"]},
+                "campaign_content.content.email.cc_ids.1",
+                "INVALID_TYPE",
+            ),
+            (
+                {"content.email.bcc_ids": ["a\r\nBcc: x@y.example"]},
+                "campaign_content.content.email.bcc_ids.0",
+                "INVALID_TYPE",
+            ),
+            (
+                {"content.email.reply_to_address": "x y"},
+                "campaign_content.content.email.reply_to_address",
+                "INVALID_TYPE",
+            ),
         ],
     )
     async def test_content_the_engine_could_not_send_is_reported_and_refused(

@@ -66,6 +66,26 @@ def email_problems(
         problem = sender_problem(address, path, senders)
         if problem is not None:
             problems.append(problem)
+    return problems + _copied_problems(data, path)
+
+
+def _copied_problems(data: Mapping[str, Any], path: Sequence[str | int]) -> list[Problem]:
+    """The other addresses the message names (`reply_to_address`, `cc_ids`, `bcc_ids`) that are
+    none: the SMTP server refuses a copy to one (every user's message failed, and the campaign
+    paused at the error threshold), and a Reply-To that is no address cannot be answered."""
+    named: list[tuple[tuple[str | int, ...], Any]] = []
+    if present(data.get("reply_to_address")):
+        named.append((("reply_to_address",), data["reply_to_address"]))
+    for name in ("cc_ids", "bcc_ids"):
+        copies = data.get(name)
+        if isinstance(copies, list):
+            named += [((name, index), copy) for index, copy in enumerate(copies)]
+    problems = []
+    for where, address in named:
+        reason = email_problem(address) if isinstance(address, str) else "it is not text"
+        if reason:
+            message = f"'{where[0]}' holds what is not an e-mail address: {reason}"
+            problems.append(Problem("INVALID_TYPE", join_path(*path, *where), message))
     return problems
 
 
