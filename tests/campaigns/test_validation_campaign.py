@@ -104,6 +104,34 @@ MINIMAL_EMAIL = {**MINIMAL_PUSH, "channel": "EMAIL"}
             {"basic_details.business_event": ""},
             stage=C,
         ),
+        # A name the business-event route refuses: the campaign could never start.
+        fails(
+            "business-event-blank",
+            EMAIL_BUSINESS_EVENT,
+            ("INVALID_TYPE", "basic_details.business_event"),
+            {"basic_details.business_event": "   "},
+            stage=C,
+        ),
+        fails(
+            "business-event-control-character",
+            EMAIL_BUSINESS_EVENT,
+            ("INVALID_TYPE", "basic_details.business_event"),
+            {"basic_details.business_event": "a\nb"},
+            stage=C,
+        ),
+        fails(
+            "business-event-too-long",
+            EMAIL_BUSINESS_EVENT,
+            ("OUT_OF_RANGE", "basic_details.business_event"),
+            {"basic_details.business_event": "x" * 201},
+            stage=C,
+        ),
+        passes(
+            "business-event-longest",
+            EMAIL_BUSINESS_EVENT,
+            {"basic_details.business_event": "x" * 200},
+            stage=C,
+        ),
         fails(
             "business-event-no-basic-details",
             EMAIL_BUSINESS_EVENT,

@@ -57,10 +57,11 @@ CustomerId = Annotated[
 
 # Not blank and without control characters, as attribute names: campaigns' triggers and business
 # events name actions as written, and a name no campaign can name is a mistake to report.
+ACTION_NAME_LENGTH = 200
 ActionName = Annotated[
     str,
     Strict(),
-    Field(min_length=1, max_length=200, json_schema_extra={"pattern": _PRINTABLE_NAME}),
+    Field(min_length=1, max_length=ACTION_NAME_LENGTH, json_schema_extra={"pattern": _PRINTABLE_NAME}),
     _printable("Names must not be blank nor contain control characters."),
 ]
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 
+from herald.audience.attributes import is_printable_name
+from herald.audience.schemas import ACTION_NAME_LENGTH
 from herald.campaigns.schemas.basic_details import (
     TEMPLATE_TYPES_BY_PLATFORM,
     Geofence,
@@ -11,7 +13,14 @@ from herald.campaigns.schemas.basic_details import (
     PushBasicDetails,
 )
 from herald.campaigns.schemas.common import DELIVERY_TYPES_BY_CHANNEL, DeliveryType, Platform
-from herald.campaigns.validation.context import Context, invalid_value, out_of_range, required, too_long
+from herald.campaigns.validation.context import (
+    Context,
+    invalid_type,
+    invalid_value,
+    out_of_range,
+    required,
+    too_long,
+)
 from herald.problems import Problem, join_path
 
 _BLA = DeliveryType.BROADCAST_LIVE_ACTIVITY
@@ -42,9 +51,24 @@ def check_basic_details(ctx: Context) -> list[Problem]:
                 "'business_event' is required for BUSINESS_EVENT_TRIGGERED campaigns.",
             )
         )
+    elif details.business_event:
+        problems += _check_business_event(details.business_event)
     if isinstance(details, PushBasicDetails):
         problems += _check_geofences(ctx, details)
     return problems
+
+
+def _check_business_event(name: str) -> list[Problem]:
+    """A name the business-event route could raise (its `name`, `ActionName`): a campaign waiting
+    for one it refuses would never start."""
+    target = "basic_details.business_event"
+    if not is_printable_name(name):
+        return [
+            invalid_type(target, "A business event's name must not be blank nor contain control characters.")
+        ]
+    if len(name) > ACTION_NAME_LENGTH:
+        return [out_of_range(target, f"A business event's name has at most {ACTION_NAME_LENGTH} characters.")]
+    return []
 
 
 def _check_geofences(ctx: Context, details: PushBasicDetails) -> list[Problem]:
