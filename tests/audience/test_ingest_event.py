@@ -171,6 +171,14 @@ class TestValidation:
             ({"current_time": "0001-01-01T00:00:00Z"}, ("OUT_OF_RANGE", "actions.0.current_time")),
             ({"current_time": "1969-12-31T23:59:59Z"}, ("OUT_OF_RANGE", "actions.0.current_time")),
             ({"user_time": "1969-12-31T23:59:59"}, ("OUT_OF_RANGE", "actions.0.user_time")),
+            # A date-time whose offset takes it past the calendar's ends is one, out of range.
+            ({"current_time": "0001-01-01T00:00:00+14:00"}, ("OUT_OF_RANGE", "actions.0.current_time")),
+            ({"current_time": "9999-12-31T23:59:59-14:00"}, ("OUT_OF_RANGE", "actions.0.current_time")),
+            (
+                {"attributes": {"at": "9999-12-31T23:59:59-01:00"}},
+                ("OUT_OF_RANGE", "actions.0.attributes.at"),
+            ),
+            ({"attributes": {"at": "2026-02-30T10:00:00Z"}}, ("INVALID_TYPE", "actions.0.attributes.at")),
             ({"current_time": 10**13}, ("OUT_OF_RANGE", "actions.0.current_time")),
             ({"user_time": "soon"}, ("INVALID_TYPE", "actions.0.user_time")),
             ({"user_timezone_offset": 60000}, ("OUT_OF_RANGE", "actions.0.user_timezone_offset")),

@@ -79,20 +79,35 @@ def utc_text(value: datetime) -> str:
     return f"{meta_timestamp(value)}Z"
 
 
+OUTSIDE_THE_CALENDAR = "A date-time must fall between 0001-01-01T00:00:00Z and 9999-12-31T23:59:59Z."
+
+
 def parse_datetime_text(value: str) -> datetime | None:
-    """An ISO 8601 date-time as an aware UTC datetime (no zone = UTC), or None if it is not one."""
+    """An ISO 8601 date-time as an aware UTC datetime (no zone = UTC), or None if it is not one
+    (`beyond_the_calendar`: or its instant is before year 1 or after 9999 in UTC)."""
+    parsed = _local_datetime(value)
+    if parsed is None:
+        return None
+    try:
+        return parsed.astimezone(UTC)
+    except OverflowError:
+        return None
+
+
+def beyond_the_calendar(value: str) -> bool:
+    """A date-time whose instant falls outside years 1 to 9999 once its offset is applied
+    (`0001-01-01T00:00:00+14:00`): a date-time, out of range, not text of another kind."""
+    return _local_datetime(value) is not None and parse_datetime_text(value) is None
+
+
+def _local_datetime(value: str) -> datetime | None:
     if not _DATETIME_SHAPE.match(value):
         return None
     try:
         parsed = datetime.fromisoformat(value.replace(",", ".").replace("z", "Z"))
     except ValueError:
         return None
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=UTC)
-    try:
-        return parsed.astimezone(UTC)
-    except OverflowError:
-        return None
+    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
 
 
 def check_name(name: str, path: Path) -> Problem | None:
@@ -126,6 +141,8 @@ def _scalar(value: Any, path: Path) -> tuple[Any, Problem | None]:
             return None, Problem("INVALID_TYPE", join_path(*path), NUL_MESSAGE)
         if _DATETIME_SHAPE.match(value):
             parsed = parse_datetime_text(value)
+            if parsed is None and beyond_the_calendar(value):
+                return None, Problem("OUT_OF_RANGE", join_path(*path), OUTSIDE_THE_CALENDAR)
             if parsed is None:
                 return None, Problem(
                     "INVALID_TYPE", join_path(*path), f"'{value}' is not a valid ISO 8601 date-time."

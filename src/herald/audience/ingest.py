@@ -14,6 +14,8 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from herald.audience.attributes import (
+    OUTSIDE_THE_CALENDAR,
+    beyond_the_calendar,
     normalise_attributes,
     normalise_customer_attributes,
     parse_datetime_text,
@@ -89,6 +91,8 @@ def parse_time(value: Any, path: Path) -> tuple[datetime | None, list[Problem]]:
             return None, [Problem("OUT_OF_RANGE", join_path(*path), message)]
         if parsed is not None:
             return parsed, []
+        if beyond_the_calendar(value):
+            return None, [Problem("OUT_OF_RANGE", join_path(*path), OUTSIDE_THE_CALENDAR)]
     return None, [
         Problem(
             "INVALID_TYPE",
