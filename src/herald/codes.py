@@ -123,6 +123,14 @@ CODES: tuple[Code, ...] = (
         "`expect`.",
     ),
     Code(
+        "UNSUPPORTED_MEDIA_TYPE",
+        "error",
+        415,
+        "The request's body has a content coding (`Content-Encoding`, e.g. gzip); send it "
+        "uncompressed. Nothing was processed.",
+        "`content-encoding`.",
+    ),
+    Code(
         "NOT_IMPLEMENTED",
         "error",
         501,

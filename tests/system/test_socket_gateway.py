@@ -348,6 +348,22 @@ def test_a_transfer_coding_other_than_chunked_is_501_and_nothing_is_processed(
     assert_not_processed(server, tenant, key)
 
 
+@pytest.mark.parametrize("coding", [b"gzip", b"identity, br"])
+def test_a_content_coding_other_than_identity_is_415_and_nothing_is_processed(
+    server: Server, tenant: Tenant, coding: bytes
+) -> None:
+    # The body was read as sent: a plain body labelled gzip was taken, a compressed one judged as
+    # bytes that are not JSON.
+    key = str(uuid.uuid4())
+    headers = [*create_headers(tenant, key), (b"Content-Encoding", coding)]
+    answer = exchange(server, request("POST", "/v5/campaigns", headers, CAMPAIGN))
+    assert_envelope(answer, 415, "UNSUPPORTED_MEDIA_TYPE")
+    assert answer.json["error"]["target"] == "content-encoding"  # type: ignore[index]
+    assert_not_processed(server, tenant, key)
+    headers = [*create_headers(tenant, str(uuid.uuid4())), (b"Content-Encoding", b"identity")]
+    assert exchange(server, request("POST", "/v5/campaigns", headers, CAMPAIGN)).status == 201
+
+
 def test_an_expectation_other_than_100_continue_is_417_and_nothing_is_processed(
     server: Server, tenant: Tenant
 ) -> None:

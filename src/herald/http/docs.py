@@ -56,6 +56,7 @@ _DESCRIPTIONS = {
     413: "Body too large.",
     422: "The change cannot be applied in this state.",
     408: "`herald serve` did not receive the request's head or body in time (REQUEST_TIMEOUT).",
+    415: "A `Content-Encoding` other than identity (UNSUPPORTED_MEDIA_TYPE).",
     417: "An `Expect` other than 100-continue (EXPECTATION_FAILED).",
     429: "Rate limited; see Retry-After.",
     431: "The request line and headers are larger than the server takes (REQUEST_HEADERS_TOO_LARGE).",

@@ -47,6 +47,8 @@ class HeaderProblem:
 # The one transfer coding a request may use (RFC 9112 §7): `herald serve` decodes chunked framing,
 # nothing else (a gzip body would reach the handlers as bytes that are not JSON).
 _CHUNKED = b"chunked"
+# The content coding of a body read as sent (RFC 9110 §8.4.1).
+_IDENTITY = b"identity"
 # The one expectation a server meets (RFC 9110 §10.1.1); its token is case-insensitive.
 _CONTINUE = b"100-continue"
 
@@ -56,7 +58,8 @@ def header_problem(
 ) -> HeaderProblem | None:
     """Why the request's headers are refused, or None: a header that carries one value given twice
     (`singular`: lower-case names), or no `Host` on HTTP/1.1 (RFC 9112 §3.2), 400; a transfer
-    coding other than chunked, 501 (RFC 9112 §6.1); an expectation other than 100-continue, 417
+    coding other than chunked, 501 (RFC 9112 §6.1); a content coding other than identity, 415
+    (RFC 9110 §15.5.16); an expectation other than 100-continue, 417
     (RFC 9110 §10.1.1). Two `Authorization` headers were read as the first: a proxy in front
     reading the last would have authenticated someone else."""
     seen: set[bytes] = set()
@@ -76,6 +79,15 @@ def header_problem(
                 text = unknown.decode("latin-1")
                 message = f"The transfer coding '{text}' is not supported; send the body as is or chunked."
                 return HeaderProblem(501, "NOT_IMPLEMENTED", message, "transfer-encoding")
+        elif name == b"content-encoding":
+            # The body is read as sent: a compressed one would be judged as bytes that are not JSON,
+            # or read as JSON it does not hold (RFC 9110 §8.4.1 lets a server refuse a coding).
+            codings = [coding for part in value.split(b",") if (coding := part.strip().lower())]
+            unknown = next((coding for coding in codings if coding != _IDENTITY), None)
+            if unknown is not None:
+                text = unknown.decode("latin-1")
+                message = f"The content coding '{text}' is not supported; send the body uncompressed."
+                return HeaderProblem(415, "UNSUPPORTED_MEDIA_TYPE", message, "content-encoding")
         elif name == b"expect" and value.strip().lower() != _CONTINUE:
             message = "The only expectation this server meets is 100-continue."
             return HeaderProblem(417, "EXPECTATION_FAILED", message, "expect")

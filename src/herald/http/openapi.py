@@ -159,7 +159,7 @@ def _complete_operation(method: str, operation: dict[str, Any], guard: Operation
     if default_422.get("$ref", "").endswith("/HTTPValidationError"):
         del responses["422"]
     # What any request may be answered: the guard's, and `herald serve`'s at the socket.
-    shared = [400, 401, 403, 408, 417, 429, 431, 501, 503] + ([413] if method in BODY_METHODS else [])
+    shared = [400, 401, 403, 408, 415, 417, 429, 431, 501, 503] + ([413] if method in BODY_METHODS else [])
     for status, entry in error_responses(*shared).items():
         if str(status) not in responses:
             if "model" in entry:
