@@ -86,8 +86,8 @@ class TestPublish:
             # The SMTP server refused the copy: every user's message failed, and the campaign
             # paused at the connector's error threshold.
             (
-                {"content.email.cc_ids": ["cc@shop.example", "not an address"]},
-                "campaign_content.content.email.cc_ids.1",
+                {"content.email.cc_ids": ["cc@relay.test", "ops@localhost", "not an address"]},
+                "campaign_content.content.email.cc_ids.2",
                 "INVALID_TYPE",
             ),
             (
@@ -118,6 +118,24 @@ class TestPublish:
         assert response.status_code == 422, response.text
         assert (target, code) in {(d["target"], d["code"]) for d in response.json()["error"]["details"]}
         assert (await h.get(client, ws, campaign_id))["status"] == "DRAFT"
+
+    async def test_copies_go_to_any_address_a_user_may_have(
+        self, client: httpx.AsyncClient, ws: Tenant
+    ) -> None:
+        # As a user's `email`: the operator's relay judges a sandbox or local domain, not Herald.
+        body = {**PAYLOADS["email_event_triggered"]}
+        body["campaign_content"] = variant(
+            body["campaign_content"],
+            {
+                "content.email.cc_ids": ["cc@relay.test", "ops@localhost"],
+                "content.email.reply_to_address": "help@relay.local",
+            },
+        )
+        campaign_id = await h.create(client, ws, body)
+        validated = await client.post(
+            f"/v5/campaigns/{campaign_id}/validate", json={}, headers=ws.headers(campaigns=True)
+        )
+        assert validated.json()["data"]["errors"] == []
 
     async def test_a_subject_and_sender_the_custom_template_supplies_are_not_missing(
         self, app: FastAPI, client: httpx.AsyncClient, ws: Tenant

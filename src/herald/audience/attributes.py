@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import MAXYEAR, UTC, datetime
 from functools import lru_cache
 from typing import Any
 
@@ -98,6 +98,12 @@ def beyond_the_calendar(value: str) -> bool:
     """A date-time whose instant falls outside years 1 to 9999 once its offset is applied
     (`0001-01-01T00:00:00+14:00`): a date-time, out of range, not text of another kind."""
     return _local_datetime(value) is not None and parse_datetime_text(value) is None
+
+
+def past_the_calendar(value: str) -> bool:
+    """`beyond_the_calendar` at its far end (after 9999), else at its start."""
+    local = _local_datetime(value)
+    return local is not None and local.year == MAXYEAR
 
 
 def _local_datetime(value: str) -> datetime | None:

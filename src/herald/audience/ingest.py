@@ -14,11 +14,11 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from herald.audience.attributes import (
-    OUTSIDE_THE_CALENDAR,
     beyond_the_calendar,
     normalise_attributes,
     normalise_customer_attributes,
     parse_datetime_text,
+    past_the_calendar,
     utc_text,
 )
 from herald.audience.schemas import MAX_ELEMENTS, CustomerObject, EventObject, ImportEvent
@@ -85,14 +85,18 @@ def parse_time(value: Any, path: Path) -> tuple[datetime | None, list[Problem]]:
     if isinstance(value, str):
         parsed = parse_datetime_text(value)
         # One range for both spellings: the epoch seconds' (a date-time of year 1 was taken while
-        # its epoch seconds, negative, were refused).
-        if parsed is not None and parsed < _EARLIEST_TIME:
+        # its epoch seconds, negative, were refused), an offset past either end of the calendar too.
+        early = (parsed is not None and parsed < _EARLIEST_TIME) or (
+            parsed is None and beyond_the_calendar(value) and not past_the_calendar(value)
+        )
+        if early:
             message = "A date-time must be at or after 1970-01-01T00:00:00Z (epoch seconds 0)."
             return None, [Problem("OUT_OF_RANGE", join_path(*path), message)]
         if parsed is not None:
             return parsed, []
         if beyond_the_calendar(value):
-            return None, [Problem("OUT_OF_RANGE", join_path(*path), OUTSIDE_THE_CALENDAR)]
+            message = "A date-time must be at or before 9999-12-31T23:59:59Z (epoch seconds 253402300799)."
+            return None, [Problem("OUT_OF_RANGE", join_path(*path), message)]
     return None, [
         Problem(
             "INVALID_TYPE",

@@ -17,7 +17,7 @@ from pydantic import BaseModel
 
 from herald.campaigns.schemas.content import EmailContent
 from herald.delivery.config import not_a_verified_sender, sender_allowed
-from herald.email_address import email_problem
+from herald.email_address import RECIPIENT_RULE, email_problem, is_recipient_address
 from herald.personalization.fields import fill_from
 from herald.problems import Problem, join_path
 
@@ -72,7 +72,8 @@ def email_problems(
 def _copied_problems(data: Mapping[str, Any], path: Sequence[str | int]) -> list[Problem]:
     """The other addresses the message names (`reply_to_address`, `cc_ids`, `bcc_ids`) that are
     none: the SMTP server refuses a copy to one (every user's message failed, and the campaign
-    paused at the error threshold), and a Reply-To that is no address cannot be answered."""
+    paused at the error threshold), and a Reply-To that is no address cannot be answered. Judged
+    as recipients are (a user's `email`): the operator's relay decides the rest."""
     named: list[tuple[tuple[str | int, ...], Any]] = []
     if present(data.get("reply_to_address")):
         named.append((("reply_to_address",), data["reply_to_address"]))
@@ -82,9 +83,8 @@ def _copied_problems(data: Mapping[str, Any], path: Sequence[str | int]) -> list
             named += [((name, index), copy) for index, copy in enumerate(copies)]
     problems = []
     for where, address in named:
-        reason = email_problem(address) if isinstance(address, str) else "it is not text"
-        if reason:
-            message = f"'{where[0]}' holds what is not an e-mail address: {reason}"
+        if not (isinstance(address, str) and is_recipient_address(address)):
+            message = f"'{where[0]}' holds what is not an e-mail address ({RECIPIENT_RULE})."
             problems.append(Problem("INVALID_TYPE", join_path(*path, *where), message))
     return problems
 
