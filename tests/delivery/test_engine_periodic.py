@@ -402,6 +402,24 @@ class TestScheduleChanges:
         assert titles == ["Hi you"] * 4 + ["Changed"] * 2
 
 
+async def monthly(
+    app: FastAPI,
+    client: httpx.AsyncClient,
+    workspace: Tenant,
+    webhook: HttpReceiver,
+    start_time: str,
+    users: int = 1,
+    **details: Any,
+) -> str:
+    """A MONTHLY campaign in UTC from `start_time` (`periodic_details` as given) published to
+    `users` users through a push connector to `webhook`."""
+    await push_connector(app, workspace, webhook)
+    await push_users(app, workspace, users)
+    body = periodic(start_time, "UTC")
+    body["scheduling_details"]["periodic_details"] = {"sending_frequency": "MONTHLY", **details}
+    return await publish(client, workspace, body)
+
+
 class TestMonthly:
     async def test_the_31st_runs_only_in_months_that_have_one(
         self,
@@ -411,17 +429,17 @@ class TestMonthly:
         webhook: HttpReceiver,
         clock: FrozenClock,
     ) -> None:
-        await push_connector(app, workspace, webhook)
-        await push_users(app, workspace, 1)
         clock.set(datetime(2026, 1, 30, 12, 0, tzinfo=UTC))
-        body = periodic("2026-01-31T10:00:00", "UTC", no_of_occurences=2)
-        body["scheduling_details"]["periodic_details"] = {
-            "sending_frequency": "MONTHLY",
-            "repeat_frequency": 1,
-            "no_of_occurences": 2,
-            "repeat_on_date_of_month": [31],
-        }
-        campaign_id = await publish(client, workspace, body)
+        campaign_id = await monthly(
+            app,
+            client,
+            workspace,
+            webhook,
+            "2026-01-31T10:00:00",
+            repeat_frequency=1,
+            no_of_occurences=2,
+            repeat_on_date_of_month=[31],
+        )
         await at(app, clock, workspace, datetime(2026, 1, 31, 10, 0, tzinfo=UTC))
         assert len(webhook.received) == 1
         for day in (datetime(2026, 2, 28, 10, 0, tzinfo=UTC), datetime(2026, 3, 1, 10, 0, tzinfo=UTC)):
@@ -443,16 +461,17 @@ class TestMonthly:
     ) -> None:
         # Every millionth month: the second run would be in the year 85,000. Before, every tick's
         # arithmetic overflowed: the first run never went and the campaign stayed ACTIVE.
-        await push_connector(app, workspace, webhook)
-        await push_users(app, workspace, 2)
         clock.set(datetime(2026, 1, 30, 12, 0, tzinfo=UTC))
-        body = periodic("2026-01-31T10:00:00", "UTC")
-        body["scheduling_details"]["periodic_details"] = {
-            "sending_frequency": "MONTHLY",
-            "repeat_frequency": 1_000_000,
-            "no_of_occurences": 2,
-        }
-        campaign_id = await publish(client, workspace, body)
+        campaign_id = await monthly(
+            app,
+            client,
+            workspace,
+            webhook,
+            "2026-01-31T10:00:00",
+            users=2,
+            repeat_frequency=1_000_000,
+            no_of_occurences=2,
+        )
         await at(app, clock, workspace, datetime(2026, 1, 31, 10, 0, tzinfo=UTC))
         await at(app, clock, workspace, datetime(2026, 1, 31, 10, 1, tzinfo=UTC))
         assert len(webhook.received) == 2
@@ -466,16 +485,16 @@ class TestMonthly:
         webhook: HttpReceiver,
         clock: FrozenClock,
     ) -> None:
-        await push_connector(app, workspace, webhook)
-        await push_users(app, workspace, 1)
         clock.set(datetime(2026, 3, 30, 12, 0, tzinfo=UTC))
-        body = periodic("2026-04-01T10:00:00", "UTC")
-        body["scheduling_details"]["periodic_details"] = {
-            "sending_frequency": "MONTHLY",
-            "repeat_frequency": 12,
-            "repeat_on_date_of_month": [31],  # every April: never
-        }
-        campaign_id = await publish(client, workspace, body)
+        campaign_id = await monthly(
+            app,
+            client,
+            workspace,
+            webhook,
+            "2026-04-01T10:00:00",
+            repeat_frequency=12,
+            repeat_on_date_of_month=[31],  # every April: never
+        )
         await at(app, clock, workspace, datetime(2026, 4, 1, 10, 0, tzinfo=UTC))
         assert webhook.received == []
         assert await status(client, workspace, campaign_id) == "SENT"

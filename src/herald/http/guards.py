@@ -71,29 +71,28 @@ def header_problem(
                 text = name.decode("latin-1")
                 return HeaderProblem(400, "BAD_REQUEST", f"The {text} header must be given once.", text)
             seen.add(name)
-        elif name == b"transfer-encoding":
-            # A list's empty elements count for nothing (RFC 9110 §5.6.1).
-            codings = [coding for part in value.split(b",") if (coding := part.strip().lower())]
-            unknown = next((coding for coding in codings if coding != _CHUNKED), None)
-            if unknown is not None:
-                text = unknown.decode("latin-1")
-                message = f"The transfer coding '{text}' is not supported; send the body as is or chunked."
-                return HeaderProblem(501, "NOT_IMPLEMENTED", message, "transfer-encoding")
-        elif name == b"content-encoding":
+        elif name == b"transfer-encoding" and (unknown := _other_coding(value, _CHUNKED)):
+            message = f"The transfer coding '{unknown}' is not supported; send the body as is or chunked."
+            return HeaderProblem(501, "NOT_IMPLEMENTED", message, "transfer-encoding")
+        elif name == b"content-encoding" and (unknown := _other_coding(value, _IDENTITY)):
             # The body is read as sent: a compressed one would be judged as bytes that are not JSON,
             # or read as JSON it does not hold (RFC 9110 §8.4.1 lets a server refuse a coding).
-            codings = [coding for part in value.split(b",") if (coding := part.strip().lower())]
-            unknown = next((coding for coding in codings if coding != _IDENTITY), None)
-            if unknown is not None:
-                text = unknown.decode("latin-1")
-                message = f"The content coding '{text}' is not supported; send the body uncompressed."
-                return HeaderProblem(415, "UNSUPPORTED_MEDIA_TYPE", message, "content-encoding")
+            message = f"The content coding '{unknown}' is not supported; send the body uncompressed."
+            return HeaderProblem(415, "UNSUPPORTED_MEDIA_TYPE", message, "content-encoding")
         elif name == b"expect" and value.strip().lower() != _CONTINUE:
             message = "The only expectation this server meets is 100-continue."
             return HeaderProblem(417, "EXPECTATION_FAILED", message, "expect")
     if not host and http_version == "1.1":
         return HeaderProblem(400, "BAD_REQUEST", "An HTTP/1.1 request must carry a Host header.", "host")
     return None
+
+
+def _other_coding(value: bytes, supported: bytes) -> str | None:
+    """The first coding of the header list `value` that is not `supported` (case-insensitive; a
+    list's empty elements count for nothing, RFC 9110 §5.6.1), or None."""
+    codings = (coding for part in value.split(b",") if (coding := part.strip().lower()))
+    unknown = next((coding for coding in codings if coding != supported), None)
+    return unknown.decode("latin-1") if unknown is not None else None
 
 
 def query_problems(query_string: bytes) -> list[Problem]:
