@@ -1384,6 +1384,13 @@ class TestDeadWorkerAfterStop:
             await tick(app, workspace)  # the run ends STOPPED; the claim is still within its lease
             [row] = await outbox_rows(app, workspace)
             assert row.status == "PENDING"
+            # Its users are in the dead worker's hands, the one on the wire may have arrived:
+            # pending until their end is recorded, not unsent (they were, then became failed).
+            [run] = (await stats(client, workspace, campaign_id))["executions"]
+            assert run["status"] == "STOPPED"
+            assert run["pending"] >= 1
+            assert (run["sent"], run["pending"] + run["unsent"]) == (0, 5)
+            assert run["progress"] < 100
 
             clock.advance(minutes=6)  # past the claim's lease
             await tick(app, workspace)

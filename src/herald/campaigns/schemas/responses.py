@@ -333,7 +333,8 @@ class ExecutionStats(BaseModel):
         description=(
             "Users never sent to because the execution was STOPPED before their turn: the campaign was "
             "stopped or reached its expiry_time, or (periodic) was paused. 0 unless STOPPED, whose "
-            "pending, retrying and deferred are 0."
+            "retrying and deferred are 0 and whose pending are only the users still in a worker's "
+            "hands (their messages perhaps on the wire) until their end is recorded."
         )
     )
     broadcast: BroadcastStats | None = Field(

@@ -100,10 +100,14 @@ async def _one(
             key = (reason or "CONTROL_GROUP").lower()
             held_out[key] = held_out.get(key, 0) + int(count)
     waiting = by_state["PENDING"] + by_state["CLAIMED"] + by_state["RETRY"] + unwritten
-    # A STOPPED execution's users still waiting never get their turn: unsent, not pending.
+    # A STOPPED execution's users still waiting never get their turn: unsent, not pending. Those
+    # CLAIMED are in a worker's hands: on the wire (their messages may still arrive), or about to
+    # be released by it; pending until it records their end (a dead worker's: FAILED once its
+    # lease passes), not counted unsent meanwhile.
     ended = execution.status == "STOPPED"
-    pending = 0 if ended else waiting
-    settled = by_state["SENT"] + by_state["FAILED"] + (waiting if ended else 0)
+    pending = by_state["CLAIMED"] if ended else waiting
+    unsent = waiting - pending if ended else 0
+    settled = by_state["SENT"] + by_state["FAILED"] + unsent
     return {
         "id": execution.id,
         "run": execution.run,
@@ -132,7 +136,7 @@ async def _one(
         "deferred": 0 if ended else deferred,
         "sent": by_state["SENT"],
         "failed": by_state["FAILED"],
-        "unsent": waiting if ended else 0,
+        "unsent": unsent,
         "conversions": await execution_conversions(session, execution, components),
         "broadcast": await _broadcast(session, execution) if live_activity else None,
     }
