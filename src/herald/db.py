@@ -118,8 +118,8 @@ class Database:
 
     def run_in_background(self, work: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
         """`work` in a task of its own, ended by `dispose` before the pools close: a connection it
-        held then was left to the collector, unclosed (a PostgreSQL driver's warns, out of reach of
-        any test or shutdown that would close it)."""
+        held then was let go unclosed, for the collector to find later (asyncpg then warns in
+        whatever code the collector interrupts)."""
         task = asyncio.get_running_loop().create_task(work)
         self.background.add(task)  # the loop keeps only a weak reference
         task.add_done_callback(self.background.discard)
