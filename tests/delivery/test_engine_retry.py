@@ -9,6 +9,7 @@ import copy
 import dataclasses
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
+from email.utils import format_datetime
 from typing import Any
 
 import httpx
@@ -175,6 +176,64 @@ class TestWebhook:
         assert row.failure_reason == "Gave up after 3 attempts: The webhook answered 429."
         run = await _run(await stats(client, workspace, campaign_id))
         assert (run["sent"], run["failed"]) == (0, 1)
+
+    @pytest.mark.parametrize(
+        ("retry_after", "wait"),
+        [
+            ("120", timedelta(seconds=120)),  # longer than the backoff: as asked
+            ("5", RETRY),  # shorter: never sooner than the backoff
+            ("Tue, 15 Nov 1994 08:12:31 GMT", RETRY),  # a date gone by: the backoff
+            ("soon", RETRY),  # unreadable: the backoff
+            ("99999999", timedelta(hours=1)),  # within the longest wait (3,600 s by default)
+        ],
+    )
+    async def test_a_retry_after_is_honoured_within_the_longest_wait(
+        self,
+        app: FastAPI,
+        client: httpx.AsyncClient,
+        workspace: Tenant,
+        webhook: HttpReceiver,
+        clock: FrozenClock,
+        retry_after: str,
+        wait: timedelta,
+    ) -> None:
+        # The receiver said when to come back; it was asked again after the usual 30 s.
+        await push_connector(app, workspace, webhook)
+        await add_users(app, workspace.workspace_id, *_android("ana"))
+        webhook.status = 429
+        webhook.answer_headers = {"Retry-After": retry_after}
+        await publish(client, workspace, PUSH)
+        await tick(app, workspace)
+        [row] = await outbox_rows(app, workspace)
+        assert (row.attempts, row.next_attempt_at) == (1, clock.now() + wait)
+
+    async def test_a_retry_after_date_is_read_against_the_clock(
+        self,
+        app: FastAPI,
+        client: httpx.AsyncClient,
+        workspace: Tenant,
+        webhook: HttpReceiver,
+        clock: FrozenClock,
+    ) -> None:
+        await push_connector(app, workspace, webhook)
+        await add_users(app, workspace.workspace_id, *_android("ana"))
+        webhook.status = 503
+        webhook.answer_headers = {
+            "Retry-After": format_datetime(clock.now() + timedelta(minutes=10), usegmt=True)
+        }
+        await publish(client, workspace, PUSH)
+        await tick(app, workspace)
+        [row] = await outbox_rows(app, workspace)
+        assert row.next_attempt_at == clock.now() + timedelta(minutes=10)
+        clock.advance(minutes=9)
+        await tick(app, workspace)
+        assert len(webhook.received) == 1
+        webhook.status, webhook.answer_headers = 204, {}
+        clock.advance(minutes=1)
+        await tick(app, workspace)
+        assert len(webhook.received) == 2
+        [row] = await outbox_rows(app, workspace)
+        assert row.status == "SENT"
 
     async def test_a_4xx_is_final(
         self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant, webhook: HttpReceiver

@@ -326,8 +326,12 @@ class Dispatcher:
         reason = outcome.reason or "The send failed."
         if number >= self._settings.delivery_max_attempts and outcome.attempted:
             return Outcome(False, f"Gave up after {number} attempts: {reason}")
-        at = now + retry_delay(self._settings, number)
-        return Outcome(False, reason, outcome.connector_down, True, at, outcome.attempted)
+        delay = retry_delay(self._settings, number)
+        if outcome.asked_wait is not None:
+            # The receiver's Retry-After, within the longest wait; never sooner than the backoff.
+            longest = timedelta(seconds=self._settings.delivery_retry_max_seconds)
+            delay = max(delay, min(outcome.asked_wait, longest))
+        return Outcome(False, reason, outcome.connector_down, True, now + delay, outcome.attempted)
 
     def requests(self, connector: Connector | None) -> int:
         """How many requests (webhook POSTs, SMTP sessions) can be in flight at once through

@@ -98,6 +98,7 @@ class _Connection(asyncio.Protocol):
         self._delimited = False  # ... and it says where its body ends
         self._answer: asyncio.Future[int] | None = None
         self._timer: asyncio.TimerHandle | None = None
+        self.retry_after: bytes | None = None  # the current answer's Retry-After, as sent
 
     # asyncio's side
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -130,13 +131,17 @@ class _Connection(asyncio.Protocol):
 
     # httptools' side
     def on_header(self, name: bytes, value: bytes) -> None:
-        if name.lower() in _DELIMITING:
+        lowered = name.lower()
+        if lowered in _DELIMITING:
             self._delimited = True
+        elif lowered == b"retry-after":
+            self.retry_after = value
 
     def on_headers_complete(self) -> None:
         self._headed = self.parser.get_status_code() >= 200
         if not self._headed:
-            self._delimited = False  # an interim answer's headers say nothing of the final one's
+            # An interim answer's headers say nothing of the final one's.
+            self._delimited, self.retry_after = False, None
 
     def on_message_complete(self) -> None:
         if self.parser.get_status_code() < 200:
@@ -162,6 +167,7 @@ class _Connection(asyncio.Protocol):
         loop = self.loop
         self._answer = loop.create_future()
         self.heard = self._headed = self._delimited = False
+        self.retry_after = None
         self._timer = loop.call_at(deadline, self._timed_out)
         self.transport.write(request)
         return await self._answer
@@ -197,6 +203,8 @@ class Lane:
         self._tls = tls
         self._connection: _Connection | None = None
         self._origin: tuple[bool, str, int] | None = None
+        # The last answer's Retry-After header, as sent (None: it had none).
+        self.retry_after: bytes | None = None
 
     async def post(self, url: str, headers: bytes, body: bytes, time_limit: float) -> int:
         """POST `body` to `url` with `headers` (complete `Name: value\\r\\n` lines, ASCII); the
@@ -230,13 +238,16 @@ class Lane:
         return await self._exchange(await self._connect(target, deadline), request, deadline)
 
     async def _exchange(self, connection: _Connection, request: bytes, deadline: float) -> int:
+        self.retry_after = None
         try:
-            return await connection.exchange(request, deadline)
+            status = await connection.exchange(request, deadline)
         except BaseException:
             # Timed out, broken, or the caller gave up on it (cancelled): what the connection
             # carries next is unknown, so it carries nothing more.
             self.drop()
             raise
+        self.retry_after = connection.retry_after
+        return status
 
     async def _connect(self, target: Target, deadline: float) -> _Connection:
         self.drop()

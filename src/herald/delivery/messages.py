@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from herald.campaigns.schemas.common import Channel, Platform
@@ -94,6 +94,9 @@ class Outcome:
     # False for a message not handed to the connector at all (it was down earlier in the same
     # batch): such a message tells nothing about the connector and counts in no error streak.
     attempted: bool = True
+    # How long the receiver asked to be left alone after a transient failure (a webhook's
+    # Retry-After): the next attempt waits at least that long, within the longest retry wait.
+    asked_wait: timedelta | None = None
 
 
 def summary_of(envelope: Envelope) -> dict[str, Any]:

@@ -29,7 +29,8 @@ import functools
 import hashlib
 import ssl
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
+from email.utils import parsedate_to_datetime
 from typing import Any
 
 import httpx
@@ -156,10 +157,31 @@ async def _post(
         return Outcome(True)
     if code in _REDIRECTS:
         return Outcome(False, f"The webhook answered {code} (redirects are not followed).")
-    return Outcome(False, f"The webhook answered {code}.", transient=code >= 500 or code in _RETRYABLE)
+    transient = code >= 500 or code in _RETRYABLE
+    asked = _asked_wait(lane.retry_after, envelope.now) if transient else None
+    return Outcome(False, f"The webhook answered {code}.", transient=transient, asked_wait=asked)
+
+
+def _asked_wait(value: bytes | None, now: datetime) -> timedelta | None:
+    """A Retry-After header's wait (RFC 9110 §10.2.3: delay-seconds, or an HTTP-date read against
+    the injected clock); None when absent or unreadable (the usual backoff then applies)."""
+    if value is None:
+        return None
+    text = value.decode("latin-1").strip()
+    if text.isdigit():
+        return timedelta(seconds=min(int(text), _LONGEST_ASKED))
+    try:
+        when = parsedate_to_datetime(text)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:  # an HTTP-date is GMT; a reader leaves "-0000" naive
+        when = when.replace(tzinfo=UTC)
+    return max(timedelta(0), min(when - now, timedelta(seconds=_LONGEST_ASKED)))
 
 
 _FIXED_HEADERS = b"Content-Type: application/json\r\nUser-Agent: Herald-Webhook/1\r\n"
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
 # Client errors that say "later", not "never": request timeout and too many requests.
 _RETRYABLE = frozenset({408, 429})
+# A Retry-After beyond any retry wait is read as this (the wait is capped far below it anyway).
+_LONGEST_ASKED = 366 * 86400
