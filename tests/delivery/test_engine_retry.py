@@ -185,6 +185,8 @@ class TestWebhook:
             ("Tue, 15 Nov 1994 08:12:31 GMT", RETRY),  # a date gone by: the backoff
             ("soon", RETRY),  # unreadable: the backoff
             ("99999999", timedelta(hours=1)),  # within the longest wait (3,600 s by default)
+            ("9" * 5000, timedelta(hours=1)),
+            ("\u00b2", RETRY),  # a digit to str.isdigit, not to int(): unreadable
         ],
     )
     async def test_a_retry_after_is_honoured_within_the_longest_wait(

@@ -168,8 +168,9 @@ def _asked_wait(value: bytes | None, now: datetime) -> timedelta | None:
     if value is None:
         return None
     text = value.decode("latin-1").strip()
-    if text.isdigit():
-        return timedelta(seconds=min(int(text), _LONGEST_ASKED))
+    if text.isascii() and text.isdigit():  # not "²", which str.isdigit takes and int refuses
+        # Ten digits or more ask for longer than any wait (and int() refuses thousands of them).
+        return timedelta(seconds=_LONGEST_ASKED if len(text) > 9 else min(int(text), _LONGEST_ASKED))
     try:
         when = parsedate_to_datetime(text)
     except (TypeError, ValueError):
