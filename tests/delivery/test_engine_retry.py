@@ -24,6 +24,7 @@ from herald.clock import FrozenClock
 from herald.config import Settings
 from herald.delivery.config import ConnectorInput
 from herald.delivery.engine.throttle import WINDOW as THROTTLE_WINDOW
+from herald.delivery.models import OutboxEntry
 from herald.delivery.streaks import Streaks
 from herald.services import Services
 from herald.timefmt import rfc3339
@@ -53,6 +54,26 @@ def settings(settings: Settings) -> Settings:
 
 def _android(*names: str) -> list[dict[str, Any]]:
     return [{"customer_id": name, "push_id": f"tok-{name}", "platform": "ANDROID"} for name in names]
+
+
+async def _answered_once(
+    app: FastAPI,
+    client: httpx.AsyncClient,
+    workspace: Tenant,
+    webhook: HttpReceiver,
+    status: int,
+    retry_after: str,
+) -> OutboxEntry:
+    """One user's message of a published Push campaign, answered `status` with `retry_after` as
+    its Retry-After by the first tick: its outbox row."""
+    await push_connector(app, workspace, webhook)
+    await add_users(app, workspace.workspace_id, *_android("ana"))
+    webhook.status = status
+    webhook.answer_headers = {"Retry-After": retry_after}
+    await publish(client, workspace, PUSH)
+    await tick(app, workspace)
+    [row] = await outbox_rows(app, workspace)
+    return row
 
 
 async def _status_is(client: httpx.AsyncClient, tenant: Tenant, campaign_id: str, status: str) -> bool:
@@ -200,13 +221,7 @@ class TestWebhook:
         wait: timedelta,
     ) -> None:
         # The receiver said when to come back; it was asked again after the usual 30 s.
-        await push_connector(app, workspace, webhook)
-        await add_users(app, workspace.workspace_id, *_android("ana"))
-        webhook.status = 429
-        webhook.answer_headers = {"Retry-After": retry_after}
-        await publish(client, workspace, PUSH)
-        await tick(app, workspace)
-        [row] = await outbox_rows(app, workspace)
+        row = await _answered_once(app, client, workspace, webhook, 429, retry_after)
         assert (row.attempts, row.next_attempt_at) == (1, clock.now() + wait)
 
     async def test_a_retry_after_date_is_read_against_the_clock(
@@ -217,15 +232,8 @@ class TestWebhook:
         webhook: HttpReceiver,
         clock: FrozenClock,
     ) -> None:
-        await push_connector(app, workspace, webhook)
-        await add_users(app, workspace.workspace_id, *_android("ana"))
-        webhook.status = 503
-        webhook.answer_headers = {
-            "Retry-After": format_datetime(clock.now() + timedelta(minutes=10), usegmt=True)
-        }
-        await publish(client, workspace, PUSH)
-        await tick(app, workspace)
-        [row] = await outbox_rows(app, workspace)
+        later = format_datetime(clock.now() + timedelta(minutes=10), usegmt=True)
+        row = await _answered_once(app, client, workspace, webhook, 503, later)
         assert row.next_attempt_at == clock.now() + timedelta(minutes=10)
         clock.advance(minutes=9)
         await tick(app, workspace)

@@ -94,16 +94,14 @@ def parse_datetime_text(value: str) -> datetime | None:
         return None
 
 
-def beyond_the_calendar(value: str) -> bool:
-    """A date-time whose instant falls outside years 1 to 9999 once its offset is applied
-    (`0001-01-01T00:00:00+14:00`): a date-time, out of range, not text of another kind."""
-    return _local_datetime(value) is not None and parse_datetime_text(value) is None
-
-
-def past_the_calendar(value: str) -> bool:
-    """`beyond_the_calendar` at its far end (after 9999), else at its start."""
+def beyond_the_calendar(value: str) -> str | None:
+    """For a date-time whose instant falls outside years 1 to 9999 once its offset is applied
+    (`0001-01-01T00:00:00+14:00`: a date-time, out of range, not text of another kind), the end
+    it passes: "start" or "end"; None for anything else."""
     local = _local_datetime(value)
-    return local is not None and local.year == MAXYEAR
+    if local is None or parse_datetime_text(value) is not None:
+        return None
+    return "end" if local.year == MAXYEAR else "start"
 
 
 def _local_datetime(value: str) -> datetime | None:

@@ -18,7 +18,6 @@ from herald.audience.attributes import (
     normalise_attributes,
     normalise_customer_attributes,
     parse_datetime_text,
-    past_the_calendar,
     utc_text,
 )
 from herald.audience.schemas import MAX_ELEMENTS, CustomerObject, EventObject, ImportEvent
@@ -86,15 +85,13 @@ def parse_time(value: Any, path: Path) -> tuple[datetime | None, list[Problem]]:
         parsed = parse_datetime_text(value)
         # One range for both spellings: the epoch seconds' (a date-time of year 1 was taken while
         # its epoch seconds, negative, were refused), an offset past either end of the calendar too.
-        early = (parsed is not None and parsed < _EARLIEST_TIME) or (
-            parsed is None and beyond_the_calendar(value) and not past_the_calendar(value)
-        )
-        if early:
+        beyond = beyond_the_calendar(value) if parsed is None else None
+        if (parsed is not None and parsed < _EARLIEST_TIME) or beyond == "start":
             message = "A date-time must be at or after 1970-01-01T00:00:00Z (epoch seconds 0)."
             return None, [Problem("OUT_OF_RANGE", join_path(*path), message)]
         if parsed is not None:
             return parsed, []
-        if beyond_the_calendar(value):
+        if beyond == "end":
             message = "A date-time must be at or before 9999-12-31T23:59:59Z (epoch seconds 253402300799)."
             return None, [Problem("OUT_OF_RANGE", join_path(*path), message)]
     return None, [

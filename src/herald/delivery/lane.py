@@ -203,8 +203,6 @@ class Lane:
         self._tls = tls
         self._connection: _Connection | None = None
         self._origin: tuple[bool, str, int] | None = None
-        # The last answer's Retry-After header, as sent (None: it had none).
-        self.retry_after: bytes | None = None
 
     async def post(self, url: str, headers: bytes, body: bytes, time_limit: float) -> int:
         """POST `body` to `url` with `headers` (complete `Name: value\\r\\n` lines, ASCII); the
@@ -237,17 +235,19 @@ class Lane:
                 # Closed before a byte of the answer: a kept connection the server had let go.
         return await self._exchange(await self._connect(target, deadline), request, deadline)
 
+    @property
+    def retry_after(self) -> bytes | None:
+        """The last answer's Retry-After header, as sent (None: it had none, or none came)."""
+        return self._connection.retry_after if self._connection is not None else None
+
     async def _exchange(self, connection: _Connection, request: bytes, deadline: float) -> int:
-        self.retry_after = None
         try:
-            status = await connection.exchange(request, deadline)
+            return await connection.exchange(request, deadline)
         except BaseException:
             # Timed out, broken, or the caller gave up on it (cancelled): what the connection
             # carries next is unknown, so it carries nothing more.
             self.drop()
             raise
-        self.retry_after = connection.retry_after
-        return status
 
     async def _connect(self, target: Target, deadline: float) -> _Connection:
         self.drop()
