@@ -36,8 +36,10 @@ CHANNEL = "herald_wake"
 # Each waiting event with its loop: the worker embedded in `herald serve` waits on a thread and loop
 # of its own, woken by commits made on the API's.
 _waiting: set[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = set()
-# Workspaces named by wake-ups since the last tick took them (wake-ups come from any thread).
+# Workspaces named by wake-ups since the last tick took them (wake-ups come from any thread), and
+# since the worker's event lane last took them (`named_for_events`).
 _named: set[str] = set()
+_named_for_events: set[str] = set()
 _named_mutex = threading.Lock()
 # Wake-ups this process has received (in-process and notified) for new work: a dispatch that sees
 # the count move knows other work became due meanwhile (`wakes`).
@@ -91,6 +93,7 @@ def _note(workspace_id: str | None, new_work: bool = True) -> None:
     if workspace_id:
         with _named_mutex:
             _named.add(workspace_id)
+            _named_for_events.add(workspace_id)
 
 
 # The earliest moment ahead that a tick of this process found work due at and no table holds (a
@@ -127,10 +130,24 @@ def named_first(workspace_ids: list[str]) -> list[str]:
     return first + [workspace_id for workspace_id in workspace_ids if workspace_id not in named]
 
 
+def named_for_events() -> set[str]:
+    """The workspaces named by wake-ups since the last call (the worker's event lane: its own
+    record, as `named_first` empties the tick's)."""
+    with _named_mutex:
+        named = set(_named_for_events)
+        _named_for_events.clear()
+    return named
+
+
 def wake_here(workspace_id: str | None = None, *, new_work: bool = True) -> None:
     """Wake the workers of this process (a tick that left work for the next one: it starts at once);
     `workspace_id`: whose work it is; `new_work`: counted by `wakes`."""
     _note(workspace_id, new_work)
+    _set_waiting()
+
+
+def _set_waiting() -> None:
+    """Set every event registered with `waiting`, on whichever loop it waits."""
     try:
         here: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
     except RuntimeError:
@@ -188,7 +205,9 @@ class Listener:
 
     def _notified(self, _connection: Any, _pid: int, _channel: str, payload: str) -> None:
         _note(payload.removeprefix(_NOT_NEW), new_work=not payload.startswith(_NOT_NEW))
+        # The worker's own wake, and its event lane's (`waiting`: every event of this process).
         self._wake.set()
+        _set_waiting()
 
     async def close(self) -> None:
         connection = self._connection

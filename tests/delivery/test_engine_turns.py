@@ -15,12 +15,13 @@ from fastapi import FastAPI
 from herald.campaigns import worker
 from herald.delivery.engine.triggers import INBOX_BATCH
 from herald.services import Services
-from tests.delivery.conftest import add_users
-from tests.delivery.servers import HttpReceiver
+from tests.delivery.builders import push_connector
+from tests.delivery.conftest import OPEN_LIMITS, add_users
+from tests.delivery.servers import HttpReceiver, start_http_receiver
 from tests.delivery.test_engine_send import PUSH, publish, stats, tick
 from tests.delivery.test_engine_triggers import BUSINESS, EVENT, ready, send_event, send_transition
 from tests.delivery.test_engine_wake import HOUR, _of, _until
-from tests.factories import Tenant
+from tests.factories import Tenant, make_tenant
 
 # More than a claim's worth (200 users on SQLite, 1,000 on PostgreSQL): the first batch sent
 # leaves users behind it, which a campaign that gives way sends at the next tick.
@@ -59,6 +60,55 @@ async def test_an_event_triggered_message_goes_out_while_a_large_campaign_sends(
         await task
     assert not task.exception()
     assert sorted(_of(webhook, large)) == sorted(["ana", *(f"u{i:04}" for i in range(AUDIENCE))])
+
+
+@pytest.mark.own_database  # the worker scans every workspace
+async def test_an_event_triggered_message_does_not_wait_for_another_workspaces_slow_receiver(
+    app: FastAPI, client: httpx.AsyncClient, workspace: Tenant, webhook: HttpReceiver
+) -> None:
+    """Another workspace's campaign has a batch on the wire at a receiver that does not answer: the
+    tick is held inside that batch (its dispatch gives way only between batches), and the worker's
+    event lane sends the event-triggered message meanwhile, not once the batch's requests time
+    out. (`delivery_turn_seconds` as deployed.)"""
+    services: Services = app.state.herald
+    slow = start_http_receiver()
+    try:
+        await push_connector(app, workspace, slow)
+        await add_users(
+            app,
+            workspace.workspace_id,
+            *(
+                {"customer_id": f"u{i:04}", "push_id": f"tok-{i}", "platform": "ANDROID"}
+                for i in range(AUDIENCE)
+            ),
+        )
+        other = await make_tenant(app, rate_limits=OPEN_LIMITS)
+        await ready(app, other, webhook, "ana")
+        stop = asyncio.Event()
+        task = asyncio.create_task(
+            worker.run_forever(services.database, services.clock, HOUR, stop, services.settings)
+        )
+        try:
+            triggered = await publish(client, other, EVENT)
+            slow.hold()  # every request of the large campaign waits at its receiver
+            large = await publish(client, workspace, PUSH)
+            assert await asyncio.to_thread(slow.entered.wait, 30)
+            await send_event(client, other, "ana", "added_to_cart", product="Boots")
+            await _until(lambda: _of(webhook, triggered) == ["ana"], "the event-triggered message is sent")
+            # Sent while the large campaign's first requests still waited, none answered or timed
+            # out (the connector's timeout is 5 s): nobody of it sent, failed or due again.
+            [run] = (await stats(client, workspace, large))["executions"]
+            assert (run["sent"], run["failed"], run["retrying"]) == (0, 0, 0)
+            slow.release()
+            await _until(lambda: len(_of(slow, large)) == AUDIENCE, "the large campaign is sent")
+        finally:
+            slow.release()
+            stop.set()
+            await task
+        assert not task.exception()
+        assert sorted(set(_of(slow, large))) == [f"u{i:04}" for i in range(AUDIENCE)]
+    finally:
+        slow.stop()
 
 
 async def _shortest_turns(

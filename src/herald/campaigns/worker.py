@@ -23,7 +23,7 @@ import contextlib
 import logging
 import math
 import time
-from collections.abc import Iterable
+from collections.abc import AsyncIterator, Coroutine, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -39,10 +39,10 @@ from herald.clock import Clock, utc
 from herald.config import Settings, SettingsError
 from herald.db import Database, UTCDateTime
 from herald.delivery.engine.models import DEFERRED, ExecutionUser
-from herald.delivery.engine.tick import run_executions
+from herald.delivery.engine.tick import run_event_lanes, run_executions
 from herald.delivery.streaks import Streaks
 from herald.ops import metrics
-from herald.wake import heard, listening, named_first, next_noted
+from herald.wake import heard, listening, named_first, named_for_events, next_noted, waiting
 from herald.workspaces.models import Workspace
 
 log = logging.getLogger("herald.worker")
@@ -338,7 +338,12 @@ async def run_forever(
     wake = asyncio.Event()
     last: datetime | None = None  # the clock at the tick before
     due_next = _NextDue(interval)
-    async with listening(settings.database_url, wake) as listener:
+    idle = asyncio.Event()  # set between ticks, for the event lane
+    idle.set()
+    async with (
+        listening(settings.database_url, wake) as listener,
+        _beside(_event_lane(database, clock, interval, stop, settings, streaks, idle), stop),
+    ):
         while not stop.is_set():
             wake.clear()  # a wake-up during the tick below makes the next one start at once
             now = _now_or_none(clock)
@@ -346,8 +351,10 @@ async def run_forever(
                 await _sleep(stop, wake, min(interval, CLOCK_RETRY_SECONDS))
                 continue
             due: datetime | None = None
+            idle.clear()
             try:
                 await run_tick(database, now, None, settings, stop, clock, streaks)
+                idle.set()
                 await planner_statistics.refresh(database)
                 # Until the next moment known work falls due, at most the interval: a delayed
                 # firing goes out at its moment, not at the next poll. (Not read when woken during
@@ -356,11 +363,61 @@ async def run_forever(
                     due = await due_next(database, clock.now())
             except Exception:  # e.g. the database restarting, or a deadlock victim: the loop must live on
                 log.exception("scheduled-transitions tick failed")
+            idle.set()
             if listener is not None:
                 await listener.ensure()
             moved, last = last is None or now != last, now
             after = _now_or_none(clock) or now
             await _sleep(stop, wake, _sleep_for(interval, after, due, moved))
+
+
+@contextlib.asynccontextmanager
+async def _beside(work: Coroutine[None, None, None], stop: asyncio.Event) -> AsyncIterator[None]:
+    """`work` runs as a task while the block runs; once `stop` is set it is let finish its batch,
+    else (the block failed, or was cancelled) it is cancelled."""
+    task = asyncio.create_task(work)
+    try:
+        yield
+    finally:
+        if not stop.is_set():
+            task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+async def _event_lane(
+    database: Database,
+    clock: Clock,
+    interval: float,
+    stop: asyncio.Event,
+    settings: Settings,
+    streaks: Streaks,
+    idle: asyncio.Event,
+) -> None:
+    """The worker's event lane: woken with its loop (an event stored, in any process), it sends
+    the event-triggered messages of the workspaces named since (`tick.run_event_lanes`) when the
+    worker's tick is still under way a turn (`delivery_turn_seconds`) later. A tick gives way to
+    such work only between the batches of a dispatch, and one batch at a slow receiver can take
+    many seconds; the lane keeps a message due within a second of its event from waiting behind
+    it. A tick that ends sooner takes the events itself, as it always has (the lane stays idle,
+    costing nothing, on a worker whose ticks are short)."""
+    woken = asyncio.Event()
+    async with waiting(woken):
+        while not stop.is_set():
+            await _sleep(stop, woken, interval)
+            if not woken.is_set():
+                continue
+            woken.clear()
+            named = named_for_events()
+            if not named or idle.is_set():
+                continue  # the tick to come takes them
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(idle.wait(), settings.delivery_turn_seconds)
+            for workspace_id in sorted(named):
+                with metrics.contained_step(log, "workspace", workspace_id):
+                    # Another batch of its events while they keep coming and the tick is held.
+                    while not idle.is_set() and not stop.is_set():
+                        if not await run_event_lanes(database, settings, workspace_id, clock, stop, streaks):
+                            break
 
 
 # How soon a worker whose clock file could not be read tries again (at most its interval).

@@ -209,6 +209,39 @@ async def run_executions(
     return finished
 
 
+async def run_event_lanes(
+    database: Database,
+    settings: Settings,
+    workspace_id: str,
+    clock: Clock,
+    stop: asyncio.Event | None = None,
+    streaks: Streaks | None = None,
+) -> bool:
+    """The event-triggered campaigns of a workspace alone: a batch of its inboxed events fired and
+    the due users of their EVENT executions sent, as `run_executions` does first; whether more
+    events wait in the inbox. For a worker's event lane (`worker.run_forever`), beside a tick held
+    by a long dispatch: a message due within a second of its event must not wait for another
+    campaign's batch at a slow receiver, in another workspace least of all. A tick dispatching the
+    same executions meanwhile splits their users with it, as another worker would."""
+    now = clock.now()
+    lease = timedelta(seconds=settings.delivery_lease_seconds)
+    more_events = await triggers.fire(database, workspace_id, now)
+    events = [
+        (campaign, execution)
+        for campaign, execution in await _triggered_due(database, workspace_id, now, lease)
+        if execution.trigger == triggers.EVENT and execution.status == ExecutionStatus.DISPATCHING
+    ]
+    if events:
+        async with (
+            Dispatcher(settings, clock, database, stop=stop, streaks=streaks) as dispatcher,
+            open_store(settings) as store,
+        ):
+            with _contained(workspace_id, None):
+                lanes = await _lanes(database, store, workspace_id, events)
+                await dispatch_lanes(database, dispatcher, lanes, lease)
+    return more_events
+
+
 def _expired_during(campaign: LiveCampaign, start: datetime, end: datetime) -> bool:
     """The campaign's expiry came after `start` and by `end` (one wake-up per expiry, never a loop)."""
     expiry = schedule_instants(campaign.components)[1]
