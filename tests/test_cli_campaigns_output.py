@@ -44,6 +44,16 @@ def test_stats_table_shows_retrying_and_deferred_and_the_reason_under_the_table(
     assert max(len(line) for line in lines[:-1]) < 40
 
 
+def test_stats_table_lists_why_users_failed_under_the_table() -> None:
+    failures = [{"reason": "The webhook answered 410.", "users": 12}, {"reason": "Timed out.", "users": 1}]
+    data = {"campaign_id": "c1", "status": "SENT", "executions": [_run("e1", failures=failures), _run("e2")]}
+    lines = stats_table(data).splitlines()
+    assert lines[-2:] == [
+        "failed (e1): 12 user(s): The webhook answered 410.",
+        "failed (e1): 1 user(s): Timed out.",
+    ]
+
+
 def test_stats_table_shows_each_executions_run_moment_and_child_campaign() -> None:
     periodic = [
         _run("65f1c0ffee0123456789abc1", run=1, scheduled_for="2026-01-15T12:00:00Z", child_campaign_id="65f1c0ffee0123456789def1"),

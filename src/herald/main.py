@@ -65,7 +65,7 @@ def create_app(
         heap.settle()
         yield
         # Uvicorn has drained the in-flight requests by now (SIGTERM, bounded by
-        # HERALD_SHUTDOWN_TIMEOUT_SECONDS); the worker finishes the batch in hand and stops.
+        # HERALD_SHUTDOWN_TIMEOUT_SECONDS); the worker finishes the window in hand and stops.
         if worker is not None:
             await worker.stop()
         unwatch_pools()

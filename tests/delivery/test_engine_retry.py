@@ -197,6 +197,8 @@ class TestWebhook:
         assert row.failure_reason == "Gave up after 3 attempts: The webhook answered 429."
         run = await _run(await stats(client, workspace, campaign_id))
         assert (run["sent"], run["failed"]) == (0, 1)
+        # Why, without the outbox: the reason its users failed with, counted.
+        assert run["failures"] == [{"reason": row.failure_reason, "users": 1}]
 
     @pytest.mark.parametrize(
         ("retry_after", "wait"),

@@ -39,6 +39,7 @@ from herald.delivery.streaks import Streaks
 from herald.personalization.models import CustomTemplate
 from herald.personalization.resources import create_custom_template
 from herald.services import Services
+from herald.timefmt import rfc3339
 from herald.wake import wake_here
 from tests.campaigns import lifecycle_helpers as h
 from tests.delivery.builders import HOOK_SECRET, create_campaign, outbox_rows, push_connector, smtp_connector
@@ -1264,6 +1265,9 @@ class TestLongSends:
                 )
                 sent_at = {utc(at): int(count) for at, count in rows.all()}
             assert sent_at == {start: at_start, later: 50}
+            # The run began with the tick, and ended when its last user was settled.
+            [run] = (await stats(client, workspace, campaign_id))["executions"]
+            assert (run["started_at"], run["updated_at"]) == (rfc3339(start), rfc3339(later))
         finally:
             gate.stop()
 

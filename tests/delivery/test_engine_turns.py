@@ -13,6 +13,7 @@ import pytest
 from fastapi import FastAPI
 
 from herald.campaigns import worker
+from herald.delivery.engine.run import BATCH
 from herald.delivery.engine.triggers import INBOX_BATCH
 from herald.services import Services
 from tests.delivery.builders import push_connector
@@ -107,6 +108,60 @@ async def test_an_event_triggered_message_does_not_wait_for_another_workspaces_s
             await task
         assert not task.exception()
         assert sorted(set(_of(slow, large))) == [f"u{i:04}" for i in range(AUDIENCE)]
+    finally:
+        slow.stop()
+
+
+@pytest.mark.own_database  # the worker scans every workspace
+async def test_a_campaign_gives_way_between_the_windows_of_a_batch(
+    app: FastAPI, client: httpx.AsyncClient, workspace: Tenant, webhook: HttpReceiver
+) -> None:
+    """A large campaign's second batch (a whole claim) is on the wire at a slow receiver when
+    another workspace publishes: the large one gives way after the window in hand, its other users
+    pending again, and the other campaign is sent before the rest of that batch, not after it."""
+    services: Services = app.state.herald
+    settings = dataclasses.replace(services.settings, delivery_turn_seconds=0.0)
+    slow = start_http_receiver()
+    try:
+        await push_connector(app, workspace, slow)
+        await add_users(
+            app,
+            workspace.workspace_id,
+            *(
+                {"customer_id": f"u{i:04}", "push_id": f"tok-{i}", "platform": "ANDROID"}
+                for i in range(AUDIENCE)
+            ),
+        )
+        other = await make_tenant(app, rate_limits=OPEN_LIMITS)
+        await ready(app, other, webhook, "ana")
+        stop = asyncio.Event()
+        task = asyncio.create_task(
+            worker.run_forever(services.database, services.clock, HOUR, stop, settings)
+        )
+        try:
+            slow.hold()
+            large = await publish(client, workspace, PUSH)
+            # The first batch (one window) waits at the receiver, and requests of the second.
+            share = services.settings.delivery_concurrency // 2
+            await _until(lambda: slow.held > share, "the second batch is on the wire")
+            small = await publish(client, other, PUSH)
+            slow.release()
+            await _until(lambda: _of(webhook, small) == ["ana"], "the other workspace's campaign is sent")
+            # Sent: the first batch's window, and at most the windows of the second handed over
+            # before the publish was seen (two holding the flight's tickets beside the first's, one
+            # waiting for one), not the second batch whole (a claim).
+            window = 4 * share
+            claim = BATCH[services.database.engine.dialect.name]
+            assert len(_of(slow, large)) <= window + 3 * window < window + claim
+            await _until(lambda: len(set(_of(slow, large))) == AUDIENCE, "the large campaign is sent")
+        finally:
+            slow.release()
+            stop.set()
+            await task
+        assert not task.exception()
+        assert sorted(set(_of(slow, large))) == [f"u{i:04}" for i in range(AUDIENCE)]
+        [run] = (await stats(client, workspace, large))["executions"]
+        assert (run["sent"], run["pending"]) == (AUDIENCE, 0)
     finally:
         slow.stop()
 

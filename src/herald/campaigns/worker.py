@@ -205,8 +205,8 @@ async def tick(
 ) -> list[Applied]:
     """Apply every transition due at `now` (in the given workspaces, else in all) and advance the
     deliveries of sending campaigns; the transitions applied. `settings` (connector secrets and
-    timeouts) default to the environment's. Once `stop` is set, the tick ends after the batch in hand
-    (one workspace's transitions, one transaction; a dispatch's claimed batch of users). `clock`:
+    timeouts) default to the environment's. Once `stop` is set, the tick ends after the work in hand
+    (one workspace's transitions, one transaction; a dispatch's window of users on the wire). `clock`:
     the time as it moves during the tick (a long send claims each batch at its own moment, and stops
     at its campaign's expiry), else `now`. `streaks`: the connectors' failed attempts in a row,
     kept by the worker across its ticks (else counted from zero: one tick's)."""

@@ -167,6 +167,10 @@ def stats_table(data: dict[str, Any]) -> str:
     for run in runs:
         if run.get("reason"):
             lines.append(f"reason ({run['id']}): {run['reason']}")
+    # Why users failed: likewise, a line per reason (the most users first).
+    for run in runs:
+        for failure in run.get("failures") or []:
+            lines.append(f"failed ({run['id']}): {failure['users']} user(s): {failure['reason']}")
     # A live activity's one broadcast message, likewise a line of its own per execution.
     for run in runs:
         if broadcast := run.get("broadcast"):

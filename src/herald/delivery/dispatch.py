@@ -144,7 +144,7 @@ class Dispatcher:
 
     @property
     def stopping(self) -> bool:
-        """The process is stopping: finish the batch in hand, claim no other."""
+        """The process is stopping: finish the window in hand, hand over and claim no other."""
         return self._stop is not None and self._stop.is_set()
 
     def begin_turn(self, seen: int, others_waiting: bool = False) -> None:
@@ -157,7 +157,7 @@ class Dispatcher:
 
     @property
     def yielding(self) -> bool:
-        """Finish the batch in hand and claim no other: the process is stopping, or the campaign in
+        """Finish the window in hand and hand over no other: the process is stopping, or the campaign in
         hand has had its turn (`delivery_turn_seconds`) and other work was woken since the tick began. A
         worker sending a million users sent nothing else meanwhile, not even an event-triggered
         message due within a second; it now gives way, and its tick goes on to the rest (the

@@ -275,6 +275,11 @@ class ExecutionConversions(BaseModel):
     variations: list[VariationConversions] = Field(description="Users sent to, per variation, by name.")
 
 
+class FailureCount(BaseModel):
+    reason: str
+    users: int
+
+
 class ExecutionStats(BaseModel):
     """One execution (run) of a campaign, as `GET /v5/campaigns/{campaign_id}/stats` counts it."""
 
@@ -329,6 +334,12 @@ class ExecutionStats(BaseModel):
     )
     sent: int
     failed: int
+    failures: list[FailureCount] = Field(
+        description=(
+            "Why the failed users failed: each reason (the last attempt's, as `herald outbox list` shows"
+            " it per message) with its users, the most users first, ten reasons at most."
+        )
+    )
     unsent: int = Field(
         description=(
             "Users never sent to because the execution was STOPPED before their turn: the campaign was "

@@ -1271,8 +1271,8 @@ async def dispatch(
         while True:
             await asyncio.sleep(0)  # between batches, the requests of an embedding server (see resolve)
             # SIGTERM, or the campaign's turn is over (after one batch at least, so that a stream of
-            # wake-ups cannot hold it back for ever): the batch in hand is done, the rest waits for
-            # the next tick.
+            # wake-ups cannot hold it back for ever; `_send_batch` gives way between the windows
+            # of the batches after it): the rest waits for the next tick.
             if dispatcher.stopping or (sent_any and dispatcher.yielding):
                 return False
             if plan.connector is not None and dispatcher.failing(plan.connector) is not None:
@@ -1369,14 +1369,21 @@ async def _send_batch(
     already; `flight`: the caller's windows on the wire, else the batch's own, answered before
     this returns; `renewal`: the claim, renewed before a window once due); the plan (replanned if
     the content changed meanwhile) and False when sending stopped (the campaign no longer
-    SENDING, or its connector failing: the execution is paused), the users not handed over
-    released."""
+    SENDING, or its connector failing: the execution is paused) or gave way (its turn over, one
+    window handed over at least), the users not handed over released."""
     own = flight is None
     flight = flight or _Flight(database, dispatcher, plan.connector, rules=rules)
     try:
         offset = 0  # the position in `claimed` of the first user of `rendered`
         start = 0
         while start < len(claimed):
+            if start > 0 and dispatcher.yielding:
+                # The campaign's turn is over (`Dispatcher.yielding`): the rest of the batch waits
+                # for its next turn, pending again. At a slow receiver a batch is many seconds on
+                # the wire, and the work woken meanwhile (another workspace's publish, say) would
+                # wait for all of it.
+                await _release(database, execution, claimed[start:])
+                return plan, False
             if renewal is not None and renewal.due(dispatcher.now()):
                 async with flight.writing():
                     lost = await renewal.renew(database, claimed, claimed[start:], dispatcher.now())

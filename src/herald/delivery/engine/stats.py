@@ -91,8 +91,12 @@ async def _one(
         "minimum_delay": 0,
     }
     held_out = {"control_group": 0, "global_control": 0}
+    failures: dict[str, int] = {}
     for state, reason, count in counts:
         by_state[state] = by_state.get(state, 0) + int(count)
+        if state == "FAILED":
+            key = reason or "Unknown."
+            failures[key] = failures.get(key, 0) + int(count)
         if state == "SUPPRESSED" and reason:
             key = reason.lower()
             suppressed[key] = suppressed.get(key, 0) + int(count)
@@ -136,10 +140,23 @@ async def _one(
         "deferred": 0 if ended else deferred,
         "sent": by_state["SENT"],
         "failed": by_state["FAILED"],
+        "failures": _commonest(failures),
         "unsent": unsent,
         "conversions": await execution_conversions(session, execution, components),
         "broadcast": await _broadcast(session, execution) if live_activity else None,
     }
+
+
+# The failure reasons a stats answer lists: a connector's reasons are few (one per kind of answer),
+# and a long tail of one-user reasons (each naming its address) says nothing the outbox does not.
+FAILURES_LISTED = 10
+
+
+def _commonest(failures: dict[str, int]) -> list[dict[str, Any]]:
+    """The reasons users failed with, the most users first (then by reason), `FAILURES_LISTED` of
+    them at most."""
+    ranked = sorted(failures.items(), key=lambda item: (-item[1], item[0]))[:FAILURES_LISTED]
+    return [{"reason": reason, "users": users} for reason, users in ranked]
 
 
 def _progress(status: str, settled: int, pending: int) -> float:

@@ -131,7 +131,7 @@ async def run_executions(
 ) -> list[str]:
     """Advance the workspace's executions; the public ids of the campaigns now completely sent (a
     one-time campaign whose users are all settled, a periodic one whose schedule is over). Once
-    `stop` is set (SIGTERM) every dispatch ends after the batch in hand; what is left is sent by
+    `stop` is set (SIGTERM) every dispatch ends after the window in hand; what is left is sent by
     the next tick of any worker. `clock`: the time as it moves during the tick, at which each batch
     is claimed and sent and each window checked against its campaign's expiry (else `now`
     throughout). `streaks`: the connectors' failed attempts in a row, kept by the worker across
@@ -400,7 +400,7 @@ async def _run_triggered(
         rules = await controls.load(session, campaign, store, execution.trigger)
     done = await dispatch(database, dispatcher, plan, execution, lease, rules)
     if done and execution.trigger == triggers.BUSINESS:
-        await _end(database, execution, ExecutionStatus.DONE, now, None)
+        await _end(database, execution, ExecutionStatus.DONE, dispatcher.now(), None)
 
 
 def _start_of(campaign: LiveCampaign) -> datetime | None:
@@ -482,7 +482,7 @@ async def _run_one(
         )
         return True
     if settled:
-        await _end(database, execution, ExecutionStatus.DONE, now, None)
+        await _end(database, execution, ExecutionStatus.DONE, dispatcher.now(), None)
     return settled
 
 
