@@ -6,13 +6,16 @@ receiver got there because a commit woke it."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
+from collections.abc import AsyncIterator
 
 import httpx
 import pytest
 from fastapi import FastAPI
 
 from herald.campaigns import worker
+from herald.config import Settings
 from herald.delivery.engine.run import BATCH
 from herald.delivery.engine.triggers import INBOX_BATCH
 from herald.services import Services
@@ -63,64 +66,15 @@ async def test_an_event_triggered_message_goes_out_while_a_large_campaign_sends(
     assert sorted(_of(webhook, large)) == sorted(["ana", *(f"u{i:04}" for i in range(AUDIENCE))])
 
 
-@pytest.mark.own_database  # the worker scans every workspace
-async def test_an_event_triggered_message_does_not_wait_for_another_workspaces_slow_receiver(
-    app: FastAPI, client: httpx.AsyncClient, workspace: Tenant, webhook: HttpReceiver
-) -> None:
-    """Another workspace's campaign has a batch on the wire at a receiver that does not answer: the
-    tick is held inside that batch (its dispatch gives way only between batches), and the worker's
-    event lane sends the event-triggered message meanwhile, not once the batch's requests time
-    out. (`delivery_turn_seconds` as deployed.)"""
+@contextlib.asynccontextmanager
+async def _beside_a_slow_receiver(
+    app: FastAPI, workspace: Tenant, webhook: HttpReceiver, settings: Settings
+) -> AsyncIterator[tuple[HttpReceiver, Tenant]]:
+    """`workspace` with `AUDIENCE` users and its push connector at a receiver of its own, another
+    workspace with "ana" and its connector at `webhook`, and a worker running (`settings`): the
+    receiver (to hold) and the other workspace. On the way out the receiver answers, the worker
+    stops, and every one of the users got a message."""
     services: Services = app.state.herald
-    slow = start_http_receiver()
-    try:
-        await push_connector(app, workspace, slow)
-        await add_users(
-            app,
-            workspace.workspace_id,
-            *(
-                {"customer_id": f"u{i:04}", "push_id": f"tok-{i}", "platform": "ANDROID"}
-                for i in range(AUDIENCE)
-            ),
-        )
-        other = await make_tenant(app, rate_limits=OPEN_LIMITS)
-        await ready(app, other, webhook, "ana")
-        stop = asyncio.Event()
-        task = asyncio.create_task(
-            worker.run_forever(services.database, services.clock, HOUR, stop, services.settings)
-        )
-        try:
-            triggered = await publish(client, other, EVENT)
-            slow.hold()  # every request of the large campaign waits at its receiver
-            large = await publish(client, workspace, PUSH)
-            assert await asyncio.to_thread(slow.entered.wait, 30)
-            await send_event(client, other, "ana", "added_to_cart", product="Boots")
-            await _until(lambda: _of(webhook, triggered) == ["ana"], "the event-triggered message is sent")
-            # Sent while the large campaign's first requests still waited, none answered or timed
-            # out (the connector's timeout is 5 s): nobody of it sent, failed or due again.
-            [run] = (await stats(client, workspace, large))["executions"]
-            assert (run["sent"], run["failed"], run["retrying"]) == (0, 0, 0)
-            slow.release()
-            await _until(lambda: len(_of(slow, large)) == AUDIENCE, "the large campaign is sent")
-        finally:
-            slow.release()
-            stop.set()
-            await task
-        assert not task.exception()
-        assert sorted(set(_of(slow, large))) == [f"u{i:04}" for i in range(AUDIENCE)]
-    finally:
-        slow.stop()
-
-
-@pytest.mark.own_database  # the worker scans every workspace
-async def test_a_campaign_gives_way_between_the_windows_of_a_batch(
-    app: FastAPI, client: httpx.AsyncClient, workspace: Tenant, webhook: HttpReceiver
-) -> None:
-    """A large campaign's second batch (a whole claim) is on the wire at a slow receiver when
-    another workspace publishes: the large one gives way after the window in hand, its other users
-    pending again, and the other campaign is sent before the rest of that batch, not after it."""
-    services: Services = app.state.herald
-    settings = dataclasses.replace(services.settings, delivery_turn_seconds=0.0)
     slow = start_http_receiver()
     try:
         await push_connector(app, workspace, slow)
@@ -139,31 +93,69 @@ async def test_a_campaign_gives_way_between_the_windows_of_a_batch(
             worker.run_forever(services.database, services.clock, HOUR, stop, settings)
         )
         try:
-            slow.hold()
-            large = await publish(client, workspace, PUSH)
-            # The first batch (one window) waits at the receiver, and requests of the second.
-            share = services.settings.delivery_concurrency // 2
-            await _until(lambda: slow.held > share, "the second batch is on the wire")
-            small = await publish(client, other, PUSH)
+            yield slow, other
             slow.release()
-            await _until(lambda: _of(webhook, small) == ["ana"], "the other workspace's campaign is sent")
-            # Sent: the first batch's window, and at most the windows of the second handed over
-            # before the publish was seen (two holding the flight's tickets beside the first's, one
-            # waiting for one), not the second batch whole (a claim).
-            window = 4 * share
-            claim = BATCH[services.database.engine.dialect.name]
-            assert len(_of(slow, large)) <= window + 3 * window < window + claim
-            await _until(lambda: len(set(_of(slow, large))) == AUDIENCE, "the large campaign is sent")
+            everyone = [f"u{i:04}" for i in range(AUDIENCE)]
+            await _until(
+                lambda: sorted({r.json()["recipient"]["customer_id"] for r in slow.received}) == everyone,
+                "the large campaign is sent",
+            )
         finally:
             slow.release()
             stop.set()
             await task
         assert not task.exception()
-        assert sorted(set(_of(slow, large))) == [f"u{i:04}" for i in range(AUDIENCE)]
-        [run] = (await stats(client, workspace, large))["executions"]
-        assert (run["sent"], run["pending"]) == (AUDIENCE, 0)
     finally:
         slow.stop()
+
+
+@pytest.mark.own_database  # the worker scans every workspace
+async def test_an_event_triggered_message_does_not_wait_for_another_workspaces_slow_receiver(
+    app: FastAPI, client: httpx.AsyncClient, workspace: Tenant, webhook: HttpReceiver
+) -> None:
+    """Another workspace's campaign has windows on the wire at a receiver that does not answer:
+    the tick is held until they are answered (or time out), and the worker's event lane sends the
+    event-triggered message meanwhile. (`delivery_turn_seconds` as deployed.)"""
+    services: Services = app.state.herald
+    async with _beside_a_slow_receiver(app, workspace, webhook, services.settings) as (slow, other):
+        triggered = await publish(client, other, EVENT)
+        slow.hold()  # every request of the large campaign waits at its receiver
+        large = await publish(client, workspace, PUSH)
+        assert await asyncio.to_thread(slow.entered.wait, 30)
+        await send_event(client, other, "ana", "added_to_cart", product="Boots")
+        await _until(lambda: _of(webhook, triggered) == ["ana"], "the event-triggered message is sent")
+        # Sent while the large campaign's first requests still waited, none answered or timed
+        # out (the connector's timeout is 5 s): nobody of it sent, failed or due again.
+        [run] = (await stats(client, workspace, large))["executions"]
+        assert (run["sent"], run["failed"], run["retrying"]) == (0, 0, 0)
+
+
+@pytest.mark.own_database  # the worker scans every workspace
+async def test_a_campaign_gives_way_between_the_windows_of_a_batch(
+    app: FastAPI, client: httpx.AsyncClient, workspace: Tenant, webhook: HttpReceiver
+) -> None:
+    """A large campaign's second batch (a whole claim) is on the wire at a slow receiver when
+    another workspace publishes: the large one gives way after the windows in hand, its other users
+    pending again, and the other campaign is sent before the rest of that batch, not after it."""
+    services: Services = app.state.herald
+    settings = dataclasses.replace(services.settings, delivery_turn_seconds=0.0)
+    async with _beside_a_slow_receiver(app, workspace, webhook, settings) as (slow, other):
+        slow.hold()
+        large = await publish(client, workspace, PUSH)
+        # The first batch (one window) waits at the receiver, and requests of the second.
+        share = services.settings.delivery_concurrency // 2
+        await _until(lambda: slow.held > share, "the second batch is on the wire")
+        small = await publish(client, other, PUSH)
+        slow.release()
+        await _until(lambda: _of(webhook, small) == ["ana"], "the other workspace's campaign is sent")
+        # Sent: the first batch's window, and at most the windows of the second handed over
+        # before the publish was seen (two holding the flight's tickets beside the first's, one
+        # waiting for one), not the second batch whole (a claim).
+        window = 4 * share
+        claim = BATCH[services.database.engine.dialect.name]
+        assert len(_of(slow, large)) <= window + 3 * window < window + claim
+    [run] = (await stats(client, workspace, large))["executions"]
+    assert (run["sent"], run["pending"]) == (AUDIENCE, 0)
 
 
 async def _shortest_turns(
