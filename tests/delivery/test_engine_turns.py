@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import logging
 from collections.abc import AsyncIterator
 
 import httpx
@@ -256,3 +257,26 @@ async def test_a_business_run_whose_turn_ended_after_its_last_batch_ends_done(
     await tick(app, workspace)
     runs = (await stats(client, workspace, campaign_id))["executions"]
     assert [(r["run"], r["status"], r["sent"]) for r in runs] == [(1, "DONE", 2), (2, "DONE", 2)]
+
+
+async def test_a_transition_is_logged_before_the_send_it_starts_ends(
+    app: FastAPI,
+    client: httpx.AsyncClient,
+    workspace: Tenant,
+    webhook: HttpReceiver,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The log says a campaign began SENDING while its messages wait at the receiver, not once
+    the tick that sends them (minutes, for a large one) is over."""
+    await ready(app, workspace, webhook, "ana")
+    webhook.hold()
+    await publish(client, workspace, PUSH)
+    with caplog.at_level(logging.INFO, logger="herald.worker"):
+        running = asyncio.create_task(tick(app, workspace))
+        try:
+            assert await asyncio.to_thread(webhook.entered.wait, 30)
+            began = f"campaign {workspace.workspace_id}/"
+            assert any(line.startswith(began) and "-> SENDING" in line for line in caplog.messages)
+        finally:
+            webhook.release()
+            await running

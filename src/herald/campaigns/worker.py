@@ -219,13 +219,18 @@ async def tick(
         # A workspace whose step fails (the database refusing a statement, a defect) is logged and
         # tried again at the next tick; the other workspaces' campaigns go on (tenant isolation).
         with metrics.contained_step(log, "workspace", workspace_id):
-            applied += await _tick_workspace(database, workspace_id, now)
+            # Logged as they are made, not at the tick's end: a send lasting minutes comes between.
+            applied += _logged(await _tick_workspace(database, workspace_id, now))
             finished = await run_executions(database, settings, now, workspace_id, stop, clock, streaks)
-            applied += await _finish(database, workspace_id, finished, now)
-    for change in applied:
-        log.info("campaign %s/%s: %s -> %s", change.workspace_id, change.row_id, change.before, change.after)
-    metrics.TRANSITIONS.inc(len(applied))
+            applied += _logged(await _finish(database, workspace_id, finished, now))
     return applied
+
+
+def _logged(changes: list[Applied]) -> list[Applied]:
+    for change in changes:
+        log.info("campaign %s/%s: %s -> %s", change.workspace_id, change.row_id, change.before, change.after)
+    metrics.TRANSITIONS.inc(len(changes))
+    return changes
 
 
 async def run_tick(
