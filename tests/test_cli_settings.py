@@ -4,6 +4,7 @@ nothing (tests/test_cli_admin.py has the commands' own errors)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import sqlite3
@@ -239,6 +240,13 @@ def test_an_unmigrated_database_says_to_migrate(
     result = runner.invoke(app, ["migrate"])
     assert result.exit_code == 0, result.output
     assert runner.invoke(app, ["workspaces", "list"]).exit_code == 0
+
+
+def test_migrate_a_database_a_newer_release_migrated_says_so(database: Path) -> None:
+    with contextlib.closing(sqlite3.connect(database)) as connection, connection:
+        connection.execute("UPDATE alembic_version SET version_num = '9999_from_a_newer_release'")
+    line = _refused(runner.invoke(app, ["migrate"]), 1, "9999_from_a_newer_release", "newer release")
+    assert "herald migrate" not in line
 
 
 def test_migrate_into_a_directory_that_does_not_exist(

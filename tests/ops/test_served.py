@@ -7,8 +7,10 @@ SQLite, or PostgreSQL + Redis when HERALD_TEST_* are set) and reads its stderr l
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
+import sqlite3
 import threading
 import uuid
 from collections.abc import Iterator
@@ -23,6 +25,7 @@ import pytest
 from aiosmtpd.controller import Controller
 from fastapi import FastAPI
 
+from herald import migrate as migrations
 from herald.delivery.config import ConnectorInput
 from tests.delivery.builders import CAMPAIGNS, TEST_PATH, inline_email
 from tests.delivery.servers import MailSink, SmtpServer, free_port, start_smtp
@@ -197,6 +200,26 @@ class TestReadiness:
         assert response.json()["checks"]["database"] == "ok"
         assert response.json()["checks"]["migrations"] == "ok"
         assert served.get("/healthz").json() == {"status": "ok"}
+
+    def test_not_ready_on_a_database_a_newer_release_migrated_and_says_so(self, tmp_path: Path) -> None:
+        """Its advice is the newer release, not `herald migrate`: this release's cannot go there."""
+        path = tmp_path / "ahead.db"
+        migrations.upgrade(f"sqlite+aiosqlite:///{path}")
+        with contextlib.closing(sqlite3.connect(path)) as connection, connection:
+            connection.execute("UPDATE alembic_version SET version_num = '9999_from_a_newer_release'")
+        with (tmp_path / "stderr.log").open("wb") as stderr:
+            server = serve(
+                server_env(f"sqlite+aiosqlite:///{path}"), workers=1, stderr=stderr, probe="/healthz"
+            )
+        try:
+            response = httpx.get(f"{server.url}/readyz", timeout=30)
+        finally:
+            server.kill()
+        assert response.status_code == 503
+        found = response.json()["checks"]["migrations"]
+        assert found.startswith("at 9999_from_a_newer_release, newer than this release's head ")
+        assert "run the newer release" in found
+        assert "herald migrate" not in found
 
     def test_not_ready_off_head_or_without_redis_and_no_metrics_when_off(self, tmp_path: Path) -> None:
         empty = tmp_path / "empty.db"

@@ -283,7 +283,10 @@ def migrate() -> None:
     from herald.config import Settings
 
     settings = Settings()
-    migrations.upgrade(settings.database_url)
+    try:
+        migrations.upgrade(settings.database_url)
+    except migrations.SchemaAhead as exc:
+        raise OperatorError(str(exc)) from exc
     typer.echo(f"database at head: {settings.database_url}")
 
 

@@ -44,6 +44,17 @@ def migration_heads() -> frozenset[str]:
     return frozenset(ScriptDirectory.from_config(alembic_config("")).get_heads())
 
 
+@functools.cache
+def migration_revisions() -> frozenset[str]:
+    """Every revision of the migration scripts shipped with this code."""
+    from alembic.script import ScriptDirectory
+
+    from herald.migrate import alembic_config
+
+    scripts = ScriptDirectory.from_config(alembic_config(""))
+    return frozenset(script.revision for script in scripts.walk_revisions())
+
+
 class ReadyBody(BaseModel):
     status: Literal["ready", "unavailable"]
     checks: dict[str, str]
@@ -90,7 +101,11 @@ class Readiness:
             return f"unreachable: {type(exc).__name__}", "unknown"
         if found != self.heads:
             at = ", ".join(sorted(found)) or "nothing"
-            return OK, f"at {at}; head is {', '.join(sorted(self.heads))} (run herald migrate)"
+            head = ", ".join(sorted(self.heads))
+            if found - migration_revisions():
+                # Migrated by a newer release: `herald migrate` of this one cannot help.
+                return OK, f"at {at}, newer than this release's head {head} (run the newer release)"
+            return OK, f"at {at}; head is {head} (run herald migrate)"
         return OK, OK
 
     async def _redis_check(self, url: str) -> str:
