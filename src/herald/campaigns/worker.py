@@ -400,10 +400,10 @@ async def _event_lane(
 ) -> None:
     """The worker's event lane: woken with its loop (an event stored, in any process), it sends
     the event-triggered messages of the workspaces named since (`tick.run_event_lanes`) when the
-    worker's tick is still under way a turn (`delivery_turn_seconds`) later. A tick gives way to
-    such work only between the batches of a dispatch, and one batch at a slow receiver can take
-    many seconds; the lane keeps a message due within a second of its event from waiting behind
-    it. A tick that ends sooner takes the events itself, as it always has (the lane stays idle,
+    worker's tick is still under way a turn (`delivery_turn_seconds`) later. A dispatch gives way
+    to such work only once the windows it has handed over are answered, which at a slow receiver
+    takes seconds; the lane keeps a message due within a second of its event from waiting behind
+    them. A tick that ends sooner takes the events itself, as it always has (the lane stays idle,
     costing nothing, on a worker whose ticks are short)."""
     woken = asyncio.Event()
     async with waiting(woken):
