@@ -1,7 +1,8 @@
 """A long dispatch gives way to work woken meanwhile: a worker sending a large campaign still sends
 an event-triggered message within its turn (`delivery_turn_seconds`), instead of after the whole
-campaign. The engine runs embedded (`worker.run_forever`, a poll of an hour): what reaches the
-receiver got there because a commit woke it."""
+campaign; and work that fell due during a long tick is taken up by the next one at once. The engine
+runs embedded (`worker.run_forever`, a poll of an hour): what reaches the receiver got there because
+a commit woke it, or a tick found it due."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import pytest
 from fastapi import FastAPI
 
 from herald.campaigns import worker
+from herald.clock import FrozenClock
 from herald.config import Settings
 from herald.delivery.engine.run import BATCH
 from herald.delivery.engine.triggers import INBOX_BATCH
@@ -280,3 +282,49 @@ async def test_a_transition_is_logged_before_the_send_it_starts_ends(
         finally:
             webhook.release()
             await running
+
+
+@pytest.mark.own_database  # the worker scans every workspace
+async def test_a_retry_that_falls_due_during_a_tick_goes_out_at_once(
+    app: FastAPI, client: httpx.AsyncClient, webhook: HttpReceiver, clock: FrozenClock
+) -> None:
+    """A message failed transiently in the tick's first workspace; its retry falls due while the
+    tick sends another workspace's event-triggered message (held at its receiver while the clock
+    moves past it; nothing wakes the worker meanwhile). The worker ticks again at once and sends
+    it, instead of sleeping its poll (an hour here): the next moment due is looked for from the
+    tick's start, not its end."""
+    services: Services = app.state.herald
+    other = start_http_receiver()
+    try:
+        first, second = sorted(
+            [await make_tenant(app, rate_limits=OPEN_LIMITS) for _ in range(2)], key=lambda t: t.workspace_id
+        )
+        await ready(app, first, webhook, "ana")
+        await ready(app, second, other, "bo")
+        webhook.status = 503  # transient: attempted again after the retry delay
+        failing = await publish(client, first, PUSH)
+        triggered = await publish(client, second, EVENT)
+        for tenant in (first, second):
+            await tick(app, tenant)  # the first attempt fails; the event-triggered campaign runs
+        assert _of(webhook, failing) == ["ana"]
+        webhook.status = 204
+        other.hold()
+        await send_event(client, second, "bo", "added_to_cart", product="Boots")
+        stop = asyncio.Event()
+        task = asyncio.create_task(
+            worker.run_forever(services.database, clock, HOUR, stop, services.settings)
+        )
+        try:
+            assert await asyncio.to_thread(other.entered.wait, 30)  # the first workspace's turn is over
+            assert _of(webhook, failing) == ["ana"]  # its retry not due yet
+            clock.advance(seconds=2 * services.settings.delivery_retry_seconds)
+            other.release()
+            await _until(lambda: _of(other, triggered) == ["bo"], "the held message is answered")
+            await _until(lambda: _of(webhook, failing) == ["ana", "ana"], "the retry is sent")
+        finally:
+            other.release()
+            stop.set()
+            await task
+        assert not task.exception()
+    finally:
+        other.stop()

@@ -363,9 +363,12 @@ async def run_forever(
                 await planner_statistics.refresh(database)
                 # Until the next moment known work falls due, at most the interval: a delayed
                 # firing goes out at its moment, not at the next poll. (Not read when woken during
-                # the tick: the next one starts at once.)
+                # the tick: the next one starts at once.) Counted from the tick's start: work that
+                # fell due while the tick ran (a retry, once its campaign's dispatch was over) is
+                # due now, and the next tick starts at once; from the tick's end it was not seen,
+                # and waited for the interval. (Once only: the next tick starts after it.)
                 if not wake.is_set():
-                    due = await due_next(database, clock.now())
+                    due = await due_next(database, now)
             except Exception:  # e.g. the database restarting, or a deadlock victim: the loop must live on
                 log.exception("scheduled-transitions tick failed")
             idle.set()
