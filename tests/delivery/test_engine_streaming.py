@@ -167,6 +167,9 @@ class TestStreamedResolution:
         execution = await start_execution(services.database, campaign, now)
         execution = await prepare(services.database, campaign, execution, now, streaming=True)
         assert execution.status == "DISPATCHING"  # nothing counted: the first chunk may go at once
+        # Nobody known yet: nothing settled (not 100, as if nobody were left to send to).
+        [run] = (await stats(client, workspace, campaign_id))["executions"]
+        assert (run["status"], run["audience"], run["pending"], run["progress"]) == ("DISPATCHING", 0, 0, 0.0)
         assert await resolve_chunk(services.database, campaign, execution, now, 10) is False
         [run] = (await stats(client, workspace, campaign_id))["executions"]
         # Until the counts are taken, the stats show the users written so far.

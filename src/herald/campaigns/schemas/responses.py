@@ -343,7 +343,8 @@ class ExecutionStats(BaseModel):
     unsent: int = Field(
         description=(
             "Users never sent to because the execution was STOPPED before their turn: the campaign was "
-            "stopped or reached its expiry_time, or (periodic) was paused. 0 unless STOPPED, whose "
+            "stopped or reached its expiry_time, or (periodic) was paused; also a user with tokens on two "
+            "platforms one of whose messages went out before the stop halted the other. 0 unless STOPPED, whose "
             "retrying and deferred are 0 and whose pending are only the users still in a worker's "
             "hands (their messages perhaps on the wire) until their end is recorded."
         )

@@ -80,6 +80,8 @@ async def _one(
     # An audience not counted yet (`resolve.UNCOUNTED`, for a moment after the first chunk): as written.
     audience = execution.audience if execution.audience >= 0 else written
     unwritten = max(0, audience - written) if execution.resolved_at is None else 0
+    # The audience is known: counted, partly written, or written whole (perhaps nobody).
+    known = execution.audience >= 0 or written > 0 or execution.resolved_at is not None
     suppressed = {
         "opted_out": execution.opted_out,
         "unsubscribed": execution.unsubscribed,
@@ -131,8 +133,9 @@ async def _one(
         "pending": pending,
         # Of the users to send to (after hold-outs and suppressions), the share settled: sent,
         # failed, or unsent (stopped). 100 when none is left, or there is none; 0 while the
-        # audience is not known yet (a business raise not resolved: nothing is settled).
-        "progress": _progress(execution.status, settled, pending),
+        # audience is not known yet (a business raise not resolved, a streamed audience neither counted
+        # nor written yet: nothing is settled).
+        "progress": _progress(execution.status, settled, pending, known),
         # Of the pending users, those decided on whose messages wait for their next attempt: after a
         # transient failure, or not made when a pause or the error threshold halted their window.
         "retrying": 0 if ended else by_state["RETRY"],
@@ -159,10 +162,13 @@ def _commonest(failures: dict[str, int]) -> list[dict[str, Any]]:
     return [{"reason": reason, "users": users} for reason, users in ranked]
 
 
-def _progress(status: str, settled: int, pending: int) -> float:
+def _progress(status: str, settled: int, pending: int, audience_known: bool) -> float:
     if settled + pending:
         return round(100 * settled / (settled + pending), 1)
-    return 0.0 if status == "RESOLVING" else 100.0
+    # Nobody to send to: done, unless nobody is known yet (resolving; or dispatching a streamed
+    # audience whose first chunk is not written, and not counted yet). 100 then, and 0 a moment
+    # later once the chunk is in, told a client watching for 100 that the send was over.
+    return 0.0 if status == "RESOLVING" or not audience_known else 100.0
 
 
 async def _broadcast(session: AsyncSession, execution: Execution) -> dict[str, Any]:
