@@ -25,6 +25,7 @@ from herald.services import Services
 from tests.delivery.builders import push_connector
 from tests.delivery.conftest import OPEN_LIMITS, add_users
 from tests.delivery.servers import HttpReceiver, start_http_receiver
+from tests.delivery.test_engine_controls import with_controls
 from tests.delivery.test_engine_send import PUSH, publish, stats, tick
 from tests.delivery.test_engine_triggers import BUSINESS, EVENT, ready, send_event, send_transition
 from tests.delivery.test_engine_wake import HOUR, _of, _until
@@ -71,12 +72,12 @@ async def test_an_event_triggered_message_goes_out_while_a_large_campaign_sends(
 
 @contextlib.asynccontextmanager
 async def _beside_a_slow_receiver(
-    app: FastAPI, workspace: Tenant, webhook: HttpReceiver, settings: Settings
+    app: FastAPI, workspace: Tenant, webhook: HttpReceiver, settings: Settings, sent: int = AUDIENCE
 ) -> AsyncIterator[tuple[HttpReceiver, Tenant]]:
     """`workspace` with `AUDIENCE` users and its push connector at a receiver of its own, another
     workspace with "ana" and its connector at `webhook`, and a worker running (`settings`): the
-    receiver (to hold) and the other workspace. On the way out the receiver answers, the worker
-    stops, and every one of the users got a message."""
+    receiver (to hold) and the other workspace. On the way out the receiver answers, `sent` of the
+    users got a message (all of them unless told), and the worker stops."""
     services: Services = app.state.herald
     slow = start_http_receiver()
     try:
@@ -98,11 +99,7 @@ async def _beside_a_slow_receiver(
         try:
             yield slow, other
             slow.release()
-            everyone = [f"u{i:04}" for i in range(AUDIENCE)]
-            await _until(
-                lambda: sorted({r.json()["recipient"]["customer_id"] for r in slow.received}) == everyone,
-                "the large campaign is sent",
-            )
+            await _until(lambda: len(_users_of(slow)) == sent, "the large campaign is sent")
         finally:
             slow.release()
             stop.set()
@@ -159,6 +156,33 @@ async def test_a_campaign_gives_way_between_the_windows_of_a_batch(
         assert len(_of(slow, large)) <= window + 3 * window < window + claim
     [run] = (await stats(client, workspace, large))["executions"]
     assert (run["sent"], run["pending"]) == (AUDIENCE, 0)
+
+
+def _users_of(receiver: HttpReceiver) -> set[str]:
+    return {r.json()["recipient"]["customer_id"] for r in receiver.received}
+
+
+@pytest.mark.own_database  # the worker scans every workspace
+async def test_a_throttled_campaign_giving_way_gives_its_unsent_grants_back(
+    app: FastAPI, client: httpx.AsyncClient, workspace: Tenant, webhook: HttpReceiver
+) -> None:
+    """The users of a throttled campaign's batches released when it gives way (the batch in hand
+    and the one claimed ahead) give back the sends granted for them: with the clock held still, the
+    campaign still sends its whole budget, not the budget less the users released."""
+    services: Services = app.state.herald
+    settings = dataclasses.replace(services.settings, delivery_turn_seconds=0.0)
+    budget = 500
+    async with _beside_a_slow_receiver(app, workspace, webhook, settings, sent=budget) as (slow, other):
+        slow.hold()
+        large = await publish(client, workspace, with_controls(PUSH, campaign_throttle_rpm=budget))
+        share = services.settings.delivery_concurrency // 2
+        await _until(lambda: slow.held > share, "the second batch is on the wire")
+        small = await publish(client, other, PUSH)
+        slow.release()
+        await _until(lambda: _of(webhook, small) == ["ana"], "the other workspace's campaign is sent")
+    assert len(slow.received) == budget  # and no more: the budget of the minute
+    [run] = (await stats(client, workspace, large))["executions"]
+    assert (run["sent"], run["pending"]) == (budget, AUDIENCE - budget)
 
 
 async def _shortest_turns(

@@ -79,7 +79,7 @@ from herald.delivery.engine.content import (
 from herald.delivery.engine.models import PENDING_FIRINGS, Execution, ExecutionUser
 from herald.delivery.engine.pause import pause
 from herald.delivery.engine.rank import RANK_BITS
-from herald.delivery.engine.throttle import Regrant
+from herald.delivery.engine.throttle import Regrant, ThrottleStore
 from herald.delivery.messages import Envelope, Outcome, Recipient
 from herald.delivery.models import Connector, OutboxEntry
 from herald.delivery.recipients import recipient_for, with_push_tokens
@@ -613,12 +613,30 @@ def _firings(users: list[_Claimed]) -> dict[str, str] | None:
     return found if any(found.values()) else None
 
 
-async def _release(database: Database, execution: Execution, users: list[_Claimed]) -> None:
+@dataclass(frozen=True, slots=True)
+class _Grants:
+    """Where a claimed batch's throttle grants were taken: its campaign's store, at the claim's
+    moment (`controls.decide`, `_claim_in`)."""
+
+    store: ThrottleStore
+    at: datetime
+
+
+def _grants(rules: controls.Rules | None, claimed_at: datetime) -> _Grants | None:
+    """A batch's grants, if its campaign is throttled."""
+    if rules is None or rules.throttle_rpm is None:
+        return None
+    return _Grants(rules.store, claimed_at)
+
+
+async def _release(
+    database: Database, execution: Execution, users: list[_Claimed], grants: _Grants | None = None
+) -> None:
     """Users claimed but not handed over when the campaign stopped or the execution paused:
     pending again, uncounted (a later claim decides and counts them again). Only those this claim
     still holds: one settled meanwhile (its message was on the wire from an earlier window, and
     another batch took it over when the clock passed its lease) stays settled, and one taken over
-    stays with the claim that took it."""
+    stays with the claim that took it. `grants`: the throttle's, given back for those released."""
     if not users:
         return
     ids = [item.customer_id for item in users]
@@ -643,16 +661,27 @@ async def _release(database: Database, execution: Execution, users: list[_Claime
                 .values(dispatched=Execution.dispatched - released)
             )
         await session.commit()
+    if released and grants is not None:
+        try:
+            await grants.store.give_back(
+                database, execution.workspace_id, execution.campaign_id, grants.at, released
+            )
+        except Exception:  # kept, they only hold the budget until they leave its window
+            log.warning("could not give back %d throttle grants of %s", released, execution.id, exc_info=True)
 
 
-async def _release_after_failure(database: Database, execution: Execution, users: list[_Claimed]) -> None:
+async def _release_after_failure(
+    database: Database, execution: Execution, users: list[_Claimed], grants: _Grants | None = None
+) -> None:
     """`_release` of users a failed dispatch did not hand over, once the database answers
     (`db_errors.retry_unavailable`); when it cannot be written, they wait for their lease as a dead
     worker's would. A window whose rows were committed without the answer saying so is among them:
     nothing of it was handed over, and the claim that takes its users again attempts its messages
     once (`outbox.begin_attempt`, on the rows found)."""
     try:
-        await retry_unavailable(lambda: _release(database, execution, users), f"releasing {len(users)} users")
+        await retry_unavailable(
+            lambda: _release(database, execution, users, grants), f"releasing {len(users)} users"
+        )
     except Exception:
         log.exception("could not release %d users of execution %s", len(users), execution.id)
 
@@ -1311,7 +1340,16 @@ async def dispatch(
             ahead = asyncio.create_task(next_batch(plan))
             renewal = _Renewal(execution, lease, batch.at)
             plan, going = await _send_batch(
-                database, dispatcher, plan, execution, batch.claimed, batch.at, rendered, flight, renewal
+                database,
+                dispatcher,
+                plan,
+                execution,
+                batch.claimed,
+                batch.at,
+                rendered,
+                flight,
+                renewal,
+                rules,
             )
             sent_any = True
             if not going:
@@ -1326,7 +1364,7 @@ async def dispatch(
             found = (await asyncio.gather(ahead, return_exceptions=True))[0]
             ahead = None
             if isinstance(found, _Batch):
-                await _release_after_failure(database, execution, found.claimed)
+                await _release_after_failure(database, execution, found.claimed, _grants(rules, found.at))
         raise
     except BaseException:
         if ahead is not None:  # its users stay claimed until their lease passes, as a dead worker's
@@ -1340,7 +1378,7 @@ async def dispatch(
         await watch.close()
         # Sending stopped before the batch claimed ahead had its turn: its users pending again.
         if ahead is not None and (unsent := await ahead) is not None:
-            await _release(database, execution, unsent.claimed)
+            await _release(database, execution, unsent.claimed, _grants(rules, unsent.at))
 
 
 @dataclass(slots=True)
@@ -1382,7 +1420,7 @@ async def _send_batch(
                 # for its next turn, pending again. At a slow receiver a batch is many seconds on
                 # the wire, and the work woken meanwhile (another workspace's publish, say) would
                 # wait for all of it.
-                await _release(database, execution, claimed[start:])
+                await _release(database, execution, claimed[start:], _grants(rules, now))
                 return plan, False
             if renewal is not None and renewal.due(dispatcher.now()):
                 async with flight.writing():
@@ -1407,7 +1445,7 @@ async def _send_batch(
                     await flight.drain()  # the reason then counts the answers of the windows out
                     reason = dispatcher.failing(plan.connector) or ""
                     await pause(database, execution, plan.connector, reason, now)
-                await _release(database, execution, claimed[start:])
+                await _release(database, execution, claimed[start:], _grants(rules, now))
                 return plan, False
             start += len(messages)
     except Exception:
@@ -1415,7 +1453,7 @@ async def _send_batch(
         # and recorded, the users not handed over pending again (see `dispatch`).
         if own:
             await flight.settle()
-        await _release_after_failure(database, execution, claimed[start:])
+        await _release_after_failure(database, execution, claimed[start:], _grants(rules, now))
         raise
     except BaseException:
         if own:
