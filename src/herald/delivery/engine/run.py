@@ -1405,8 +1405,9 @@ async def _send_batch(
 ) -> tuple[SendPlan, bool]:
     """Send a claimed batch window by window (`rendered`: its messages, when the caller has them
     already; `flight`: the caller's windows on the wire, else the batch's own, answered before
-    this returns; `renewal`: the claim, renewed before a window once due); the plan (replanned if
-    the content changed meanwhile) and False when sending stopped (the campaign no longer
+    this returns; `renewal`: the claim, renewed before a window once due; `rules`: the campaign's
+    delivery controls, whose throttle's grants the users released give back); the plan (replanned
+    if the content changed meanwhile) and False when sending stopped (the campaign no longer
     SENDING, or its connector failing: the execution is paused) or gave way (its turn over, one
     window handed over at least), the users not handed over released."""
     own = flight is None
