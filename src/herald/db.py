@@ -113,6 +113,12 @@ class Database:
     direct: DirectReads
     # Transactions of Core writes alone (the outbox's rows), on the driver (`herald.direct_writes`).
     writes: DirectWrites
+    # Writes made while the caller's own transaction is still open (a refused request's idempotency
+    # record, on PostgreSQL, before its transaction lets the key's lock go): a pool of their own.
+    # From the request's pool, as many refusals at once as it has connections each held one and
+    # waited for a second that never came free (30 s, then 503).
+    side_engine: AsyncEngine
+    side_writer: async_sessionmaker[AsyncSession]
     # Upkeep begun on this database with nobody awaiting it (`planner_statistics.refresh_in_background`).
     background: set[asyncio.Task[Any]] = field(default_factory=set)
 
@@ -136,6 +142,8 @@ class Database:
         await self.engine.dispose()
         if self.read_engine.sync_engine.pool is not self.engine.sync_engine.pool:
             await self.read_engine.dispose()
+        if self.side_engine is not self.engine:
+            await self.side_engine.dispose()
 
 
 class WriteGate:
@@ -337,6 +345,7 @@ def create_database(settings: Settings) -> Database:
         engine = _sqlite_engine(url, immediate=True, pool_size=settings.db_pool_size)
         read_engine = _sqlite_engine(url, immediate=False, pool_size=settings.db_pool_size)
         single_statement = read_engine.execution_options(**{SINGLE_STATEMENT: True})
+        side_engine = engine  # one writer at a time: nothing writes beside an open transaction
     else:
         # No ping before each checkout (a round trip per request): a connection found dead is
         # invalidated with the whole pool, that one request answers 503 "retry", the next ones
@@ -346,6 +355,15 @@ def create_database(settings: Settings) -> Database:
         engine = create_async_engine(
             url,
             pool_size=settings.db_pool_size,
+            max_overflow=0,
+            json_serializer=_json_text,
+            json_deserializer=_json_value,
+            connect_args={"timeout": settings.db_connect_timeout_seconds},
+        )
+        # A quarter of the request pool's size: each side write is one short transaction.
+        side_engine = create_async_engine(
+            url,
+            pool_size=max(2, settings.db_pool_size // 4),
             max_overflow=0,
             json_serializer=_json_text,
             json_deserializer=_json_value,
@@ -368,4 +386,6 @@ def create_database(settings: Settings) -> Database:
             connect_timeout=settings.db_connect_timeout_seconds,
         ),
         writes=_direct_writes(url, engine),
+        side_engine=side_engine,
+        side_writer=async_sessionmaker(side_engine, expire_on_commit=False),
     )

@@ -7,6 +7,7 @@ The routes write a workspace tag inside the request's unit of work, so "exactly 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import uuid
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -20,10 +21,13 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from herald.clock import FrozenClock
+from herald.config import Settings
 from herald.errors import Unprocessable, ValidationFailed
 from herald.http.auth import Caller
 from herald.http.operation import Operation, guarded, services_of, unit_of_work
+from herald.http.ratelimit import RateLimitStore
 from herald.http.responses import json_response, response_id
+from herald.main import create_app
 from herald.problems import Problem
 from herald.workspaces import service as workspaces_service
 from herald.workspaces.models import Tag
@@ -276,6 +280,32 @@ class TestFailures:
         again = await client.post(PATH, json={"name": "a", "then": "422"}, headers=_headers(tenant, key))
         assert again.status_code == 422
         assert again.headers["Idempotent-Replayed"] == "true"
+
+    async def test_more_refusals_at_once_than_the_pool_has_connections_are_each_kept(
+        self, settings: Settings, clock: FrozenClock, limiter: RateLimitStore
+    ) -> None:
+        """Each refusal's record is written while its request's transaction still holds a
+        connection (and, on PostgreSQL, the key): from the same pool, refusals as many as its
+        connections each waited for a second one, until the pool's timeout."""
+        app = create_app(dataclasses.replace(settings, db_pool_size=2), clock=clock, limiter=limiter)
+        app.router.routes.extend(_router().routes)
+        try:
+            tenant = await make_tenant(app, rate_limits={"campaign_ops": "1000/second"})
+            keys = [str(uuid.uuid4()) for _ in range(6)]
+            async with httpx.AsyncClient(
+                transport=httpx.ASGITransport(app=app), base_url="http://t"
+            ) as client:
+
+                async def refused(key: str) -> httpx.Response:
+                    body = {"name": key[:8], "then": "422"}
+                    return await client.post(PATH, json=body, headers=_headers(tenant, key))
+
+                first = await asyncio.wait_for(asyncio.gather(*map(refused, keys)), 20)
+                assert [answer.status_code for answer in first] == [422] * len(keys)
+                again = await asyncio.gather(*map(refused, keys))
+            assert [answer.headers.get("Idempotent-Replayed") for answer in again] == ["true"] * len(keys)
+        finally:
+            await app.state.herald.aclose()
 
     async def test_400_rolls_back_and_frees_the_key(
         self, app_with_routes: FastAPI, client: httpx.AsyncClient, tenant: Tenant

@@ -260,7 +260,10 @@ class HeraldMiddleware:
         status, headers, body = _parts(captured)
         try:
             now = self.services.clock.now()
-            await idempotency.record_refusal(database.writer, claim, status, headers, body, now, held=True)
+            # Beside the request's transaction, still open: on a pool of its own (`side_writer`).
+            await idempotency.record_refusal(
+                database.side_writer, claim, status, headers, body, now, held=True
+            )
         except Exception:  # an unrecorded refusal is answered afresh
             log.exception("could not record the refusal")
         return True
