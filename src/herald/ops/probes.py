@@ -12,7 +12,7 @@ import asyncio
 import functools
 import logging
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from fastapi import FastAPI
 from prometheus_client.core import Metric
@@ -28,6 +28,9 @@ from herald.http.responses import HEALTH_PATH, HEALTHY, json_response
 from herald.ops import metrics
 from herald.services import Services
 
+if TYPE_CHECKING:  # alembic is imported when first asked (start-up stays light)
+    from alembic.script import ScriptDirectory
+
 log = logging.getLogger("herald.ops")
 
 CHECK_SECONDS = 2.0  # a dependency that takes longer to answer counts as not answering
@@ -35,24 +38,25 @@ OK = "ok"
 
 
 @functools.cache
-def migration_heads() -> frozenset[str]:
-    """The head revision(s) of the migration scripts shipped with this code."""
+def _scripts() -> ScriptDirectory:
+    """The migration scripts shipped with this code."""
     from alembic.script import ScriptDirectory
 
     from herald.migrate import alembic_config
 
-    return frozenset(ScriptDirectory.from_config(alembic_config("")).get_heads())
+    return ScriptDirectory.from_config(alembic_config(""))
+
+
+@functools.cache
+def migration_heads() -> frozenset[str]:
+    """The head revision(s) of the migration scripts shipped with this code."""
+    return frozenset(_scripts().get_heads())
 
 
 @functools.cache
 def migration_revisions() -> frozenset[str]:
     """Every revision of the migration scripts shipped with this code."""
-    from alembic.script import ScriptDirectory
-
-    from herald.migrate import alembic_config
-
-    scripts = ScriptDirectory.from_config(alembic_config(""))
-    return frozenset(script.revision for script in scripts.walk_revisions())
+    return frozenset(script.revision for script in _scripts().walk_revisions())
 
 
 class ReadyBody(BaseModel):

@@ -79,7 +79,7 @@ from herald.delivery.engine.content import (
 from herald.delivery.engine.models import PENDING_FIRINGS, Execution, ExecutionUser
 from herald.delivery.engine.pause import pause
 from herald.delivery.engine.rank import RANK_BITS
-from herald.delivery.engine.throttle import Regrant, ThrottleStore
+from herald.delivery.engine.throttle import Regrant
 from herald.delivery.messages import Envelope, Outcome, Recipient
 from herald.delivery.models import Connector, OutboxEntry
 from herald.delivery.recipients import recipient_for, with_push_tokens
@@ -613,30 +613,23 @@ def _firings(users: list[_Claimed]) -> dict[str, str] | None:
     return found if any(found.values()) else None
 
 
-@dataclass(frozen=True, slots=True)
-class _Grants:
-    """Where a claimed batch's throttle grants were taken: its campaign's store, at the claim's
-    moment (`controls.decide`, `_claim_in`)."""
-
-    store: ThrottleStore
-    at: datetime
-
-
-def _grants(rules: controls.Rules | None, claimed_at: datetime) -> _Grants | None:
-    """A batch's grants, if its campaign is throttled."""
+def _grant_of(
+    rules: controls.Rules | None, database: Database, execution: Execution, claimed_at: datetime
+) -> Regrant | None:
+    """The throttle's grant of a batch claimed at `claimed_at`, if its campaign is throttled."""
     if rules is None or rules.throttle_rpm is None:
         return None
-    return _Grants(rules.store, claimed_at)
+    return Regrant(rules.store, database, execution.workspace_id, execution.campaign_id, claimed_at)
 
 
 async def _release(
-    database: Database, execution: Execution, users: list[_Claimed], grants: _Grants | None = None
+    database: Database, execution: Execution, users: list[_Claimed], grant: Regrant | None = None
 ) -> None:
     """Users claimed but not handed over when the campaign stopped or the execution paused:
     pending again, uncounted (a later claim decides and counts them again). Only those this claim
     still holds: one settled meanwhile (its message was on the wire from an earlier window, and
     another batch took it over when the clock passed its lease) stays settled, and one taken over
-    stays with the claim that took it. `grants`: the throttle's, given back for those released."""
+    stays with the claim that took it. `grant`: the throttle's, given back for those released."""
     if not users:
         return
     ids = [item.customer_id for item in users]
@@ -661,17 +654,12 @@ async def _release(
                 .values(dispatched=Execution.dispatched - released)
             )
         await session.commit()
-    if released and grants is not None:
-        try:
-            await grants.store.give_back(
-                database, execution.workspace_id, execution.campaign_id, grants.at, released
-            )
-        except Exception:  # kept, they only hold the budget until they leave its window
-            log.warning("could not give back %d throttle grants of %s", released, execution.id, exc_info=True)
+    if released and grant is not None:
+        await grant.give_back(released)
 
 
 async def _release_after_failure(
-    database: Database, execution: Execution, users: list[_Claimed], grants: _Grants | None = None
+    database: Database, execution: Execution, users: list[_Claimed], grant: Regrant | None = None
 ) -> None:
     """`_release` of users a failed dispatch did not hand over, once the database answers
     (`db_errors.retry_unavailable`); when it cannot be written, they wait for their lease as a dead
@@ -680,7 +668,7 @@ async def _release_after_failure(
     once (`outbox.begin_attempt`, on the rows found)."""
     try:
         await retry_unavailable(
-            lambda: _release(database, execution, users, grants), f"releasing {len(users)} users"
+            lambda: _release(database, execution, users, grant), f"releasing {len(users)} users"
         )
     except Exception:
         log.exception("could not release %d users of execution %s", len(users), execution.id)
@@ -1364,7 +1352,9 @@ async def dispatch(
             found = (await asyncio.gather(ahead, return_exceptions=True))[0]
             ahead = None
             if isinstance(found, _Batch):
-                await _release_after_failure(database, execution, found.claimed, _grants(rules, found.at))
+                await _release_after_failure(
+                    database, execution, found.claimed, _grant_of(rules, database, execution, found.at)
+                )
         raise
     except BaseException:
         if ahead is not None:  # its users stay claimed until their lease passes, as a dead worker's
@@ -1378,7 +1368,9 @@ async def dispatch(
         await watch.close()
         # Sending stopped before the batch claimed ahead had its turn: its users pending again.
         if ahead is not None and (unsent := await ahead) is not None:
-            await _release(database, execution, unsent.claimed, _grants(rules, unsent.at))
+            await _release(
+                database, execution, unsent.claimed, _grant_of(rules, database, execution, unsent.at)
+            )
 
 
 @dataclass(slots=True)
@@ -1421,7 +1413,9 @@ async def _send_batch(
                 # for its next turn, pending again. At a slow receiver a batch is many seconds on
                 # the wire, and the work woken meanwhile (another workspace's publish, say) would
                 # wait for all of it.
-                await _release(database, execution, claimed[start:], _grants(rules, now))
+                await _release(
+                    database, execution, claimed[start:], _grant_of(rules, database, execution, now)
+                )
                 return plan, False
             if renewal is not None and renewal.due(dispatcher.now()):
                 async with flight.writing():
@@ -1446,7 +1440,9 @@ async def _send_batch(
                     await flight.drain()  # the reason then counts the answers of the windows out
                     reason = dispatcher.failing(plan.connector) or ""
                     await pause(database, execution, plan.connector, reason, now)
-                await _release(database, execution, claimed[start:], _grants(rules, now))
+                await _release(
+                    database, execution, claimed[start:], _grant_of(rules, database, execution, now)
+                )
                 return plan, False
             start += len(messages)
     except Exception:
@@ -1454,7 +1450,9 @@ async def _send_batch(
         # and recorded, the users not handed over pending again (see `dispatch`).
         if own:
             await flight.settle()
-        await _release_after_failure(database, execution, claimed[start:], _grants(rules, now))
+        await _release_after_failure(
+            database, execution, claimed[start:], _grant_of(rules, database, execution, now)
+        )
         raise
     except BaseException:
         if own:

@@ -283,7 +283,7 @@ def _ms(moment: datetime) -> int:
 class Regrant:
     """The grant of one claimed batch (made at `granted_at` for its users), as its windows go out:
     a window whose first request goes out `LATE` or later moves its users' sends to that moment
-    (`on_wire`), once."""
+    (`on_wire`), once; the users released unsent give theirs back (`give_back`)."""
 
     store: ThrottleStore
     database: Database
@@ -323,6 +323,20 @@ class Regrant:
             return why
 
         return checked
+
+    async def give_back(self, users: int) -> None:
+        """`users` of the batch released unsent: their sends no longer count (`ThrottleStore.give_back`)."""
+        try:
+            await self.store.give_back(
+                self.database, self.workspace_id, self.campaign_id, self.granted_at, users
+            )
+        except Exception:  # kept, they only hold the budget until they leave its window
+            log.warning(
+                "could not give back %d throttle grants of campaign %s",
+                users,
+                self.campaign_id,
+                exc_info=True,
+            )
 
 
 # (workspace, campaign) -> the loop and timer of the wake-up already set for it, one at a time.

@@ -167,7 +167,7 @@ async def run_executions(
         events: list[tuple[LiveCampaign, Execution]] = []
         raises: list[tuple[LiveCampaign, Execution]] = []
         for campaign, execution in triggered:
-            if execution.trigger == triggers.EVENT and execution.status == ExecutionStatus.DISPATCHING:
+            if _an_event_lane(execution):
                 events.append((campaign, execution))
             else:
                 raises.append((campaign, execution))
@@ -229,7 +229,7 @@ async def run_event_lanes(
     events = [
         (campaign, execution)
         for campaign, execution in await _triggered_due(database, workspace_id, now, lease)
-        if execution.trigger == triggers.EVENT and execution.status == ExecutionStatus.DISPATCHING
+        if _an_event_lane(execution)
     ]
     if events:
         async with (
@@ -240,6 +240,12 @@ async def run_event_lanes(
                 lanes = await _lanes(database, store, workspace_id, events)
                 await dispatch_lanes(database, dispatcher, lanes, lease)
     return more_events
+
+
+def _an_event_lane(execution: Execution) -> bool:
+    """The long-lived execution of an event-triggered campaign, sending: its firings go out
+    together with the workspace's others (`dispatch_lanes`), before the tick's other work."""
+    return execution.trigger == triggers.EVENT and execution.status == ExecutionStatus.DISPATCHING
 
 
 def _expired_during(campaign: LiveCampaign, start: datetime, end: datetime) -> bool:
