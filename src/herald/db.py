@@ -339,6 +339,17 @@ def _json_value(text: str) -> Any:
     return wide_as_doubles(json.loads(text), text.encode())
 
 
+def _postgresql_engine(settings: Settings, pool_size: int) -> AsyncEngine:
+    return create_async_engine(
+        settings.database_url,
+        pool_size=pool_size,
+        max_overflow=0,
+        json_serializer=_json_text,
+        json_deserializer=_json_value,
+        connect_args={"timeout": settings.db_connect_timeout_seconds},
+    )
+
+
 def create_database(settings: Settings) -> Database:
     url = settings.database_url
     if url.startswith("sqlite"):
@@ -352,23 +363,9 @@ def create_database(settings: Settings) -> Database:
         # get fresh connections.
         # At most `db_pool_size` connections per process (no overflow): processes times pool size must
         # stay under the server's max_connections; a request beyond them waits for a connection.
-        engine = create_async_engine(
-            url,
-            pool_size=settings.db_pool_size,
-            max_overflow=0,
-            json_serializer=_json_text,
-            json_deserializer=_json_value,
-            connect_args={"timeout": settings.db_connect_timeout_seconds},
-        )
+        engine = _postgresql_engine(settings, settings.db_pool_size)
         # A quarter of the request pool's size: each side write is one short transaction.
-        side_engine = create_async_engine(
-            url,
-            pool_size=max(2, settings.db_pool_size // 4),
-            max_overflow=0,
-            json_serializer=_json_text,
-            json_deserializer=_json_value,
-            connect_args={"timeout": settings.db_connect_timeout_seconds},
-        )
+        side_engine = _postgresql_engine(settings, max(2, settings.db_pool_size // 4))
         # Reading requests see one snapshot across their statements (a page and its total count).
         read_engine = engine.execution_options(isolation_level="REPEATABLE READ")
         single_statement = engine.execution_options(isolation_level="AUTOCOMMIT")
