@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import httpx
 import pytest
 from fastapi import FastAPI
@@ -18,6 +20,7 @@ from tests.delivery.builders import (
 )
 from tests.delivery.conftest import add_segment, add_users
 from tests.delivery.servers import HttpReceiver, SmtpServer
+from tests.delivery.test_engine_wake import _until
 from tests.factories import Tenant
 
 ANA = {
@@ -114,6 +117,36 @@ class TestPushIdentifiers:
         [request] = webhook.received
         assert request.json()["recipient"]["address"] == "tok-ben"
         assert request.json()["recipient"]["customer_id"] == "u-ben"
+
+    async def test_the_sends_between_the_first_and_the_last_go_side_by_side(
+        self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant, webhook: HttpReceiver
+    ) -> None:
+        # In turn, a receiver taking a second an answer held a test of 100 sends for 100 seconds.
+        # The first goes alone (its write claims the request's key) and so does the last (its
+        # write records the answer): the two between are in flight at once.
+        names = ["s1", "s2", "s3", "s4"]
+        await add_users(
+            app,
+            workspace.workspace_id,
+            *({"customer_id": name, "push_id": f"tok-{name}", "platform": "ANDROID"} for name in names),
+        )
+        await push_connector(app, workspace, webhook)
+        body = inline_push("USER_ATTRIBUTE_UNIQUE_ID", *names)
+        del body["campaign_content"]["content"]["push"]["ios"]
+        webhook.hold()
+        sending = asyncio.create_task(send_test(client, workspace, body))
+        try:
+            await _until(lambda: webhook.held == 1, "the first send, alone")
+            webhook.release()
+            webhook.hold()
+            await _until(lambda: webhook.held == 2, "the two sends between, at once")
+        finally:
+            webhook.release()
+            answer = await sending
+        assert results(answer) == {"ANDROID_default_variation_1": {"status": "SENT"}}
+        addresses = sorted(request.json()["recipient"]["address"] for request in webhook.received)
+        assert addresses == [f"tok-{name}" for name in names]
+        assert [row.status for row in await outbox_rows(app, workspace)] == ["SENT"] * 4
 
     @pytest.mark.parametrize("value", ["g3tok", "g3ios"])
     async def test_a_push_id_finds_the_user_by_any_of_its_tokens(

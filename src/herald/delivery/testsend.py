@@ -15,6 +15,7 @@ nothing again; a refusal claims it first, in a transaction of its own, so the ke
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -53,7 +54,7 @@ from herald.delivery.testsend_request import CampaignTestRequest, channel_proble
 from herald.direct_reads import DirectReads
 from herald.errors import HeraldError, NotFound, Unprocessable, ValidationFailed
 from herald.ids import is_object_id, object_id
-from herald.joined_writes import ClaimedWrites, Joined
+from herald.joined_writes import ClaimedWrites, FirstWrite, Joined
 from herald.problems import Problem
 
 # Sends of one request (messages x recipients): beyond it, narrow by platform, locale or variation.
@@ -298,18 +299,67 @@ async def _execute(
     plan: _Plan,
     claimed: ClaimedWrites[Results],
 ) -> Results:
+    """Send every message of the plan: the first alone (its write claims the request's key, and a
+    replay or 409 stops everything there), those between side by side through the connector's
+    lanes, the last alone (its write records the answer, made of every outcome). In turn, a
+    receiver taking a second an answer held a request of 100 sends for 100 seconds."""
     rendered = [await _personalized(request, plan.prepared, recipient) for recipient in plan.recipients]
     sends = [
         (item, listed, content, rendering_failed)
         for item in plan.messages
         for listed, (content, rendering_failed) in zip(plan.recipients, rendered, strict=True)
     ]
+    if not sends:
+        await claimed.apart()
+        return {}
+    slots = [_Send.of(clock, workspace_id, plan, *send) for send in sends]
+    *before, final = slots
+    done: list[Outcome | None] = [None] * len(before)
+    if before:
+        done[0] = await before[0].send(dispatcher, plan, claimed.first())
+    lanes = asyncio.Semaphore(dispatcher.requests(plan.connector))
+
+    async def side_by_side(index: int) -> None:
+        async with lanes:
+            done[index] = await slots[index].send(dispatcher, plan)
+
+    async with asyncio.TaskGroup() as group:
+        for index in range(1, len(before)):
+            group.create_task(side_by_side(index))
     outcomes: dict[str, list[tuple[Recipient, Outcome]]] = {}
-    for index, (item, listed, content, rendering_failed) in enumerate(sends):
+    for slot, outcome in zip(before, done, strict=True):
+        assert outcome is not None
+        outcomes.setdefault(slot.key, []).append((slot.recipient, outcome))
+    # The last send's outcome completes the answer, which its write records with the key's.
+    results = outcomes.setdefault(final.key, [])
+    first = None if before else claimed.first()
+    await final.send(dispatcher, plan, first, _answered(claimed, outcomes, results, final.recipient))
+    return _answer(outcomes)
+
+
+@dataclass(frozen=True)
+class _Send:
+    """One message of a test send, for one recipient, as the live message will be tagged."""
+
+    key: str  # its slot's (platform, locale, variation): the answer's grouping
+    recipient: Recipient
+    envelope: Envelope
+    unsendable: str | None  # why it cannot be sent (rendering failed, no address on the platform)
+
+    @classmethod
+    def of(
+        cls,
+        clock: Clock,
+        workspace_id: str,
+        plan: _Plan,
+        item: SlotMessage,
+        listed: Recipient,
+        content: dict[str, Any] | None,
+        rendering_failed: str | None,
+    ) -> _Send:
         now = clock.now()
         recipient = listed.on(item.slot.platform)  # its token on this platform
         reason = rendering_failed or (recipient.unreachable_reason if recipient.address is None else None)
-        # Tagged as the live message will be.
         message = tagged(
             message_at(content or plan.prepared.campaign_content, item.path),
             item.slot.channel is Channel.EMAIL,
@@ -317,28 +367,20 @@ async def _execute(
         )
         advanced = push_options(plan.advanced, item.slot.platform, now) if item.slot.platform else None
         envelope = Envelope(
-            object_id(now),
-            workspace_id,
-            plan.campaign_id,
-            True,
-            item.slot,
-            recipient,
-            message,
-            now,
-            advanced,
+            object_id(now), workspace_id, plan.campaign_id, True, item.slot, recipient, message, now, advanced
         )
-        results = outcomes.setdefault(item.slot.key, [])
-        # The last send's outcome completes the answer, which its write records with the key's.
-        last = _answered(claimed, outcomes, results, recipient) if index == len(sends) - 1 else None
-        if reason is not None:
-            outcome = await dispatcher.unsent(plan.connector, envelope, reason, claimed.first(), last)
-        else:
-            outcome = await dispatcher.send(plan.connector, envelope, claimed.first(), last)
-        if last is None:
-            results.append((recipient, outcome))
-    if not sends:
-        await claimed.apart()
-    return _answer(outcomes)
+        return cls(item.slot.key, recipient, envelope, reason)
+
+    async def send(
+        self,
+        dispatcher: Dispatcher,
+        plan: _Plan,
+        first: FirstWrite | None = None,
+        last: Callable[[Outcome], Joined | None] | None = None,
+    ) -> Outcome:
+        if self.unsendable is not None:
+            return await dispatcher.unsent(plan.connector, self.envelope, self.unsendable, first, last)
+        return await dispatcher.send(plan.connector, self.envelope, first, last)
 
 
 def _answered(
