@@ -320,6 +320,14 @@ BETWEEN_ON_A_STRING = {
 }
 
 
+_PURCHASED = {
+    "filter_type": "actions",
+    "action_name": "purchase",
+    "execution": {"type": "atleast", "count": 1},
+    "executed": True,
+}
+
+
 class TestEveryViolationInOneAnswer:
     """A body that fails to parse still has the rules of its sound components checked: the client
     learns every violation at once (contract §3), not the rules' only once the types are fixed."""
@@ -349,6 +357,42 @@ class TestEveryViolationInOneAnswer:
             ("INVALID_TYPE", "updated_by"),
             ("UNKNOWN_FIELD", "utm_params.foo"),
         ]
+
+    async def test_a_patch_with_a_component_that_does_not_parse_has_the_others_rules_checked(
+        self, client: httpx.AsyncClient, workspace: Tenant
+    ) -> None:
+        # `utm_medium` missing spoils `utm_params`; the companions missing in the two sound
+        # components are reported with it, on C3 as on C1 (the patch reported the utm field alone).
+        trigger = {
+            "included_filters": {"filter_operator": "and", "filters": [_PURCHASED]},
+            "trigger_delay_type": "DELAY",
+        }
+        body = {
+            "control_group_details": {"is_campaign_control_group_enabled": True},
+            "trigger_condition": trigger,
+            "utm_params": {"utm_source": "s"},
+        }
+        expected = [
+            ("REQUIRED_FIELD_MISSING", "control_group_details.campaign_control_group_percentage"),
+            ("REQUIRED_FIELD_MISSING", "trigger_condition.trigger_delay_granularity"),
+            ("REQUIRED_FIELD_MISSING", "trigger_condition.trigger_delay_value"),
+            ("REQUIRED_FIELD_MISSING", "trigger_condition.trigger_relation"),
+            ("REQUIRED_FIELD_MISSING", "utm_params.utm_medium"),
+        ]
+        event_triggered = {**MINIMAL_PUSH, "campaign_delivery_type": "EVENT_TRIGGERED"}
+        created = await _create(client, workspace, {**event_triggered, **body})
+        campaign_id = await _created_id(client, workspace, event_triggered)
+        headers = workspace.write_headers(campaigns=True)
+        patched = await client.patch(f"{BASE}/{campaign_id}", json=body, headers=headers)
+        earlier = {"request_id": str(uuid.uuid4()), "updated_by": "bo@example.com", **body}
+        merged = await client.patch(
+            f"/core-services/v1/campaigns/{campaign_id}",
+            json=earlier,
+            headers=workspace.headers(campaigns=True),
+        )
+        for response in (created, patched, merged):
+            assert response.status_code == 400, response.text
+            assert sorted((d["code"], d["target"]) for d in response.json()["error"]["details"]) == expected
 
     async def test_a_component_that_does_not_parse_still_has_its_keys_checked(
         self, client: httpx.AsyncClient, workspace: Tenant

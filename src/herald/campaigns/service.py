@@ -20,7 +20,12 @@ from herald.campaigns import repository
 from herald.campaigns.editability import not_editable
 from herald.campaigns.lifecycle import begins_at, schedule_instants
 from herald.campaigns.models import Campaign, StoredCampaign
-from herald.campaigns.schemas.campaign import CampaignDocument, CampaignUpdate, sent_components
+from herald.campaigns.schemas.campaign import (
+    COMPONENT_NAMES,
+    CampaignDocument,
+    CampaignUpdate,
+    sent_components,
+)
 from herald.campaigns.schemas.common import CampaignStatus, Channel, DeliveryType
 from herald.campaigns.validation import (
     Stage,
@@ -380,14 +385,27 @@ def _create_rules_beyond(workspace: Workspace, raw: object, problems: list[Probl
 def _patch_rules_beyond(
     workspace: Workspace, stored: StoredCampaign, raw: object, problems: list[Problem]
 ) -> list[Problem]:
-    """C3: the rules of a failed patch's components when its problems lie outside them (e.g. in
-    `updated_by`), the components merged over the stored campaign as a patch is checked."""
+    """C3: the rules of a failed patch's sound components, merged over the stored campaign as a
+    patch is checked. A component holding problems was sent but cannot be read: a rule across
+    components judged with it as stored could report what the client did not send, so a problem
+    is kept only when it also holds with those components cleared, and only in a sound one."""
     channel, delivery_type = Channel(stored.channel), DeliveryType(stored.delivery_type)
-    part = sound_part(raw, problems, channel, components_only=True)
+    part = sound_part(raw, problems, channel)
     current, _ = load_document(channel, delivery_type, stored.components) if part else (None, [])
     if current is None:
         return []
-    return _rules_beyond(workspace, current, part, Stage.DRAFT_PATCH, problems, previous=current)
+    found = _rules_beyond(workspace, current, part, Stage.DRAFT_PATCH, problems, previous=current)
+    spoiled = fields_at_fault(problems) & set(COMPONENT_NAMES)
+    if not found or not spoiled:
+        return found
+    cleared = sound_part(raw, problems, channel, clear_spoiled=True)
+    holding = _rules_beyond(workspace, current, cleared, Stage.DRAFT_PATCH, problems, previous=current)
+    also = {(problem.code, problem.target) for problem in holding}
+    return [
+        problem
+        for problem in found
+        if (problem.code, problem.target) in also and not fields_at_fault([problem]) & spoiled
+    ]
 
 
 def prepare_update(

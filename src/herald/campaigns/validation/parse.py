@@ -164,22 +164,24 @@ def load_document(
 
 
 def sound_part(
-    raw: object, problems: Sequence[Problem], channel: Channel, *, components_only: bool = False
+    raw: object, problems: Sequence[Problem], channel: Channel, *, clear_spoiled: bool = False
 ) -> CampaignUpdate | None:
     """The components of a body that failed to parse which hold none of its `problems`, read as an
     update of `channel` (None when none does, or they do not read alone either): their own rules
     can still be checked, so that a client learns every violation in one answer (contract §3: all
     violations are collected in one response), not the rules' only after fixing the types.
-    `components_only`: nothing is salvaged unless every problem lies outside the components (a
-    patch's components are checked against each other, and a broken one would be read as stored)."""
+    `clear_spoiled`: the components holding problems are read as sent null (cleared) rather than
+    left out (a patch then keeps them as stored)."""
     model = _UPDATE.by_channel.get(channel.value)
     if model is None or not isinstance(raw, dict):  # v5 reads no component of another channel
         return None
     spoiled = fields_at_fault(problems)
-    if "" in spoiled or (components_only and spoiled & set(COMPONENT_NAMES)):
+    if "" in spoiled:
         return None
     part = {key: value for key, value in raw.items() if key in COMPONENT_NAMES and key not in spoiled}
     if not part:
         return None
+    if clear_spoiled:
+        part |= {key: None for key in raw if key in COMPONENT_NAMES and key in spoiled}
     body, errors = _validate(model, part)
     return body if not errors else None
