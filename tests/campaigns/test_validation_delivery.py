@@ -247,3 +247,10 @@ def test_delivery_control_rules(case: Case) -> None:
 def test_queuing_message_names_the_workspace() -> None:
     found = problems(PUSH_PERIODIC, C, NO_QUEUING)
     assert {p.message for p in found} == {"The 'queuing' feature is not enabled for this workspace."}
+
+
+@pytest.mark.parametrize("sent", ["send_limit_value", "send_limit_granularity_in_hours"])
+def test_a_send_limit_where_it_does_not_apply_is_reported_once(sent: str) -> None:
+    # Not also its companion as missing: the two answers would contradict each other.
+    body = {**PUSH_ONE_TIME, DC: {sent: "2"}}
+    assert [(p.code, p.target) for p in problems(body, C)] == [("UNKNOWN_FIELD", f"{DC}.{sent}")]

@@ -41,7 +41,11 @@ def check_delivery_controls(ctx: Context) -> list[Problem]:
         if getattr(controls, name) is not None and ctx.delivery_type not in delivery_types
     ]
     # A send limit is a count per a number of hours: one without the other would limit nothing.
+    # Where the limit does not apply, each was reported above: asking for its companion too
+    # would contradict that.
     limit, hours = "send_limit_value", "send_limit_granularity_in_hours"
+    if ctx.delivery_type not in PUSH_FIELD_DELIVERY_TYPES[limit]:
+        return problems + _queuing_problems(ctx, controls)
     for name, companion in ((limit, hours), (hours, limit)):
         if getattr(controls, name) is not None and getattr(controls, companion) is None:
             problems.append(
@@ -55,15 +59,18 @@ def check_delivery_controls(ctx: Context) -> list[Problem]:
     if count is not None and int(count) == 0:
         # At most no message a window: the campaign could never send (to stop it, STOP or PAUSE it).
         problems.append(out_of_range(join_path(_BASE, limit), f"'{limit}' must be at least 1 message."))
-    if controls.queuing_enabled and ctx.enabled(Feature.QUEUING):
-        target = join_path(_BASE, "queue_duration")
-        if controls.queue_duration is None:
-            problems.append(required(target, "'queue_duration' is required when queuing_enabled is true."))
-        elif controls.queue_duration <= 0:
-            problems.append(
-                out_of_range(target, "queue_duration must be greater than 0 hours when queuing is enabled.")
-            )
-    return problems
+    return problems + _queuing_problems(ctx, controls)
+
+
+def _queuing_problems(ctx: Context, controls: PushDeliveryControls) -> list[Problem]:
+    if not (controls.queuing_enabled and ctx.enabled(Feature.QUEUING)):
+        return []
+    target = join_path(_BASE, "queue_duration")
+    if controls.queue_duration is None:
+        return [required(target, "'queue_duration' is required when queuing_enabled is true.")]
+    if controls.queue_duration <= 0:
+        return [out_of_range(target, "queue_duration must be greater than 0 hours when queuing is enabled.")]
+    return []
 
 
 def check_advanced(ctx: Context) -> list[Problem]:
