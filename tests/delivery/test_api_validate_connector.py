@@ -94,15 +94,17 @@ async def test_a_connector_of_another_type_is_invalid_and_cannot_be_published(
     assert (await h.get(client, workspace, campaign_id))["status"] == "DRAFT"
 
 
-def _localized(from_addresses: dict[tuple[str, str], str]) -> dict[str, object]:
+def _localized(
+    from_addresses: dict[tuple[str, str], str], default: str = "news@shop.example"
+) -> dict[str, object]:
     """DRAFT with a default and an es-ES locale of two variations each, every message from
-    `from_addresses[(locale, variation)]` (else the shop's address)."""
+    `from_addresses[(locale, variation)]` (else `default`)."""
     content = {
         locale: {
             variation: {
                 "email": {
                     **EMAIL_CONTENT,
-                    "from_address": from_addresses.get((locale, variation), "news@shop.example"),
+                    "from_address": from_addresses.get((locale, variation), default),
                 }
             }
             for variation in ("variation_1", "variation_2")
@@ -152,5 +154,17 @@ async def test_listed_senders_and_addresses_at_a_listed_domain_publish(
     await add_connector(app, workspace, smtp)
     draft = _localized({("es-ES", "variation_1"): "Hola@Brand.example"})
     campaign_id = await create_campaign(client, workspace, draft)
+    assert await _validate(client, workspace, campaign_id) == {"valid": True, "errors": []}
+    await h.publish(client, workspace, campaign_id)
+
+
+async def test_a_sandbox_sends_from_localhost_and_test_domains_as_its_users_have(
+    app: FastAPI, client: httpx.AsyncClient, workspace: Tenant
+) -> None:
+    # A from_address is held to the rule of the addresses Herald sends to: `localhost` and
+    # `.test` domains were refused there while users, cc and reply-to addresses there were not.
+    smtp = ConnectorInput("receipts-smtp", "CUSTOM_SMTP", host="smtp.example.com", senders=("@probe.test",))
+    await add_connector(app, workspace, smtp)
+    campaign_id = await create_campaign(client, workspace, _localized({}, default="news@probe.test"))
     assert await _validate(client, workspace, campaign_id) == {"valid": True, "errors": []}
     await h.publish(client, workspace, campaign_id)

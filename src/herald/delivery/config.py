@@ -17,11 +17,10 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from urllib.parse import urlsplit
 
-from email_validator import EmailNotValidError, validate_email
-
 from herald.campaigns.schemas.common import Channel
 from herald.campaigns.schemas.connector import ConnectorType
 from herald.control_characters import has_control_character
+from herald.email_address import RECIPIENT_RULE, is_recipient_address
 
 
 class Security(StrEnum):
@@ -128,21 +127,16 @@ def shown_url(url: str) -> str:
 
 
 def _check_sender(value: str) -> str | None:
+    # The rule of every address Herald sends to or from (`email_address.is_recipient_address`):
+    # the relay decides what it takes, so a sandbox's sender at `localhost` or a `.test` domain is
+    # as good as its users' addresses there.
     if value.startswith("@"):
-        domain = value[1:]
-        if not domain or "." not in domain or "@" in domain:
-            return f"'{value}' is not '@domain'"
-        # The domain of addresses a campaign's `from_address` may have: one no address may have (a
-        # special-use name such as `.test`) would let the connector send from none of them.
-        try:
-            validate_email(f"postmaster{value}", check_deliverability=False)
-        except EmailNotValidError as exc:
-            return f"'{value}' is not a domain e-mail addresses may have ({exc})"
+        # A domain the connector's `from_address`es may have: `postmaster` at it must be one.
+        if not is_recipient_address(f"postmaster{value}"):
+            return f"'{value}' is not '@domain' ({RECIPIENT_RULE})"
         return None
-    try:
-        validate_email(value, check_deliverability=False)
-    except EmailNotValidError as exc:
-        return f"'{value}' is not an e-mail address ({exc})"
+    if not is_recipient_address(value):
+        return f"'{value}' is not an e-mail address ({RECIPIENT_RULE})"
     return None
 
 

@@ -17,7 +17,7 @@ from pydantic import BaseModel
 
 from herald.campaigns.schemas.content import EmailContent
 from herald.delivery.config import not_a_verified_sender, sender_allowed
-from herald.email_address import RECIPIENT_RULE, email_problem, is_recipient_address
+from herald.email_address import RECIPIENT_RULE, is_recipient_address
 from herald.personalization.fields import fill_from
 from herald.problems import Problem, join_path
 
@@ -93,10 +93,10 @@ def sender_problem(address: Any, path: Sequence[str | int], senders: Sequence[st
     """Why `address` (an e-mail's `from_address`, filled in) cannot send it, or None.
     `senders`: as in `email_problems`."""
     target = join_path(*path, "from_address")
-    reason = email_problem(address) if isinstance(address, str) else "it is not text"
-    if reason:
-        # The MAIL command names it: a draft may hold anything, a sent message may not.
-        return Problem("INVALID_TYPE", target, f"'from_address' is not an e-mail address: {reason}")
+    if not (isinstance(address, str) and is_recipient_address(address)):
+        # The MAIL command names it: a draft may hold anything, a sent message may not. The rule
+        # of the addresses it goes to (a sandbox sends from `localhost` or a `.test` domain too).
+        return Problem("INVALID_TYPE", target, f"'from_address' is not an e-mail address ({RECIPIENT_RULE}).")
     if senders is not None and not sender_allowed(address, senders):
         return Problem("INVALID_ENUM_VALUE", target, not_a_verified_sender(address, senders))
     return None
