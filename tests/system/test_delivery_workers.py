@@ -371,6 +371,8 @@ def test_sigterm_stops_a_worker_after_its_batch_in_hand(
         campaign_id = _publish(api, workspace)
         _wait(lambda: sink.holding() > 0, "the worker's messages held at the receiver")
         worker.process.send_signal(signal.SIGTERM)
+        # Said at once, while the messages handed over are still held at the receiver.
+        _wait(lambda: "SIGTERM received" in worker.log.read_text(encoding="utf-8"), "the stop logged")
         sink.opened.set()
         assert worker.process.wait(timeout=120) == 0
         execution_id, states = _states(database_url, workspace.workspace_id)

@@ -270,6 +270,7 @@ def worker(
     settings = Settings()
     logging.config.dictConfig(logging_config(settings.log_level, settings.log_format))
     logging.getLogger("httpx").setLevel(logging.WARNING)  # a line per message sent is noise
+    log = logging.getLogger("herald.worker")
     # The sandbox's time travel (HERALD_CLOCK_FILE) moves the worker's time too.
     now_from = clock_for(settings.clock_file)
 
@@ -288,8 +289,15 @@ def worker(
                 return
             stop = asyncio.Event()
             loop = asyncio.get_running_loop()
+
+            def stopping(name: str) -> None:
+                # Said at once: the windows on the wire may take up to the connector's timeout.
+                if not stop.is_set():
+                    log.info("%s received: stopping after the messages already handed over", name)
+                stop.set()
+
             for sig in (signal.SIGINT, signal.SIGTERM):
-                loop.add_signal_handler(sig, stop.set)
+                loop.add_signal_handler(sig, stopping, sig.name)
             await campaigns_worker.run_forever(
                 database,
                 now_from,
