@@ -13,6 +13,7 @@ from herald.campaigns.lifecycle import Action
 from herald.campaigns.openapi import META_BODY, SEARCH_BODY, STATUS_BODY, success
 from herald.campaigns.schemas import responses
 from herald.campaigns.schemas.common import Feature
+from herald.campaigns.schemas.search import SearchBody
 from herald.campaigns.views import campaign_view
 from herald.http.auth import Caller
 from herald.http.docs import error_responses
@@ -39,8 +40,16 @@ STATUS = Operation(
     campaigns=True,
     idempotency="required",
     claim_with_read=True,
+    body_check=lambda _, raw: actions.parse_status_body(raw),
 )
-SEARCH = Operation("C6", Scope.CAMPAIGNS_VIEW, "campaign_ops", campaigns=True, idempotency="required")
+SEARCH = Operation(
+    "C6",
+    Scope.CAMPAIGNS_VIEW,
+    "campaign_ops",
+    campaigns=True,
+    idempotency="required",
+    body_check=lambda _, raw: search.parse_body(SearchBody, raw),
+)
 META = Operation(
     "C7",
     Scope.CAMPAIGNS_VIEW,
@@ -48,6 +57,7 @@ META = Operation(
     campaigns=True,
     idempotency="required",
     claim_with_read=True,
+    body_check=lambda caller, raw: meta.parse(enabled_features(caller.workspace), raw),
 )
 
 

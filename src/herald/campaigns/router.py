@@ -46,6 +46,7 @@ CREATE = Operation(
     idempotency="required",
     claim_with_create=True,
     quota="campaign_create_success",
+    body_check=lambda caller, raw: service.check_create(workspace_of(caller), raw),
 )
 GET = Operation("C2", Scope.CAMPAIGNS_VIEW, "campaign_ops", campaigns=True)
 UPDATE = Operation(

@@ -22,6 +22,7 @@ from herald.campaigns.lifecycle import begins_at, schedule_instants
 from herald.campaigns.models import Campaign, StoredCampaign
 from herald.campaigns.schemas.campaign import (
     COMPONENT_NAMES,
+    CampaignCreate,
     CampaignDocument,
     CampaignUpdate,
     sent_components,
@@ -80,6 +81,20 @@ def derived_columns(components: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def check_create(workspace: Workspace, raw: object) -> tuple[CampaignCreate, CampaignDocument]:
+    """A C1 body read and judged by itself (400 with every problem, raised); nothing is read or
+    written, so the guard may also ask it of a request refused for its head."""
+    body, problems = parse_create(raw)
+    if body is None:
+        beyond = _create_rules_beyond(workspace, raw, problems)
+        raise ValidationFailed([*problems, *beyond, *unparsed_utm_params(raw, problems)])
+    document = CampaignDocument.from_create(body)
+    problems = validate_campaign(document, Stage.DRAFT_CREATE, workspace.features, sent_components(body))
+    if problems:
+        raise ValidationFailed(problems)
+    return body, document
+
+
 async def create_campaign(
     session: AsyncSession,
     workspace: Workspace,
@@ -97,14 +112,7 @@ async def create_campaign(
     with it, once the body is parsed and validated (on SQLite the write lock is not held through
     that work): the claim, the hold, the row and the answer's record are written by themselves, in
     one statement on PostgreSQL, in a short transaction on the driver on SQLite."""
-    body, problems = parse_create(raw)
-    if body is None:
-        beyond = _create_rules_beyond(workspace, raw, problems)
-        raise ValidationFailed([*problems, *beyond, *unparsed_utm_params(raw, problems)])
-    document = CampaignDocument.from_create(body)
-    problems = validate_campaign(document, Stage.DRAFT_CREATE, workspace.features, sent_components(body))
-    if problems:
-        raise ValidationFailed(problems)
+    body, document = check_create(workspace, raw)
     await reserve_success()
 
     campaign_id = object_id(now)

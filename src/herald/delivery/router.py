@@ -17,7 +17,7 @@ from herald.campaigns import openapi as campaigns_openapi
 from herald.campaigns.schemas.responses import CampaignStatsResponse, CampaignTestResponse
 from herald.delivery import testsend
 from herald.delivery.engine import stats
-from herald.delivery.testsend_request import CampaignTestDoc
+from herald.delivery.testsend_request import CampaignTestDoc, check_test_body
 from herald.http.auth import Caller
 from herald.http.docs import error_responses
 from herald.http.operation import Operation, WrittenClaim, guarded, services_of
@@ -36,6 +36,7 @@ TEST = Operation(
     idempotency="required",
     request_transaction=False,  # each send is recorded in the outbox as it goes
     claim_with_write=True,  # the key's claim and answer go with the first and last outbox writes
+    body_check=lambda _, raw: check_test_body(raw),
 )
 
 _REF = "#/components/schemas/{model}"

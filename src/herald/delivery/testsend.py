@@ -50,7 +50,7 @@ from herald.delivery.rendering import (
 )
 from herald.delivery.testsend_connector import choose_connector
 from herald.delivery.testsend_plan import SlotMessage, narrow, readiness_problems, slot_messages
-from herald.delivery.testsend_request import CampaignTestRequest, channel_problems, parse_test_body
+from herald.delivery.testsend_request import CampaignTestRequest, channel_problems, check_test_body
 from herald.direct_reads import DirectReads
 from herald.errors import HeraldError, NotFound, Unprocessable, ValidationFailed
 from herald.ids import is_object_id, object_id
@@ -107,9 +107,7 @@ async def test_campaign(
     """The C8 answer's inner `data`: per message key, SENT or FAILED with a reason. The request's
     idempotency claim (`claimed`) goes with the first outbox write and its answer with the last."""
     try:
-        request, problems = parse_test_body(raw)
-        if request is None:
-            raise ValidationFailed(problems)
+        request = check_test_body(raw)
         # Each read its own snapshot, without a transaction around them (on PostgreSQL a BEGIN and a
         # ROLLBACK fewer): what a test goes to (a draft, a connector, users and their tokens) is
         # read once, and none of it must agree with the rest at one instant. The connector, users

@@ -24,6 +24,7 @@ from herald.campaigns.schemas.content import (
     PushCampaignContent,
 )
 from herald.email_address import RECIPIENT_RULE, is_recipient_address
+from herald.errors import ValidationFailed
 from herald.json_numbers import Int64, IntegralFloat
 from herald.problems import Problem
 from herald.pydantic_errors import problems_from_validation_error
@@ -199,6 +200,15 @@ def parse_test_body(raw: object) -> tuple[CampaignTestRequest | None, list[Probl
         user_overrides=dict(overrides.user_attributes or {}),
         event_attributes=dict(overrides.event_attributes or {}),
     ), []
+
+
+def check_test_body(raw: object) -> CampaignTestRequest:
+    """`parse_test_body`, every problem raised (400): what the route refuses before reading
+    anything, and what the guard answers with a refused head (`Operation.body_check`)."""
+    request, problems = parse_test_body(raw)
+    if request is None:
+        raise ValidationFailed(problems)
+    return request
 
 
 def _read_envelope(raw: dict[str, Any]) -> tuple[CampaignTestBody | None, list[Problem]]:

@@ -33,6 +33,7 @@ from herald.http.context import UnitOfWork
 from herald.http.guards import parse_uuid4, query_problems
 from herald.http.limits import Consumer, limit_key, windows_for
 from herald.http.ratelimit import Decision, Window
+from herald.http.request_body import json_body
 from herald.joined_writes import FirstWrite, Joined
 from herald.problems import Problem
 from herald.services import Services
@@ -82,6 +83,11 @@ class Operation:
     # The success quota (a bucket) the handler also takes once the request passed its checks
     # (`reserve_quota`): a refusal by either bucket says how long until the request passes both.
     quota: str | None = None
+    # The body's own faults, read as the handler reads it (raising its ValidationFailed), for a
+    # request refused for its head (a missing Idempotency-Key, a malformed request id): contract
+    # §3 answers every violation in one response, not the head's alone and the body's after they
+    # are fixed. It reads the body and the caller only: nothing is claimed, counted or written.
+    body_check: Callable[[Caller, Any], object] | None = None
 
 
 def services_of(request: Request) -> Services:
@@ -170,7 +176,7 @@ async def check_access(request: Request, operation: Operation) -> Caller:
     key, key_problems = _idempotency_key(request, operation.idempotency)
     problems += key_problems
     if problems:
-        raise ValidationFailed(problems)
+        raise ValidationFailed([*problems, *_body_faults(request, operation, caller)])
 
     now = services.clock.now()
     uow.rate_limit, _, _ = await _take_slot(
@@ -179,6 +185,20 @@ async def check_access(request: Request, operation: Operation) -> Caller:
     if key is not None:
         await _claim(request, operation, caller, key, in_request_transaction, now)
     return caller
+
+
+def _body_faults(request: Request, operation: Operation, caller: Caller) -> list[Problem]:
+    """What `operation.body_check` finds wrong with the body; nothing when the body is not JSON
+    (the handler's BAD_REQUEST, answered once the head is right) or has no check."""
+    if operation.body_check is None:
+        return []
+    try:
+        operation.body_check(caller, json_body(request))
+    except ValidationFailed as refused:
+        return refused.details
+    except HeraldError:
+        return []
+    return []
 
 
 async def _claim(

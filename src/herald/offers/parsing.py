@@ -83,3 +83,14 @@ def parse_model(raw: dict[str, Any], model: type[M]) -> tuple[M | None, list[Pro
         return model.model_validate(raw), []
     except ValidationError as exc:
         return None, problems_from_validation_error(exc, raw)
+
+
+def check_body(raw: Any, model: type[BaseModel]) -> None:
+    """The faults an O2, O3 or O5 body shows by itself (its fields' types and shapes), raised:
+    what the guard answers with a refused head (`Operation.body_check`). The rules that read the
+    workspace's offers are the handler's."""
+    body = as_object(raw)
+    # O2 and O3 read field by field, as their handlers do.
+    problems = parse(body, model).problems if issubclass(model, OfferFields) else parse_model(body, model)[1]
+    if problems:
+        raise ValidationFailed(problems)

@@ -14,7 +14,7 @@ from herald.http.operation import AnswerFirst, Operation, guarded, services_of, 
 from herald.http.query_model import query_model
 from herald.http.request_body import has_body, raw_body
 from herald.http.responses import json_response, response_id
-from herald.offers import service, templates, writes
+from herald.offers import parsing, service, templates, writes
 from herald.offers.list_query import OffersListQuery
 from herald.offers.requests import OfferArchive, OfferCreate, OfferUpdate
 from herald.offers.schemas import (
@@ -29,10 +29,28 @@ from herald.workspaces.scopes import Scope
 router = APIRouter(prefix="/v5/offers", tags=["offers"])
 
 LIST_OFFERS = Operation("O1", Scope.OFFERS_READ, "offers_read", single_statement=True)
-CREATE_OFFER = Operation("O2", Scope.OFFERS_WRITE, "offers_write", idempotency="required")
-UPDATE_OFFER = Operation("O3", Scope.OFFERS_WRITE, "offers_write", idempotency="required")
+CREATE_OFFER = Operation(
+    "O2",
+    Scope.OFFERS_WRITE,
+    "offers_write",
+    idempotency="required",
+    body_check=lambda _, raw: parsing.check_body(raw, OfferCreate),
+)
+UPDATE_OFFER = Operation(
+    "O3",
+    Scope.OFFERS_WRITE,
+    "offers_write",
+    idempotency="required",
+    body_check=lambda _, raw: parsing.check_body(raw, OfferUpdate),
+)
 LIST_TEMPLATES = Operation("O4", Scope.OFFERS_READ, "offers_read", single_statement=True)
-ARCHIVE_OFFER = Operation("O5", Scope.OFFERS_WRITE, "offers_write", idempotency="required")
+ARCHIVE_OFFER = Operation(
+    "O5",
+    Scope.OFFERS_WRITE,
+    "offers_write",
+    idempotency="required",
+    body_check=lambda _, raw: parsing.check_body(raw, OfferArchive),
+)
 
 # The body is read as a plain JSON object and validated by the service, so that parse errors and
 # rule violations come back together; the OpenAPI still shows the real shape. An absent body counts
