@@ -71,6 +71,10 @@ class Settings:
     metrics: bool = True
     # On SIGTERM, in-flight requests get this long to finish before connections are closed.
     shutdown_timeout_seconds: int = 30
+    # How long an idle kept-alive connection stays open for the client's next request. Behind a
+    # load balancer that keeps connections to its servers, set it above the balancer's idle
+    # timeout: a server closing first races the balancer's next request on that connection.
+    keepalive_seconds: int = 5
     # Run the scheduled-transitions worker inside the API process (`herald serve` turns it on for a
     # one-process SQLite deployment; elsewhere run `herald worker`).
     in_process_worker: bool = False

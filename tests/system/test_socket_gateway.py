@@ -725,3 +725,23 @@ def test_a_control_character_in_a_pipelined_head_is_503_html(
     assert [answer.status for answer in answers][:-1] in ([200], [201])
     assert_gateway_503(answers[-1])
     assert closed
+
+
+def test_an_idle_connection_is_kept_for_the_configured_time(database_url: str, tenant: Tenant) -> None:
+    # HERALD_KEEPALIVE_SECONDS: behind a balancer keeping connections for 60 s, a server closing
+    # them after the framework's 5 s raced the balancer's next request on each.
+    served = serve({**_env(database_url), "HERALD_KEEPALIVE_SECONDS": "3600"}, workers=1)
+    try:
+        with socket.create_connection(("127.0.0.1", served.port), timeout=30) as sock:
+            head = b"GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n"
+            sock.sendall(head)
+            assert sock.recv(65536).startswith(b"HTTP/1.1 200")
+            # Past the framework's own 5 s; a closed connection reads b"" at once.
+            sock.settimeout(6.5)
+            with pytest.raises(TimeoutError):
+                sock.recv(1)
+            sock.settimeout(30)
+            sock.sendall(head)
+            assert sock.recv(65536).startswith(b"HTTP/1.1 200")
+    finally:
+        served.kill()

@@ -65,6 +65,7 @@ def _run(settings: Settings, host: str, port: int, workers: int) -> None:
         # Herald's request middleware writes one line per request (route template, request id).
         access_log=False,
         timeout_graceful_shutdown=settings.shutdown_timeout_seconds,
+        timeout_keep_alive=settings.keepalive_seconds,
         proxy_headers=False,
         # The gateway's answers at the socket (503 for control characters, 431, 408, 400); a class,
         # not a name, is pickled by reference into every worker process.
