@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Path
+from pydantic import BaseModel
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -29,28 +30,23 @@ from herald.workspaces.scopes import Scope
 router = APIRouter(prefix="/v5/offers", tags=["offers"])
 
 LIST_OFFERS = Operation("O1", Scope.OFFERS_READ, "offers_read", single_statement=True)
-CREATE_OFFER = Operation(
-    "O2",
-    Scope.OFFERS_WRITE,
-    "offers_write",
-    idempotency="required",
-    body_check=lambda _, raw: parsing.check_body(raw, OfferCreate),
-)
-UPDATE_OFFER = Operation(
-    "O3",
-    Scope.OFFERS_WRITE,
-    "offers_write",
-    idempotency="required",
-    body_check=lambda _, raw: parsing.check_body(raw, OfferUpdate),
-)
+
+
+def _write_operation(code: str, body: type[BaseModel]) -> Operation:
+    """O2, O3 and O5: an idempotent write whose body's faults are named beside its head's."""
+    return Operation(
+        code,
+        Scope.OFFERS_WRITE,
+        "offers_write",
+        idempotency="required",
+        body_check=lambda _, raw: parsing.check_body(raw, body),
+    )
+
+
+CREATE_OFFER = _write_operation("O2", OfferCreate)
+UPDATE_OFFER = _write_operation("O3", OfferUpdate)
 LIST_TEMPLATES = Operation("O4", Scope.OFFERS_READ, "offers_read", single_statement=True)
-ARCHIVE_OFFER = Operation(
-    "O5",
-    Scope.OFFERS_WRITE,
-    "offers_write",
-    idempotency="required",
-    body_check=lambda _, raw: parsing.check_body(raw, OfferArchive),
-)
+ARCHIVE_OFFER = _write_operation("O5", OfferArchive)
 
 # The body is read as a plain JSON object and validated by the service, so that parse errors and
 # rule violations come back together; the OpenAPI still shows the real shape. An absent body counts
