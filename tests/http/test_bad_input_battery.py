@@ -59,13 +59,15 @@ FEATURES = {
 }
 CAMPAIGN = {"channel": "PUSH", "campaign_delivery_type": "ONE_TIME", "created_by": "owner@example.com"}
 # Routes outside the OpenAPI document on purpose (the process probes); any other hidden route fails.
-# Probes, and the documentation itself (the document, its viewers, the error catalog): no input.
+# Probes, and the documentation itself (the document, its viewers, the error catalog): no input;
+# the viewers' assets take a name from a fixed list (tests/ops/test_served.py).
 UNDOCUMENTED = {
     ("GET", "/healthz"),
     ("GET", "/readyz"),
     ("GET", "/openapi.json"),
     ("GET", "/docs"),
     ("GET", "/redoc"),
+    ("GET", "/docs/assets/{name}"),
     ("GET", "/errors"),
 }
 

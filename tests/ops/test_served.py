@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 import signal
 import sqlite3
 import threading
@@ -156,6 +157,27 @@ class TestMetrics:
         assert "text/plain" in paths["/metrics"]["get"]["responses"]["200"]["content"]
         assert set(paths["/readyz"]["get"]["responses"]) >= {"200", "503"}
         assert "/healthz" in paths
+
+    @pytest.mark.parametrize("page", ["/docs", "/redoc"])
+    def test_documentation_pages_load_nothing_from_elsewhere(self, served: Served, page: str) -> None:
+        # A self-hosted deployment may have no way out (an air-gapped network), and a reader's
+        # visit is nobody else's business: every script, style and icon comes from Herald.
+        html = served.get(page).text
+        linked = re.findall(r"""(?:src|href)=["']([^"']+)["']""", html)
+        assert linked and all(url.startswith("/") and not url.startswith("//") for url in linked), linked
+        assert "https://" not in html and "http://" not in html.replace("http://www.w3.org", "")
+        for url in linked:
+            response = served.get(url)
+            assert response.status_code == 200, url
+            assert response.headers["content-type"].split(";")[0] in {
+                "text/javascript",
+                "application/javascript",
+                "text/css",
+                "image/png",
+            }, url
+        # Only the files the pages link to: nothing else of the package's directory.
+        for other in ("/docs/assets/__init__.py", "/docs/assets/..%2Fcore.py", "/docs/assets/"):
+            assert served.get(other).status_code == 404, other
 
 
 class TestLogs:

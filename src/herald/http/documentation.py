@@ -3,20 +3,34 @@
 Served by Herald rather than by FastAPI's defaults so that the document's `servers` names the address
 the reader used (or `HERALD_BASE_URL`): the document itself is built once per process. Both the
 document and the catalog name the headers with the deployment's token (`HERALD_HEADER_TOKEN`).
+The pages' scripts, styles and icon are served by Herald too (`/docs/assets`, from the
+fastapi-offline package): a self-hosted deployment's pages load nothing from a CDN.
 """
 
 from __future__ import annotations
 
+from importlib.resources import files
 from typing import Any
 
 from fastapi import FastAPI
 from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse
+from starlette.responses import FileResponse, HTMLResponse, JSONResponse
 
+from herald.errors import NotFound
 from herald.http import base_url, error_catalog
 
 OPENAPI_URL = "/openapi.json"
+ASSETS_URL = "/docs/assets"
+# The assets change with Herald's dependencies only: a day in the reader's cache.
+_CACHED = {"Cache-Control": "public, max-age=86400"}
+# The files the pages link to, by name: nothing else of the package's directory is served.
+_ASSETS = {
+    "swagger-ui-bundle.js": "text/javascript",
+    "swagger-ui.css": "text/css",
+    "redoc.standalone.js": "text/javascript",
+    "favicon.png": "image/png",
+}
 
 
 def install(app: FastAPI) -> None:
@@ -31,11 +45,32 @@ def install(app: FastAPI) -> None:
 
     @app.get("/docs", include_in_schema=False)
     async def swagger_ui() -> HTMLResponse:
-        return get_swagger_ui_html(openapi_url=OPENAPI_URL, title=f"{app.title} - docs")
+        return get_swagger_ui_html(
+            openapi_url=OPENAPI_URL,
+            title=f"{app.title} - docs",
+            swagger_js_url=f"{ASSETS_URL}/swagger-ui-bundle.js",
+            swagger_css_url=f"{ASSETS_URL}/swagger-ui.css",
+            swagger_favicon_url=f"{ASSETS_URL}/favicon.png",
+        )
 
     @app.get("/redoc", include_in_schema=False)
     async def redoc() -> HTMLResponse:
-        return get_redoc_html(openapi_url=OPENAPI_URL, title=f"{app.title} - ReDoc")
+        return get_redoc_html(
+            openapi_url=OPENAPI_URL,
+            title=f"{app.title} - ReDoc",
+            redoc_js_url=f"{ASSETS_URL}/redoc.standalone.js",
+            redoc_favicon_url=f"{ASSETS_URL}/favicon.png",
+            with_google_fonts=False,
+        )
+
+    assets = files("fastapi_offline") / "static"
+
+    @app.get(ASSETS_URL + "/{name}", include_in_schema=False)
+    async def docs_asset(name: str) -> FileResponse:
+        media_type = _ASSETS.get(name)
+        if media_type is None:
+            raise NotFound()
+        return FileResponse(str(assets / name), media_type=media_type, headers=_CACHED)
 
     @app.get("/errors", include_in_schema=False)
     async def errors() -> HTMLResponse:
