@@ -44,6 +44,8 @@ class ReceivedMail:
     mail_from: str
     rcpt_tos: list[str]
     message: EmailMessage
+    mail_options: list[str] = field(default_factory=list)  # the MAIL command's (SMTPUTF8, BODY=)
+    raw: bytes = b""  # the data as it came
 
     @property
     def html(self) -> str:
@@ -85,7 +87,15 @@ class MailSink:
     async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
         parsed = message_from_bytes(envelope.content, policy=policy.default)
         assert isinstance(parsed, EmailMessage)
-        self.received.append(ReceivedMail(envelope.mail_from, list(envelope.rcpt_tos), parsed))
+        self.received.append(
+            ReceivedMail(
+                envelope.mail_from,
+                list(envelope.rcpt_tos),
+                parsed,
+                list(envelope.mail_options),
+                envelope.content,
+            )
+        )
         return "250 Message accepted"
 
 
@@ -106,10 +116,12 @@ def start_smtp(
     tls_context: ssl.SSLContext | None = None,
     implicit_tls: bool = False,
     credentials: tuple[str, str] | None = None,
+    smtputf8: bool = False,
 ) -> SmtpServer:
-    """An SMTP server; with `tls_context` it offers STARTTLS (required), or speaks TLS at once."""
+    """An SMTP server; with `tls_context` it offers STARTTLS (required), or speaks TLS at once.
+    `smtputf8`: it offers SMTPUTF8 (and refuses the MAIL command that asks for it otherwise)."""
     sink = MailSink()
-    kwargs: dict[str, Any] = {}
+    kwargs: dict[str, Any] = {"enable_SMTPUTF8": smtputf8}
     if tls_context is not None and implicit_tls:
         kwargs["ssl_context"] = tls_context
     elif tls_context is not None:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncio
 from datetime import UTC, datetime
-from email import message_from_bytes, policy
+from email import message_from_bytes, message_from_string, policy
+from email.header import decode_header, make_header
 from email.message import EmailMessage
 from typing import Any
 
@@ -391,3 +392,102 @@ class TestWebhook:
         assert not outcome.sent
         assert outcome.connector_down
         assert "hidden" not in (outcome.reason or "")
+
+
+class TestSmtpInternationalAddresses:
+    """Addresses beyond ASCII go in UTF-8 where the server offers SMTPUTF8 (RFC 6531/6532), and in
+    the form it can carry where it does not: the extension is never asked of a server without it."""
+
+    async def test_a_reply_to_beyond_ascii_is_one_address_in_utf8(self) -> None:
+        server = start_smtp(smtputf8=True)
+        try:
+            content = {**EMAIL, "reply_to_address": "réponse@bücher.example"}
+            outcome = await send_smtp(_smtp(server), {}, _envelope(content), 5)
+        finally:
+            server.controller.stop()
+        assert outcome.sent, outcome.reason
+        [mail] = server.received
+        assert "SMTPUTF8" in mail.mail_options
+        # Not an encoded word inside the address (RFC 2047 §5), which readers would reply to.
+        assert "Reply-To: réponse@bücher.example".encode() in mail.raw
+        # RFC 6532 headers are UTF-8: read as text (the bytes parser keeps them as escapes).
+        parsed = message_from_string(mail.raw.decode(), policy=policy.default)
+        assert parsed["Reply-To"].addresses[0].addr_spec == "réponse@bücher.example"
+
+    async def test_without_smtputf8_a_domain_goes_in_its_ascii_form(self, smtp_server: SmtpServer) -> None:
+        content = {**EMAIL, "reply_to_address": "help@bücher.example", "cc_ids": ["cc@bücher.example"]}
+        envelope = _envelope(content, test=False)
+        envelope.recipient.address = "ana@bücher.example"
+        outcome = await send_smtp(_smtp(smtp_server, **LOGIN), PASSWORD, envelope, 5)
+        assert outcome.sent, outcome.reason
+        [mail] = smtp_server.received
+        assert "SMTPUTF8" not in mail.mail_options
+        assert mail.rcpt_tos == ["ana@xn--bcher-kva.example", "cc@xn--bcher-kva.example", "bcc@shop.example"]
+        assert (mail.message["To"], mail.message["Reply-To"]) == (
+            "ana@xn--bcher-kva.example",
+            "help@xn--bcher-kva.example",
+        )
+        assert mail.raw.isascii()
+
+    async def test_without_smtputf8_a_copy_it_cannot_carry_is_left_out(self, smtp_server: SmtpServer) -> None:
+        # The user's own mail goes: a cc the server cannot take is no failure of it (as one refused).
+        content = {**EMAIL, "cc_ids": ["jörg@example.com", "cc@shop.example"]}
+        outcome = await send_smtp(_smtp(smtp_server, **LOGIN), PASSWORD, _envelope(content, test=False), 5)
+        assert outcome.sent, outcome.reason
+        [mail] = smtp_server.received
+        assert mail.rcpt_tos == ["ana@example.com", "cc@shop.example", "bcc@shop.example"]
+        assert mail.message["Cc"] == "cc@shop.example"
+
+    @pytest.mark.parametrize(
+        ("field", "address", "role"),
+        [
+            ("recipient", "jörg@example.com", "recipient"),
+            ("reply_to_address", "réponse@example.com", "reply-to"),
+        ],
+    )
+    async def test_without_smtputf8_an_address_it_cannot_carry_fails_the_message_for_good(
+        self, smtp_server: SmtpServer, field: str, address: str, role: str
+    ) -> None:
+        envelope = _envelope({**EMAIL, field: address} if field != "recipient" else EMAIL)
+        if field == "recipient":
+            envelope.recipient.address = address
+        outcome = await send_smtp(_smtp(smtp_server, **LOGIN), PASSWORD, envelope, 5)
+        assert (outcome.sent, outcome.transient) == (False, False)
+        assert f"does not offer SMTPUTF8, which the {role} address '{address}' needs" in str(outcome.reason)
+        assert smtp_server.received == []
+
+
+class TestSmtpHeaderLines:
+    async def test_the_first_message_of_a_connection_goes_8bit_where_the_server_takes_it(self) -> None:
+        # No login: nothing else greets the server before the first message.
+        server = start_smtp()
+        content = {**EMAIL, "html_content": "<p>Grüße</p>"}
+        sessions = SmtpSessions()
+        try:
+            for _ in range(2):
+                outcome = await sessions.send("c", _smtp(server), {}, _envelope(content), 5)
+                assert outcome.sent, outcome.reason
+        finally:
+            await sessions.close()
+            server.controller.stop()
+        assert [mail.mail_options for mail in server.received] == [["BODY=8BITMIME"]] * 2
+
+    async def test_a_sender_name_without_spaces_is_folded_under_998_octets(
+        self, smtp_server: SmtpServer
+    ) -> None:
+        name = "S" * 1200
+        outcome = await send_smtp(
+            _smtp(smtp_server, **LOGIN), PASSWORD, _envelope({**EMAIL, "sender_name": name}), 5
+        )
+        assert outcome.sent, outcome.reason
+        [mail] = smtp_server.received
+        assert max(map(len, mail.raw.split(b"\r\n"))) <= 998
+        # Encoded words next to each other are one text (RFC 2047 §6.2), as mail readers show them.
+        raw_from = message_from_bytes(mail.raw, policy=policy.compat32)["From"]
+        assert str(make_header(decode_header(raw_from))) == f"{name} <news@shop.example>"
+
+    def test_control_characters_are_left_out_of_headers(self) -> None:
+        message = build_email(
+            _envelope({**EMAIL, "subject": "Sale\x07\x1b[31m now\x7f", "sender_name": "Sh\x07op"})
+        )
+        assert (message["Subject"], message["From"]) == ("Sale[31m now", "Shop <news@shop.example>")

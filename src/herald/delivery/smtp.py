@@ -35,8 +35,10 @@ from html.parser import HTMLParser
 from typing import Any
 
 import aiosmtplib
+import idna
 from aiosmtplib.email import extract_addresses, extract_recipients, extract_sender, flatten_message
 
+from herald.control_characters import CONTROL
 from herald.delivery.config import (
     DEFAULT_SESSION_MESSAGES,
     Security,
@@ -116,8 +118,9 @@ def plain_text(html: str) -> str:
 
 
 def _one_line(value: object) -> str:
-    # A header value never spans lines: a CR or LF from content would inject headers.
-    return " ".join(str(value).split()) if value is not None else ""
+    # A header value never spans lines: a CR or LF from content would inject headers. The other
+    # control characters (a BEL, an ESC) are no text a header may carry (RFC 5322 §2.2): left out.
+    return CONTROL.sub("", " ".join(str(value).split())) if value is not None else ""
 
 
 # What opens an RFC 2047 encoded word. A header text holding one is decoded when the header is
@@ -127,6 +130,9 @@ def _one_line(value: object) -> str:
 # (RFC 2047 §5: text that could be taken for an encoded word is encoded), so that the reader
 # shows the text the outbox records.
 _ENCODED_WORD = "=?"
+# A display name with a run this long could not be folded at its spaces: encoded words can (a
+# header line holds at most 998 octets, RFC 5322 §2.1.1).
+_LONGEST_WORD = 76
 
 
 def _encoded(text: str, header: str) -> str:
@@ -145,8 +151,9 @@ def _set_from(message: EmailMessage, name: str, address: str) -> None:
     """The From mailbox: a display name with commas, quotes, `<>` or `()` (and non-ASCII) encoded as
     one name. A `formataddr` string assigned to the header was parsed again, and a name such as
     `Shop, Inc. "Best" Ü` came out as two addresses. A name that could be taken for an encoded
-    word is encoded whole, the address on a line of its own (`_ENCODED_WORD`)."""
-    if _ENCODED_WORD in name:
+    word, or with a run too long to fold (`_LONGEST_WORD`), is encoded whole, the address on a
+    line of its own (`_ENCODED_WORD`)."""
+    if _ENCODED_WORD in name or max(map(len, name.split()), default=0) > _LONGEST_WORD:
         message.set_raw("From", f"{_encoded(name, 'From')}\n <{address}>")
         return
     try:
@@ -155,22 +162,50 @@ def _set_from(message: EmailMessage, name: str, address: str) -> None:
         message["From"] = formataddr((name, address))  # an address the parser refuses: as it was given
 
 
-def build_email(envelope: Envelope) -> EmailMessage:
+def _carried(address: str, smtputf8: bool) -> str | None:
+    """`address` as the server carries it: as it is where the server offers SMTPUTF8 (or it is
+    ASCII); else an internationalized domain in its ASCII form (IDNA), or None when the local part
+    is not ASCII (no form of it is: RFC 6531 §3.2, the extension is never used with a server that
+    does not offer it)."""
+    if smtputf8 or address.isascii():
+        return address
+    local, at, domain = address.rpartition("@")
+    if not at or not local.isascii():
+        return None
+    try:
+        return f"{local}@{idna.encode(domain, uts46=True).decode('ascii')}"
+    except idna.IDNAError:
+        return None
+
+
+def _needed(address: str, role: str, smtputf8: bool) -> str:
+    carried = _carried(address, smtputf8)
+    if carried is None:
+        raise ValueError(
+            f"the SMTP server does not offer SMTPUTF8, which the {role} address '{address}' needs"
+        )
+    return carried
+
+
+def build_email(envelope: Envelope, smtputf8: bool = True) -> EmailMessage:
     """The MIME message for `envelope`. Test sends go to the test recipient only (no cc/bcc).
-    Raises ValueError when the recipient's address would be read as another mailbox, or a header
-    would span lines."""
+    `smtputf8`: whether the server takes addresses in UTF-8 (else each as `_carried`; a cc or bcc
+    that cannot be is left out, as one the server refuses would be). Raises ValueError when the
+    recipient's address would be read as another mailbox, the server cannot carry the sender's,
+    the recipient's or the reply-to address, or a header would span lines."""
     content = envelope.message
-    from_address = _one_line(content.get("from_address"))
+    from_address = _needed(_one_line(content.get("from_address")), "sender", smtputf8)
     message = EmailMessage()
     _set_from(message, _one_line(content.get("sender_name")), from_address)
-    recipient = _one_line(envelope.recipient.address)
+    recipient = _needed(_one_line(envelope.recipient.address), "recipient", smtputf8)
     message["To"] = recipient
     if content.get("reply_to_address"):
-        message["Reply-To"] = _one_line(content["reply_to_address"])
+        message["Reply-To"] = _needed(_one_line(content["reply_to_address"]), "reply-to", smtputf8)
     if not envelope.is_test:
         for header, key in (("Cc", "cc_ids"), ("Bcc", "bcc_ids")):
-            if content.get(key):
-                message[header] = ", ".join(_one_line(address) for address in content[key])
+            copies = [_carried(_one_line(address), smtputf8) for address in content.get(key) or ()]
+            if kept := [address for address in copies if address is not None]:
+                message[header] = ", ".join(kept)
     _set_subject(message, _one_line(content.get("subject")))
     message["Date"] = format_datetime(envelope.now)
     domain = from_address.rpartition("@")[2] or "herald.invalid"
@@ -244,7 +279,6 @@ class SmtpSessions:
             return Outcome(False, unverified)
         try:
             message = build_email(envelope)
-            primary = _one_line(envelope.recipient.address)  # the To address (`build_email` checks)
         except (ValueError, TypeError) as exc:
             return Outcome(False, f"The message cannot be built: {exc}")
         idle = self._idle.setdefault(key, [])
@@ -257,7 +291,7 @@ class SmtpSessions:
                 async with asyncio.timeout_at(deadline):
                     if connection is None:
                         connection = _Connection(await _connect(settings, secrets, time_limit))
-                    outcome = await _send_on(connection, message, primary)
+                    outcome = await _send_on(connection, envelope, message)
             except _Stale as stale:
                 _drop(connection)
                 if reused:
@@ -326,14 +360,25 @@ async def _close(connection: _Connection) -> None:
         connection.client.close()
 
 
-async def _send_on(connection: _Connection, message: EmailMessage, primary: str) -> Outcome:
+async def _send_on(connection: _Connection, envelope: Envelope, message: EmailMessage) -> Outcome:
     """One message over an open connection; connection failures are raised to the caller.
 
     Only the primary recipient (To) decides the outcome: a cc or bcc address the server refuses is
     not a failure of the user's message, which was accepted for the user (retrying it would send
     the user the same mail again). The user's address is named first, and when the server refuses
     it the transaction ends there: a copy that went out while the user's own mail did not (again
-    with each retry of a refusal for now) would reach the copies' readers alone."""
+    with each retry of a refusal for now) would reach the copies' readers alone.
+
+    The message is made for the server's extensions, known once it is greeted: without SMTPUTF8,
+    its addresses as `_carried` (a cc or bcc it cannot carry left out, as one it refuses)."""
+    client = connection.client
+    await _greeted(client)
+    if not client.supports_extension("SMTPUTF8") and not all(map(str.isascii, _addresses(message))):
+        try:
+            message = build_email(envelope, smtputf8=False)
+        except (ValueError, TypeError) as exc:
+            return Outcome(False, f"The message cannot be sent: {exc}")
+    primary = _primary_address(message)
     try:
         refused = await _transmit(connection.client, message, primary)
     except ValueError as exc:
@@ -364,11 +409,9 @@ async def _transmit(
     if sender is None:
         raise ValueError("it has no From address")
     copies = [address for address in extract_recipients(message) if address != primary]
-    try:
-        "".join([sender, primary, *copies]).encode("ascii")
-        utf8 = False
-    except UnicodeEncodeError:
-        utf8 = True  # a server without SMTPUTF8 refuses the MAIL command: a message error
+    # Every address header's too (Reply-To): written in UTF-8 under SMTPUTF8 (RFC 6532), since an
+    # address may hold no encoded word (RFC 2047 §5). `_send_on` made the message for the server.
+    utf8 = not all(map(str.isascii, _addresses(message)))
     eight_bit = client.supports_extension("8BITMIME")
     options = ["SMTPUTF8"] if utf8 else []
     if eight_bit:
@@ -398,6 +441,32 @@ async def _transmit(
     if refusal is not None:
         await _reset(client)
     return refusal
+
+
+async def _greeted(client: aiosmtplib.SMTP) -> None:
+    """EHLO (HELO where the server does not take it) on a new connection, as the MAIL command
+    would: the server's extensions are then known to the message's first command (`8BITMIME`
+    was asked of a connection not yet greeted, and its first message went as 7bit). A kept
+    connection closed while idle is found out here (`_Stale`)."""
+    if not client.is_ehlo_or_helo_needed:
+        return
+    try:
+        try:
+            await client.ehlo()
+        except aiosmtplib.SMTPHeloError:
+            await client.helo()
+    except (aiosmtplib.SMTPServerDisconnected, ConnectionError) as exc:
+        raise _Stale from exc
+
+
+def _addresses(message: EmailMessage) -> list[str]:
+    """The addresses of every address header of `message`."""
+    return [
+        address
+        for header in ("From", "To", "Reply-To", "Cc", "Bcc")
+        if (value := message[header]) is not None
+        for address in extract_addresses(value)
+    ]
 
 
 async def _reset(client: aiosmtplib.SMTP) -> None:
