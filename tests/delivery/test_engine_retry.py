@@ -19,11 +19,14 @@ from typer.testing import CliRunner
 
 from herald import wake
 from herald.campaigns import worker
+from herald.campaigns.schemas.common import Channel
 from herald.cli import app as cli
 from herald.clock import FrozenClock
 from herald.config import Settings
+from herald.delivery import outbox
 from herald.delivery.config import ConnectorInput
 from herald.delivery.engine.throttle import WINDOW as THROTTLE_WINDOW
+from herald.delivery.messages import Envelope, Outcome, Recipient, Slot
 from herald.delivery.models import OutboxEntry
 from herald.delivery.streaks import Streaks
 from herald.services import Services
@@ -135,6 +138,73 @@ class TestWebhook:
         assert (row.status, row.attempts, row.next_attempt_at) == ("SENT", 2, None)
         run = await _run(await stats(client, workspace, campaign_id))
         assert (run["status"], run["pending"], run["sent"], run["failed"]) == ("DONE", 0, 1, 0)
+
+    async def test_the_wait_runs_from_the_failed_answer_not_from_the_attempts_start(
+        self,
+        app: FastAPI,
+        client: httpx.AsyncClient,
+        workspace: Tenant,
+        webhook: HttpReceiver,
+        clock: FrozenClock,
+    ) -> None:
+        # A receiver slow to fail (up to the time limit) had its message due again as it failed.
+        await push_connector(app, workspace, webhook)
+        await add_users(app, workspace.workspace_id, *_android("ana"))
+        webhook.status = 503
+        webhook.hold()
+        await publish(client, workspace, PUSH)
+        services: Services = app.state.herald
+        # The worker's clock moves during its tick (as a worker process's does).
+        sending = asyncio.create_task(
+            worker.run_tick(
+                services.database,
+                clock.now(),
+                [workspace.workspace_id],
+                services.settings,
+                clock=services.clock,
+                streaks=Streaks(),
+            )
+        )
+        assert await asyncio.to_thread(webhook.entered.wait, 10)
+        clock.advance(seconds=8)  # the receiver takes 8 s to answer
+        answered = clock.now()
+        webhook.release()
+        await sending
+        [row] = await outbox_rows(app, workspace)
+        assert (row.status, row.attempts, row.next_attempt_at) == ("PENDING", 1, answered + RETRY)
+
+    async def test_a_message_not_handed_over_keeps_its_last_attempts_reason(
+        self,
+        app: FastAPI,
+        client: httpx.AsyncClient,
+        workspace: Tenant,
+        webhook: HttpReceiver,
+        clock: FrozenClock,
+    ) -> None:
+        # Not handed over the next time (its connector down earlier in that batch): the row still
+        # says why its attempt failed, not only that nothing was tried this time.
+        await push_connector(app, workspace, webhook)
+        await add_users(app, workspace.workspace_id, *_android("ana"))
+        webhook.status = 503
+        await publish(client, workspace, PUSH)
+        await tick(app, workspace)
+        [row] = await outbox_rows(app, workspace)
+        slot = Slot(Channel.PUSH, None, "default", "variation_1")
+        envelope = Envelope(
+            row.id, row.workspace_id, row.campaign_id, False, slot, Recipient("ana", "t"), {}, clock.now()
+        )
+        down = Outcome(
+            False, "Not attempted: connector 'hooks' failed earlier", transient=True, attempted=False
+        )
+        services: Services = app.state.herald
+        due = clock.now() + RETRY
+        await outbox.record_settled(services.database, [outbox.Settled(envelope, down, due, 1)], clock.now())
+        [row] = await outbox_rows(app, workspace)
+        assert (row.status, row.attempts, row.failure_reason) == ("PENDING", 1, "The webhook answered 503.")
+        # One never attempted says why it waits.
+        await outbox.record_settled(services.database, [outbox.Settled(envelope, down, due, 0)], clock.now())
+        [row] = await outbox_rows(app, workspace)
+        assert (row.attempts, row.failure_reason) == (0, down.reason)
 
     async def test_a_retry_keeps_the_messages_first_moment_and_push_expiry(
         self,

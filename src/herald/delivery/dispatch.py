@@ -277,11 +277,14 @@ class Dispatcher:
         requests = await self._attempt_many(
             window.connector, [envelopes[index] for index in todo], window.tally, senders, halt
         )
+        # A retry's wait runs from the answer, not from the window's start: a request that took
+        # the whole time limit to fail was otherwise due again as soon as it failed.
+        answered = self._clock.now()
         indexes = iter(todo)
         for outcome, count in requests:
             for index in itertools.islice(indexes, count):
                 number = attempts[index].number
-                final = self._settle(window.connector, number, outcome, window.began)
+                final = self._settle(window.connector, number, outcome, answered)
                 # A message never handed to the connector (halted, or its connector down earlier
                 # in the window) used no attempt: the row's count goes back to the attempts made.
                 made = None if final.attempted else number - 1

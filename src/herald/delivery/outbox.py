@@ -456,9 +456,13 @@ async def _record_settled(
     for item in settled:
         if item.outcome.sent:
             continue
-        values: dict[str, Any] = {"failure_reason": item.outcome.reason, "updated_at": now}
+        values: dict[str, Any] = {"updated_at": now}
         if item.attempts is not None:
             values["attempts"] = item.attempts
+        if not item.attempts or item.outcome.attempted:
+            # A message not handed over after attempts made keeps the last one's reason (why it
+            # is waiting for another); "not attempted" says nothing of what became of it.
+            values["failure_reason"] = item.outcome.reason
         if item.retry_at is not None:
             values["next_attempt_at"] = item.retry_at
         else:
