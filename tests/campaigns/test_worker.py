@@ -15,8 +15,11 @@ import httpx
 import pytest
 from asgi_lifespan import LifespanManager
 from fastapi import FastAPI
+from sqlalchemy import select
 
+from herald import wake
 from herald.campaigns import worker
+from herald.campaigns.models import Campaign
 from herald.campaigns.schemas.common import CampaignStatus
 from herald.clock import FrozenClock
 from herald.config import Settings
@@ -392,3 +395,33 @@ async def test_a_stopping_worker_finishes_the_batch_in_hand_and_takes_no_other(
     assert applied == 3
     assert [await status(client, first, campaign_id) for campaign_id in batch] == ["ACTIVE"] * 3
     assert await status(client, second, waiting) == "SCHEDULED"
+
+
+async def test_a_campaign_a_writer_holds_is_looked_at_again_in_a_moment(
+    app: FastAPI,
+    client: httpx.AsyncClient,
+    settings: Settings,
+    clock: FrozenClock,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A tick passes over a row a writer holds (SKIP LOCKED on PostgreSQL): the campaign's step is
+    tried again a moment later, not at the next poll (an ASAP publish waited 15 s when a patch held
+    its row as the publish's wake-up tick came)."""
+    if not settings.database_url.startswith("postgresql"):
+        pytest.skip("SQLite has no row locks: a tick waits for the writer")
+    ws = await h.workspace(app)
+    campaign_id = await h.create(client, ws, PAYLOADS["push_multi_locale_ab"])
+    await h.publish(client, ws, campaign_id)
+    monkeypatch.setattr(wake, "_due_at", None)
+    writer = create_database(settings)
+    try:
+        async with writer.writer() as session:
+            await session.execute(
+                select(Campaign.id).where(Campaign.campaign_id == campaign_id).with_for_update()
+            )
+            assert await worker.tick(app.state.herald.database, clock.now(), [ws.workspace_id]) == []
+        assert wake.next_noted(clock.now()) == clock.now() + worker.LOCKED_RETRY
+    finally:
+        await writer.dispose()
+    clock.advance(worker.LOCKED_RETRY)
+    assert await tick(app, ws) == 2  # ACTIVE → SENDING → SENT (nobody to send to)

@@ -25,7 +25,7 @@ import math
 import time
 from collections.abc import AsyncIterator, Coroutine, Iterable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from sqlalchemy import ColumnElement, Select, and_, bindparam, func, or_, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -42,13 +42,16 @@ from herald.delivery.engine.models import DEFERRED, ExecutionUser
 from herald.delivery.engine.tick import run_event_lanes, run_executions
 from herald.delivery.streaks import Streaks
 from herald.ops import metrics
-from herald.wake import heard, listening, named_first, named_for_events, next_noted, waiting
+from herald.wake import due_at, heard, listening, named_first, named_for_events, next_noted, waiting
 from herald.workspaces.models import Workspace
 
 log = logging.getLogger("herald.worker")
 
 _S = CampaignStatus
 BATCH = 500  # due rows taken per workspace and tick; the rest wait for the next tick
+# A due campaign a tick passed over (its row locked by a writer: SKIP LOCKED) is looked at again
+# this much later, not at the next poll.
+LOCKED_RETRY = timedelta(seconds=1)
 
 
 @dataclass(frozen=True)
@@ -107,17 +110,18 @@ async def _step(
     return True
 
 
-async def _anything_due(database: Database, workspace_id: str, now: datetime) -> bool:
+async def _due_ids(database: Database, workspace_id: str, now: datetime) -> set[str]:
     # A plain read first: most workspaces have nothing due, and on SQLite a write transaction
     # would make the API's writers wait for nothing.
     async with database.reader() as session:
-        query = select(Campaign.id).where(*_due(workspace_id, now)).limit(1)
-        return (await session.execute(query)).first() is not None
+        query = select(Campaign.id).where(*_due(workspace_id, now)).order_by(Campaign.id).limit(BATCH)
+        return set((await session.scalars(query)).all())
 
 
 async def _tick_workspace(database: Database, workspace_id: str, now: datetime) -> list[Applied]:
     applied: list[Applied] = []
-    if not await _anything_due(database, workspace_id, now):
+    due = await _due_ids(database, workspace_id, now)
+    if not due:
         return applied
     async with database.writer() as session:
         query = (
@@ -134,9 +138,8 @@ async def _tick_workspace(database: Database, workspace_id: str, now: datetime) 
             .limit(BATCH)
             .with_for_update(skip_locked=True)
         )
-        for row_id, status, delivery_type, begins_at, expiry_at, sent_time in (
-            await session.execute(query)
-        ).all():
+        rows = (await session.execute(query)).all()
+        for row_id, status, delivery_type, begins_at, expiry_at, sent_time in rows:
             before = CampaignStatus(status)
             timing = Timing(delivery_type, before, begins_at, expiry_at, sent_time)
             for after in due_steps(timing, now):
@@ -145,6 +148,10 @@ async def _tick_workspace(database: Database, workspace_id: str, now: datetime) 
                 applied.append(Applied(workspace_id, row_id, before, after))
                 before = after
         await session.commit()
+    if due - {row.id for row in rows}:
+        # Passed over, locked by a writer (SKIP LOCKED): a publish's ASAP start waited the whole
+        # poll (15 s) when a write held its row as the tick came, the publish's wake-up spent.
+        due_at(now + LOCKED_RETRY)
     return applied
 
 
