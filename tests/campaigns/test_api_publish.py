@@ -11,9 +11,13 @@ from typing import Any
 import httpx
 import pytest
 from fastapi import FastAPI
+from sqlalchemy import select
 
 from herald.campaigns import review, worker
+from herald.campaigns.models import Campaign
 from herald.clock import FrozenClock
+from herald.config import Settings
+from herald.db import create_database
 from herald.delivery import connectors as delivery_connectors
 from herald.delivery.config import ConnectorInput
 from herald.workspaces.scopes import Scope
@@ -887,6 +891,38 @@ class TestVersioning:
             assert [a.status_code for a in answers] == [204] * 5 + [200, 200], [a.text for a in answers]
             rows = await h.stored(app, ws, campaign_id)
             assert {row.status for row in rows} == {"PAUSED" if action == "PAUSE" else "SCHEDULED"}
+
+    async def test_an_earlier_version_held_by_a_queued_write_takes_the_status_once_free(
+        self, app: FastAPI, client: httpx.AsyncClient, ws: Tenant, settings: Settings
+    ) -> None:
+        # A write queued for a version a publish replaced keeps its row while it waits for the new
+        # latest one; a PAUSE meanwhile passes that row over (waiting closed a deadlock). The
+        # version kept its old status for good when that write then ended without moving the
+        # campaign (refused, or a patch): versions 19 and 20 of a PAUSED campaign read ACTIVE.
+        if not settings.database_url.startswith("postgresql"):
+            pytest.skip("SQLite has one writer at a time: no row is held by another")
+        campaign_id = await self._live(client, ws, "push_event_triggered_delay")
+        content = variant(
+            PAYLOADS["push_event_triggered_delay"]["campaign_content"],
+            {"content.push.android.basic_details.title": "v2"},
+        )
+        await h.publish(client, ws, campaign_id, {"campaign_content": content})
+        first = (await h.stored(app, ws, campaign_id))[0]
+        other = create_database(settings)
+        try:
+            async with other.writer() as queued:  # holds version 1, as the queued write does
+                await queued.execute(select(Campaign.id).where(Campaign.id == first.id).with_for_update())
+                assert (await h.action(client, ws, campaign_id, "PAUSE")).status_code == 200
+                assert [row.status for row in await h.stored(app, ws, campaign_id)] == ["SCHEDULED", "PAUSED"]
+            # The write ends (rolled back) without moving the campaign: the version follows it now.
+            for _ in range(500):  # a bound against hanging, not a speed assertion
+                if {row.status for row in await h.stored(app, ws, campaign_id)} == {"PAUSED"}:
+                    break
+                await asyncio.sleep(0.01)
+            rows = await h.stored(app, ws, campaign_id)
+            assert [(row.status, row.paused_from) for row in rows] == [("PAUSED", "SCHEDULED")] * 2
+        finally:
+            await other.dispose()
 
     async def test_concurrent_publishes_of_changes_leave_one_version_line(
         self, app: FastAPI, client: httpx.AsyncClient, ws: Tenant

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import asyncio
+import logging
+from collections.abc import Coroutine, Iterable
 from datetime import datetime
 from functools import cache
 from typing import Any
@@ -16,6 +18,7 @@ from sqlalchemy import (
     Table,
     bindparam,
     delete,
+    event,
     func,
     insert,
     select,
@@ -24,7 +27,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 from sqlalchemy.orm import aliased
 
 from herald.campaigns.models import Campaign, CampaignRequestId, CampaignTag, StoredCampaign
@@ -32,6 +35,8 @@ from herald.db import UTCDateTime
 from herald.direct_reads import rows_in
 from herald.direct_writes import Transaction, execute_in, execute_many_in
 from herald.joined_writes import ClaimedRead, ClaimedStatement, Joined, execute_with
+
+log = logging.getLogger(__name__)
 
 _CAMPAIGNS = typed(Table, Campaign.__table__)
 # The latest version of a campaign by its `campaign_id` (parameters `workspace_id`, `campaign_id`).
@@ -77,26 +82,71 @@ async def align_earlier_versions(
     The caller holds the latest version's row. An earlier version's row held by another transaction
     is left as it is (SKIP LOCKED): on PostgreSQL a write that queued for a version that a publish
     then replaced keeps that row locked while it waits for the new latest one, and waiting for it
-    here closed a deadlock. That transaction, or the next move, aligns it: a new version aligns
-    every earlier one (`publish`)."""
+    here closed a deadlock. Once the caller commits, such a row is aligned by `_realign`, which
+    waits for it holding nothing else."""
     moved = {name: value for name, value in values.items() if name in LIFECYCLE_COLUMNS}
     latest, earlier = aliased(Campaign), aliased(Campaign)
     of_row = select(latest.campaign_id).where(latest.workspace_id == workspace_id, latest.id == row_id)
+    campaign_id = of_row.scalar_subquery()
+    of_campaign = (earlier.workspace_id == workspace_id, earlier.campaign_id == campaign_id)
     free = (
-        select(earlier.id)
-        .where(
-            earlier.workspace_id == workspace_id,
-            earlier.campaign_id == of_row.scalar_subquery(),
-            earlier.is_latest.is_(False),
-        )
-        .with_for_update(skip_locked=True)
+        select(earlier.id).where(*of_campaign, earlier.is_latest.is_(False)).with_for_update(skip_locked=True)
     )
-    await session.execute(
+    result = await session.execute(
         update(Campaign)
         .where(Campaign.workspace_id == workspace_id, Campaign.id.in_(free))
         .values(**moved)
         .execution_options(synchronize_session=False)
     )
+    if session.get_bind().dialect.name != "postgresql":
+        return  # one writer at a time: no row is ever held by another
+    count = select(func.count()).select_from(earlier).where(*of_campaign, earlier.is_latest.is_(False))
+    if (await session.scalar(count) or 0) > getattr(result, "rowcount", 0):
+        bind, name = session.bind, await session.scalar(of_row)
+        engine = bind.engine if isinstance(bind, AsyncConnection) else bind
+        event.listen(
+            session.sync_session,
+            "after_commit",
+            lambda _: _in_background(_realign(AsyncSession(engine), workspace_id, str(name))),
+            once=True,
+        )
+
+
+# Realignments under way: the loop keeps only a weak reference to a task.
+_REALIGNING: set[asyncio.Task[None]] = set()
+
+
+def _in_background(work: Coroutine[Any, Any, None]) -> None:
+    task = asyncio.get_running_loop().create_task(work)
+    _REALIGNING.add(task)
+    task.add_done_callback(_REALIGNING.discard)
+
+
+async def _realign(session: AsyncSession, workspace_id: str, campaign_id: str) -> None:
+    """The earlier versions of a campaign given its latest version's lifecycle columns, in a
+    transaction of its own: their rows waited for (their holders wait for the latest version,
+    whose holders never wait for an earlier one), then the latest version read as it then is.
+    Upkeep after a commit: a failure is logged, not raised."""
+    earlier = (Campaign.workspace_id == workspace_id, Campaign.campaign_id == campaign_id)
+    columns = [getattr(Campaign, name) for name in sorted(LIFECYCLE_COLUMNS)]
+    try:
+        async with session, session.begin():
+            held = select(Campaign.id).where(*earlier, Campaign.is_latest.is_(False)).order_by(Campaign.id)
+            ids = list((await session.scalars(held.with_for_update())).all())
+            now = (
+                await session.execute(
+                    select(*columns).where(*earlier, Campaign.is_latest).with_for_update(read=True)
+                )
+            ).first()
+            if ids and now is not None:
+                await session.execute(
+                    update(Campaign)
+                    .where(Campaign.workspace_id == workspace_id, Campaign.id.in_(ids))
+                    .values(dict(zip(sorted(LIFECYCLE_COLUMNS), now, strict=True)))
+                    .execution_options(synchronize_session=False)
+                )
+    except Exception:
+        log.exception("could not align the earlier versions of campaign %s", campaign_id)
 
 
 async def get_latest(
