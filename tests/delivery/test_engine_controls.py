@@ -363,6 +363,45 @@ class TestFrequencyCaps:
         await tick(app, workspace)
         assert receivers(webhook) == users
 
+    async def test_a_message_counts_from_when_it_was_sent_and_not_before(
+        self,
+        app: FastAPI,
+        client: httpx.AsyncClient,
+        settings: Settings,
+        workspace: Tenant,
+        webhook: HttpReceiver,
+        clock: FrozenClock,
+    ) -> None:
+        # Sent on its retry an hour after its first attempt: a day after that attempt, the day's
+        # cap still counts it (from its send; counted from its row's first moment, it let the next
+        # campaign through), and a sandbox's clock moved back before the send does not count it.
+        await push_connector(app, workspace, webhook)
+        users = await push_users(app, workspace, 2)
+        ws = workspace.workspace_id
+        await herald(settings, "workspaces", "set", "-w", ws, "frequency-cap-day", "1")
+        counted = with_controls(PUSH, count_for_frequency_capping=True)
+        started = clock.now()
+        webhook.status = 503
+        webhook.answer_headers = {"Retry-After": "3600"}
+        await publish(client, workspace, counted)
+        await tick(app, workspace)
+        webhook.reset()
+        webhook.status, webhook.answer_headers = 204, {}
+        clock.advance(hours=1)
+        await tick(app, workspace)
+        assert receivers(webhook) == users
+        webhook.reset()
+        clock.advance(hours=23, minutes=1)  # a day after the first attempt, 23 hours after the send
+        capped = await publish(client, workspace, counted)
+        await tick(app, workspace)
+        assert webhook.received == []
+        [run] = (await stats(client, workspace, capped))["executions"]
+        assert run["suppressed"]["frequency_cap"] == 2
+        clock.set(started)  # back before the send: nothing sent in the day before now
+        await publish(client, workspace, counted)
+        await tick(app, workspace)
+        assert receivers(webhook) == users
+
     async def test_a_send_to_several_of_a_users_devices_counts_once(
         self,
         app: FastAPI,

@@ -274,6 +274,12 @@ class Decision:
         return bool(self.held or self.suppressed or self.deferred or self.send)
 
 
+# The longest a campaign message is taken to wait between its row made and sent: its retries (by
+# default 30 s, doubled per attempt, at most an hour each) with room to spare. (One whose execution
+# was paused for longer, then resumed, is older: it no longer counts toward a cap.)
+_MADE_BEFORE_SENT = timedelta(days=2)
+
+
 async def _history(
     session: AsyncSession, workspace_id: str, ids: Sequence[str], since: datetime, now: datetime
 ) -> list[tuple[str, str | None, datetime]]:
@@ -286,14 +292,21 @@ async def _history(
     Both in one statement, one snapshot: a window of another campaign settled between two reads
     (its outbox rows SENT and its users SENT in one commit) was in neither, the rows read while
     PENDING and the users after they left CLAIMED, and its users went past the cap."""
+    # When each was sent (settled SENT), not made: a message sent after hours of retries counts
+    # from then. Its row was made at most `_MADE_BEFORE_SENT` earlier, which bounds the read on
+    # the index of a user's rows by their moment made. None sent after `now` counts: a sandbox's
+    # clock moved back has them in its future.
+    at_now = bindparam("now", now, type_=UTCDateTime)
     sent = select(
         OutboxEntry.customer_id.label("customer_id"),
         OutboxEntry.campaign_id.label("campaign_id"),
-        OutboxEntry.created_at.label("at"),
+        OutboxEntry.updated_at.label("at"),
     ).where(
         OutboxEntry.workspace_id == workspace_id,
         OutboxEntry.customer_id.in_(ids),
-        OutboxEntry.created_at > since,
+        OutboxEntry.created_at > since - _MADE_BEFORE_SENT,
+        OutboxEntry.updated_at > since,
+        OutboxEntry.updated_at <= at_now,
         OutboxEntry.is_test.is_(False),
         OutboxEntry.status == "SENT",
     )
@@ -301,7 +314,7 @@ async def _history(
         select(
             ExecutionUser.customer_id,
             Execution.campaign_id,
-            func.coalesce(ExecutionUser.claimed_at, bindparam("now", now, type_=UTCDateTime)),
+            func.coalesce(ExecutionUser.claimed_at, at_now),
         )
         .join(Execution, OF_ITS_EXECUTION)
         .where(
