@@ -25,6 +25,7 @@ from herald.http.ratelimit import (
     make_store,
     parse_windows,
 )
+from herald.http.ratelimit.core import AHEAD
 
 T0 = 1_768_478_400.0  # 2026-01-15T12:00:00Z
 KEY = "bucket:op:ws:key"
@@ -109,6 +110,21 @@ class TestRollingWindowLimits:
         assert admitted(await take(store, windows, T0 + 60, 3)) == 1
         # T0+10 and T0+20 have left too, T0+60 is still in: exactly 2.
         assert admitted(await take(store, windows, T0 + 80, 3)) == 2
+
+    async def test_a_clock_moved_back_does_not_count_what_it_has_not_reached(
+        self, store: RateLimitStore
+    ) -> None:
+        # A sandbox's clock file moved back a day: the hour's three entries lie in its future. They
+        # kept the key refused for 25 hours (Retry-After 90000); entries a host's clock reads a
+        # little ahead (`AHEAD`) still count.
+        windows = [Window(3, HOUR)]
+        assert admitted(await take(store, windows, T0, 3)) == 3
+        assert await store.wait(KEY, windows, T0 - AHEAD) > 0
+        assert not (await store.acquire(KEY, windows, T0 - AHEAD)).allowed
+        assert await store.wait(KEY, windows, T0 - AHEAD - 1) == 0
+        assert admitted(await take(store, windows, T0 - DAY, 4)) == 3
+        # Back where it was: the entries of the timeline it left are gone, those made since count.
+        assert not (await store.acquire(KEY, windows, T0 - DAY + 1)).allowed
 
     async def test_refusal_by_one_window_takes_no_slot_in_another(self, store: RateLimitStore) -> None:
         windows = parse_windows("2/second;3/minute")

@@ -1,7 +1,7 @@
 """What a rolling-window limit is and how a decision is read out of the logs.
 
 Both stores keep a sliding log per (key, window): an entry admitted at `t` counts while
-`t > now - seconds`. They report, per window, how many entries are live and the score of the
+`now - seconds < t <= now + AHEAD`. They report, per window, how many entries are live and the score of the
 entry whose expiry frees the next slot; `decide` turns that into a `Decision`, so the header and
 Retry-After arithmetic exists once.
 """
@@ -21,6 +21,11 @@ _UNITS: dict[str, int] = {
     **dict.fromkeys(("d", "day", "days"), 86400),
 }
 _PART = re.compile(r"\s*([0-9]+)\s*/\s*([a-z]+)\s*")
+# An entry admitted more than this many seconds after now was admitted on a clock since moved back
+# (a sandbox's `HERALD_CLOCK_FILE`): it has not happened yet, and no longer counts (it kept a key
+# refused for the whole jump and a window more). Hosts sharing Redis may disagree about now by
+# less: their entries still count for each other.
+AHEAD = 60
 
 
 @dataclass(frozen=True)

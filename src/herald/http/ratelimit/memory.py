@@ -12,7 +12,7 @@ import math
 from collections.abc import Sequence
 from operator import itemgetter
 
-from herald.http.ratelimit.core import Decision, Window, check_windows, decide, longest_wait
+from herald.http.ratelimit.core import AHEAD, Decision, Window, check_windows, decide, longest_wait
 
 _Log = list[tuple[float, str]]  # (admitted at, token), sorted
 _at = itemgetter(0)
@@ -68,6 +68,7 @@ class MemoryRateLimitStore:
 
     def _live_log(self, key: str, window: Window, now: float) -> _Log:
         log = self._logs.setdefault((key, window.seconds), [])
+        del log[bisect.bisect_right(log, now + AHEAD, key=_at) :]
         del log[: bisect.bisect_right(log, now - window.seconds, key=_at)]
         return log
 

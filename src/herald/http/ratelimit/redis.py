@@ -38,20 +38,21 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from herald.http.ratelimit.core import Decision, Window, check_windows, decide, longest_wait
+from herald.http.ratelimit.core import AHEAD, Decision, Window, check_windows, decide, longest_wait
 from herald.redis_clients import TIMEOUT_SECONDS
 
 # KEYS[i]: the log of window i (shortest window first). ARGV: token, now, then per window: cutoff,
-# limit, seconds. Cutoffs are computed by the caller: Lua would format numbers with 14 digits and
+# limit, seconds; last, the moment past which an entry is from a clock since moved back (`AHEAD`). Cutoffs are computed by the caller: Lua would format numbers with 14 digits and
 # lose the sub-millisecond part of an epoch timestamp. Returns: allowed, then per window: count,
 # pivot score. A pivot is looked up only where `decide` reads it: the window nearest exhaustion
 # (fewest slots left, ties to the shorter window, as `decide` picks it) and every full window of a
 # refusal; elsewhere it is '' (not needed), which saves a ZRANGE per other window of a request.
 _ACQUIRE = """
-local token, now = ARGV[1], ARGV[2]
+local token, now, ahead = ARGV[1], ARGV[2], ARGV[#ARGV]
 local counts, limits, allowed = {}, {}, 1
 for i = 1, #KEYS do
   redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', ARGV[3 * i])
+  redis.call('ZREMRANGEBYSCORE', KEYS[i], '(' .. ahead, '+inf')
   counts[i] = redis.call('ZCARD', KEYS[i])
   limits[i] = tonumber(ARGV[3 * i + 1])
   if counts[i] >= limits[i] then allowed = 0 end
@@ -82,17 +83,17 @@ return out
 """
 _ACQUIRE_SHA = hashlib.sha1(_ACQUIRE.encode()).hexdigest()
 
-# Read-only (asked on refusals only): KEYS as for _ACQUIRE; ARGV per window: cutoff, limit. Returns
-# per window: the live count (entries scored above the cutoff) and, for a full window, the pivot
-# `decide` reads (else '').
+# Read-only (asked on refusals only): KEYS as for _ACQUIRE; ARGV per window: cutoff, limit; last,
+# as for _ACQUIRE. Returns per window: the live count (entries scored above the cutoff, up to the
+# last argument) and, for a full window, the pivot `decide` reads (else '').
 _WAIT = """
-local out = {}
+local out, ahead = {}, ARGV[#ARGV]
 for i = 1, #KEYS do
   local after, limit = '(' .. ARGV[2 * i - 1], tonumber(ARGV[2 * i])
-  local count = redis.call('ZCOUNT', KEYS[i], after, '+inf')
+  local count = redis.call('ZCOUNT', KEYS[i], after, ahead)
   local pivot = ''
   if count >= limit then
-    pivot = redis.call('ZRANGEBYSCORE', KEYS[i], after, '+inf', 'WITHSCORES', 'LIMIT', count - limit, 1)[2]
+    pivot = redis.call('ZRANGEBYSCORE', KEYS[i], after, ahead, 'WITHSCORES', 'LIMIT', count - limit, 1)[2]
   end
   out[#out + 1] = count
   out[#out + 1] = pivot
@@ -146,7 +147,7 @@ class RedisRateLimitStore:
         ]
         for w in windows:
             command += [repr(now - w.seconds), w.limit, w.seconds]
-        return tuple(command)
+        return (*command, repr(now + AHEAD))
 
     @staticmethod
     def _decision(windows: Sequence[Window], now: float, token: str, reply: Sequence[Any]) -> Decision:
@@ -160,6 +161,7 @@ class RedisRateLimitStore:
         arguments: list[Any] = []
         for w in windows:
             arguments += [repr(now - w.seconds), w.limit]
+        arguments.append(repr(now + AHEAD))
         try:
             async with asyncio.timeout(self.timeout):
                 reply = await self._client.eval(_WAIT, len(windows), *self._keys(key, windows), *arguments)  # type: ignore[misc]
