@@ -48,7 +48,7 @@ def create_app(
         settings=settings,
         database=create_database(settings),
         clock=clock or clock_for(settings.clock_file),
-        limiter=limiter or make_store(settings.redis_url),
+        limiter=limiter or make_store(settings.redis_url, held_clock=settings.clock_file is not None),
         credentials=CredentialsCache(ttl=settings.credentials_cache_seconds),
         test_lanes=Lanes.of(settings),
     )

@@ -17,6 +17,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 
 from herald.http.ratelimit import (
+    HELD_CLOCK_KEEP_SECONDS,
     Decision,
     MemoryRateLimitStore,
     RateLimitStore,
@@ -268,6 +269,28 @@ async def test_redis_clients_on_separate_connections_share_the_limit_exactly() -
         await one.reset()
         await one.aclose()
         await two.aclose()
+
+
+@pytest.mark.anyio
+@pytest.mark.redis
+async def test_redis_keeps_a_held_clocks_logs_past_their_window_of_real_time() -> None:
+    # Redis expires keys on its own clock: a sandbox whose clock file stood still a minute of real
+    # time had its minute window emptied (200 where the in-process store still refused).
+    url, prefix = redis_url(), f"herald:test:rl:{uuid4().hex}:"
+    admin = Redis.from_url(url)
+    plain = make_store(url, prefix + "plain:")
+    held = make_store(url, prefix + "held:", held_clock=True)
+    try:
+        windows = [Window(1, MINUTE)]
+        for store in (plain, held):
+            assert (await store.acquire(KEY, windows, T0)).allowed
+        assert 0 < await admin.ttl(f"{prefix}plain:{{{KEY}}}:{MINUTE}") <= MINUTE
+        assert await admin.ttl(f"{prefix}held:{{{KEY}}}:{MINUTE}") > HELD_CLOCK_KEEP_SECONDS - MINUTE
+    finally:
+        for store in (plain, held):
+            await store.reset()
+            await store.aclose()
+        await admin.aclose()
 
 
 @pytest.fixture

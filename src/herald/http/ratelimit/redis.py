@@ -42,13 +42,14 @@ from herald.http.ratelimit.core import AHEAD, Decision, Window, check_windows, d
 from herald.redis_clients import TIMEOUT_SECONDS
 
 # KEYS[i]: the log of window i (shortest window first). ARGV: token, now, then per window: cutoff,
-# limit, seconds; last, the moment past which an entry is from a clock since moved back (`AHEAD`). Cutoffs are computed by the caller: Lua would format numbers with 14 digits and
+# limit, seconds; then the least time a log is kept (`keep_seconds`), and last the moment past which
+# an entry is from a clock since moved back (`AHEAD`). Cutoffs are computed by the caller: Lua would format numbers with 14 digits and
 # lose the sub-millisecond part of an epoch timestamp. Returns: allowed, then per window: count,
 # pivot score. A pivot is looked up only where `decide` reads it: the window nearest exhaustion
 # (fewest slots left, ties to the shorter window, as `decide` picks it) and every full window of a
 # refusal; elsewhere it is '' (not needed), which saves a ZRANGE per other window of a request.
 _ACQUIRE = """
-local token, now, ahead = ARGV[1], ARGV[2], ARGV[#ARGV]
+local token, now, keep, ahead = ARGV[1], ARGV[2], tonumber(ARGV[#ARGV - 1]), ARGV[#ARGV]
 local counts, limits, allowed = {}, {}, 1
 for i = 1, #KEYS do
   redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', ARGV[3 * i])
@@ -60,7 +61,7 @@ end
 if allowed == 1 then
   for i = 1, #KEYS do
     redis.call('ZADD', KEYS[i], now, token)
-    redis.call('EXPIRE', KEYS[i], ARGV[3 * i + 2])
+    redis.call('EXPIRE', KEYS[i], math.max(tonumber(ARGV[3 * i + 2]), keep))
     counts[i] = counts[i] + 1
   end
 end
@@ -116,9 +117,13 @@ class RedisRateLimitStore:
     `timeout` (`store_timeout(client)`), or fail with a `redis.exceptions.ConnectionError`.
     """
 
-    def __init__(self, client: Redis, prefix: str = "herald:rl:") -> None:
+    def __init__(self, client: Redis, prefix: str = "herald:rl:", keep_seconds: int = 0) -> None:
         self._client = client
         self._prefix = prefix
+        # Redis expires an idle log on its own clock: by default once its window has passed. A
+        # sandbox's clock (`HERALD_CLOCK_FILE`) may stand still meanwhile: its logs are kept
+        # longer, so its windows empty as its clock moves, not as real time passes.
+        self._keep_seconds = keep_seconds
         self.timeout = store_timeout(client)
         self._channel = _ScriptChannel(client, self.timeout)
         # Entry names only need to be unique among concurrent entries of one key: a random part per
@@ -147,7 +152,7 @@ class RedisRateLimitStore:
         ]
         for w in windows:
             command += [repr(now - w.seconds), w.limit, w.seconds]
-        return (*command, repr(now + AHEAD))
+        return (*command, self._keep_seconds, repr(now + AHEAD))
 
     @staticmethod
     def _decision(windows: Sequence[Window], now: float, token: str, reply: Sequence[Any]) -> Decision:
