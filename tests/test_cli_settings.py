@@ -258,7 +258,9 @@ def test_migrate_into_a_directory_that_does_not_exist(
     assert not target.parent.exists()
 
 
-@pytest.mark.parametrize("content", [None, "garbage", "nan", "1e400", "directory"])
+# 253402300799 is 9999-12-31T23:59:59Z: a moment a day later could not be written (C1 answered 500);
+# ids hold their moment in 32 bits of seconds (a time before 1970 made ids sorted after all others).
+@pytest.mark.parametrize("content", [None, "garbage", "nan", "1e400", "directory", "253402300799", "-86400"])
 def test_a_bad_clock_file_stops_the_commands_that_read_the_time(
     tmp_path: Path, database: Path, monkeypatch: pytest.MonkeyPatch, content: str | None
 ) -> None:
@@ -273,6 +275,18 @@ def test_a_bad_clock_file_stops_the_commands_that_read_the_time(
     assert _workspaces(database) == 0
     with pytest.raises(SettingsError, match="HERALD_CLOCK_FILE"):
         FileClock(str(clock_file))
+
+
+def test_a_clock_file_copied_over_with_its_modification_time_is_read_again(tmp_path: Path) -> None:
+    # `cp -p` and `touch -r` keep the modification time the clock looked at alone.
+    clock_file, other = tmp_path / "now", tmp_path / "other"
+    clock_file.write_text("1767268800")
+    clock = FileClock(str(clock_file))
+    other.write_text("1767355200")
+    stamp = clock_file.stat().st_mtime_ns
+    os.utime(other, ns=(stamp, stamp))
+    os.replace(other, clock_file)
+    assert clock.now().timestamp() == 1767355200
 
 
 def test_serve_refuses_a_missing_clock_file(tmp_path: Path, database: Path) -> None:

@@ -39,6 +39,11 @@ class FrozenClock:
         return self._now
 
 
+# A clock file's latest time: ids hold their moment in 32 bits of seconds (to 2106), and records
+# kept for a year after now must still get one.
+_LATEST = 2**32 - 2 * 366 * 86400
+
+
 class FileClock:
     """Time read from a file holding epoch seconds: one clock shared by several server processes.
 
@@ -51,17 +56,23 @@ class FileClock:
 
     def __init__(self, path: str) -> None:
         self._path = path
-        self._stamp: float | None = None
+        self._stamp: tuple[int, int, int, int] | None = None
         self._now = datetime.now(UTC)
         self.now()
 
     def now(self) -> datetime:
         try:
-            stamp = os.stat(self._path).st_mtime_ns
+            status = os.stat(self._path)
+            # Read again when the file changed: its modification time alone missed a file copied
+            # over it with its own (`cp -p`, `touch -r`); the change time no writer sets.
+            stamp = (status.st_mtime_ns, status.st_ctime_ns, status.st_ino, status.st_size)
             if stamp != self._stamp:
                 with open(self._path, encoding="ascii") as handle:
                     text = handle.read().strip()
-                self._now = datetime.fromtimestamp(float(text), UTC)
+                seconds = float(text)
+                if not 0 <= seconds < _LATEST:
+                    raise ValueError(text)
+                self._now = datetime.fromtimestamp(seconds, UTC)
                 self._stamp = stamp
         except OSError as exc:
             raise SettingsError(
@@ -70,7 +81,8 @@ class FileClock:
             ) from exc
         except (ValueError, OverflowError) as exc:  # not a number, nan, out of range, not ASCII
             raise SettingsError(
-                f"HERALD_CLOCK_FILE={self._path!r} does not hold a time: expected epoch seconds, e.g. 1767268800"
+                f"HERALD_CLOCK_FILE={self._path!r} does not hold a time: expected epoch seconds from 1970 "
+                "to 2104, e.g. 1767268800"
             ) from exc
         return self._now
 
