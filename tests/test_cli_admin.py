@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 from herald.cli import app
 from herald.config import Settings
 from herald.db import create_database
+from herald.timefmt import rfc3339
 from herald.workspaces.models import ApiKey, Workspace
 
 runner = CliRunner()
@@ -134,6 +135,11 @@ def test_revoke_takes_the_whole_key_and_never_prints_its_secret() -> None:
     assert _run("keys", "revoke", "-w", workspace_id, whole) == f"revoked {key_id}\n"
     _, keys = _read(workspace_id)
     assert keys[0].revoked_at is not None
+    # Again: nothing changes, and the answer says so (it said "revoked" as if it had just been).
+    again = _run("keys", "revoke", "-w", workspace_id, key_id)
+    assert again == f"{key_id} was revoked already, at {rfc3339(keys[0].revoked_at)}\n"
+    _, after = _read(workspace_id)
+    assert after[0].revoked_at == keys[0].revoked_at
     unknown = f"hk_0000000000000000_{secret}"
     assert _refused("keys", "revoke", "-w", workspace_id, unknown) == (
         f"error: no key 0000000000000000 in workspace {workspace_id}"
@@ -369,7 +375,8 @@ def test_delivery_settings_out_of_range_are_refused_and_change_nothing(
         ("frequency-cap-day", " 3 ", "3"),
         ("frequency-cap-week", "7000", "7000"),
         ("global-control", "2.5", "2.5"),
-        ("global-control", "0", "0.0"),
+        ("global-control", "0", "0"),
+        ("global-control", "1", "1"),  # as set: it was echoed "1.0"
         ("dnd", "22:00-08:00", "22:00-08:00"),
         ("timezone", "Europe/Paris", "Europe/Paris"),
         ("timezone", "UTC", "UTC"),

@@ -16,6 +16,8 @@ from herald.workspaces.delivery_settings import SETTINGS
 from herald.workspaces.scopes import Scope, parse_scopes
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from sqlalchemy.ext.asyncio import AsyncSession
 
 workspaces = typer.Typer(
@@ -129,6 +131,7 @@ def keys_revoke(
     workspace: WorkspaceOpt, key_id: Annotated[str, typer.Argument(help="Key id (or the whole key).")]
 ) -> None:
     from herald.cli.runtime import clock, run_in_session
+    from herald.timefmt import rfc3339
     from herald.workspaces import service
     from herald.workspaces.credentials import split_secret
 
@@ -136,8 +139,13 @@ def keys_revoke(
     if (parts := split_secret(key_id)) is not None:
         key_id = parts[0]
 
-    async def work(session: AsyncSession) -> None:
-        await service.revoke_api_key(session, clock.now(), workspace, key_id)
+    now = clock.now()
 
-    run_in_session(work)
-    typer.echo(f"revoked {key_id}")
+    async def work(session: AsyncSession) -> datetime:
+        return (await service.revoke_api_key(session, now, workspace, key_id)).revoked_at or now
+
+    revoked_at = run_in_session(work)
+    if revoked_at == now:
+        typer.echo(f"revoked {key_id}")
+    else:  # revoking is idempotent: said as it is, the first revocation's moment kept
+        typer.echo(f"{key_id} was revoked already, at {rfc3339(revoked_at)}")

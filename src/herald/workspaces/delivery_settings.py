@@ -109,6 +109,8 @@ def shown(key: str, stored: dict[str, Any] | None) -> str:
     value = (stored or {}).get(key)
     if value is None:
         return "UTC" if key == "timezone" else "off"
+    if isinstance(value, float):
+        return f"{value:g}"  # as it was set: a percentage of 1 is "1", not "1.0"
     return str(value)
 
 
