@@ -486,6 +486,11 @@ class TestSmtpHeaderLines:
         raw_from = message_from_bytes(mail.raw, policy=policy.compat32)["From"]
         assert str(make_header(decode_header(raw_from))) == f"{name} <news@shop.example>"
 
+    def test_mime_version_is_said_once_for_the_message(self) -> None:
+        message = build_email(_envelope(EMAIL))
+        assert message["MIME-Version"] == "1.0"
+        assert [part["MIME-Version"] for part in message.iter_parts()] == [None, None]
+
     def test_control_characters_are_left_out_of_headers(self) -> None:
         message = build_email(
             _envelope({**EMAIL, "subject": "Sale\x07\x1b[31m now\x7f", "sender_name": "Sh\x07op"})

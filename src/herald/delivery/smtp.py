@@ -216,6 +216,8 @@ def build_email(envelope: Envelope, smtputf8: bool = True) -> EmailMessage:
     html = str(content.get("html_content") or "")
     message.set_content(plain_text(html))
     message.add_alternative(with_preheader(html, str(content.get("preview_text") or "")), subtype="html")
+    for part in message.iter_parts():
+        del part["MIME-Version"]  # the message's own is the one (the package gave the HTML part one too)
     # The mail goes to the address the outbox records, or to nobody: a stored `me<victim@other>`
     # was read as a display name and another mailbox, which RCPT TO then named.
     if (primary := _primary_address(message)) != recipient:
