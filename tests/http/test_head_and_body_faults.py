@@ -37,6 +37,19 @@ _MISSING_KEY = ("MISSING_IDEMPOTENCY_KEY", "Idempotency-Key")
         ("POST", "/v5/campaigns/search", {"limit": 99}, ("OUT_OF_RANGE", "limit")),
         ("POST", "/v5/campaigns/meta", {"limit": 99}, ("OUT_OF_RANGE", "limit")),
         ("POST", "/v5/campaigns/test", {"channel": "FAX"}, ("INVALID_ENUM_VALUE", "channel")),
+        # C3 reads components as the stored campaign's channel: what is wrong whichever it is.
+        (
+            "PATCH",
+            f"/v5/campaigns/{_CAMPAIGN}",
+            {"updated_by": "nope", "basic_details": {"name": 5}},
+            ("INVALID_TYPE", "updated_by"),
+        ),
+        (
+            "PATCH",
+            f"/v5/campaigns/{_CAMPAIGN}",
+            {"updated_by": "a@example.com", "basic_details": {"name": 5}},
+            ("INVALID_TYPE", "basic_details.name"),
+        ),
     ],
 )
 async def test_a_missing_key_is_answered_with_the_bodys_faults(
@@ -52,3 +65,19 @@ async def test_a_missing_key_is_answered_with_the_bodys_faults(
     assert response.status_code == 400, response.text
     details = {(d["code"], d["target"]) for d in response.json()["error"]["details"]}
     assert {_MISSING_KEY, fault} <= details
+
+
+async def test_a_patch_refused_for_its_head_names_no_fault_of_one_channel_only(
+    client: httpx.AsyncClient, tenant: Tenant
+) -> None:
+    # Push content is wrong only for an Email campaign: unread, the stored channel may be Push.
+    body = {
+        "updated_by": "a@example.com",
+        "campaign_content": {"content": {"push": {"android": {"basic_details": {"title": "Hi"}}}}},
+    }
+    response = await client.patch(
+        f"/v5/campaigns/{_CAMPAIGN}", json=body, headers=tenant.headers(campaigns=True)
+    )
+    assert response.status_code == 400, response.text
+    details = [(d["code"], d["target"]) for d in response.json()["error"]["details"]]
+    assert details == [_MISSING_KEY]

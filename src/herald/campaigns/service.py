@@ -27,7 +27,7 @@ from herald.campaigns.schemas.campaign import (
     CampaignUpdate,
     sent_components,
 )
-from herald.campaigns.schemas.common import CampaignStatus, Channel, DeliveryType
+from herald.campaigns.schemas.common import CREATABLE_CHANNELS, CampaignStatus, Channel, DeliveryType
 from herald.campaigns.validation import (
     Stage,
     UpdateModels,
@@ -295,6 +295,16 @@ class PreparedUpdate(CheckedUpdate):
     @property
     def changes_components(self) -> bool:
         return self.components != self.row.components
+
+
+def check_update_body(raw: object) -> None:
+    """A C3 body's faults that hold whatever the stored campaign's channel (its components are read
+    as that channel's): those found reading it as each channel's update, raised (400). Nothing is
+    read: the guard asks it of a request refused for its head (`Operation.body_check`)."""
+    found = [parse_update(raw, stored_channel=channel)[1] for channel in sorted(CREATABLE_CHANNELS)]
+    everywhere = set.intersection(*({(p.code, p.target) for p in problems} for problems in found))
+    if problems := [problem for problem in found[0] if (problem.code, problem.target) in everywhere]:
+        raise ValidationFailed(problems)
 
 
 def check_update(
