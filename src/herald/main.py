@@ -20,7 +20,7 @@ from herald.campaigns.embedded_worker import EmbeddedWorker
 from herald.campaigns.lifecycle_router import router as campaigns_lifecycle_router
 from herald.campaigns.router import router as campaigns_router
 from herald.campaigns.v1_router import router as campaigns_v1_router
-from herald.clock import Clock, clock_for
+from herald.clock import Clock, SystemClock, clock_for
 from herald.config import Settings
 from herald.db import create_database
 from herald.delivery import router as delivery_routes
@@ -43,11 +43,14 @@ def create_app(
     clock: Clock | None = None,
     limiter: RateLimitStore | None = None,
 ) -> FastAPI:
+    """The app. `clock`: a clock given in code (a test's) is its leases' too (`Services.lease_clock`);
+    else the settings' (`HERALD_CLOCK_FILE`), with leases on the system's."""
     settings = settings or Settings()
     services = Services(
         settings=settings,
         database=create_database(settings),
         clock=clock or clock_for(settings.clock_file),
+        lease_clock=clock or SystemClock(),
         limiter=limiter or make_store(settings.redis_url, held_clock=settings.clock_file is not None),
         credentials=CredentialsCache(ttl=settings.credentials_cache_seconds),
         test_lanes=Lanes.of(settings),

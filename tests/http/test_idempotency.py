@@ -381,6 +381,40 @@ class TestConcurrency:
             assert is_replay_of(replayed, original)
         assert await _tag_count(app_with_routes, tenant.workspace_id) == 1
 
+    async def test_a_lease_runs_on_real_time_whatever_the_sandboxs_clock_says(
+        self,
+        app_with_routes: FastAPI,
+        client: httpx.AsyncClient,
+        tenant: Tenant,
+        clock: FrozenClock,
+        monkeypatch: pytest.MonkeyPatch,
+    ) -> None:
+        # A sandbox's clock moved forward past the lease while the key's first request was still
+        # in flight let a repeat through: a test send went out twice for one key.
+        from herald.http import idempotency
+
+        services = app_with_routes.state.herald
+        real = FrozenClock(clock.now())
+        monkeypatch.setattr(services, "lease_clock", real)
+        key = str(uuid.uuid4())
+        body = b'{"name":"a"}'
+        claim = idempotency.Claim(
+            tenant.workspace_id,
+            tenant.key_id,
+            key,
+            idempotency.fingerprint("POST", OWN_PATH, body),
+            lease_now=real.now(),
+        )
+        await idempotency.claim(services.database.writer, claim, clock.now())  # in flight
+        headers = {**_headers(tenant, key), "Content-Type": "application/json"}
+        clock.advance(idempotency.LEASE * 2)  # the sandbox's time jumps; a second passes
+        real.advance(seconds=1)
+        refused = await client.post(OWN_PATH, content=body, headers=headers)
+        assert refused.status_code == 409
+        assert refused.json()["error"]["code"] == "DUPLICATE_IDEMPOTENCY_KEY"
+        real.advance(idempotency.LEASE)  # its process died: the lease ran out in real time
+        assert (await client.post(OWN_PATH, content=body, headers=headers)).status_code == 201
+
     async def test_abandoned_claim_is_taken_over_after_its_lease(
         self, app_with_routes: FastAPI, client: httpx.AsyncClient, tenant: Tenant, clock: FrozenClock
     ) -> None:

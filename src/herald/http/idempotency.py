@@ -99,6 +99,13 @@ class Claim:
     # What the client named the key with, for the 409s' target and message: the header, or (the
     # earlier API, L1) the body's `request_id`.
     named_by: str = "Idempotency-Key"
+    # When the request came by the leases' clock (`Services.lease_clock`: real time, whatever a
+    # sandbox's clock says): its claim's lease runs from then, and a claim in flight is taken as
+    # abandoned by it. None: the `now` the functions are given.
+    lease_now: datetime | None = None
+
+    def leased_from(self, now: datetime) -> datetime:
+        return self.lease_now or now
 
 
 def _in_flight(claim: Claim) -> DuplicateIdempotencyKey:
@@ -205,7 +212,7 @@ def _claimed_values(claim: Claim, now: datetime) -> dict[str, Any]:
         **_key_of(claim),
         "fingerprint": claim.fingerprint,
         "state": IN_FLIGHT,
-        "locked_until": now + LEASE,
+        "locked_until": claim.leased_from(now) + LEASE,
         "expires_at": now + RETENTION,
         "created_at": now,
     }
@@ -250,7 +257,7 @@ async def _resolve_existing(session: AsyncSession, claim: Claim, now: datetime) 
         await session.commit()
         return False
     _answer_recorded(record, claim)
-    if record.locked_until > now:
+    if record.locked_until > claim.leased_from(now):
         raise _in_flight(claim)
     # The first holder died mid-request (its effect, if any, was rolled back with it): take over,
     # compare-and-set on the lease so only one of several waiting requests wins.
@@ -259,7 +266,7 @@ async def _resolve_existing(session: AsyncSession, claim: Claim, now: datetime) 
         .where(
             pk, IdempotencyRecord.state == IN_FLIGHT, IdempotencyRecord.locked_until == record.locked_until
         )
-        .values(locked_until=now + LEASE)
+        .values(locked_until=claim.leased_from(now) + LEASE)
     )
     await session.commit()
     if getattr(taken, "rowcount", 0) != 1:
@@ -316,7 +323,7 @@ def _answer_busy(claimed: Any, claim: Claim, now: datetime) -> None:
 async def _settle(connection: AsyncConnection, claim: Claim, record: Any, now: datetime) -> None:
     """A record found for a claimed key: forget it when it is over (this request's record replaces
     it), else answer with it (replay / 409)."""
-    abandoned = record.state == IN_FLIGHT and record.locked_until <= now
+    abandoned = record.state == IN_FLIGHT and record.locked_until <= claim.leased_from(now)
     if record.expires_at <= now or abandoned:
         await connection.execute(_FORGET, _key_of(claim))
         return

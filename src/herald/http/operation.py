@@ -221,6 +221,7 @@ async def _claim(
         ),
         in_request_transaction=in_request_transaction,
         named_by="request_id" if operation.idempotency == "body_request_id" else "Idempotency-Key",
+        lease_now=services.lease_clock.now(),
     )
     if in_request_transaction and operation.claim_with_read:
         uow.pending_claim = claim  # taken by the handler's first read (`ClaimRead`)
