@@ -39,6 +39,12 @@ class FrozenClock:
         return self._now
 
 
+# An instant recorded more than this after now was recorded on a clock since moved back (a
+# sandbox's `HERALD_CLOCK_FILE`): it has not happened yet, and what counts recent instants (rate
+# limits, the throttle's grants) leaves it out. Hosts sharing a count may disagree about now by
+# less: their instants still count for each other.
+AHEAD = timedelta(seconds=60)
+
 # A clock file's latest time: ids hold their moment in 32 bits of seconds (to 2106), and records
 # kept for a year after now must still get one.
 _LATEST = 2**32 - 2 * 366 * 86400

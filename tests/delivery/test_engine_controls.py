@@ -212,6 +212,36 @@ class TestThrottle:
         assert await status(client, workspace, campaign_id) == "SENT"
 
     @pytest.mark.parametrize("store", ["database", "redis"])
+    async def test_a_clock_moved_back_does_not_count_the_grants_of_its_future(
+        self,
+        app: FastAPI,
+        client: httpx.AsyncClient,
+        settings: Settings,
+        workspace: Tenant,
+        webhook: HttpReceiver,
+        clock: FrozenClock,
+        store: str,
+    ) -> None:
+        # A sandbox's clock moved back an hour: the minute's grant lies in its future. The rest of
+        # the audience waited for the clock to pass it again (an hour and a minute).
+        engine_settings = _throttle_settings(settings, store)
+        services: Services = app.state.herald
+        await push_connector(app, workspace, webhook)
+        await push_users(app, workspace, 4)
+        clock.set(datetime(2026, 3, 2, 10, 0, 0, tzinfo=UTC))
+        campaign_id = await publish(client, workspace, with_controls(PUSH, campaign_throttle_rpm=2))
+
+        async def worker_tick() -> None:
+            await worker.run_tick(services.database, clock.now(), [workspace.workspace_id], engine_settings)
+
+        await worker_tick()
+        assert len(webhook.received) == 2
+        clock.set(datetime(2026, 3, 2, 9, 0, 0, tzinfo=UTC))
+        await worker_tick()
+        assert len(webhook.received) == 4
+        assert await status(client, workspace, campaign_id) == "SENT"
+
+    @pytest.mark.parametrize("store", ["database", "redis"])
     async def test_sends_that_go_out_late_count_from_when_they_go_out(
         self,
         app: FastAPI,

@@ -38,11 +38,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple, Protocol
 
-from sqlalchemy import delete, func, select, update
+from sqlalchemy import delete, func, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from herald.advisory_locks import lock_key
+from herald.clock import AHEAD
 from herald.config import Settings
 from herald.db import Database
 from herald.delivery.engine.models import ThrottleGrant
@@ -58,11 +59,13 @@ log = logging.getLogger("herald.delivery.engine")
 WINDOW = timedelta(seconds=61)
 
 # KEYS[1]: the campaign's grants, a sorted set of "<sends>:<nonce>" scored by the grant's instant in
-# milliseconds. ARGV: now (ms), wanted, rpm, nonce, ttl (s), window (ms). Returns the sends granted and the
+# milliseconds. ARGV: now (ms), wanted, rpm, nonce, ttl (s), window (ms), ahead (ms: grants later than
+# now by more are from a clock since moved back, `herald.clock.AHEAD`). Returns the sends granted and the
 # instant of the oldest grant left in the window (false when none).
 _TAKE = """
 local now = tonumber(ARGV[1])
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - tonumber(ARGV[6]))
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '(' .. (now + tonumber(ARGV[7])), '+inf')
 local used = 0
 local grants = redis.call('ZRANGE', KEYS[1], 0, -1)
 for i = 1, #grants do used = used + tonumber(string.match(grants[i], '^(%d+):')) end
@@ -149,7 +152,9 @@ class DatabaseThrottle(_Granting):
         self, session: AsyncSession, workspace_id: str, campaign_id: str, now: datetime, wanted: int, rpm: int
     ) -> Grant:
         key = await _campaigns_grants(session, workspace_id, campaign_id)
-        await session.execute(delete(ThrottleGrant).where(*key, ThrottleGrant.granted_at <= now - WINDOW))
+        # Those that left the window, and those of a clock since moved back (`AHEAD`).
+        gone = or_(ThrottleGrant.granted_at <= now - WINDOW, ThrottleGrant.granted_at > now + AHEAD)
+        await session.execute(delete(ThrottleGrant).where(*key, gone))
         used, oldest = (
             await session.execute(
                 select(
@@ -244,7 +249,15 @@ class RedisThrottle(_Granting):
         stamp = _ms(now)
         sends, oldest = await self._take(
             keys=[self._key(workspace_id, campaign_id)],
-            args=[stamp, wanted, rpm, uuid.uuid4().hex, 3600, int(WINDOW.total_seconds() * 1000)],
+            args=[
+                stamp,
+                wanted,
+                rpm,
+                uuid.uuid4().hex,
+                3600,
+                int(WINDOW.total_seconds() * 1000),
+                int(AHEAD.total_seconds() * 1000),
+            ],
         )
         frees_at = None if oldest is None else datetime.fromtimestamp(int(oldest) / 1000, UTC) + WINDOW
         return Grant(int(sends), frees_at)

@@ -14,6 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from herald.clock import AHEAD as CLOCK_AHEAD
+
 _UNITS: dict[str, int] = {
     **dict.fromkeys(("s", "sec", "secs", "second", "seconds"), 1),
     **dict.fromkeys(("m", "min", "mins", "minute", "minutes"), 60),
@@ -21,11 +23,10 @@ _UNITS: dict[str, int] = {
     **dict.fromkeys(("d", "day", "days"), 86400),
 }
 _PART = re.compile(r"\s*([0-9]+)\s*/\s*([a-z]+)\s*")
-# An entry admitted more than this many seconds after now was admitted on a clock since moved back
-# (a sandbox's `HERALD_CLOCK_FILE`): it has not happened yet, and no longer counts (it kept a key
-# refused for the whole jump and a window more). Hosts sharing Redis may disagree about now by
-# less: their entries still count for each other.
-AHEAD = 60
+# An entry admitted more than this many seconds after now is from a clock since moved back
+# (`herald.clock.AHEAD`): it no longer counts (it kept a key refused for the whole jump and a
+# window more).
+AHEAD = int(CLOCK_AHEAD.total_seconds())
 
 
 @dataclass(frozen=True)
