@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import dataclasses
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -165,6 +166,30 @@ def _throttle_settings(settings: Settings, store: str) -> Settings:
     return settings
 
 
+async def _throttled(
+    app: FastAPI,
+    client: httpx.AsyncClient,
+    engine_settings: Settings,
+    workspace: Tenant,
+    webhook: HttpReceiver,
+    clock: FrozenClock,
+    users: int,
+    rpm: int,
+) -> tuple[str, Callable[[], Awaitable[int]]]:
+    """A campaign of `rpm` to `users` users, published: its id, and a tick of the worker."""
+    services: Services = app.state.herald
+    await push_connector(app, workspace, webhook)
+    await push_users(app, workspace, users)
+    campaign_id = await publish(client, workspace, with_controls(PUSH, campaign_throttle_rpm=rpm))
+
+    async def worker_tick() -> int:
+        return await worker.run_tick(
+            services.database, clock.now(), [workspace.workspace_id], engine_settings
+        )
+
+    return campaign_id, worker_tick
+
+
 class TestThrottle:
     @pytest.mark.parametrize("store", ["database", "redis"])
     async def test_any_60_seconds_hold_at_most_the_budget(
@@ -177,16 +202,10 @@ class TestThrottle:
         clock: FrozenClock,
         store: str,
     ) -> None:
-        engine_settings = _throttle_settings(settings, store)
-        services: Services = app.state.herald
-        await push_connector(app, workspace, webhook)
-        await push_users(app, workspace, 12)
         clock.set(datetime(2026, 3, 2, 10, 0, 30, tzinfo=UTC))
-        campaign_id = await publish(client, workspace, with_controls(PUSH, campaign_throttle_rpm=5))
-
-        async def worker_tick() -> None:
-            await worker.run_tick(services.database, clock.now(), [workspace.workspace_id], engine_settings)
-
+        campaign_id, worker_tick = await _throttled(
+            app, client, _throttle_settings(settings, store), workspace, webhook, clock, 12, 5
+        )
         # Two workers at once share one budget.
         await asyncio.gather(worker_tick(), worker_tick())
         assert len(webhook.received) == 5
@@ -224,16 +243,10 @@ class TestThrottle:
     ) -> None:
         # A sandbox's clock moved back an hour: the minute's grant lies in its future. The rest of
         # the audience waited for the clock to pass it again (an hour and a minute).
-        engine_settings = _throttle_settings(settings, store)
-        services: Services = app.state.herald
-        await push_connector(app, workspace, webhook)
-        await push_users(app, workspace, 4)
         clock.set(datetime(2026, 3, 2, 10, 0, 0, tzinfo=UTC))
-        campaign_id = await publish(client, workspace, with_controls(PUSH, campaign_throttle_rpm=2))
-
-        async def worker_tick() -> None:
-            await worker.run_tick(services.database, clock.now(), [workspace.workspace_id], engine_settings)
-
+        campaign_id, worker_tick = await _throttled(
+            app, client, _throttle_settings(settings, store), workspace, webhook, clock, 4, 2
+        )
         await worker_tick()
         assert len(webhook.received) == 2
         clock.set(datetime(2026, 3, 2, 9, 0, 0, tzinfo=UTC))
