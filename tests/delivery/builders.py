@@ -95,10 +95,10 @@ async def smtp_connector(
 
 
 async def push_connector(
-    app: FastAPI, tenant: Tenant, receiver: HttpReceiver, *, name: str = "push-gw"
+    app: FastAPI, tenant: Tenant, receiver: HttpReceiver, *, name: str = "push-gw", time_limit: int = 5
 ) -> None:
     given = ConnectorInput(
-        name, "CUSTOM_API", channel="push", url=receiver.url, secret=HOOK_SECRET, timeout=5
+        name, "CUSTOM_API", channel="push", url=receiver.url, secret=HOOK_SECRET, timeout=time_limit
     )
     await add_connector(app, tenant, given)
 

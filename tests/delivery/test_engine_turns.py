@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 from fastapi import FastAPI
+from sqlalchemy import text
 
 from herald.campaigns import worker
 from herald.clock import FrozenClock
@@ -352,3 +353,45 @@ async def test_a_retry_that_falls_due_during_a_tick_goes_out_at_once(
         assert not task.exception()
     finally:
         other.stop()
+
+
+@pytest.mark.own_database  # the worker scans every workspace
+async def test_a_worker_started_beside_a_large_send_listens_during_its_first_tick(
+    app: FastAPI, client: httpx.AsyncClient, workspace: Tenant, webhook: HttpReceiver
+) -> None:
+    """A worker started while another sends a campaign (a rolling upgrade) joins that send in its
+    first tick. It listened for other processes' wake-ups only once that tick ended: its event lane
+    heard no event stored by a server until the send was over (3 minutes late)."""
+    services: Services = app.state.herald
+    if not services.settings.database_url.startswith("postgresql"):
+        pytest.skip("SQLite has one process: its wake-ups are in-process")
+    # Held requests wait out the test's bound below, not the usual 5 s that would end the tick.
+    await push_connector(app, workspace, webhook, time_limit=60)
+    await add_users(
+        app,
+        workspace.workspace_id,
+        *({"customer_id": f"u{i:04}", "push_id": f"tok-{i}", "platform": "ANDROID"} for i in range(AUDIENCE)),
+    )
+    webhook.hold()
+    await publish(client, workspace, PUSH)
+    sending = asyncio.create_task(tick(app, workspace))  # the worker there before: a claim held
+    assert await asyncio.to_thread(webhook.entered.wait, 30)
+    stop = asyncio.Event()
+    task = asyncio.create_task(
+        worker.run_forever(services.database, services.clock, HOUR, stop, services.settings)
+    )
+    listening = text(
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND query LIKE 'LISTEN%'"
+    )
+    try:
+        for _ in range(3000):  # a bound against hanging, not a speed assertion
+            async with services.database.reader() as session:
+                if await session.scalar(listening):
+                    break
+            await asyncio.sleep(0.01)
+        else:
+            raise AssertionError("the worker did not listen during its first tick")
+    finally:
+        webhook.release()
+        stop.set()
+        await asyncio.gather(task, sending)

@@ -358,6 +358,11 @@ async def run_forever(
     ):
         while not stop.is_set():
             wake.clear()  # a wake-up during the tick below makes the next one start at once
+            if listener is not None:
+                # Before the tick too: a worker started beside a large send (a rolling upgrade)
+                # joins it for its first tick, and heard no wake-up until that send ended (its
+                # event lane idle: events 3 minutes late).
+                await listener.ensure()
             now = _now_or_none(clock)
             if now is None:  # no tick until the clock file holds a time again
                 await _sleep(stop, wake, min(interval, CLOCK_RETRY_SECONDS))
