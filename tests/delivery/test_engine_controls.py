@@ -89,7 +89,7 @@ class TestSettingsCli:
         await herald(settings, "workspaces", "set", "-w", ws, "frequency-cap-day", "off")
         shown = await herald(settings, "workspaces", "settings", "-w", ws)
         assert shown.splitlines() == [
-            "global-control\t5.0",
+            "global-control\t5",
             "frequency-cap-day\toff",
             "frequency-cap-week\toff",
             "dnd\t22:00-08:00",
