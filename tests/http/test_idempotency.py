@@ -436,3 +436,35 @@ class TestConcurrency:
         assert replayed.headers["Idempotent-Replayed"] == "true"
         assert is_replay_of(replayed, taken_over)
         assert await _tag_count(app_with_routes, tenant.workspace_id) == 1
+
+
+async def test_a_refusal_under_a_key_whose_record_expired_is_answered(
+    app: FastAPI, client: httpx.AsyncClient, clock: FrozenClock
+) -> None:
+    """The key's expired record is forgotten by the request's own transaction; its refusal (409)
+    was then recorded beside that transaction, on a connection of its own, whose insert waited for
+    it: on PostgreSQL the request never got an answer (the campaign row stayed locked)."""
+    from tests.campaigns import lifecycle_helpers as h
+    from tests.campaigns.payloads import PAYLOADS
+
+    tenant = await h.workspace(app)
+    campaign_id = await h.create(client, tenant, PAYLOADS["push_one_time_android_ios"])
+    key = str(uuid.uuid4())
+    headers = tenant.headers(campaigns=True, idempotency_key=key)
+    details = PAYLOADS["push_one_time_android_ios"]["basic_details"]
+    renamed = {"updated_by": "m@example.com", "basic_details": {**details, "name": "Renamed"}}
+    assert (
+        await client.patch(f"/v5/campaigns/{campaign_id}", json=renamed, headers=headers)
+    ).status_code == 200
+    await h.publish(client, tenant, campaign_id)
+    assert (await h.action(client, tenant, campaign_id, "STOP")).status_code == 200
+    clock.advance(hours=25)  # the key's record is past its 24 hours
+    again = {"updated_by": "m@example.com", "basic_details": {**details, "name": "Again"}}
+    refused = await asyncio.wait_for(
+        client.patch(f"/v5/campaigns/{campaign_id}", json=again, headers=headers), timeout=30
+    )
+    assert refused.status_code == 409, refused.text
+    assert refused.json()["error"]["code"] == "INVALID_STATE"
+    replayed = await client.patch(f"/v5/campaigns/{campaign_id}", json=again, headers=headers)
+    assert replayed.headers["Idempotent-Replayed"] == "true"
+    assert replayed.status_code == 409

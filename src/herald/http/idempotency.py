@@ -495,8 +495,36 @@ async def record_refusal(
             return
         dialect = postgresql if session.get_bind().dialect.name == "postgresql" else sqlite
         values = _record_values(claim, status, headers, body, now)
-        await session.execute(dialect.insert(IdempotencyRecord).values(values).on_conflict_do_nothing())
+        # In place of a record that is over (the request forgot it, then rolled back), as the
+        # request's own record would have replaced it; a live one stands.
+        stale = (IdempotencyRecord.expires_at <= now) | (
+            (IdempotencyRecord.state == IN_FLIGHT)
+            & (IdempotencyRecord.locked_until <= claim.leased_from(now))
+        )
+        upsert = dialect.insert(IdempotencyRecord).values(values)
+        await session.execute(
+            upsert.on_conflict_do_update(
+                index_elements=["workspace_id", "api_key_id", "key"],
+                set_={name: upsert.excluded[name] for name in values if name not in _KEY_COLUMNS},
+                where=stale,
+            )
+        )
         await session.commit()
+
+
+_KEY_COLUMNS = frozenset({"workspace_id", "api_key_id", "key"})
+
+
+async def forgotten_in(
+    session: AsyncSession, sessions: async_sessionmaker[AsyncSession], claim: Claim
+) -> bool:
+    """Whether the request's open transaction (`session`) removed the key's record, one that was
+    over (`_settle`): it has none there, while one is committed (read through `sessions`). A row
+    that transaction deleted holds up any other's insert of the key until it ends."""
+    if (await session.execute(_LOOKUP, _key_of(claim))).first() is not None:
+        return False
+    async with sessions() as other:
+        return (await other.execute(_LOOKUP, _key_of(claim))).first() is not None
 
 
 def _stored(headers: dict[str, str]) -> dict[str, str]:

@@ -246,8 +246,8 @@ class HeraldMiddleware:
     async def _record_refusal_held(self, uow: UnitOfWork, captured: list[Message]) -> bool:
         """On PostgreSQL, keep a refusal's answer while the request's transaction still holds the
         key's lock (`idempotency.record_refusal`, `held`); whether it was kept so. Not when that
-        transaction wrote the key's record itself (the insert would wait for its end), nor on
-        SQLite, whose one write lock that transaction holds."""
+        transaction wrote or removed the key's record itself (the insert would wait for its end),
+        nor on SQLite, whose one write lock that transaction holds."""
         claim = uow.idempotency
         database = self.services.database
         if (
@@ -258,6 +258,16 @@ class HeraldMiddleware:
         ):
             return False
         status, headers, body = _parts(captured)
+        if not idempotency.is_stored_status(status):
+            return True  # nothing to keep (a 429 is answered afresh)
+        try:
+            # A record the request's transaction forgot (it was over) would hold up the insert
+            # beside it until that transaction ends, which waits for the insert: kept after the
+            # rollback instead (`_release_claim`). Read on the pool the insert takes.
+            if await idempotency.forgotten_in(uow.session(), database.side_writer, claim):
+                return False
+        except Exception:  # the transaction cannot read any more (a database error refused it)
+            return False
         try:
             now = self.services.clock.now()
             # Beside the request's transaction, still open: on a pool of its own (`side_writer`).
