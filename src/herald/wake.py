@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import heapq
 import logging
 import threading
 from collections.abc import AsyncIterator
@@ -96,29 +97,32 @@ def _note(workspace_id: str | None, new_work: bool = True) -> None:
             _named_for_events.add(workspace_id)
 
 
-# The earliest moment ahead that a tick of this process found work due at and no table holds (a
-# periodic campaign's next occurrence: computed from its schedule), for the worker's sleep.
-_due_at: datetime | None = None
+# The moments ahead that ticks of this process found work due at and no table holds (a periodic
+# campaign's next occurrence: computed from its schedule; a campaign a writer held, looked at again
+# in a moment), for the worker's sleep: a heap, the earliest first. Not one earliest moment: a later
+# one noted while an earlier was still ahead was lost once that one passed (an ASAP publish waited
+# the whole poll). Bounded: past `_NOTED_KEPT`, the latest are let go (the poll finds their work).
+_noted: list[datetime] = []
+_NOTED_KEPT = 1000
 _due_mutex = threading.Lock()
 
 
 def due_at(moment: datetime) -> None:
     """Work falls due at `moment` (by the worker's clock): a worker of this process about to sleep
     sleeps until then at most (`next_noted`)."""
-    global _due_at
     with _due_mutex:
-        if _due_at is None or moment < _due_at:
-            _due_at = moment
+        heapq.heappush(_noted, moment)
+        if len(_noted) > 2 * _NOTED_KEPT:
+            _noted[:] = heapq.nsmallest(_NOTED_KEPT, _noted)  # sorted: a heap as it is
 
 
 def next_noted(now: datetime) -> datetime | None:
     """The earliest moment noted by `due_at` that is still ahead of `now` (those passed are let go:
     the tick at them notes the next ones)."""
-    global _due_at
     with _due_mutex:
-        if _due_at is not None and _due_at <= now:
-            _due_at = None
-        return _due_at
+        while _noted and _noted[0] <= now:
+            heapq.heappop(_noted)
+        return _noted[0] if _noted else None
 
 
 def named_first(workspace_ids: list[str]) -> list[str]:

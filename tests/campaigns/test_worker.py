@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import httpx
 import pytest
@@ -412,7 +412,7 @@ async def test_a_campaign_a_writer_holds_is_looked_at_again_in_a_moment(
     ws = await h.workspace(app)
     campaign_id = await h.create(client, ws, PAYLOADS["push_multi_locale_ab"])
     await h.publish(client, ws, campaign_id)
-    monkeypatch.setattr(wake, "_due_at", None)
+    monkeypatch.setattr(wake, "_noted", [])
     writer = create_database(settings)
     try:
         async with writer.writer() as session:
@@ -425,3 +425,18 @@ async def test_a_campaign_a_writer_holds_is_looked_at_again_in_a_moment(
         await writer.dispose()
     clock.advance(worker.LOCKED_RETRY)
     assert await tick(app, ws) == 2  # ACTIVE → SENDING → SENT (nobody to send to)
+
+
+def test_a_moment_noted_while_an_earlier_one_is_ahead_is_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two ticks a moment apart each note a campaign a writer held for a second later: once the
+    first moment passed, the second was lost with it (one slot kept the earliest), and the worker
+    slept the whole poll instead (an ASAP publish amid concurrent patches, 15 s late)."""
+    monkeypatch.setattr(wake, "_noted", [])
+    start = datetime(2026, 1, 15, 12, 0, tzinfo=UTC)
+    wake.due_at(start + timedelta(seconds=1))
+    wake.due_at(start + timedelta(seconds=1.5))
+    wake.due_at(start + timedelta(seconds=1.2))
+    assert wake.next_noted(start) == start + timedelta(seconds=1)
+    assert wake.next_noted(start + timedelta(seconds=1)) == start + timedelta(seconds=1.2)
+    assert wake.next_noted(start + timedelta(seconds=1.3)) == start + timedelta(seconds=1.5)
+    assert wake.next_noted(start + timedelta(seconds=2)) is None
