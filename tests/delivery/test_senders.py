@@ -414,6 +414,22 @@ class TestSmtpInternationalAddresses:
         parsed = message_from_string(mail.raw.decode(), policy=policy.default)
         assert parsed["Reply-To"].addresses[0].addr_spec == "réponse@bücher.example"
 
+    @pytest.mark.parametrize("name", ["Zoë's shop", ""])
+    async def test_a_sender_beyond_ascii_goes_in_utf8(self, name: str) -> None:
+        # It failed on every server with the package's "'ascii' codec can't encode" as the reason.
+        server = start_smtp(smtputf8=True)
+        try:
+            content = {**EMAIL, "from_address": "zoë@example.com", "sender_name": name}
+            outcome = await send_smtp(_smtp(server), {}, _envelope(content), 5)
+        finally:
+            server.controller.stop()
+        assert outcome.sent, outcome.reason
+        [mail] = server.received
+        assert (mail.mail_from, mail.mail_options[:1]) == ("zoë@example.com", ["SMTPUTF8"])
+        parsed = message_from_string(mail.raw.decode(), policy=policy.default)
+        [sender] = parsed["From"].addresses
+        assert (sender.display_name, sender.addr_spec) == (name, "zoë@example.com")
+
     async def test_without_smtputf8_a_domain_goes_in_its_ascii_form(self, smtp_server: SmtpServer) -> None:
         content = {**EMAIL, "reply_to_address": "help@bücher.example", "cc_ids": ["cc@bücher.example"]}
         envelope = _envelope(content, test=False)
@@ -443,6 +459,7 @@ class TestSmtpInternationalAddresses:
         [
             ("recipient", "jörg@example.com", "recipient"),
             ("reply_to_address", "réponse@example.com", "reply-to"),
+            ("from_address", "zoë@example.com", "sender"),
         ],
     )
     async def test_without_smtputf8_an_address_it_cannot_carry_fails_the_message_for_good(

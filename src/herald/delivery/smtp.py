@@ -153,6 +153,12 @@ def _set_from(message: EmailMessage, name: str, address: str) -> None:
     `Shop, Inc. "Best" Ü` came out as two addresses. A name that could be taken for an encoded
     word, or with a run too long to fold (`_LONGEST_WORD`), is encoded whole, the address on a
     line of its own (`_ENCODED_WORD`)."""
+    local_part = address.rpartition("@")[0]
+    if not local_part.isascii():
+        # The package builds no mailbox of a local part beyond ASCII (RFC 6532 allows it, under
+        # SMTPUTF8, which `_send_on` then asks for): written as it goes, the name encoded.
+        message.set_raw("From", f"{_encoded(name, 'From')}\n <{address}>" if name else address)
+        return
     if _ENCODED_WORD in name or max(map(len, name.split()), default=0) > _LONGEST_WORD:
         message.set_raw("From", f"{_encoded(name, 'From')}\n <{address}>")
         return
