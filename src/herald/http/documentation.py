@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from importlib.resources import files
 from typing import Any
+from urllib.parse import urlsplit
 
 from fastapi import FastAPI
 from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
@@ -22,6 +23,14 @@ from herald.http import base_url, error_catalog
 
 OPENAPI_URL = "/openapi.json"
 ASSETS_URL = "/docs/assets"
+# The pages may load nothing from elsewhere: the ReDoc bundle's footer links an image on its
+# maker's CDN, which the reader's browser fetched (telling a third party the page was read). Their
+# own inline script and styles, and the workers and images ReDoc makes in the page, stay allowed.
+# "Try it out" reads the API at the page's own origin, or at `HERALD_BASE_URL`'s.
+_PAGE_POLICY = (
+    "default-src 'self'; script-src 'self' 'unsafe-inline'; style-src 'self' 'unsafe-inline'; "
+    "img-src 'self' data:; font-src 'self' data:; worker-src 'self' blob:; connect-src 'self'{api}"
+)
 # The assets change with Herald's dependencies only: a day in the reader's cache.
 _CACHED = {"Cache-Control": "public, max-age=86400"}
 # The files the pages link to, by name: nothing else of the package's directory is served.
@@ -36,6 +45,11 @@ _ASSETS = {
 def install(app: FastAPI) -> None:
     settings = app.state.herald.settings
     error_page = settings.with_header_names(error_catalog.PAGE)
+    policy = {"Content-Security-Policy": _page_policy(settings.base_url)}
+
+    def policed(page: HTMLResponse) -> HTMLResponse:
+        page.headers.update(policy)
+        return page
 
     @app.get(OPENAPI_URL, include_in_schema=False)
     async def openapi_document(request: Request) -> JSONResponse:
@@ -45,22 +59,26 @@ def install(app: FastAPI) -> None:
 
     @app.get("/docs", include_in_schema=False)
     async def swagger_ui() -> HTMLResponse:
-        return get_swagger_ui_html(
-            openapi_url=OPENAPI_URL,
-            title=f"{app.title} - docs",
-            swagger_js_url=f"{ASSETS_URL}/swagger-ui-bundle.js",
-            swagger_css_url=f"{ASSETS_URL}/swagger-ui.css",
-            swagger_favicon_url=f"{ASSETS_URL}/favicon.png",
+        return policed(
+            get_swagger_ui_html(
+                openapi_url=OPENAPI_URL,
+                title=f"{app.title} - docs",
+                swagger_js_url=f"{ASSETS_URL}/swagger-ui-bundle.js",
+                swagger_css_url=f"{ASSETS_URL}/swagger-ui.css",
+                swagger_favicon_url=f"{ASSETS_URL}/favicon.png",
+            )
         )
 
     @app.get("/redoc", include_in_schema=False)
     async def redoc() -> HTMLResponse:
-        return get_redoc_html(
-            openapi_url=OPENAPI_URL,
-            title=f"{app.title} - ReDoc",
-            redoc_js_url=f"{ASSETS_URL}/redoc.standalone.js",
-            redoc_favicon_url=f"{ASSETS_URL}/favicon.png",
-            with_google_fonts=False,
+        return policed(
+            get_redoc_html(
+                openapi_url=OPENAPI_URL,
+                title=f"{app.title} - ReDoc",
+                redoc_js_url=f"{ASSETS_URL}/redoc.standalone.js",
+                redoc_favicon_url=f"{ASSETS_URL}/favicon.png",
+                with_google_fonts=False,
+            )
         )
 
     assets = files("fastapi_offline") / "static"
@@ -75,3 +93,10 @@ def install(app: FastAPI) -> None:
     @app.get("/errors", include_in_schema=False)
     async def errors() -> HTMLResponse:
         return HTMLResponse(error_page)
+
+
+def _page_policy(base_url: str | None) -> str:
+    if not base_url:
+        return _PAGE_POLICY.format(api="")
+    parts = urlsplit(base_url)
+    return _PAGE_POLICY.format(api=f" {parts.scheme}://{parts.netloc}")
