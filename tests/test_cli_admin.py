@@ -8,6 +8,7 @@ import socket
 import struct
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from sqlalchemy import select
@@ -124,6 +125,21 @@ def test_revoke_marks_the_key() -> None:
     _, keys = _read(workspace_id)
     assert keys[0].revoked_at is not None
     assert "revoked" in _run("keys", "list", "-w", workspace_id)
+
+
+def test_revoking_again_on_a_clock_held_still_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A sandbox's clock file held still: the second revocation is at the first one's moment.
+    clock_file = tmp_path / "now"
+    clock_file.write_text("1767268800")
+    monkeypatch.setenv("HERALD_CLOCK_FILE", str(clock_file))
+    workspace_id = _workspace()
+    _run("keys", "create", "-w", workspace_id)
+    _, keys = _read(workspace_id)
+    assert _run("keys", "revoke", "-w", workspace_id, keys[0].id) == f"revoked {keys[0].id}\n"
+    again = _run("keys", "revoke", "-w", workspace_id, keys[0].id)
+    assert again == f"{keys[0].id} was revoked already, at 2026-01-01T12:00:00Z\n"
 
 
 def test_revoke_takes_the_whole_key_and_never_prints_its_secret() -> None:
@@ -377,6 +393,7 @@ def test_delivery_settings_out_of_range_are_refused_and_change_nothing(
         ("global-control", "2.5", "2.5"),
         ("global-control", "0", "0"),
         ("global-control", "1", "1"),  # as set: it was echoed "1.0"
+        ("global-control", "99.999999", "99.999999"),  # not rounded to 100
         ("dnd", "22:00-08:00", "22:00-08:00"),
         ("timezone", "Europe/Paris", "Europe/Paris"),
         ("timezone", "UTC", "UTC"),

@@ -147,6 +147,11 @@ def test_shown_url_hides_the_query() -> None:
         ("any@example.com", ["@example.com"], True),
         ("any@notexample.com", ["@example.com"], False),
         ("any@mail.example.com", ["@example.com"], False),
+        # One domain in either form: a server without SMTPUTF8 is sent the ASCII one.
+        ("news@bücher.example", ["@xn--bcher-kva.example"], True),
+        ("news@xn--bcher-kva.example", ["@Bücher.example"], True),
+        ("news@BÜCHER.example", ["news@bücher.example"], True),
+        ("news@bucher.example", ["@bücher.example"], False),
     ],
 )
 def test_verified_senders(address: str, senders: list[str], allowed: bool) -> None:

@@ -139,13 +139,12 @@ def keys_revoke(
     if (parts := split_secret(key_id)) is not None:
         key_id = parts[0]
 
-    now = clock.now()
+    async def work(session: AsyncSession) -> tuple[datetime | None, bool]:
+        key, revoked = await service.revoke_api_key(session, clock.now(), workspace, key_id)
+        return key.revoked_at, revoked
 
-    async def work(session: AsyncSession) -> datetime:
-        return (await service.revoke_api_key(session, now, workspace, key_id)).revoked_at or now
-
-    revoked_at = run_in_session(work)
-    if revoked_at == now:
+    revoked_at, revoked = run_in_session(work)
+    if revoked or revoked_at is None:
         typer.echo(f"revoked {key_id}")
     else:  # revoking is idempotent: said as it is, the first revocation's moment kept
         typer.echo(f"{key_id} was revoked already, at {rfc3339(revoked_at)}")

@@ -8,6 +8,7 @@ for them find a configured connector.
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import os
 import re
@@ -16,6 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from urllib.parse import urlsplit
+
+import idna
 
 from herald.campaigns.schemas.common import Channel
 from herald.campaigns.schemas.connector import ConnectorType
@@ -144,12 +147,23 @@ def sender_allowed(address: str, senders: Sequence[str]) -> bool:
     """Whether `address` is a verified sender: listed, or at a listed `@domain`. None listed: any."""
     if not senders:
         return True
-    lowered = address.strip().lower()
+    given = _comparable(address)
     for sender in senders:
-        wanted = sender.lower()
-        if lowered == wanted or (wanted.startswith("@") and lowered.endswith(wanted)):
+        wanted = _comparable(sender)
+        if given == wanted or (wanted.startswith("@") and given.endswith(wanted)):
             return True
     return False
+
+
+def _comparable(address: str) -> str:
+    """`address` (or `@domain`) as senders are compared: lower case, an internationalized domain
+    in its ASCII form (`bücher.example` and `xn--bcher-kva.example` are one domain, and a server
+    without SMTPUTF8 is sent the second)."""
+    local, at, domain = address.strip().rpartition("@")
+    if not domain.isascii():
+        with contextlib.suppress(idna.IDNAError):
+            domain = idna.encode(domain, uts46=True).decode("ascii")
+    return f"{local}{at}{domain}".lower()
 
 
 def not_a_verified_sender(address: str, senders: Sequence[str]) -> str:

@@ -110,7 +110,8 @@ def shown(key: str, stored: dict[str, Any] | None) -> str:
     if value is None:
         return "UTC" if key == "timezone" else "off"
     if isinstance(value, float):
-        return f"{value:g}"  # as it was set: a percentage of 1 is "1", not "1.0"
+        # As it was set: a percentage of 1 is "1", not "1.0"; 99.999999 is not rounded to 100.
+        return str(int(value)) if value.is_integer() else repr(value)
     return str(value)
 
 

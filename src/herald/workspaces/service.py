@@ -91,14 +91,20 @@ async def create_api_key(
     return IssuedKey(key=key, secret=f"{KEY_PREFIX}_{key_id}_{secret}")
 
 
-async def revoke_api_key(session: AsyncSession, now: datetime, workspace_id: str, key_id: str) -> ApiKey:
+async def revoke_api_key(
+    session: AsyncSession, now: datetime, workspace_id: str, key_id: str
+) -> tuple[ApiKey, bool]:
+    """The key, revoked at `now` unless it was already (its first revocation's moment kept), and
+    whether this call revoked it."""
     await get_workspace(session, workspace_id)  # an unknown workspace is said as such, first
     key = await session.get(ApiKey, (workspace_id, key_id))
     if key is None:
         raise AdminError(f"no key {key_id} in workspace {workspace_id}")
-    key.revoked_at = key.revoked_at or now
+    if key.revoked_at is not None:
+        return key, False
+    key.revoked_at = now
     await session.flush()
-    return key
+    return key, True
 
 
 async def set_feature(session: AsyncSession, workspace_id: str, flag: str, on: bool) -> Workspace:
