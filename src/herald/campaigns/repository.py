@@ -133,16 +133,16 @@ async def _realign(session: AsyncSession, workspace_id: str, campaign_id: str) -
         async with session, session.begin():
             held = select(Campaign.id).where(*earlier, Campaign.is_latest.is_(False)).order_by(Campaign.id)
             ids = list((await session.scalars(held.with_for_update())).all())
-            now = (
+            current = (
                 await session.execute(
                     select(*columns).where(*earlier, Campaign.is_latest).with_for_update(read=True)
                 )
             ).first()
-            if ids and now is not None:
+            if ids and current is not None:
                 await session.execute(
                     update(Campaign)
                     .where(Campaign.workspace_id == workspace_id, Campaign.id.in_(ids))
-                    .values(dict(zip(sorted(LIFECYCLE_COLUMNS), now, strict=True)))
+                    .values(dict(zip(sorted(LIFECYCLE_COLUMNS), current, strict=True)))
                     .execution_options(synchronize_session=False)
                 )
     except Exception:
