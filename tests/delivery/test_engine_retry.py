@@ -649,6 +649,12 @@ class TestErrorThreshold:
         try:
             campaign_id = await publish(client, workspace, PUSH)  # wakes the worker
             await _until(lambda: len(webhook.received) == 2, "the first attempts")
+
+            async def recorded() -> bool:  # the retries' moments run from the answers, recorded
+                rows = await outbox_rows(app, workspace)
+                return len(rows) == 2 and all(row.next_attempt_at is not None for row in rows)
+
+            await _until_async(recorded, "the first attempts' outcomes are recorded")
             clock.advance(RETRY)
             wake.wake_here(workspace.workspace_id)
             await _until(lambda: len(webhook.received) == 3, "the first retry")
