@@ -38,15 +38,18 @@ def _email(value: str) -> str:
 # OpenAPI document.
 EmailAddress = Annotated[str, Strict(), AfterValidator(_email), Field(json_schema_extra={"format": "email"})]
 
-# A mailbox as a recipient: one '@' between a local part and a domain, no space or control
-# character. Nothing more is asked: the operator's SMTP relay decides what it delivers, so a user's
-# address at `localhost` or at a `.test` domain (a local relay, a sandbox) is as good as any.
+# A mailbox as a recipient: one '@' between a local part and a domain of dot-separated labels, no
+# space or control character. Nothing more is asked: the operator's SMTP relay decides what it
+# delivers, so a user's address at `localhost` or at a `.test` domain (a local relay, a sandbox) is
+# as good as any. An empty label (`u@example.com.`, `u@.example`, `u@a..example`) is refused: no
+# server takes such a domain, so every send to it would fail.
 # Also the OpenAPI document's pattern (ECMAScript reads it alike, see `control_characters.SPACES`).
-RECIPIENT_PATTERN = f"^[^@{SPACES}{CLASS}]+@[^@{SPACES}{CLASS}]+$"
+_LABEL = f"[^@.{SPACES}{CLASS}]+"
+RECIPIENT_PATTERN = f"^[^@{SPACES}{CLASS}]+@{_LABEL}(?:\\.{_LABEL})*$"
 _RECIPIENT = re.compile(RECIPIENT_PATTERN)
 RECIPIENT_RULE = (
-    "an `@` between a local part and a domain, without spaces or control characters (any domain, "
-    "`localhost` too)"
+    "an `@` between a local part and a domain of dot-separated labels, none empty, without spaces "
+    "or control characters (any domain, `localhost` too)"
 )
 
 

@@ -159,6 +159,10 @@ async def test_a_users_email_is_refused_by_the_document_where_ingestion_refuses_
             ("two @", customer("a@b@example.com"), False),
             ("a space", customer("ana maria@example.com"), False),
             ("a no-break space", customer("ana\u00a0maria@example.com"), False),
+            # Empty labels: no server takes such a domain, every send to it would fail.
+            ("a trailing dot", customer("ana@example.com."), False),
+            ("a leading dot", customer("ana@.example.com"), False),
+            ("two dots in a row", customer("ana@example..com"), False),
         ],
     )
 
