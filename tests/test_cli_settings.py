@@ -260,7 +260,11 @@ def test_migrate_into_a_directory_that_does_not_exist(
 
 # 253402300799 is 9999-12-31T23:59:59Z: a moment a day later could not be written (C1 answered 500);
 # ids hold their moment in 32 bits of seconds (a time before 1970 made ids sorted after all others).
-@pytest.mark.parametrize("content", [None, "garbage", "nan", "1e400", "directory", "253402300799", "-86400"])
+# Python's float syntax is wider than epoch seconds: underscores, "infinity", signs.
+@pytest.mark.parametrize(
+    "content",
+    [None, "garbage", "nan", "1e400", "directory", "253402300799", "-86400", "1_767_268_800", "+1767268800"],
+)
 def test_a_bad_clock_file_stops_the_commands_that_read_the_time(
     tmp_path: Path, database: Path, monkeypatch: pytest.MonkeyPatch, content: str | None
 ) -> None:
@@ -275,6 +279,13 @@ def test_a_bad_clock_file_stops_the_commands_that_read_the_time(
     assert _workspaces(database) == 0
     with pytest.raises(SettingsError, match="HERALD_CLOCK_FILE"):
         FileClock(str(clock_file))
+
+
+@pytest.mark.parametrize("content", ["1767268800", "1767268800.25", " 1767268800\n", "1.7672688e9"])
+def test_a_clock_file_of_epoch_seconds_is_read(tmp_path: Path, content: str) -> None:
+    clock_file = tmp_path / "now"
+    clock_file.write_text(content)
+    assert FileClock(str(clock_file)).now().timestamp() == float(content)
 
 
 def test_a_clock_file_copied_over_with_its_modification_time_is_read_again(tmp_path: Path) -> None:

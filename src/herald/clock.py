@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
@@ -48,6 +49,7 @@ AHEAD = timedelta(seconds=60)
 # A clock file's latest time: ids hold their moment in 32 bits of seconds (to 2106), and records
 # kept for a year after now must still get one.
 _LATEST = 2**32 - 2 * 366 * 86400
+_EPOCH_SECONDS = re.compile(r"[0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?")
 
 
 class FileClock:
@@ -75,6 +77,10 @@ class FileClock:
             if stamp != self._stamp:
                 with open(self._path, encoding="ascii") as handle:
                     text = handle.read().strip()
+                # Digits, as `write` puts them: Python's `float` takes more (`1_767_268_800`,
+                # `infinity`) than a file of epoch seconds holds.
+                if _EPOCH_SECONDS.fullmatch(text) is None:
+                    raise ValueError(text)
                 seconds = float(text)
                 if not 0 <= seconds < _LATEST:
                     raise ValueError(text)
