@@ -187,6 +187,29 @@ class TestMetrics:
         for other in ("/docs/assets/__init__.py", "/docs/assets/..%2Fcore.py", "/docs/assets/"):
             assert served.get(other).status_code == 404, other
 
+    @pytest.mark.parametrize("encoding", ["gzip", "identity"])
+    def test_documentation_assets_are_compressed_and_revalidated(self, served: Served, encoding: str) -> None:
+        # The Swagger UI bundle is 1.4 MB: a reader taking gzip gets it compressed, and a cached
+        # copy is revalidated by its ETag without sending it again.
+        url = "/docs/assets/swagger-ui-bundle.js"
+        plain = served.get(url, headers={"Accept-Encoding": "identity"})
+        first = served.get(url, headers={"Accept-Encoding": encoding})
+        assert first.status_code == 200
+        assert first.content == plain.content  # httpx undoes the gzip
+        assert first.headers.get("content-encoding") == (encoding if encoding == "gzip" else None)
+        if encoding == "gzip":
+            assert int(first.headers["content-length"]) < len(plain.content) / 2
+        assert "Accept-Encoding" in first.headers["vary"]
+        etag = first.headers["etag"]
+        again = served.get(url, headers={"Accept-Encoding": encoding, "If-None-Match": f'"other", W/{etag}'})
+        assert again.status_code == 304
+        assert again.content == b""
+        assert again.headers["etag"] == etag
+        assert "max-age" in again.headers["cache-control"]
+        changed = served.get(url, headers={"Accept-Encoding": encoding, "If-None-Match": '"other"'})
+        assert changed.status_code == 200
+        assert changed.content == plain.content
+
 
 class TestLogs:
     def test_each_request_has_one_json_line_with_route_status_workspace_and_request_id(

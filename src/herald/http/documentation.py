@@ -9,6 +9,10 @@ fastapi-offline package): a self-hosted deployment's pages load nothing from a C
 
 from __future__ import annotations
 
+import functools
+import gzip
+import hashlib
+from dataclasses import dataclass
 from importlib.resources import files
 from typing import Any
 from urllib.parse import urlsplit
@@ -16,7 +20,7 @@ from urllib.parse import urlsplit
 from fastapi import FastAPI
 from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
 from starlette.requests import Request
-from starlette.responses import FileResponse, HTMLResponse, JSONResponse
+from starlette.responses import HTMLResponse, JSONResponse, Response
 
 from herald.errors import NotFound
 from herald.http import base_url, error_catalog
@@ -31,8 +35,9 @@ _PAGE_POLICY = (
     "default-src 'self'; script-src 'self' 'unsafe-inline'; style-src 'self' 'unsafe-inline'; "
     "img-src 'self' data:; font-src 'self' data:; worker-src 'self' blob:; connect-src 'self'{api}"
 )
-# The assets change with Herald's dependencies only: a day in the reader's cache.
-_CACHED = {"Cache-Control": "public, max-age=86400"}
+# The assets change with Herald's dependencies only: a day in the reader's cache, then revalidated
+# by their ETag (304 while unchanged).
+_CACHE_CONTROL = "public, max-age=86400"
 # The files the pages link to, by name: nothing else of the package's directory is served.
 _ASSETS = {
     "swagger-ui-bundle.js": "text/javascript",
@@ -81,18 +86,53 @@ def install(app: FastAPI) -> None:
             )
         )
 
-    assets = files("fastapi_offline") / "static"
-
     @app.get(ASSETS_URL + "/{name}", include_in_schema=False)
-    async def docs_asset(name: str) -> FileResponse:
-        media_type = _ASSETS.get(name)
-        if media_type is None:
+    async def docs_asset(name: str, request: Request) -> Response:
+        if name not in _ASSETS:
             raise NotFound()
-        return FileResponse(str(assets / name), media_type=media_type, headers=_CACHED)
+        return _asset(name).response(request)
 
     @app.get("/errors", include_in_schema=False)
     async def errors() -> HTMLResponse:
         return HTMLResponse(error_page)
+
+
+@dataclass(frozen=True)
+class _Asset:
+    """One of the pages' files, read once per process: as it is, and gzipped for the readers that
+    take it (the Swagger UI bundle goes from 1.4 MB to under 0.4 MB)."""
+
+    media_type: str
+    body: bytes
+    gzipped: bytes
+    etag: str
+
+    def response(self, request: Request) -> Response:
+        gzip_taken = "gzip" in request.headers.get("accept-encoding", "").lower()
+        # One ETag per representation: a cache holding the gzipped bytes revalidates those.
+        etag = f'"{self.etag}-gzip"' if gzip_taken else f'"{self.etag}"'
+        headers = {"Cache-Control": _CACHE_CONTROL, "ETag": etag, "Vary": "Accept-Encoding"}
+        if _matches(request.headers.get("if-none-match"), etag):
+            return Response(status_code=304, headers=headers)
+        if gzip_taken:
+            headers["Content-Encoding"] = "gzip"
+            return Response(self.gzipped, media_type=self.media_type, headers=headers)
+        return Response(self.body, media_type=self.media_type, headers=headers)
+
+
+@functools.cache
+def _asset(name: str) -> _Asset:
+    body = (files("fastapi_offline") / "static" / name).read_bytes()
+    digest = hashlib.sha256(body).hexdigest()[:32]
+    return _Asset(_ASSETS[name], body, gzip.compress(body, mtime=0), digest)
+
+
+def _matches(if_none_match: str | None, etag: str) -> bool:
+    """Whether an If-None-Match names `etag` (weakly compared, as RFC 9110 asks of it) or is `*`."""
+    if not if_none_match:
+        return False
+    tags = [tag.strip() for tag in if_none_match.split(",")]
+    return "*" in tags or any(tag.removeprefix("W/") == etag for tag in tags)
 
 
 def _page_policy(base_url: str | None) -> str:
