@@ -39,6 +39,7 @@ import idna
 from aiosmtplib.email import extract_addresses, extract_recipients, extract_sender, flatten_message
 
 from herald.control_characters import CONTROL
+from herald.delivery import attachments
 from herald.delivery.config import (
     DEFAULT_SESSION_MESSAGES,
     Security,
@@ -222,8 +223,13 @@ def build_email(envelope: Envelope, smtputf8: bool = True) -> EmailMessage:
     html = str(content.get("html_content") or "")
     message.set_content(plain_text(html))
     message.add_alternative(with_preheader(html, str(content.get("preview_text") or "")), subtype="html")
-    for part in message.iter_parts():
-        del part["MIME-Version"]  # the message's own is the one (the package gave the HTML part one too)
+    for attached in attachments.files(content.get("attachments")):  # the message becomes multipart/mixed
+        message.add_attachment(
+            attached.data, maintype=attached.maintype, subtype=attached.subtype, filename=attached.name
+        )
+    for part in message.walk():
+        if part is not message:  # the message's own is the one (the package gave its parts one too)
+            del part["MIME-Version"]
     # The mail goes to the address the outbox records, or to nobody: a stored `me<victim@other>`
     # was read as a display name and another mailbox, which RCPT TO then named.
     if (primary := _primary_address(message)) != recipient:

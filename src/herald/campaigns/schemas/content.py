@@ -120,7 +120,13 @@ class EmailContent(OpenModel):
     custom_template_version: TemplateVersion | None = None
     html_content: Text | None = None
     email_editor: Text | None = None
-    attachments: list[JsonObject] | None = None
+    # Kept as written; what a sent mail needs of each is `delivery.attachments` (validate and
+    # publish report the rest).
+    attachments: list[JsonObject] | None = Field(
+        default=None,
+        description="Files the mail carries: each `{file_name, content, content_type?}`, `content` the "
+        "file's bytes in base64 (validate reports, and publish and test sends refuse, any other shape).",
+    )
 
     @field_validator("html_content")
     @classmethod

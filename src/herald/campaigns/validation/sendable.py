@@ -16,6 +16,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from herald.campaigns.schemas.content import EmailContent
+from herald.delivery import attachments
 from herald.delivery.config import not_a_verified_sender, sender_allowed
 from herald.email_address import RECIPIENT_RULE, is_recipient_address
 from herald.personalization.fields import fill_from
@@ -66,7 +67,11 @@ def email_problems(
         problem = sender_problem(address, path, senders)
         if problem is not None:
             problems.append(problem)
-    return problems + _copied_problems(data, path)
+    return (
+        problems
+        + _copied_problems(data, path)
+        + attachments.problems(data.get("attachments"), (*path, "attachments"))
+    )
 
 
 def _copied_problems(data: Mapping[str, Any], path: Sequence[str | int]) -> list[Problem]:

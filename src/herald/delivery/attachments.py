@@ -1,0 +1,108 @@
+"""E-mail attachments (`campaign_content.content.email.attachments`): each an object
+`{file_name, content, content_type?}`, the file's bytes in `content` as base64 (RFC 4648, the
+standard alphabet), its media type guessed from the name when not given.
+
+The one home of what an attachment is: the publish and test-send checks (`problems`, through
+`campaigns.validation.sendable`) and the SMTP message (`files`). A webhook e-mail connector gets the
+objects as the campaign holds them. Attachments travel inside the request body, so its limit (1 MiB)
+bounds them; they go to every recipient alike (a `file_name` may be personalized, as any text).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import mimetypes
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from herald.control_characters import has_control_character
+from herald.problems import Problem, join_path
+
+_MEDIA_TYPE = re.compile(r"[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*/[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*")
+_UNKNOWN_TYPE = "application/octet-stream"
+SHAPE = "an object {file_name, content (the file's bytes in base64), content_type (optional)}"
+
+
+@dataclass(frozen=True)
+class File:
+    name: str
+    maintype: str
+    subtype: str
+    data: bytes
+
+
+def problems(attachments: Any, path: Sequence[str | int]) -> list[Problem]:
+    """What keeps each attachment at `path` (the `attachments` list) from being sent."""
+    if attachments is None:
+        return []
+    if not isinstance(attachments, list):
+        return [Problem("INVALID_TYPE", join_path(*path), f"'attachments' is a list of {SHAPE}.")]
+    found: list[Problem] = []
+    for index, item in enumerate(attachments):
+        found += _item_problems(item, (*path, index))
+    return found
+
+
+def _item_problems(item: Any, path: tuple[str | int, ...]) -> list[Problem]:
+    if not isinstance(item, dict):
+        return [Problem("INVALID_TYPE", join_path(*path), f"An attachment is {SHAPE}.")]
+    found: list[Problem] = []
+    name = item.get("file_name")
+    if name is None or name == "":
+        found.append(
+            Problem("REQUIRED_FIELD_MISSING", join_path(*path, "file_name"), "'file_name' is required.")
+        )
+    elif not _is_file_name(name):
+        message = "'file_name' is a name without '/', '\\' or control characters."
+        found.append(Problem("INVALID_TYPE", join_path(*path, "file_name"), message))
+    content = item.get("content")
+    if content is None:
+        found.append(Problem("REQUIRED_FIELD_MISSING", join_path(*path, "content"), "'content' is required."))
+    elif _decoded(content) is None:
+        message = "'content' is the file's bytes in base64 (RFC 4648, standard alphabet)."
+        found.append(Problem("INVALID_TYPE", join_path(*path, "content"), message))
+    media_type = item.get("content_type")
+    if media_type is not None and not (isinstance(media_type, str) and _MEDIA_TYPE.fullmatch(media_type)):
+        message = "'content_type' is a media type such as 'application/pdf'."
+        found.append(Problem("INVALID_TYPE", join_path(*path, "content_type"), message))
+    return found
+
+
+def files(attachments: Any) -> list[File]:
+    """The attachments of a message that passed `problems`, ready to be carried. Raises ValueError
+    for one that does not (a campaign published before this rule, or changed behind it)."""
+    if not attachments:
+        return []
+    if problems(attachments, ("attachments",)):
+        raise ValueError(f"an attachment is not {SHAPE}")
+    made = []
+    for item in attachments:
+        name = str(item["file_name"])
+        media_type = item.get("content_type") or mimetypes.guess_type(name)[0] or _UNKNOWN_TYPE
+        maintype, _, subtype = media_type.lower().partition("/")
+        data = _decoded(item["content"])
+        assert data is not None  # checked above
+        made.append(File(name, maintype, subtype, data))
+    return made
+
+
+def _is_file_name(value: Any) -> bool:
+    return (
+        isinstance(value, str)
+        and bool(value.strip())
+        and not has_control_character(value)
+        and "/" not in value
+        and "\\" not in value
+    )
+
+
+def _decoded(value: Any) -> bytes | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        return base64.b64decode(value, validate=True)
+    except (binascii.Error, ValueError):  # ValueError: not ASCII
+        return None
