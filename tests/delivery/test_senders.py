@@ -349,6 +349,23 @@ class TestWebhook:
         }
         assert body["test"] is True
 
+    @pytest.mark.parametrize("test", [True, False])
+    async def test_a_test_mail_names_no_copies_live_ones_do(self, webhook: HttpReceiver, test: bool) -> None:
+        # As over SMTP: a gateway relaying the message as it comes would mail every test to them.
+        async with new_lane() as lane:
+            outcome = await send_webhook(
+                lane, {"url": webhook.url}, {"hmac_secret": SECRET}, _envelope(EMAIL, test=test), 5
+            )
+        assert outcome.sent, outcome.reason
+        [request] = webhook.received
+        message = request.json()["message"]
+        copies = {key: message.get(key) for key in ("cc_ids", "bcc_ids")}
+        if test:
+            assert copies == {"cc_ids": None, "bcc_ids": None}
+            assert message == {key: value for key, value in EMAIL.items() if key not in copies}
+        else:
+            assert message == EMAIL
+
     async def test_redirects_are_not_followed(self, webhook: HttpReceiver) -> None:
         webhook.status = 302
         webhook.answer_headers = {"Location": webhook.url + "/elsewhere"}

@@ -36,6 +36,7 @@ from typing import Any
 import httpx
 import orjson
 
+from herald.campaigns.schemas.common import Channel
 from herald.delivery.config import shown_url
 from herald.delivery.lane import CutShort, Lane, NotHttp
 from herald.delivery.messages import Envelope, Outcome
@@ -93,12 +94,28 @@ def _payload(envelope: Envelope, created_at: str) -> dict[str, Any]:
             "customer_id": recipient.customer_id,
             **recipient.contact,
         },
-        "message": envelope.message,
+        "message": _message_of(envelope),
         "created_at": created_at,
     }
     if envelope.advanced is not None:
         payload["advanced"] = envelope.advanced
     return payload
+
+
+# A test mail goes to the test recipient only, through SMTP as through a webhook: a gateway that
+# relays the message as it comes would otherwise copy every test to the campaign's cc and bcc.
+_LIVE_ONLY = ("cc_ids", "bcc_ids")
+
+
+def _message_of(envelope: Envelope) -> dict[str, Any]:
+    message = envelope.message
+    if (
+        envelope.is_test
+        and envelope.slot.channel is Channel.EMAIL
+        and any(key in message for key in _LIVE_ONLY)
+    ):
+        return {key: value for key, value in message.items() if key not in _LIVE_ONLY}
+    return message
 
 
 async def send_webhook(
