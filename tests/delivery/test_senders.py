@@ -135,6 +135,23 @@ class TestMimeMessage:
         assert html.startswith('<div style="display:none;')
         assert html.rstrip().endswith(">Read me first</div><p>Hi</p>")
 
+    @pytest.mark.parametrize(
+        ("before", "tag"),
+        [
+            ("<html><head><title>About <body> tags</title></head>\n", "<body>"),
+            ("<!-- <body> is below -->\n<script>var s = '<body>';</script>\n", "<BODY class=main>"),
+            ("<html>\n<textarea><body></textarea>\n", '<body style="a>b">'),
+        ],
+    )
+    def test_the_preheader_goes_in_the_body_the_reader_shows(self, before: str, tag: str) -> None:
+        # Not into the first text that reads "<body" (a title, a comment, a script), nor inside
+        # the tag's attributes.
+        content = f"{before}{tag}<p>Hi</p></body></html>"
+        envelope = _envelope({**EMAIL, "html_content": content, "preview_text": "Read me first"})
+        html = _part(build_email(envelope), "html")
+        assert html.startswith(before + tag + '<div style="display:none;')
+        assert html.rstrip().endswith(">Read me first</div><p>Hi</p></body></html>")
+
     def test_no_preview_text_leaves_the_html_as_written(self) -> None:
         html = _part(build_email(_envelope(EMAIL)), "html")
         assert html.rstrip() == EMAIL["html_content"]

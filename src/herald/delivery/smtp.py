@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import re
 import ssl
 from dataclasses import dataclass, field
 from email.errors import HeaderParseError
@@ -247,7 +246,40 @@ _PREHEADER = (
     '<div style="display:none;font-size:1px;line-height:1px;max-height:0;max-width:0;opacity:0;'
     'overflow:hidden;mso-hide:all;color:transparent">{}</div>'
 )
-_BODY_TAG = re.compile(r"<body\b[^>]*>", re.IGNORECASE)
+
+
+class _BodyStart(HTMLParser):
+    """Where the HTML's `<body>` start tag ends: the first one read as a tag, not one inside a
+    comment, a script or style, or text such as a `<title>`'s."""
+
+    _TEXT_ONLY = frozenset({"title", "textarea"})  # their content is text, whatever it looks like
+    _CHUNK = 4096  # read up to the body only, which comes early: not every user's whole mail
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=False)
+        self._inside: str | None = None
+        self._found: tuple[int, int, int] | None = None  # (line, offset, length) of the tag
+
+    def end_in(self, html: str) -> int | None:
+        for start in range(0, len(html), self._CHUNK):
+            self.feed(html[start : start + self._CHUNK])
+            if self._found is not None:
+                line, offset, length = self._found
+                before = html.split("\n", line - 1)[: line - 1]
+                return sum(len(text) + 1 for text in before) + offset + length
+        return None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if self._found is not None or self._inside is not None:
+            return
+        if tag in self._TEXT_ONLY:
+            self._inside = tag
+        elif tag == "body":
+            self._found = (*self.getpos(), len(self.get_starttag_text() or ""))
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == self._inside:
+            self._inside = None
 
 
 def with_preheader(html: str, preview_text: str) -> str:
@@ -256,8 +288,7 @@ def with_preheader(html: str, preview_text: str) -> str:
     if not preview_text.strip():
         return html
     hidden = _PREHEADER.format(escape(" ".join(preview_text.split())))
-    body = _BODY_TAG.search(html)
-    at = body.end() if body else 0
+    at = _BodyStart().end_in(html) or 0
     return html[:at] + hidden + html[at:]
 
 
