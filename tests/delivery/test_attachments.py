@@ -61,6 +61,23 @@ async def test_a_live_mail_carries_its_attachments(
     ]
 
 
+async def test_an_attachment_that_is_no_inline_file_is_kept_and_not_carried(
+    app: FastAPI, client: httpx.AsyncClient, workspace: Tenant, smtp_server: SmtpServer
+) -> None:
+    # The items' shape is the campaign's: a link, say, is kept as written (webhook connectors get
+    # it), and the mail goes with the inline files only; Herald fetches nothing.
+    link = {"name": "catalogue.pdf", "url": "https://cdn.example.com/catalogue.pdf"}
+    inline = {"name": "a.txt", "content": "aGk="}
+    await smtp_connector(app, workspace, smtp_server, senders=["news@shop.example"])
+    await add_users(app, workspace.workspace_id, {"customer_id": "ana", "email": "ana@example.com"})
+    campaign_id = await publish(client, workspace, _with(EMAIL, [link, inline]))
+    stored = await h.get(client, workspace, campaign_id)
+    assert stored["campaign_content"]["content"]["email"]["attachments"] == [link, inline]
+    await tick(app, workspace)
+    [mail] = smtp_server.received
+    assert _files(mail) == [("a.txt", "text/plain", b"hi")]
+
+
 async def test_a_test_mail_carries_them_too(
     app: FastAPI, client: httpx.AsyncClient, workspace: Tenant, smtp_server: SmtpServer
 ) -> None:
@@ -75,25 +92,17 @@ async def test_a_test_mail_carries_them_too(
 
 BAD: list[tuple[Any, set[tuple[str, str]]]] = [
     # (Not a list, or not objects: refused when written, as the schema says.)
-    (
-        [{}],
-        {("REQUIRED_FIELD_MISSING", f"{PATH}.0.file_name"), ("REQUIRED_FIELD_MISSING", f"{PATH}.0.content")},
-    ),
-    (
-        [{"url": "https://files.example/invoice.pdf"}],
-        {("REQUIRED_FIELD_MISSING", f"{PATH}.0.file_name"), ("REQUIRED_FIELD_MISSING", f"{PATH}.0.content")},
-    ),
+    ([{"content": "aGk="}], {("REQUIRED_FIELD_MISSING", f"{PATH}.0.file_name")}),
+    ([{"name": "", "content": "aGk="}], {("REQUIRED_FIELD_MISSING", f"{PATH}.0.name")}),
     ([{"file_name": "a.pdf", "content": "not base64!"}], {("INVALID_TYPE", f"{PATH}.0.content")}),
+    ([{"file_name": "a.pdf", "content": None}], {("INVALID_TYPE", f"{PATH}.0.content")}),
     ([{"file_name": "../a.pdf", "content": "aGk="}], {("INVALID_TYPE", f"{PATH}.0.file_name")}),
     ([{"file_name": "a\r\nb.pdf", "content": "aGk="}], {("INVALID_TYPE", f"{PATH}.0.file_name")}),
     (
         [{"file_name": "a.pdf", "content": "aGk=", "content_type": "pdf"}],
         {("INVALID_TYPE", f"{PATH}.0.content_type")},
     ),
-    (
-        [ATTACHMENTS[0], {"file_name": "b.pdf", "content": 7}],
-        {("INVALID_TYPE", f"{PATH}.1.content")},
-    ),
+    ([ATTACHMENTS[0], {"file_name": "b.pdf", "content": 7}], {("INVALID_TYPE", f"{PATH}.1.content")}),
 ]
 
 

@@ -1,11 +1,14 @@
-"""E-mail attachments (`campaign_content.content.email.attachments`): each an object
-`{file_name, content, content_type?}`, the file's bytes in `content` as base64 (RFC 4648, the
-standard alphabet), its media type guessed from the name when not given.
+"""E-mail attachments (`campaign_content.content.email.attachments`, whose items' shape the
+contract leaves open). A file the mail carries is an object with its bytes inline:
+`{file_name, content, content_type?}` (`name` for `file_name` too), `content` in base64 (RFC 4648,
+the standard alphabet), its media type guessed from the name when not given. Any other object (a
+`{name, url}` link, say) is kept as written and given to webhook e-mail connectors as is; an SMTP
+mail carries the inline files only (Herald fetches nothing on a campaign's behalf).
 
 The one home of what an attachment is: the publish and test-send checks (`problems`, through
-`campaigns.validation.sendable`) and the SMTP message (`files`). A webhook e-mail connector gets the
-objects as the campaign holds them. Attachments travel inside the request body, so its limit (1 MiB)
-bounds them; they go to every recipient alike (a `file_name` may be personalized, as any text).
+`campaigns.validation.sendable`: an object holding `content` must be a file that can be carried)
+and the SMTP message (`files`). Attachments travel inside the request body, so its limit (1 MiB)
+bounds them; they go to every recipient alike (a file name may be personalized, as any text).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from herald.problems import Problem, join_path
 _MEDIA_TYPE = re.compile(r"[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*/[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*")
 _UNKNOWN_TYPE = "application/octet-stream"
 SHAPE = "an object {file_name, content (the file's bytes in base64), content_type (optional)}"
+_NAMES = ("file_name", "name")
 
 
 @dataclass(frozen=True)
@@ -47,21 +51,17 @@ def problems(attachments: Any, path: Sequence[str | int]) -> list[Problem]:
 
 
 def _item_problems(item: Any, path: tuple[str | int, ...]) -> list[Problem]:
-    if not isinstance(item, dict):
-        return [Problem("INVALID_TYPE", join_path(*path), f"An attachment is {SHAPE}.")]
+    if not isinstance(item, dict) or "content" not in item:
+        return []  # not a file to carry: kept as written (see the module's docstring)
     found: list[Problem] = []
-    name = item.get("file_name")
+    key = _name_key(item)
+    name = item.get(key)
     if name is None or name == "":
-        found.append(
-            Problem("REQUIRED_FIELD_MISSING", join_path(*path, "file_name"), "'file_name' is required.")
-        )
+        found.append(Problem("REQUIRED_FIELD_MISSING", join_path(*path, key), f"'{key}' is required."))
     elif not _is_file_name(name):
-        message = "'file_name' is a name without '/', '\\' or control characters."
-        found.append(Problem("INVALID_TYPE", join_path(*path, "file_name"), message))
-    content = item.get("content")
-    if content is None:
-        found.append(Problem("REQUIRED_FIELD_MISSING", join_path(*path, "content"), "'content' is required."))
-    elif _decoded(content) is None:
+        message = f"'{key}' is a name without '/', '\\' or control characters."
+        found.append(Problem("INVALID_TYPE", join_path(*path, key), message))
+    if _decoded(item["content"]) is None:
         message = "'content' is the file's bytes in base64 (RFC 4648, standard alphabet)."
         found.append(Problem("INVALID_TYPE", join_path(*path, "content"), message))
     media_type = item.get("content_type")
@@ -69,6 +69,10 @@ def _item_problems(item: Any, path: tuple[str | int, ...]) -> list[Problem]:
         message = "'content_type' is a media type such as 'application/pdf'."
         found.append(Problem("INVALID_TYPE", join_path(*path, "content_type"), message))
     return found
+
+
+def _name_key(item: dict[str, Any]) -> str:
+    return next((key for key in _NAMES if key in item), _NAMES[0])
 
 
 def files(attachments: Any) -> list[File]:
@@ -80,7 +84,9 @@ def files(attachments: Any) -> list[File]:
         raise ValueError(f"an attachment is not {SHAPE}")
     made = []
     for item in attachments:
-        name = str(item["file_name"])
+        if not isinstance(item, dict) or "content" not in item:
+            continue
+        name = str(item[_name_key(item)])
         media_type = item.get("content_type") or mimetypes.guess_type(name)[0] or _UNKNOWN_TYPE
         maintype, _, subtype = media_type.lower().partition("/")
         data = _decoded(item["content"])

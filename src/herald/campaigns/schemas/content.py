@@ -124,8 +124,9 @@ class EmailContent(OpenModel):
     # publish report the rest).
     attachments: list[JsonObject] | None = Field(
         default=None,
-        description="Files the mail carries: each `{file_name, content, content_type?}`, `content` the "
-        "file's bytes in base64 (validate reports, and publish and test sends refuse, any other shape).",
+        description="Files the mail carries: an item `{file_name, content, content_type?}` holds the file "
+        "inline (`content`: its bytes in base64; validate reports, and publish and test sends refuse, one "
+        "that cannot be carried). Any other item is kept as written (and not carried by SMTP).",
     )
 
     @field_validator("html_content")
