@@ -240,6 +240,30 @@ class TestErrors:
         }
 
     @pytest.mark.parametrize(
+        ("extra", "headers", "expected"),
+        [
+            ("&status_in=draft", {}, {("INVALID_TYPE", "status_in")}),  # given twice
+            ("&name_contains=a%00b", {}, {("INVALID_TYPE", "name_contains")}),
+            ("&created_by=%FF", {}, {("INVALID_TYPE", "created_by")}),
+            ("", {"X-SVC-Request-Id": "not-a-uuid"}, {("INVALID_TYPE", "X-SVC-Request-Id")}),
+        ],
+    )
+    async def test_a_fault_found_before_the_parameters_are_read_is_named_beside_theirs(
+        self, client: httpx.AsyncClient, tenant: Tenant, extra: str, headers: dict[str, str], expected: Any
+    ) -> None:
+        # Contract §3: every violation in one answer. A repeated parameter, a control character,
+        # a non-UTF-8 escape or a malformed request id were answered alone.
+        query = "limit=0&status_in=zz&fields=q" + extra
+        response = await client.get(f"{OFFERS}?{query}", headers={**tenant.headers(), **headers})
+        assert response.status_code == 400
+        found = {(d["code"], d["target"]) for d in response.json()["error"]["details"]}
+        assert found == expected | {
+            ("OUT_OF_RANGE", "limit"),
+            ("INVALID_FIELDS_PARAM", "fields"),
+            *(() if "status_in" in extra else [("INVALID_ENUM_VALUE", "status_in")]),
+        }
+
+    @pytest.mark.parametrize(
         ("params", "expected"),
         [
             ({"limit": "0"}, ("OUT_OF_RANGE", "limit")),

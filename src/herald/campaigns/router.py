@@ -29,7 +29,7 @@ from herald.http.operation import (
     services_of,
     unit_of_work,
 )
-from herald.http.query_model import QUERY_INTEGER, query_model
+from herald.http.query_model import QUERY_INTEGER, QueryReader, query_model
 from herald.http.request_body import json_body
 from herald.http.responses import json_response, response_id
 from herald.schemas import APIModel
@@ -48,7 +48,6 @@ CREATE = Operation(
     quota="campaign_create_success",
     body_check=lambda caller, raw: service.check_create(workspace_of(caller), raw),
 )
-GET = Operation("C2", Scope.CAMPAIGNS_VIEW, "campaign_ops", campaigns=True)
 UPDATE = Operation(
     "C3",
     Scope.CAMPAIGNS_CREATE_MANAGE,
@@ -86,6 +85,9 @@ class GetQuery(BaseModel):
         ),
         QUERY_INTEGER,
     ] = None
+
+
+GET = Operation("C2", Scope.CAMPAIGNS_VIEW, "campaign_ops", campaigns=True, query=QueryReader.of(GetQuery))
 
 
 def workspace_of(caller: Caller) -> service.Workspace:

@@ -21,7 +21,7 @@ from herald.delivery.testsend_request import CampaignTestDoc, check_test_body
 from herald.http.auth import Caller
 from herald.http.docs import error_responses
 from herald.http.operation import Operation, WrittenClaim, guarded, services_of
-from herald.http.query_model import query_model
+from herald.http.query_model import QueryReader, query_model
 from herald.http.request_body import json_body
 from herald.http.responses import json_response, request_id, response_id
 from herald.workspaces.scopes import Scope
@@ -91,13 +91,15 @@ def _answer(request: Request, results: testsend.Results) -> Response:
     return json_response({"response_id": response_id(request), "type": "campaign", "data": data})
 
 
-STATS = Operation("STATS", Scope.CAMPAIGNS_VIEW, "campaign_ops", campaigns=True)
-
-
 class StatsQuery(BaseModel):
     """The stats route takes no query parameter: one sent is refused (UNKNOWN_FIELD), as on C2."""
 
     model_config = ConfigDict(extra="forbid")
+
+
+STATS = Operation(
+    "STATS", Scope.CAMPAIGNS_VIEW, "campaign_ops", campaigns=True, query=QueryReader.of(StatsQuery)
+)
 
 
 @router.get(

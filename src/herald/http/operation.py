@@ -32,10 +32,12 @@ from herald.http.auth import Caller, GatewayRefusal, authenticate, forbidden
 from herald.http.context import UnitOfWork
 from herald.http.guards import parse_uuid4, query_problems
 from herald.http.limits import Consumer, limit_key, windows_for
+from herald.http.query_model import QueryReader
 from herald.http.ratelimit import Decision, Window
 from herald.http.request_body import json_body
 from herald.joined_writes import FirstWrite, Joined
 from herald.problems import Problem
+from herald.pydantic_errors import problems_from_request
 from herald.services import Services
 from herald.workspaces.scopes import Scope
 
@@ -88,6 +90,9 @@ class Operation:
     # §3 answers every violation in one response, not the head's alone and the body's after they
     # are fixed. It reads the body and the caller only: nothing is claimed, counted or written.
     body_check: Callable[[Caller, Any], object] | None = None
+    # The route's query model (as `query_model` reads it), for the same reason: a request refused
+    # for a control character in one parameter names the other parameters' faults too.
+    query: QueryReader | None = None
 
 
 def services_of(request: Request) -> Services:
@@ -176,7 +181,13 @@ async def check_access(request: Request, operation: Operation) -> Caller:
     key, key_problems = _idempotency_key(request, operation.idempotency)
     problems += key_problems
     if problems:
-        raise ValidationFailed([*problems, *_body_faults(request, operation, caller)])
+        raise ValidationFailed(
+            [
+                *problems,
+                *_query_faults(request, operation, problems),
+                *_body_faults(request, operation, caller),
+            ]
+        )
 
     now = services.clock.now()
     uow.rate_limit, _, _ = await _take_slot(
@@ -185,6 +196,17 @@ async def check_access(request: Request, operation: Operation) -> Caller:
     if key is not None:
         await _claim(request, operation, caller, key, in_request_transaction, now)
     return caller
+
+
+def _query_faults(request: Request, operation: Operation, head: list[Problem]) -> list[Problem]:
+    """What `operation.query` finds wrong with the query string, but for the parameters the head's
+    problems already name (a parameter that is no UTF-8 reaches the model as replacement
+    characters: its fault is that, not what the model makes of them)."""
+    if operation.query is None:
+        return []
+    named = {problem.target for problem in head}
+    found = problems_from_request(operation.query.errors(request.query_params), None)
+    return [problem for problem in found if problem.target not in named]
 
 
 def _body_faults(request: Request, operation: Operation, caller: Caller) -> list[Problem]:

@@ -81,24 +81,42 @@ class QueryReader:
         return values
 
     def read(self, params: QueryParams) -> BaseModel:
+        """The model read from `params`, or every fault of them at once (`RequestValidationError`)."""
+        model, errors = self._read(params)
+        if errors:
+            raise RequestValidationError(errors)
+        assert model is not None
+        return model
+
+    def errors(self, params: QueryParams) -> list[Any]:
+        """Every fault of `params`, as `read` reports them in its `RequestValidationError` (none:
+        they make a model)."""
+        return self._read(params)[1]
+
+    def _read(self, params: QueryParams) -> tuple[BaseModel | None, list[dict[str, Any]]]:
         # A parameter of one value given twice (`limit=1&limit=2`) is refused: FastAPI would take
-        # the last, a proxy or a cache in front may take the first, and the client meant one.
+        # the last, a proxy or a cache in front may take the first, and the client meant one. The
+        # others are still read, so that the answer names every fault (contract §3).
         values = self.values(params)
-        repeated = [key for key in self.scalars.intersection(values) if type(values[key]) is list]
-        if repeated:
-            raise RequestValidationError(
-                [
-                    {"type": "INVALID_TYPE", "loc": ("query", key), "msg": f"'{key}' must be given once."}
-                    for key in sorted(repeated)
-                ]
-            )
+        repeated = sorted(key for key in self.scalars.intersection(values) if type(values[key]) is list)
+        errors: list[dict[str, Any]] = [
+            {"type": "INVALID_TYPE", "loc": ("query", key), "msg": f"'{key}' must be given once."}
+            for key in repeated
+        ]
+        for key in repeated:
+            del values[key]
+        given_twice = set(repeated)
         try:
-            return self.model.model_validate(values)
+            model = self.model.model_validate(values)
         except ValidationError as exc:
-            errors = [
-                {**error, "loc": ("query", *error.get("loc", ()))} for error in exc.errors(include_url=False)
+            errors += [
+                {**error, "loc": ("query", *error.get("loc", ()))}
+                for error in exc.errors(include_url=False)
+                # A required parameter given twice is not missing as well.
+                if not (error["type"] == "missing" and error["loc"] and error["loc"][0] in given_twice)
             ]
-            raise RequestValidationError(errors) from None
+            return None, errors
+        return (None, errors) if errors else (model, errors)
 
 
 def query_model(model: type[M]) -> Any:

@@ -12,7 +12,7 @@ from starlette.responses import Response
 from herald.http.auth import Caller
 from herald.http.docs import ErrorEnvelope, documented_as, error_responses
 from herald.http.operation import AnswerFirst, Operation, guarded, services_of, unit_of_work
-from herald.http.query_model import query_model
+from herald.http.query_model import QueryReader, query_model
 from herald.http.request_body import has_body, raw_body
 from herald.http.responses import json_response, response_id
 from herald.offers import parsing, service, templates, writes
@@ -29,7 +29,9 @@ from herald.workspaces.scopes import Scope
 
 router = APIRouter(prefix="/v5/offers", tags=["offers"])
 
-LIST_OFFERS = Operation("O1", Scope.OFFERS_READ, "offers_read", single_statement=True)
+LIST_OFFERS = Operation(
+    "O1", Scope.OFFERS_READ, "offers_read", single_statement=True, query=QueryReader.of(OffersListQuery)
+)
 
 
 def _write_operation(code: str, body: type[BaseModel]) -> Operation:
@@ -45,7 +47,9 @@ def _write_operation(code: str, body: type[BaseModel]) -> Operation:
 
 CREATE_OFFER = _write_operation("O2", OfferCreate)
 UPDATE_OFFER = _write_operation("O3", OfferUpdate)
-LIST_TEMPLATES = Operation("O4", Scope.OFFERS_READ, "offers_read", single_statement=True)
+LIST_TEMPLATES = Operation(
+    "O4", Scope.OFFERS_READ, "offers_read", single_statement=True, query=QueryReader.of(TemplatesQuery)
+)
 ARCHIVE_OFFER = _write_operation("O5", OfferArchive)
 
 # The body is read as a plain JSON object and validated by the service, so that parse errors and
