@@ -585,12 +585,16 @@ class TestVersioning:
         bad = await client.get(f"{h.BASE}/{campaign_id}?version_number=0", headers=ws.headers(campaigns=True))
         assert bad.status_code == 400
         assert bad.json()["error"]["details"][0]["target"] == "version_number"
+        # The latest version's own id (what C3 and C5 answer with) names the campaign too: a client
+        # chaining calls on the id it was given was told it named an immutable snapshot.
+        utm = {"utm_source": "a", "utm_medium": "b"}
         patch = await client.patch(
-            f"{h.BASE}/{latest['id']}",
-            json={"utm_params": {"utm_source": "a", "utm_medium": "b"}},
-            headers=ws.write_headers(campaigns=True),
+            f"{h.BASE}/{latest['id']}", json={"utm_params": utm}, headers=ws.write_headers(campaigns=True)
         )
-        assert patch.status_code == 409
+        assert patch.status_code == 200, patch.text
+        assert patch.json()["data"] == {"id": latest["id"]}
+        assert (await h.get(client, ws, campaign_id))["utm_params"] == utm
+        assert (await h.get(client, ws, f"{campaign_id}?version_number=1")) == v1
         rows = await h.stored(app, ws, campaign_id)
         assert [(row.version_number, row.is_latest) for row in rows] == [(1, False), (2, True)]
 
@@ -601,15 +605,28 @@ class TestVersioning:
             {"content.push.android.basic_details.title": "v2"},
         )
         await h.publish(client, ws, campaign_id, {"campaign_content": content})
+        second = await h.get(client, ws, campaign_id)
+        await h.publish(
+            client,
+            ws,
+            campaign_id,
+            {"campaign_content": variant(content, {"content.push.android.basic_details.title": "v3"})},
+        )
         latest = await h.get(client, ws, campaign_id)
-        # campaign_id names the campaign (its latest version); the second version's own id is not a campaign id.
+        assert latest["version_number"] == 3
+        # campaign_id names the campaign (its latest version), and so does the latest version's own
+        # id; an older version's own id names a snapshot.
         for write in (
-            h.v1_patch(client, ws, latest["id"]),
-            h.action(client, ws, latest["id"], "STOP"),
+            h.v1_patch(client, ws, second["id"]),
+            h.action(client, ws, second["id"], "STOP"),
         ):
             response = await write
             assert response.status_code == 409, response.text
             assert "immutable snapshot" in response.json()["error"]["message"]
+        stopped = await h.action(client, ws, latest["id"], "STOP")
+        assert stopped.status_code == 200, stopped.text
+        assert stopped.json()["data"] == {"id": latest["id"], "action": "STOP"}
+        assert (await h.get(client, ws, campaign_id))["status"] == "STOPPED"
         snapshot = (await h.found(client, ws, campaign_fields={"ids": [campaign_id], "version_number": 1}))[0]
         assert snapshot["campaign_content"] == PAYLOADS["push_one_time_android_ios"]["campaign_content"]
         # Read-only, C4 checks a version by its own id, as C2 reads it (contract: always 200).

@@ -79,8 +79,8 @@ async def _state(
         await read(session, None, key)  # no row to read: the claim still answers first
         await service.no_latest(session, workspace_id, campaign_id)
 
-    async def latest() -> dict[str, Any] | None:
-        return await read(session, _STATE_LOCKED, key)
+    async def latest(some_id: str) -> dict[str, Any] | None:
+        return await read(session, _STATE_LOCKED, {**key, "campaign_id": some_id})
 
     # Read again as C3 and L1 read, as long as publishes queued ahead replace the version it waited
     # for: two publishes in a row used to make a PAUSE by campaign_id answer that it named an old

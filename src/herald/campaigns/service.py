@@ -179,8 +179,8 @@ async def get_campaign(
     `repository.get_latest`), so what it decides on is what it writes over.
     """
 
-    async def latest() -> Campaign | None:
-        return await repository.get_latest(session, workspace_id, campaign_id, for_update=for_update)
+    async def latest(some_id: str) -> Campaign | None:
+        return await repository.get_latest(session, workspace_id, some_id, for_update=for_update)
 
     return await requeued_latest(session, workspace_id, campaign_id, latest, for_update)
 
@@ -196,9 +196,9 @@ async def get_stored(
     """`get_campaign`, reading only what `StoredCampaign` holds, without an ORM instance (C3, C4,
     L1); `read` runs the first read (see `herald.joined_writes.ClaimedRead`)."""
 
-    async def latest() -> StoredCampaign | None:
+    async def latest(some_id: str) -> StoredCampaign | None:
         return await repository.stored_latest(
-            session, workspace_id, campaign_id, for_update=for_update, read=read
+            session, workspace_id, some_id, for_update=for_update, read=read
         )
 
     if read is not None and not is_object_id(campaign_id):
@@ -210,14 +210,16 @@ async def requeued_latest(
     session: AsyncSession,
     workspace_id: str,
     campaign_id: str,
-    latest: Callable[[], Awaitable[T | None]],
+    latest: Callable[[str], Awaitable[T | None]],
     for_update: bool,
 ) -> T:
-    """What `latest` reads of the campaign's latest version, read again while a publish replaced
-    the version it queued for; `no_latest`'s error when there is none."""
+    """What `latest` reads of the campaign's latest version (given the campaign's id), read again
+    while a publish replaced the version it queued for; `no_latest`'s error when there is none.
+    The latest version's own `id` names its campaign too: C3 and C5 answer with it, and a client
+    that chains calls on the `id` it was given must not be told it named an old snapshot."""
     row: T | None = None
     if is_object_id(campaign_id):
-        row = await latest()
+        row = await latest(campaign_id)
         # The version waited for stopped being the latest while we queued (a publish made a new
         # version): a new statement sees, and locks, the one that replaced it, which the next
         # publish queued ahead of us may replace in turn. Looked for again as long as the campaign
@@ -229,8 +231,15 @@ async def requeued_latest(
                 or not await repository.has_latest(session, workspace_id, campaign_id)
             ):
                 break
-            row = await latest()
+            row = await latest(campaign_id)
     if row is None:
+        version = (
+            await repository.get_version(session, workspace_id, campaign_id)
+            if is_object_id(campaign_id)
+            else None
+        )
+        if version is not None and version.is_latest and version.campaign_id != campaign_id:
+            return await requeued_latest(session, workspace_id, version.campaign_id, latest, for_update)
         await no_latest(session, workspace_id, campaign_id)
     return row
 
