@@ -595,6 +595,24 @@ class TestVersioning:
         assert patch.json()["data"] == {"id": latest["id"]}
         assert (await h.get(client, ws, campaign_id))["utm_params"] == utm
         assert (await h.get(client, ws, f"{campaign_id}?version_number=1")) == v1
+        # A write acts on the latest version: one addressed to another by a parameter is refused
+        # (it was ignored, and the latest version changed).
+        headers = ws.write_headers(campaigns=True)
+        for refused in (
+            await client.patch(
+                f"{h.BASE}/{campaign_id}?version_number=1",
+                json={"utm_params": {"utm_source": "x", "utm_medium": "y"}},
+                headers=headers,
+            ),
+            await client.patch(
+                f"{h.BASE}/{campaign_id}/status?version_number=1", json={"action": "STOP"}, headers=headers
+            ),
+        ):
+            assert refused.status_code == 400, refused.text
+            details = refused.json()["error"]["details"]
+            assert [(d["code"], d["target"]) for d in details] == [("UNKNOWN_FIELD", "version_number")]
+        assert (await h.get(client, ws, campaign_id))["utm_params"] == utm
+        assert (await h.get(client, ws, campaign_id))["status"] == "SCHEDULED"
         rows = await h.stored(app, ws, campaign_id)
         assert [(row.version_number, row.is_latest) for row in rows] == [(1, False), (2, True)]
 

@@ -41,6 +41,7 @@ STATUS = Operation(
     idempotency="required",
     claim_with_read=True,
     body_check=lambda _, raw: actions.parse_status_body(raw),
+    no_query=True,
 )
 SEARCH = Operation(
     "C6",

@@ -56,6 +56,7 @@ UPDATE = Operation(
     idempotency="required",
     claim_with_read=True,
     body_check=lambda _, raw: service.check_update_body(raw),
+    no_query=True,
 )
 # C4 is a POST that only reads: it reads in a session of its own, so that on SQLite it does not
 # queue for (and hold) the one write lock a writing request's transaction takes. Its two reads (the

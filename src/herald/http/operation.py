@@ -93,6 +93,10 @@ class Operation:
     # The route's query model (as `query_model` reads it), for the same reason: a request refused
     # for a control character in one parameter names the other parameters' faults too.
     query: QueryReader | None = None
+    # True when the route takes no query parameter: one sent is refused (UNKNOWN_FIELD, as C2 and
+    # the stats route refuse a parameter they do not know) with the head's faults. C3 and C5 act on
+    # the latest version: `?version_number=1` was ignored, and the latest version changed.
+    no_query: bool = False
 
 
 def services_of(request: Request) -> Services:
@@ -178,6 +182,9 @@ async def check_access(request: Request, operation: Operation) -> Caller:
     # Every route's query string, before any handler or query model reads it: a NUL would reach
     # the database (PostgreSQL refuses it), a non-UTF-8 escape would be read as U+FFFD.
     problems += query_problems(request.scope.get("query_string", b""))
+    if operation.no_query:
+        named = {problem.target for problem in problems}
+        problems += [problem for problem in _unknown_parameters(request) if problem.target not in named]
     key, key_problems = _idempotency_key(request, operation.idempotency)
     problems += key_problems
     if problems:
@@ -196,6 +203,13 @@ async def check_access(request: Request, operation: Operation) -> Caller:
     if key is not None:
         await _claim(request, operation, caller, key, in_request_transaction, now)
     return caller
+
+
+def _unknown_parameters(request: Request) -> list[Problem]:
+    names = dict.fromkeys(name for name, _ in request.query_params.multi_items())
+    return [
+        Problem("UNKNOWN_FIELD", name, f"'{name}' is not a parameter of this operation.") for name in names
+    ]
 
 
 def _query_faults(request: Request, operation: Operation, head: list[Problem]) -> list[Problem]:
