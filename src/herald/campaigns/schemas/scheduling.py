@@ -112,7 +112,7 @@ class NotificationSchedule(StrEnum):
 _TIME_OF_DAY = re.compile(r"^([01]\d|2[0-3]):[0-5]\d(:[0-5]\d)?$")
 
 
-TIME_BOUND_MESSAGE = "Expected an ISO 8601 time (HH:MM) or date-time."
+TIME_BOUND_MESSAGE = "Expected an ISO 8601 time (HH:MM or HH:MM:SS) or date-time."
 
 
 def is_time_bound(value: str) -> bool:
