@@ -5,12 +5,26 @@ from __future__ import annotations
 import os
 import re
 import threading
-from datetime import datetime
+from datetime import UTC, datetime
 
 OBJECT_ID = re.compile(r"^[0-9a-f]{24}$")
 OFFER_PREFIX = "offer_"
 OFFER_ID_PATTERN = f"^{OFFER_PREFIX}[0-9a-f]{{24}}$"  # what `parse_offer_id` reads, for the documents
 TAG_PREFIX = "tag_"
+
+# The instants an id can hold: its 4 bytes of seconds count from 1970 and end early in 2106. An
+# imported time outside them wrapped round (year 1 sorted among this year's ids), and PostgreSQL
+# stored year 1 and 9999-12-31T23:59:59.999999 as -infinity and infinity (shown as null).
+EARLIEST_INSTANT = datetime.fromtimestamp(0, UTC)
+LATEST_INSTANT = datetime.fromtimestamp(2**32 - 1, UTC)
+INSTANT_RANGE = "from 1970-01-01T00:00:00Z to 2106-02-07T06:28:15Z"
+
+
+def holds_instant(at: datetime) -> bool:
+    """Whether an id can be made for `at` (an aware date-time; a naive one is read as UTC)."""
+    at = at if at.tzinfo is not None else at.replace(tzinfo=UTC)
+    return EARLIEST_INSTANT <= at <= LATEST_INSTANT
+
 
 _counter_lock = threading.Lock()
 _counter = int.from_bytes(os.urandom(3), "big")

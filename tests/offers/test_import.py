@@ -107,6 +107,11 @@ class TestImporter:
                 b"   ",  # 9: blank lines are skipped
                 {"name": "Lone_Draft", "status": "draft"},  # 10
                 {**flat_body(now, "No_Priority"), "priority": None},  # 11
+                # 12, 13: times an id cannot hold (year 1 sorted among today's ids; PostgreSQL
+                # stored them as -infinity and infinity, shown as null)
+                {**flat_body(now, "Year_One"), "created_at": "0001-01-01T00:00:00Z"},
+                {**flat_body(now, "Year_9999"), "created_at": "9999-12-31T23:59:59.999999Z"},
+                {**flat_body(now, "In_1970"), "created_at": "1970-01-01T00:00:00Z"},  # 14
             ],
         )
         assert _errors(result) == [
@@ -118,8 +123,10 @@ class TestImporter:
             (7, {("INVALID_TYPE", "id"), ("INVALID_TYPE", "created_at")}),
             (10, {("REQUIRED_FIELD_MISSING", "created_by")}),
             (11, {("INVALID_TYPE", "priority")}),
+            (12, {("OUT_OF_RANGE", "created_at")}),
+            (13, {("OUT_OF_RANGE", "created_at")}),
         ]
-        assert result.lines == 11
+        assert result.lines == 14
         assert not result.ok
 
     async def test_history_is_not_held_to_the_present(

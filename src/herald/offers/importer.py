@@ -36,7 +36,7 @@ import orjson
 from sqlalchemy import insert, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from herald.ids import object_id, parse_offer_id
+from herald.ids import INSTANT_RANGE, holds_instant, object_id, parse_offer_id
 from herald.offers import documents, parsing, repository, rules
 from herald.offers.models import STORED_ARCHIVED, STORED_DRAFT, STORED_PUBLISHED, Offer, OfferTag
 from herald.offers.requests import OfferCreate, OfferFields
@@ -296,6 +296,9 @@ def _created_at(value: Any, now: datetime, problems: list[Problem]) -> datetime:
     parsed = parse_zulu(value) if isinstance(value, str) else None
     if parsed is None:
         problems.append(Problem("INVALID_TYPE", "created_at", "created_at is like 2026-01-15T12:00:00Z."))
+        return now
+    if not holds_instant(parsed):
+        problems.append(Problem("OUT_OF_RANGE", "created_at", f"created_at is {INSTANT_RANGE}."))
         return now
     return parsed
 
