@@ -30,6 +30,8 @@ class TestAuthentication:
         body = json.loads(response.text)
         assert body["code"] == "ER001"
         assert set(body) == {"code", "target", "message"}
+        # RFC 9110 §11.6.1: a 401 names the scheme to authenticate with.
+        assert response.headers["WWW-Authenticate"] == 'Basic realm="Herald", charset="UTF-8"'
 
     async def test_wrong_secret_is_401(self, client: httpx.AsyncClient, tenant: Tenant) -> None:
         response = await client.get(OFFERS, headers=_basic(tenant.workspace_id, tenant.secret + "x"))
@@ -57,6 +59,7 @@ class TestAuthentication:
         assert response.status_code == 403
         assert response.headers["content-type"].startswith("text/plain")
         assert json.loads(response.text)["code"] == "ER007"
+        assert "WWW-Authenticate" not in response.headers  # authenticated: another key would not help
 
     async def test_valid_key_with_scope_is_admitted(self, client: httpx.AsyncClient, tenant: Tenant) -> None:
         response = await client.get(OFFERS, headers=tenant.headers())

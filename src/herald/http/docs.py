@@ -73,6 +73,13 @@ def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
         entry: dict[str, Any] = {"description": _DESCRIPTIONS[status]}
         if status in (401, 403):
             entry["content"] = {"text/plain": {"schema": GATEWAY_BODY}}
+        if status == 401:
+            entry["headers"] = {
+                "WWW-Authenticate": {
+                    "description": 'The scheme to authenticate with: `Basic realm="Herald", charset="UTF-8"`.',
+                    "schema": {"type": "string"},
+                }
+            }
         elif status == 503:
             entry["content"] = {
                 "text/html": {"schema": {"type": "string", "description": "The gateway's HTML page."}},
