@@ -413,6 +413,79 @@ class TestEveryViolationInOneAnswer:
                 ("UNKNOWN_FIELD", "utm_params.foo"),
             ]
 
+    @pytest.mark.parametrize(
+        ("delivery_type", "component", "sent", "expected"),
+        [
+            (  # a DELAY's companions, beside a type fault in the same trigger
+                "EVENT_TRIGGERED",
+                "trigger_condition",
+                {
+                    "included_filters": {"filter_operator": "and", "filters": [_PURCHASED]},
+                    "trigger_delay_type": "DELAY",
+                    "secondary_included_filters": 5,
+                },
+                [
+                    ("INVALID_TYPE", "trigger_condition.secondary_included_filters"),
+                    ("REQUIRED_FIELD_MISSING", "trigger_condition.trigger_delay_granularity"),
+                    ("REQUIRED_FIELD_MISSING", "trigger_condition.trigger_delay_value"),
+                    ("REQUIRED_FIELD_MISSING", "trigger_condition.trigger_relation"),
+                ],
+            ),
+            (  # an operator its data type does not take, beside a type fault in another filter
+                "ONE_TIME",
+                "segmentation_details",
+                {
+                    "included_filters": {
+                        "filter_operator": "and",
+                        "filters": [
+                            BETWEEN_ON_A_STRING["included_filters"]["filters"][0],
+                            {**BETWEEN_ON_A_STRING["included_filters"]["filters"][0], "negate": "z"},
+                        ],
+                    }
+                },
+                [
+                    ("INVALID_ENUM_VALUE", "segmentation_details.included_filters.filters.0.operator"),
+                    ("INVALID_ENUM_VALUE", "segmentation_details.included_filters.filters.1.operator"),
+                    ("INVALID_TYPE", "segmentation_details.included_filters.filters.1.negate"),
+                ],
+            ),
+            (  # an expiry before the start, beside a timezone that is no name
+                "ONE_TIME",
+                "scheduling_details",
+                {
+                    "delivery_type": "AT_FIXED_TIME",
+                    "start_time": "2027-01-01T00:00:00Z",
+                    "expiry_time": "2026-01-01T00:00:00Z",
+                    "timezone": 5,
+                },
+                [
+                    ("INVALID_TYPE", "scheduling_details.timezone"),
+                    ("OUT_OF_RANGE", "scheduling_details.expiry_time"),
+                ],
+            ),
+        ],
+    )
+    async def test_a_type_fault_hides_no_rule_of_its_own_component(
+        self,
+        client: httpx.AsyncClient,
+        workspace: Tenant,
+        delivery_type: str,
+        component: str,
+        sent: dict[str, Any],
+        expected: list[tuple[str, str]],
+    ) -> None:
+        # The component is read without its faulty values, so its rules are still checked; none is
+        # reported about a value left out (the timezone's "required" above, say).
+        kind = {**MINIMAL_PUSH, "campaign_delivery_type": delivery_type}
+        created = await _create(client, workspace, {**kind, component: sent})
+        campaign_id = await _created_id(client, workspace, kind)
+        patched = await client.patch(
+            f"{BASE}/{campaign_id}", json={component: sent}, headers=workspace.write_headers(campaigns=True)
+        )
+        for response in (created, patched):
+            assert response.status_code == 400, response.text
+            assert sorted((d["code"], d["target"]) for d in response.json()["error"]["details"]) == expected
+
 
 class TestLengthsTheColumnsHold:
     """A campaign's name is kept in a column of 500 characters and each tag in one of 200: longer

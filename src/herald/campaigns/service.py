@@ -21,7 +21,6 @@ from herald.campaigns.editability import not_editable
 from herald.campaigns.lifecycle import begins_at, schedule_instants
 from herald.campaigns.models import Campaign, StoredCampaign
 from herald.campaigns.schemas.campaign import (
-    COMPONENT_NAMES,
     CampaignCreate,
     CampaignDocument,
     CampaignUpdate,
@@ -29,6 +28,7 @@ from herald.campaigns.schemas.campaign import (
 )
 from herald.campaigns.schemas.common import CREATABLE_CHANNELS, CampaignStatus, Channel, DeliveryType
 from herald.campaigns.validation import (
+    SoundPart,
     Stage,
     UpdateModels,
     load_document,
@@ -38,6 +38,7 @@ from herald.campaigns.validation import (
     unparsed_utm_params,
     validate_campaign,
 )
+from herald.campaigns.validation.salvage import concerns
 from herald.delivery import connectors as delivery_connectors
 from herald.delivery.engine import resumes
 from herald.errors import DuplicateRequestId, InvalidState, NotFound, PreconditionFailed, ValidationFailed
@@ -377,20 +378,24 @@ async def keep_publishable(
 def _rules_beyond(
     workspace: Workspace,
     base: CampaignDocument,
-    part: CampaignUpdate | None,
+    part: SoundPart | None,
     stage: Stage,
     problems: list[Problem],
     previous: CampaignDocument | None,
 ) -> list[Problem]:
     """The rules' problems of the components that parsed (`parse.sound_part`) in a body that did
-    not, merged over `base`, each not already among `problems`."""
+    not, merged over `base`, each not already among `problems` nor about a value left out."""
     if part is None:
         return []
     found = validate_campaign(
-        base.merged(part), stage, workspace.features, sent_components(part), previous=previous
+        base.merged(part.body), stage, workspace.features, sent_components(part.body), previous=previous
     )
     known = {(problem.code, problem.target) for problem in problems}
-    return [problem for problem in found if (problem.code, problem.target) not in known]
+    return [
+        problem
+        for problem in found
+        if (problem.code, problem.target) not in known and not concerns(problem.target, part.left_out)
+    ]
 
 
 def _create_rules_beyond(workspace: Workspace, raw: object, problems: list[Problem]) -> list[Problem]:
@@ -413,17 +418,17 @@ def _patch_rules_beyond(
     workspace: Workspace, stored: StoredCampaign, raw: object, problems: list[Problem]
 ) -> list[Problem]:
     """C3: the rules of a failed patch's sound components, merged over the stored campaign as a
-    patch is checked. A component holding problems was sent but cannot be read: a rule across
+    patch is checked. A component that cannot be read was sent all the same: a rule across
     components judged with it as stored could report what the client did not send, so a problem
-    is kept only when it also holds with those components cleared, and only in a sound one."""
+    is kept only when it also holds with those components cleared, and only in a component read."""
     channel, delivery_type = Channel(stored.channel), DeliveryType(stored.delivery_type)
     part = sound_part(raw, problems, channel)
     current, _ = load_document(channel, delivery_type, stored.components) if part else (None, [])
     if current is None:
         return []
     found = _rules_beyond(workspace, current, part, Stage.DRAFT_PATCH, problems, previous=current)
-    spoiled = fields_at_fault(problems) & set(COMPONENT_NAMES)
-    if not found or not spoiled:
+    unread = part.unread if part is not None else frozenset()
+    if not found or not unread:
         return found
     cleared = sound_part(raw, problems, channel, clear_spoiled=True)
     holding = _rules_beyond(workspace, current, cleared, Stage.DRAFT_PATCH, problems, previous=current)
@@ -431,7 +436,7 @@ def _patch_rules_beyond(
     return [
         problem
         for problem in found
-        if (problem.code, problem.target) in also and not fields_at_fault([problem]) & spoiled
+        if (problem.code, problem.target) in also and not fields_at_fault([problem]) & unread
     ]
 
 

@@ -26,6 +26,7 @@ from herald.campaigns.validation import (
 )
 from herald.campaigns.validation.context import Context, Stage, TemplateCheck
 from herald.campaigns.validation.parse import (
+    SoundPart,
     UpdateModels,
     load_document,
     parse_create,
@@ -38,6 +39,7 @@ from herald.campaigns.validation.tracking import unparsed_utm_params
 from herald.problems import Problem
 
 __all__ = [
+    "SoundPart",
     "Stage",
     "TemplateCheck",
     "UpdateModels",

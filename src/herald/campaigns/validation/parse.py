@@ -26,6 +26,7 @@ from herald.campaigns.schemas.campaign import (
 )
 from herald.campaigns.schemas.common import CREATABLE_CHANNELS, Channel, DeliveryType
 from herald.campaigns.validation.context import invalid_value, required
+from herald.campaigns.validation.salvage import salvage
 from herald.problems import Problem, fields_at_fault
 from herald.pydantic_errors import problems_from_validation_error
 
@@ -163,15 +164,28 @@ def load_document(
     return CampaignDocument(channel=channel, delivery_type=delivery_type).merged(body), []
 
 
+@dataclass(frozen=True, slots=True)
+class SoundPart:
+    """What `sound_part` read of a body that failed to parse."""
+
+    body: CampaignUpdate
+    # The faulty values left out of the components read without them (`salvage`): a rule's
+    # problem about one of them is not reported (`salvage.concerns`).
+    left_out: frozenset[str]
+    # The components holding problems that could not be read at all.
+    unread: frozenset[str]
+
+
 def sound_part(
     raw: object, problems: Sequence[Problem], channel: Channel, *, clear_spoiled: bool = False
-) -> CampaignUpdate | None:
-    """The components of a body that failed to parse which hold none of its `problems`, read as an
-    update of `channel` (None when none does, or they do not read alone either): their own rules
-    can still be checked, so that a client learns every violation in one answer (contract §3: all
-    violations are collected in one response), not the rules' only after fixing the types.
-    `clear_spoiled`: the components holding problems are read as sent null (cleared) rather than
-    left out (a patch then keeps them as stored)."""
+) -> SoundPart | None:
+    """The components of a body that failed to parse, read as an update of `channel` (None when
+    none can be, or they do not read together either): those holding none of its `problems` as
+    sent, the others without their faulty values where each can be left out alone (`salvage`).
+    Their own rules can still be checked, so that a client learns every violation in one answer
+    (contract §3: all violations are collected in one response), not the rules' only after fixing
+    the types. `clear_spoiled`: the components that cannot be read are read as sent null (cleared)
+    rather than left out (a patch then keeps them as stored)."""
     model = _UPDATE.by_channel.get(channel.value)
     if model is None or not isinstance(raw, dict):  # v5 reads no component of another channel
         return None
@@ -179,9 +193,28 @@ def sound_part(
     if "" in spoiled:
         return None
     part = {key: value for key, value in raw.items() if key in COMPONENT_NAMES and key not in spoiled}
-    if not part:
+    left_out: dict[str, frozenset[str]] = {}
+    for key in [key for key in raw if key in COMPONENT_NAMES and key in spoiled]:
+        targets = [problem.target for problem in problems if problem.target.split(".", 1)[0] == key]
+        found = salvage(raw[key], key, targets)
+        if found is not None:
+            part[key], left_out[key] = found
+    body, errors = _validate(model, part) if part else (None, [])
+    if errors:
+        # A component read without its faults may fail on what those hid: then it is not read.
+        failing = fields_at_fault(errors)
+        if failing - set(left_out):
+            return None
+        for key in failing:
+            del part[key], left_out[key]
+        body, errors = _validate(model, part) if part else (None, [])
+    unread = frozenset(
+        key for key in raw if key in COMPONENT_NAMES and key in spoiled and key not in left_out
+    )
+    if body is None or errors:
         return None
-    if clear_spoiled:
-        part |= {key: None for key in raw if key in COMPONENT_NAMES and key in spoiled}
-    body, errors = _validate(model, part)
-    return body if not errors else None
+    if clear_spoiled and unread:
+        body, errors = _validate(model, part | dict.fromkeys(unread))
+        if body is None or errors:
+            return None
+    return SoundPart(body, frozenset().union(*left_out.values()), unread)
