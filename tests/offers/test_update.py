@@ -178,13 +178,17 @@ class TestGates:
         response = await _patch(client, tenant, active, {"updated_by": EDITOR, **body})
         assert response.status_code == 200, response.text
 
-    async def test_creator_never_changes(
+    async def test_the_creator_changes_as_any_o2_field_does(
         self, client: httpx.AsyncClient, tenant: Tenant, scheduled: str
     ) -> None:
+        # Contract §4: O3 takes "any O2 field"; no status gate names `created_by` (it was refused in
+        # every status, with a message naming the status).
         response = await _patch(
             client, tenant, scheduled, {"updated_by": EDITOR, "created_by": "x@example.com"}
         )
-        assert details(response) == {("IMMUTABLE_FIELD", "created_by")}
+        assert response.status_code == 200, response.text
+        listed = await client.get(OFFERS, params={"created_by": "x@example.com"}, headers=tenant.headers())
+        assert [item["id"] for item in listed.json()["data"]] == [scheduled]
 
     async def test_expired_offer_is_403(
         self, client: httpx.AsyncClient, tenant: Tenant, clock: FrozenClock, scheduled: str

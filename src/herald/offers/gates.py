@@ -18,7 +18,6 @@ from herald.offers.rules.scheduling import EXPIRY, START, parse_zulu
 from herald.offers.status import OfferStatus
 from herald.problems import Problem, join_path
 
-_ALWAYS_FIXED = ("created_by",)
 _FIXED_WHEN_ACTIVE = (START, "conversion")
 
 
@@ -52,9 +51,8 @@ def gate_problems(
     status: OfferStatus, current: Mapping[str, Any], merged: Mapping[str, Any], changed: frozenset[str]
 ) -> list[Problem]:
     """IMMUTABLE_FIELD for every change the status does not allow."""
-    fixed = [name for name in _ALWAYS_FIXED if name in changed]
-    if status is OfferStatus.ACTIVE:
-        fixed += [name for name in _FIXED_WHEN_ACTIVE if name in changed]
+    # Contract §4: O3 changes any O2 field (`created_by` too) but for these gates.
+    fixed = [name for name in _FIXED_WHEN_ACTIVE if name in changed] if status is OfferStatus.ACTIVE else []
     problems = [
         Problem("IMMUTABLE_FIELD", name, f"'{name}' cannot change while the offering is {status.value}.")
         for name in fixed

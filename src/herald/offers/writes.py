@@ -193,6 +193,7 @@ async def update_offer(
     columns = {
         "name": row.name,
         "priority": row.priority,
+        "created_by": row.created_by,
         "tags": row.tags,
         "start_datetime": row.start_datetime,
         "expiry_datetime": row.expiry_datetime,
