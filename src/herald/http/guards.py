@@ -117,7 +117,7 @@ def query_problems(query_string: bytes) -> list[Problem]:
             continue
         if has_control_character(text):
             problems.append(Problem("INVALID_TYPE", name, "Must not contain control characters."))
-    return problems
+    return list(dict.fromkeys(problems))  # a parameter repeated with one fault: named once
 
 
 def json_depth_exceeds(body: bytes, limit: int) -> bool:
