@@ -358,6 +358,27 @@ class TestEveryViolationInOneAnswer:
             ("UNKNOWN_FIELD", "utm_params.foo"),
         ]
 
+    async def test_a_patch_refused_for_its_head_names_its_bodys_faults_as_the_campaign_reads_them(
+        self, client: httpx.AsyncClient, workspace: Tenant
+    ) -> None:
+        # A malformed request id: the body's rules (judged against the stored campaign, L1's merged
+        # over it) are named beside it, as C1 names them (C3 named the faults common to every
+        # channel only, L1 none).
+        campaign_id = await _created_id(client, workspace, MINIMAL_PUSH)
+        headers = {**workspace.write_headers(campaigns=True), "X-SVC-Request-Id": "not-a-uuid"}
+        body = {"segmentation_details": BETWEEN_ON_A_STRING}
+        patched = await client.patch(f"{BASE}/{campaign_id}", json=body, headers=headers)
+        earlier = {"request_id": str(uuid.uuid4()), "updated_by": "bo@example.com", **body}
+        merged = await client.patch(
+            f"/core-services/v1/campaigns/{campaign_id}", json=earlier, headers=headers
+        )
+        for response in (patched, merged):
+            assert response.status_code == 400, response.text
+            assert sorted((d["code"], d["target"]) for d in response.json()["error"]["details"]) == [
+                ("INVALID_ENUM_VALUE", "segmentation_details.included_filters.filters.0.operator"),
+                ("INVALID_TYPE", "X-SVC-Request-Id"),
+            ]
+
     async def test_a_patch_with_a_component_that_does_not_parse_has_the_others_rules_checked(
         self, client: httpx.AsyncClient, workspace: Tenant
     ) -> None:

@@ -55,7 +55,9 @@ UPDATE = Operation(
     campaigns=True,
     idempotency="required",
     claim_with_read=True,
-    body_check=lambda _, raw: service.check_update_body(raw),
+    stored_body_check=lambda session, caller, campaign_id, raw: service.check_stored_update(
+        session, workspace_of(caller), campaign_id, raw
+    ),
     no_query=True,
 )
 # C4 is a POST that only reads: it reads in a session of its own, so that on SQLite it does not

@@ -41,7 +41,14 @@ from herald.campaigns.validation import (
 from herald.campaigns.validation.salvage import concerns
 from herald.delivery import connectors as delivery_connectors
 from herald.delivery.engine import resumes
-from herald.errors import DuplicateRequestId, InvalidState, NotFound, PreconditionFailed, ValidationFailed
+from herald.errors import (
+    DuplicateRequestId,
+    HeraldError,
+    InvalidState,
+    NotFound,
+    PreconditionFailed,
+    ValidationFailed,
+)
 from herald.ids import is_object_id, object_id
 from herald.joined_writes import Answer, ClaimedRead, ClaimedStatement
 from herald.personalization import check_template
@@ -315,6 +322,28 @@ def check_update_body(raw: object) -> None:
     everywhere = set.intersection(*({(p.code, p.target) for p in problems} for problems in found))
     if problems := [problem for problem in found[0] if (problem.code, problem.target) in everywhere]:
         raise ValidationFailed(problems)
+
+
+async def check_stored_update(
+    session: AsyncSession,
+    workspace: Workspace,
+    campaign_id: str,
+    raw: object,
+    merged: Callable[[Mapping[str, Any], object], object] | None = None,
+    models: UpdateModels | None = None,
+) -> None:
+    """A C3 body's faults (an L1 body's: `merged` over the stored components, read with `models`),
+    as `check_update` finds them against the stored campaign (read, not locked), raised (400);
+    when there is no such campaign, those `check_update_body` finds of a C3 body. For a request
+    refused for its head (`Operation.stored_body_check`), so that the channel's own faults and the
+    rules across components are named with the head's."""
+    try:
+        stored = await get_stored(session, workspace.id, campaign_id)
+    except HeraldError:
+        if merged is None:
+            check_update_body(raw)
+        return
+    check_update(workspace, stored, merged(stored.components, raw) if merged else raw, models)
 
 
 def check_update(

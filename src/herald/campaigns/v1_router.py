@@ -8,7 +8,7 @@ from fastapi import APIRouter
 from starlette.requests import Request
 from starlette.responses import Response
 
-from herald.campaigns import publish
+from herald.campaigns import publish, service, v1_merge
 from herald.campaigns.openapi import V1_UPDATE_BODY
 from herald.campaigns.router import workspace_of
 from herald.http.auth import Caller
@@ -37,6 +37,9 @@ UPDATE_V1 = Operation(
     campaigns=True,
     idempotency="body_request_id",
     claim_with_read=True,
+    stored_body_check=lambda session, caller, campaign_id, raw: service.check_stored_update(
+        session, workspace_of(caller), campaign_id, raw, v1_merge.merged_body, publish.V1_MODELS
+    ),
 )
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import datetime
@@ -90,6 +90,10 @@ class Operation:
     # §3 answers every violation in one response, not the head's alone and the body's after they
     # are fixed. It reads the body and the caller only: nothing is claimed, counted or written.
     body_check: Callable[[Caller, Any], object] | None = None
+    # The same, for a body judged against the stored campaign the path names (C3 and L1 read the
+    # components as its channel's, L1 merged over it): given a session of its own, the caller, the
+    # path's campaign id and the body. It reads only; it is used instead of `body_check`.
+    stored_body_check: Callable[[AsyncSession, Caller, str, Any], Awaitable[object]] | None = None
     # The route's query model (as `query_model` reads it), for the same reason: a request refused
     # for a control character in one parameter names the other parameters' faults too.
     query: QueryReader | None = None
@@ -192,7 +196,7 @@ async def check_access(request: Request, operation: Operation) -> Caller:
             [
                 *problems,
                 *_query_faults(request, operation, problems),
-                *_body_faults(request, operation, caller),
+                *(await _body_faults(request, operation, caller)),
             ]
         )
 
@@ -223,13 +227,18 @@ def _query_faults(request: Request, operation: Operation, head: list[Problem]) -
     return [problem for problem in found if problem.target not in named]
 
 
-def _body_faults(request: Request, operation: Operation, caller: Caller) -> list[Problem]:
-    """What `operation.body_check` finds wrong with the body; nothing when the body is not JSON
-    (the handler's BAD_REQUEST, answered once the head is right) or has no check."""
-    if operation.body_check is None:
-        return []
+async def _body_faults(request: Request, operation: Operation, caller: Caller) -> list[Problem]:
+    """What `operation.stored_body_check` or `body_check` finds wrong with the body; nothing when
+    the body is not JSON (the handler's BAD_REQUEST, answered once the head is right) or has no
+    check."""
+    stored_check, campaign_id = operation.stored_body_check, request.path_params.get("campaign_id")
     try:
-        operation.body_check(caller, json_body(request))
+        if stored_check is not None and isinstance(campaign_id, str):
+            body = json_body(request)
+            async with services_of(request).database.reader() as session:
+                await stored_check(session, caller, campaign_id, body)
+        elif operation.body_check is not None:
+            operation.body_check(caller, json_body(request))
     except ValidationFailed as refused:
         return refused.details
     except HeraldError:
