@@ -1,5 +1,6 @@
 # Every command runs through these targets; README and .ci/run call them too.
-PYTHON ?= python3.11
+# The first Python 3.11+ on PATH (override: make PYTHON=/path/to/python3.x).
+PYTHON ?= $(firstword $(foreach candidate,python3.11 python3.12 python3.13 python3.14 python3,$(shell command -v $(candidate) 2>/dev/null)))
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
@@ -13,7 +14,8 @@ help: ## Show the targets
 	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
 
 $(STAMP): pyproject.toml
-	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON) (Python 3.11+)"; exit 1; }
+	@test -n "$(PYTHON)" && $(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null \
+		|| { echo "need Python 3.11+ on PATH (or make PYTHON=/path/to/python3.x)"; exit 1; }
 	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'

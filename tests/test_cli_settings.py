@@ -91,6 +91,13 @@ BAD_SETTINGS = [
     ("HERALD_DELIVERY_RETRY_MAX_SECONDS", "0", "> 0"),
     ("HERALD_DELIVERY_ERROR_THRESHOLD", "-1", ">= 0"),
     ("HERALD_DELIVERY_LEASE_SECONDS", "-inf", "finite"),
+    ("HERALD_DELIVERY_LEASE_SECONDS", "1e11", "up to 604,800"),  # every tick failed: past year 9999
+    ("HERALD_REDIS_URL", "notaurl", "redis://"),  # serve died with a traceback
+    ("HERALD_REDIS_URL", "redis://:secret@127.0.0.1:6379/1?socket_timeout=abc", "socket_timeout"),
+    ("HERALD_BASE_URL", "notaurl", "http://"),  # was printed in every doc_url
+    ("HERALD_BASE_URL", "http://a b", "http://"),
+    ("HERALD_BASE_URL", "https://h.example:99999", "http://"),
+    ("HERALD_SECRET_KEY", "secret-abc", "Fernet"),  # serve was ready, and every sealed send failed
     ("HERALD_HEADER_TOKEN", "", "header token"),
     ("HERALD_HEADER_TOKEN", "A B", "header token"),
     ("HERALD_HEADER_TOKEN", "SVC:", "header token"),
@@ -107,8 +114,8 @@ def test_a_bad_setting_stops_a_command_before_it_writes(
     monkeypatch.setenv(variable, value)
     result = runner.invoke(app, ["workspaces", "create", "Acme", "--id", "NEWWS"])
     line = _refused(result, 2, variable, expected)
-    if variable == "HERALD_DATABASE_URL":
-        assert "secret" not in line  # only the scheme is repeated
+    if variable in ("HERALD_DATABASE_URL", "HERALD_REDIS_URL", "HERALD_SECRET_KEY"):
+        assert "secret" not in line  # only the scheme is repeated, of a key nothing
     else:
         assert repr(value) in line
     assert _workspaces(database) == 0

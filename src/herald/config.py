@@ -8,6 +8,8 @@ environment (names case-insensitive), then `.env` in the working directory, then
 
 from __future__ import annotations
 
+import base64
+import binascii
 import dataclasses
 import math
 import os
@@ -15,6 +17,7 @@ import re
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
+from urllib.parse import urlsplit
 
 _PREFIX = "herald_"
 _TRUE = frozenset({"1", "on", "t", "true", "y", "yes"})
@@ -23,6 +26,9 @@ _FALSE = frozenset({"0", "off", "f", "false", "n", "no"})
 # these two may also be 0, which they document (read on every request; never pause).
 _MAY_BE_ZERO = frozenset({"credentials_cache_seconds", "delivery_error_threshold", "delivery_turn_seconds"})
 _LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
+# Upper bounds where a larger value breaks the arithmetic of moments (a lease of 1e11 seconds is past
+# the year 9999): a week.
+_AT_MOST = {"delivery_lease_seconds": 7 * 86400}
 # RFC 9110 `token`: what may stand in a header name (`X-<token>-Request-Id`, `<token>-APPKEY`).
 _HEADER_TOKEN = re.compile(r"[A-Za-z0-9!#$%&'*+.^_`|~-]+")
 # Documentation (the OpenAPI document, the error catalog) is written with this token's header names.
@@ -208,14 +214,65 @@ def _check(name: str, value: Any, raw: Any) -> None:
         low_ok = value >= 0 if name in _MAY_BE_ZERO else value > 0
         if not (math.isfinite(value) and low_ok):
             raise _invalid(name, raw, _number(name, "int" if isinstance(value, int) else "float"))
+        if name in _AT_MOST and value > _AT_MOST[name]:
+            raise _invalid(name, raw, f"a number of seconds up to {_AT_MOST[name]:,}")
     elif name == "header_token" and not _HEADER_TOKEN.fullmatch(value):
         raise _invalid(name, raw, "a non-empty header token (letters, digits, !#$%&'*+-.^_`|~)")
     elif name == "log_level" and value.lower() not in _LOG_LEVELS:
         raise _invalid(name, raw, f"one of {', '.join(_LOG_LEVELS)}")
+    elif name == "redis_url":
+        _check_redis_url(value)
+    elif name == "base_url" and not _is_base_url(value):
+        raise _invalid(name, raw, "an http:// or https:// URL (scheme, host, optional port and path)")
+    elif name == "secret_key" and not _are_fernet_keys(value):
+        # The value is a secret: not repeated.
+        raise SettingsError(
+            "HERALD_SECRET_KEY is not valid: expected Fernet keys, comma-separated (32 url-safe base64 "
+            "bytes each); make one with `herald connectors keygen`"
+        )
     elif name == "database_url" and not (value.startswith(_DATABASE_SCHEMES) or _SQLITE_URL.match(value)):
         # Only the scheme is repeated: the rest may hold a password.
         scheme = value.partition("://")[0] + "://" if "://" in value else value[:20]
         raise _invalid(name, f"{scheme}...", f"a URL starting {' or '.join(_DATABASE_SCHEMES)}")
+
+
+def _check_redis_url(value: str) -> None:
+    from redis.connection import parse_url  # only when one is configured
+
+    try:
+        parse_url(value)  # type: ignore[no-untyped-call]
+    except ValueError as exc:  # the scheme, or an option's value (`?socket_timeout=abc`)
+        scheme = value.partition("://")[0] + "://" if "://" in value else value[:20]  # may hold a password
+        raise SettingsError(f"HERALD_REDIS_URL={scheme + '...'!r} is not valid: {exc}") from None
+
+
+def _is_base_url(value: str) -> bool:
+    parts = urlsplit(value)
+    try:
+        parts.port  # noqa: B018 (raises for a port out of range)
+    except ValueError:
+        return False
+    return (
+        parts.scheme in ("http", "https")
+        and bool(parts.hostname)
+        and not parts.query
+        and not parts.fragment
+        and not any(char.isspace() or char in '"<>\\^`{|}' for char in value)
+    )
+
+
+def _are_fernet_keys(value: str) -> bool:
+    """What `delivery.crypto.SecretBox` takes, checked without loading the cryptography package."""
+    parts = [part.strip() for part in value.split(",") if part.strip()]
+    if not parts:
+        return False
+    for part in parts:
+        try:
+            if len(base64.urlsafe_b64decode(part.encode())) != 32:
+                return False
+        except (binascii.Error, ValueError):
+            return False
+    return True
 
 
 def _invalid(name: str, value: Any, expected: str) -> SettingsError:

@@ -26,6 +26,14 @@ def serve(host: str, port: int, workers: int) -> None:
             fg=typer.colors.YELLOW,
             err=True,
         )
+    if workers > 1 and settings.in_process_worker:
+        # Told to: then every process runs it (exactly once still holds: they claim as workers do).
+        typer.secho(
+            f"note: HERALD_IN_PROCESS_WORKER is on: each of the {workers} server processes runs the "
+            "delivery engine",
+            fg=typer.colors.YELLOW,
+            err=True,
+        )
     if workers > 1 and not settings.redis_url:
         typer.secho(
             "note: without HERALD_REDIS_URL each worker keeps its own rate-limit counters",
