@@ -94,6 +94,7 @@ BAD_SETTINGS = [
     ("HERALD_DELIVERY_LEASE_SECONDS", "1e11", "up to 604,800"),  # every tick failed: past year 9999
     ("HERALD_REDIS_URL", "notaurl", "redis://"),  # serve died with a traceback
     ("HERALD_REDIS_URL", "redis://:secret@127.0.0.1:6379/1?socket_timeout=abc", "socket_timeout"),
+    ("HERALD_REDIS_URL", "redis://127.0.0.1:6379/1?socket_timeout=-1", "socket_timeout must be > 0"),
     ("HERALD_BASE_URL", "notaurl", "http://"),  # was printed in every doc_url
     ("HERALD_BASE_URL", "http://a b", "http://"),
     ("HERALD_BASE_URL", "https://h.example:99999", "http://"),

@@ -239,11 +239,16 @@ def _check(name: str, value: Any, raw: Any) -> None:
 def _check_redis_url(value: str) -> None:
     from redis.connection import parse_url  # only when one is configured
 
+    scheme = value.partition("://")[0] + "://" if "://" in value else value[:20]  # may hold a password
     try:
-        parse_url(value)  # type: ignore[no-untyped-call]
+        options = parse_url(value)  # type: ignore[no-untyped-call]
     except ValueError as exc:  # the scheme, or an option's value (`?socket_timeout=abc`)
-        scheme = value.partition("://")[0] + "://" if "://" in value else value[:20]  # may hold a password
         raise SettingsError(f"HERALD_REDIS_URL={scheme + '...'!r} is not valid: {exc}") from None
+    negative = sorted(
+        name for name, option in options.items() if isinstance(option, float) and not option > 0
+    )
+    if negative:  # a timeout of -1 made every request waiting on Redis a 503
+        raise SettingsError(f"HERALD_REDIS_URL={scheme + '...'!r} is not valid: {negative[0]} must be > 0")
 
 
 def _is_base_url(value: str) -> bool:
