@@ -162,6 +162,13 @@ class TestCreate:
         assert error["code"] == "VALIDATION_FAILED"
         assert error["details"][0]["code"] == "FEATURE_NOT_ENABLED"
         assert "not enabled" in error["details"][0]["message"]
+        # Named beside a type fault of the same component too (it was hidden by it).
+        body["campaign_audience_limit"]["limit"] = "x"
+        response = await _create(client, tenant, body)
+        assert sorted((d["code"], d["target"]) for d in response.json()["error"]["details"]) == [
+            ("FEATURE_NOT_ENABLED", "campaign_audience_limit"),
+            ("INVALID_TYPE", "campaign_audience_limit.limit"),
+        ]
 
     async def test_malformed_json_is_400_bad_request(
         self, client: httpx.AsyncClient, workspace: Tenant

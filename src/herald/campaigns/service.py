@@ -423,7 +423,9 @@ def _rules_beyond(
     return [
         problem
         for problem in found
-        if (problem.code, problem.target) not in known and not concerns(problem.target, part.left_out)
+        if (problem.code, problem.target) not in known
+        # A feature gate holds whatever the values left out were: the component was sent.
+        and (problem.code == "FEATURE_NOT_ENABLED" or not concerns(problem.target, part.left_out))
     ]
 
 
