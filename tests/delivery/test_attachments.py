@@ -78,6 +78,23 @@ async def test_an_attachment_that_is_no_inline_file_is_kept_and_not_carried(
     assert _files(mail) == [("a.txt", "text/plain", b"hi")]
 
 
+async def test_a_name_that_renders_to_no_file_name_fails_that_user_with_the_reason(
+    app: FastAPI, client: httpx.AsyncClient, workspace: Tenant, smtp_server: SmtpServer
+) -> None:
+    named = [{"file_name": "{{UserAttribute['first_name']}}.txt", "content": "aGk="}]
+    await smtp_connector(app, workspace, smtp_server)
+    await add_users(
+        app, workspace.workspace_id, {"customer_id": "u1", "email": "ana@example.com", "first_name": "a/b"}
+    )
+    response = await send_test(client, workspace, _with(inline_email("EMAIL", "ana@example.com"), named))
+    assert response.status_code == 200, response.text
+    [result] = response.json()["data"]["data"].values()
+    assert result["status"] == "FAILED"
+    assert "attachments.0.file_name" in result["failure_reason"]
+    assert "'/'" in result["failure_reason"]  # what is wrong with it, not the item's shape
+    assert smtp_server.received == []
+
+
 async def test_a_test_mail_carries_them_too(
     app: FastAPI, client: httpx.AsyncClient, workspace: Tenant, smtp_server: SmtpServer
 ) -> None:
@@ -103,6 +120,15 @@ BAD: list[tuple[Any, set[tuple[str, str]]]] = [
         {("INVALID_TYPE", f"{PATH}.0.content_type")},
     ),
     ([ATTACHMENTS[0], {"file_name": "b.pdf", "content": 7}], {("INVALID_TYPE", f"{PATH}.1.content")}),
+    # A multipart or message part cannot go in base64 (it went out with no boundary, or read empty).
+    (
+        [{"file_name": "a.eml", "content": "aGk=", "content_type": "message/rfc822"}],
+        {("INVALID_TYPE", f"{PATH}.0.content_type")},
+    ),
+    (
+        [{"file_name": "a", "content": "aGk=", "content_type": "Multipart/Mixed"}],
+        {("INVALID_TYPE", f"{PATH}.0.content_type")},
+    ),
 ]
 
 

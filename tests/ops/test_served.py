@@ -210,6 +210,12 @@ class TestMetrics:
         assert changed.status_code == 200
         assert changed.content == plain.content
 
+    @pytest.mark.parametrize("refusing", ["gzip;q=0, identity", "identity, gzip;q=0", "*;q=0, identity"])
+    def test_a_reader_refusing_gzip_gets_the_asset_as_it_is(self, served: Served, refusing: str) -> None:
+        answer = served.get("/docs/assets/swagger-ui.css", headers={"Accept-Encoding": refusing})
+        assert answer.status_code == 200
+        assert "content-encoding" not in answer.headers
+
 
 class TestLogs:
     def test_each_request_has_one_json_line_with_route_status_workspace_and_request_id(

@@ -65,10 +65,21 @@ def _item_problems(item: Any, path: tuple[str | int, ...]) -> list[Problem]:
         message = "'content' is the file's bytes in base64 (RFC 4648, standard alphabet)."
         found.append(Problem("INVALID_TYPE", join_path(*path, "content"), message))
     media_type = item.get("content_type")
-    if media_type is not None and not (isinstance(media_type, str) and _MEDIA_TYPE.fullmatch(media_type)):
-        message = "'content_type' is a media type such as 'application/pdf'."
+    if media_type is not None and not _is_file_type(media_type):
+        # A multipart or message part cannot go in base64, as a file does (RFC 2045 §6.4).
+        message = (
+            "'content_type' is a file's media type such as 'application/pdf' (not multipart/ or message/)."
+        )
         found.append(Problem("INVALID_TYPE", join_path(*path, "content_type"), message))
     return found
+
+
+def _is_file_type(value: Any) -> bool:
+    return (
+        isinstance(value, str)
+        and _MEDIA_TYPE.fullmatch(value) is not None
+        and value.partition("/")[0].lower() not in ("multipart", "message")
+    )
 
 
 def _name_key(item: dict[str, Any]) -> str:
@@ -80,8 +91,9 @@ def files(attachments: Any) -> list[File]:
     for one that does not (a campaign published before this rule, or changed behind it)."""
     if not attachments:
         return []
-    if problems(attachments, ("attachments",)):
-        raise ValueError(f"an attachment is not {SHAPE}")
+    if found := problems(attachments, ("attachments",)):
+        # Publishing checked them; a personalized name may still render to one that is none.
+        raise ValueError(f"{found[0].target}: {found[0].message}")
     made = []
     for item in attachments:
         if not isinstance(item, dict) or "content" not in item:

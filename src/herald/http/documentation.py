@@ -108,7 +108,7 @@ class _Asset:
     etag: str
 
     def response(self, request: Request) -> Response:
-        gzip_taken = "gzip" in request.headers.get("accept-encoding", "").lower()
+        gzip_taken = _takes_gzip(request.headers.get("accept-encoding", ""))
         # One ETag per representation: a cache holding the gzipped bytes revalidates those.
         etag = f'"{self.etag}-gzip"' if gzip_taken else f'"{self.etag}"'
         headers = {"Cache-Control": _CACHE_CONTROL, "ETag": etag, "Vary": "Accept-Encoding"}
@@ -125,6 +125,24 @@ def _asset(name: str) -> _Asset:
     body = (files("fastapi_offline") / "static" / name).read_bytes()
     digest = hashlib.sha256(body).hexdigest()[:32]
     return _Asset(_ASSETS[name], body, gzip.compress(body, mtime=0), digest)
+
+
+def _takes_gzip(accept_encoding: str) -> bool:
+    """Whether an Accept-Encoding takes gzip: named, or `*`, with a quality above 0 (RFC 9110
+    §12.5.3: `gzip;q=0` refuses it)."""
+    qualities: dict[str, float] = {}
+    for item in accept_encoding.lower().split(","):
+        coding, _, parameters = item.partition(";")
+        quality = 1.0
+        for parameter in parameters.split(";"):
+            name, _, value = parameter.strip().partition("=")
+            if name == "q":
+                try:
+                    quality = float(value)
+                except ValueError:
+                    quality = 0.0
+        qualities[coding.strip()] = quality
+    return qualities.get("gzip", qualities.get("x-gzip", qualities.get("*", 0.0))) > 0
 
 
 def _matches(if_none_match: str | None, etag: str) -> bool:

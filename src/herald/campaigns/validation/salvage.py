@@ -1,11 +1,11 @@
 """A component that failed to parse, read without its faulty values, so that its rules can still be
 checked (contract §3: all violations in one response).
 
-A type fault (`timezone: 5`) made the whole component unreadable, and every rule of it went
-unreported until the client fixed the type (a DELAY's missing companions, an expiry before the
-start). Here each faulty value is left out of a copy of the component (`salvage`); a rule's problem
-that concerns a value left out is not the client's to hear (`concerns`): it is judged on what the
-client did not send.
+A type fault (`negate: "z"` in one filter) made the whole component unreadable, and every rule of
+it went unreported until the client fixed the type (another filter's operator, another platform's
+template). Here each faulty value is left out of a copy of the component (`salvage`); a rule's problem
+in the object that held a value left out is not the client's to hear (`concerns`): it may be judged
+on what the client did not send. The problems of the component's other objects are.
 """
 
 from __future__ import annotations
@@ -35,10 +35,14 @@ def salvage(value: Any, component: str, targets: Iterable[str]) -> tuple[Any, fr
 
 
 def concerns(target: str, left_out: Iterable[str]) -> bool:
-    """Whether a problem at `target` is about a value left out (at it, inside it, or around it)."""
-    return any(
-        target == path or target.startswith(path + ".") or path.startswith(target + ".") for path in left_out
-    )
+    """Whether a problem at `target` may be about a value left out: it lies in the object that held
+    one (a sibling is judged with it missing: `is_all_user_campaign` left out made "no audience" of
+    an all-users campaign, a `timezone` left out read the times in UTC), or around it."""
+    for path in left_out:
+        holder = path.rpartition(".")[0]
+        if target == holder or target.startswith(holder + ".") or path.startswith(target + "."):
+            return True
+    return False
 
 
 def _at(value: Any, steps: list[str]) -> Any:
