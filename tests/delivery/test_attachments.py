@@ -26,6 +26,7 @@ ATTACHMENTS = [
         "content": "aGk=",
         "content_type": "text/plain",
     },
+    {"file_name": "note.eml", "content": "aGk="},
 ]
 PATH = "campaign_content.content.email.attachments"
 
@@ -58,6 +59,7 @@ async def test_a_live_mail_carries_its_attachments(
     assert _files(mail) == [
         ("invoice.pdf", "application/pdf", PDF),  # the type from the name
         ("Übersicht Ana.txt", "text/plain", b"hi"),  # a name is personalized as any text
+        ("note.eml", "application/octet-stream", b"hi"),  # not message/rfc822, which base64 cannot carry
     ]
 
 

@@ -99,12 +99,19 @@ def files(attachments: Any) -> list[File]:
         if not isinstance(item, dict) or "content" not in item:
             continue
         name = str(item[_name_key(item)])
-        media_type = item.get("content_type") or mimetypes.guess_type(name)[0] or _UNKNOWN_TYPE
+        media_type = item.get("content_type") or _guessed_type(name)
         maintype, _, subtype = media_type.lower().partition("/")
         data = _decoded(item["content"])
         assert data is not None  # checked above
         made.append(File(name, maintype, subtype, data))
     return made
+
+
+def _guessed_type(name: str) -> str:
+    """The media type a file name suggests, when it is one a file can go as (`.eml` suggests
+    message/rfc822, which cannot go in base64)."""
+    guessed = mimetypes.guess_type(name)[0]
+    return guessed if guessed is not None and _is_file_type(guessed) else _UNKNOWN_TYPE
 
 
 def _is_file_name(value: Any) -> bool:
