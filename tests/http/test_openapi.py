@@ -57,6 +57,12 @@ async def test_every_operation_declares_shared_headers_and_answers(client: httpx
         assert gateway["type"] == "string"
         assert gateway["contentMediaType"] == "application/json"
         assert gateway["contentSchema"] == {"$ref": "#/components/schemas/GatewayError"}
+        # The gateway answers text/plain only (every 403 was also documented as a JSON envelope);
+        # O3 and O5 answer EXPIRED_OFFERING and ARCHIVED_OFFERING in the envelope too.
+        assert set(responses["401"]["content"]) == {"text/plain"}
+        offer_gates = {"text/plain", "application/json"} if "{offer_id}" in path else {"text/plain"}
+        assert set(responses["403"]["content"]) == offer_gates, (method, path)
+        assert "WWW-Authenticate" in responses["401"]["headers"]
         # Every status of every operation says what its body is (204 has none).
         for status, response in responses.items():
             if status != "204":

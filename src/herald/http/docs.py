@@ -7,6 +7,8 @@ from typing import Any
 from pydantic import BaseModel, Field, GetPydanticSchema
 from pydantic_core import core_schema
 
+from herald.http.responses import WWW_AUTHENTICATE
+
 
 class ErrorDetail(BaseModel):
     code: str
@@ -73,13 +75,13 @@ def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
         entry: dict[str, Any] = {"description": _DESCRIPTIONS[status]}
         if status in (401, 403):
             entry["content"] = {"text/plain": {"schema": GATEWAY_BODY}}
-        if status == 401:
-            entry["headers"] = {
-                "WWW-Authenticate": {
-                    "description": 'The scheme to authenticate with: `Basic realm="Herald", charset="UTF-8"`.',
-                    "schema": {"type": "string"},
+            if status == 401:
+                entry["headers"] = {
+                    "WWW-Authenticate": {
+                        "description": f"The scheme to authenticate with: `{WWW_AUTHENTICATE}`.",
+                        "schema": {"type": "string"},
+                    }
                 }
-            }
         elif status == 503:
             entry["content"] = {
                 "text/html": {"schema": {"type": "string", "description": "The gateway's HTML page."}},

@@ -110,9 +110,12 @@ def herald_error_response(request: Request, exc: HeraldError) -> Response:
     )
 
 
+# A 401 names the scheme that would be taken (RFC 9110 §11.6.1): Basic, the workspace id and key.
+WWW_AUTHENTICATE = 'Basic realm="Herald", charset="UTF-8"'
+
+
 def gateway_response(status: int, code: str, target: str, message: str) -> Response:
     """The gateway's 401/403 body: JSON text sent as text/plain (clients of the real gateway expect it)."""
     body = orjson.dumps({"code": code, "target": target, "message": message})
-    # A 401 names the scheme that would be taken (RFC 9110 §11.6.1): Basic, the workspace id and key.
-    headers = {"WWW-Authenticate": 'Basic realm="Herald", charset="UTF-8"'} if status == 401 else None
+    headers = {"WWW-Authenticate": WWW_AUTHENTICATE} if status == 401 else None
     return Response(body, status_code=status, media_type="text/plain", headers=headers)
