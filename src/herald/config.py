@@ -231,24 +231,26 @@ def _check(name: str, value: Any, raw: Any) -> None:
             "bytes each); make one with `herald connectors keygen`"
         )
     elif name == "database_url" and not (value.startswith(_DATABASE_SCHEMES) or _SQLITE_URL.match(value)):
-        # Only the scheme is repeated: the rest may hold a password.
-        scheme = value.partition("://")[0] + "://" if "://" in value else value[:20]
-        raise _invalid(name, f"{scheme}...", f"a URL starting {' or '.join(_DATABASE_SCHEMES)}")
+        raise _invalid(name, _shown_url(value), f"a URL starting {' or '.join(_DATABASE_SCHEMES)}")
 
 
 def _check_redis_url(value: str) -> None:
     from redis.connection import parse_url  # only when one is configured
 
-    scheme = value.partition("://")[0] + "://" if "://" in value else value[:20]  # may hold a password
     try:
         options = parse_url(value)  # type: ignore[no-untyped-call]
     except ValueError as exc:  # the scheme, or an option's value (`?socket_timeout=abc`)
-        raise SettingsError(f"HERALD_REDIS_URL={scheme + '...'!r} is not valid: {exc}") from None
+        raise SettingsError(f"HERALD_REDIS_URL={_shown_url(value)!r} is not valid: {exc}") from None
     negative = sorted(
         name for name, option in options.items() if isinstance(option, float) and not option > 0
     )
     if negative:  # a timeout of -1 made every request waiting on Redis a 503
-        raise SettingsError(f"HERALD_REDIS_URL={scheme + '...'!r} is not valid: {negative[0]} must be > 0")
+        raise SettingsError(f"HERALD_REDIS_URL={_shown_url(value)!r} is not valid: {negative[0]} must be > 0")
+
+
+def _shown_url(value: str) -> str:
+    """A connection URL as an error repeats it: its scheme only (the rest may hold a password)."""
+    return (value.partition("://")[0] + "://" if "://" in value else value[:20]) + "..."
 
 
 def _is_base_url(value: str) -> bool:

@@ -241,14 +241,10 @@ async def requeued_latest(
                 break
             row = await latest(campaign_id)
     if row is None:
-        version = (
-            await repository.get_version(session, workspace_id, campaign_id)
-            if is_object_id(campaign_id)
-            else None
-        )
+        version = await _version_named(session, workspace_id, campaign_id)
         if version is not None and version.is_latest and version.campaign_id != campaign_id:
             return await requeued_latest(session, workspace_id, version.campaign_id, latest, for_update)
-        await no_latest(session, workspace_id, campaign_id)
+        _refuse_as_no_latest(campaign_id, version)
     return row
 
 
@@ -258,11 +254,15 @@ _REQUEUES = 1000
 async def no_latest(session: AsyncSession, workspace_id: str, campaign_id: str) -> NoReturn:
     """The error for an id that names no latest version: a version's own id (an immutable
     snapshot) or nothing at all."""
-    snapshot = (
-        await repository.get_version(session, workspace_id, campaign_id)
-        if is_object_id(campaign_id)
-        else None
-    )
+    _refuse_as_no_latest(campaign_id, await _version_named(session, workspace_id, campaign_id))
+
+
+async def _version_named(session: AsyncSession, workspace_id: str, some_id: str) -> Campaign | None:
+    """The version document whose own `id` is `some_id`, if any."""
+    return await repository.get_version(session, workspace_id, some_id) if is_object_id(some_id) else None
+
+
+def _refuse_as_no_latest(campaign_id: str, snapshot: Campaign | None) -> NoReturn:
     if snapshot is not None:
         raise InvalidState(
             f"{campaign_id} is version {snapshot.version_number} of campaign {snapshot.campaign_id}, "

@@ -193,8 +193,9 @@ def sound_part(
     if "" in spoiled:
         return None
     part = {key: value for key, value in raw.items() if key in COMPONENT_NAMES and key not in spoiled}
+    faulty = [key for key in raw if key in COMPONENT_NAMES and key in spoiled]
     left_out: dict[str, frozenset[str]] = {}
-    for key in [key for key in raw if key in COMPONENT_NAMES and key in spoiled]:
+    for key in faulty:
         targets = [problem.target for problem in problems if problem.target.split(".", 1)[0] == key]
         found = salvage(raw[key], key, targets)
         if found is not None:
@@ -208,11 +209,9 @@ def sound_part(
         for key in failing:
             del part[key], left_out[key]
         body, errors = _validate(model, part) if part else (None, [])
-    unread = frozenset(
-        key for key in raw if key in COMPONENT_NAMES and key in spoiled and key not in left_out
-    )
     if body is None or errors:
         return None
+    unread = frozenset(key for key in faulty if key not in left_out)
     if clear_spoiled and unread:
         body, errors = _validate(model, part | dict.fromkeys(unread))
         if body is None or errors:
