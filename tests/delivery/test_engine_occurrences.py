@@ -74,6 +74,17 @@ class TestExamples:
             datetime(2027, 3, 30, 2, 30),
         ]
 
+    def test_a_start_in_the_second_of_a_repeated_hour_is_the_first_run(self) -> None:
+        # New York repeats 01:00-02:00 on 7 November 2027; the start names the second 01:30 (EST).
+        # Its day's run is at the start itself (it was skipped: the first 01:30 came before it), and
+        # later days keep 01:30.
+        start = datetime(2027, 11, 7, 6, 30, tzinfo=UTC)
+        assert local(start, NEW_YORK).utcoffset() == timedelta(hours=-5)
+        rec = Recurrence(D, start, NEW_YORK)
+        assert first(rec, 2) == [start, datetime(2027, 11, 8, 6, 30, tzinfo=UTC)]
+        weekly = Recurrence(W, start, NEW_YORK, days_of_week=frozenset({6}))  # Sundays
+        assert first(weekly, 2) == [start, datetime(2027, 11, 14, 6, 30, tzinfo=UTC)]
+
     def test_the_31st_runs_only_in_months_that_have_one(self) -> None:
         start = datetime(2026, 1, 31, 10, 0, tzinfo=UTC)
         rec = Recurrence(M, start, ZoneInfo("UTC"), dates_of_month=frozenset({31}))
@@ -255,3 +266,41 @@ class TestProperties:
         days = [o.at.astimezone(zone).date() for o in itertools.islice(occurrences(rec, FAR), 30)]
         assert len(days) == 30
         assert all((b - a).days == every for a, b in itertools.pairwise(days))
+
+
+def _repeated_hours(zone: ZoneInfo) -> list[datetime]:
+    """The UTC instants starting the second of each repeated hour (fall back) in `zone`, 2024-2029."""
+    found = []
+    at = datetime(2024, 1, 1, tzinfo=UTC)
+    while at.year < 2030:
+        if local(at, zone).utcoffset() != local(at + timedelta(hours=1), zone).utcoffset():
+            after = at + timedelta(hours=1)
+            if local(after, zone).utcoffset() < local(at, zone).utcoffset():  # type: ignore[operator]
+                found.append(after)
+        at += timedelta(hours=1)
+    return found
+
+
+second_hour_starts = st.builds(
+    lambda pair, seconds: (pair[0], pair[1] + timedelta(seconds=seconds)),
+    st.sampled_from([(zone, at) for zone in (PARIS, NEW_YORK) for at in _repeated_hours(zone)]),
+    st.integers(0, 3599),
+)
+
+
+class TestStartOnItsDay:
+    @settings(max_examples=100, deadline=None)
+    @given(recurrences)
+    def test_a_start_on_its_pattern_is_the_first_run(self, rec: Recurrence) -> None:
+        found = first(rec, 1)
+        if _on_pattern(rec, rec.start_date):
+            assert found == [rec.start]
+
+    @settings(max_examples=100, deadline=None)
+    @given(second_hour_starts, st.sampled_from([D, W, M]), st.integers(1, 3))
+    def test_a_start_in_a_repeated_hour_is_the_first_run(
+        self, start: tuple[ZoneInfo, datetime], frequency: SendingFrequency, every: int
+    ) -> None:
+        zone, at = start
+        rec = Recurrence(frequency, at, zone, every=every)
+        assert first(rec, 1) == [at]

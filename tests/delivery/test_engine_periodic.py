@@ -392,6 +392,22 @@ class TestScheduleChanges:
         # of the first run pending when its content changes: the rest of that run is sent as it
         # began, and the next run with the change.
         campaign_id = await throttled_run_begun(app, client, workspace, webhook, clock, 4)
+        # The run's child campaign is the record of what the run sends: it cannot be changed.
+        [child] = await children(client, workspace, campaign_id)
+        assert child["status"] == "SENDING"
+        content = copy.deepcopy(PUSH["campaign_content"])
+        content["content"]["push"]["android"]["basic_details"]["title"] = "Child"
+        refused = await client.patch(
+            f"/v5/campaigns/{child['campaign_id']}",
+            json={"campaign_content": content},
+            headers=workspace.write_headers(campaigns=True),
+        )
+        assert refused.status_code == 409, refused.text
+        error = refused.json()["error"]
+        assert campaign_id in error["message"]
+        assert [(d["code"], d["target"]) for d in error["details"]] == [("NOT_EDITABLE", "campaign_content")]
+        kept = await h.get(client, workspace, child["campaign_id"])
+        assert kept["campaign_content"] == PUSH["campaign_content"]
         await change_title(client, workspace, campaign_id, "Changed")
         await at(app, clock, workspace, datetime(2026, 3, 2, 9, 1, tzinfo=UTC))
         await at(app, clock, workspace, datetime(2026, 3, 2, 9, 2, tzinfo=UTC))

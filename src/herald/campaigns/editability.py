@@ -27,6 +27,16 @@ def _not_editable(target: str, status: CampaignStatus) -> Problem:
     )
 
 
+def run_not_editable(stored: Mapping[str, Any], sent: Mapping[str, Any]) -> list[Problem]:
+    """The NOT_EDITABLE problems of an update of a periodic run's child campaign: every field the
+    request would change (or, changing none, every one it sends), as for a frozen campaign."""
+    changed = [name for name, value in sent.items() if stored.get(name) != value]
+    return [
+        Problem("NOT_EDITABLE", name, f"'{name}' of a run of a periodic campaign cannot be changed.")
+        for name in (changed or list(sent) or ["campaign"])
+    ]
+
+
 def _field_changed(stored: Mapping[str, Any], sent: Mapping[str, Any], component: str, field: str) -> bool:
     """True when `<component>.<field>` differs between stored and sent (absent counts as null)."""
     before = (stored.get(component) or {}).get(field)

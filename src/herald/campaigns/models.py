@@ -110,10 +110,20 @@ class StoredCampaign:
     status: str
     components: dict[str, Any]
     tags: list[str]
+    parent_id: str | None = None  # a periodic campaign's, for the child campaign of one of its runs
 
     @classmethod
     def of(cls, row: Campaign) -> StoredCampaign:
-        return cls(row.id, row.revision, row.channel, row.delivery_type, row.status, row.components, row.tags)
+        return cls(
+            row.id,
+            row.revision,
+            row.channel,
+            row.delivery_type,
+            row.status,
+            row.components,
+            row.tags,
+            row.parent_id,
+        )
 
 
 class CampaignTag(Base):

@@ -51,6 +51,7 @@ _STORED = select(
     *(_CAMPAIGNS.c[name] for name in ("id", "revision", "channel", "delivery_type", "status")),
     _CAMPAIGNS.c.components,
     _CAMPAIGNS.c.tags,
+    _CAMPAIGNS.c.parent_id,
 ).where(*LATEST_BY_CAMPAIGN_ID)
 _STORED_LOCKED = _STORED.with_for_update()
 # The SET clause is the parameters' columns (one compiled form per set of columns).

@@ -17,7 +17,7 @@ from sqlalchemy.orm.exc import StaleDataError
 
 from herald.audience.segmentation.audience import audience_problems, filter_problems
 from herald.campaigns import repository
-from herald.campaigns.editability import not_editable
+from herald.campaigns.editability import not_editable, run_not_editable
 from herald.campaigns.lifecycle import begins_at, schedule_instants
 from herald.campaigns.models import Campaign, StoredCampaign
 from herald.campaigns.schemas.campaign import (
@@ -367,6 +367,14 @@ def check_update(
     sent = sent_components(body)
     sent_json = {name: _component_json(body, name) for name in sent}
 
+    if stored.parent_id is not None:
+        # A run's child campaign is the record of what the run sends: its content was fixed when
+        # it started, and a change of the campaign applies from its next run (README, "Periodic").
+        raise InvalidState(
+            f"The campaign is a run of the periodic campaign {stored.parent_id}; change that campaign "
+            "instead (a change applies from its next run).",
+            details=run_not_editable(stored.components, sent_json),
+        )
     blocked = not_editable(CampaignStatus(stored.status), stored.components, sent_json)
     if blocked:
         raise InvalidState(_state_message(stored.status), details=blocked)

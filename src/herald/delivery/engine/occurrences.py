@@ -4,7 +4,9 @@ I/O, no clock (callers pass `now`).
 Every occurrence is at `start_time`'s wall clock in the campaign timezone (`scheduling_details.timezone`,
 else UTC), on the days `periodic_details` names, so a daily 09:00 stays 09:00 across DST changes. A
 wall clock that does not exist that day (spring forward) is read with the offset before the change
-(02:30 becomes 03:30); one that exists twice (fall back) is the first of the two.
+(02:30 becomes 03:30); one that exists twice (fall back) is the first of the two, except on the
+start's own day when `start_time` names the second (01:30-05:00 in New York on the fall-back day):
+the first run is then at the start instant, not skipped for coming before it.
 
 - DAILY: every `repeat_frequency` days from the start date.
 - WEEKLY: in every `repeat_frequency`-th week (Monday-based, counted from the start's week), on each
@@ -56,7 +58,7 @@ class Recurrence:
     def wall_clock(self) -> time:
         if self.named_wall_clock is not None:
             return self.named_wall_clock
-        return self.start.astimezone(self.zone).time().replace(tzinfo=None, fold=0)
+        return _wall_of(self.start, self.zone)
 
     @property
     def start_date(self) -> date:
@@ -105,6 +107,11 @@ def _named_wall_clock(start_time: str | None) -> time | None:
 def local_instant(day: date, wall: time, zone: ZoneInfo) -> datetime:
     """`wall` on `day` in `zone`, as a UTC instant (see the module's note on DST)."""
     return datetime.combine(day, wall, tzinfo=zone).astimezone(UTC)
+
+
+def _wall_of(instant: datetime, zone: ZoneInfo) -> time:
+    """The wall clock of `instant` in `zone`, without which of a repeated hour it is."""
+    return instant.astimezone(zone).time().replace(tzinfo=None, fold=0)
 
 
 def _month_days(rec: Recurrence, year: int, month: int) -> list[date]:
@@ -160,8 +167,11 @@ def occurrences(rec: Recurrence, until: datetime) -> Iterator[Occurrence]:
     wall = rec.wall_clock
     last_day = until.astimezone(rec.zone).date() + timedelta(days=1)
     run = 0
+    start_day, start_wall = rec.start_date, _wall_of(rec.start, rec.zone)
     for day in _days(rec, last_day):
         at = local_instant(day, wall, rec.zone)
+        if day == start_day and at < rec.start and start_wall == wall:
+            at = rec.start  # the second of a repeated hour, named by the start itself
         if at < rec.start:
             continue
         if at > until or (rec.expiry is not None and at >= rec.expiry):
