@@ -191,6 +191,22 @@ class TestEmail:
         }
         assert run["held_out"] == {"control_group": 0, "global_control": 0}
 
+    async def test_an_address_named_twice_is_one_recipient(
+        self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant, smtp_server: SmtpServer
+    ) -> None:
+        # In both Cc and Bcc (in other cases), and the user's own address in Cc: one RCPT TO each,
+        # or a plain receiver delivers the mail twice.
+        await smtp_connector(app, workspace, smtp_server, senders=["news@shop.example"])
+        await add_users(app, workspace.workspace_id, {"customer_id": "ana", "email": "ana@example.com"})
+        body = copy.deepcopy(EMAIL)
+        email = body["campaign_content"]["content"]["email"]
+        email["cc_ids"] = ["team@shop.example", "Ana@Example.com"]
+        email["bcc_ids"] = ["TEAM@shop.example", "audit@shop.example"]
+        await publish(client, workspace, body)
+        await tick(app, workspace)
+        [mail] = smtp_server.received
+        assert mail.rcpt_tos == ["ana@example.com", "team@shop.example", "audit@shop.example"]
+
     async def test_text_shaped_as_encoded_words_goes_out_as_the_text_and_adds_no_header(
         self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant, smtp_server: SmtpServer
     ) -> None:

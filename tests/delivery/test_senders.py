@@ -136,6 +136,24 @@ class TestMimeMessage:
         assert html.rstrip().endswith(">Read me first</div><p>Hi</p>")
 
     @pytest.mark.parametrize(
+        ("preamble", "rest"),
+        [
+            ("<!DOCTYPE html>", "\n<p>Hi</p>"),
+            ("<!doctype html><html lang='a>b'>", "<p>Hi</p></html>"),
+            ("<!DOCTYPE html><HTML><head><title>x</title></HEAD >", "<p>Hi</p></html>"),
+            ("<html><head><title>About </head> tags</title><style>p{}</style></head>", "<p>Hi</p>"),
+        ],
+    )
+    def test_html_without_a_body_tag_has_the_preheader_after_its_preamble(
+        self, preamble: str, rest: str
+    ) -> None:
+        # Not before the doctype: a client reading the document would render it in quirks mode.
+        envelope = _envelope({**EMAIL, "html_content": preamble + rest, "preview_text": "Read me first"})
+        html = _part(build_email(envelope), "html")
+        assert html.startswith(preamble + '<div style="display:none;')
+        assert html.rstrip().endswith(">Read me first</div>" + rest)
+
+    @pytest.mark.parametrize(
         ("before", "tag"),
         [
             ("<html><head><title>About <body> tags</title></head>\n", "<body>"),

@@ -250,7 +250,9 @@ _PREHEADER = (
 
 class _BodyStart(HTMLParser):
     """Where the HTML's `<body>` start tag ends: the first one read as a tag, not one inside a
-    comment, a script or style, or text such as a `<title>`'s."""
+    comment, a script or style, or text such as a `<title>`'s. Without one, where the document's
+    preamble ends: after its doctype, `<html>` start tag and `</head>`, whichever comes last (a
+    preheader before the doctype would put a client in quirks mode)."""
 
     _TEXT_ONLY = frozenset({"title", "textarea"})  # their content is text, whatever it looks like
     _CHUNK = 4096  # read up to the body only, which comes early: not every user's whole mail
@@ -258,16 +260,32 @@ class _BodyStart(HTMLParser):
     def __init__(self) -> None:
         super().__init__(convert_charrefs=False)
         self._inside: str | None = None
-        self._found: tuple[int, int, int] | None = None  # (line, offset, length) of the tag
+        # (line, offset, length) of the body's start tag; of the last doctype, <html> or </head>
+        # (length None: up to its first ">", as a declaration or end tag holds no quoted ">").
+        self._found: tuple[int, int, int | None] | None = None
+        self._preamble: tuple[int, int, int | None] | None = None
 
-    def end_in(self, html: str) -> int | None:
+    def end_in(self, html: str) -> int:
         for start in range(0, len(html), self._CHUNK):
             self.feed(html[start : start + self._CHUNK])
             if self._found is not None:
-                line, offset, length = self._found
-                before = html.split("\n", line - 1)[: line - 1]
-                return sum(len(text) + 1 for text in before) + offset + length
-        return None
+                return self._after(html, self._found)
+        return 0 if self._preamble is None else self._after(html, self._preamble)
+
+    @staticmethod
+    def _after(html: str, markup: tuple[int, int, int | None]) -> int:
+        """Just after `markup` (a tag or declaration: where it begins, its length if known)."""
+        line, offset, length = markup
+        before = html.split("\n", line - 1)[: line - 1]
+        begins = sum(len(text) + 1 for text in before) + offset
+        return begins + length if length is not None else html.index(">", begins) + 1
+
+    def _starttag(self) -> tuple[int, int, int]:
+        return (*self.getpos(), len(self.get_starttag_text() or ""))
+
+    def handle_decl(self, decl: str) -> None:
+        if self._found is None and decl.lower().startswith("doctype"):
+            self._preamble = (*self.getpos(), None)
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         if self._found is not None or self._inside is not None:
@@ -275,20 +293,25 @@ class _BodyStart(HTMLParser):
         if tag in self._TEXT_ONLY:
             self._inside = tag
         elif tag == "body":
-            self._found = (*self.getpos(), len(self.get_starttag_text() or ""))
+            self._found = self._starttag()
+        elif tag == "html":
+            self._preamble = self._starttag()
 
     def handle_endtag(self, tag: str) -> None:
         if tag == self._inside:
             self._inside = None
+        elif tag == "head" and self._found is None and self._inside is None:
+            self._preamble = (*self.getpos(), None)
 
 
 def with_preheader(html: str, preview_text: str) -> str:
-    """`html` with `preview_text` as the hidden preheader at the start of its body (first of all
-    when it has no `<body>`). The text alternative is made from the HTML without it."""
+    """`html` with `preview_text` as the hidden preheader at the start of its body (when it has no
+    `<body>`, after its preamble: see `_BodyStart`). The text alternative is made from the HTML
+    without it."""
     if not preview_text.strip():
         return html
     hidden = _PREHEADER.format(escape(" ".join(preview_text.split())))
-    at = _BodyStart().end_in(html) or 0
+    at = _BodyStart().end_in(html)
     return html[:at] + hidden + html[at:]
 
 
@@ -453,7 +476,11 @@ async def _transmit(
     sender = extract_sender(message)
     if sender is None:
         raise ValueError("it has no From address")
-    copies = [address for address in extract_recipients(message) if address != primary]
+    # Each address once (one in both Cc and Bcc got two RCPT TO: a plain receiver delivers both).
+    named = {primary.casefold(): primary}
+    for address in extract_recipients(message):
+        named.setdefault(address.casefold(), address)
+    copies = list(named.values())[1:]
     # Every address header's too (Reply-To): written in UTF-8 under SMTPUTF8 (RFC 6532), since an
     # address may hold no encoded word (RFC 2047 §5). `_send_on` made the message for the server.
     utf8 = not all(map(str.isascii, _addresses(message)))
