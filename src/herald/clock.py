@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
 from herald.config import SettingsError
+from herald.ids import LATEST_SECONDS
 
 
 class Clock(Protocol):
@@ -48,7 +49,7 @@ AHEAD = timedelta(seconds=60)
 
 # A clock file's latest time: ids hold their moment in 32 bits of seconds (to 2106), and records
 # kept for a year after now must still get one.
-_LATEST = 2**32 - 2 * 366 * 86400
+_LATEST = LATEST_SECONDS - 2 * 366 * 86400
 _EPOCH_SECONDS = re.compile(r"[0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?")
 
 
@@ -82,7 +83,7 @@ class FileClock:
                 if _EPOCH_SECONDS.fullmatch(text) is None:
                     raise ValueError(text)
                 seconds = float(text)
-                if not 0 <= seconds < _LATEST:
+                if not 0 <= seconds <= _LATEST:
                     raise ValueError(text)
                 self._now = datetime.fromtimestamp(seconds, UTC)
                 self._stamp = stamp

@@ -15,8 +15,9 @@ TAG_PREFIX = "tag_"
 # The instants an id can hold: its 4 bytes of seconds count from 1970 and end early in 2106. An
 # imported time outside them wrapped round (year 1 sorted among this year's ids), and PostgreSQL
 # stored year 1 and 9999-12-31T23:59:59.999999 as -infinity and infinity (shown as null).
+LATEST_SECONDS = 2**32 - 1
 EARLIEST_INSTANT = datetime.fromtimestamp(0, UTC)
-LATEST_INSTANT = datetime.fromtimestamp(2**32 - 1, UTC)
+LATEST_INSTANT = datetime.fromtimestamp(LATEST_SECONDS, UTC)
 INSTANT_RANGE = "from 1970-01-01T00:00:00Z to 2106-02-07T06:28:15Z"
 
 
