@@ -659,6 +659,26 @@ class TestPush:
             ("fine", "IOS"): "SENT",
         }
 
+    async def test_a_user_whose_platforms_fail_alike_is_counted_under_the_reason_once(
+        self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant, webhook: HttpReceiver
+    ) -> None:
+        # The stats' `failures` count users by reason: not under "reason; reason" apart.
+        await push_connector(app, workspace, webhook)
+        await add_users(
+            app,
+            workspace.workspace_id,
+            {"customer_id": "both", "push_id": "tok-a", "platform": "ANDROID"},
+            {"customer_id": "both", "push_id": "tok-i", "platform": "IOS"},
+            {"customer_id": "droid", "push_id": "tok-d", "platform": "ANDROID"},
+        )
+        webhook.status = 400
+        campaign_id = await publish(client, workspace, PUSH)
+        await tick(app, workspace)
+        assert len(webhook.received) == 3
+        [run] = (await stats(client, workspace, campaign_id))["executions"]
+        assert (run["sent"], run["failed"]) == (0, 2)
+        assert run["failures"] == [{"reason": "The webhook answered 400.", "users": 2}]
+
     async def test_button_urls_are_tagged_like_the_click_url(
         self, app: FastAPI, client: httpx.AsyncClient, workspace: Tenant, webhook: HttpReceiver
     ) -> None:

@@ -1163,7 +1163,9 @@ def _results(
                 retry_at = max(retry_at or outcome.retry_at, outcome.retry_at)
             if not outcome.sent:
                 failures.append(outcome.reason or "The send failed.")
-        joined = "; ".join(failures) or None
+        # Each reason once: a user whose two platforms failed alike is counted under that reason
+        # in the stats' `failures`, not under the reason twice.
+        joined = "; ".join(dict.fromkeys(failures)) or None
         variation = found[0][0].slot.variation
         results[item.customer_id] = (
             _Result(False, joined, retry_at, variation)
