@@ -18,7 +18,7 @@ dialect (`DRIVER`) for them.
 
 The dialect is also where lower-casing means the same as on PostgreSQL: SQLite's own `lower()` folds
 ASCII letters only ('Ü' stays 'Ü'), so `register_functions` gives every connection `herald_lower`
-(Python's `str.lower`) and the dialect's compiler writes it wherever SQLAlchemy would write
+(`herald.lowercase`, as PostgreSQL's) and the dialect's compiler writes it wherever SQLAlchemy would write
 `lower()`: `func.lower(x)` and the operands of case-insensitive comparisons (`ilike`, `icontains`,
 ..., which SQLAlchemy writes as `lower(x) LIKE lower(y)` on SQLite). Statements say `func.lower` and
 `ilike` on every engine; PostgreSQL's `lower()` and `ILIKE` already follow Unicode.
@@ -46,6 +46,7 @@ from sqlalchemy.dialects.sqlite.base import SQLiteCompiler
 from sqlalchemy.util.concurrency import await_only
 
 from herald import plain_sql
+from herald.lowercase import lower
 
 DRIVER = "sqlite+heraldinline"
 
@@ -208,7 +209,7 @@ def open_connection(path: str) -> sqlite3.Connection:
 
 
 def _lower(value: object) -> object:
-    return value.lower() if isinstance(value, str) else value
+    return lower(value) if isinstance(value, str) else value
 
 
 def register_functions(dbapi_connection: Any) -> None:

@@ -23,6 +23,7 @@ USERS = [
             "scores": [3, 10],
             "pref_pay": "UPI",
             "alias": "ANA",
+            "hometown": "İstanbul",  # "İ" (U+0130) lower-cases to "i", as on PostgreSQL
             'say "hi".now': "Hello",  # a name no JSON path can spell without quoting
         },
     ),
@@ -38,6 +39,7 @@ USERS = [
             "tags": ["silver"],
             "scores": [1, 250],
             "pref_pay": "card",
+            "hometown": "istanbul",
         },
     ),
     RefUser(
@@ -49,9 +51,10 @@ USERS = [
             "vip": "yes",
             "last_seen": "2025-12-01T00:00:00Z",
             "nickname": "Élodie",
+            "hometown": "ISTANBUL",
         },
     ),
-    RefUser("di", {"email": "di@example.com", "email_opt_out": True}, {}),
+    RefUser("di", {"email": "di@example.com", "email_opt_out": True, "first_name": "İdil"}, {}),
     RefUser(
         "ed",
         {"email": "ed@x.org", "first_name": "Ed"},

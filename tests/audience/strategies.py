@@ -35,9 +35,9 @@ _INSTANTS = sorted(
 )
 _DATES = ["2025-12-15", "2026-01-08", "2026-01-14", "2026-01-15", "2026-01-16", "2026-02-14"]
 
-# Letters in both cases (with an accent), and characters that mean something in LIKE, regular
-# expressions, JSON strings or SQL/JSON paths.
-_LETTERS = st.sampled_from("aAaAéÉ")
+# Letters in both cases (with an accent; and "İ", whose lower case is "i"), and characters that mean
+# something in LIKE, regular expressions, JSON strings or SQL/JSON paths.
+_LETTERS = st.sampled_from("aAaAéÉiIİ")
 _CHARACTERS = st.one_of(_LETTERS, _LETTERS, _LETTERS, st.sampled_from(".*$^\\\"'%_( "))
 texts = st.text(alphabet=_CHARACTERS, max_size=2)
 needles = st.text(alphabet=_CHARACTERS, min_size=1, max_size=2)

@@ -31,6 +31,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from herald.db import UTCDateTime
 from herald.direct_reads import DirectReads
 from herald.joined_writes import Joined, execute_with
+from herald.lowercase import lower
 from herald.offers.list_query import SUMMARY_FIELDS, OffersListQuery
 from herald.offers.models import STORED_ARCHIVED, Offer, OfferTag, StoredOffer
 from herald.offers.requests import MAX_TAGS
@@ -92,7 +93,7 @@ def _parameters(
     if query.id is not None:
         values["offer_id"] = query.id.removeprefix("offer_")
     if query.name_contains:
-        values["name_pattern"] = _like_pattern(query.name_contains.lower())
+        values["name_pattern"] = _like_pattern(lower(query.name_contains))
     for index, tag in enumerate(tag_ids):
         values[f"tag_{index}"] = tag
     if query.created_from is not None:

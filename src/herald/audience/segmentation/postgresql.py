@@ -11,9 +11,9 @@ A test that is data (`ValueSpec`) is compiled for the shape of what is stored:
   values of the same JSON type. Values travel in the `vars` object; only regular expressions (for
   substring and case-insensitive tests) are written into the path, escaped.
 
-Case-insensitive tests on custom attributes use the regex flag "i"; standard columns and dynamic
-values use `lower()`. Both follow the database's Unicode case rules; they differ only for characters
-whose lower-case form is not their only case partner (e.g. the titlecase digraph 'ǅ').
+Case-insensitive tests on custom attributes match each character against every character with the
+same lower-case form (`herald.lowercase`); standard columns and dynamic values use `lower()`. Both
+mean what SQLite's `lower()` means (`herald.sqlite_inline`).
 
 Tests that read another column (dynamic values) cannot be a path: they fall back to SQL over
 `jsonb_typeof` and `jsonb_array_elements`, with casts inside CASE branches so that a value of
@@ -54,6 +54,7 @@ from herald.audience.segmentation.conditions import (
 )
 from herald.audience.segmentation.dialect import DATETIME_REGEX, ValueSpec, ValueTest
 from herald.campaigns.schemas.filters import FilterDataType
+from herald.lowercase import same_when_lowered
 
 # `jsonb_typeof()` / `.type()` names of the JSON values each data type reads.
 _JSON_TYPE: dict[FilterDataType, str] = {
@@ -94,6 +95,16 @@ def _regex_literal(text: str) -> str:
     return "".join(f"\\{char}" if char.isascii() and not char.isalnum() else char for char in text)
 
 
+def _regex_lowered(text: str) -> str:
+    """`text` matched by an ARE as `lower(value)` would match `lower(text)`: each character that
+    others share a lower-case form with is the class of them all ('i' → "[Iiİ]"). The regex flag
+    "i" adds each character's own upper- and lower-case only: 'istanbul' missed "İstanbul", which
+    SQLite's and the standard columns' `lower()` match."""
+    return "".join(
+        f"[{alike}]" if len(alike := same_when_lowered(char)) > 1 else _regex_literal(char) for char in text
+    )
+
+
 _DATETIME_SHAPE = "0000-00-00T00:00:00Z"  # the stored shape with every digit written as 0
 
 
@@ -115,15 +126,15 @@ class _PathFilter:
     def text(self, spec: TextMatch) -> str:
         if spec.case_sensitive and spec.mode is TextMode.EQUALS:
             return self.any_of([f"@ == {self.var(value)}" for value in spec.values])
-        flag = "" if spec.case_sensitive else ' flag "i"'
+        literal = _regex_literal if spec.case_sensitive else _regex_lowered
         before, after = {
             TextMode.EQUALS: ("^", "$"),
             TextMode.CONTAINS: ("", ""),
             TextMode.STARTS: ("^", ""),
             TextMode.ENDS: ("", "$"),
         }[spec.mode]
-        patterns = [before + _regex_literal(value) + after for value in spec.values]
-        return self.any_of([f"@ like_regex {_string(pattern)}{flag}" for pattern in patterns])
+        patterns = [before + literal(value) + after for value in spec.values]
+        return self.any_of([f"@ like_regex {_string(pattern)}" for pattern in patterns])
 
     def condition(self, kind: FilterDataType, spec: ValueSpec) -> str:
         parts: list[str] = []

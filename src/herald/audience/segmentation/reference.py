@@ -44,6 +44,7 @@ from herald.campaigns.schemas.filters import (
     FilterJoin,
     UserAttributeFilter,
 )
+from herald.lowercase import lower
 
 _DATETIME = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z")
 _FLAGS = frozenset({"email_opt_out", "push_opt_out", "sms_opt_out"})
@@ -137,7 +138,7 @@ def _in_period(text: str, period: Period) -> bool:
 
 
 def _text_test(mode: str, parts: Sequence[str], case_sensitive: bool, value: str) -> bool:
-    fold = (lambda text: text) if case_sensitive else str.lower
+    fold = (lambda text: text) if case_sensitive else lower
     text = fold(value)
     folded = [fold(part) for part in parts]
     if mode == TextMode.EQUALS.value:
