@@ -191,6 +191,23 @@ class TestImport:
         assert result.exit_code == 1
         assert "line 1: holds a number of more digits than can be read" in result.output
 
+    async def test_numbers_json_has_not_are_line_errors(
+        self, herald: Any, ws: Tenant, tmp_path: Path
+    ) -> None:
+        # Python's reader takes NaN and Infinity, and reads 1e999 as infinity: each was stored as null.
+        lines = [
+            '{"channel": "PUSH", "basic_details": {"name": "n", "x": NaN}}',
+            '{"channel": "PUSH", "basic_details": {"name": "n", "y": -Infinity}}',
+            '{"channel": "PUSH", "basic_details": {"name": "n", "z": [1e999]}}',
+        ]
+        path = tmp_path / "c.jsonl"
+        path.write_text("\n".join(lines) + "\n")
+        result = await herald("campaigns", "import", str(path), "--workspace", ws.workspace_id)
+        assert result.exit_code == 1
+        assert "line 1: not JSON (NaN is no JSON number)" in result.output
+        assert "line 2: not JSON (-Infinity is no JSON number)" in result.output
+        assert "line 3: basic_details.z.0: numbers must fit a double" in result.output
+
     async def test_unknown_workspace(self, herald: Any, tmp_path: Path) -> None:
         path = write_lines(tmp_path / "c.jsonl", [h.line()])
         result = await herald("campaigns", "import", str(path), "--workspace", "NOPE")

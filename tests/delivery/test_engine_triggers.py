@@ -1122,6 +1122,16 @@ class TestBusinessEvent:
         runs = (await stats(client, workspace, campaign_id))["executions"]
         assert [(r["run"], r["status"], r["sent"]) for r in runs] == [(1, "DONE", 2), (2, "DONE", 2)]
         assert [r["trigger"] for r in runs] == ["BUSINESS", "BUSINESS"]
+        # Values read as the API reads a body: NaN is no JSON number (the text, not a null), a
+        # whole number beyond 64 bits the double nearest it, and one no double holds refused.
+        webhook.reset()
+        base = ("events", "business", "price_drop", "-w", workspace.workspace_id, "--attr", "product=NaN")
+        refused = await herald(settings, *base, "--attr", "price=1e999", ok=False)
+        assert "price=1e999: numbers must fit a double" in refused
+        assert len((await stats(client, workspace, campaign_id))["executions"]) == 2
+        await herald(settings, *base, "--attr", "price=100000000000000000000")
+        await tick(app, workspace)
+        assert sorted(titles(webhook)) == [("ana", "NaN now 1e+20"), ("bo", "NaN now 1e+20")]
 
     async def test_a_campaign_past_its_expiry_is_not_started(
         self,

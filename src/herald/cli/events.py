@@ -12,17 +12,30 @@ from herald.cli import runtime
 from herald.config import Settings
 from herald.delivery.engine import business
 from herald.errors import ValidationFailed
+from herald.http.guards import infinite_number_path
+from herald.json_numbers import wide_as_doubles
 from herald.workspaces.service import get_workspace
 
 events = typer.Typer(help="Business events: start the campaigns waiting for one.", no_args_is_help=True)
 
 
-def _value(text: str) -> Any:
-    """`k=v`: v read as JSON when it is (numbers, booleans, quoted strings), else as text."""
+def _not_json(constant: str) -> Any:
+    raise ValueError(f"{constant} is not JSON")
+
+
+def _value(key: str, text: str) -> Any:
+    """`k=v`: v read as JSON when it is (numbers, booleans, quoted strings), else as text, as the
+    API reads a body: `NaN` and `Infinity` are not JSON (the text), a whole number beyond 64 bits
+    is the double nearest it, and a number no double holds (`1e999`) is refused."""
     try:
-        return json.loads(text)
+        value = json.loads(text, parse_constant=_not_json)
     except ValueError:  # not JSON (or a number beyond the digit limit): the text as it is
         return text
+    if infinite_number_path(text.encode()) is not None:
+        raise typer.BadParameter(
+            f"{key}={text}: numbers must fit a double (at most about 1.8e308 in size)", param_hint="--attr"
+        )
+    return wide_as_doubles(value, text.encode())
 
 
 @events.command("business")
@@ -40,7 +53,7 @@ def raise_business(
         key, sep, value = item.partition("=")
         if not sep or not key:
             raise typer.BadParameter(f"{item!r}: expected k=v", param_hint="--attr")
-        raw["attributes"][key] = _value(value)
+        raw["attributes"][key] = _value(key, value)
     try:
         parsed_name, attributes = business.parse(raw)
     except ValidationFailed as exc:
