@@ -11,6 +11,7 @@ from sqlalchemy.ext.asyncio import create_async_engine
 
 from herald.config import Settings
 from herald.models import Base
+from herald.plain_sql import postgresql_engine_url
 
 config = context.config
 if config.config_file_name is not None and config.attributes.get("configure_logger", True):
@@ -26,7 +27,8 @@ def _url() -> str:
         # Any SQLite URL (`sqlite:///herald.db` too), as the server opens it whatever driver it
         # names: through the asynchronous driver here.
         url = url.set(drivername="sqlite+aiosqlite")
-    return url.render_as_string(hide_password=False)
+        return url.render_as_string(hide_password=False)
+    return postgresql_engine_url(url.render_as_string(hide_password=False))
 
 
 def _configure(connection: Connection) -> None:
@@ -46,9 +48,11 @@ def _run_sync(connection: Connection) -> None:
 
 async def _run_async() -> None:
     engine = create_async_engine(_url())
-    async with engine.connect() as connection:
-        await connection.run_sync(_run_sync)
-    await engine.dispose()
+    try:
+        async with engine.connect() as connection:
+            await connection.run_sync(_run_sync)
+    finally:  # also when the database cannot be opened: no connection left for the collector
+        await engine.dispose()
 
 
 def run_migrations_online() -> None:

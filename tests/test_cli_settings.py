@@ -105,6 +105,10 @@ BAD_SETTINGS = [
     ("HERALD_LOG_LEVEL", "bogus", "debug, info, warning, error"),
     ("HERALD_METRICS", "maybe", "on or off"),
     ("HERALD_DATABASE_URL", "bogus://user:secret@host/db", "sqlite+aiosqlite://"),
+    # A traceback each: the driver's OverflowError; a keyword the engine's driver refused, or a
+    # server setting PostgreSQL refused (the CLI's reads).
+    ("HERALD_DATABASE_URL", "postgresql+asyncpg://u:secret@127.0.0.1:99999/db", "Port out of range"),
+    ("HERALD_DATABASE_URL", "postgresql+asyncpg://u:secret@127.0.0.1/db?bogus=1", "unknown option bogus"),
 ]
 
 
@@ -255,6 +259,23 @@ def test_migrate_a_database_a_newer_release_migrated_says_so(database: Path) -> 
         connection.execute("UPDATE alembic_version SET version_num = '9999_from_a_newer_release'")
     line = _refused(runner.invoke(app, ["migrate"]), 1, "9999_from_a_newer_release", "newer release")
     assert "herald migrate" not in line
+
+
+@pytest.mark.parametrize("what", ["not a database", "a directory"])
+def test_a_database_file_sqlite_cannot_use_is_one_line(
+    tmp_path: Path, database: Path, monkeypatch: pytest.MonkeyPatch, what: str
+) -> None:
+    target = tmp_path / "x.db"
+    if what == "a directory":
+        target.mkdir()
+    else:
+        target.write_text("this is not sqlite")
+    monkeypatch.setenv("HERALD_DATABASE_URL", f"sqlite+aiosqlite:///{target}")
+    expected = "unable to open database file" if what == "a directory" else "file is not a database"
+    for args in (["keys", "list", "-w", "X"], ["workspaces", "create", "Acme"], ["migrate"]):
+        if what == "a directory" and args[0] != "migrate":
+            continue  # (refused before: no database at that path)
+        _refused(runner.invoke(app, args), 1, "cannot use the database file", expected)
 
 
 def test_migrate_into_a_directory_that_does_not_exist(

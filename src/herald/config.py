@@ -232,6 +232,36 @@ def _check(name: str, value: Any, raw: Any) -> None:
         )
     elif name == "database_url" and not (value.startswith(_DATABASE_SCHEMES) or _SQLITE_URL.match(value)):
         raise _invalid(name, _shown_url(value), f"a URL starting {' or '.join(_DATABASE_SCHEMES)}")
+    elif name == "database_url" and value.startswith("postgresql"):
+        _check_postgresql_url(value)
+
+
+# The options of a PostgreSQL URL every connection Herald opens takes: the engine's (SQLAlchemy's
+# asyncpg dialect, keyword arguments) and the plain ones' (asyncpg's DSN: the CLI's reads, the
+# wake-up listener). Any other went to one as a keyword it refused, to the other as a server
+# setting PostgreSQL refused. `ssl` and `sslmode` are one option (`herald.plain_sql` writes each
+# connection's spelling).
+POSTGRESQL_URL_OPTIONS = (
+    "host", "port", "user", "password", "passfile", "database", "ssl", "sslmode",
+    "target_session_attrs", "krbsrvname", "gsslib",
+)  # fmt: skip
+
+
+def _check_postgresql_url(value: str) -> None:
+    from urllib.parse import parse_qsl
+
+    shown = _shown_url(value)
+    try:
+        parts = urlsplit(value)
+        parts.port  # noqa: B018 - read for its check (a number within 0-65535)
+    except ValueError as exc:
+        raise SettingsError(f"HERALD_DATABASE_URL={shown!r} is not valid: {exc}") from None
+    unknown = sorted({key for key, _ in parse_qsl(parts.query)} - set(POSTGRESQL_URL_OPTIONS))
+    if unknown:
+        raise SettingsError(
+            f"HERALD_DATABASE_URL={shown!r} is not valid: unknown option {', '.join(unknown)} "
+            f"(options: {', '.join(POSTGRESQL_URL_OPTIONS)})"
+        )
 
 
 def _check_redis_url(value: str) -> None:

@@ -341,7 +341,7 @@ def _json_value(text: str) -> Any:
 
 def _postgresql_engine(settings: Settings, pool_size: int) -> AsyncEngine:
     return create_async_engine(
-        settings.database_url,
+        plain_sql.postgresql_engine_url(settings.database_url),
         pool_size=pool_size,
         max_overflow=0,
         json_serializer=_json_text,

@@ -55,9 +55,30 @@ def sqlite_file_key(path: str) -> str | None:
 
 
 def postgresql_dsn(database_url: str) -> str:
-    """asyncpg's DSN for a `postgresql+asyncpg://` URL: the same URL without the driver's name."""
-    scheme, separator, rest = database_url.partition("://")
+    """asyncpg's DSN for a `postgresql+asyncpg://` URL: the same URL without the driver's name, its
+    TLS option spelled `sslmode` (asyncpg reads an `ssl` in a DSN as a server setting)."""
+    scheme, separator, rest = _ssl_spelled(database_url, "sslmode").partition("://")
     return f"{scheme.partition('+')[0]}{separator}{rest}"
+
+
+def postgresql_engine_url(database_url: str) -> str:
+    """The URL the engine connects with: its TLS option spelled `ssl` (SQLAlchemy passes each option
+    to asyncpg as a keyword, and `sslmode` is none)."""
+    return _ssl_spelled(database_url, "ssl")
+
+
+def _ssl_spelled(database_url: str, spelling: str) -> str:
+    """`database_url` with its `ssl` or `sslmode` option (the same values: disable ... verify-full)
+    named `spelling`; the rest as written."""
+    base, separator, query = database_url.partition("?")
+    if not separator:
+        return database_url
+    options = query.split("&")
+    renamed = [
+        f"{spelling}={option.partition('=')[2]}" if option.partition("=")[0] in ("ssl", "sslmode") else option
+        for option in options
+    ]
+    return f"{base}?{'&'.join(renamed)}"
 
 
 def open_sqlite(path: str, *, busy_seconds: float, check_same_thread: bool = True) -> sqlite3.Connection:

@@ -154,8 +154,10 @@ def _migrated(path: str) -> bool:
             return found.fetchone() is not None
         finally:
             connection.close()
-    except sqlite3.Error:
-        return True  # not for this check to say (locked, not a database): the command will
+    except sqlite3.Error as exc:
+        if _unusable_sqlite_file(exc):  # before an engine opens it (and its pool keeps a half-open one)
+            raise OperatorError(f"cannot use the database file (HERALD_DATABASE_URL): {exc}") from None
+        return True  # not for this check to say (locked): the command will
 
 
 def _operator_error(exc: BaseException) -> tuple[str, int] | None:
@@ -182,6 +184,8 @@ def _operator_error(exc: BaseException) -> tuple[str, int] | None:
             return f"the database has no table {table}: run `herald migrate` first", 1
         if _unreachable_database(cause):
             return f"cannot reach the database (HERALD_DATABASE_URL): {cause}", 1
+        if _unusable_sqlite_file(cause):
+            return f"cannot use the database file (HERALD_DATABASE_URL): {cause}", 1
         cause = cause.__cause__ or cause.__context__
     return None
 
@@ -202,6 +206,17 @@ def _unreachable_database(exc: BaseException) -> bool:
         return False
     frames = traceback.extract_tb(exc.__traceback__)
     return any("asyncpg" in frame.filename and "connect" in frame.name for frame in frames)
+
+
+# SQLite's words for a file that is no database, and for one it cannot open (a directory, a
+# folder that does not exist or may not be written).
+_UNUSABLE_SQLITE_FILE = ("file is not a database", "unable to open database file")
+
+
+def _unusable_sqlite_file(exc: BaseException) -> bool:
+    import sqlite3
+
+    return isinstance(exc, sqlite3.DatabaseError) and str(exc) in _UNUSABLE_SQLITE_FILE
 
 
 def _debugging() -> bool:
