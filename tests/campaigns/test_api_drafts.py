@@ -20,6 +20,8 @@ from herald.campaigns.views import etag_of
 from herald.clock import FrozenClock
 from herald.config import Settings
 from herald.http import idempotency
+from herald.http.ratelimit import RateLimitStore
+from herald.main import create_app
 from herald.workspaces.scopes import Scope
 from tests.campaigns import lifecycle_helpers as h
 from tests.campaigns.payloads import ALL_FEATURES, PAYLOADS, variant
@@ -385,6 +387,36 @@ class TestEveryViolationInOneAnswer:
                 ("INVALID_ENUM_VALUE", "segmentation_details.included_filters.filters.0.operator"),
                 ("INVALID_TYPE", "X-SVC-Request-Id"),
             ]
+
+    async def test_patches_refused_for_their_heads_at_once_do_not_wait_on_each_other(
+        self, settings: Settings, clock: FrozenClock, limiter: RateLimitStore
+    ) -> None:
+        # The stored campaign that names the body's faults is read on the request's own session:
+        # on a session of its own, from the same pool (PostgreSQL), each refusal held a connection
+        # and waited for a second one, and as many as the pool has waited until its timeout (30 s,
+        # then 503 for them and for every other request of the process).
+        app = create_app(dataclasses.replace(settings, db_pool_size=2), clock=clock, limiter=limiter)
+        try:
+            tenant = await make_tenant(app, rate_limits={"campaign_ops": "1000/second"})
+            async with httpx.AsyncClient(
+                transport=httpx.ASGITransport(app=app), base_url="http://t"
+            ) as client:
+                campaign_id = await _created_id(client, tenant, MINIMAL_PUSH)
+                headers = {**tenant.write_headers(campaigns=True), "Idempotency-Key": "nope"}
+                body = {"segmentation_details": BETWEEN_ON_A_STRING}
+
+                async def refused() -> httpx.Response:
+                    return await client.patch(f"{BASE}/{campaign_id}", json=body, headers=headers)
+
+                answers = await asyncio.wait_for(asyncio.gather(*(refused() for _ in range(6))), 20)
+            for answer in answers:
+                assert answer.status_code == 400, answer.text
+                assert sorted((d["code"], d["target"]) for d in answer.json()["error"]["details"]) == [
+                    ("INVALID_ENUM_VALUE", "segmentation_details.included_filters.filters.0.operator"),
+                    ("INVALID_IDEMPOTENCY_KEY", "Idempotency-Key"),
+                ]
+        finally:
+            await app.state.herald.aclose()
 
     async def test_a_patch_with_a_component_that_does_not_parse_has_the_others_rules_checked(
         self, client: httpx.AsyncClient, workspace: Tenant

@@ -196,7 +196,11 @@ async def check_access(request: Request, operation: Operation) -> Caller:
             [
                 *problems,
                 *_query_faults(request, operation, problems),
-                *(await _body_faults(request, operation, caller)),
+                *(
+                    await _body_faults(
+                        request, operation, caller, uow.session() if in_request_transaction else None
+                    )
+                ),
             ]
         )
 
@@ -227,16 +231,23 @@ def _query_faults(request: Request, operation: Operation, head: list[Problem]) -
     return [problem for problem in found if problem.target not in named]
 
 
-async def _body_faults(request: Request, operation: Operation, caller: Caller) -> list[Problem]:
+async def _body_faults(
+    request: Request, operation: Operation, caller: Caller, held: AsyncSession | None
+) -> list[Problem]:
     """What `operation.stored_body_check` or `body_check` finds wrong with the body; nothing when
     the body is not JSON (the handler's BAD_REQUEST, answered once the head is right) or has no
-    check."""
+    check. The stored campaign is read on `held`, the request's session when it holds a connection
+    already: a second session from the same pool (PostgreSQL) made each refusal wait for another
+    connection, and refusals as many as the pool has waited on each other until its timeout."""
     stored_check, campaign_id = operation.stored_body_check, request.path_params.get("campaign_id")
     try:
         if stored_check is not None and isinstance(campaign_id, str):
             body = json_body(request)
-            async with services_of(request).database.reader() as session:
-                await stored_check(session, caller, campaign_id, body)
+            if held is not None:
+                await stored_check(held, caller, campaign_id, body)
+            else:
+                async with services_of(request).database.reader() as session:
+                    await stored_check(session, caller, campaign_id, body)
         elif operation.body_check is not None:
             operation.body_check(caller, json_body(request))
     except ValidationFailed as refused:
