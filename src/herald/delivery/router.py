@@ -20,7 +20,7 @@ from herald.delivery.engine import stats
 from herald.delivery.testsend_request import CampaignTestDoc, check_test_body
 from herald.http.auth import Caller
 from herald.http.docs import error_responses
-from herald.http.operation import Operation, WrittenClaim, guarded, services_of
+from herald.http.operation import Operation, WrittenClaim, guarded, services_of, unit_of_work
 from herald.http.query_model import QueryReader, query_model
 from herald.http.request_body import json_body
 from herald.http.responses import json_response, request_id, response_id
@@ -123,6 +123,8 @@ async def campaign_stats(
     caller: Annotated[Caller, guarded(STATS)],
     query: Annotated[StatsQuery, query_model(StatsQuery)],
 ) -> Response:
-    async with services_of(request).database.reader() as session:
-        data = await stats.campaign_stats(session, caller.workspace_id, campaign_id)
+    # The request's own session, which authenticated the caller: a second one from the same pool
+    # made each request hold a connection while it waited for another (PostgreSQL), and a burst as
+    # large as the pool waited on itself until the pool's timeout.
+    data = await stats.campaign_stats(unit_of_work(request).session(), caller.workspace_id, campaign_id)
     return json_response({"response_id": response_id(request), "type": "campaign", "data": data})
