@@ -337,6 +337,50 @@ _PURCHASED = {
 }
 
 
+class TestFiltersRefusedAtTheWrite:
+    async def test_a_dynamic_value_naming_no_attribute_and_an_action_in_an_actions_attributes(
+        self, client: httpx.AsyncClient, workspace: Tenant
+    ) -> None:
+        # Both were stored by C3 (200) and refused only at validate and publish, where every other
+        # filter fault is refused at the write.
+        campaign_id = await _created_id(client, workspace, MINIMAL_PUSH)
+        dynamic = {
+            "filter_type": "user_attributes",
+            "project_name": "app",
+            "data_type": "string",
+            "name": "city",
+            "operator": "is",
+            "value": "Paris",
+            "is_dynamic_value": True,
+        }
+        nested = {**_PURCHASED, "attributes": {"filter_operator": "and", "filters": [_PURCHASED]}}
+        body = {
+            "segmentation_details": {
+                "included_filters": {"filter_operator": "and", "filters": [dynamic, nested]}
+            }
+        }
+        response = await client.patch(
+            f"{BASE}/{campaign_id}", json=body, headers=workspace.write_headers(campaigns=True)
+        )
+        assert response.status_code == 400, response.text
+        path = "segmentation_details.included_filters.filters"
+        assert sorted((d["code"], d["target"]) for d in response.json()["error"]["details"]) == [
+            ("INVALID_ENUM_VALUE", f"{path}.1.attributes.filters.0.filter_type"),
+            ("INVALID_TYPE", f"{path}.0.value"),
+        ]
+        created = await _create(client, workspace, {**MINIMAL_PUSH, **body})
+        assert created.status_code == 400, created.text
+        assert len(created.json()["error"]["details"]) == 2
+        dynamic["value"] = "{{UserAttribute['home_city']}}"
+        nested["attributes"]["filters"] = [
+            {**dynamic, "name": "amount", "is_dynamic_value": False, "value": "x"}
+        ]
+        response = await client.patch(
+            f"{BASE}/{campaign_id}", json=body, headers=workspace.write_headers(campaigns=True)
+        )
+        assert response.status_code == 200, response.text
+
+
 class TestEveryViolationInOneAnswer:
     """A body that fails to parse still has the rules of its sound components checked: the client
     learns every violation at once (contract §3), not the rules' only once the types are fixed."""

@@ -291,21 +291,8 @@ class TestDeliverable:
                 "segmentation_details.included_filters.filters.0.id",
                 "No custom segment with id '0123456789abcdef01234567' exists in this workspace.",
             ),
-            (
-                [
-                    {
-                        "filter_type": "actions",
-                        "action_name": "Purchase",
-                        "executed": True,
-                        "attributes": {
-                            "filter_operator": "and",
-                            "filters": [{"filter_type": "actions", "action_name": "Open", "executed": True}],
-                        },
-                    }
-                ],
-                "segmentation_details.included_filters.filters.0.attributes.filters.0.filter_type",
-                "Only 'user_attributes' filters apply to the attributes of an action.",
-            ),
+            # (An action in an action's attributes, once found here, is refused at the write:
+            # test_api_drafts.TestFiltersRefusedAtTheWrite.)
         ],
     )
     async def test_an_audience_the_engine_cannot_evaluate_is_422_and_validate_says_so(

@@ -28,7 +28,7 @@ from sqlalchemy.sql.selectable import FromClause, Subquery
 
 from herald.audience.models import STANDARD_ATTRIBUTES, Event, SegmentMember, User
 from herald.audience.segmentation.catalog import MAX_SEGMENT_DEPTH, STATIC, SegmentCatalog
-from herald.audience.segmentation.conditions import read_criterion
+from herald.audience.segmentation.conditions import ON_EVENTS_ONLY_USER_ATTRIBUTES, read_criterion
 from herald.audience.segmentation.dialect import SqlDialect, dialect_for
 from herald.audience.segmentation.predicates import AttributeSource, Predicates, StandardColumn
 from herald.campaigns.schemas.filters import (
@@ -192,7 +192,7 @@ class Compiler:
                 Problem(
                     "INVALID_ENUM_VALUE",
                     join_path(*path, "filter_type"),
-                    "Only 'user_attributes' filters apply to the attributes of an action.",
+                    ON_EVENTS_ONLY_USER_ATTRIBUTES,
                 )
             )
             return false()

@@ -227,6 +227,10 @@ def check_value(item: UserAttributeFilter, path: Path) -> list[Problem]:
     return read_criterion(item, path)[1]
 
 
+# What an action's `attributes` may hold: its event's attributes are tested, nothing else.
+ON_EVENTS_ONLY_USER_ATTRIBUTES = "Only 'user_attributes' filters apply to the attributes of an action."
+
+
 def dynamic_reference(value: JsonValue) -> str | None:
     """The user attribute a dynamic value names, or None when it names none."""
     if not isinstance(value, str):

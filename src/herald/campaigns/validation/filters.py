@@ -58,8 +58,9 @@ def check_user_attribute_filter(item: UserAttributeFilter, path: FilterPath) -> 
         problems.append(
             required(join_path(*path, "value"), f"'value' is required with operator '{item.operator.value}'.")
         )
-    elif not item.is_dynamic_value:
-        # the value's shape for its operator (a dynamic value is an expression resolved at send time)
+    elif not item.is_dynamic_value or segmentation_conditions.dynamic_reference(item.value) is None:
+        # The value's shape for its operator; a dynamic value names one attribute of the user (one
+        # that does not was refused only at publish).
         problems += segmentation_conditions.check_value(item, path)
     return problems
 
@@ -69,4 +70,11 @@ def check_filter_group(group: FilterGroup | None, path: FilterPath) -> list[Prob
     for item, item_path in walk_filters(group, path):
         if isinstance(item, UserAttributeFilter):
             problems += check_user_attribute_filter(item, item_path)
+        elif "attributes" in item_path[len(path) :]:  # an action's attributes: refused only at publish
+            problems.append(
+                invalid_value(
+                    join_path(*item_path, "filter_type"),
+                    segmentation_conditions.ON_EVENTS_ONLY_USER_ATTRIBUTES,
+                )
+            )
     return problems
