@@ -276,7 +276,36 @@ def test_workspace_ids_are_ascii_letters_digits_underscore_and_hyphen(
     assert len(_workspaces()) == before
 
 
-BAD_NAMES = ["", "   ", "two\nlines", "a\tb", "bell\x07", "c1\x85", "sep\u2028x"]
+# ... and invisible formatting characters: a right-to-left override (shown as "admintxe.txt"), a
+# zero-width space, a byte order mark.
+BAD_NAMES = [
+    "",
+    "   ",
+    "two\nlines",
+    "a\tb",
+    "bell\x07",
+    "c1\x85",
+    "sep\u2028x",
+    "admin\u202etxt.exe",
+    "ro\u200bot",
+    "\ufeffbom",
+]
+
+
+@pytest.mark.parametrize(
+    ("workspace_id", "name"),
+    [
+        ("SCRIPTS", "Équipe 東京"),
+        ("EMOJI", "family \U0001f468\u200d\U0001f469\u200d\U0001f467"),  # joined by ZWJs
+        (
+            "JOINER",
+            "\u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645",
+        ),  # a zero-width non-joiner in a Persian word
+    ],
+)
+def test_names_may_hold_any_script_and_emoji_sequences(workspace_id: str, name: str) -> None:
+    result = runner.invoke(app, ["workspaces", "create", name, "--id", workspace_id])
+    assert result.exit_code == 0, result.output
 
 
 @pytest.mark.parametrize("name", [*BAD_NAMES, "n" * 201])
