@@ -25,6 +25,7 @@ def features_set(
     flag: Annotated[str, typer.Argument(help=f"One of: {', '.join(FEATURES)}")],
     state: Annotated[str, typer.Argument(help="on or off")],
 ) -> None:
+    """Turn a feature flag on or off for a workspace."""
     if state not in ("on", "off"):
         raise typer.BadParameter("state must be 'on' or 'off'")
 
@@ -41,6 +42,8 @@ def limits_set(
     bucket: Annotated[str, typer.Argument(help="Bucket, e.g. offers_read, campaign_create.")],
     spec: Annotated[str, typer.Argument(help="Windows, e.g. '1000/minute;5000/hour', or 'default'.")],
 ) -> None:
+    """Set a rate-limit bucket's windows for a workspace ('default' restores them)."""
+
     async def work(session: AsyncSession) -> None:
         await service.set_rate_limit(session, workspace, bucket, None if spec == "default" else spec)
 
@@ -54,6 +57,8 @@ def tags_create(
     name: Annotated[str, typer.Argument(help="Tag name.")],
     tag_id: Annotated[str | None, typer.Option("--id", help="Raw tag id (default: generated).")] = None,
 ) -> None:
+    """Create an offer tag; prints its id (tag_<id>, as offers name it)."""
+
     async def work(session: AsyncSession) -> str:
         return (await service.create_tag(session, clock.now(), workspace, name, tag_id)).id
 
@@ -62,6 +67,8 @@ def tags_create(
 
 @tags.command("list")
 def tags_list(workspace: WorkspaceOpt) -> None:
+    """List a workspace's tags."""
+
     async def work(session: AsyncSession) -> list[str]:
         await service.get_workspace(session, workspace)  # an unknown one is an error, not an empty list
         return [f"tag_{t.id}\t{t.name}" for t in await service.list_tags(session, workspace)]
@@ -81,6 +88,8 @@ def templates_create(
     ] = "json",
     fields: Annotated[str, typer.Option(help="Comma-separated required field names.")] = "",
 ) -> None:
+    """Create an offer template (its fields are an offer's template fields)."""
+
     async def work(session: AsyncSession) -> str:
         created = await service.create_template(
             session,
@@ -98,6 +107,8 @@ def templates_create(
 
 @templates.command("list")
 def templates_list(workspace: WorkspaceOpt) -> None:
+    """List a workspace's offer templates."""
+
     async def work(session: AsyncSession) -> list[str]:
         await service.get_workspace(session, workspace)  # an unknown one is an error, not an empty list
         found = await service.list_templates(session, workspace)

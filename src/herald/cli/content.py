@@ -54,6 +54,7 @@ def blocks_create(
     ] = False,
     replace: ReplaceOpt = False,
 ) -> None:
+    """Create a content block ({{ ContentBlock['name'] }} in templates)."""
     if (text is None) == (file is None):
         raise typer.BadParameter("give exactly one of --text or --file")
     body = text if text is not None else _read(file)  # type: ignore[arg-type]
@@ -69,6 +70,8 @@ def blocks_create(
 
 @blocks.command("list")
 def blocks_list(workspace: WorkspaceOpt) -> None:
+    """List a workspace's content blocks."""
+
     async def work(session: AsyncSession) -> list[str]:
         await get_workspace(session, workspace)  # an unknown one is an error, not an empty list
         found = await resources.list_content_blocks(session, workspace)
@@ -85,6 +88,7 @@ def product_sets_create(
     file: Annotated[Path, typer.Option(help="A JSON file holding an array of item objects.")],
     replace: ReplaceOpt = False,
 ) -> None:
+    """Create a product set ({{ ProductSet['name'] }} in templates)."""
     items = _json(_read(file), str(file))
 
     async def work(session: AsyncSession) -> str:
@@ -98,6 +102,8 @@ def product_sets_create(
 
 @product_sets.command("list")
 def product_sets_list(workspace: WorkspaceOpt) -> None:
+    """List a workspace's product sets."""
+
     async def work(session: AsyncSession) -> list[str]:
         await get_workspace(session, workspace)  # an unknown one is an error, not an empty list
         return [
@@ -131,6 +137,7 @@ def apis_create(
     ] = False,
     replace: ReplaceOpt = False,
 ) -> None:
+    """Create a content API ({{ ContentApi['name'] }} in templates)."""
     headers = _headers(header or [])
 
     async def work(session: AsyncSession) -> str:
@@ -152,6 +159,8 @@ def apis_create(
 
 @apis.command("list")
 def apis_list(workspace: WorkspaceOpt) -> None:
+    """List a workspace's content APIs."""
+
     async def work(session: AsyncSession) -> list[str]:
         await get_workspace(session, workspace)  # an unknown one is an error, not an empty list
         found = await resources.list_content_apis(session, workspace)
@@ -180,6 +189,7 @@ def templates_create(
     message: Annotated[str | None, typer.Option(help="PUSH: the message.")] = None,
     name: Annotated[str | None, typer.Option(help="Display name.")] = None,
 ) -> None:
+    """Create a custom template (custom_template_id in campaign content)."""
     body: dict[str, Any] = {}
     if body_file is not None:
         loaded = _json(_read(body_file), str(body_file))
@@ -205,6 +215,8 @@ def templates_create(
 
 @templates.command("list")
 def templates_list(workspace: WorkspaceOpt) -> None:
+    """List a workspace's custom templates."""
+
     async def work(session: AsyncSession) -> list[str]:
         await get_workspace(session, workspace)  # an unknown one is an error, not an empty list
         found = await resources.list_custom_templates(session, workspace)

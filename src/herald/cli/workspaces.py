@@ -40,6 +40,7 @@ def workspaces_create(
     name: Annotated[str, typer.Argument(help="Display name.")],
     workspace_id: Annotated[str | None, typer.Option("--id", help="Id to use (default: generated).")] = None,
 ) -> None:
+    """Create a workspace (a tenant); prints its id."""
     from herald.cli.runtime import clock, run_in_session
     from herald.workspaces import service
 
@@ -52,6 +53,7 @@ def workspaces_create(
 
 @workspaces.command("list")
 def workspaces_list() -> None:
+    """List the workspaces and their feature flags."""
     from herald.workspaces import listings
     from herald.workspaces.features import enabled_features
 
@@ -101,6 +103,7 @@ def keys_create(
     scopes: Annotated[str, typer.Option(help=f"Comma-separated scopes: {ALL_SCOPES}")] = ALL_SCOPES,
     name: Annotated[str, typer.Option(help="A label for the key.")] = "default",
 ) -> None:
+    """Create an API key for a workspace; prints its secret once."""
     try:
         parsed = parse_scopes(scopes.split(","))
     except ValueError as exc:
@@ -119,6 +122,7 @@ def keys_create(
 
 @keys.command("list")
 def keys_list(workspace: WorkspaceOpt) -> None:
+    """List a workspace's API keys."""
     from herald.workspaces import listings
 
     # An unknown workspace is an AdminError, reported by the command line (`app.LazyGroup.invoke`).
@@ -130,6 +134,7 @@ def keys_list(workspace: WorkspaceOpt) -> None:
 def keys_revoke(
     workspace: WorkspaceOpt, key_id: Annotated[str, typer.Argument(help="Key id (or the whole key).")]
 ) -> None:
+    """Revoke an API key: refused within the credentials cache's time."""
     from herald.cli.runtime import clock, run_in_session
     from herald.timefmt import rfc3339
     from herald.workspaces import service
