@@ -419,3 +419,16 @@ async def test_the_offer_envelopes_type_is_required_and_fixed(
     envelope = document["components"]["schemas"][schema]
     assert "type" in envelope["required"]
     assert envelope["properties"]["type"]["const"] == kind
+
+
+async def test_an_offer_update_may_not_clear_what_a_create_requires(client: httpx.AsyncClient) -> None:
+    # O3 answers REQUIRED_FIELD_MISSING to `{"name": null}` (tests/offers): the document said null
+    # was allowed, so a client generated from it sent it.
+    schemas = (await client.get("/openapi.json")).json()["components"]["schemas"]
+    update, create = schemas["OfferUpdate"]["properties"], schemas["OfferCreate"]
+    nullable = {name for name, field in update.items() if {"type": "null"} in field.get("anyOf", [])}
+    assert nullable  # (what a create does not require may be cleared)
+    assert not nullable & set(create["required"])
+    scheduling = schemas["Scheduling"]["properties"]
+    for name in schemas["SchedulingCreate"]["required"]:
+        assert {"type": "null"} not in scheduling[name].get("anyOf", [])

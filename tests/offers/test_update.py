@@ -86,6 +86,19 @@ class TestUpdated:
         assert response.status_code == 200
         assert "description" not in (await _stored(app, scheduled)).document
 
+    @pytest.mark.parametrize(
+        ("body", "target"),
+        [({"name": None}, "name"), ({"scheduling": {"expiry_datetime": None}}, "scheduling.expiry_datetime")],
+    )
+    async def test_null_cannot_remove_what_a_create_requires(
+        self, client: httpx.AsyncClient, tenant: Tenant, scheduled: str, body: dict[str, Any], target: str
+    ) -> None:
+        response = await _patch(client, tenant, scheduled, {"updated_by": EDITOR, **body})
+        assert response.status_code == 400, response.text
+        assert [(d["code"], d["target"]) for d in response.json()["error"]["details"]] == [
+            ("REQUIRED_FIELD_MISSING", target)
+        ]
+
     async def test_tags_are_replaced(
         self, app: FastAPI, client: httpx.AsyncClient, tenant: Tenant, clock: FrozenClock
     ) -> None:

@@ -9,8 +9,9 @@ we store.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from enum import StrEnum
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import ConfigDict, Field, JsonValue, Strict
 
@@ -62,8 +63,30 @@ class Delivery(StrEnum):
     SCHEDULED = "scheduled"
 
 
+def _never_null(*names: str) -> Callable[[dict[str, Any]], None]:
+    """A model's JSON Schema with the properties `names` optional but never null: O3 refuses null
+    (REQUIRED_FIELD_MISSING) for what O2 requires, and the document said null was allowed."""
+
+    def edit(schema: dict[str, Any]) -> None:
+        for name in names:
+            field = schema["properties"][name]
+            branches = field.pop("anyOf", None)
+            if branches is None:
+                continue  # a subclass requires the field: it has no null to take out
+            kept = [branch for branch in branches if branch != {"type": "null"}]
+            field.update(kept[0] if len(kept) == 1 else {"anyOf": kept})
+
+    return edit
+
+
 class Scheduling(APIModel):
     """Date-times stay text here; `rules.scheduling` reads them (ISO 8601 with `Z` only)."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        populate_by_name=True,
+        json_schema_extra=_never_null("start_datetime", "expiry_datetime"),
+    )
 
     start_datetime: ZuluDateTime | None = None
     expiry_datetime: ZuluDateTime | None = None
@@ -239,9 +262,19 @@ class OfferCreate(OfferFields):
     variation_meta: VariationMeta
 
 
+# Fields that O2 requires and O3 may therefore not clear with null.
+REQUIRED_ON_CREATE: tuple[str, ...] = tuple(
+    name for name, info in OfferCreate.model_fields.items() if info.is_required()
+)
+
+
 class OfferUpdate(OfferFields):
     """O3 body: `updated_by` plus the fields to change. `scheduling` sub-fields change one by one;
     every other field sent replaces the stored value whole (`tags` included)."""
+
+    model_config = ConfigDict(
+        extra="forbid", populate_by_name=True, json_schema_extra=_never_null(*REQUIRED_ON_CREATE)
+    )
 
     updated_by: EmailAddress
 
@@ -252,10 +285,6 @@ class OfferArchive(APIModel):
     updated_by: EmailAddress | None = None
 
 
-# Fields that O2 requires and O3 may therefore not clear with null.
-REQUIRED_ON_CREATE: tuple[str, ...] = tuple(
-    name for name, info in OfferCreate.model_fields.items() if info.is_required()
-)
 # The O2 fields a draft (from `herald offers import`) must have; the rest may come later.
 REQUIRED_ON_DRAFT: tuple[str, ...] = ("name", "created_by")
 
