@@ -112,6 +112,17 @@ class TestArchive:
         assert again.headers["Idempotent-Replayed"] == "true"
         assert is_replay_of(again, first)
 
+    async def test_a_retry_with_an_empty_object_for_no_body_replays(
+        self, client: httpx.AsyncClient, tenant: Tenant, clock: FrozenClock
+    ) -> None:
+        # The body is optional: no body and `{}` ask the same (a retry of one as the other was 409).
+        offer_id = await create_id(client, tenant, flat_body(clock.now()))
+        headers = tenant.headers(idempotency_key=str(uuid.uuid4()))
+        first = await client.post(_archive_url(offer_id), headers=headers)
+        again = await client.post(_archive_url(offer_id), json={}, headers=headers)
+        assert (first.status_code, again.status_code) == (200, 200), again.text
+        assert again.headers["Idempotent-Replayed"] == "true"
+
     async def test_missing_key_is_400(
         self, client: httpx.AsyncClient, tenant: Tenant, clock: FrozenClock
     ) -> None:

@@ -143,13 +143,16 @@ def fingerprint(method: str, path: str, body: bytes) -> str:
 
 def _canonical(body: bytes) -> bytes:
     """`body`'s JSON value in one spelling (sorted keys, no spaces); the bytes as they are when it
-    is no JSON orjson reads (e.g. an integer beyond 64 bits), where only the same bytes match."""
+    is no JSON orjson reads (e.g. an integer beyond 64 bits), where only the same bytes match. An
+    empty object is no body: where a body is optional (O5's archive) they ask the same, and a retry
+    of one as the other conflicted (where a body is required, neither is answered for keeps)."""
     if not body.strip():
         return b""
     try:
-        return orjson.dumps(orjson.loads(body), option=orjson.OPT_SORT_KEYS)
+        canonical = orjson.dumps(orjson.loads(body), option=orjson.OPT_SORT_KEYS)
     except (orjson.JSONDecodeError, orjson.JSONEncodeError):
         return body
+    return b"" if canonical == b"{}" else canonical
 
 
 def is_stored_status(status: int) -> bool:
