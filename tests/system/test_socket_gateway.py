@@ -612,6 +612,30 @@ def test_a_late_head_on_a_kept_alive_connection_is_408(server: Server, tenant: T
     assert_envelope(_parse(second, closed), 408, "REQUEST_TIMEOUT")
 
 
+def test_line_breaks_trickled_after_a_request_do_not_hold_the_connection(server: Server) -> None:
+    # The parser skips CRLFs between requests and began no request, so no head timer ran, and the
+    # keep-alive timer stopped at the first byte: a CRLF a second held the connection for good.
+    with socket.create_connection(("127.0.0.1", server.port), timeout=WAIT) as sock:
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n")
+        received = sock.recv(65536)
+        assert received.startswith(b"HTTP/1.1 200")
+        deadline = time.monotonic() + 10  # the server's header timeout is 1 s
+        closed = False
+        while not closed and time.monotonic() < deadline:
+            try:
+                sock.sendall(b"\r\n")
+            except OSError:
+                closed = True
+                break
+            ready, _, _ = select.select([sock], [], [], 0.3)
+            if ready:
+                chunk = sock.recv(65536)
+                received += chunk
+                closed = not chunk
+    assert closed
+    assert b"408 Request Timeout" in received
+
+
 def test_a_head_request_gets_its_head_alone_and_the_connection_goes_on(server: Server) -> None:
     # A response's head waits for its body to go out in one send; a HEAD answer has no body to wait for.
     first = request("HEAD", "/healthz", [], close=False)

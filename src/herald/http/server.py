@@ -137,7 +137,11 @@ class HeraldHttpProtocol(HttpToolsProtocol):
             if not self.refused:  # a refusal from a callback below already answered
                 self._refuse_malformed()
             return
-        if self.in_head and self.head_begun:
+        # Bytes between two requests that begin none (the parser skips the CRLFs a client may send
+        # there) are a head's too: uvicorn's keep-alive timer stops at any byte, and a client that
+        # sent a CRLF a second held the connection past every timeout.
+        between = self.cycle is not None and self.cycle.response_complete
+        if self.in_head and (self.head_begun or between):
             if len(self.head) > self.limits.max_header_bytes:
                 # Bounds what an unfinished head may hold in memory (a finished one is measured below).
                 self._refuse_json(HeadersTooLarge())
