@@ -612,6 +612,23 @@ def test_a_late_head_on_a_kept_alive_connection_is_408(server: Server, tenant: T
     assert_envelope(_parse(second, closed), 408, "REQUEST_TIMEOUT")
 
 
+def test_a_websocket_upgrade_is_served_as_plain_http(server: Server) -> None:
+    upgrade = (
+        b"GET /healthz HTTP/1.1\r\nHost: t\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"
+        b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+    )
+    plain = b"GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n"
+    for sent in (upgrade, plain + upgrade):  # first on its connection, and after another request
+        with socket.create_connection(("127.0.0.1", server.port), timeout=WAIT) as sock:
+            sock.sendall(sent)
+            received = b""
+            while received.count(b"HTTP/1.1 ") < sent.count(b"GET"):
+                chunk = sock.recv(65536)
+                assert chunk, received
+                received += chunk
+        assert received.count(b"HTTP/1.1 200 OK") == sent.count(b"GET"), received
+
+
 def test_line_breaks_trickled_after_a_request_do_not_hold_the_connection(server: Server) -> None:
     # The parser skips CRLFs between requests and began no request, so no head timer ran, and the
     # keep-alive timer stopped at the first byte: a CRLF a second held the connection for good.

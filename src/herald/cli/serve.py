@@ -78,6 +78,10 @@ def _run(settings: Settings, host: str, port: int, workers: int) -> None:
         # The gateway's answers at the socket (503 for control characters, 431, 408, 400); a class,
         # not a name, is pickled by reference into every worker process.
         http=HeraldHttpProtocol,
+        # No WebSocket route: an `Upgrade: websocket` request is plain HTTP (RFC 9110 §7.8 lets a
+        # server ignore Upgrade). With the library installed, uvicorn took it over: a 400 as a
+        # connection's first request, a bare 403 from the library after another.
+        ws="none",
         # uvloop, accepting every waiting connection per turn of the loop (see the module).
         loop="herald.http.accept:accepting_loop",
     )
