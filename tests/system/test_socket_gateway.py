@@ -560,6 +560,29 @@ def test_declared_oversize_body_is_413(server: Server, tenant: Tenant) -> None:
     assert_envelope(answer, 413, "PAYLOAD_TOO_LARGE")
 
 
+def test_an_oversize_body_announced_with_100_continue_is_413_and_closes(
+    server: Server, tenant: Tenant
+) -> None:
+    # The client may hold its body back: the next request on the connection was read as it.
+    headers = [
+        *create_headers(tenant, str(uuid.uuid4())),
+        (b"Content-Length", str(2 * 1024 * 1024).encode()),
+        (b"Expect", b"100-continue"),
+    ]
+    after = b"GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n"
+    with socket.create_connection(("127.0.0.1", server.port), timeout=WAIT) as sock:
+        sock.sendall(request("POST", "/v5/campaigns", headers, close=False))
+        first = sock.recv(65536)
+        with contextlib.suppress(OSError):  # closed already
+            sock.sendall(after)
+        received, closed = _read_all(sock)
+    answer = _parse(first + received, closed)
+    assert_envelope(answer, 413, "PAYLOAD_TOO_LARGE")
+    assert answer.headers.get("connection") == "close"
+    assert closed
+    assert (first + received).count(b"HTTP/1.1 ") == 1  # the next request was not taken for the body
+
+
 def test_chunked_oversize_body_without_length_is_413_and_nothing_is_processed(
     server: Server, tenant: Tenant
 ) -> None:

@@ -162,12 +162,16 @@ class HeraldMiddleware:
                 state.setdefault(ANSWERED_AT_SOCKET, CLIENT_CLOSED_REQUEST)
                 return
             except BodyTooLarge:
+                # A client that asked to continue sends its body or not (RFC 9110 §10.1.1): the
+                # server says it closes, or it read the next request's bytes as that body.
+                waiting = any(name == b"expect" for name, _ in headers)
                 await self._send_error(
                     send,
                     request_id,
                     413,
                     "PAYLOAD_TOO_LARGE",
                     f"The request body exceeds {self.settings.max_body_bytes} bytes.",
+                    headers=[(b"connection", b"close")] if waiting else None,
                 )
                 return
             # Judged here, answered by the route after its guard (`herald.http.endpoint`): a
