@@ -349,3 +349,42 @@ def test_sigterm_lets_the_request_in_flight_finish_then_exits_0(database_url: st
         sink.release.set()
         server.kill()
         controller.stop()
+
+
+def test_a_request_still_in_flight_when_the_shutdown_time_ends_is_answered_503(
+    database_url: str, tmp_path: Path
+) -> None:
+    # Past HERALD_SHUTDOWN_TIMEOUT_SECONDS the server cancels what is in flight: the client got
+    # the server's bare "500 Internal Server Error" (text/plain, no request id), which says the
+    # request met a defect; it is told to retry, in the envelope.
+    sink = HeldSink()
+    port = free_port()
+    controller = Controller(sink, hostname="127.0.0.1", port=port)
+    controller.start()
+    held = SmtpServer("127.0.0.1", port, sink, controller)
+    made = tenant(database_url, rate_limits=OPEN, setup=_smtp_connector(held))
+    with (tmp_path / "stderr.log").open("wb") as stderr:
+        server = serve(
+            {**server_env(database_url), "HERALD_SHUTDOWN_TIMEOUT_SECONDS": "1"}, workers=1, stderr=stderr
+        )
+    try:
+        with ThreadPoolExecutor(1) as pool:
+            answer = pool.submit(
+                httpx.post,
+                f"{server.url}{TEST_PATH}",
+                json=inline_email("EMAIL", "ana@example.com"),
+                headers=made.write_headers(campaigns=True),
+                timeout=60,
+            )
+            assert sink.arrived.wait(60), "the test send never reached the SMTP server"
+            os.kill(server.process.pid, signal.SIGTERM)
+            response = answer.result(timeout=60)
+        assert response.status_code == 503, response.text
+        assert response.json()["error"]["code"] == "SERVICE_UNAVAILABLE"
+        assert response.json()["response_id"] == f"resp_{response.headers['X-SVC-Request-Id']}"
+        assert response.headers["connection"] == "close"
+        assert server.process.wait(timeout=60) == 0
+    finally:
+        sink.release.set()
+        server.kill()
+        controller.stop()

@@ -15,6 +15,8 @@ For every HTTP request it
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 from typing import Any
 
@@ -204,6 +206,22 @@ class HeraldMiddleware:
                     await self._commit(uow, captured)
                 else:
                     await self._fail(uow, captured)
+            except asyncio.CancelledError:
+                # The server's graceful shutdown ran out (HERALD_SHUTDOWN_TIMEOUT_SECONDS) with this
+                # request in flight: the client hears it in the envelope, not as the server's bare
+                # 500. Whether a commit under way ended is not known, so it is told to retry with
+                # the same key (a replay, or the request afresh). The transaction rolls back below.
+                with contextlib.suppress(Exception):
+                    await self._send_error(
+                        send,
+                        request_id,
+                        503,
+                        "SERVICE_UNAVAILABLE",
+                        "The server stopped before the request was answered; retry with the same "
+                        "Idempotency-Key.",
+                        headers=[(b"connection", b"close")],
+                    )
+                raise
             except Exception as exc:  # the answer becomes an enveloped error, never a stack trace
                 await uow.rollback()
                 await uow.run_failure_callbacks()
