@@ -301,6 +301,18 @@ def test_a_header_of_one_value_given_twice_is_400_naming_it(
     assert_not_processed(server, tenant, key)
 
 
+@pytest.mark.parametrize(
+    "host", [b"a b/c", b"x.example/path", b"user@x.example", b"h\xc3\xa9.example", b"a:b:c"]
+)
+def test_an_invalid_host_is_400(server: Server, tenant: Tenant, host: bytes) -> None:
+    # RFC 9112 §3.2: a server MUST answer 400 to an invalid Host (it was served, and the answers'
+    # doc_url fell back to the socket's address).
+    head = [b"GET /v5/offers HTTP/1.1", b"Host: " + host, *(n + b": " + v for n, v in credentials(tenant))]
+    answer = exchange(server, b"\r\n".join([*head, b"Connection: close"]) + b"\r\n\r\n")
+    assert_envelope(answer, 400, "BAD_REQUEST")
+    assert answer.json["error"]["target"] == "host"  # type: ignore[index]
+
+
 def test_an_http_1_1_request_without_host_is_400(server: Server, tenant: Tenant) -> None:
     head = [
         b"GET /v5/offers HTTP/1.1",

@@ -51,6 +51,10 @@ _CHUNKED = b"chunked"
 _IDENTITY = b"identity"
 # The one expectation a server meets (RFC 9110 §10.1.1); its token is case-insensitive.
 _CONTINUE = b"100-continue"
+# A Host header's value (RFC 9112 §3.2: a server MUST answer 400 to an invalid one): uri-host
+# [":" port] of RFC 3986, an IP literal in brackets or a name of unreserved characters,
+# percent-escapes and sub-delims (empty when the target has no authority).
+_HOST = re.compile(rb"(?:\[[0-9A-Za-z:._~!$&'()*+,;=-]+\]|[0-9A-Za-z._~!$&'()*+,;=%-]*)(?::[0-9]*)?")
 
 
 def header_problem(
@@ -65,7 +69,11 @@ def header_problem(
     seen: set[bytes] = set()
     host = False
     for name, value in headers:
-        host = host or name == b"host"
+        if name == b"host":
+            host = True
+            if not _HOST.fullmatch(value.strip()):
+                message = "The Host header must be a host name or address, with an optional port."
+                return HeaderProblem(400, "BAD_REQUEST", message, "host")
         if name in singular:
             if name in seen:
                 text = name.decode("latin-1")
