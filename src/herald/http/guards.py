@@ -54,7 +54,7 @@ _CONTINUE = b"100-continue"
 # A Host header's value (RFC 9112 §3.2: a server MUST answer 400 to an invalid one): uri-host
 # [":" port] of RFC 3986, an IP literal in brackets or a name of unreserved characters,
 # percent-escapes and sub-delims (empty when the target has no authority).
-_HOST = re.compile(rb"(?:\[[0-9A-Za-z:._~!$&'()*+,;=-]+\]|[0-9A-Za-z._~!$&'()*+,;=%-]*)(?::[0-9]*)?")
+_HOST = re.compile(rb"(?:\[[0-9A-Za-z:._~!$&'()*+,;=%-]+\]|[0-9A-Za-z._~!$&'()*+,;=%-]*)(?::[0-9]*)?")
 
 
 def header_problem(
