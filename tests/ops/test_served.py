@@ -14,7 +14,7 @@ import signal
 import sqlite3
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -318,7 +318,12 @@ class HeldSink(MailSink):
         return await super().handle_DATA(server, session, envelope)
 
 
-def test_sigterm_lets_the_request_in_flight_finish_then_exits_0(database_url: str, tmp_path: Path) -> None:
+@contextlib.contextmanager
+def _test_send_held_then_sigterm(
+    database_url: str, tmp_path: Path, **env: str
+) -> Iterator[tuple[Server, HeldSink, Callable[[], httpx.Response]]]:
+    """A served process (its settings and `env`) whose test send is held at the SMTP server, then
+    sent SIGTERM: the process, the sink (whose `release` lets the mail through) and the answer."""
     sink = HeldSink()
     port = free_port()
     controller = Controller(sink, hostname="127.0.0.1", port=port)
@@ -326,7 +331,7 @@ def test_sigterm_lets_the_request_in_flight_finish_then_exits_0(database_url: st
     held = SmtpServer("127.0.0.1", port, sink, controller)
     made = tenant(database_url, rate_limits=OPEN, setup=_smtp_connector(held))
     with (tmp_path / "stderr.log").open("wb") as stderr:
-        server = serve(server_env(database_url), workers=1, stderr=stderr)
+        server = serve({**server_env(database_url), **env}, workers=1, stderr=stderr)
     try:
         with ThreadPoolExecutor(1) as pool:
             answer = pool.submit(
@@ -338,17 +343,22 @@ def test_sigterm_lets_the_request_in_flight_finish_then_exits_0(database_url: st
             )
             assert sink.arrived.wait(60), "the test send never reached the SMTP server"
             os.kill(server.process.pid, signal.SIGTERM)
-            # The server stops listening but keeps serving the request in flight.
-            sink.release.set()
-            response = answer.result(timeout=60)
-        assert response.status_code == 200, response.text
-        assert response.json()["data"]["data"] == {"EMAIL_default_variation_1": {"status": "SENT"}}
-        assert server.process.wait(timeout=60) == 0
-        assert len(sink.received) == 1
+            yield server, sink, lambda: answer.result(timeout=60)
     finally:
         sink.release.set()
         server.kill()
         controller.stop()
+
+
+def test_sigterm_lets_the_request_in_flight_finish_then_exits_0(database_url: str, tmp_path: Path) -> None:
+    with _test_send_held_then_sigterm(database_url, tmp_path) as (server, sink, answer):
+        # The server stops listening but keeps serving the request in flight.
+        sink.release.set()
+        response = answer()
+        assert response.status_code == 200, response.text
+        assert response.json()["data"]["data"] == {"EMAIL_default_variation_1": {"status": "SENT"}}
+        assert server.process.wait(timeout=60) == 0
+        assert len(sink.received) == 1
 
 
 def test_a_request_still_in_flight_when_the_shutdown_time_ends_is_answered_503(
@@ -357,34 +367,11 @@ def test_a_request_still_in_flight_when_the_shutdown_time_ends_is_answered_503(
     # Past HERALD_SHUTDOWN_TIMEOUT_SECONDS the server cancels what is in flight: the client got
     # the server's bare "500 Internal Server Error" (text/plain, no request id), which says the
     # request met a defect; it is told to retry, in the envelope.
-    sink = HeldSink()
-    port = free_port()
-    controller = Controller(sink, hostname="127.0.0.1", port=port)
-    controller.start()
-    held = SmtpServer("127.0.0.1", port, sink, controller)
-    made = tenant(database_url, rate_limits=OPEN, setup=_smtp_connector(held))
-    with (tmp_path / "stderr.log").open("wb") as stderr:
-        server = serve(
-            {**server_env(database_url), "HERALD_SHUTDOWN_TIMEOUT_SECONDS": "1"}, workers=1, stderr=stderr
-        )
-    try:
-        with ThreadPoolExecutor(1) as pool:
-            answer = pool.submit(
-                httpx.post,
-                f"{server.url}{TEST_PATH}",
-                json=inline_email("EMAIL", "ana@example.com"),
-                headers=made.write_headers(campaigns=True),
-                timeout=60,
-            )
-            assert sink.arrived.wait(60), "the test send never reached the SMTP server"
-            os.kill(server.process.pid, signal.SIGTERM)
-            response = answer.result(timeout=60)
+    settings = {"HERALD_SHUTDOWN_TIMEOUT_SECONDS": "1"}
+    with _test_send_held_then_sigterm(database_url, tmp_path, **settings) as (server, _, answer):
+        response = answer()
         assert response.status_code == 503, response.text
         assert response.json()["error"]["code"] == "SERVICE_UNAVAILABLE"
         assert response.json()["response_id"] == f"resp_{response.headers['X-SVC-Request-Id']}"
         assert response.headers["connection"] == "close"
         assert server.process.wait(timeout=60) == 0
-    finally:
-        sink.release.set()
-        server.kill()
-        controller.stop()
