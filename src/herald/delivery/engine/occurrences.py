@@ -5,7 +5,7 @@ Every occurrence is at `start_time`'s wall clock in the campaign timezone (`sche
 else UTC), on the days `periodic_details` names, so a daily 09:00 stays 09:00 across DST changes. A
 wall clock that does not exist that day (spring forward) is read with the offset before the change
 (02:30 becomes 03:30); one that exists twice (fall back) is the first of the two, except on the
-start's own day when `start_time` names the second (01:30-05:00 in New York on the fall-back day):
+start's own day when `start_time` names the second (01:30 at -05:00 in New York that day):
 the first run is then at the start instant, not skipped for coming before it.
 
 - DAILY: every `repeat_frequency` days from the start date.
