@@ -272,7 +272,7 @@ def test_a_database_file_sqlite_cannot_use_is_one_line(
         target.write_text("this is not sqlite")
     url = f"sqlite+aiosqlite:///{target}"
     monkeypatch.setenv("HERALD_DATABASE_URL", url)
-    expected = "unable to open database file" if what == "a directory" else "file is not a database"
+    expected = f"{target} is a directory" if what == "a directory" else "file is not a database"
     if what != "a directory":  # (refused before: no database at that path)
         for args in (["keys", "list", "-w", "X"], ["workspaces", "create", "Acme"]):
             _refused(runner.invoke(app, args), 1, "cannot use the database file", expected)

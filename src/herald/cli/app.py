@@ -136,6 +136,13 @@ def _preflight(command: str) -> None:
         directory = os.path.dirname(path) or "."
         if not os.path.isdir(directory):
             raise OperatorError(f"cannot create the database {path}: no directory {directory}")
+        # A file SQLite cannot use (a directory, no database) is told before the migration's
+        # driver opens it: its thread answered the failure after the command's loop had closed,
+        # and printed a traceback beside the error line.
+        if os.path.isdir(path):
+            raise OperatorError(f"cannot use the database file (HERALD_DATABASE_URL): {path} is a directory")
+        if os.path.exists(path):
+            _migrated(path)
     elif command not in _WITHOUT_SCHEMA:
         if not os.path.isfile(path):
             raise OperatorError(f"no database at {path}: run `herald migrate` first")
