@@ -37,9 +37,9 @@ from herald.campaigns.schemas.common import (
 from herald.campaigns.service import derived_columns
 from herald.campaigns.validation import parse_update
 from herald.email_address import EmailAddress
-from herald.http.guards import infinite_number_path
+from herald.http.guards import BeyondADouble, NotAJsonNumber, read_json_text
 from herald.ids import OBJECT_ID, object_id
-from herald.json_numbers import IntegralFloat, wide_as_doubles
+from herald.json_numbers import IntegralFloat
 from herald.problems import Problem
 from herald.pydantic_errors import problems_from_validation_error
 from herald.schemas import APIModel
@@ -180,31 +180,24 @@ def _components(line: ImportedCampaign, raw: JsonObject) -> tuple[JsonObject, li
     return stored, []
 
 
-class _NotAJsonNumber(Exception):
-    """NaN or Infinity, which Python's JSON reader takes for numbers."""
-
-
-def _not_a_json_number(constant: str) -> Any:
-    raise _NotAJsonNumber(constant)
-
-
 def parse_line(
     number: int, text: str, workspace_id: str, now: datetime
 ) -> tuple[dict[str, Any] | None, list[str]]:
     """One line as a `campaigns` row (without `is_latest`), or its problems as printable text."""
+    # Numbers as the API reads a body's: none beyond a double (it became null), a whole number
+    # beyond 64 bits the double nearest it.
     try:
-        raw = json.loads(text, parse_constant=_not_a_json_number)
-    except _NotAJsonNumber as exc:
+        raw = read_json_text(text)
+    except NotAJsonNumber as exc:
         return None, [f"line {number}: not JSON ({exc} is no JSON number)"]
+    except BeyondADouble as exc:
+        return None, [
+            f"line {number}: {exc.path or 'line'}: numbers must fit a double (at most about 1.8e308)"
+        ]
     except json.JSONDecodeError as exc:
         return None, [f"line {number}: not JSON ({exc.msg})"]
     except ValueError:  # an integer beyond the interpreter's digit limit (4,300)
         return None, [f"line {number}: holds a number of more digits than can be read"]
-    # Numbers as the API reads a body's: none beyond a double (it became null), a whole number
-    # beyond 64 bits the double nearest it.
-    if (path := infinite_number_path(text.encode())) is not None:
-        return None, [f"line {number}: {path or 'line'}: numbers must fit a double (at most about 1.8e308)"]
-    raw = wide_as_doubles(raw, text.encode())
     if not isinstance(raw, dict):
         return None, [f"line {number}: expected a JSON object"]
     try:

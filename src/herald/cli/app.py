@@ -140,7 +140,7 @@ def _preflight(command: str) -> None:
         # driver opens it: its thread answered the failure after the command's loop had closed,
         # and printed a traceback beside the error line.
         if os.path.isdir(path):
-            raise OperatorError(f"cannot use the database file (HERALD_DATABASE_URL): {path} is a directory")
+            raise OperatorError(_UNUSABLE_FILE.format(f"{path} is a directory"))
         if os.path.exists(path):
             _migrated(path)
     elif command not in _WITHOUT_SCHEMA:
@@ -151,6 +151,8 @@ def _preflight(command: str) -> None:
 
 
 def _migrated(path: str) -> bool:
+    """Whether the SQLite database at `path` was migrated (True when another process's lock keeps
+    this check from saying); OperatorError for a file SQLite cannot use."""
     import sqlite3
     from urllib.parse import quote
 
@@ -163,7 +165,7 @@ def _migrated(path: str) -> bool:
             connection.close()
     except sqlite3.Error as exc:
         if _unusable_sqlite_file(exc):  # before an engine opens it (and its pool keeps a half-open one)
-            raise OperatorError(f"cannot use the database file (HERALD_DATABASE_URL): {exc}") from None
+            raise OperatorError(_UNUSABLE_FILE.format(exc)) from None
         return True  # not for this check to say (locked): the command will
 
 
@@ -192,7 +194,7 @@ def _operator_error(exc: BaseException) -> tuple[str, int] | None:
         if _unreachable_database(cause):
             return f"cannot reach the database (HERALD_DATABASE_URL): {cause}", 1
         if _unusable_sqlite_file(cause):
-            return f"cannot use the database file (HERALD_DATABASE_URL): {cause}", 1
+            return _UNUSABLE_FILE.format(cause), 1
         cause = cause.__cause__ or cause.__context__
     return None
 
@@ -215,6 +217,7 @@ def _unreachable_database(exc: BaseException) -> bool:
     return any("asyncpg" in frame.filename and "connect" in frame.name for frame in frames)
 
 
+_UNUSABLE_FILE = "cannot use the database file (HERALD_DATABASE_URL): {}"
 # SQLite's words for a file that is no database, and for one it cannot open (a directory, a
 # folder that does not exist or may not be written).
 _UNUSABLE_SQLITE_FILE = ("file is not a database", "unable to open database file")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Annotated, Any
 
 import typer
@@ -12,15 +11,10 @@ from herald.cli import runtime
 from herald.config import Settings
 from herald.delivery.engine import business
 from herald.errors import ValidationFailed
-from herald.http.guards import infinite_number_path
-from herald.json_numbers import wide_as_doubles
+from herald.http.guards import BeyondADouble, read_json_text
 from herald.workspaces.service import get_workspace
 
 events = typer.Typer(help="Business events: start the campaigns waiting for one.", no_args_is_help=True)
-
-
-def _not_json(constant: str) -> Any:
-    raise ValueError(f"{constant} is not JSON")
 
 
 def _value(key: str, text: str) -> Any:
@@ -28,14 +22,13 @@ def _value(key: str, text: str) -> Any:
     API reads a body: `NaN` and `Infinity` are not JSON (the text), a whole number beyond 64 bits
     is the double nearest it, and a number no double holds (`1e999`) is refused."""
     try:
-        value = json.loads(text, parse_constant=_not_json)
-    except ValueError:  # not JSON (or a number beyond the digit limit): the text as it is
-        return text
-    if infinite_number_path(text.encode()) is not None:
+        return read_json_text(text)
+    except BeyondADouble:
         raise typer.BadParameter(
             f"{key}={text}: numbers must fit a double (at most about 1.8e308 in size)", param_hint="--attr"
-        )
-    return wide_as_doubles(value, text.encode())
+        ) from None
+    except ValueError:  # not JSON (NaN too, or a number beyond the digit limit): the text as it is
+        return text
 
 
 @events.command("business")

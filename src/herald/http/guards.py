@@ -189,6 +189,36 @@ def infinite_number_path(body: bytes) -> str | None:
     return _number_path(body, _beyond_a_double)
 
 
+class NotAJsonNumber(ValueError):
+    """NaN or Infinity (the constant), which Python's JSON reader takes for numbers."""
+
+
+class BeyondADouble(ValueError):
+    """A number no double holds, at `path` (`infinite_number_path`)."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(path)
+        self.path = path
+
+
+def _not_a_json_number(constant: str) -> Any:
+    raise NotAJsonNumber(constant)
+
+
+def read_json_text(text: str) -> Any:
+    """`text` read as the API reads a body's numbers, for what reads JSON outside a request (the
+    command line): NaN and Infinity refused (`NotAJsonNumber`), a number no double holds refused
+    (`BeyondADouble`), a whole number beyond 64 bits the double nearest it. Any other fault raises
+    as `json.loads` does (a JSONDecodeError; a ValueError for more digits than it reads)."""
+    from herald.json_numbers import wide_as_doubles  # (it loads pydantic; a request has it already)
+
+    value = json.loads(text, parse_constant=_not_a_json_number)
+    raw = text.encode()
+    if (path := infinite_number_path(raw)) is not None:
+        raise BeyondADouble(path)
+    return wide_as_doubles(value, raw)
+
+
 def _beyond_a_double(value: Any) -> bool:
     if isinstance(value, float):
         return not math.isfinite(value)
