@@ -70,6 +70,11 @@ class Settings:
     # PostgreSQL: how long opening a connection may take (a server that accepts and never answers
     # is answered 503 after this, instead of after asyncpg's own 60 s).
     db_connect_timeout_seconds: float = 10.0
+    # PostgreSQL: how long one statement may wait for the server's answer (a server, or a network
+    # path, that holds its connections open and stops answering: without it a request waited for
+    # as long as the server did, and answered nothing; with it, 503 after this). Above any statement
+    # Herald runs on a healthy server (the largest: a chunk of an audience written, seconds).
+    db_statement_timeout_seconds: float = 60.0
     log_level: str = "info"
     # "json": one JSON object per log line; anything else: readable `key=value` lines.
     log_format: str = "text"

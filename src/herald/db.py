@@ -346,7 +346,10 @@ def _postgresql_engine(settings: Settings, pool_size: int) -> AsyncEngine:
         max_overflow=0,
         json_serializer=_json_text,
         json_deserializer=_json_value,
-        connect_args={"timeout": settings.db_connect_timeout_seconds},
+        connect_args={
+            "timeout": settings.db_connect_timeout_seconds,
+            "command_timeout": settings.db_statement_timeout_seconds,
+        },
     )
 
 
@@ -381,6 +384,7 @@ def create_database(settings: Settings) -> Database:
             busy_patience=_SQLITE_LOCK_TIMEOUT,
             pool_size=max(2, settings.db_pool_size // 4),
             connect_timeout=settings.db_connect_timeout_seconds,
+            statement_timeout=settings.db_statement_timeout_seconds,
         ),
         writes=_direct_writes(url, engine),
         side_engine=side_engine,

@@ -99,6 +99,7 @@ class DirectReads:
         busy_patience: float = 30.0,
         pool_size: int = 4,
         connect_timeout: float = 10.0,
+        statement_timeout: float | None = None,
     ) -> None:
         self._engine = engine
         self._dialect: Dialect = engine.dialect
@@ -111,6 +112,7 @@ class DirectReads:
         self._patience = busy_patience
         self._pool_size = pool_size
         self._connect_timeout = connect_timeout  # PostgreSQL: opening one of the pool's connections
+        self._statement_timeout = statement_timeout  # PostgreSQL: waiting for a statement's answer
         self._postgres_pool: asyncpg.Pool | None = None
         self._postgres_pool_opening: asyncio.Lock | None = None
         self._watch: PoolWatch | None = None
@@ -246,6 +248,7 @@ class DirectReads:
                     reset=_leave_as_is,
                     server_settings=settings,
                     timeout=self._connect_timeout,
+                    command_timeout=self._statement_timeout,
                     **arguments,
                 )
                 if self._watch is not None:

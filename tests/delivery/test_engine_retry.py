@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 import pytest
 from fastapi import FastAPI
+from sqlalchemy import select
 from typer.testing import CliRunner
 
 from herald import wake
@@ -25,9 +26,11 @@ from herald.clock import FrozenClock
 from herald.config import Settings
 from herald.delivery import outbox
 from herald.delivery.config import ConnectorInput
+from herald.delivery.engine.models import Execution
+from herald.delivery.engine.pause import pause, resume
 from herald.delivery.engine.throttle import WINDOW as THROTTLE_WINDOW
 from herald.delivery.messages import Envelope, Outcome, Recipient, Slot
-from herald.delivery.models import OutboxEntry
+from herald.delivery.models import Connector, OutboxEntry
 from herald.delivery.streaks import Streaks
 from herald.services import Services
 from herald.timefmt import rfc3339
@@ -471,9 +474,103 @@ class TestErrorThreshold:
         assert run["status"] == "PAUSED"
         assert run["reason"].startswith("Connector 'mail' failed 3 attempts in a row; the last: ")
         assert "451" in run["reason"]
+        # Both wait for their next attempt, the one not attempted again too (released by the
+        # pause as it was: decided, its message written, not a user to decide again).
+        assert (run["pending"], run["retrying"]) == (2, 2)
         clock.advance(hours=1)
         await tick(app, workspace)  # paused: the retries due wait
         assert sorted(row.attempts for row in await outbox_rows(app, workspace)) == [1, 2]
+
+    async def test_an_execution_paused_while_its_last_users_were_on_the_wire_is_done(
+        self,
+        app: FastAPI,
+        client: httpx.AsyncClient,
+        workspace: Tenant,
+        webhook: HttpReceiver,
+    ) -> None:
+        # Another worker's failures reach the threshold while this one's window carries the last
+        # two users: it pauses the execution, and then the two are refused for good (two failures
+        # here, under the threshold). Nobody is left to pause for: the next tick ends it, and the
+        # campaign is SENT rather than SENDING until someone resumes a delivery with nothing left.
+        services: Services = app.state.herald
+        await push_connector(app, workspace, webhook)
+        await add_users(app, workspace.workspace_id, *_android("u0", "u1"))
+        webhook.status = 400
+        campaign_id = await publish(client, workspace, PUSH)
+        webhook.hold()
+        ticking = asyncio.create_task(tick(app, workspace))
+        try:
+            await _until(lambda: webhook.held == 2, "the last two users on the wire")
+            async with services.database.reader() as session:
+                execution = await session.scalar(
+                    select(Execution).where(Execution.workspace_id == workspace.workspace_id)
+                )
+                connector = await session.scalar(
+                    select(Connector).where(Connector.workspace_id == workspace.workspace_id)
+                )
+            assert execution is not None
+            assert connector is not None
+            await pause(services.database, execution, connector, "failing", services.clock.now())
+        finally:
+            webhook.release()
+            await ticking
+        run = await _run(await stats(client, workspace, campaign_id))
+        assert (run["status"], run["pending"], run["failed"]) == ("PAUSED", 0, 2)
+
+        await tick(app, workspace)
+        assert await status(client, workspace, campaign_id) == "SENT"
+        run = await _run(await stats(client, workspace, campaign_id))
+        assert (run["status"], run["reason"], run["failed"], run["progress"]) == ("DONE", None, 2, 100.0)
+        assert len(webhook.received) == 2
+
+    async def test_a_pause_leaves_the_retries_it_did_not_reach_retrying(
+        self,
+        app: FastAPI,
+        client: httpx.AsyncClient,
+        settings: Settings,
+        workspace: Tenant,
+        webhook: HttpReceiver,
+        clock: FrozenClock,
+    ) -> None:
+        # Ten users answered 502 under a threshold of 10: all ten wait for a retry, and the
+        # execution pauses. Resumed (the receiver still failing) with a threshold of 3, their
+        # retries are claimed, three fail, and the pause leaves the other seven as they were:
+        # waiting for their next attempt, not users to decide again.
+        services: Services = app.state.herald
+        await push_connector(app, workspace, webhook)
+        await add_users(app, workspace.workspace_id, *_android(*(f"u{i}" for i in range(10))))
+        webhook.status = 502
+        campaign_id = await publish(client, workspace, PUSH)
+        one_at_a_time = dataclasses.replace(settings, delivery_concurrency=1)
+        first = dataclasses.replace(one_at_a_time, delivery_error_threshold=10)
+        now = services.clock.now()
+        await worker.run_tick(services.database, now, [workspace.workspace_id], first, streaks=Streaks())
+        run = await _run(await stats(client, workspace, campaign_id))
+        assert (run["status"], run["pending"], run["retrying"]) == ("PAUSED", 10, 10)
+
+        async with services.database.writer() as session:
+            assert await resume(session, workspace.workspace_id, campaign_id, services.clock.now()) == 1
+            await session.commit()
+        clock.advance(RETRY)
+        now = services.clock.now()
+        await worker.run_tick(
+            services.database, now, [workspace.workspace_id], one_at_a_time, streaks=Streaks()
+        )
+        assert len(webhook.received) == 13
+        run = await _run(await stats(client, workspace, campaign_id))
+        assert (run["status"], run["pending"], run["retrying"]) == ("PAUSED", 10, 10)
+
+        webhook.status = 204  # fixed and resumed: each user's one message, under its one id
+        async with services.database.writer() as session:
+            await resume(session, workspace.workspace_id, campaign_id, services.clock.now())
+            await session.commit()
+        clock.advance(RETRY * 2)
+        await tick(app, workspace)
+        assert await status(client, workspace, campaign_id) == "SENT"
+        assert len(set(_ids(webhook))) == 10
+        assert len(webhook.received) == 23
+        run = await _run(await stats(client, workspace, campaign_id))
+        assert (run["status"], run["sent"], run["pending"]) == ("DONE", 10, 0)
 
     async def test_a_throttled_campaign_pauses_when_its_failures_reach_the_threshold(
         self,

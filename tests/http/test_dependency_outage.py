@@ -317,6 +317,29 @@ class TestDatabaseOutage:
         assert_no_crash_logged(caplog)
 
 
+class TestDatabaseThatStopsAnswering:
+    async def test_a_statement_the_server_never_answers_gives_503_then_serves_again(
+        self, database_url: str, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        # Connections open, then the server (or the path to it) stops answering: before, a request
+        # on an open connection waited for as long as the server did, with no answer at all.
+        if not database_url.startswith("postgresql"):
+            pytest.skip("statement timeouts are PostgreSQL's (SQLite is in the process)")
+        caplog.set_level(logging.WARNING)
+        parts = urlsplit(database_url)
+        async with peer((parts.hostname or "127.0.0.1", parts.port or 5432)) as path:
+            path.stalled = False
+            through = database_url.replace(parts.netloc, f"{parts.username}@127.0.0.1:{path.port}")
+            async with served(through, None, db_statement_timeout_seconds=0.5) as (app, client):
+                tenant = await make_tenant(app)
+                assert (await answered(client.get(OFFERS, headers=tenant.headers()))).status_code == 200
+                path.flowing.clear()  # the server stops answering on the open connections
+                assert_unavailable(await answered(client.get(OFFERS, headers=tenant.headers())))
+                path.flowing.set()
+                assert (await answered(client.get(OFFERS, headers=tenant.headers()))).status_code == 200
+        assert_no_crash_logged(caplog)
+
+
 class TestWhatCountsAsUnavailable:
     async def test_a_pool_whose_connections_stay_busy(self, tmp_path: Any) -> None:
         engine = create_async_engine(

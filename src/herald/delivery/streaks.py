@@ -5,7 +5,9 @@ failed attempts in a row). The count is one row per connector (`ConnectorStreak`
 worker process on every host: a window of attempts adds its failures to it in the transaction that
 records the window's outcomes, and an attempt that succeeded resets it. Counted by each process
 alone, three workers let two and a half to four times the threshold fail before a pause, and
-failures spread over the workers could stay under it for ever.
+failures spread over the workers could stay under it for ever. Shared, they add up; what bounds the
+failures before the pause is then what each worker has on the way before they are counted
+together: up to a threshold's worth per worker (`Dispatcher._room`, README).
 
 A process keeps its view of each count (`Streaks`), which the engine checks before each window:
 its own attempts move it at once, and after a window with failures the shared row is read again,

@@ -25,6 +25,7 @@ from sqlalchemy import select, text, update
 from sqlalchemy.exc import SQLAlchemyError
 
 from herald.db import Database
+from herald.db_errors import database_unavailable
 from herald.delivery.engine.content import Version
 from herald.delivery.engine.models import Execution
 from herald.delivery.models import WAITING_RETRY, OutboxEntry
@@ -87,9 +88,13 @@ class Watch:
     async def _run(self) -> None:
         try:
             self._sending, self._version = await self._read()
-        except SQLAlchemyError:
+        except Exception as exc:
             # The windows' own checks still hold (each window's rows are written under one): the
-            # next read is due in `EVERY`.
+            # next read is due in `EVERY`. Raised, the error (a connection refused while the
+            # database restarts: not SQLAlchemy's) ended the window with its answers unrecorded,
+            # its users held until their lease passed and their messages sent again.
+            if not (isinstance(exc, SQLAlchemyError) or database_unavailable(exc)):
+                raise
             log.warning("could not read the campaign of a dispatch again", exc_info=True)
         finally:
             self._task = None

@@ -583,7 +583,7 @@ async def _sending_at(
     return live, (str(found[1]), int(found[2]))
 
 
-async def _in_flight(database: Database, execution: Execution) -> bool:
+async def users_waiting(database: Database, execution: Execution) -> bool:
     """Whether users are still CLAIMED (by another worker, or one that died within its lease) or
     waiting to be attempted again, or PENDING (deferred, or beyond the throttle's budget)."""
     async with database.reader() as session:
@@ -623,26 +623,36 @@ def _grant_of(
 
 
 async def _release(
-    database: Database, execution: Execution, users: list[_Claimed], grant: Regrant | None = None
+    database: Database,
+    execution: Execution,
+    users: list[_Claimed],
+    now: datetime,
+    grant: Regrant | None = None,
 ) -> None:
-    """Users claimed but not handed over when the campaign stopped or the execution paused:
-    pending again, uncounted (a later claim decides and counts them again). Only those this claim
-    still holds: one settled meanwhile (its message was on the wire from an earlier window, and
-    another batch took it over when the clock passed its lease) stays settled, and one taken over
-    stays with the claim that took it. `grant`: the throttle's, given back for those released."""
+    """Users claimed but not handed over when the campaign stopped or the execution paused: those
+    decided by this claim pending again, uncounted (a later claim decides and counts them again);
+    those decided before (`resumed`: a retry, or taken over) waiting for their next attempt again,
+    as they were (still counted: the stats show them retrying, and a later claim sends them as
+    decided). Only those this claim still holds: one settled meanwhile (its message was on the wire
+    from an earlier window, and another batch took it over when the clock passed its lease) stays
+    settled, and one taken over stays with the claim that took it. `grant`: the throttle's, given
+    back for those released."""
     if not users:
         return
-    ids = [item.customer_id for item in users]
+    fresh = [item.customer_id for item in users if not item.resumed]
+    decided = [item.customer_id for item in users if item.resumed]
+    firings, token = _firings(users), _token_of(users)
     async with database.writer() as session:
+        connection = await session.connection()
         released = await _set_users(
-            await session.connection(),
+            connection,
             execution,
-            ids,
+            fresh,
             UserState.PENDING,
             None,
-            _firings(users),
+            firings,
             hold=Hold.HELD,
-            token=_token_of(users),
+            token=token,
             count=True,
             claimed_at=None,
             not_before=None,
@@ -653,13 +663,30 @@ async def _release(
                 .where(Execution.workspace_id == execution.workspace_id, Execution.id == execution.id)
                 .values(dispatched=Execution.dispatched - released)
             )
+        released += await _set_users(
+            connection,
+            execution,
+            decided,
+            UserState.RETRY,
+            None,
+            firings,
+            hold=Hold.HELD,
+            token=token,
+            count=True,
+            claimed_at=None,
+            not_before=now,
+        )
         await session.commit()
     if released and grant is not None:
         await grant.give_back(released)
 
 
 async def _release_after_failure(
-    database: Database, execution: Execution, users: list[_Claimed], grant: Regrant | None = None
+    database: Database,
+    execution: Execution,
+    users: list[_Claimed],
+    now: datetime,
+    grant: Regrant | None = None,
 ) -> None:
     """`_release` of users a failed dispatch did not hand over, once the database answers
     (`db_errors.retry_unavailable`); when it cannot be written, they wait for their lease as a dead
@@ -668,7 +695,7 @@ async def _release_after_failure(
     once (`outbox.begin_attempt`, on the rows found)."""
     try:
         await retry_unavailable(
-            lambda: _release(database, execution, users, grant), f"releasing {len(users)} users"
+            lambda: _release(database, execution, users, now, grant), f"releasing {len(users)} users"
         )
     except Exception:
         log.exception("could not release %d users of execution %s", len(users), execution.id)
@@ -1296,7 +1323,7 @@ async def dispatch(
                 return False
             if plan.connector is not None and dispatcher.failing(plan.connector) is not None:
                 await flight.drain()  # the reason then counts the answers of the windows out
-                if not await _in_flight(database, execution):
+                if not await users_waiting(database, execution):
                     # Its last users' failures reached the threshold: nobody is left to spare,
                     # and a pause would keep the campaign SENDING until someone resumes it.
                     return True
@@ -1324,7 +1351,7 @@ async def dispatch(
                     # Its windows' outcomes may free room (audience limit) or pause the execution.
                     await flight.drain()
                     continue
-                return not await _in_flight(database, execution)
+                return not await users_waiting(database, execution)
             # Rendered with the content of its claim: if that changed since, rendered again.
             rendered = batch.rendered if batch.plan is plan else None
             ahead = asyncio.create_task(next_batch(plan))
@@ -1355,7 +1382,11 @@ async def dispatch(
             ahead = None
             if isinstance(found, _Batch):
                 await _release_after_failure(
-                    database, execution, found.claimed, _grant_of(rules, database, execution, found.at)
+                    database,
+                    execution,
+                    found.claimed,
+                    found.at,
+                    _grant_of(rules, database, execution, found.at),
                 )
         raise
     except BaseException:
@@ -1371,7 +1402,11 @@ async def dispatch(
         # Sending stopped before the batch claimed ahead had its turn: its users pending again.
         if ahead is not None and (unsent := await ahead) is not None:
             await _release(
-                database, execution, unsent.claimed, _grant_of(rules, database, execution, unsent.at)
+                database,
+                execution,
+                unsent.claimed,
+                unsent.at,
+                _grant_of(rules, database, execution, unsent.at),
             )
 
 
@@ -1416,7 +1451,7 @@ async def _send_batch(
                 # the wire, and the work woken meanwhile (another workspace's publish, say) would
                 # wait for all of it.
                 await _release(
-                    database, execution, claimed[start:], _grant_of(rules, database, execution, now)
+                    database, execution, claimed[start:], now, _grant_of(rules, database, execution, now)
                 )
                 return plan, False
             if renewal is not None and renewal.due(dispatcher.now()):
@@ -1443,7 +1478,7 @@ async def _send_batch(
                     reason = dispatcher.failing(plan.connector) or ""
                     await pause(database, execution, plan.connector, reason, now)
                 await _release(
-                    database, execution, claimed[start:], _grant_of(rules, database, execution, now)
+                    database, execution, claimed[start:], now, _grant_of(rules, database, execution, now)
                 )
                 return plan, False
             start += len(messages)
@@ -1453,7 +1488,7 @@ async def _send_batch(
         if own:
             await flight.settle()
         await _release_after_failure(
-            database, execution, claimed[start:], _grant_of(rules, database, execution, now)
+            database, execution, claimed[start:], now, _grant_of(rules, database, execution, now)
         )
         raise
     except BaseException:

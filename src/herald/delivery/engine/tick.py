@@ -34,6 +34,7 @@ from herald.delivery.engine.content import (
 )
 from herald.delivery.engine.models import Execution, ExecutionUser
 from herald.delivery.engine.occurrences import following
+from herald.delivery.engine.pause import PAUSED
 from herald.delivery.engine.resolve import (
     FIRST_CHUNK,
     ExecutionStatus,
@@ -45,7 +46,7 @@ from herald.delivery.engine.resolve import (
     resolve_chunk,
     start_execution,
 )
-from herald.delivery.engine.run import Lane, dispatch, dispatch_lanes, still_sending
+from herald.delivery.engine.run import Lane, dispatch, dispatch_lanes, still_sending, users_waiting
 from herald.delivery.engine.throttle import ThrottleStore, open_store
 from herald.delivery.streaks import Streaks
 from herald.errors import HeraldError
@@ -438,6 +439,16 @@ async def _run_one(
             assert current is not None
             execution = current
         if execution.status in (ExecutionStatus.DONE, ExecutionStatus.FAILED):
+            return True
+        if (
+            execution.status == PAUSED
+            and execution.resolved_at is not None
+            and not await users_waiting(database, execution)
+        ):
+            # Paused by the error threshold as its last users were settled (by another worker's
+            # window, say): nobody is left to spare it for, so it is done, not SENDING until
+            # someone resumes it.
+            await _end(database, execution, ExecutionStatus.DONE, dispatcher.now(), None)
             return True
         if execution.status != ExecutionStatus.DISPATCHING:
             return False  # PAUSED until resumed (`engine.pause`), or STOPPED
