@@ -16,9 +16,11 @@ from herald.cli import app
 from herald.clock import FrozenClock
 from herald.config import Settings
 from herald.db import create_database
+from herald.delivery.connectors import open_secrets
 from herald.delivery.models import Connector, OutboxEntry
 from herald.delivery.outbox import OutboxStatus
 from herald.ids import object_id
+from tests.conftest import Databases
 
 runner = CliRunner()
 KEY = Fernet.generate_key().decode()
@@ -251,6 +253,35 @@ def test_duplicate_name_and_unknown_workspace() -> None:
 def test_keygen_prints_a_usable_key() -> None:
     key = _run("connectors", "keygen").strip()
     Fernet(key.encode())
+
+
+def test_reseal_moves_every_connector_to_the_first_key_all_or_nothing(
+    monkeypatch: pytest.MonkeyPatch, databases: Databases
+) -> None:
+    # After a rotation (a new key put first), the old key could not be dropped: nothing sealed the
+    # connectors again, and without it every send failed "cannot be opened" at the next attempt.
+    monkeypatch.setenv("HERALD_DATABASE_URL", databases.fresh())  # every workspace's connectors
+    first, second = _workspace(), _workspace()
+    _add_smtp(first)
+    _run("connectors", "add", "-w", second, "--name", "hooks", "--type", "CUSTOM_API", "--channel", "push",
+         "--url", "https://hooks.example/push", "--secret", SECRET)  # fmt: skip
+    new = Fernet.generate_key().decode()
+    monkeypatch.setenv("HERALD_SECRET_KEY", f"{new},{KEY}")
+    assert "resealed the secrets of 2 connector(s)" in _run("connectors", "reseal")
+    monkeypatch.setenv("HERALD_SECRET_KEY", new)  # the old key dropped
+    [mail], [hooks] = _stored(first), _stored(second)
+    assert open_secrets(mail, new) == {"password": PASSWORD}
+    assert open_secrets(hooks, new) == {"hmac_secret": SECRET}
+
+    # A connector no key opens: named, and nothing is resealed.
+    monkeypatch.setenv("HERALD_SECRET_KEY", KEY)
+    third = _workspace()
+    _add_smtp(third)
+    monkeypatch.setenv("HERALD_SECRET_KEY", f"{Fernet.generate_key().decode()},{new}")
+    refused = _fails("connectors", "reseal")
+    assert f"{third}/mail" in refused
+    assert "nothing was resealed" in refused
+    assert _stored(first)[0].sealed_secrets == mail.sealed_secrets
 
 
 def test_outbox_list_newest_first_with_reasons() -> None:

@@ -35,6 +35,7 @@ from tests.delivery.builders import create_campaign, push_connector, smtp_connec
 from tests.delivery.conftest import OPEN_LIMITS, add_users
 from tests.delivery.servers import HttpReceiver, SmtpServer
 from tests.delivery.test_engine_send import EMAIL, PUSH, publish, stats, status, tick
+from tests.delivery.test_engine_wake import _until
 from tests.factories import Tenant, make_tenant
 from tests.http.test_dependency_outage import ANSWERED_WITHIN, peer
 
@@ -596,6 +597,41 @@ class TestQuietHours:
         assert await status(client, workspace, campaign_id) == "SENT"
         [run] = (await stats(client, workspace, campaign_id))["executions"]
         assert (run["sent"], run["pending"], run["deferred"]) == (3, 0, 0)
+
+    async def test_quiet_hours_set_while_a_send_goes_on_apply_from_its_next_batch(
+        self,
+        app: FastAPI,
+        client: httpx.AsyncClient,
+        workspace: Tenant,
+        webhook: HttpReceiver,
+        clock: FrozenClock,
+        settings: Settings,
+    ) -> None:
+        # A send that lasts to its end has no next tick: the settings were read once, when it
+        # began, and quiet hours set a minute into it let every later batch through.
+        await push_connector(app, workspace, webhook)
+        ws = workspace.workspace_id
+        users = await push_users(app, workspace, 1000)
+        clock.set(datetime(2026, 3, 2, 12, 0, tzinfo=UTC))
+        campaign_id = await publish(client, workspace, PUSH)
+        webhook.hold()
+        ticking = asyncio.create_task(tick(app, workspace))
+        try:
+            await _until(lambda: webhook.held > 0, "the first batch on the wire")
+            await herald(settings, "workspaces", "set", "-w", ws, "dnd", "11:00-13:00")
+        finally:
+            webhook.release()
+            await ticking
+        # The first batch (one window) and at most the batch claimed ahead meanwhile went out
+        # (a few hundred users); before, all thousand did.
+        sent = len(webhook.received)
+        assert 0 < sent < len(users) // 2
+        [run] = (await stats(client, workspace, campaign_id))["executions"]
+        assert (run["sent"], run["deferred"], run["pending"]) == (sent, len(users) - sent, len(users) - sent)
+        clock.set(datetime(2026, 3, 2, 13, 0, tzinfo=UTC))  # the window is over
+        await tick(app, workspace)
+        assert sorted(receivers(webhook)) == users
+        assert await status(client, workspace, campaign_id) == "SENT"
 
     async def test_a_change_of_the_quiet_hours_releases_the_users_they_deferred(
         self,

@@ -184,6 +184,20 @@ def connectors_remove(
         )
 
 
+@connectors.command("reseal")
+def connectors_reseal() -> None:
+    """Seal every connector's secrets (all workspaces) again with the first key of
+    HERALD_SECRET_KEY: after a new key is put first and the processes restarted, run this, then drop
+    the old keys. All or nothing."""
+    settings = Settings()
+
+    async def work(session: AsyncSession) -> int:
+        return await service.reseal_all(session, settings.secret_key)
+
+    count = run_in_session(work, settings)
+    typer.echo(f"resealed the secrets of {count} connector(s) with the first key of HERALD_SECRET_KEY")
+
+
 @connectors.command("keygen")
 def connectors_keygen() -> None:
     """Print a new key for HERALD_SECRET_KEY (prepend it to the list to rotate)."""

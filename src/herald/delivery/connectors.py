@@ -252,6 +252,35 @@ def connector_view(row: Connector) -> dict[str, Any]:
     return view
 
 
+async def reseal_all(session: AsyncSession, secret_key: str | None) -> int:
+    """Every connector's secrets, in every workspace, sealed again with the first key of
+    `secret_key` (key rotation: a new key put first, then this, then the old ones dropped); how
+    many were resealed. All or nothing: one that no key opens is an AdminError naming it (and
+    every other one), and nothing is changed."""
+    box = secret_box(secret_key)
+    rows = (
+        await session.scalars(
+            select(Connector)
+            .where(Connector.sealed_secrets.is_not(None))
+            .order_by(Connector.workspace_id, Connector.name)
+        )
+    ).all()
+    unopened: list[str] = []
+    for row in rows:
+        assert row.sealed_secrets is not None
+        try:
+            row.sealed_secrets = box.resealed(row.sealed_secrets)
+        except SecretKeyError:
+            unopened.append(f"{row.workspace_id}/{row.name}")
+    if unopened:
+        raise AdminError(
+            f"No key in HERALD_SECRET_KEY opens the secrets of {len(unopened)} connector(s): "
+            f"{', '.join(unopened)}; nothing was resealed (add the key that sealed them, or remove them)."
+        )
+    await session.flush()
+    return len(rows)
+
+
 def open_secrets(row: Connector, secret_key: str | None) -> dict[str, str]:
     """The connector's secrets in clear, for one send. Raises SecretKeyError."""
     if not row.sealed_secrets:

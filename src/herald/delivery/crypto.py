@@ -41,6 +41,15 @@ class SecretBox:
         # Fernet stamps the token with a time; it comes from the injected clock, not the wall clock.
         return self._fernet.encrypt_at_time(orjson.dumps(values), int(now.timestamp())).decode()
 
+    def resealed(self, token: str) -> str:
+        """`token` sealed again with the first key (its moment kept), whichever key sealed it: after
+        every sealed value is resealed, the keys after the first can be dropped. Raises
+        SecretKeyError when none of the keys opens it."""
+        try:
+            return self._fernet.rotate(token.encode()).decode()
+        except InvalidToken:
+            raise SecretKeyError(f"None of the keys in {KEY_SETTING} opens it.") from None
+
     def open(self, token: str) -> dict[str, str]:
         try:
             opened = orjson.loads(self._fernet.decrypt(token.encode()))

@@ -306,6 +306,10 @@ async def _set_users(
     return 0
 
 
+# The campaign's delivery controls read again (`controls.load`) in a claim's session.
+Reload = Callable[[AsyncSession], Awaitable[controls.Rules]]
+
+
 async def _claim(
     database: Database,
     plan: SendPlan,
@@ -314,9 +318,15 @@ async def _claim(
     now: datetime,
     lease: timedelta,
     size: int,
+    reload: Reload | None = None,
 ) -> list[_Claimed] | None:
-    """The next batch to send (maybe empty after hold-outs); None when no user can be claimed now."""
+    """The next batch to send (maybe empty after hold-outs); None when no user can be claimed now.
+    `reload`: the delivery controls read again in the claim's transaction, so the batch is decided
+    with the workspace's settings as they are now (quiet hours or a cap set while a long send goes
+    on apply from its next batch, not from its next tick: a send that lasts to its end has none)."""
     async with database.writer() as session:
+        if reload is not None:
+            rules = await reload(session)
         found = await _claim_in(session, plan, rules, execution, now, lease, size)
         if found is None:
             await session.rollback()
@@ -1277,6 +1287,7 @@ async def dispatch(
     execution: Execution,
     lease: timedelta,
     rules: controls.Rules,
+    reload: Reload | None = None,
 ) -> bool:
     """Send batch after batch while the campaign is SENDING and the execution DISPATCHING; True
     when every user is settled. A batch goes out in windows of users whose messages are handed
@@ -1307,7 +1318,7 @@ async def dispatch(
             size = flight.size(plan.connector)
         async with flight.writing():
             at = dispatcher.now()
-            claimed = await _claim(database, plan, rules, execution, at, lease, size)
+            claimed = await _claim(database, plan, rules, execution, at, lease, size, reload)
         if claimed is None:
             return None
         return _Batch(plan, claimed, await _envelopes(database, plan, execution, claimed, at), at)

@@ -15,6 +15,7 @@ import logging
 from datetime import datetime, timedelta
 
 from sqlalchemy import ColumnElement, ScalarSelect, and_, or_, select, update
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from herald.campaigns.lifecycle import schedule_instants
 from herald.campaigns.models import Campaign
@@ -455,6 +456,10 @@ async def _run_one(
         async with database.reader() as session:
             plan = await plan_sends(session, campaign, execution)
             rules = await controls.load(session, campaign, store)
+
+        async def reload(session: AsyncSession) -> controls.Rules:
+            return await controls.load(session, campaign, store)
+
         # Streamed: a chunk of the audience written, its users sent, the next chunk (larger) ...
         written = execution.resolved_at is not None
         size = FIRST_CHUNK
@@ -467,10 +472,10 @@ async def _run_one(
                         counting = asyncio.create_task(count_left_out(database, campaign, execution, now))
                     size = next_chunk_size(size)
                     if found is None:  # another worker is writing it: send what is there
-                        await dispatch(database, dispatcher, plan, execution, lease, rules)
+                        await dispatch(database, dispatcher, plan, execution, lease, rules, reload)
                         return False
                     written = found
-                settled = await dispatch(database, dispatcher, plan, execution, lease, rules)
+                settled = await dispatch(database, dispatcher, plan, execution, lease, rules, reload)
                 if counting is not None:
                     await counting
                     counting = None
