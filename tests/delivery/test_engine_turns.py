@@ -159,6 +159,31 @@ async def test_a_campaign_gives_way_between_the_windows_of_a_batch(
     assert (run["sent"], run["pending"]) == (AUDIENCE, 0)
 
 
+@pytest.mark.own_database  # the worker scans every workspace
+async def test_a_campaign_published_beside_a_large_send_of_its_workspace_starts_within_a_turn(
+    app: FastAPI, client: httpx.AsyncClient, workspace: Tenant, webhook: HttpReceiver
+) -> None:
+    """The tick a publish wakes moves the new campaign to SENDING, and then gave the large one
+    ahead of it (no wake-up during that tick) a turn to its end: the new one's first message came
+    after the whole large send. Now it starts first, and campaigns sending side by side take turns."""
+    services: Services = app.state.herald
+    settings = dataclasses.replace(services.settings, delivery_turn_seconds=0.0)
+    async with _beside_a_slow_receiver(app, workspace, webhook, settings) as (slow, _):
+        slow.hold()
+        large = await publish(client, workspace, PUSH)
+        share = services.settings.delivery_concurrency // 2
+        await _until(lambda: slow.held > share, "the large campaign's batches on the wire")
+        second_body = {**PUSH, "basic_details": {**PUSH["basic_details"], "name": "Second"}}
+        second = await publish(client, workspace, second_body)
+        slow.release()
+        await _until(lambda: len(_of(slow, second)) > 0, "the new campaign's first message")
+        assert len(_of(slow, large)) < AUDIENCE
+        await _until(lambda: len(_of(slow, second)) == AUDIENCE, "the new campaign is sent")
+    for campaign_id in (large, second):
+        [run] = (await stats(client, workspace, campaign_id))["executions"]
+        assert (run["sent"], run["pending"]) == (AUDIENCE, 0)
+
+
 def _users_of(receiver: HttpReceiver) -> set[str]:
     return {r.json()["recipient"]["customer_id"] for r in receiver.received}
 

@@ -136,6 +136,12 @@ class Dispatcher:
         self._smtp = SmtpSessions()
         self._stop = stop
         self._turn: tuple[float, int, bool] | None = None
+        # A campaign's dispatch gave way at the end of its turn with users left (`give_way`).
+        self.gave_way = False
+
+    def give_way(self) -> None:
+        """The campaign in hand gives way (`yielding`), users left: the tick goes on to the rest."""
+        self.gave_way = True
 
     def now(self) -> datetime:
         """The moment, as the dispatcher's clock says it now (a long send checks the campaign's

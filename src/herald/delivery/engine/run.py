@@ -1330,7 +1330,10 @@ async def dispatch(
             # SIGTERM, or the campaign's turn is over (after one batch at least, so that a stream of
             # wake-ups cannot hold it back for ever; `_send_batch` gives way between the windows
             # of the batches after it): the rest waits for the next tick.
-            if dispatcher.stopping or (sent_any and dispatcher.yielding):
+            if dispatcher.stopping:
+                return False
+            if sent_any and dispatcher.yielding:
+                dispatcher.give_way()
                 return False
             if plan.connector is not None and dispatcher.failing(plan.connector) is not None:
                 await flight.drain()  # the reason then counts the answers of the windows out
@@ -1464,6 +1467,7 @@ async def _send_batch(
                 await _release(
                     database, execution, claimed[start:], now, _grant_of(rules, database, execution, now)
                 )
+                dispatcher.give_way()
                 return plan, False
             if renewal is not None and renewal.due(dispatcher.now()):
                 async with flight.writing():

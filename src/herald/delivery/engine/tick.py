@@ -180,12 +180,25 @@ async def run_executions(
             with _contained(workspace_id, campaign.campaign_id):
                 dispatcher.begin_turn(seen, more_events)
                 await _run_triggered(database, dispatcher, store, campaign, execution, now, lease)
+        # Several one-time campaigns sending: each gives way to the others at the end of its turn,
+        # as to work woken during it. A campaign just published is moved to SENDING by the tick
+        # its publish woke, so no wake-up came during the tick for the one ahead of it, which sent
+        # to its end first (30 s and more before the new one's first message at a slow receiver).
+        others_sending = len(campaigns) > 1
+        if others_sending:
+            # The ones not started yet first: a campaign just published waits for no other's turn.
+            started = await _started(database, workspace_id)
+            campaigns = sorted(campaigns, key=lambda campaign: campaign.campaign_id in started)
         for campaign in campaigns:
             with _contained(workspace_id, campaign.campaign_id):
-                dispatcher.begin_turn(seen, more_events)
+                dispatcher.begin_turn(seen, more_events or others_sending)
                 execution = await start_execution(database, campaign, now, 1, _start_of(campaign))
                 if await _run_one(database, dispatcher, store, campaign, execution, now, lease):
                     finished.append(campaign.campaign_id)
+        if others_sending and dispatcher.gave_way and not dispatcher.stopping:
+            # Those that gave way to each other go on at the next tick, at once (no wake-up is
+            # coming: they gave way to one another, not to new work).
+            wake_here(workspace_id)
         for each in repeating:
             with _contained(workspace_id, each.campaign.campaign_id):
                 await periodic.due_runs(database, each, now)
@@ -209,6 +222,20 @@ async def run_executions(
         if any(_expired_during(campaign, now, moment) for campaign in live):
             wake_here(workspace_id)
     return finished
+
+
+async def _started(database: Database, workspace_id: str) -> set[str]:
+    """The one-time campaigns of the workspace whose execution has begun (SENDING ones have one
+    from their first tick on: the others were just published)."""
+    async with database.reader() as session:
+        found = await session.scalars(
+            select(Execution.campaign_id).where(
+                Execution.workspace_id == workspace_id,
+                Execution.trigger.is_(None),
+                Execution.status.in_(abandoned.LIVE),
+            )
+        )
+        return set(found)
 
 
 async def run_event_lanes(
