@@ -17,6 +17,7 @@ between messages (`smtp.SmtpSessions`).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -86,6 +87,11 @@ class Lanes:
         await asyncio.gather(*(lane.close() for lane in lanes))
 
 
+# How long a request waits for a place that other workers' requests hold (`Dispatcher._room`)
+# before it asks again; a place this process gives back, or an answer it gets, ends the wait sooner.
+_PLACES_POLL_SECONDS = 0.05
+
+
 class _Risk:
     """The requests through one connector on their way, unanswered (`Dispatcher._room`)."""
 
@@ -101,10 +107,50 @@ class _Risk:
             self.healthy = outcome is not None and outcome.sent
         self._answer.set()
 
-    async def wait(self) -> None:
-        """Until the next answer."""
+    def given_back(self) -> None:
+        """A window's places in the shared row were given back (`Dispatcher.record_window`)."""
+        self._answer.set()
+
+    async def wait(self, seconds: float | None = None) -> None:
+        """Until the next answer or places given back (or `seconds`, when given)."""
         self._answer.clear()
-        await self._answer.wait()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._answer.wait(), seconds)
+
+
+class _Places:
+    """A window's places in its connector's shared row (`Streaks.reserve`), taken for its requests
+    while the connector is not known to answer well: `left()`, how many it wants (its requests not
+    made yet, the one asking included, at most those it can have on their way at once); taken by
+    one of its senders at a time."""
+
+    def __init__(self, tally: Tally, left: Callable[[], int]) -> None:
+        self.tally = tally
+        self.left = left
+        self.taking = asyncio.Lock()
+        self.out = 0  # places used by requests not answered yet
+
+    def use(self) -> bool:
+        """One place the window holds used by a request, if one is left."""
+        if self.tally.used >= self.tally.places:
+            return False
+        self.tally.used += 1
+        self.out += 1
+        return True
+
+    def answered(self, sent: bool) -> None:
+        """A request that used a place was answered. A success ended the streak: its place serves
+        the window's next request (a failure keeps its place until the window is recorded, where
+        it is counted instead)."""
+        self.out -= 1
+        if sent:
+            self.tally.used -= 1
+
+    @property
+    def spent(self) -> bool:
+        """Every place the window holds is kept by a failure: none frees before the window is
+        recorded, which waits for its requests left."""
+        return bool(self.tally.places) and not self.out and self.tally.used >= self.tally.places
 
 
 class Dispatcher:
@@ -313,6 +359,8 @@ class Dispatcher:
         await outbox.record_settled(
             self._database, window.settled, now, _both(also(ended), streak), engine=engine
         )
+        if window.tally.places:
+            self._risks.setdefault(window.connector.id, _Risk()).given_back()
         await self._refresh(window.connector, window.tally)
         return ended
 
@@ -408,8 +456,12 @@ class Dispatcher:
         size = self.per_request(connector)
         groups = [envelopes[start : start + size] for start in range(0, len(envelopes), size)]
         outcomes: list[tuple[Outcome, int]] = [(_NOT_MADE, 0)] * len(groups)
+        made = 0  # requests taken by the senders (each about to be made, or made)
         waiting = iter(enumerate(groups))
         risk = self._risks.setdefault(connector.id, _Risk())
+        count = min(len(groups), self.requests(connector), senders or len(groups))
+        # Places are taken for the requests the window can have on their way at once.
+        places = _Places(tally, lambda: min(len(groups) - made + 1, count))
 
         async def may_go() -> str | None:
             # Asked again once the request has its lane: one let on its way while the connector
@@ -420,8 +472,10 @@ class Dispatcher:
             return await halt() if halt is not None else None
 
         async def sender() -> None:
+            nonlocal made
             for index, group in waiting:
-                why = await self._room(connector, risk)
+                made += 1
+                why, placed = await self._room(connector, risk, places)
                 if why is not None:
                     outcomes[index] = (self._halted(why), len(group))
                     continue
@@ -432,38 +486,58 @@ class Dispatcher:
                     )
                 finally:
                     risk.answered(answer)
+                    if placed:
+                        places.answered(answer is not None and answer.sent)
                 # The connector's error streak counts requests: a batched POST that failed is one
                 # failure, not one per message it carried.
                 self._count(connector, outcome)
                 tally.count(outcome)
                 outcomes[index] = (outcome, len(group))
 
-        count = min(len(groups), self.requests(connector), senders or len(groups))
         await asyncio.gather(*(sender() for _ in range(count)))
         return outcomes
 
-    async def _room(self, connector: Connector, risk: _Risk) -> str | None:
-        """Wait until one more request through `connector` may go unanswered. Until its last answer
-        was a success with no failure counted since (at the start of a tick, after a failure, or
-        while other workers count failures), the failures in a row so far and the requests on their
-        way stay under the error threshold, so that no more than the threshold fail before the
-        pause (the windows of 32 lanes sent 192 before the first answer was counted); once it
-        answers well, every lane may be used. None, with the request counted as on its way; or,
-        once the threshold is reached, why the request is not made."""
+    async def _room(self, connector: Connector, risk: _Risk, places: _Places) -> tuple[str | None, bool]:
+        """Wait until one more request through `connector` may go unanswered. Once its last answer
+        was a success with no failure counted since, every lane may be used. Until then (at the
+        start of a tick, after a failure, or while other workers count failures) a request goes
+        only with a place in the connector's shared row (`Streaks.reserve`): the failures in a row
+        and every worker's requests on their way stay under the error threshold, so no more than
+        the threshold fail before the pause, however many workers send (the windows of 32 lanes
+        sent 192 before the first answer was counted; three workers counting their own requests on
+        the way, 40-60 against a threshold of 20). None, with the request counted as on its way (and
+        whether it used one of the window's places); or, once the threshold is reached, why the
+        request is not made."""
         threshold = self._settings.delivery_error_threshold
         while True:
             if (why := self._reached(connector)) is not None:
-                return why
+                return why, False
             count, _ = self._streaks.of(connector.id)
-            if (
-                threshold <= 0
-                or (risk.healthy and not count)
-                or not risk.unanswered
-                or count + risk.unanswered < threshold
-            ):
+            if threshold <= 0 or (risk.healthy and not count):
                 risk.unanswered += 1
-                return None
-            await risk.wait()
+                return None, False
+            if places.use():
+                risk.unanswered += 1
+                return None, True
+            async with places.taking:
+                if places.tally.used >= places.tally.places:
+                    wanted = places.left()
+                    lease = timedelta(seconds=self._settings.delivery_lease_seconds)
+                    places.tally.places += await self._streaks.reserve(
+                        self._database, connector, wanted, threshold, self._clock.now(), lease
+                    )
+            if places.tally.used < places.tally.places:
+                continue
+            if places.spent:
+                # The window's failures and the rest fill the threshold: its requests left are
+                # not made (due again at once), so that it is recorded and its failures counted.
+                spent = (
+                    f"connector '{connector.name}': its failures and requests on their way fill the threshold"
+                )
+                return self._reached(connector) or spent, False
+            # Every place is held: by requests on their way (this process's, or other workers'),
+            # or by windows answered and not recorded yet.
+            await risk.wait(_PLACES_POLL_SECONDS)
 
     def _reached(self, connector: Connector) -> str | None:
         """Why no request is made through `connector` (its error threshold reached), else None."""

@@ -130,8 +130,9 @@ class OutboxEntry(Base):
 class ConnectorStreak(Base):
     """A connector's failed attempts in a row, counted by every worker together (`streaks.py`):
     each process adds the failures of its windows and resets the count at a success, so the error
-    threshold bounds the failures of all workers, not of each. Only written when an attempt failed
-    or after a success that ends a streak; deleted with its connector."""
+    threshold bounds the failures of all workers, not of each. Only written when an attempt failed,
+    after a success that ends a streak, or while places are taken for requests on their way;
+    deleted with its connector."""
 
     __tablename__ = "delivery_connector_streaks"
     __table_args__ = (
@@ -147,3 +148,8 @@ class ConnectorStreak(Base):
     failures: Mapped[int] = mapped_column(BigInteger)
     reason: Mapped[str | None] = mapped_column(Text, nullable=True)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    # Requests on their way that workers took a place for while the connector was not known to
+    # answer well (`streaks.reserve`), given back as their outcomes are recorded; they lapse at
+    # `on_the_way_until` (a worker that died holding places).
+    on_the_way: Mapped[int] = mapped_column(BigInteger, server_default="0")
+    on_the_way_until: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)

@@ -7,7 +7,12 @@ records the window's outcomes, and an attempt that succeeded resets it. Counted 
 alone, three workers let two and a half to four times the threshold fail before a pause, and
 failures spread over the workers could stay under it for ever. Shared, they add up; what bounds the
 failures before the pause is then what each worker has on the way before they are counted
-together: up to a threshold's worth per worker (`Dispatcher._room`, README).
+together. So while a connector is not known to answer well (at a tick's start, after a failure), a
+worker takes places in the same row for the requests it is about to make (`reserve`): its
+failures and every worker's requests on their way stay under the threshold together, and no more
+than the threshold fail before the pause, however many workers send (`Dispatcher._room`). The
+places are given back in the transaction that records the outcomes (`recorded`), and lapse one
+lease after the last was taken, should the worker holding them die.
 
 A process keeps its view of each count (`Streaks`), which the engine checks before each window:
 its own attempts move it at once, and after a window with failures the shared row is read again,
@@ -20,16 +25,18 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, cast
 
-from sqlalchemy import Table, bindparam, select, update
+from sqlalchemy import Table, bindparam, case, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.sql.dml import Insert
 
+from herald.clock import utc
 from herald.db import Database
 from herald.delivery.messages import Outcome
 from herald.delivery.models import Connector, ConnectorStreak
+from herald.direct_reads import rows_in
 from herald.direct_writes import Writer, execute_in
 
 _TABLE = cast(Table, ConnectorStreak.__table__)
@@ -47,6 +54,8 @@ class Tally:
     succeeded: bool = False  # an attempt succeeded: the streak before the window ended
     failures: int = 0  # failed attempts after the last success (or all of them, without one)
     reason: str = ""  # the last failure's
+    places: int = 0  # places the window took in the shared row for its requests (`reserve`)
+    used: int = 0  # of them, those its requests made (or are making) used
 
     def count(self, outcome: Outcome) -> None:
         """One attempt's outcome (a message never handed over counts for nothing)."""
@@ -66,9 +75,20 @@ def _upsert(dialect: str, add: bool) -> Insert:
     statement = insert(_TABLE)
     excluded = statement.excluded
     failures = _TABLE.c.failures + excluded.failures if add else excluded.failures
+    # The row's places given back in the same statement (`on_the_way` of the values: the window's
+    # places; a row written anew has none, as no place was taken): PostgreSQL applies only one
+    # of two writes of one row in one chained statement (`direct_writes.WriteChain`).
     return statement.on_conflict_do_update(
         index_elements=[_TABLE.c.workspace_id, _TABLE.c.connector_id],
-        set_={"failures": failures, "reason": excluded.reason, "updated_at": excluded.updated_at},
+        set_={
+            "failures": failures,
+            "reason": excluded.reason,
+            "updated_at": excluded.updated_at,
+            "on_the_way": case(
+                (_TABLE.c.on_the_way > excluded.on_the_way, _TABLE.c.on_the_way - excluded.on_the_way),
+                else_=0,
+            ),
+        },
     )
 
 
@@ -79,17 +99,50 @@ _UPSERTS = {
 # A success with no failure after it: the streak ends, when there is one (no write otherwise).
 _ENDED = update(_TABLE).where(*_THE_CONNECTOR, _TABLE.c.failures > 0)
 _READ = select(_TABLE.c.failures, _TABLE.c.reason).where(*_THE_CONNECTOR)
+# Places given back: never below none (places that lapsed were counted as none already).
+_FEWER = case((_TABLE.c.on_the_way > bindparam("places"), _TABLE.c.on_the_way - bindparam("places")), else_=0)
+_GIVEN_BACK = update(_TABLE).where(*_THE_CONNECTOR).values(on_the_way=_FEWER)
+# A success ended the streak, and the window's places are given back, in one write of the row.
+_ENDED_GIVEN_BACK = (
+    update(_TABLE)
+    .where(*_THE_CONNECTOR)
+    .values(failures=0, reason=None, updated_at=bindparam("ended_at"), on_the_way=_FEWER)
+)
+# The row a place is taken in, written first when the connector has none yet.
+_PLACES_ROW = {
+    dialect: insert(_TABLE).on_conflict_do_nothing(
+        index_elements=[_TABLE.c.workspace_id, _TABLE.c.connector_id]
+    )
+    for dialect, insert in (("postgresql", postgresql.insert), ("sqlite", sqlite.insert))
+}
+# Locked until the places are taken (PostgreSQL; SQLite's write transaction holds the file).
+_HELD = (
+    select(_TABLE.c.failures, _TABLE.c.reason, _TABLE.c.on_the_way, _TABLE.c.on_the_way_until)
+    .where(*_THE_CONNECTOR)
+    .with_for_update()
+)
+_TAKEN = update(_TABLE).where(*_THE_CONNECTOR)
 
 
 def recorded(connector: Connector, tally: Tally, now: datetime) -> Callable[[Writer], Awaitable[None]] | None:
     """The write of a window's `tally` into the connector's shared streak, for the transaction that
-    records the window's outcomes (None: the window attempted nothing)."""
-    if not tally.succeeded and not tally.failures:
+    records the window's outcomes, with the places it took given back (None: the window attempted
+    nothing and took no place)."""
+    if not tally.succeeded and not tally.failures and not tally.places:
         return None
 
+    # One write of the row whatever the window did (see `_upsert`).
     async def write(connection: Writer) -> None:
+        row = {"row_workspace_id": connector.workspace_id, "row_connector_id": connector.id}
+        if not tally.succeeded and not tally.failures:
+            await execute_in(connection, _GIVEN_BACK, {**row, "places": tally.places})
+            return
         if not tally.failures:
-            await _end(connection, connector.workspace_id, connector.id, now)
+            if tally.places:
+                ended = {**row, "places": tally.places, "ended_at": now}
+                await execute_in(connection, _ENDED_GIVEN_BACK, ended)
+            else:
+                await _end(connection, connector.workspace_id, connector.id, now)
             return
         values: dict[str, Any] = {
             "workspace_id": connector.workspace_id,
@@ -97,6 +150,7 @@ def recorded(connector: Connector, tally: Tally, now: datetime) -> Callable[[Wri
             "failures": tally.failures,
             "reason": tally.reason,
             "updated_at": now,
+            "on_the_way": tally.places,
         }
         await execute_in(connection, _UPSERTS[(connection.dialect.name, not tally.succeeded)], values)
 
@@ -145,6 +199,45 @@ class Streaks:
             self._shared.pop(connector.id, None)
         else:
             self._shared[connector.id] = (int(found[0]), str(found[1] or "The send failed."))
+
+    async def reserve(
+        self,
+        database: Database,
+        connector: Connector,
+        wanted: int,
+        threshold: int,
+        now: datetime,
+        lease: timedelta,
+    ) -> int:
+        """Places taken in the connector's shared row for up to `wanted` requests about to be made:
+        as many as its failures in a row and every worker's requests on their way leave under
+        `threshold` (0: none left; the count read is kept as the shared one meanwhile, unless this
+        process's last answer through it was a success, not recorded yet). They lapse
+        `lease` from now unless given back (`recorded`) or taken again by then."""
+        key = {"row_workspace_id": connector.workspace_id, "row_connector_id": connector.id}
+        async with database.writes.transaction() as connection:
+            empty = {
+                "workspace_id": connector.workspace_id,
+                "connector_id": connector.id,
+                "failures": 0,
+                "updated_at": now,
+                "on_the_way": 0,
+            }
+            await execute_in(connection, _PLACES_ROW[connection.dialect.name], empty)
+            failures, reason, on_the_way, until = (await rows_in(connection, _HELD, key))[0]
+            held = int(on_the_way) if until is not None and utc(until) > now else 0
+            taken = max(0, min(wanted, threshold - int(failures) - held))
+            if taken:
+                places = {"on_the_way": held + taken, "on_the_way_until": now + lease}
+                await execute_in(connection, _TAKEN, {**key, **places})
+        own = self._own.get(connector.id)
+        if own is not None and own.succeeded and not own.failures:
+            return taken  # this process's last answer, a success, ends what the row counts
+        if failures:
+            self._shared[connector.id] = (int(failures), str(reason or "The send failed."))
+        else:
+            self._shared.pop(connector.id, None)
+        return taken
 
     def ended(self, connector_id: str) -> None:
         """A window whose last attempt succeeded was recorded: its write ended the shared streak
