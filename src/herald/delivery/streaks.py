@@ -55,7 +55,7 @@ class Tally:
     failures: int = 0  # failed attempts after the last success (or all of them, without one)
     reason: str = ""  # the last failure's
     places: int = 0  # places the window took in the shared row for its requests (`reserve`)
-    used: int = 0  # of them, those its requests made (or are making) used
+    used: int = 0  # of them, those kept by requests on their way or failed (a success frees its own)
 
     def count(self, outcome: Outcome) -> None:
         """One attempt's outcome (a message never handed over counts for nothing)."""
