@@ -128,13 +128,19 @@ class _Places:
         self.tally = tally
         self.left = left
         self.taking = asyncio.Lock()
-        self.out = 0  # places used by requests not answered yet
+        self.used = 0  # places kept by requests on their way or failed (a success frees its own)
+        self.out = 0  # of them, those of requests not answered yet
+
+    @property
+    def free(self) -> bool:
+        """The window holds a place no request keeps."""
+        return self.used < self.tally.places
 
     def use(self) -> bool:
         """One place the window holds used by a request, if one is left."""
-        if self.tally.used >= self.tally.places:
+        if not self.free:
             return False
-        self.tally.used += 1
+        self.used += 1
         self.out += 1
         return True
 
@@ -144,13 +150,13 @@ class _Places:
         it is counted instead)."""
         self.out -= 1
         if sent:
-            self.tally.used -= 1
+            self.used -= 1
 
     @property
     def spent(self) -> bool:
         """Every place the window holds is kept by a failure: none frees before the window is
         recorded, which waits for its requests left."""
-        return bool(self.tally.places) and not self.out and self.tally.used >= self.tally.places
+        return bool(self.tally.places) and not self.out and not self.free
 
 
 class Dispatcher:
@@ -520,13 +526,13 @@ class Dispatcher:
                 risk.unanswered += 1
                 return None, True
             async with places.taking:
-                if places.tally.used >= places.tally.places:
+                if not places.free:
                     wanted = places.left()
                     lease = timedelta(seconds=self._settings.delivery_lease_seconds)
                     places.tally.places += await self._streaks.reserve(
                         self._database, connector, wanted, threshold, self._clock.now(), lease
                     )
-            if places.tally.used < places.tally.places:
+            if places.free:
                 continue
             if places.spent:
                 # The window's failures and the rest fill the threshold: its requests left are

@@ -55,7 +55,6 @@ class Tally:
     failures: int = 0  # failed attempts after the last success (or all of them, without one)
     reason: str = ""  # the last failure's
     places: int = 0  # places the window took in the shared row for its requests (`reserve`)
-    used: int = 0  # of them, those kept by requests on their way or failed (a success frees its own)
 
     def count(self, outcome: Outcome) -> None:
         """One attempt's outcome (a message never handed over counts for nothing)."""
@@ -194,11 +193,8 @@ class Streaks:
         were recorded there)."""
         key = {"row_workspace_id": connector.workspace_id, "row_connector_id": connector.id}
         async with database.reader() as session:
-            found = (await session.execute(_READ, key)).first()
-        if found is None or not found[0]:
-            self._shared.pop(connector.id, None)
-        else:
-            self._shared[connector.id] = (int(found[0]), str(found[1] or "The send failed."))
+            failures, reason = (await session.execute(_READ, key)).first() or (0, None)
+        self._keep(connector.id, failures, reason)
 
     async def reserve(
         self,
@@ -231,13 +227,17 @@ class Streaks:
                 places = {"on_the_way": held + taken, "on_the_way_until": now + lease}
                 await execute_in(connection, _TAKEN, {**key, **places})
         own = self._own.get(connector.id)
-        if own is not None and own.succeeded and not own.failures:
-            return taken  # this process's last answer, a success, ends what the row counts
-        if failures:
-            self._shared[connector.id] = (int(failures), str(reason or "The send failed."))
-        else:
-            self._shared.pop(connector.id, None)
+        if own is None or not own.succeeded or own.failures:
+            # Unless this process's last answer, a success, ends what the row counts.
+            self._keep(connector.id, failures, reason)
         return taken
+
+    def _keep(self, connector_id: str, failures: int, reason: str | None) -> None:
+        """The shared row's count as read (none kept when it has none)."""
+        if failures:
+            self._shared[connector_id] = (int(failures), str(reason or "The send failed."))
+        else:
+            self._shared.pop(connector_id, None)
 
     def ended(self, connector_id: str) -> None:
         """A window whose last attempt succeeded was recorded: its write ended the shared streak
