@@ -134,9 +134,10 @@ CODES: tuple[Code, ...] = (
         "NOT_IMPLEMENTED",
         "error",
         501,
-        "The request's body uses a transfer coding other than chunked (e.g. gzip); send it unencoded, "
-        "with Content-Length or chunked. Nothing was processed.",
-        "`transfer-encoding`.",
+        "The request's method is one this server implements nowhere (e.g. PROPFIND; a method it knows "
+        "but the resource does not answer is 405), or its body uses a transfer coding other than chunked "
+        "(e.g. gzip; send it unencoded, with Content-Length or chunked). Nothing was processed.",
+        "`transfer-encoding` for a transfer coding; none for a method.",
     ),
     Code("PAYLOAD_TOO_LARGE", "error", 413, "The request body is larger than the limit (1 MiB by default)."),
     Code(

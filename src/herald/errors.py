@@ -55,6 +55,12 @@ class MethodNotAllowed(HeraldError):
     status, code, message = 405, "METHOD_NOT_ALLOWED", "The method is not allowed on this resource."
 
 
+class MethodNotImplemented(HeraldError):
+    """A method Herald knows nowhere (RFC 9110 §9.1: 501 on any path; 405 is for a known one)."""
+
+    status, code, message = 501, "NOT_IMPLEMENTED", "The method is not implemented by this server."
+
+
 class Conflict(HeraldError):
     status = 409
 

@@ -141,6 +141,18 @@ class TestGatewayChecks:
             assert response.json()["error"]["code"] == "METHOD_NOT_ALLOWED"
             assert response.headers["allow"] == "GET, HEAD, POST"
 
+    async def test_a_method_implemented_nowhere_is_501_before_the_path_or_credentials(
+        self, client: httpx.AsyncClient
+    ) -> None:
+        for method, path in (("PROPFIND", OFFERS), ("PURGE", "/v5/nothing-here"), ("BREW", "/healthz")):
+            response = await client.request(method, path)
+            assert response.status_code == 501, (method, response.text)
+            assert response.json()["error"]["code"] == "NOT_IMPLEMENTED"
+            assert (
+                response.json()["error"]["message"]
+                == f"The method {method} is not implemented by this server."
+            )
+
     async def test_405_names_the_methods_of_every_route_on_the_path(
         self, client: httpx.AsyncClient, tenant: Tenant
     ) -> None:

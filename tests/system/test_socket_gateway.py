@@ -433,6 +433,38 @@ def test_malformed_request_is_400_bad_request_and_closed(server: Server, case: s
     assert answer.closed
 
 
+# ---- methods: 501 for one implemented nowhere, 405 for a known one a resource does not answer ------
+
+
+@pytest.mark.parametrize("method", ["FOO", "get", "M-SEARCH", "PROPFIND", "PURGE"])
+def test_a_method_implemented_nowhere_is_501_on_any_path(server: Server, tenant: Tenant, method: str) -> None:
+    # llhttp refuses FOO, `get` (methods are case-sensitive) and some others itself; PROPFIND and
+    # PURGE reach the app. Both answer alike, on a path that exists and on one that does not.
+    for path in ("/v5/offers", "/nowhere"):
+        answer = exchange(server, request(method, path, credentials(tenant)))
+        assert_envelope(answer, 501, "NOT_IMPLEMENTED")
+        assert method in str(answer.json["error"])
+
+
+def test_a_method_that_is_not_a_token_is_a_malformed_request(server: Server) -> None:
+    answer = exchange(server, b"GE(T /v5/offers HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert_envelope(answer, 400, "BAD_REQUEST")
+    assert answer.closed
+
+
+def test_an_unknown_method_after_a_complete_request_is_answered_after_it(
+    server: Server, tenant: Tenant
+) -> None:
+    raw = request("GET", "/healthz", [], close=False) + request("FOO", "/v5/offers", credentials(tenant))
+    with socket.create_connection(("127.0.0.1", server.port), timeout=WAIT) as sock:
+        sock.sendall(raw)
+        received, closed = _read_all(sock)
+    first, second = _answers(received, closed)
+    assert first.status == 200
+    assert_envelope(second, 501, "NOT_IMPLEMENTED")
+    assert second.closed
+
+
 # ---- header size ----------------------------------------------------------------------------------
 
 
@@ -773,7 +805,7 @@ def test_a_malformed_request_after_a_complete_one_is_answered_after_it(
     # then the malformed request after it gets its 400, and the connection closes.
     key = str(uuid.uuid4())
     create = request("POST", "/v5/campaigns", create_headers(tenant, key), CAMPAIGN, close=False)
-    answers, closed = _pipelined(server, create + b"BOGUS / HTTP/1.1\r\n\r\n")
+    answers, closed = _pipelined(server, create + b"GET /v5/off ers HTTP/1.1\r\n\r\n")
     assert [answer.status for answer in answers] == [201, 400]
     assert answers[1].error_code() == "BAD_REQUEST"
     assert closed

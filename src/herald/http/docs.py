@@ -62,7 +62,7 @@ _DESCRIPTIONS = {
     417: "An `Expect` other than 100-continue (EXPECTATION_FAILED).",
     429: "Rate limited; see Retry-After.",
     431: "The request line and headers are larger than the server takes (REQUEST_HEADERS_TOO_LARGE).",
-    501: "A transfer coding other than chunked (NOT_IMPLEMENTED).",
+    501: "A method this server implements nowhere, or a transfer coding other than chunked (NOT_IMPLEMENTED).",
     503: "The gateway cannot route the request (a control character in a header: HTML body), or a "
     "dependency (the database, Redis, the clock file) is unavailable: the error envelope, "
     "SERVICE_UNAVAILABLE.",

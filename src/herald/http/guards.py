@@ -57,6 +57,23 @@ _CONTINUE = b"100-continue"
 _HOST = re.compile(rb"(?:\[[0-9A-Za-z:._~!$&'()*+,;=%-]+\]|[0-9A-Za-z._~!$&'()*+,;=%-]*)(?::[0-9]*)?")
 
 
+# RFC 9110 §9 and RFC 5789: the methods a resource may answer 405 to. Any other method, however
+# well formed, is one Herald implements nowhere: 501 (RFC 9110 §9.1, §15.6.2).
+KNOWN_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH"})
+# A method is a token (RFC 9110 §5.6.2): one or more of these.
+_TOKEN = re.compile(rb"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+
+
+def is_token(text: bytes) -> bool:
+    """Whether `text` is an RFC 9110 token: a well-formed method name, known or not."""
+    return _TOKEN.fullmatch(text) is not None
+
+
+def unknown_method(method: str) -> str:
+    """The 501 message for a method not in `KNOWN_METHODS`."""
+    return f"The method {method} is not implemented by this server."
+
+
 def header_problem(
     headers: Iterable[tuple[bytes, bytes]], singular: frozenset[bytes], http_version: str
 ) -> HeaderProblem | None:

@@ -32,6 +32,7 @@ from herald.http.context import UnitOfWork, request_state
 from herald.http.endpoint import BODY_PROBLEM
 from herald.http.guards import (
     CONTENT_TYPE,
+    KNOWN_METHODS,
     has_control_characters,
     has_escaped_nul,
     has_lone_surrogate,
@@ -44,6 +45,7 @@ from herald.http.guards import (
     nul_path,
     parse_uuid4,
     surrogate_path,
+    unknown_method,
 )
 from herald.http.limits import headers_for
 from herald.http.responses import GATEWAY_503_HTML, HEALTH_PATH, HEALTHY, error_json, error_response
@@ -122,6 +124,10 @@ class HeraldMiddleware:
         state["request_id_invalid"] = given is not None and request_id is None
         request_id = request_id or uuid4_text()
         state["request_id"] = request_id
+        if scope["method"] not in KNOWN_METHODS:
+            # Before the path is looked up: no resource of this server answers such a method.
+            await self._send_error(send, request_id, 501, "NOT_IMPLEMENTED", unknown_method(scope["method"]))
+            return
         table = self._routes(scope)
         http_version = scope.get("http_version", "1.1")
         if scope["path"] == HEALTH_PATH and scope["method"] in READ_METHODS:

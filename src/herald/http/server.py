@@ -41,7 +41,15 @@ from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 from uvicorn.server import ServerState
 
 from herald.config import Settings
-from herald.errors import BadRequest, HeadersTooLarge, HeraldError, RequestTimeout, error_body
+from herald.errors import (
+    BadRequest,
+    HeadersTooLarge,
+    HeraldError,
+    MethodNotImplemented,
+    RequestTimeout,
+    error_body,
+)
+from herald.http.guards import is_token, unknown_method
 from herald.http.responses import GATEWAY_503_HTML
 from herald.ops.observe import ANSWERED_AT_SOCKET
 
@@ -132,6 +140,9 @@ class HeraldHttpProtocol(HttpToolsProtocol):
                 self.handle_websocket_upgrade()
             else:
                 self._unsupported_upgrade_warning()
+            return
+        except httptools.HttpParserInvalidMethodError:
+            self._refuse_method()
             return
         except httptools.HttpParserError:
             if not self.refused:  # a refusal from a callback below already answered
@@ -257,6 +268,15 @@ class HeraldHttpProtocol(HttpToolsProtocol):
             self._refuse(503, b"text/html; charset=utf-8", GATEWAY_503_HTML, extra, request_id)
         else:
             self._refuse_json(BadRequest("The request is not valid HTTP/1.1."))
+
+    def _refuse_method(self) -> None:
+        """A method llhttp does not know: 501 when it is a well-formed token (RFC 9110 §9.1, as the
+        app answers a method it knows nowhere), else a malformed request line."""
+        method = bytes(self.head).lstrip(b"\r\n").split(b" ", 1)[0]
+        if is_token(method) and not header_section_has_control_character(bytes(self.head)):
+            self._refuse_json(MethodNotImplemented(unknown_method(method.decode("ascii"))))
+        else:
+            self._refuse_malformed()
 
     def _refuse_json(self, error: HeraldError) -> None:
         request_id = str(uuid.uuid4())
