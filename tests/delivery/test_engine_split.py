@@ -133,6 +133,9 @@ def test_utm_is_added_to_http_links_keeping_their_query() -> None:
     assert with_utm("https://a.example/?utm_source=mine", UTM) == (
         "https://a.example/?utm_source=mine&utm_medium=email"
     )
+    # Protocol-relative: opened over http(s) like the page around it.
+    assert with_utm("//a.example/x", UTM) == "//a.example/x?utm_source=herald&utm_medium=email"
+    assert with_utm("///x", UTM) == "///x"  # no host: a path, not a link to tag
     assert with_utm("myapp://open/home", UTM) == "myapp://open/home"
     assert with_utm("mailto:x@example.com", UTM) == "mailto:x@example.com"
 

@@ -187,17 +187,16 @@ def with_utm(url: str, utm: Mapping[str, str]) -> str:
 
 def web_address(url: str) -> str | None:
     """`url` without the padding a browser ignores around it, when it is an http(s) link (its
-    scheme in any case); None otherwise. What a link is for the tracking parameters and for the
-    e-mail's plain-text part alike."""
+    scheme in any case, or none: `//host/path` opens with the page's own, http or https); None
+    otherwise. What a link is for the tracking parameters and for the e-mail's plain-text part alike."""
     stripped = url.strip(_URL_PADDING)
-    return stripped if _scheme(stripped) in ("http", "https") else None
-
-
-def _scheme(url: str) -> str:
     try:
-        return urlsplit(url).scheme.lower()
+        parts = urlsplit(stripped)
     except ValueError:  # e.g. an unclosed `[` in the host: not a URL to tag
-        return ""
+        return None
+    scheme = parts.scheme.lower()
+    web = scheme in ("http", "https") or (not scheme and stripped.startswith("//") and bool(parts.netloc))
+    return stripped if web else None
 
 
 # --- Email HTML -------------------------------------------------------------------------------------
