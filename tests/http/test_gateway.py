@@ -152,6 +152,9 @@ class TestGatewayChecks:
                 response.json()["error"]["message"]
                 == f"The method {method} is not implemented by this server."
             )
+        # QUERY (a safe method with a body) is a method clients know: 405, naming the path's own.
+        response = await client.request("QUERY", OFFERS)
+        assert (response.status_code, response.headers["allow"]) == (405, "GET, HEAD, POST")
 
     async def test_405_names_the_methods_of_every_route_on_the_path(
         self, client: httpx.AsyncClient, tenant: Tenant

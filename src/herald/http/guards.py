@@ -57,9 +57,12 @@ _CONTINUE = b"100-continue"
 _HOST = re.compile(rb"(?:\[[0-9A-Za-z:._~!$&'()*+,;=%-]+\]|[0-9A-Za-z._~!$&'()*+,;=%-]*)(?::[0-9]*)?")
 
 
-# RFC 9110 §9 and RFC 5789: the methods a resource may answer 405 to. Any other method, however
-# well formed, is one Herald implements nowhere: 501 (RFC 9110 §9.1, §15.6.2).
-KNOWN_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH"})
+# RFC 9110 §9, RFC 5789 (PATCH) and the HTTP QUERY method (a safe GET with a body, which clients
+# and API checkers already send): the methods a resource may answer 405 to. Any other method,
+# however well formed, is one Herald implements nowhere: 501 (RFC 9110 §9.1, §15.6.2).
+KNOWN_METHODS = frozenset(
+    {"GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH", "QUERY"}
+)
 # A method is a token (RFC 9110 §5.6.2): one or more of these.
 _TOKEN = re.compile(rb"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 
