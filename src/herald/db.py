@@ -17,10 +17,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import JSON, DateTime, MetaData, event, make_url
+from sqlalchemy import JSON, DateTime, MetaData, event, exc, make_url
 from sqlalchemy.engine import Dialect
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
 from sqlalchemy.orm import DeclarativeBase
+from sqlalchemy.pool import ConnectionPoolEntry
 from sqlalchemy.types import TypeDecorator, TypeEngine
 from sqlalchemy.util import await_only
 
@@ -340,7 +341,7 @@ def _json_value(text: str) -> Any:
 
 
 def _postgresql_engine(settings: Settings, pool_size: int) -> AsyncEngine:
-    return create_async_engine(
+    engine = create_async_engine(
         plain_sql.postgresql_engine_url(settings.database_url),
         pool_size=pool_size,
         max_overflow=0,
@@ -351,6 +352,19 @@ def _postgresql_engine(settings: Settings, pool_size: int) -> AsyncEngine:
             "command_timeout": settings.db_statement_timeout_seconds,
         },
     )
+    event.listen(engine.sync_engine, "checkout", _given_up_if_closed)
+    return engine
+
+
+def _given_up_if_closed(_dbapi_connection: Any, record: ConnectionPoolEntry, _proxy: Any) -> None:
+    """A pooled connection the server closed while it sat idle (a restart, a failover,
+    `pg_terminate_backend`) is given up at checkout, and the pool opens another, instead of the
+    request it was handed to answering 503. Free: asyncpg saw its socket close; no round trip, as a
+    ping before each checkout would cost. (A path that went silent without closing is still found
+    by the statement timeout.)"""
+    driver: Any = record.driver_connection
+    if driver is not None and driver.is_closed():
+        raise exc.DisconnectionError("closed by the server while idle in the pool")
 
 
 def create_database(settings: Settings) -> Database:
@@ -361,7 +375,8 @@ def create_database(settings: Settings) -> Database:
         single_statement = read_engine.execution_options(**{SINGLE_STATEMENT: True})
         side_engine = engine  # one writer at a time: nothing writes beside an open transaction
     else:
-        # No ping before each checkout (a round trip per request): a connection found dead is
+        # No ping before each checkout (a round trip per request): a connection the server closed
+        # is given up at checkout (`_given_up_if_closed`); one found dead only by a statement is
         # invalidated with the whole pool, that one request answers 503 "retry", the next ones
         # get fresh connections.
         # At most `db_pool_size` connections per process (no overflow): processes times pool size must

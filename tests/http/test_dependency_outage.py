@@ -29,9 +29,11 @@ from sqlalchemy.ext.asyncio import create_async_engine
 
 from herald.config import Settings
 from herald.db_errors import database_unavailable
+from herald.http.limits import BUCKETS
 from herald.http.middleware import rate_limit_store_unavailable
 from herald.http.ratelimit import make_store, parse_windows
 from herald.main import create_app
+from tests import procfs
 from tests.conftest import TEST_SECRET_KEY
 from tests.factories import Tenant, make_tenant
 
@@ -337,6 +339,67 @@ class TestDatabaseThatStopsAnswering:
                 assert_unavailable(await answered(client.get(OFFERS, headers=tenant.headers())))
                 path.flowing.set()
                 assert (await answered(client.get(OFFERS, headers=tenant.headers()))).status_code == 200
+        assert_no_crash_logged(caplog)
+
+
+def _open_to(port: int, besides: int) -> bool:
+    """Whether this process holds a TCP connection to `port`, established, other than from local port `besides`."""
+    inodes = procfs.socket_inodes(os.getpid())
+    return any(
+        remote == port and state == "01" and local != besides and inode in inodes
+        for table in ("/proc/net/tcp", "/proc/net/tcp6")
+        for local, remote, state, inode in procfs.tcp_rows(table)
+    )
+
+
+@pytest.mark.own_database  # every connection of the database is terminated
+class TestConnectionsTheServerClosed:
+    async def test_a_restart_while_the_pools_are_idle_costs_no_request_an_answer(
+        self, database_url: str, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        # A restart, a failover or `pg_terminate_backend` closes every pooled connection while no
+        # request holds it. Before, the first request handed each dead one answered 503.
+        if not database_url.startswith("postgresql"):
+            pytest.skip("the server closing connections is PostgreSQL's (SQLite is in the process)")
+        import asyncpg
+
+        caplog.set_level(logging.WARNING)
+        campaign = {"channel": "PUSH", "campaign_delivery_type": "ONE_TIME", "created_by": "a@example.com"}
+        admin = await asyncpg.connect(database_url.replace("postgresql+asyncpg://", "postgresql://"))
+        try:
+            async with served(database_url, None) as (app, client):
+                tenant = await make_tenant(app, rate_limits=dict.fromkeys(BUCKETS, "1000/second"))
+                headers = tenant.headers(campaigns=True)
+
+                async def burst() -> list[int]:
+                    # Reads and writes side by side: several connections of every pool in use.
+                    calls = [client.get(OFFERS, headers=headers) for _ in range(4)]
+                    calls += [
+                        client.post(
+                            "/v5/campaigns", headers=tenant.write_headers(campaigns=True), json=campaign
+                        )
+                        for _ in range(4)
+                    ]
+                    return [response.status_code for response in await asyncio.gather(*calls)]
+
+                assert await burst() == [200] * 4 + [201] * 4
+                closed = await admin.fetchval(
+                    "SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                    " WHERE datname = current_database() AND pid <> pg_backend_pid()) AS terminated"
+                )
+                assert closed >= 2
+                # Until the server's FIN reached every one of this process's sockets but the
+                # admin's (the kernel's view, before the event loop's), then one turn of the loop
+                # to read them: the instant a restart leaves behind.
+                port = urlsplit(database_url).port or 5432
+                mine = admin._transport.get_extra_info("sockname")[1]
+                deadline = time.monotonic() + ANSWERED_WITHIN
+                while _open_to(port, besides=mine) and time.monotonic() < deadline:
+                    await admin.fetchval("SELECT 1")  # a turn of the loop, as the burst's would be
+                await admin.fetchval("SELECT 1")
+                assert await burst() == [200] * 4 + [201] * 4
+        finally:
+            await admin.close()
         assert_no_crash_logged(caplog)
 
 
