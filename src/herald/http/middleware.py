@@ -3,8 +3,9 @@
 For every HTTP request it
 1. refuses headers with control characters (503, HTML, nothing processed),
 2. reads or makes the request id (`X-<token>-Request-Id`) that every response carries (a malformed
-   one is refused by the route's guard, after authentication), and answers 405 first (a known path,
-   another method; `herald.http.route_table`),
+   one is refused by the route's guard, after authentication), answers 501 for a method implemented
+   nowhere (`guards.KNOWN_METHODS`), and 405 first (a known path, another method;
+   `herald.http.route_table`),
 3. reads the body once, within the size limit (413), checks content type, UTF-8, NULs, lone
    surrogates, NaN/Infinity and JSON depth (400); a client gone before its body is complete (or given
    up on by `herald.http.server`) gets nothing processed,
@@ -27,6 +28,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from herald.config import SettingsError
 from herald.db_errors import database_unavailable
+from herald.errors import MethodNotImplemented
 from herald.http import base_url, endpoint, idempotency
 from herald.http.context import UnitOfWork, request_state
 from herald.http.endpoint import BODY_PROBLEM
@@ -126,7 +128,8 @@ class HeraldMiddleware:
         state["request_id"] = request_id
         if scope["method"] not in KNOWN_METHODS:
             # Before the path is looked up: no resource of this server answers such a method.
-            await self._send_error(send, request_id, 501, "NOT_IMPLEMENTED", unknown_method(scope["method"]))
+            refused = MethodNotImplemented(unknown_method(scope["method"]))
+            await self._send_error(send, request_id, refused.status, refused.code, refused.message)
             return
         table = self._routes(scope)
         http_version = scope.get("http_version", "1.1")

@@ -8,6 +8,8 @@ answers instead, and closes the connection after each of them:
 - a control character (ASCII 0x00-0x1F but HTAB, or 0x7F; a bare CR or LF too) in a header name or
   value → 503 with the gateway's HTML body (contract §2; llhttp refuses these bytes, nothing is
   processed);
+- a method that is a well-formed token but one llhttp does not know (`FOO`, `get`) → 501
+  `NOT_IMPLEMENTED`, as the app answers any method it implements nowhere;
 - any other malformed head (request line, method, URL, version, header syntax) → 400 `BAD_REQUEST`;
 - a request line and header fields larger than `HERALD_MAX_HEADER_BYTES` → 431
   `REQUEST_HEADERS_TOO_LARGE`;
