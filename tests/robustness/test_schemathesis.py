@@ -1,8 +1,8 @@
 """Schemathesis against Herald's own /openapi.json, served by a real `herald serve` process.
 
 Every operation, a fixed seed, HERALD_ST_EXAMPLES examples per operation (200 unless set lower for a
-quick local run), every phase (HERALD_ST_PHASES narrows them), every default check, and the stateful phase that chains the links Schemathesis
-infers (create → get → patch → validate → status, search). Zero failures: when it finds one, the fix
+quick local run), every phase (HERALD_ST_PHASES narrows them), every default check, and the stateful
+phase that chains the links Schemathesis infers (create → get → patch → validate → status, search). Zero failures: when it finds one, the fix
 is in the schema or the code (`schemathesis.toml` says what it allows and why).
 Runs on the test database of the session: SQLite, or PostgreSQL + Redis when HERALD_TEST_* are set.
 """
