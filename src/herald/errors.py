@@ -58,7 +58,10 @@ class MethodNotAllowed(HeraldError):
 class MethodNotImplemented(HeraldError):
     """A method Herald knows nowhere (RFC 9110 §9.1: 501 on any path; 405 is for a known one)."""
 
-    status, code, message = 501, "NOT_IMPLEMENTED", "The method is not implemented by this server."
+    status, code = 501, "NOT_IMPLEMENTED"
+
+    def __init__(self, method: str) -> None:
+        super().__init__(f"The method {method} is not implemented by this server.")
 
 
 class Conflict(HeraldError):

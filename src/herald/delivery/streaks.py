@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, cast
 
-from sqlalchemy import Table, bindparam, case, select, update
+from sqlalchemy import ColumnElement, Table, bindparam, case, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.sql.dml import Insert
 
@@ -67,6 +67,12 @@ class Tally:
             self.reason = outcome.reason or "The send failed."
 
 
+def _fewer(given: ColumnElement[int]) -> ColumnElement[int]:
+    """The row's places on the way less those `given` back, never below none (places that lapsed
+    were counted as none already)."""
+    return case((_TABLE.c.on_the_way > given, _TABLE.c.on_the_way - given), else_=0)
+
+
 def _upsert(dialect: str, add: bool) -> Insert:
     """The shared row written with a window's failures: added to its count (`add`: no success in
     the window), or its count replaced by them (the streak began again within the window)."""
@@ -83,10 +89,7 @@ def _upsert(dialect: str, add: bool) -> Insert:
             "failures": failures,
             "reason": excluded.reason,
             "updated_at": excluded.updated_at,
-            "on_the_way": case(
-                (_TABLE.c.on_the_way > excluded.on_the_way, _TABLE.c.on_the_way - excluded.on_the_way),
-                else_=0,
-            ),
+            "on_the_way": _fewer(excluded.on_the_way),
         },
     )
 
@@ -98,8 +101,8 @@ _UPSERTS = {
 # A success with no failure after it: the streak ends, when there is one (no write otherwise).
 _ENDED = update(_TABLE).where(*_THE_CONNECTOR, _TABLE.c.failures > 0)
 _READ = select(_TABLE.c.failures, _TABLE.c.reason).where(*_THE_CONNECTOR)
-# Places given back: never below none (places that lapsed were counted as none already).
-_FEWER = case((_TABLE.c.on_the_way > bindparam("places"), _TABLE.c.on_the_way - bindparam("places")), else_=0)
+# A window's places given back (`recorded`).
+_FEWER = _fewer(bindparam("places"))
 _GIVEN_BACK = update(_TABLE).where(*_THE_CONNECTOR).values(on_the_way=_FEWER)
 # A success ended the streak, and the window's places are given back, in one write of the row.
 _ENDED_GIVEN_BACK = (

@@ -72,11 +72,6 @@ def is_token(text: bytes) -> bool:
     return _TOKEN.fullmatch(text) is not None
 
 
-def unknown_method(method: str) -> str:
-    """The 501 message for a method not in `KNOWN_METHODS`."""
-    return f"The method {method} is not implemented by this server."
-
-
 def header_problem(
     headers: Iterable[tuple[bytes, bytes]], singular: frozenset[bytes], http_version: str
 ) -> HeaderProblem | None:

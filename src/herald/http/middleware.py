@@ -47,7 +47,6 @@ from herald.http.guards import (
     nul_path,
     parse_uuid4,
     surrogate_path,
-    unknown_method,
 )
 from herald.http.limits import headers_for
 from herald.http.responses import GATEWAY_503_HTML, HEALTH_PATH, HEALTHY, error_json, error_response
@@ -128,7 +127,7 @@ class HeraldMiddleware:
         state["request_id"] = request_id
         if scope["method"] not in KNOWN_METHODS:
             # Before the path is looked up: no resource of this server answers such a method.
-            refused = MethodNotImplemented(unknown_method(scope["method"]))
+            refused = MethodNotImplemented(scope["method"])
             await self._send_error(send, request_id, refused.status, refused.code, refused.message)
             return
         table = self._routes(scope)

@@ -51,7 +51,7 @@ from herald.errors import (
     RequestTimeout,
     error_body,
 )
-from herald.http.guards import is_token, unknown_method
+from herald.http.guards import is_token
 from herald.http.responses import GATEWAY_503_HTML
 from herald.ops.observe import ANSWERED_AT_SOCKET
 
@@ -274,9 +274,10 @@ class HeraldHttpProtocol(HttpToolsProtocol):
     def _refuse_method(self) -> None:
         """A method llhttp does not know: 501 when it is a well-formed token (RFC 9110 §9.1, as the
         app answers a method it knows nowhere), else a malformed request line."""
-        method = bytes(self.head).lstrip(b"\r\n").split(b" ", 1)[0]
-        if is_token(method) and not header_section_has_control_character(bytes(self.head)):
-            self._refuse_json(MethodNotImplemented(unknown_method(method.decode("ascii"))))
+        head = bytes(self.head)
+        method = head.lstrip(b"\r\n").split(b" ", 1)[0]
+        if is_token(method) and not header_section_has_control_character(head):
+            self._refuse_json(MethodNotImplemented(method.decode("ascii")))
         else:
             self._refuse_malformed()
 
