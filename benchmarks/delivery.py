@@ -7,7 +7,9 @@ starts itself (`benchmarks.delivery_sink`: an HTTP receiver and aiosmtpd, in a p
 
 Herald runs as it is deployed: `herald serve` (the engine embedded, on SQLite) or `herald serve` plus
 `--workers` `herald worker` processes (PostgreSQL; each claims batches of its own), all with an
-hourly poll, so a publish is picked up only by the wake-up on commit. Each bare script is one
+hourly poll, so a publish is picked up only by the wake-up on commit. On SQLite, `--workers` above
+1 counts the served engine: `herald serve` and that many less one `herald worker` processes beside
+it on the same file (one engine process per core). Each bare script is one
 process, whatever `--workers` says. Each figure is timed from the publish request to the last
 message at the sink:
 1. Push to `--users` users through a webhook connector, one message per POST, then the same with
@@ -653,6 +655,9 @@ async def run(args: Any, settings: Settings, key: str) -> list[Figure]:
             engine_pids = [served.pid]
             if _engine(args.database_url) == "postgresql":
                 engine_pids = [processes.start(worker, env).pid for _ in range(args.workers)]
+            else:
+                # On SQLite the served process runs the engine too: `--workers` counts it.
+                engine_pids += [processes.start(worker, env).pid for _ in range(args.workers - 1)]
             if args.profile:
                 engine_pids = []  # py-spy's own process: the engine is its child
             async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{api_port}", timeout=60) as api:
@@ -695,7 +700,7 @@ async def run(args: Any, settings: Settings, key: str) -> list[Figure]:
         if resolution is not None:
             figures += _resolution_figures(args.audience_users, *resolution)
         # Several workers (the production topology: one per core) are named in each figure.
-        workers = f" ({args.workers} workers)" if args.workers > 1 and engine is worker else ""
+        workers = f" ({args.workers} workers)" if args.workers > 1 else ""
         labels = {
             "push": f"Push webhook{workers}",
             "batched": f"Push webhook, {args.batch_size} per POST{workers}",
@@ -798,7 +803,11 @@ def main() -> None:
     )
     parser.add_argument("--batch-size", type=int, default=100, help="messages per POST in batched mode")
     parser.add_argument(
-        "--workers", type=int, default=1, help="`herald worker` processes sharing the work (PostgreSQL)"
+        "--workers",
+        type=int,
+        default=1,
+        help="engine processes sharing the work: `herald worker` processes on PostgreSQL; on SQLite, "
+        "`herald serve` and that many less one beside it",
     )
     parser.add_argument(
         "--smtp-session-messages",

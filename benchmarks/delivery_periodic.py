@@ -4,8 +4,9 @@
     python -m benchmarks.delivery_periodic [--users 100000] [--concurrency 32] [--workers 1]
                                            [--database-url URL]
 
-Herald runs as deployed (`herald serve`, plus `--workers` `herald worker` processes on PostgreSQL)
-with a one-second worker interval, on the real clock. Each campaign is published to start a few
+Herald runs as deployed (`herald serve`, plus `--workers` `herald worker` processes on PostgreSQL;
+on SQLite, `--workers` above 1 counts the served engine, the rest `herald worker` processes beside
+it) with a one-second worker interval, on the real clock. Each campaign is published to start a few
 seconds ahead and is timed from that start to the last message at the sink:
 1. a DAILY periodic Push campaign's first run to `--users` users (the run started by the worker
    tick, its child campaign written, its audience resolved at run time, then dispatched);
@@ -168,10 +169,11 @@ async def run(args: Any, settings: Settings, key: str) -> list[Figure]:
             env.pop("HERALD_CLOCK_FILE", None)
             processes.start([sys.executable, "-m", "herald", "serve", "--port", str(api_port)], env)
             named = ""
-            if _engine(args.database_url) == "postgresql":
-                for _ in range(args.workers):
-                    processes.start([sys.executable, "-m", "herald", "worker"], env)
-                named = f" ({args.workers} workers)" if args.workers > 1 else ""
+            # On SQLite the served process runs the engine too: `--workers` counts it.
+            beside = args.workers if _engine(args.database_url) == "postgresql" else args.workers - 1
+            for _ in range(beside):
+                processes.start([sys.executable, "-m", "herald", "worker"], env)
+            named = f" ({args.workers} workers)" if args.workers > 1 else ""
             runs: list[tuple[str, Run, Run]] = []
             async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{api_port}", timeout=60) as api:
                 await _wait_ready(api, "/healthz")
@@ -219,7 +221,11 @@ def main() -> None:
         help="messages in flight, both sides",
     )
     parser.add_argument(
-        "--workers", type=int, default=1, help="`herald worker` processes sharing the work (PostgreSQL)"
+        "--workers",
+        type=int,
+        default=1,
+        help="engine processes sharing the work: `herald worker` processes on PostgreSQL; on SQLite, "
+        "`herald serve` and that many less one beside it",
     )
     args = parser.parse_args()
     key = Fernet.generate_key().decode()

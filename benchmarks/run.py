@@ -48,10 +48,12 @@ BENCHMARKS: list[tuple[str, list[str]]] = [
 ]
 
 
-# PostgreSQL only: the production topology, one `herald worker` per core of this machine, each
-# claiming its own batches (the figures above run one worker, as SQLite's one process does).
+# Both engines again with one engine process per core of this machine, each claiming its own
+# batches: on PostgreSQL `herald worker` processes (the production topology), on SQLite the engine
+# of `herald serve` and `herald worker` processes beside it on the same file (the figures above run
+# one engine process).
 _WORKERS = str(os.cpu_count() or 1)
-POSTGRES_ONLY: list[tuple[str, list[str]]] = [
+SEVERAL_WORKERS: list[tuple[str, list[str]]] = [
     (
         "benchmarks.delivery",
         [
@@ -149,8 +151,7 @@ def main() -> int:
     failed += code != 0
     _collect(rows, "peers", "served", code, summaries)
     for url in urls():
-        extra = POSTGRES_ONLY if url.startswith("postgresql") else []
-        for module, args in [*BENCHMARKS, *extra]:
+        for module, args in [*BENCHMARKS, *SEVERAL_WORKERS]:
             print(f"\n== {module} :: {url.split('://')[0]} ==", flush=True)
             code, summaries = run_benchmark([sys.executable, "-m", module, "--database-url", url, *args])
             failed += code != 0

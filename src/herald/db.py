@@ -29,6 +29,7 @@ from herald import plain_sql, sqlite_checkpoints, sqlite_inline
 from herald.config import Settings
 from herald.direct_reads import DirectReads
 from herald.direct_writes import DirectWrites
+from herald.process_lock import ProcessLock
 
 NAMING_CONVENTION = {
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",
@@ -151,14 +152,34 @@ class WriteGate:
     """SQLite's one writer, queued for in this process: writers wait here, first come first served,
     instead of polling SQLite's lock. Shared by every engine on the same file, whichever thread's
     event loop runs it (the worker embedded in `herald serve` runs on a thread and loop of its own):
-    the lock is handed to the next waiter on its own loop."""
+    the lock is handed to the next waiter on its own loop. The writer at the head then takes the
+    file's lock across processes (`process_lock`), which `herald worker` processes on the same file
+    take too."""
 
-    def __init__(self) -> None:
+    def __init__(self, across: ProcessLock | None = None) -> None:
+        """`across`: the lock the file's writers in other processes take too, after this queue."""
         self._mutex = threading.Lock()
         self._held = False
         self._waiters: deque[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = deque()
+        self._across = across
 
     async def acquire(self) -> None:
+        await self._acquire_here()
+        if self._across is not None:
+            try:
+                await self._across.acquire(abandoned=self._release_here)
+            except asyncio.CancelledError:
+                raise  # our place is given up once the wait is over (`abandoned`)
+            except BaseException:
+                self._release_here()
+                raise
+
+    def release(self) -> None:
+        if self._across is not None:
+            self._across.release()
+        self._release_here()
+
+    async def _acquire_here(self) -> None:
         with self._mutex:
             if not self._held:
                 self._held = True
@@ -173,11 +194,11 @@ class WriteGate:
                 if queued:
                     self._waiters.remove((waiter.get_loop(), waiter))
             if not queued and waiter.done() and not waiter.cancelled():
-                self.release()  # granted just before the cancellation: pass it on
+                self._release_here()  # granted just before the cancellation: pass it on
             # Else, if handed over, `_grant` finds the waiter cancelled and passes the lock on.
             raise
 
-    def release(self) -> None:
+    def _release_here(self) -> None:
         with self._mutex:
             if not self._waiters:
                 self._held = False
@@ -185,7 +206,7 @@ class WriteGate:
             loop, waiter = self._waiters.popleft()
         # Still held: ownership passes to the waiter as its loop runs `_grant`.
         if loop.is_closed():
-            self.release()
+            self._release_here()
         elif loop is _running_loop():
             loop.call_soon(self._grant, waiter)
         else:
@@ -193,7 +214,7 @@ class WriteGate:
 
     def _grant(self, waiter: asyncio.Future[None]) -> None:
         if waiter.done():  # cancelled meanwhile
-            self.release()
+            self._release_here()
         else:
             waiter.set_result(None)
 
@@ -215,7 +236,12 @@ def _gate_of(path: str) -> WriteGate:
     if key is None:
         return WriteGate()
     with _gates_mutex:
-        return _gates.setdefault(key, WriteGate())
+        gate = _gates.get(key)
+        if gate is None:
+            # A URI filename names no file of its own to lock beside: its writers poll across processes.
+            across = None if key.startswith("file:") else ProcessLock(f"{key}-writer")
+            gate = _gates[key] = WriteGate(across)
+        return gate
 
 
 _SQLITE_LOCK_TIMEOUT = 30.0

@@ -5,8 +5,10 @@ delivery) calls `wake_on_commit(session)`:
 - on PostgreSQL it queues `NOTIFY herald_wake` in that transaction; PostgreSQL delivers it at the
   commit (never for a rollback) to every `herald worker` listening (`listening`, on a connection
   of its own);
+- on a SQLite file, the commit sends a datagram to every other process's worker listening on the
+  same file (`wake_sockets`: `herald worker` processes beside `herald serve`);
 - in every process, the commit sets the events registered with `waiting` here: the engine embedded
-  in `herald serve` (one process on SQLite) wakes without any database round trip.
+  in `herald serve` wakes without any database round trip.
 The poll stays the fallback: a wake-up lost with a dropped connection costs one interval, no more.
 
 A wake-up names the workspace whose work became due, when it knows it: the next tick takes the
@@ -29,6 +31,7 @@ from sqlalchemy import event, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from herald import wake_sockets
 from herald.plain_sql import postgresql_dsn
 
 log = logging.getLogger("herald.worker")
@@ -60,15 +63,20 @@ async def wake_on_commit(
     """Wake the workers once the session's transaction commits; `workspace_id`: whose work it is.
     `new_work` False: no work became due, but a dispatch under way is concerned: the caller's own,
     which other workers may join, or one whose campaign's content changed (see `wakes`, `heard`)."""
-    if session.get_bind().dialect.name == "postgresql":
-        payload = {"channel": CHANNEL, "workspace": ("" if new_work else _NOT_NEW) + (workspace_id or "")}
-        await session.execute(text("SELECT pg_notify(:channel, :workspace)"), payload)
-    event.listen(
-        session.sync_session,
-        "after_commit",
-        lambda _: wake_here(workspace_id, new_work=new_work),
-        once=True,
-    )
+    payload = ("" if new_work else _NOT_NEW) + (workspace_id or "")
+    bind = session.get_bind()
+    if bind.dialect.name == "postgresql":
+        await session.execute(
+            text("SELECT pg_notify(:channel, :workspace)"), {"channel": CHANNEL, "workspace": payload}
+        )
+    others = wake_sockets.directory_of(str(bind.engine.url)) if bind.dialect.name == "sqlite" else None
+
+    def committed(_session: Any) -> None:
+        wake_here(workspace_id, new_work=new_work)
+        if others is not None:  # SQLite: the workers of other processes on the same file
+            wake_sockets.tell_others(others, payload)
+
+    event.listen(session.sync_session, "after_commit", committed, once=True)
 
 
 def wakes() -> int:
@@ -208,10 +216,7 @@ class Listener:
         log.info("listening for wake-ups on channel %s", CHANNEL)
 
     def _notified(self, _connection: Any, _pid: int, _channel: str, payload: str) -> None:
-        _note(payload.removeprefix(_NOT_NEW), new_work=not payload.startswith(_NOT_NEW))
-        # The worker's own wake, and its event lane's (`waiting`: every event of this process).
-        self._wake.set()
-        _set_waiting()
+        _heard_from_another(payload, self._wake)
 
     async def close(self) -> None:
         connection = self._connection
@@ -226,12 +231,33 @@ class Listener:
             raise
 
 
+def _heard_from_another(payload: str, wake: asyncio.Event) -> None:
+    """A wake-up another process sent (`payload`: as `wake_on_commit` sends it)."""
+    _note(payload.removeprefix(_NOT_NEW), new_work=not payload.startswith(_NOT_NEW))
+    # The worker's own wake, and its event lane's (`waiting`: every event of this process).
+    wake.set()
+    _set_waiting()
+
+
 @contextlib.asynccontextmanager
-async def listening(database_url: str, wake: asyncio.Event) -> AsyncIterator[Listener | None]:
-    """In-process wake-ups always; on PostgreSQL, notifications from other processes too."""
+async def listening(
+    database_url: str, wake: asyncio.Event
+) -> AsyncIterator[Listener | wake_sockets.SocketListener | None]:
+    """In-process wake-ups always; from other processes too: on PostgreSQL, its notifications; on a
+    SQLite file, datagrams (`wake_sockets`)."""
     async with waiting(wake):
         if make_url(database_url).get_backend_name() != "postgresql":
-            yield None
+            directory = wake_sockets.directory_of(database_url)
+            if directory is None:
+                yield None
+                return
+            sockets = wake_sockets.SocketListener(
+                directory, lambda payload: _heard_from_another(payload, wake)
+            )
+            try:
+                yield sockets
+            finally:
+                await sockets.close()
             return
         listener = Listener(database_url, wake)
         try:

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import os
+import socket
 from collections.abc import Callable
 from pathlib import Path
 
@@ -14,7 +16,7 @@ import pytest
 from fastapi import FastAPI
 from sqlalchemy import text
 
-from herald import wake
+from herald import wake, wake_sockets
 from herald.campaigns import worker
 from herald.clock import FileClock
 from herald.services import Services
@@ -115,8 +117,9 @@ def test_a_tick_takes_the_workspaces_named_by_wake_ups_first() -> None:
 
 
 async def test_a_commit_names_its_workspace_to_every_listening_worker(app: FastAPI) -> None:
-    """In this process the commit names it directly (the engine embedded in `herald serve`); on
-    PostgreSQL the name also travels in the notification (to `herald worker` processes)."""
+    """In this process the commit names it directly (the engine embedded in `herald serve`); to
+    `herald worker` processes the name also travels in the notification (PostgreSQL) or in a
+    datagram to the worker's socket (a SQLite file)."""
     services: Services = app.state.herald
     woken = asyncio.Event()
 
@@ -136,13 +139,18 @@ async def test_a_commit_names_its_workspace_to_every_listening_worker(app: FastA
             await wake.wake_on_commit(session, "WS-NAMED")
             await session.commit()
         assert await named("WS-NAMED")
-        if listener is not None:
+        if isinstance(listener, wake.Listener):
             async with services.database.writer() as session:
                 await session.execute(
                     text("SELECT pg_notify(:channel, 'WS-NOTIFIED')"), {"channel": wake.CHANNEL}
                 )
                 await session.commit()
             assert await named("WS-NOTIFIED")
+        elif isinstance(listener, wake_sockets.SocketListener):
+            # What another process's commit sends (`wake_sockets.tell_others` skips this process's own).
+            with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sender:
+                sender.sendto(b"WS-SENT", listener.address)
+            assert await named("WS-SENT")
 
 
 async def test_a_wake_up_to_share_a_dispatch_names_its_workspace_but_asks_no_dispatch_to_give_way(
@@ -179,8 +187,8 @@ async def test_a_notification_to_share_a_dispatch_carries_its_mark(app: FastAPI)
     services: Services = app.state.herald
     woken = asyncio.Event()
     async with wake.listening(services.settings.database_url, woken) as listener:
-        if listener is None:
-            pytest.skip("notifications are PostgreSQL's")
+        if not isinstance(listener, wake.Listener):
+            pytest.skip("notifications are PostgreSQL's (a SQLite file's datagrams: the test below)")
         heard: list[str] = []
         original = listener._notified
 
@@ -196,3 +204,33 @@ async def test_a_notification_to_share_a_dispatch_carries_its_mark(app: FastAPI)
         # (Other tests' notifications may be heard as well: only this one's are looked at.)
         await _until(lambda: any("WS-SHARED" in payload for payload in heard), "the notification is heard")
         assert [payload for payload in heard if "WS-SHARED" in payload] == ["share WS-SHARED"]
+
+
+async def test_a_commit_sends_its_wake_up_to_the_other_processes_on_a_sqlite_file(app: FastAPI) -> None:
+    """Each other process's socket in the file's directory gets the payload `NOTIFY` would carry
+    (a wake-up to share a dispatch with its mark); a socket whose process is gone is removed."""
+    services: Services = app.state.herald
+    directory = wake_sockets.directory_of(services.settings.database_url)
+    if directory is None:
+        pytest.skip("datagrams are a SQLite file's")
+    os.makedirs(directory, mode=0o700, exist_ok=True)
+    other = os.path.join(directory, "1-other")  # "another process's" (pid 1 is never a test's)
+    gone = os.path.join(directory, "2-gone")
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as receiver:
+        receiver.bind(other)
+        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as closed:
+            closed.bind(gone)  # closed at once: its file stays, as a killed process's does
+        try:
+            async with services.database.writer() as session:
+                await wake.wake_on_commit(session, "WS-SHARED", new_work=False)
+                await session.rollback()  # never for a rollback
+            async with services.database.writer() as session:
+                await wake.wake_on_commit(session, "WS-SHARED", new_work=False)
+                await session.commit()
+            receiver.setblocking(False)
+            assert receiver.recv(4096) == b"share WS-SHARED"
+            with pytest.raises(BlockingIOError):
+                receiver.recv(4096)  # one datagram: the rollback sent none
+            assert "2-gone" not in os.listdir(directory)
+        finally:
+            os.unlink(other)

@@ -260,6 +260,9 @@ def worker(
     import logging.config
     import signal
 
+    from sqlalchemy import make_url
+
+    from herald import sqlite_checkpoints
     from herald.campaigns import worker as campaigns_worker
     from herald.clock import clock_for
     from herald.config import Settings
@@ -274,7 +277,14 @@ def worker(
     # The sandbox's time travel (HERALD_CLOCK_FILE) moves the worker's time too.
     now_from = clock_for(settings.clock_file)
 
+    # A long-running worker on a SQLite file checkpoints from a thread, as `herald serve` does: left
+    # to SQLite, the commit that finds the log long copies it back and syncs while it holds the
+    # write lock, which every other process's writers wait for.
+    checkpointed = None if once or not settings.is_sqlite else make_url(settings.database_url).database or ""
+
     async def main() -> None:
+        if checkpointed is not None:
+            sqlite_checkpoints.start(checkpointed)  # before any connection opens
         database = create_database(settings)
         try:
             if once:
@@ -307,6 +317,8 @@ def worker(
             )
         finally:
             await database.dispose()
+            if checkpointed is not None:
+                sqlite_checkpoints.stop(checkpointed)
 
     heap.settle()
     import uvloop
