@@ -138,3 +138,31 @@ async def test_the_gate_keeps_its_place_until_a_cancelled_wait_is_over(
     assert not _free(lock_path)
     gate.release()
     assert _free(lock_path)
+
+
+def test_a_forked_child_takes_the_lock_on_a_descriptor_of_its_own(lock_path: Path) -> None:
+    """A descriptor inherited across `fork` shares its lock with the parent's: a child forked after
+    the parent's lock opened its file must not think it holds the lock the parent holds."""
+    lock = ProcessLock(str(lock_path))
+    asyncio.run(lock.acquire(abandoned=lambda: None))  # held by this process
+    reader, writer = os.pipe()
+    child = os.fork()
+    if child == 0:  # the child: is the lock free for it? (it must not be)
+        os.close(reader)
+
+        async def attempt() -> bool:
+            try:
+                await asyncio.wait_for(lock.acquire(abandoned=lambda: None), 0.5)
+            except TimeoutError:
+                return False
+            return True
+
+        took = asyncio.run(attempt())
+        os.write(writer, b"took" if took else b"waited")
+        os._exit(0)
+    os.close(writer)
+    with os.fdopen(reader, "rb") as answer:
+        said = answer.read()
+    os.waitpid(child, 0)
+    lock.release()
+    assert said == b"waited"

@@ -34,6 +34,7 @@ class ProcessLock:
     def __init__(self, path: str) -> None:
         self._path = path
         self._fd: int | None = None
+        self._opened_by = 0  # the process that opened `_fd`
         self._requests: queue.SimpleQueue[tuple[int, asyncio.AbstractEventLoop, asyncio.Future[None]]]
         self._requests = queue.SimpleQueue()
         self._waiter: threading.Thread | None = None
@@ -71,14 +72,18 @@ class ProcessLock:
             fcntl.flock(self._fd, fcntl.LOCK_UN)
 
     def _descriptor(self) -> int:
-        if self._fd is None:
+        # Opened again in a child forked after it was opened: a descriptor inherited shares its
+        # lock with the parent's, so the two would not exclude each other.
+        if self._fd is None or self._opened_by != os.getpid():
             self._fd = os.open(self._path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            self._opened_by = os.getpid()
         return self._fd
 
     def _start_waiter(self) -> None:
-        # A daemon thread: a process leaving while it waits is not held up by it.
+        # A daemon thread: a process leaving while it waits is not held up by it. (None runs in a
+        # child forked after it started: started there again.)
         with self._mutex:
-            if self._waiter is None:
+            if self._waiter is None or not self._waiter.is_alive():
                 self._waiter = threading.Thread(
                     target=self._wait_for_requests, name="herald-sqlite-writer-lock", daemon=True
                 )

@@ -137,3 +137,5 @@ class SocketListener:
         receiver.close()
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self._path)
+        with contextlib.suppress(OSError):  # left when another process still listens there
+            os.rmdir(self._directory)
