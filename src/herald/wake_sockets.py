@@ -52,6 +52,11 @@ def _private(directory: str) -> bool:
     """`directory` exists (made now if missing), is ours and nobody else's to write in."""
     with contextlib.suppress(FileExistsError):
         os.mkdir(directory, 0o700)
+    return _ours(directory)
+
+
+def _ours(directory: str) -> bool:
+    """`directory` is a directory of this user's that nobody else may write in."""
     info = os.lstat(directory)
     return stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid() and not info.st_mode & 0o077
 
@@ -63,6 +68,8 @@ def _own_prefix() -> str:
 def tell_others(directory: str, payload: str) -> None:
     """Send `payload` to every other process's socket in `directory` (without waiting)."""
     try:
+        if not _ours(directory):
+            return  # another user's: nothing of ours listens there
         entries = [entry.path for entry in os.scandir(directory) if not entry.name.startswith(_own_prefix())]
     except FileNotFoundError:
         return  # no process listens
