@@ -55,3 +55,20 @@ async def test_no_worker_listens_in_a_directory_others_may_write_in(shared_direc
         assert os.listdir(shared_directory) == []
     finally:
         await listener.close()
+
+
+def test_a_deep_temporary_directory_leaves_room_for_the_sockets_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    deep = tmp_path / ("d" * 60)
+    deep.mkdir()
+    monkeypatch.setenv("TMPDIR", str(deep))
+    monkeypatch.setattr("tempfile.tempdir", None)  # read TMPDIR again
+    directory = wake_sockets.directory_of(f"sqlite+aiosqlite:///{tmp_path / 'deep.db'}")
+    assert directory is not None
+    assert len(os.path.join(directory, "4194304-1000000000000")) <= 107
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as bound:
+        os.makedirs(directory, mode=0o700, exist_ok=True)
+        bound.bind(os.path.join(directory, f"{os.getpid()}-1"))
+    os.unlink(os.path.join(directory, f"{os.getpid()}-1"))
+    os.rmdir(directory)

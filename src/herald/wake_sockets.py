@@ -10,9 +10,9 @@ that is slow or gone costs nothing: a socket nobody reads any more (its process 
 removed by the first sender that finds it so, and one whose queue is full has wake-ups waiting
 already. The poll stays the fallback, as on PostgreSQL.
 
-The directory is under the system's temporary directory, named by a hash of the database file's
-real path: a Unix socket's path is limited to about 100 bytes, which a database's own directory
-can exceed. It is made private to the user (mode 0700); one owned by another user is not used.
+The directory is under the system's temporary directory (`/tmp` when that one's path is too deep),
+named by a hash of the database file's real path: a Unix socket's path is limited to 107 bytes,
+which a database's own directory can exceed. It is made private to the user (mode 0700); one owned by another user is not used.
 """
 
 from __future__ import annotations
@@ -34,6 +34,8 @@ from sqlalchemy.engine import make_url
 log = logging.getLogger("herald.worker")
 
 _ids = itertools.count(1)
+# A socket's path is at most 107 bytes on Linux; its name in the directory (`PID-N`) takes up to 24.
+_LONGEST_DIRECTORY = 107 - 25
 
 
 @functools.lru_cache(maxsize=64)
@@ -44,8 +46,11 @@ def directory_of(database_url: str) -> str | None:
     if url.get_backend_name() != "sqlite" or path is None or path in ("", ":memory:"):
         return None
     real = path if path.startswith("file:") else os.path.realpath(path)
-    digest = hashlib.sha256(real.encode()).hexdigest()[:20]
-    return os.path.join(tempfile.gettempdir(), f"herald-wake-{os.getuid()}-{digest}")
+    name = f"herald-wake-{os.getuid()}-{hashlib.sha256(real.encode()).hexdigest()[:20]}"
+    directory = os.path.join(tempfile.gettempdir(), name)
+    if len(directory) > _LONGEST_DIRECTORY and os.path.isdir("/tmp"):
+        directory = os.path.join("/tmp", name)  # a deep TMPDIR leaves no room for a socket's name
+    return directory
 
 
 def _private(directory: str) -> bool:

@@ -147,7 +147,11 @@ def _start_worker(env: dict[str, str], log: Path) -> Worker:
             stderr=sink,
         )
     worker = Worker(process, log)
-    _wait(lambda: "listening for wake-ups" in log.read_text(encoding="utf-8"), f"{log.name} listening")
+    try:
+        _wait(lambda: "listening for wake-ups" in log.read_text(encoding="utf-8"), f"{log.name} listening")
+    except BaseException:
+        worker.kill()  # never left running behind a failed test
+        raise
     return worker
 
 
@@ -237,11 +241,8 @@ def receiver() -> Iterator[tuple[Receiver, str]]:
     server.server_close()
 
 
-def _deployment(
-    database_url: str, tmp_path: Path, url: str, clock_file: str, **settings: str
-) -> tuple[Tenant, dict[str, str]]:
-    """A workspace of USERS Android users whose push connector posts to `url`, and the environment
-    of its processes (the file clock, Redis, the lease, `settings`)."""
+def push_workspace(database_url: str, url: str) -> Tenant:
+    """A workspace of USERS Android users whose push connector posts to `url`."""
 
     async def connector(app: FastAPI, made: Tenant) -> None:
         given = ConnectorInput(
@@ -251,6 +252,15 @@ def _deployment(
 
     workspace = tenant(database_url, setup=connector, rate_limits=OPEN_LIMITS)
     _add_users(database_url, workspace.workspace_id, USERS)
+    return workspace
+
+
+def _deployment(
+    database_url: str, tmp_path: Path, url: str, clock_file: str, **settings: str
+) -> tuple[Tenant, dict[str, str]]:
+    """A workspace of USERS Android users whose push connector posts to `url` (`push_workspace`),
+    and the environment of its processes (the file clock, Redis, the lease, `settings`)."""
+    workspace = push_workspace(database_url, url)
     env = server_env(
         database_url,
         clock_file=clock_file,

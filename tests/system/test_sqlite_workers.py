@@ -9,41 +9,26 @@ What the receiver sees is the proof: every user's one delivery id, exactly once.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
-import pytest
-from fastapi import FastAPI
-
 from herald import migrate as migrations
 from herald.clock import FileClock
-from herald.delivery.config import ConnectorInput
-from tests.delivery.builders import HOOK_SECRET
-from tests.delivery.conftest import OPEN_LIMITS
-from tests.factories import Tenant, add_connector
-from tests.ops.served import server_env, tenant
+from tests.factories import Tenant
+from tests.ops.served import server_env
 from tests.system.cluster import Server, serve
 from tests.system.test_delivery_workers import (
     USERS,
     Receiver,
     Worker,
-    _add_users,
     _delivery_ids,
     _publish,
     _start_worker,
     _states,
     _wait,
+    push_workspace,
 )
-
-
-@pytest.fixture
-def receiver() -> Iterator[tuple[Receiver, str]]:
-    found = Receiver()
-    server, url = found.start()
-    yield found, url
-    server.shutdown()
-    server.server_close()
+from tests.system.test_delivery_workers import receiver as receiver  # the fixture
 
 
 def _sqlite_deployment(tmp_path: Path, url: str, **settings: str) -> tuple[str, Tenant, dict[str, str]]:
@@ -51,20 +36,10 @@ def _sqlite_deployment(tmp_path: Path, url: str, **settings: str) -> tuple[str, 
     the environment of its processes (a file clock held still, `settings`)."""
     database_url = f"sqlite+aiosqlite:///{tmp_path / 'herald.db'}"
     migrations.upgrade(database_url)
-
-    async def connector(app: FastAPI, made: Tenant) -> None:
-        given = ConnectorInput(
-            "push-gw", "CUSTOM_API", channel="push", url=url, secret=HOOK_SECRET, timeout=10
-        )
-        await add_connector(app, made, given)
-
-    workspace = tenant(database_url, setup=connector, rate_limits=OPEN_LIMITS)
-    _add_users(database_url, workspace.workspace_id, USERS)
+    workspace = push_workspace(database_url, url)
     clock_file = str(tmp_path / "now")
     FileClock.write(clock_file, datetime(2026, 3, 1, 9, 0, tzinfo=UTC))
     env = server_env(database_url, clock_file=clock_file, log_level="info", **settings)
-    (tmp_path / "tmp").mkdir()
-    env["TMPDIR"] = str(tmp_path / "tmp")  # the wake-up sockets' directory is the test's own
     return database_url, workspace, env
 
 
