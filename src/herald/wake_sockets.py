@@ -12,7 +12,8 @@ already. The poll stays the fallback, as on PostgreSQL.
 
 The directory is under the system's temporary directory (`/tmp` when that one's path is too deep),
 named by a hash of the database file's real path: a Unix socket's path is limited to 107 bytes,
-which a database's own directory can exceed. It is made private to the user (mode 0700); one owned by another user is not used.
+which a database's own directory can exceed. It is made private to the user (mode 0700); one that
+another user owns or may write in is not used.
 """
 
 from __future__ import annotations
@@ -134,9 +135,7 @@ class SocketListener:
         while True:
             try:
                 data = self._socket.recv(4096)
-            except (BlockingIOError, InterruptedError):
-                return
-            except OSError:
+            except OSError:  # nothing more to read now (BlockingIOError), or the socket closed
                 return
             self._heard(data.decode(errors="replace"))
 
