@@ -1113,11 +1113,15 @@ class _Flight:
             halt = regrant.on_wire(halt, len(users), dispatcher.now)
 
         def users_too(delivered: list[Outcome]) -> Callable[[Writer], Awaitable[None]]:
-            # The users' states in the outbox's own transaction, when every message was attempted.
+            # The users' states in the outbox's own transaction, when every message was attempted;
+            # where each stands is worked out before it (on SQLite it holds the file's one writer).
+            results = None
+            if not unsendable:
+                found = dict(zip((envelope.delivery_id for envelope in ready), delivered, strict=True))
+                results = _results(messages, found)
+
             async def write(connection: Writer) -> None:
-                if not unsendable:
-                    found = dict(zip((envelope.delivery_id for envelope in ready), delivered, strict=True))
-                    results = _results(messages, found)
+                if results is not None:
                     written = await _write_users(
                         connection, execution, results, firings, plan, now, _token_of(users)
                     )
@@ -1638,15 +1642,18 @@ async def _send_shared(
         )
 
     def users_too(delivered: list[Outcome]) -> Callable[[Writer], Awaitable[None]]:
+        # Where each user stands, worked out before the transaction (as `_Flight.start`'s).
+        found = dict(zip((envelope.delivery_id for envelope in ready), delivered, strict=True))
+        lanes = []
+        for lane, messages in group:
+            users = [item for item, _ in messages]
+            lanes.append((lane, _results(messages, found), _firings(users), _token_of(users)))
+
         async def write(connection: Writer) -> None:
-            found = dict(zip((envelope.delivery_id for envelope in ready), delivered, strict=True))
             windows: list[conversions.Opening] = []
-            for lane, messages in group:
-                users = [item for item, _ in messages]
-                results = _results(messages, found)
-                held = _token_of(users)
+            for lane, results, firings, held in lanes:
                 windows += await _write_users(
-                    connection, lane.execution, results, _firings(users), lane.plan, now, held
+                    connection, lane.execution, results, firings, lane.plan, now, held
                 )
             await _open(connection, windows)  # every lane's at once, last
 
