@@ -32,6 +32,8 @@ from collections.abc import Callable
 
 from sqlalchemy.engine import make_url
 
+from herald.plain_sql import sqlite_file_key
+
 log = logging.getLogger("herald.worker")
 
 _ids = itertools.count(1)
@@ -43,10 +45,9 @@ _LONGEST_DIRECTORY = 107 - 25
 def directory_of(database_url: str) -> str | None:
     """The wake-up directory of a SQLite file database; None for PostgreSQL or in-memory SQLite."""
     url = make_url(database_url)
-    path = url.database
-    if url.get_backend_name() != "sqlite" or path is None or path in ("", ":memory:"):
+    real = sqlite_file_key(url.database or "") if url.get_backend_name() == "sqlite" else None
+    if real is None:
         return None
-    real = path if path.startswith("file:") else os.path.realpath(path)
     name = f"herald-wake-{os.getuid()}-{hashlib.sha256(real.encode()).hexdigest()[:20]}"
     directory = os.path.join(tempfile.gettempdir(), name)
     if len(directory) > _LONGEST_DIRECTORY and os.path.isdir("/tmp"):

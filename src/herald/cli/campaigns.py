@@ -260,8 +260,6 @@ def worker(
     import logging.config
     import signal
 
-    from sqlalchemy import make_url
-
     from herald import sqlite_checkpoints
     from herald.campaigns import worker as campaigns_worker
     from herald.clock import clock_for
@@ -269,6 +267,7 @@ def worker(
     from herald.db import create_database
     from herald.ops import heap
     from herald.ops.logs import logging_config
+    from herald.plain_sql import sqlite_path
 
     settings = Settings()
     logging.config.dictConfig(logging_config(settings.log_level, settings.log_format))
@@ -280,7 +279,7 @@ def worker(
     # A long-running worker on a SQLite file checkpoints from a thread, as `herald serve` does: left
     # to SQLite, the commit that finds the log long copies it back and syncs while it holds the
     # write lock, which every other process's writers wait for.
-    checkpointed = None if once or not settings.is_sqlite else make_url(settings.database_url).database or ""
+    checkpointed = None if once or not settings.is_sqlite else sqlite_path(settings.database_url)
 
     async def main() -> None:
         if checkpointed is not None:

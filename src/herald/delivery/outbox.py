@@ -137,17 +137,12 @@ def _window_row(envelope: Envelope) -> tuple[Any, ...]:
 
 
 def _window_values(
-    envelopes: Sequence[Envelope],
-    connector: Connector,
-    now: datetime,
-    rows: dict[str, tuple[Any, ...]] | None = None,
+    envelopes: Sequence[Envelope], connector: Connector, now: datetime, rows: dict[str, tuple[Any, ...]]
 ) -> dict[str, Any]:
-    """The parameters of a window insert for `envelopes`, all built at `now` (`rows`: their
-    `_window_row`s built already, by delivery id)."""
+    """The parameters of a window insert for `envelopes`, all built at `now`, from their
+    `_window_rows` (built before the transaction)."""
     import orjson  # as `herald.db` does: a command line on SQLite does not load it
 
-    if rows is None:
-        rows = _window_rows(envelopes)
     return {
         "workspace_id": envelopes[0].workspace_id,
         "connector_id": connector.id,
