@@ -43,6 +43,7 @@ from herald.delivery.engine.resolve import LiveCampaign, global_control_share, s
 from herald.delivery.engine.split import in_global_control
 from herald.delivery.engine.throttle import ThrottleStore
 from herald.delivery.models import OutboxEntry
+from herald.direct_reads import rows_in
 from herald.timezones import zone_named
 from herald.workspaces.delivery_settings import DeliverySettings, settings_of
 from herald.workspaces.models import Workspace
@@ -185,10 +186,15 @@ async def load(
     return replace(rules, triggered=True, dnd_queue=queue, global_min_delay=global_delay)
 
 
+# The workspace's delivery settings, read on the driver: a dispatch reads them again for each
+# batch it claims (`run._claim`), where loading the workspace's entity cost more than the read.
+_SETTINGS = select(Workspace.delivery).where(Workspace.id == bindparam("workspace_id"))
+
+
 async def _load(session: AsyncSession, campaign: LiveCampaign, store: ThrottleStore) -> Rules:
     document = campaign.document
-    workspace = await session.get(Workspace, campaign.workspace_id)
-    settings = settings_of(workspace.delivery if workspace is not None else None)
+    found = await rows_in(await session.connection(), _SETTINGS, {"workspace_id": campaign.workspace_id})
+    settings = settings_of(found[0][0] if found else None)
     controls = document.delivery_controls
     limit = document.campaign_audience_limit
     audience_limit = None
