@@ -389,7 +389,9 @@ async def test_a_worker_started_beside_a_large_send_listens_during_its_first_tic
     heard no event stored by a server until the send was over (3 minutes late)."""
     services: Services = app.state.herald
     if not services.settings.database_url.startswith("postgresql"):
-        pytest.skip("SQLite has one process: its wake-ups are in-process")
+        pytest.skip(
+            "its listening shows in PostgreSQL's pg_stat_activity; SQLite's is tested in test_engine_wake.py"
+        )
     # Held requests wait out the test's bound below, not the usual 5 s that would end the tick.
     await push_connector(app, workspace, webhook, time_limit=60)
     await add_users(
