@@ -1,8 +1,9 @@
 """Dispatching an execution: batches of users claimed, decided, rendered and handed to connectors.
 
 A batch is claimed in one short write transaction (`FOR UPDATE SKIP LOCKED` on PostgreSQL, so
-several workers take disjoint batches; SQLite has one writer and one process): each user is held
-out, suppressed, deferred or left waiting by the delivery controls (`controls.py`), or CLAIMED.
+several workers take disjoint batches; SQLite has one writer, which the engine processes on a file
+take in turns, so the users' rows are read before it, `_read_ahead`): each user is held out,
+suppressed, deferred or left waiting by the delivery controls (`controls.py`), or CLAIMED.
 No transaction is open while messages go out. The batch is sent in windows of users
 (`Dispatcher.deliver_many`): the window's outbox rows committed PENDING in one transaction, the
 messages handed over side by side, their outcomes and the users' states committed in one more; each
