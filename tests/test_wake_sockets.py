@@ -3,6 +3,7 @@ and a directory anyone else may write in is never used (its sockets could be any
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 from pathlib import Path
@@ -72,3 +73,39 @@ def test_a_deep_temporary_directory_leaves_room_for_the_sockets_name(
         bound.bind(os.path.join(directory, f"{os.getpid()}-1"))
     os.unlink(os.path.join(directory, f"{os.getpid()}-1"))
     os.rmdir(directory)
+
+
+async def test_a_socket_whose_file_was_removed_is_bound_again_and_the_worker_catches_up(
+    tmp_path: Path,
+) -> None:
+    """A cleaner of the temporary directory removed a worker's socket (or its whole directory):
+    no sender finds it any more. The worker's next wait binds another, and ticks once for the
+    wake-ups sent meanwhile (lost)."""
+    directory = tmp_path / "wake"
+    heard: list[str] = []
+    missed: list[str] = []
+    listener = wake_sockets.SocketListener(str(directory), heard.append, lambda: missed.append("tick"))
+    await listener.ensure()
+    try:
+        first = listener.address
+        assert os.listdir(directory) == [Path(first).name]
+        assert missed == ["tick"]  # the first bind: nothing heard before it
+        await listener.ensure()
+        assert (listener.address, missed) == (first, ["tick"])  # still there: kept
+        os.unlink(first)
+        os.rmdir(directory)
+        await listener.ensure()
+        again = listener.address
+        assert again not in ("", first)
+        assert os.listdir(directory) == [Path(again).name]
+        assert missed == ["tick", "tick"]
+        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sender:
+            sender.sendto(b"WS-A", again)
+        for _ in range(1000):  # a bound against hanging: the loop reads it on its next turn
+            if heard:
+                break
+            await asyncio.sleep(0.001)
+        assert heard == ["WS-A"]
+    finally:
+        await listener.close()
+    assert not directory.exists()

@@ -252,7 +252,7 @@ async def listening(
                 yield None
                 return
             sockets = wake_sockets.SocketListener(
-                directory, lambda payload: _heard_from_another(payload, wake)
+                directory, lambda payload: _heard_from_another(payload, wake), wake.set
             )
             try:
                 yield sockets

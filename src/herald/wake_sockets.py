@@ -68,6 +68,11 @@ def _ours(directory: str) -> bool:
     return stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid() and not info.st_mode & 0o077
 
 
+def _still_there(path: str) -> bool:
+    """A file is at `path` (one `lstat` of a directory in the temporary one: no wait to speak of)."""
+    return os.path.lexists(path)
+
+
 def _own_prefix() -> str:
     return f"{os.getpid()}-"
 
@@ -97,11 +102,17 @@ def tell_others(directory: str, payload: str) -> None:
 
 class SocketListener:
     """This process's socket in the wake-up directory, calling `heard(payload)` for each datagram
-    while it is open. `ensure` (called before each wait, as the PostgreSQL listener's) binds it."""
+    while it is open. `ensure` (called before each wait, as the PostgreSQL listener's) binds it,
+    and binds it again when its file is gone (a cleaner of the temporary directory removed it:
+    no sender finds it there any more); `missed()` after each bind, since a wake-up sent while no
+    socket was bound here was lost."""
 
-    def __init__(self, directory: str, heard: Callable[[str], None]) -> None:
+    def __init__(
+        self, directory: str, heard: Callable[[str], None], missed: Callable[[], None] = lambda: None
+    ) -> None:
         self._directory = directory
         self._heard = heard
+        self._missed = missed
         self._socket: socket.socket | None = None
         self._path = ""
         self._warned = False
@@ -113,7 +124,10 @@ class SocketListener:
 
     async def ensure(self) -> None:
         if self._socket is not None:
-            return
+            if _still_there(self._path):
+                return
+            log.warning("the wake-up socket %s was removed: binding another", self._path)
+            self._unbind()
         path = os.path.join(self._directory, f"{_own_prefix()}{next(_ids)}")
         receiver = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         try:
@@ -130,6 +144,7 @@ class SocketListener:
             return
         self._socket, self._path, self._warned = receiver, path, False
         log.info("listening for wake-ups from other processes at %s", path)
+        self._missed()
 
     def _readable(self) -> None:
         assert self._socket is not None
@@ -141,6 +156,14 @@ class SocketListener:
             self._heard(data.decode(errors="replace"))
 
     async def close(self) -> None:
+        if self._socket is None:
+            return
+        self._unbind()
+        with contextlib.suppress(OSError):  # left when another process still listens there
+            os.rmdir(self._directory)
+
+    def _unbind(self) -> None:
+        """The socket closed and its file removed (if still there)."""
         receiver, self._socket = self._socket, None
         if receiver is None:
             return
@@ -149,5 +172,4 @@ class SocketListener:
         receiver.close()
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self._path)
-        with contextlib.suppress(OSError):  # left when another process still listens there
-            os.rmdir(self._directory)
+        self._path = ""
