@@ -425,7 +425,7 @@ async def _read_ahead(
     write transaction begins: reading them was half of a claim's time in it (on SQLite it holds the
     file's one writer, which every other writer waits for). The claim still decides which users
     it takes; a user read here and changed before the claim's transaction began is as it would be
-    had the change committed just after the claim. None for an EVENT execution (its firings come
+    had the change committed just after the claim. Nobody for an EVENT execution (its firings come
     in the order of their events, a few at a time)."""
     if execution.trigger == "EVENT":
         return {}
@@ -543,7 +543,7 @@ async def _claim_in(
         return None  # everyone left waits for a later tick (throttle, deferral, limit)
     counted = {"row_workspace_id": execution.workspace_id, "row_execution_id": execution.id, "now": now}
     more = len(claimed) - reclaimed  # a reclaimed user was counted already
-    await execute_in(await session.connection(), _DISPATCHED, {**counted, "more": more})
+    await execute_in(connection, _DISPATCHED, {**counted, "more": more})
     # Fewer rows than asked for, each a user of its own: nobody else is claimable now.
     return _Claim(claimed, len(rows) < size and len(unique) == len(rows), windows)
 
