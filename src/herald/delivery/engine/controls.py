@@ -39,14 +39,17 @@ from herald.db import UTCDateTime
 from herald.delivery.engine import best_times, send_time
 from herald.delivery.engine.content import SendPlan
 from herald.delivery.engine.models import OF_ITS_EXECUTION, Execution, ExecutionUser
-from herald.delivery.engine.resolve import LiveCampaign, global_control_share, segmentation_of
+from herald.delivery.engine.resolve import (
+    LiveCampaign,
+    segmentation_of,
+    takes_part_in_global_control,
+    workspace_settings,
+)
 from herald.delivery.engine.split import in_global_control
 from herald.delivery.engine.throttle import ThrottleStore
 from herald.delivery.models import OutboxEntry
-from herald.direct_reads import rows_in
 from herald.timezones import zone_named
-from herald.workspaces.delivery_settings import DeliverySettings, settings_of
-from herald.workspaces.models import Workspace
+from herald.workspaces.delivery_settings import DeliverySettings
 
 log = logging.getLogger("herald.delivery.engine")
 
@@ -169,7 +172,11 @@ async def load(
 ) -> Rules:
     rules = await _load(session, campaign, store)
     if send_time.per_user(campaign.document.scheduling_details):
-        rules = replace(rules, global_control=await global_control_share(session, campaign))
+        # From the settings just read: reading the workspace again was a second read per claim.
+        rules = replace(
+            rules,
+            global_control=rules.settings.global_control if takes_part_in_global_control(campaign) else None,
+        )
     if trigger is None:
         return rules
     controls = campaign.document.delivery_controls
@@ -186,15 +193,9 @@ async def load(
     return replace(rules, triggered=True, dnd_queue=queue, global_min_delay=global_delay)
 
 
-# The workspace's delivery settings, read on the driver: a dispatch reads them again for each
-# batch it claims (`run._claim`), where loading the workspace's entity cost more than the read.
-_SETTINGS = select(Workspace.delivery).where(Workspace.id == bindparam("workspace_id"))
-
-
 async def _load(session: AsyncSession, campaign: LiveCampaign, store: ThrottleStore) -> Rules:
     document = campaign.document
-    found = await rows_in(await session.connection(), _SETTINGS, {"workspace_id": campaign.workspace_id})
-    settings = settings_of(found[0][0] if found else None)
+    settings = await workspace_settings(session, campaign.workspace_id)
     controls = document.delivery_controls
     limit = document.campaign_audience_limit
     audience_limit = None

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import Select, Table, case, func, insert, literal, not_, null, select
+from sqlalchemy import Select, Table, bindparam, case, func, insert, literal, not_, null, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.sql.elements import ColumnElement
@@ -46,8 +46,9 @@ from herald.delivery.engine import conversions, send_time
 from herald.delivery.engine.models import Execution, ExecutionUser
 from herald.delivery.engine.ranking import in_global_control_sql, rank_sql
 from herald.delivery.engine.split import control_group_size
+from herald.direct_reads import rows_in
 from herald.wake import wake_on_commit
-from herald.workspaces.delivery_settings import settings_of
+from herald.workspaces.delivery_settings import DeliverySettings, settings_of
 from herald.workspaces.models import Workspace
 
 log = logging.getLogger("herald.delivery.engine")
@@ -436,10 +437,25 @@ def _locked(execution: Execution) -> Select[tuple[Execution]]:
     )
 
 
+# A workspace's delivery settings, read on the driver: a dispatch reads them again for each batch
+# it claims (`controls.load`), where loading the workspace's entity cost more than the read.
+_SETTINGS = select(Workspace.delivery).where(Workspace.id == bindparam("workspace_id"))
+
+
+async def workspace_settings(session: AsyncSession, workspace_id: str) -> DeliverySettings:
+    """The delivery settings of the workspace `workspace_id` (the defaults if it has none)."""
+    found = await rows_in(await session.connection(), _SETTINGS, {"workspace_id": workspace_id})
+    return settings_of(found[0][0] if found else None)
+
+
+def takes_part_in_global_control(campaign: LiveCampaign) -> bool:
+    """Whether the campaign takes part in its workspace's global control group."""
+    control = campaign.document.control_group_details
+    return control is not None and bool(control.is_global_control_group_enabled)
+
+
 async def global_control_share(session: AsyncSession, campaign: LiveCampaign) -> float | None:
     """The workspace's global control share if this campaign takes part in it."""
-    control = campaign.document.control_group_details
-    if control is None or not control.is_global_control_group_enabled:
+    if not takes_part_in_global_control(campaign):
         return None
-    workspace = await session.get(Workspace, campaign.workspace_id)
-    return settings_of(workspace.delivery if workspace is not None else None).global_control
+    return (await workspace_settings(session, campaign.workspace_id)).global_control

@@ -61,7 +61,12 @@ from herald.delivery.engine import best_times, conversions
 from herald.delivery.engine.content import live_campaign
 from herald.delivery.engine.models import Execution, ExecutionUser, TriggerInbox
 from herald.delivery.engine.rank import RANK_BITS, rank_of
-from herald.delivery.engine.resolve import ExecutionStatus, LiveCampaign, global_control_share
+from herald.delivery.engine.resolve import (
+    ExecutionStatus,
+    LiveCampaign,
+    global_control_share,
+    workspace_settings,
+)
 from herald.delivery.engine.send_time import first_in_hour
 from herald.delivery.engine.split import in_global_control
 from herald.delivery.engine.trigger_match import Later, firing_events, in_audience, later_events
@@ -70,8 +75,6 @@ from herald.ops import metrics
 from herald.sql_lists import one_of
 from herald.timezones import zone_named
 from herald.wake import wake_on_commit
-from herald.workspaces.delivery_settings import settings_of
-from herald.workspaces.models import Workspace
 
 log = logging.getLogger("herald.delivery.engine")
 
@@ -751,8 +754,7 @@ _TIMEZONES = select(User.customer_id, User.timezone).where(
 
 
 async def _default_zone(session: AsyncSession, workspace_id: str) -> str:
-    workspace = await session.get(Workspace, workspace_id)
-    return settings_of(workspace.delivery if workspace is not None else None).timezone
+    return (await workspace_settings(session, workspace_id)).timezone
 
 
 async def _best_hours(
